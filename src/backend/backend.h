@@ -1,0 +1,44 @@
+/* backend.h - the ops table every sandbox backend implements.
+ *
+ * The node's sandbox manager talks to backends only through this table; it
+ * never includes a backend's own headers. Each backend declares what it can
+ * do, and the API answers 501 for an operation a backend lacks.
+ */
+#ifndef AIRLOCK_BACKEND_H
+#define AIRLOCK_BACKEND_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "../lib/err.h"
+#include "../nodemgr/nm.h"
+
+struct backend_caps {
+	bool pause;           /* freeze/thaw with memory kept */
+	bool disk_snapshot;
+	bool full_snapshot;   /* memory + device state */
+	bool memory_fork;
+};
+
+struct backend_ctx {
+	const char *nm_sock;  /* node manager socket path (borrowed) */
+};
+
+struct backend_ops {
+	const char *name;
+	struct backend_caps caps;
+	/* Bring a sandbox up; on success *chan_fd (caller owns) is the guest channel. */
+	int (*create)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+		      int *chan_fd, pid_t *pid, err_t *err);
+	/* Reattach to a sandbox that is still running (after a node restart). */
+	int (*adopt)(const struct backend_ctx *ctx, const char *id, int *chan_fd, pid_t *pid,
+		     err_t *err);
+	/* Tear everything down; idempotent. */
+	int (*destroy)(const struct backend_ctx *ctx, const char *id, err_t *err);
+};
+
+extern const struct backend_ops backend_ns;
+/* NULL when no backend has that name. */
+const struct backend_ops *backend_find(const char *name);
+
+#endif

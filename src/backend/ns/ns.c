@@ -1,0 +1,30 @@
+/* The "ns" backend: a Linux-namespace jail. All privileged work (subvolume
+ * snapshot, uid mapping, namespaces, cgroups, seccomp) happens in the node
+ * manager's ns jail code (src/nodemgr/jail-*.c); this table only forwards. */
+#include "../backend.h"
+
+static int ns_create(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+		     int *chan_fd, pid_t *pid, err_t *err)
+{
+	return nm_sandbox_create(ctx->nm_sock, spec, chan_fd, pid, err);
+}
+
+static int ns_adopt(const struct backend_ctx *ctx, const char *id, int *chan_fd, pid_t *pid,
+		    err_t *err)
+{
+	return nm_sandbox_adopt(ctx->nm_sock, id, chan_fd, pid, err);
+}
+
+static int ns_destroy(const struct backend_ctx *ctx, const char *id, err_t *err)
+{
+	return nm_sandbox_destroy(ctx->nm_sock, id, err);
+}
+
+const struct backend_ops backend_ns = {
+	.name = "ns",
+	.caps = { .pause = false, .disk_snapshot = false, .full_snapshot = false,
+		  .memory_fork = false },
+	.create = ns_create,
+	.adopt = ns_adopt,
+	.destroy = ns_destroy,
+};

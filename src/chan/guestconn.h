@@ -1,0 +1,107 @@
+/* guestconn.h - the node's side of the private channel to one airlock-guest.
+ *
+ * Every byte read here comes from inside a sandbox and is untrusted: frames are
+ * parsed by src/proto (size-limited, fuzzed). A misbehaving guest can only
+ * cause its own connection to be closed (on_closed), never harm the node.
+ *
+ * Threading: guestconn_open starts one reader thread per connection. Requests
+ * (exec, file ops, ...) may be issued from any thread concurrently; each waits
+ * for its own reply (matched by request id) up to timeout_ms. Callbacks run on
+ * the reader thread and must not block for long or call back into the same
+ * guestconn synchronously.
+ */
+#ifndef AIRLOCK_GUESTCONN_H
+#define AIRLOCK_GUESTCONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../lib/err.h"
+#include "../lib/util.h"
+
+struct guestconn_cbs {
+	/* Output of process `pid`: fd 1 or 2, `off` = byte offset of data[0]
+	 * within that fd's stream (starts at 0 per process and fd). */
+	void (*on_output)(void *arg, uint32_t pid, int fd, uint64_t off, const void *data,
+			  size_t len);
+	/* Process ended: exit_code >= 0 for exit, or signal > 0 when killed. */
+	void (*on_exit)(void *arg, uint32_t pid, int exit_code, int signal);
+	/* Channel closed or protocol violation; called once. reason is borrowed. */
+	void (*on_closed)(void *arg, const char *reason);
+};
+
+struct guest_hello {
+	uint32_t version;      /* protocol version the guest speaks */
+	char boot_id[64];      /* random per guest start */
+};
+
+struct exec_spec {
+	char **argv;           /* NULL-terminated, argv[0] looked up in PATH */
+	char **env;            /* NULL-terminated "K=V", may be NULL (guest default env) */
+	const char *cwd;       /* NULL = "/" (or the user's home) */
+	uint32_t uid, gid;     /* inside the sandbox */
+	bool pty;              /* allocate a pseudo-terminal (stdout only, fd 1) */
+	uint16_t rows, cols;   /* pty size */
+	bool stdin_open;       /* keep stdin open for guestconn_stdin, else /dev/null */
+};
+
+struct guest_stat {
+	char type;             /* 'f' file, 'd' dir, 'l' symlink, 'o' other */
+	uint64_t size;
+	uint32_t mode;         /* permission bits */
+	int64_t mtime_ms;
+	uint32_t uid, gid;
+};
+
+struct guest_dirent {
+	char *name;            /* owned by the array; freed by guest_dirents_free */
+	struct guest_stat st;
+};
+void guest_dirents_free(struct guest_dirent *d, size_t n);
+
+struct guest_status {
+	int64_t last_activity_ms;  /* guest wall clock, ms since epoch */
+	uint64_t uptime_ms;
+	uint32_t n_procs;          /* live processes started by exec */
+};
+
+struct guestconn;
+
+/* Takes ownership of fd (the host end of the channel). Waits up to timeout_ms
+ * for the guest's HELLO (the guest always speaks first), then READY, then
+ * starts the reader thread. On failure closes fd and returns NULL. */
+struct guestconn *guestconn_open(int fd, const struct guestconn_cbs *cbs, void *arg,
+				 int timeout_ms, struct guest_hello *hello, err_t *err);
+/* Stops the reader thread, closes fd, fails pending requests. Accepts NULL.
+ * Must not be called from a callback. */
+void guestconn_close(struct guestconn *gc);
+bool guestconn_alive(struct guestconn *gc);
+
+/* Errors from the guest carry its errno in err->code (ENOENT, EISDIR, ...). */
+int guestconn_exec(struct guestconn *gc, const struct exec_spec *spec, uint32_t *pid,
+		   err_t *err);
+int guestconn_stdin(struct guestconn *gc, uint32_t pid, const void *p, size_t n, bool eof,
+		    err_t *err);
+int guestconn_signal(struct guestconn *gc, uint32_t pid, int sig, err_t *err);
+int guestconn_resize(struct guestconn *gc, uint32_t pid, uint16_t rows, uint16_t cols,
+		     err_t *err);
+
+/* Files. Paths are absolute paths inside the sandbox. Reads are limited to
+ * max bytes (-EFBIG beyond). Writes are atomic (temp file + rename in the
+ * guest) and create missing parent directories. */
+int guestconn_file_read(struct guestconn *gc, const char *path, size_t max, struct buf *out,
+			err_t *err);
+int guestconn_file_write(struct guestconn *gc, const char *path, const void *p, size_t n,
+			 uint32_t mode, err_t *err);
+int guestconn_stat(struct guestconn *gc, const char *path, struct guest_stat *st, err_t *err);
+int guestconn_list(struct guestconn *gc, const char *path, struct guest_dirent **ents,
+		   size_t *n, err_t *err);
+int guestconn_mkdir(struct guestconn *gc, const char *path, bool parents, err_t *err);
+int guestconn_remove(struct guestconn *gc, const char *path, bool recursive, err_t *err);
+int guestconn_rename(struct guestconn *gc, const char *from, const char *to, err_t *err);
+
+int guestconn_status(struct guestconn *gc, struct guest_status *st, err_t *err);
+
+#endif

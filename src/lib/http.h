@@ -1,0 +1,109 @@
+/* http.h - a small HTTP/1.1 server and client.
+ *
+ * Server: one thread per connection, keep-alive, request bodies up to
+ * max_body bytes (Content-Length or chunked), header block up to 16 KiB and 64
+ * headers. Malformed requests get a 400 JSON error and the connection closes;
+ * nothing the peer sends can crash the server. Listens on "HOST:PORT" (IPv4
+ * or [IPv6]) or "unix:/path".
+ *
+ * Responses: either one complete response (http_respond*), or a chunked stream
+ * (http_stream_begin / write / end). A handler must finish the response
+ * before returning; if it does not, the server sends 500.
+ */
+#ifndef AIRLOCK_HTTP_H
+#define AIRLOCK_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "err.h"
+#include "util.h"
+
+#define HTTP_MAX_HEADERS 64
+
+struct http_header {
+	char *name;   /* as sent; compare case-insensitively */
+	char *value;
+};
+
+struct http_req {
+	char method[16];
+	char *target;        /* raw request target, e.g. "/v1/x?a=b" */
+	char *path;          /* percent-decoded path without query */
+	char *query;         /* raw query string without '?', "" when none */
+	struct http_header headers[HTTP_MAX_HEADERS];
+	size_t n_headers;
+	char *body;          /* NUL-terminated (not counted in body_len); "" when none */
+	size_t body_len;
+	char peer[64];       /* "127.0.0.1:5555" or "unix" */
+};
+
+/* Borrowed pointers into req; NULL when absent. */
+const char *http_req_header(const struct http_req *req, const char *name);
+/* Decoded query parameter; caller owns; NULL when absent. */
+char *http_query_param(const struct http_req *req, const char *name);
+
+struct http_conn;  /* opaque, one per connection, valid during the handler */
+
+typedef void (*http_handler_fn)(void *ctx, struct http_req *req, struct http_conn *c);
+
+/* extra_headers: NULL or "Name: value\r\n..." lines. */
+int http_respond(struct http_conn *c, int status, const char *content_type,
+		 const void *body, size_t len, const char *extra_headers);
+int http_respond_json(struct http_conn *c, int status, const char *json_body);
+/* {"error":{"code":code,"message":...}} */
+int http_respond_error(struct http_conn *c, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Chunked streaming. Each write is sent (flushed) immediately. Returns
+ * -EPIPE once the client has gone away; the handler should then stop. */
+int http_stream_begin(struct http_conn *c, int status, const char *content_type,
+		      const char *extra_headers);
+int http_stream_write(struct http_conn *c, const void *p, size_t n);
+int http_stream_end(struct http_conn *c);
+/* True once the peer closed its side (checked without blocking). */
+bool http_conn_peer_closed(struct http_conn *c);
+
+struct http_server;
+/* Starts the listener thread. ctx is borrowed. unix sockets are created with
+ * mode 0660 (an existing socket file is replaced). */
+struct http_server *http_server_start(const char *listen_addr, size_t max_body,
+				      http_handler_fn fn, void *ctx, err_t *err);
+/* Stops accepting, waits for connection threads to finish. Accepts NULL. */
+void http_server_stop(struct http_server *s);
+/* The bound address, e.g. "127.0.0.1:43111" (useful with port 0). Borrowed. */
+const char *http_server_addr(const struct http_server *s);
+
+/* Client. base: "http://127.0.0.1:8080" or "unix:/path".
+ * headers: NULL or "Name: value\r\n..." lines. */
+struct http_resp {
+	int status;
+	struct http_header headers[HTTP_MAX_HEADERS];
+	size_t n_headers;
+	struct buf body;
+};
+void http_resp_free(struct http_resp *r);  /* frees headers and body */
+const char *http_resp_header(const struct http_resp *r, const char *name);
+
+int http_request(const char *base, const char *method, const char *target,
+		 const char *headers, const void *body, size_t len,
+		 struct http_resp *out, err_t *err);
+
+/* Streaming client: on_head is called once with status/headers (out has no
+ * body); then on_data for each piece of the body as it arrives (dechunked).
+ * A callback returning non-zero aborts the request (returns that value). */
+struct http_stream_cbs {
+	int (*on_head)(void *arg, const struct http_resp *head);
+	int (*on_data)(void *arg, const void *p, size_t n);
+};
+int http_request_stream(const char *base, const char *method, const char *target,
+			const char *headers, const void *body, size_t len,
+			const struct http_stream_cbs *cbs, void *arg, err_t *err);
+
+/* Parser entry point exposed for the fuzz target: parse one request from buf.
+ * Returns >0 bytes consumed, 0 if more bytes are needed, <0 on malformed input.
+ * On success req must be freed with http_req_free. */
+int http_parse_request(const char *buf, size_t len, size_t max_body, struct http_req *req,
+		       err_t *err);
+void http_req_free(struct http_req *req);
+
+#endif

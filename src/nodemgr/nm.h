@@ -1,0 +1,80 @@
+/* nm.h - client of the node manager (`airlockd nodemgr`), the only root process.
+ *
+ * The node (unprivileged) asks for privileged work through this fixed list of
+ * verbs, over a SOCK_SEQPACKET unix socket (root:airlock 0660). Each call opens
+ * its own connection, so calls from many threads run concurrently and a long
+ * template build never blocks a create. The wire format is private to
+ * src/nodemgr (fixed-size structs, versioned); nodemgr validates every id,
+ * name and path and confines all paths to the pool.
+ *
+ * Ids: sandbox ids match [a-z0-9-]{1,64}; template names [a-z0-9][a-z0-9._-]{0,63}.
+ */
+#ifndef AIRLOCK_NM_H
+#define AIRLOCK_NM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../lib/err.h"
+
+struct nm_limits {
+	uint32_t memory_mb;    /* 0 = node default */
+	uint32_t cpu_millis;   /* 1000 = one CPU; 0 = node default */
+	uint32_t pids;         /* 0 = node default */
+	uint32_t disk_mb;      /* btrfs qgroup limit on the sandbox subvolume; 0 = default */
+};
+
+struct nm_sandbox_spec {
+	char id[65];
+	char template_name[65];
+	uint32_t template_version;
+	struct nm_limits limits;
+	char hostname[65];     /* "" = id */
+};
+
+/* Snapshot templates/<name>/<ver> to sandboxes/<id>, apply limits, spawn the
+ * jail with airlock-guest as PID 1. On success *chan_fd (caller owns) is the
+ * host end of the guest channel and *pid the jail's init as seen by the host.
+ * On failure nothing is left behind (subvolume, cgroup, uid range). */
+int nm_sandbox_create(const char *sock, const struct nm_sandbox_spec *spec, int *chan_fd,
+		      pid_t *pid, err_t *err);
+/* A fresh dup of the host end of a live sandbox's channel (after the node
+ * restarted). -ENOENT when nodemgr holds no live jail for id. */
+int nm_sandbox_adopt(const char *sock, const char *id, int *chan_fd, pid_t *pid, err_t *err);
+/* Kill the jail (every process in its cgroup), remove the cgroup, delete the
+ * subvolume, release the uid range. Idempotent: 0 when already gone. */
+int nm_sandbox_destroy(const char *sock, const char *id, err_t *err);
+/* Ids of every sandbox nodemgr knows: a live jail or a leftover subvolume.
+ * *ids is a NULL-terminated array the caller frees (each string, then array). */
+int nm_sandbox_list(const char *sock, char ***ids, err_t *err);
+
+struct nm_template_spec {
+	char name[65];
+	uint32_t version;
+	/* kind: "debian" (arg = suite, e.g. "bookworm"), "busybox" (arg unused),
+	 * "dir" (arg = host directory), "tar" (arg = host tar file). */
+	char kind[16];
+	char arg[1024];
+	char packages[1024];   /* comma-separated extra packages, debian only */
+};
+/* Build templates/<name>/<ver>/rootfs and make the subvolume read-only. Each
+ * progress line from the builder is passed to progress (may be NULL). On
+ * failure the half-built subvolume is removed. */
+int nm_template_build(const char *sock, const struct nm_template_spec *spec,
+		      void (*progress)(void *arg, const char *line), void *arg, err_t *err);
+int nm_template_delete(const char *sock, const char *name, uint32_t version, err_t *err);
+/* Template versions present in the pool, as "name/version" strings;
+ * NULL-terminated array the caller frees. */
+int nm_template_list(const char *sock, char ***out, err_t *err);
+
+struct nm_node_info {
+	uint64_t mem_total_mb;
+	uint32_t cpus;
+	uint64_t pool_free_mb, pool_total_mb;
+	char cgroup_mode[8];   /* "v1" or "v2" */
+};
+int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err);
+
+#endif
