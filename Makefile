@@ -1,0 +1,54 @@
+# Thin wrapper over CMake. `make up` and `make test` do all set-up themselves.
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc)
+DATA_DIR   ?= /var/lib/airlock
+CTEST_ARGS ?=
+
+.PHONY: all deps build build-asan up test test-unit test-e2e bench clean fuzz
+
+all: build
+
+deps:
+	@sh scripts/setup-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+# Unit and fuzz-replay tests under AddressSanitizer + UBSan.
+build-asan: deps
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DAIRLOCK_SANITIZE=ON >/dev/null
+	@cmake --build $(BUILD_ASAN) -j$(JOBS)
+
+# Build, prepare the pool and the default templates, run the all-in-one server.
+up: build
+	@ln -sf $(CURDIR)/$(BUILD)/bin/airlock /usr/local/bin/airlock
+	@ln -sf $(CURDIR)/$(BUILD)/bin/airlockd /usr/local/bin/airlockd
+	$(BUILD)/bin/airlockd up --data-dir $(DATA_DIR)
+
+# Every test: unit + fuzz replay + end-to-end on the release build, then unit +
+# fuzz replay again under ASan/UBSan.
+test: build build-asan
+	cd $(BUILD) && ctest --output-on-failure $(CTEST_ARGS)
+	cd $(BUILD_ASAN) && ctest --output-on-failure -L 'unit|fuzz' $(CTEST_ARGS)
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -L 'unit|fuzz' $(CTEST_ARGS)
+
+test-e2e: build
+	cd $(BUILD) && ctest --output-on-failure -L e2e $(CTEST_ARGS)
+
+bench: build
+	python3 bench/create --airlockd $(BUILD)/bin/airlockd
+
+# Coverage-guided fuzzing with libFuzzer (clang), 60 s per target.
+fuzz: deps
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DAIRLOCK_LIBFUZZER=ON -DAIRLOCK_SANITIZE=ON >/dev/null
+	@cmake --build build-fuzz -j$(JOBS)
+	@for f in build-fuzz/bin/fuzz-*; do n=$$(basename $$f | sed s/fuzz-//); \
+	  mkdir -p build-fuzz/corpus/$$n; \
+	  $$f -max_total_time=60 build-fuzz/corpus/$$n tests/fuzz/corpus/$$n || exit 1; done
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz

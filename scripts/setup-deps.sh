@@ -1,0 +1,27 @@
+#!/bin/sh
+# Install the Debian packages Airlock needs, only those missing, from the
+# machine's own apt sources. Idempotent; run as root.
+set -eu
+
+PKGS="build-essential cmake pkg-config clang libsqlite3-dev libseccomp-dev libssl-dev
+      sqlite3 btrfs-progs mmdebstrap busybox-static bubblewrap util-linux passwd
+      iproute2 python3 ca-certificates"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+if [ -z "$missing" ]; then
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "setup-deps: missing packages:$missing (run as root to install them)" >&2
+	exit 1
+fi
+echo "setup-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,165 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/util.h"
+
+void config_defaults(struct airlockd_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->data_dir, sizeof(c->data_dir), "/var/lib/airlock");
+	snprintf(c->listen, sizeof(c->listen), "127.0.0.1:7070");
+	snprintf(c->user, sizeof(c->user), "airlock");
+	c->pool_size_mb = 64 * 1024;
+	snprintf(c->default_backend, sizeof(c->default_backend), "ns");
+	snprintf(c->default_template, sizeof(c->default_template), "debian");
+	snprintf(c->templates, sizeof(c->templates), "busybox,debian");
+	c->default_memory_mb = 512;
+	c->default_cpu_millis = 1000;
+	c->default_pids = 512;
+	c->default_disk_mb = 4096;
+	c->max_sandboxes = 1000;
+	c->rate_per_s = 200;
+	c->rate_burst = 400;
+	c->log_level = 2;
+}
+
+static int set_str(char *dst, size_t cap, const char *key, const char *val, err_t *err)
+{
+	if (strlen(val) >= cap)
+		return err_set(err, EINVAL, "%s: value too long (max %zu)", key, cap - 1);
+	memcpy(dst, val, strlen(val) + 1);
+	return 0;
+}
+
+static int set_u64(uint64_t *dst, const char *key, const char *val, uint64_t max, err_t *err)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(val, &end, 10);
+	if (errno || end == val || *end || val[0] == '-' || v > max)
+		return err_set(err, EINVAL, "%s: `%s` is not a number in 0..%llu", key, val,
+			       (unsigned long long)max);
+	*dst = v;
+	return 0;
+}
+
+static int set_u32(uint32_t *dst, const char *key, const char *val, err_t *err)
+{
+	uint64_t v;
+	int r = set_u64(&v, key, val, UINT32_MAX, err);
+
+	if (r == 0)
+		*dst = (uint32_t)v;
+	return r;
+}
+
+static int set_double(double *dst, const char *key, const char *val, err_t *err)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(val, &end);
+	if (errno || end == val || *end || !(v > 0) || v > 1e9)
+		return err_set(err, EINVAL, "%s: `%s` is not a positive number", key, val);
+	*dst = v;
+	return 0;
+}
+
+int config_set(struct airlockd_config *c, const char *key, const char *val, err_t *err)
+{
+	if (!strcmp(key, "data_dir")) {
+		if (val[0] != '/')
+			return err_set(err, EINVAL, "data_dir: must be an absolute path");
+		return set_str(c->data_dir, sizeof(c->data_dir), key, val, err);
+	}
+	if (!strcmp(key, "listen"))
+		return set_str(c->listen, sizeof(c->listen), key, val, err);
+	if (!strcmp(key, "user"))
+		return set_str(c->user, sizeof(c->user), key, val, err);
+	if (!strcmp(key, "pool_size_mb"))
+		return set_u64(&c->pool_size_mb, key, val, 1ull << 40, err);
+	if (!strcmp(key, "default_backend"))
+		return set_str(c->default_backend, sizeof(c->default_backend), key, val, err);
+	if (!strcmp(key, "default_template"))
+		return set_str(c->default_template, sizeof(c->default_template), key, val, err);
+	if (!strcmp(key, "templates"))
+		return set_str(c->templates, sizeof(c->templates), key, val, err);
+	if (!strcmp(key, "default_memory_mb"))
+		return set_u32(&c->default_memory_mb, key, val, err);
+	if (!strcmp(key, "default_cpu_millis"))
+		return set_u32(&c->default_cpu_millis, key, val, err);
+	if (!strcmp(key, "default_pids"))
+		return set_u32(&c->default_pids, key, val, err);
+	if (!strcmp(key, "default_disk_mb"))
+		return set_u32(&c->default_disk_mb, key, val, err);
+	if (!strcmp(key, "max_sandboxes"))
+		return set_u32(&c->max_sandboxes, key, val, err);
+	if (!strcmp(key, "rate_per_s"))
+		return set_double(&c->rate_per_s, key, val, err);
+	if (!strcmp(key, "rate_burst"))
+		return set_double(&c->rate_burst, key, val, err);
+	if (!strcmp(key, "log_level")) {
+		static const char *names[] = { "error", "warn", "info", "debug" };
+		for (int i = 0; i < 4; i++)
+			if (!strcmp(val, names[i])) {
+				c->log_level = i;
+				return 0;
+			}
+		return err_set(err, EINVAL, "log_level: `%s` is not error|warn|info|debug", val);
+	}
+	return err_set(err, EINVAL, "unknown setting `%s`", key);
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	e = s + strlen(s);
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+		*--e = '\0';
+	return s;
+}
+
+int config_load(struct airlockd_config *c, const char *path, err_t *err)
+{
+	FILE *f = fopen(path, "re");
+	char line[1024];
+	int lineno = 0, r = 0;
+
+	if (!f)
+		return err_sys(err, "config `%s`", path);
+	while (fgets(line, sizeof(line), f)) {
+		char *s, *eq;
+
+		lineno++;
+		if (!strchr(line, '\n') && !feof(f)) {
+			r = err_set(err, EINVAL, "%s:%d: line too long", path, lineno);
+			break;
+		}
+		s = trim(line);
+		if (!*s || *s == '#')
+			continue;
+		eq = strchr(s, '=');
+		if (!eq) {
+			r = err_set(err, EINVAL, "%s:%d: expected `key = value`", path, lineno);
+			break;
+		}
+		*eq = '\0';
+		r = config_set(c, trim(s), trim(eq + 1), err);
+		if (r < 0) {
+			err_wrap(err, "%s:%d", path, lineno);
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}

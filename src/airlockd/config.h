@@ -1,0 +1,33 @@
+/* config.h - airlockd configuration: built-in defaults, then the config file
+ * (`key = value` lines, '#' comments), then command-line flags. The result is
+ * a named singleton-like struct built once in main() and passed down. */
+#ifndef AIRLOCKD_CONFIG_H
+#define AIRLOCKD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../lib/err.h"
+
+struct airlockd_config {
+	char data_dir[512];
+	char listen[128];          /* api listen address */
+	char user[64];             /* unprivileged user for node and api */
+	uint64_t pool_size_mb;     /* size of DATA/pool.img when DATA is not on btrfs */
+	char default_backend[16];
+	char default_template[65];
+	char templates[256];       /* comma-separated templates `up` makes sure exist */
+	uint32_t default_memory_mb, default_cpu_millis, default_pids, default_disk_mb;
+	uint32_t max_sandboxes;
+	double rate_per_s, rate_burst;
+	int log_level;             /* 0 error .. 3 debug */
+};
+
+void config_defaults(struct airlockd_config *c);
+/* Parse a config file over *c. Unknown keys, bad values and unreadable files
+ * are errors that name the file and line. */
+int config_load(struct airlockd_config *c, const char *path, err_t *err);
+/* Set one key from a string (shared by the file parser and flags). */
+int config_set(struct airlockd_config *c, const char *key, const char *val, err_t *err);
+
+#endif

@@ -1,0 +1,70 @@
+/* airlockd - the Airlock daemons in one binary.
+ *
+ *   airlockd up        root: prepare DATA, start nodemgr + node + api, supervise
+ *   airlockd nodemgr   root: privileged verbs (normally started by `up`)
+ *   airlockd node      drops to the airlock user: sandbox manager
+ *   airlockd api       drops to the airlock user: HTTP API
+ *
+ * main() stays thin: parse the configuration, then call the component's run
+ * function. Supervision lives in up.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "../lib/util.h"
+#include "airlockd.h"
+
+static void usage(FILE *f)
+{
+	fputs("usage: airlockd up|nodemgr|node|api [--config FILE] [--data-dir DIR] [--listen ADDR]\n"
+	      "                [--templates a,b] [--set key=value]...\n"
+	      "       airlockd version\n",
+	      f);
+}
+
+int main(int argc, char **argv)
+{
+	struct airlockd_config cfg;
+	const char *cmd;
+	err_t err = { 0 };
+
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[1];
+	if (!strcmp(cmd, "version")) {
+		puts("airlockd 0.1.0");
+		return 0;
+	}
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	config_defaults(&cfg);
+	if (airlockd_parse_args(&cfg, argc - 1, argv + 1, &err) < 0) {
+		fprintf(stderr, "airlockd: %s\n", err.msg);
+		usage(stderr);
+		return 2;
+	}
+	log_init(cmd, (enum log_level)cfg.log_level);
+	int r;
+	if (!strcmp(cmd, "up"))
+		r = airlockd_up(&cfg, &err);
+	else if (!strcmp(cmd, "nodemgr"))
+		r = airlockd_nodemgr(&cfg, &err);
+	else if (!strcmp(cmd, "node"))
+		r = airlockd_node(&cfg, &err);
+	else if (!strcmp(cmd, "api"))
+		r = airlockd_api(&cfg, &err);
+	else {
+		usage(stderr);
+		return 2;
+	}
+	if (r < 0) {
+		log_err("%s", err.msg);
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,519 @@
+/* up.c - `airlockd up` (all-in-one) and the per-role entry points.
+ *
+ * Work done in the root parent: create the airlock user if missing, prepare
+ * DATA (pool mount, run/ and logs/, DB file ownership), bootstrap the first
+ * admin key and DATA/cli.json. Then three children: nodemgr keeps root; node
+ * and api drop to the airlock user before they touch anything a client or a
+ * sandbox sent. The parent supervises: a child that dies is restarted (node
+ * re-adopts its sandboxes), and SIGTERM/SIGINT stops api, node, nodemgr in
+ * that order and unmounts the pool if we mounted it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../api/api.h"
+#include "../lib/http.h"
+#include "../lib/json.h"
+#include "../lib/log.h"
+#include "../lib/util.h"
+#include "../node/node.h"
+#include "../nodemgr/nodemgr.h"
+#include "../storage/pool.h"
+#include "airlockd.h"
+
+char *data_path(const struct airlockd_config *cfg, const char *rel)
+{
+	return xasprintf("%s/%s", cfg->data_dir, rel);
+}
+
+int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_t *err)
+{
+	/* --config first, so that flags override the file whatever their order. */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--config")) {
+			if (i + 1 >= argc)
+				return err_set(err, EINVAL, "--config needs a value");
+			int r = config_load(cfg, argv[i + 1], err);
+			if (r < 0)
+				return r;
+		}
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		static const struct { const char *flag, *key; } map[] = {
+			{ "--data-dir", "data_dir" }, { "--listen", "listen" },
+			{ "--templates", "templates" }, { "--user", "user" },
+			{ "--pool-size-mb", "pool_size_mb" }, { "--log-level", "log_level" },
+		};
+		bool done = false;
+
+		if (!strcmp(a, "--config")) {
+			i++;
+			continue;
+		}
+		for (size_t k = 0; k < ARRAY_SIZE(map); k++)
+			if (!strcmp(a, map[k].flag)) {
+				if (!v)
+					return err_set(err, EINVAL, "%s needs a value", a);
+				int r = config_set(cfg, map[k].key, v, err);
+				if (r < 0)
+					return r;
+				i++;
+				done = true;
+			}
+		if (done)
+			continue;
+		if (!strcmp(a, "--set")) {
+			char key[64];
+			const char *eq = v ? strchr(v, '=') : NULL;
+			if (!eq || (size_t)(eq - v) >= sizeof(key))
+				return err_set(err, EINVAL, "--set needs key=value");
+			memcpy(key, v, (size_t)(eq - v));
+			key[eq - v] = '\0';
+			int r = config_set(cfg, key, eq + 1, err);
+			if (r < 0)
+				return r;
+			i++;
+			continue;
+		}
+		return err_set(err, EINVAL, "unknown argument `%s`", a);
+	}
+	return 0;
+}
+
+static int lookup_user(const char *name, uid_t *uid, gid_t *gid, err_t *err)
+{
+	struct passwd *pw = getpwnam(name);
+
+	if (!pw)
+		return err_set(err, ENOENT, "user `%s` does not exist", name);
+	*uid = pw->pw_uid;
+	*gid = pw->pw_gid;
+	return 0;
+}
+
+/* Create the unprivileged service user on first run (root only). */
+static int ensure_user(const char *name, err_t *err)
+{
+	if (getpwnam(name))
+		return 0;
+	pid_t pid = fork();
+	if (pid < 0)
+		return err_sys(err, "fork");
+	if (pid == 0) {
+		execlp("useradd", "useradd", "--system", "--no-create-home", "--user-group",
+		       "--shell", "/usr/sbin/nologin", name, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !getpwnam(name))
+		return err_set(err, EIO, "useradd %s failed", name);
+	return 0;
+}
+
+/* Drop root for good: supplementary groups, gid, uid, and no way back. */
+static int drop_privileges(const char *user, err_t *err)
+{
+	uid_t uid;
+	gid_t gid;
+	int r;
+
+	if (getuid() != 0)
+		return 0;  /* already unprivileged (tests, manual runs) */
+	r = lookup_user(user, &uid, &gid, err);
+	if (r < 0)
+		return r;
+	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+		return err_sys(err, "drop privileges to %s", user);
+	if (setuid(0) == 0)
+		return err_set(err, EPERM, "could regain root after dropping privileges");
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	return 0;
+}
+
+int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
+{
+	_cleanup_free_ char *sock = data_path(cfg, "run/nodemgr.sock");
+	_cleanup_free_ char *guest = xasprintf("%s/airlock-guest", AIRLOCK_BIN_DIR);
+	_cleanup_free_ char *scripts = xasprintf("%s/scripts", AIRLOCK_SOURCE_DIR);
+	uid_t uid = 0;
+	gid_t gid = 0;
+	int r;
+
+	if (getuid() != 0)
+		return err_set(err, EPERM, "nodemgr must run as root");
+	r = lookup_user(cfg->user, &uid, &gid, err);
+	if (r < 0)
+		return r;
+	struct nodemgr_config nc = {
+		.data_dir = cfg->data_dir,
+		.sock_path = sock,
+		.guest_path = guest,
+		.scripts_dir = scripts,
+		.client_uid = uid,
+		.client_gid = gid,
+		.pool_size_mb = cfg->pool_size_mb,
+	};
+	return nodemgr_run(&nc, err);
+}
+
+int airlockd_node(const struct airlockd_config *cfg, err_t *err)
+{
+	_cleanup_free_ char *sock = data_path(cfg, "run/node.sock");
+	_cleanup_free_ char *listen = xasprintf("unix:%s", sock);
+	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_free_ char *nm = data_path(cfg, "run/nodemgr.sock");
+	int r = drop_privileges(cfg->user, err);
+
+	if (r < 0)
+		return r;
+	struct node_config nc = {
+		.sock_path = listen,
+		.db_path = db,
+		.nm_sock = nm,
+		.default_backend = cfg->default_backend,
+		.default_template = cfg->default_template,
+		.default_memory_mb = cfg->default_memory_mb,
+		.default_cpu_millis = cfg->default_cpu_millis,
+		.default_pids = cfg->default_pids,
+		.default_disk_mb = cfg->default_disk_mb,
+		.max_sandboxes = cfg->max_sandboxes,
+		.ready_timeout_ms = 10000,
+		.out_buffer_bytes = 1 << 20,
+	};
+	return node_run(&nc, err);
+}
+
+int airlockd_api(const struct airlockd_config *cfg, err_t *err)
+{
+	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_free_ char *sock = data_path(cfg, "run/node.sock");
+	_cleanup_free_ char *node = xasprintf("unix:%s", sock);
+	int r = drop_privileges(cfg->user, err);
+
+	if (r < 0)
+		return r;
+	struct api_config ac = {
+		.listen = cfg->listen,
+		.db_path = db,
+		.node_sock = node,
+		.max_body = 16u << 20,
+		.rate_per_s = cfg->rate_per_s,
+		.rate_burst = cfg->rate_burst,
+	};
+	return api_run(&ac, err);
+}
+
+/* ---- supervision ---- */
+
+enum role { ROLE_NODEMGR, ROLE_NODE, ROLE_API, N_ROLES };
+static const char *const role_names[N_ROLES] = { "nodemgr", "node", "api" };
+static const char *const role_socks[N_ROLES] = { "run/nodemgr.sock", "run/node.sock", NULL };
+
+static volatile sig_atomic_t stop_requested;
+static void on_stop(int sig) { stop_requested = sig; }
+
+static pid_t spawn_role(const struct airlockd_config *cfg, enum role role)
+{
+	pid_t pid = fork();
+
+	if (pid != 0)
+		return pid;
+	/* child: a fresh process for the role, dying with the supervisor */
+	err_t err = { 0 };
+	int r;
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+	log_init(role_names[role], (enum log_level)cfg->log_level);
+	if (role == ROLE_NODEMGR)
+		r = airlockd_nodemgr(cfg, &err);
+	else if (role == ROLE_NODE)
+		r = airlockd_node(cfg, &err);
+	else
+		r = airlockd_api(cfg, &err);
+	if (r < 0) {
+		log_err("%s", err.msg);
+		_exit(1);
+	}
+	_exit(0);
+}
+
+static int write_pidfile(const struct airlockd_config *cfg, const char *name, pid_t pid)
+{
+	_cleanup_free_ char *rel = xasprintf("run/%s.pid", name);
+	_cleanup_free_ char *path = data_path(cfg, rel);
+	char buf[32];
+	int n = snprintf(buf, sizeof(buf), "%d\n", (int)pid);
+
+	return write_file(path, buf, (size_t)n, 0644);
+}
+
+/* Wait until a role's socket accepts connections, or its process died. */
+static int wait_ready(const struct airlockd_config *cfg, enum role role, pid_t pid,
+		      int timeout_ms, err_t *err)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+
+	for (;;) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return err_set(err, ECHILD, "%s exited during start-up (status %d)",
+				       role_names[role], st);
+		if (role == ROLE_API) {
+			struct http_resp resp;
+			_cleanup_free_ char *url = xasprintf("http://%s", cfg->listen);
+			err_t e2 = { 0 };
+			memset(&resp, 0, sizeof(resp));
+			if (http_request(url, "GET", "/v1/health", NULL, NULL, 0, &resp, &e2) == 0) {
+				http_resp_free(&resp);
+				return 0;
+			}
+		} else {
+			_cleanup_free_ char *sock = data_path(cfg, role_socks[role]);
+			if (access(sock, F_OK) == 0)
+				return 0;
+		}
+		if (now_ms() > deadline)
+			return err_set(err, ETIMEDOUT, "%s did not come up", role_names[role]);
+		/* start-up only, never on a request path */
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounted, err_t *err)
+{
+	static const char *const dirs[] = { "", "run", "logs", "db" };
+	uid_t uid;
+	gid_t gid;
+	int r = lookup_user(cfg->user, &uid, &gid, err);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		_cleanup_free_ char *p = data_path(cfg, dirs[i]);
+		r = mkdir_p(p, 0755);
+		if (r < 0) {
+			errno = -r;
+			return err_sys(err, "mkdir %s", p);
+		}
+	}
+	/* run/ holds the node socket and must be writable by the node; the
+	 * nodemgr socket in it is root-owned with group access only. */
+	static const char *const owned[] = { "run", "db" };
+	for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
+		_cleanup_free_ char *p = data_path(cfg, owned[i]);
+		if (chown(p, uid, gid) < 0 || chmod(p, 0750) < 0)
+			return err_sys(err, "chown %s", p);
+	}
+	/* The DB (and its WAL files) belong to the unprivileged user. */
+	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_close_ int fd = open(db, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0 || fchown(fd, uid, gid) < 0)
+		return err_sys(err, "prepare %s", db);
+	r = pool_ensure(cfg->data_dir, cfg->pool_size_mb, pool_mounted, err);
+	if (r < 0)
+		return err_wrap(err, "storage pool");
+	return 0;
+}
+
+/* First admin key and DATA/cli.json. Runs as root so cli.json can be root's
+ * 0600 file; the DB files are then handed to the unprivileged user. */
+static int bootstrap(const struct airlockd_config *cfg, err_t *err)
+{
+	static const char *const dbfiles[] = { "db/airlock.db", "db/airlock.db-wal", "db/airlock.db-shm" };
+	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_free_ char *cli = data_path(cfg, "cli.json");
+	_cleanup_free_ char *url = xasprintf("http://%s", cfg->listen);
+	uid_t uid;
+	gid_t gid;
+	int r = lookup_user(cfg->user, &uid, &gid, err);
+
+	if (r < 0)
+		return r;
+	r = api_bootstrap(db, cli, url, err);
+	if (r < 0)
+		return err_wrap(err, "bootstrap");
+	for (size_t i = 0; i < ARRAY_SIZE(dbfiles); i++) {
+		_cleanup_free_ char *p = data_path(cfg, dbfiles[i]);
+		if (chown(p, uid, gid) < 0 && errno != ENOENT)
+			return err_sys(err, "chown %s", p);
+	}
+	return 0;
+}
+
+struct progress_ctx {
+	const char *name;
+	struct buf line;
+};
+
+static int on_progress(void *arg, const void *p, size_t n)
+{
+	struct progress_ctx *pc = arg;
+
+	buf_add(&pc->line, p, n);
+	for (;;) {
+		char *nl = memchr(pc->line.data, '\n', pc->line.len);
+		if (!nl)
+			return 0;
+		*nl = '\0';
+		err_t e = { 0 };
+		json *j = json_parse(pc->line.data, (size_t)(nl - pc->line.data), &e);
+		if (j) {
+			const char *ev = json_get_str(j, "event");
+			const json *er = json_get(j, "error");
+			if (ev && !strcmp(ev, "progress") && json_get_str(j, "line"))
+				printf("[template %s] %s\n", pc->name, json_get_str(j, "line"));
+			else if (ev && !strcmp(ev, "done"))
+				printf("[template %s] ready\n", pc->name);
+			else if (er && json_get_str(er, "message"))
+				printf("[template %s] failed: %s\n", pc->name, json_get_str(er, "message"));
+			fflush(stdout);
+			json_free(j);
+		}
+		size_t used = (size_t)(nl - pc->line.data) + 1;
+		memmove(pc->line.data, nl + 1, pc->line.len - used);
+		pc->line.len -= used;
+	}
+}
+
+/* Make sure the configured templates exist, building missing ones through the
+ * node (so concurrent creates share the build) and showing progress. */
+static void ensure_templates(const struct airlockd_config *cfg)
+{
+	_cleanup_free_ char *sock = data_path(cfg, "run/node.sock");
+	_cleanup_free_ char *base = xasprintf("unix:%s", sock);
+	_cleanup_free_ char *list = xstrdup(cfg->templates);
+	const char *hdr = "X-Airlock-Tenant: admin\r\nX-Airlock-Admin: 1\r\n"
+			  "Content-Type: application/json\r\n";
+	struct http_resp resp;
+	err_t err = { 0 };
+	char *save = NULL;
+
+	memset(&resp, 0, sizeof(resp));
+	if (http_request(base, "GET", "/v1/templates", hdr, NULL, 0, &resp, &err) < 0) {
+		log_warn("templates: %s", err.msg);
+		return;
+	}
+	for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+		_cleanup_free_ char *needle = xasprintf("\"name\":\"%s\"", name);
+		if (resp.body.data && strstr(resp.body.data, needle))
+			continue; /* good enough: the node lists only ready or building ones */
+		printf("[template %s] building (first run only; later starts reuse it)\n", name);
+		fflush(stdout);
+		_cleanup_free_ char *body = xasprintf("{\"name\":\"%s\"}", name);
+		struct progress_ctx pc = { .name = name };
+		struct http_stream_cbs cbs = { .on_data = on_progress };
+		buf_init(&pc.line);
+		if (http_request_stream(base, "POST", "/v1/templates", hdr, body, strlen(body), &cbs,
+					&pc, &err) < 0)
+			log_warn("template %s: %s", name, err.msg);
+		buf_free(&pc.line);
+	}
+	http_resp_free(&resp);
+}
+
+int airlockd_up(const struct airlockd_config *cfg, err_t *err)
+{
+	pid_t pids[N_ROLES] = { 0 };
+	bool pool_mounted = false;
+	int r;
+
+	if (getuid() != 0)
+		return err_set(err, EPERM, "`airlockd up` must run as root (it starts the node manager)");
+	r = ensure_user(cfg->user, err);
+	if (r < 0)
+		return r;
+	r = prepare_data_dir(cfg, &pool_mounted, err);
+	if (r < 0)
+		return r;
+	r = bootstrap(cfg, err);
+	if (r < 0)
+		goto out;
+
+	struct sigaction sa = { .sa_handler = on_stop };
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	for (int i = 0; i < N_ROLES && !stop_requested; i++) {
+		pids[i] = spawn_role(cfg, (enum role)i);
+		if (pids[i] < 0) {
+			r = err_sys(err, "fork %s", role_names[i]);
+			goto stop;
+		}
+		write_pidfile(cfg, role_names[i], pids[i]);
+		r = wait_ready(cfg, (enum role)i, pids[i], 30000, err);
+		if (r < 0) {
+			pids[i] = 0;
+			goto stop;
+		}
+	}
+	write_pidfile(cfg, "up", getpid());
+	if (!stop_requested)
+		ensure_templates(cfg);
+	{
+		_cleanup_free_ char *cli = data_path(cfg, "cli.json");
+		printf("airlock is up: http://%s  (CLI config: %s)\n", cfg->listen, cli);
+		fflush(stdout);
+	}
+
+	/* Supervise: restart a role that dies (the node re-adopts sandboxes). */
+	while (!stop_requested) {
+		int st;
+		pid_t p = waitpid(-1, &st, 0);
+		if (p < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (int i = 0; i < N_ROLES; i++) {
+			if (pids[i] != p || stop_requested)
+				continue;
+			log_warn("%s (pid %d) exited with status %d; restarting", role_names[i],
+				 (int)p, st);
+			pids[i] = spawn_role(cfg, (enum role)i);
+			write_pidfile(cfg, role_names[i], pids[i]);
+		}
+	}
+	r = 0;
+stop:
+	/* Stop in reverse order: api, node, nodemgr. */
+	for (int i = N_ROLES - 1; i >= 0; i--) {
+		if (pids[i] <= 0)
+			continue;
+		kill(pids[i], SIGTERM);
+		for (int t = 0; t < 300; t++) {
+			if (waitpid(pids[i], NULL, WNOHANG) == pids[i]) {
+				pids[i] = 0;
+				break;
+			}
+			struct timespec ts = { 0, 50 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+		if (pids[i] > 0) {
+			log_warn("%s did not stop in 15 s; killing it", role_names[i]);
+			kill(pids[i], SIGKILL);
+			waitpid(pids[i], NULL, 0);
+		}
+	}
+out:
+	if (pool_mounted) {
+		err_t e2 = { 0 };
+		if (pool_release(cfg->data_dir, &e2) < 0)
+			log_warn("pool: %s", e2.msg);
+	}
+	return r;
+}

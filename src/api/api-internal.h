@@ -1,0 +1,87 @@
+/* api-internal.h - shared between the files of src/api only. */
+#ifndef AIRLOCK_API_INTERNAL_H
+#define AIRLOCK_API_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../control/db.h"
+#include "../lib/http.h"
+#include "../lib/json.h"
+#include "api.h"
+
+/* Who is calling: the result of authentication. Plain values, no heap. */
+struct api_principal {
+	char key_id[64];
+	char tenant[64];   /* tenant id */
+	bool admin;
+};
+
+struct auth_cache;
+struct ratelimit;
+
+/* One per api_run; borrowed by every connection thread. */
+struct api {
+	const struct api_config *cfg;
+	struct db *db;              /* shared; db.c serialises calls */
+	struct auth_cache *cache;
+	struct ratelimit *rl;       /* NULL when rate limiting is off */
+};
+
+/* --- auth.c: keys, hashing, the lookup cache --- */
+
+#define API_KEY_PREFIX "al_"
+#define API_KEY_HEX 32                    /* hex chars after the prefix */
+#define AUTH_CACHE_TTL_MS 5000            /* revocations take effect within this */
+
+/* SHA-256 of key as lowercase hex into out (65 bytes with NUL). */
+void api_key_hash(const char *key, char out[65]);
+/* Does s look like a key we issue ("al_" + 32 lowercase hex)? */
+bool api_key_well_formed(const char *s);
+
+struct auth_cache *auth_cache_new(void);
+void auth_cache_free(struct auth_cache *c);   /* accepts NULL */
+
+/* Resolve a presented key. Returns 1 and fills *who when valid, 0 when
+ * unknown or revoked, -errno on a DB failure. Answers (positive and negative)
+ * are cached for AUTH_CACHE_TTL_MS, so the hot path costs one hash and one
+ * mutex, not a DB query. key is borrowed. */
+int auth_lookup(struct api *a, const char *key, struct api_principal *who, err_t *err);
+
+/* Insert a new key for tenant_id. On success *key_out and *id_out are set
+ * (caller owns both); the plain key exists nowhere else afterwards. */
+int api_key_create(struct db *db, const char *tenant_id, const char *name, bool admin,
+		   char **key_out, char **id_out, err_t *err);
+
+/* --- ratelimit.c: one token bucket per key id --- */
+
+/* rate <= 0 returns NULL (no limiting). */
+struct ratelimit *ratelimit_new(double rate_per_s, double burst);
+void ratelimit_free(struct ratelimit *rl);    /* accepts NULL */
+/* Take one token for key_id. Returns true if allowed; otherwise false and
+ * *retry_after_s is the whole number of seconds until a token is available. */
+bool ratelimit_take(struct ratelimit *rl, const char *key_id, unsigned *retry_after_s);
+
+/* --- admin.c: endpoints served by the api itself --- */
+
+void api_handle_tenants(struct api *a, struct http_req *req, struct http_conn *c,
+			const struct api_principal *who);
+void api_handle_keys(struct api *a, struct http_req *req, struct http_conn *c,
+		     const struct api_principal *who);
+
+/* --- proxy.c: forwarding to the node --- */
+
+void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
+		 const struct api_principal *who);
+
+/* --- api.c: small helpers --- */
+
+/* ms since the epoch as ISO-8601 UTC ("2024-05-01T12:00:00.123Z"). */
+void api_iso_time(int64_t ms, char out[32]);
+/* Parse a JSON object body for an admin endpoint. On failure it has already
+ * answered (400 invalid_json / bad_request / unknown_field) and returns NULL.
+ * allowed is a NULL-terminated list of field names. Caller owns the tree. */
+struct json *api_parse_body(struct http_req *req, struct http_conn *c,
+			    const char *const *allowed);
+
+#endif
