@@ -78,6 +78,8 @@ void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 
 /* ms since the epoch as ISO-8601 UTC ("2024-05-01T12:00:00.123Z"). */
 void api_iso_time(int64_t ms, char out[32]);
+/* 405 method_not_allowed with an Allow header ("GET, POST"). */
+void api_method_not_allowed(struct http_conn *c, const char *allow);
 /* Parse a JSON object body for an admin endpoint. On failure it has already
  * answered (400 invalid_json / bad_request / unknown_field) and returns NULL.
  * allowed is a NULL-terminated list of field names. Caller owns the tree. */

@@ -68,6 +68,8 @@ void jw_str(struct jw *w, const char *s);    /* NULL writes null */
 void jw_strn(struct jw *w, const char *s, size_t n); /* escapes, bytes >= 0x80 passed through */
 void jw_int(struct jw *w, int64_t v);
 void jw_uint(struct jw *w, uint64_t v);
+/* Shortest text that reads back to v; NaN and infinities are written as null. */
+void jw_double(struct jw *w, double v);
 void jw_bool(struct jw *w, bool v);
 void jw_null(struct jw *w);
 void jw_raw(struct jw *w, const char *json_text); /* already-valid JSON value */

@@ -1,0 +1,125 @@
+/* The lifecycle table and the one function that moves a sandbox along it. */
+#include "state.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "../lib/util.h"
+
+static const char *const names[SB__COUNT] = {
+	[SB_PENDING] = "pending",   [SB_STARTING] = "starting", [SB_RUNNING] = "running",
+	[SB_STOPPING] = "stopping", [SB_STOPPED] = "stopped",   [SB_FAILED] = "failed",
+	[SB_DELETED] = "deleted",
+};
+
+/* allowed[from][to]. Why each edge exists:
+ *   pending→starting    the row is written; the backend is asked to build the jail
+ *   starting→running    the guest agent said READY on its channel
+ *   running→stopping    a delete (client, timeout) began tearing the jail down
+ *   stopping→stopped    the backend destroyed the jail; nothing runs any more
+ *   stopped→deleted     the row is retired (kept for idempotency and events)
+ *   X→failed            for every live X: a step failed; the reason says which
+ *   failed→deleted      a failed sandbox was already torn down when it failed
+ *                       (or its destroy is retried by the delete), so the
+ *                       owner may retire it directly
+ * deleted is terminal; failed only leads to deleted. */
+static const bool allowed[SB__COUNT][SB__COUNT] = {
+	[SB_PENDING] = { [SB_STARTING] = true, [SB_FAILED] = true },
+	[SB_STARTING] = { [SB_RUNNING] = true, [SB_FAILED] = true },
+	[SB_RUNNING] = { [SB_STOPPING] = true, [SB_FAILED] = true },
+	[SB_STOPPING] = { [SB_STOPPED] = true, [SB_FAILED] = true },
+	[SB_STOPPED] = { [SB_DELETED] = true, [SB_FAILED] = true },
+	[SB_FAILED] = { [SB_DELETED] = true },
+	[SB_DELETED] = { 0 },
+};
+
+const char *state_name(enum sb_state s)
+{
+	if ((unsigned)s >= SB__COUNT)
+		return "unknown";
+	return names[s];
+}
+
+int state_parse(const char *name)
+{
+	if (!name)
+		return -1;
+	for (int i = 0; i < SB__COUNT; i++)
+		if (strcmp(names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+bool state_allowed(enum sb_state from, enum sb_state to)
+{
+	if ((unsigned)from >= SB__COUNT || (unsigned)to >= SB__COUNT)
+		return false;
+	return allowed[from][to];
+}
+
+bool state_is_live(enum sb_state s)
+{
+	return s == SB_PENDING || s == SB_STARTING || s == SB_RUNNING || s == SB_STOPPING;
+}
+
+static int record(struct db *db, const char *id, enum sb_state from, enum sb_state to,
+		  const char *reason, err_t *err)
+{
+	int64_t now = wall_ms();
+	int r;
+
+	if (to == SB_FAILED)
+		r = db_exec(db, err,
+			    "UPDATE sandboxes SET observed=?, error=?, updated_at=? WHERE id=?",
+			    "ssis", names[to], reason ? reason : "failed", now, id);
+	else
+		r = db_exec(db, err, "UPDATE sandboxes SET observed=?, updated_at=? WHERE id=?",
+			    "sis", names[to], now, id);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return err_set(err, ENOENT, "sandbox %s has no row", id);
+	return db_exec(db, err,
+		       "INSERT INTO events(sandbox_id, at, from_state, to_state, reason)"
+		       " VALUES(?,?,?,?,?)",
+		       "siss" "s", id, now, names[from], names[to], reason);
+}
+
+int state_transition(struct db *db, const char *id, enum sb_state *cur, enum sb_state to,
+		     const char *reason, unsigned flags, err_t *err)
+{
+	enum sb_state from = *cur;
+	int r;
+
+	if (!state_allowed(from, to))
+		return err_set(err, EBUSY, "sandbox %s is %s; cannot become %s", id,
+			       state_name(from), state_name(to));
+	if (db) {
+		if (flags & STATE_IN_TX) {
+			r = record(db, id, from, to, reason, err);
+		} else {
+			r = db_tx_begin(db, err);
+			if (r < 0)
+				return r;
+			r = record(db, id, from, to, reason, err);
+			if (r < 0)
+				db_tx_rollback(db);
+			else
+				r = db_tx_commit(db, err);
+		}
+		if (r < 0)
+			return err_wrap(err, "sandbox %s: %s -> %s", id, state_name(from),
+					state_name(to));
+	}
+	*cur = to;
+	return 0;
+}
+
+int state_event(struct db *db, const char *id, enum sb_state s, const char *reason, err_t *err)
+{
+	int r = db_exec(db, err,
+			"INSERT INTO events(sandbox_id, at, from_state, to_state, reason)"
+			" VALUES(?,?,?,?,?)",
+			"sisss", id, wall_ms(), names[s], names[s], reason);
+	return r < 0 ? r : 0;
+}

@@ -1,0 +1,57 @@
+/* state.h - the sandbox lifecycle: THE one table of states and transitions.
+ *
+ *   pending → starting → running → stopping → stopped → deleted
+ *   any live state → failed (with a reason);  failed → deleted
+ *
+ * Every change of a sandbox's observed state goes through state_transition(),
+ * which checks the table, writes the new observed state (and the error text
+ * when entering failed) and appends an `events` row with timestamp and reason.
+ * An illegal transition changes nothing and fails with -EBUSY ("conflict"),
+ * naming the current state; the HTTP layer answers 409.
+ *
+ * Depends only on lib/ and control/db, so unit tests link it alone.
+ */
+#ifndef AIRLOCK_NODE_STATE_H
+#define AIRLOCK_NODE_STATE_H
+
+#include <stdbool.h>
+
+#include "../control/db.h"
+#include "../lib/err.h"
+
+enum sb_state {
+	SB_PENDING = 0,
+	SB_STARTING,
+	SB_RUNNING,
+	SB_STOPPING,
+	SB_STOPPED,
+	SB_FAILED,
+	SB_DELETED,
+	SB__COUNT
+};
+
+const char *state_name(enum sb_state s);
+/* Returns -1 for an unknown name. */
+int state_parse(const char *name);
+/* Is from → to in the table? */
+bool state_allowed(enum sb_state from, enum sb_state to);
+/* A live state is one that may hold node resources (a jail, a channel). */
+bool state_is_live(enum sb_state s);
+
+/* Flags for state_transition. */
+#define STATE_IN_TX 1u  /* the caller holds a transaction (db_tx_begin) */
+
+/* Move sandbox `id` from *cur to `to`. Checks the table; on success writes
+ * sandboxes.observed (+ error when `to` is failed, + updated_at) and an
+ * events row in one transaction (or in the caller's, with STATE_IN_TX), then
+ * sets *cur = to. reason is borrowed and may be NULL. db may be NULL, which
+ * checks and updates *cur only (used by tests and by in-memory-only paths).
+ * Errors: -EBUSY for an illegal transition (*cur unchanged), or the db error. */
+int state_transition(struct db *db, const char *id, enum sb_state *cur, enum sb_state to,
+		     const char *reason, unsigned flags, err_t *err);
+
+/* Append an events row without changing state (e.g. "re-adopted after
+ * restart"). from and to are both `s`. */
+int state_event(struct db *db, const char *id, enum sb_state s, const char *reason, err_t *err);
+
+#endif

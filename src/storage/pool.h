@@ -1,0 +1,50 @@
+/* pool.h - the btrfs storage pool under DATA/pool.
+ *
+ *   DATA/pool/templates/<name>/<ver>/   read-only subvolume (rootfs/ inside)
+ *   DATA/pool/sandboxes/<id>/           writable snapshot of a template
+ *   DATA/pool/snapshots/<id>/<snap>/    read-only snapshots of a sandbox
+ *
+ * When DATA is itself on btrfs, DATA/pool is a plain directory there. Otherwise
+ * DATA/pool.img is a sparse file holding a btrfs filesystem, loop-mounted (with
+ * autoclear, so the umount frees the loop device) at DATA/pool.
+ *
+ * Subvolume work uses btrfs ioctls directly: no process is started on the hot
+ * path. All paths given to these helpers are trusted (built by the node manager
+ * from validated ids); none of them comes from inside a sandbox.
+ */
+#ifndef AIRLOCK_POOL_H
+#define AIRLOCK_POOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../lib/err.h"
+
+/* Make DATA/pool a mounted btrfs pool with templates/, sandboxes/ and
+ * snapshots/, quotas enabled, and private mount propagation. Idempotent: an
+ * already mounted pool is kept; an existing pool.img is mounted again (after a
+ * reboot). *mounted_by_us (may be NULL) tells whether this call mounted it. */
+int pool_ensure(const char *data_dir, uint64_t size_mb, bool *mounted_by_us, err_t *err);
+/* Unmount DATA/pool if it is a loop mount of DATA/pool.img. 0 when not mounted. */
+int pool_release(const char *data_dir, err_t *err);
+
+/* Create an empty subvolume at path (its parent must exist). */
+int pool_subvol_create(const char *path, err_t *err);
+/* Snapshot subvolume src to dst (dst must not exist; its parent must). */
+int pool_subvol_snapshot(const char *src, const char *dst, bool readonly, err_t *err);
+/* Delete the subvolume at path; 0 when it does not exist. A read-only
+ * subvolume is made writable first. */
+int pool_subvol_delete(const char *path, err_t *err);
+int pool_subvol_set_readonly(const char *path, bool readonly, err_t *err);
+/* 1 when path is a btrfs subvolume root, 0 when not, -errno on failure. */
+int pool_is_subvol(const char *path);
+/* Limit the exclusive bytes of the subvolume at path (btrfs qgroup). A no-op
+ * when quotas are not enabled on the filesystem (returns 0). */
+int pool_qgroup_limit(const char *path, uint64_t bytes, err_t *err);
+/* Enable quotas on the filesystem holding path (idempotent). Tries simple
+ * quotas first (cheap on snapshot), then full qgroups. */
+int pool_quota_enable(const char *path, err_t *err);
+/* Total and free bytes of the filesystem holding path. */
+int pool_usage(const char *path, uint64_t *total, uint64_t *free_bytes, err_t *err);
+
+#endif

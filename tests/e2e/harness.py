@@ -1,0 +1,272 @@
+"""End-to-end harness: start a real `airlockd up` on a temporary data directory
+and a free loopback port, talk to it through the real HTTP API, and tear it all
+down afterwards — processes we started (by pid), the pool mount, the loop
+device and the directory — even when a test fails.
+
+Tests are unittest classes that subclass AirlockTestCase. Exit code 77 (skip)
+when not root, since the node manager needs root."""
+import base64
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+BIN = os.environ.get("AIRLOCK_BIN", os.path.join(os.path.dirname(__file__), "../../build/bin"))
+AIRLOCKD = os.path.join(BIN, "airlockd")
+CLI = os.path.join(BIN, "airlock")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def mounts_under(path):
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = line.split()[4]
+            if mp == path or mp.startswith(path + "/"):
+                out.append(mp)
+    return out
+
+
+def loops_for(image):
+    r = subprocess.run(["losetup", "-j", image], capture_output=True, text=True)
+    return [l.split(":")[0] for l in r.stdout.splitlines() if l.strip()]
+
+
+class ApiError(Exception):
+    def __init__(self, status, body):
+        self.status = status
+        self.body = body
+        try:
+            self.code = json.loads(body)["error"]["code"]
+        except Exception:
+            self.code = None
+        super().__init__(f"HTTP {status}: {body[:300]!r}")
+
+
+class Server:
+    """One `airlockd up` instance."""
+
+    def __init__(self, templates="busybox", extra_args=()):
+        self.dir = tempfile.mkdtemp(prefix="airlock-e2e-")
+        self.port = free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        self.log_path = os.path.join(self.dir, "up.log")
+        self.templates = templates
+        self.extra_args = list(extra_args)
+        self.proc = None
+
+    def start(self, timeout=600):
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [AIRLOCKD, "up", "--data-dir", self.dir, "--listen", self.addr,
+             "--templates", self.templates, "--pool-size-mb", "16384"] + self.extra_args,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"airlockd up exited {self.proc.returncode}:\n{self.log()}")
+            if b"airlock is up" in open(self.log_path, "rb").read():
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("airlockd up did not come up:\n" + self.log())
+        with open(os.path.join(self.dir, "cli.json")) as f:
+            cfg = json.load(f)
+        self.admin_key = cfg["api_key"]
+        return self
+
+    def log(self):
+        try:
+            return open(self.log_path, errors="replace").read()[-20000:]
+        except OSError:
+            return ""
+
+    def pid_of(self, role):
+        with open(os.path.join(self.dir, "run", role + ".pid")) as f:
+            return int(f.read())
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+    def cleanup(self):
+        """Stop, then make sure nothing is left: mounts, loop devices, dir."""
+        self.stop()
+        pool = os.path.join(self.dir, "pool")
+        for mp in sorted(mounts_under(self.dir), key=len, reverse=True):
+            subprocess.run(["umount", "-l", mp], capture_output=True)
+        img = os.path.join(self.dir, "pool.img")
+        for dev in loops_for(img):
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return pool
+
+    def client(self, key=None):
+        return Client(self.addr, key or self.admin_key)
+
+
+class Client:
+    def __init__(self, addr, key):
+        self.host, port = addr.rsplit(":", 1)
+        self.port = int(port)
+        self.key = key
+
+    def _conn(self):
+        return http.client.HTTPConnection(self.host, self.port, timeout=120)
+
+    def raw(self, method, path, body=None, headers=None, auth=True):
+        h = dict(headers or {})
+        if auth and self.key:
+            h["Authorization"] = "Bearer " + self.key
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        elif isinstance(body, str):
+            body = body.encode()
+        c = self._conn()
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, data, r
+
+    def call(self, method, path, body=None, headers=None, expect=(200, 201, 204)):
+        status, data, _ = self.raw(method, path, body, headers)
+        if status not in expect:
+            raise ApiError(status, data.decode(errors="replace"))
+        if not data:
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            return data
+
+    def create(self, **kw):
+        headers = {}
+        if "idempotency_key" in kw:
+            headers["Idempotency-Key"] = kw.pop("idempotency_key")
+        kw.setdefault("template", "busybox")
+        return self.call("POST", "/v1/sandboxes", kw, headers)
+
+    def delete(self, sid):
+        return self.call("DELETE", f"/v1/sandboxes/{sid}")
+
+    def stream(self, method, path, body=None):
+        """Yield NDJSON events as they arrive."""
+        c = self._conn()
+        h = {"Authorization": "Bearer " + self.key}
+        if body is not None:
+            body = json.dumps(body).encode()
+            h["Content-Type"] = "application/json"
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        if r.status != 200:
+            data = r.read().decode(errors="replace")
+            c.close()
+            raise ApiError(r.status, data)
+        try:
+            while True:
+                line = r.readline()
+                if not line:
+                    break
+                line = line.strip()
+                if line:
+                    yield json.loads(line)
+        finally:
+            c.close()
+
+    def exec(self, sid, cmd, **kw):
+        """Run to completion: returns (exit_code, stdout bytes, stderr bytes, events)."""
+        body = {"cmd": cmd}
+        body.update(kw)
+        out, err, code, events = b"", b"", None, []
+        for ev in self.stream("POST", f"/v1/sandboxes/{sid}/exec", body):
+            events.append(ev)
+            if ev["type"] == "stdout":
+                out += base64.b64decode(ev["data"])
+            elif ev["type"] == "stderr":
+                err += base64.b64decode(ev["data"])
+            elif ev["type"] == "exit":
+                code = ev.get("exit_code")
+                if code is None:
+                    code = 128 + ev.get("signal", 0)
+        return code, out, err, events
+
+
+class AirlockTestCase(unittest.TestCase):
+    templates = "busybox"
+    extra_args = ()
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(cls.templates, cls.extra_args)
+        try:
+            cls.server.start()
+        except Exception:
+            print(cls.server.log(), file=sys.stderr)
+            cls.server.cleanup()
+            raise
+        cls.api = cls.server.client()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server:
+            d = cls.server.dir
+            cls.server.stop()
+            leftover = mounts_under(d)
+            loops = loops_for(os.path.join(d, "pool.img"))
+            cls.server.cleanup()
+            # A clean shutdown must leave no mount and no loop device behind.
+            assert not leftover, f"mounts left after shutdown: {leftover}"
+            assert not loops, f"loop devices left after shutdown: {loops}"
+
+    def new_tenant(self, name):
+        t = self.api.call("POST", "/v1/tenants", {"name": name})
+        k = self.api.call("POST", "/v1/keys", {"tenant": t["id"]})
+        return t, Client(self.server.addr, k["key"])
+
+    def subvolumes(self):
+        r = subprocess.run(["btrfs", "subvolume", "list", "-o",
+                            os.path.join(self.server.dir, "pool", "sandboxes")],
+                           capture_output=True, text=True)
+        return [l for l in r.stdout.splitlines() if l.strip()]
+
+    def cgroups(self):
+        found = []
+        for base in ("/sys/fs/cgroup/memory/airlock", "/sys/fs/cgroup/pids/airlock",
+                     "/sys/fs/cgroup/airlock"):
+            if os.path.isdir(base):
+                found += [os.path.join(base, d) for d in os.listdir(base)
+                          if os.path.isdir(os.path.join(base, d))]
+        return found
+
+
+def main():
+    if os.geteuid() != 0:
+        print("skip: end-to-end tests need root")
+        sys.exit(77)
+    if not os.path.exists(AIRLOCKD):
+        print(f"skip: {AIRLOCKD} not built")
+        sys.exit(77)
+    unittest.main(verbosity=2)

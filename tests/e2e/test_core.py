@@ -1,0 +1,260 @@
+"""Core vertical slice through the real API on the busybox template:
+create, exec (streaming, exit codes, stdin, signals, pty, reconnect), files,
+list/get/delete, idempotency, tenants, bad input, and no leaks."""
+import base64
+import json
+import os
+import threading
+import time
+
+from harness import AirlockTestCase, ApiError, main
+
+
+class CoreTest(AirlockTestCase):
+    def setUp(self):
+        self.sbx = self.api.create(template="busybox")
+        self.sid = self.sbx["id"]
+
+    def tearDown(self):
+        try:
+            self.api.delete(self.sid)
+        except ApiError:
+            pass
+
+    def test_create_answers_running(self):
+        self.assertEqual(self.sbx["state"], "running")
+        self.assertEqual(self.sbx["template"], "busybox")
+        got = self.api.call("GET", f"/v1/sandboxes/{self.sid}")
+        self.assertEqual(got["id"], self.sid)
+        self.assertEqual(got["state"], "running")
+
+    def test_exec_output_and_exit_code(self):
+        code, out, err, events = self.api.exec(self.sid, ["sh", "-c", "echo out; echo err >&2; exit 7"])
+        self.assertEqual(code, 7)
+        self.assertEqual(out, b"out\n")
+        self.assertEqual(err, b"err\n")
+        self.assertEqual(events[0]["type"], "start")
+        self.assertEqual(events[-1]["type"], "exit")
+
+    def test_exec_streams_before_exit(self):
+        t0 = time.time()
+        first = None
+        for ev in self.api.stream("POST", f"/v1/sandboxes/{self.sid}/exec",
+                                  {"cmd": ["sh", "-c", "echo hi > /work/a; echo hi; sleep 1; echo done"]}):
+            if ev["type"] == "stdout" and first is None:
+                first = time.time() - t0
+                self.assertEqual(base64.b64decode(ev["data"]), b"hi\n")
+            if ev["type"] == "exit":
+                total = time.time() - t0
+        self.assertIsNotNone(first)
+        # The first line arrives while the process still sleeps.
+        self.assertLess(first, total - 0.5)
+        code, out, _, _ = self.api.exec(self.sid, ["cat", "/work/a"])
+        self.assertEqual(out, b"hi\n")
+
+    def test_exec_not_found_binary(self):
+        with self.assertRaises(ApiError) as cm:
+            list(self.api.stream("POST", f"/v1/sandboxes/{self.sid}/exec", {"cmd": ["/nonexistent"]}))
+        self.assertEqual(cm.exception.status, 400)
+
+    def test_exec_env_cwd(self):
+        code, out, _, _ = self.api.exec(self.sid, ["sh", "-c", "echo $FOO; pwd"],
+                                        env={"FOO": "bar"}, cwd="/tmp")
+        self.assertEqual(out, b"bar\n/tmp\n")
+
+    def test_stdin_and_reconnect(self):
+        events = self.api.stream("POST", f"/v1/sandboxes/{self.sid}/exec",
+                                 {"cmd": ["cat"], "stdin": True})
+        start = next(events)
+        pid = start["pid"]
+        events.close()  # drop the connection: the process must survive
+        procs = self.api.call("GET", f"/v1/sandboxes/{self.sid}/processes")["processes"]
+        self.assertIn(pid, [p["pid"] for p in procs])
+        data = base64.b64encode(b"hello\n").decode()
+        self.api.call("POST", f"/v1/sandboxes/{self.sid}/processes/{pid}/stdin", {"data": data})
+        self.api.call("POST", f"/v1/sandboxes/{self.sid}/processes/{pid}/stdin",
+                      {"data": base64.b64encode(b"world\n").decode(), "eof": True})
+        out = b""
+        code = None
+        for ev in self.api.stream("GET", f"/v1/sandboxes/{self.sid}/processes/{pid}/output?offset=0"):
+            if ev["type"] == "stdout":
+                out += base64.b64decode(ev["data"])
+            if ev["type"] == "exit":
+                code = ev["exit_code"]
+        self.assertEqual(out, b"hello\nworld\n")
+        self.assertEqual(code, 0)
+        # Reconnect from an offset: nothing lost, nothing repeated.
+        out2 = b""
+        for ev in self.api.stream("GET", f"/v1/sandboxes/{self.sid}/processes/{pid}/output?offset=6"):
+            if ev["type"] == "stdout":
+                self.assertEqual(ev["offset"], 6)
+                out2 += base64.b64decode(ev["data"])
+        self.assertEqual(out2, b"world\n")
+
+    def test_signal(self):
+        events = self.api.stream("POST", f"/v1/sandboxes/{self.sid}/exec", {"cmd": ["sleep", "100"]})
+        pid = next(events)["pid"]
+        self.api.call("POST", f"/v1/sandboxes/{self.sid}/processes/{pid}/signal", {"signal": "KILL"})
+        last = list(events)[-1]
+        self.assertEqual(last["type"], "exit")
+        self.assertEqual(last.get("signal"), 9)
+
+    def test_pty(self):
+        code, out, _, _ = self.api.exec(self.sid, ["sh", "-c", "tty; stty size"],
+                                        pty={"rows": 33, "cols": 101})
+        self.assertEqual(code, 0)
+        self.assertIn(b"/dev/pts/", out)
+        self.assertIn(b"33 101", out)
+
+    def test_files(self):
+        base = f"/v1/sandboxes/{self.sid}/files"
+        payload = os.urandom(300000)
+        self.api.call("PUT", f"{base}?path=/work/dir/b.bin", payload,
+                      {"Content-Type": "application/octet-stream"})
+        st, data, _ = self.api.raw("GET", f"{base}?path=/work/dir/b.bin")
+        self.assertEqual(st, 200)
+        self.assertEqual(data, payload)
+        stat = self.api.call("GET", f"{base}/stat?path=/work/dir/b.bin")
+        self.assertEqual(stat["type"], "file")
+        self.assertEqual(stat["size"], len(payload))
+        self.api.call("POST", f"{base}/mkdir", {"path": "/work/x/y", "parents": True})
+        self.api.call("POST", f"{base}/rename", {"from": "/work/dir/b.bin", "to": "/work/x/y/c.bin"})
+        names = [e["name"] for e in self.api.call("GET", f"{base}/list?path=/work/x/y")["entries"]]
+        self.assertEqual(names, ["c.bin"])
+        self.api.call("DELETE", f"{base}?path=/work/x&recursive=1")
+        with self.assertRaises(ApiError) as cm:
+            self.api.call("GET", f"{base}/stat?path=/work/x")
+        self.assertEqual(cm.exception.status, 404)
+        code, out, _, _ = self.api.exec(self.sid, ["ls", "/work"])
+        self.assertNotIn(b"x", out.split())
+
+    def test_list_and_filters(self):
+        other = self.api.create(template="busybox", metadata={"team": "blue"})
+        try:
+            ids = [s["id"] for s in self.api.call("GET", "/v1/sandboxes")["sandboxes"]]
+            self.assertIn(self.sid, ids)
+            self.assertIn(other["id"], ids)
+            blue = self.api.call("GET", "/v1/sandboxes?metadata.team=blue")["sandboxes"]
+            self.assertEqual([s["id"] for s in blue], [other["id"]])
+            self.assertEqual(blue[0]["metadata"], {"team": "blue"})
+        finally:
+            self.api.delete(other["id"])
+
+    def test_idempotency_key(self):
+        a = self.api.create(template="busybox", idempotency_key="k-123")
+        b = self.api.create(template="busybox", idempotency_key="k-123")
+        self.assertEqual(a["id"], b["id"])
+        self.api.delete(a["id"])
+
+    def test_delete_cleans_up(self):
+        sbx = self.api.create(template="busybox")
+        sid = sbx["id"]
+        self.assertTrue(any(sid in l for l in self.subvolumes()))
+        self.api.delete(sid)
+        self.assertFalse(any(sid in l for l in self.subvolumes()))
+        self.assertFalse(any(sid in c for c in self.cgroups()))
+        with self.assertRaises(ApiError) as cm:
+            self.api.call("GET", f"/v1/sandboxes/{sid}")
+        self.assertEqual(cm.exception.status, 404)
+        with self.assertRaises(ApiError) as cm:
+            self.api.exec(sid, ["true"])
+        self.assertIn(cm.exception.status, (404, 409))
+
+    def test_tenants_are_isolated(self):
+        _, alice = self.new_tenant("alice-" + os.urandom(3).hex())
+        _, bob = self.new_tenant("bob-" + os.urandom(3).hex())
+        a = alice.create(template="busybox")
+        try:
+            with self.assertRaises(ApiError) as cm:
+                bob.call("GET", f"/v1/sandboxes/{a['id']}")
+            self.assertEqual(cm.exception.status, 404)
+            with self.assertRaises(ApiError) as cm:
+                bob.exec(a["id"], ["true"])
+            self.assertEqual(cm.exception.status, 404)
+            with self.assertRaises(ApiError) as cm:
+                bob.delete(a["id"])
+            self.assertEqual(cm.exception.status, 404)
+            self.assertEqual(bob.call("GET", "/v1/sandboxes")["sandboxes"], [])
+            # non-admins cannot use admin endpoints
+            with self.assertRaises(ApiError) as cm:
+                bob.call("POST", "/v1/tenants", {"name": "x"})
+            self.assertEqual(cm.exception.status, 403)
+        finally:
+            alice.delete(a["id"])
+
+
+class BadInputTest(AirlockTestCase):
+    def expect(self, status, code, method, path, body=None, headers=None, auth=True):
+        st, data, _ = self.api.raw(method, path, body, headers, auth=auth)
+        self.assertEqual(st, status, data)
+        err = json.loads(data)["error"]
+        self.assertIsInstance(err["message"], str)
+        if code:
+            self.assertEqual(err["code"], code)
+        return err
+
+    def test_auth(self):
+        self.expect(401, "unauthorized", "GET", "/v1/sandboxes", auth=False)
+        self.expect(401, "unauthorized", "GET", "/v1/sandboxes",
+                    headers={"Authorization": "Bearer al_nope"}, auth=False)
+        st, data, _ = self.api.raw("GET", "/v1/health", auth=False)
+        self.assertEqual(st, 200)
+
+    def test_create_body(self):
+        self.expect(400, "invalid_json", "POST", "/v1/sandboxes", "{not json")
+        self.expect(400, "unknown_field", "POST", "/v1/sandboxes", {"template": "busybox", "bogus": 1})
+        self.expect(400, "invalid_field", "POST", "/v1/sandboxes", {"template": 5})
+        self.expect(400, "invalid_field", "POST", "/v1/sandboxes",
+                    {"template": "busybox", "limits": {"memory_mb": "lots"}})
+        self.expect(404, "template_not_found", "POST", "/v1/sandboxes", {"template": "nope"})
+        self.expect(422, "over_capacity", "POST", "/v1/sandboxes",
+                    {"template": "busybox", "limits": {"memory_mb": 10 ** 8}})
+        self.expect(422, "over_capacity", "POST", "/v1/sandboxes",
+                    {"template": "busybox", "limits": {"cpus": 4096}})
+        self.expect(400, None, "POST", "/v1/sandboxes", {"template": "busybox", "backend": "warp"})
+
+    def test_exec_body(self):
+        sbx = self.api.create(template="busybox")
+        try:
+            p = f"/v1/sandboxes/{sbx['id']}/exec"
+            self.expect(400, None, "POST", p, {"cmd": []})
+            self.expect(400, None, "POST", p, {"cmd": "ls"})
+            self.expect(400, None, "POST", p, {"cmd": ["ls", 3]})
+            self.expect(400, "unknown_field", "POST", p, {"cmd": ["ls"], "nope": True})
+            self.expect(400, None, "POST", f"/v1/sandboxes/{sbx['id']}/files/stat?path=relative")
+            self.expect(404, None, "POST", f"/v1/sandboxes/{sbx['id']}/processes/99999/signal",
+                        {"signal": 9})
+            self.expect(400, None, "POST", f"/v1/sandboxes/{sbx['id']}/processes/1/signal",
+                        {"signal": "NOPE"})
+        finally:
+            self.api.delete(sbx["id"])
+
+    def test_too_large_and_unknown(self):
+        self.expect(413, None, "POST", "/v1/sandboxes", b"{" + b" " * (17 << 20) + b"}")
+        self.expect(404, None, "GET", "/v1/nothing-here")
+        self.expect(404, "not_found", "GET", "/v1/sandboxes/sbx-doesnotexist")
+        self.expect(405, None, "PATCH", "/v1/sandboxes")
+
+    def test_garbage_http(self):
+        import socket
+        s = socket.create_connection(("127.0.0.1", self.server.port))
+        s.sendall(b"\x00\x01GARBAGE\r\n\r\n")
+        data = s.recv(4096)
+        s.close()
+        self.assertIn(b"400", data.split(b"\r\n")[0])
+        # the server is still fine
+        st, _, _ = self.api.raw("GET", "/v1/health", auth=False)
+        self.assertEqual(st, 200)
+
+
+class RateLimitTest(AirlockTestCase):
+    extra_args = ("--set", "rate_per_s=1", "--set", "rate_burst=5")
+
+    def test_rate_limited(self):
+        statuses = [self.api.raw("GET", "/v1/sandboxes")[0] for _ in range(12)]
+        self.assertIn(429, statuses)
+        self.assertEqual(statuses[0], 200)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+/* test-pool: the btrfs pool on a real loop file in a temp dir (root only).
+ * Every exit path runs cleanup(): unmount (the loop device autoclears) and
+ * remove the temp dir. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/btrfs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../src/lib/util.h"
+#include "../../src/storage/pool.h"
+
+static char tmpdir[] = "/tmp/airlock-test-pool.XXXXXX";
+static bool have_tmp;
+
+static void cleanup(void)
+{
+	err_t e = { 0 };
+	char cmd[256];
+
+	if (!have_tmp)
+		return;
+	if (pool_release(tmpdir, &e) < 0)
+		fprintf(stderr, "cleanup: %s\n", e.msg);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cleanup: %s failed\n", cmd);
+	have_tmp = false;
+}
+
+#define CHECK(c)                                                                   \
+	do {                                                                       \
+		if (!(c)) {                                                        \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed (errno %s)\n",    \
+				__FILE__, __LINE__, #c, strerror(errno));          \
+			cleanup();                                                 \
+			exit(1);                                                   \
+		}                                                                  \
+	} while (0)
+#define OK(call)                                                                   \
+	do {                                                                       \
+		err_t _e = { 0 };                                                  \
+		if ((call) < 0) {                                                  \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__,     \
+				#call, _e.msg);                                    \
+			cleanup();                                                 \
+			exit(1);                                                   \
+		}                                                                  \
+	} while (0)
+#define E (&_e)
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Median snapshot and delete time (µs) over n rounds of src -> dst. */
+static void time_snapshots(const char *label, const char *src, const char *dst, int n)
+{
+	uint64_t snap[64], del[64];
+
+	for (int i = 0; i < n; i++) {
+		uint64_t t0 = now_us(), t1;
+		OK(pool_subvol_snapshot(src, dst, false, E));
+		OK(pool_qgroup_limit(dst, 64ULL << 20, E));
+		t1 = now_us();
+		OK(pool_subvol_delete(dst, E));
+		snap[i] = t1 - t0;
+		del[i] = now_us() - t1;
+	}
+	qsort(snap, (size_t)n, sizeof(snap[0]), cmp_u64);
+	qsort(del, (size_t)n, sizeof(del[0]), cmp_u64);
+	printf("%-22s snapshot+limit median %6.2f ms (max %6.2f), delete median %6.2f ms\n",
+	       label, snap[n / 2] / 1000.0, snap[n - 1] / 1000.0, del[n / 2] / 1000.0);
+	CHECK(snap[n / 2] < 200000);
+}
+
+static void quota_ctl(const char *path, uint64_t cmd)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct btrfs_ioctl_quota_ctl_args q = { .cmd = cmd };
+
+	CHECK(fd >= 0);
+	if (ioctl(fd, BTRFS_IOC_QUOTA_CTL, &q) < 0)
+		fprintf(stderr, "quota ctl %llu: %s\n", (unsigned long long)cmd, strerror(errno));
+	close(fd);
+}
+
+int main(void)
+{
+	bool mounted = false, again = true;
+	char pool[256], tmpl[300], t1[300], rootfs[320], sb[300], f[400];
+	struct stat st;
+	int fd;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "test-pool: needs root, skipping\n");
+		return 77;
+	}
+	CHECK(mkdtemp(tmpdir) != NULL);
+	have_tmp = true;
+
+	/* ensure: creates, formats and mounts the image; again: a no-op. */
+	OK(pool_ensure(tmpdir, 1024, &mounted, E));
+	CHECK(mounted);
+	OK(pool_ensure(tmpdir, 1024, &again, E));
+	CHECK(!again);
+	snprintf(pool, sizeof(pool), "%s/pool", tmpdir);
+	snprintf(f, sizeof(f), "%s/templates", pool);
+	CHECK(stat(f, &st) == 0 && S_ISDIR(st.st_mode));
+
+	/* A template: subvolume with a rootfs, then read-only. */
+	snprintf(tmpl, sizeof(tmpl), "%s/templates/t", pool);
+	CHECK(mkdir(tmpl, 0700) == 0);
+	snprintf(t1, sizeof(t1), "%s/1", tmpl);
+	OK(pool_subvol_create(t1, E));
+	CHECK(pool_is_subvol(t1) == 1);
+	CHECK(pool_is_subvol(tmpl) == 0);
+	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", t1);
+	CHECK(mkdir(rootfs, 0755) == 0);
+	snprintf(f, sizeof(f), "%s/hello", rootfs);
+	fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd >= 0 && write(fd, "hi\n", 3) == 3);
+	close(fd);
+	OK(pool_subvol_set_readonly(t1, true, E));
+	snprintf(f, sizeof(f), "%s/other", rootfs);
+	CHECK(open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) < 0 && errno == EROFS);
+
+	/* A sandbox snapshot is writable and independent of the template. */
+	snprintf(sb, sizeof(sb), "%s/sandboxes/s1", pool);
+	OK(pool_subvol_snapshot(t1, sb, false, E));
+	snprintf(f, sizeof(f), "%s/rootfs/new", sb);
+	fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd >= 0);
+	close(fd);
+	snprintf(f, sizeof(f), "%s/new", rootfs);
+	CHECK(access(f, F_OK) < 0);
+	OK(pool_qgroup_limit(sb, 16ULL << 20, E));
+	OK(pool_subvol_delete(sb, E));
+	CHECK(access(sb, F_OK) < 0);
+	OK(pool_subvol_delete(sb, E)); /* idempotent */
+
+	/* A read-only snapshot, then deleting a read-only subvolume. */
+	snprintf(sb, sizeof(sb), "%s/snapshots/ro", pool);
+	OK(pool_subvol_snapshot(t1, sb, true, E));
+	snprintf(f, sizeof(f), "%s/rootfs/x", sb);
+	CHECK(open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) < 0 && errno == EROFS);
+	OK(pool_subvol_delete(sb, E));
+
+	/* Timing: the quota mode pool_ensure chose, full qgroups, no quotas. */
+	snprintf(sb, sizeof(sb), "%s/sandboxes/bench", pool);
+	time_snapshots("quota (as configured)", t1, sb, 30);
+	quota_ctl(pool, BTRFS_QUOTA_CTL_DISABLE);
+	time_snapshots("quota off", t1, sb, 30);
+	quota_ctl(pool, BTRFS_QUOTA_CTL_ENABLE);
+	time_snapshots("full qgroups", t1, sb, 30);
+
+	{
+		uint64_t total, fr;
+		OK(pool_usage(pool, &total, &fr, E));
+		CHECK(total > (512ULL << 20) && fr > 0);
+	}
+	OK(pool_release(tmpdir, E));
+	CHECK(pool_is_subvol(t1) == -ENOENT);
+	/* Re-mount the existing image (as after a reboot): the template is back. */
+	OK(pool_ensure(tmpdir, 1024, &mounted, E));
+	CHECK(mounted && pool_is_subvol(t1) == 1);
+	cleanup();
+	printf("test-pool: ok\n");
+	return 0;
+}
