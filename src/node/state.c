@@ -82,7 +82,7 @@ static int record(struct db *db, const char *id, enum sb_state from, enum sb_sta
 	return db_exec(db, err,
 		       "INSERT INTO events(sandbox_id, at, from_state, to_state, reason)"
 		       " VALUES(?,?,?,?,?)",
-		       "siss" "s", id, now, names[from], names[to], reason);
+		       "sisss", id, now, names[from], names[to], reason);
 }
 
 int state_transition(struct db *db, const char *id, enum sb_state *cur, enum sb_state to,

@@ -203,15 +203,15 @@ int pool_release(const char *data_dir, err_t *err)
 }
 
 /* Split path into an open parent directory fd and its last component. */
-static int open_parent(const char *path, char name[BTRFS_PATH_NAME_MAX + 1], err_t *err)
+static int open_parent(const char *path, char *name, size_t cap, err_t *err)
 {
 	_cleanup_free_ char *dup1 = xstrdup(path), *dup2 = xstrdup(path);
 	const char *dir = dirname(dup1), *base = basename(dup2);
 	int fd;
 
-	if (strlen(base) > BTRFS_PATH_NAME_MAX || !strcmp(base, "/") || !strcmp(base, ".."))
+	if (strlen(base) >= cap || !strcmp(base, "/") || !strcmp(base, ".."))
 		return err_set(err, EINVAL, "bad subvolume path `%s`", path);
-	snprintf(name, BTRFS_PATH_NAME_MAX + 1, "%s", base);
+	snprintf(name, cap, "%s", base);
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return err_sys(err, "open %s", dir);
@@ -224,7 +224,7 @@ int pool_subvol_create(const char *path, err_t *err)
 	_cleanup_close_ int dfd = -1;
 
 	memset(&a, 0, sizeof(a));
-	if ((dfd = open_parent(path, a.name, err)) < 0)
+	if ((dfd = open_parent(path, a.name, sizeof(a.name), err)) < 0)
 		return dfd;
 	if (ioctl(dfd, BTRFS_IOC_SUBVOL_CREATE_V2, &a) < 0)
 		return err_sys(err, "create subvolume %s", path);
@@ -240,7 +240,7 @@ int pool_subvol_snapshot(const char *src, const char *dst, bool readonly, err_t 
 	if (sfd < 0)
 		return err_sys(err, "open %s", src);
 	memset(&a, 0, sizeof(a));
-	if ((dfd = open_parent(dst, a.name, err)) < 0)
+	if ((dfd = open_parent(dst, a.name, sizeof(a.name), err)) < 0)
 		return dfd;
 	a.fd = sfd;
 	a.flags = readonly ? BTRFS_SUBVOL_RDONLY : 0;
@@ -288,7 +288,7 @@ int pool_subvol_delete(const char *path, err_t *err)
 	if (r == 0)
 		return err_set(err, ENOTDIR, "%s is not a subvolume", path);
 	memset(&a, 0, sizeof(a));
-	if ((dfd = open_parent(path, a.name, err)) < 0)
+	if ((dfd = open_parent(path, a.name, sizeof(a.name), err)) < 0)
 		return dfd;
 	if (ioctl(dfd, BTRFS_IOC_SNAP_DESTROY, &a) == 0)
 		return 0;

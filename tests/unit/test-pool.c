@@ -95,7 +95,7 @@ static void quota_ctl(const char *path, uint64_t cmd)
 int main(void)
 {
 	bool mounted = false, again = true;
-	char pool[256], tmpl[300], t1[300], rootfs[320], sb[300], f[400];
+	char pool[200], tmpl[300], t1[400], rootfs[500], sb[400], f[600];
 	struct stat st;
 	int fd;
 

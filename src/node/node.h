@@ -1,0 +1,36 @@
+/* node.h - `airlockd node`, the sandbox manager of one node (unprivileged).
+ *
+ * It serves the sandbox and template endpoints of docs/API.md on a unix HTTP
+ * socket (the api daemon forwards authenticated requests with
+ * X-Airlock-Tenant / X-Airlock-Admin), owns the `sandboxes`, `templates` and
+ * `events` rows, asks the node manager for privileged work (src/nodemgr/nm.h)
+ * through the backend ops table, and talks to each sandbox's guest agent over
+ * its channel (src/chan/guestconn.h).
+ */
+#ifndef AIRLOCK_NODE_H
+#define AIRLOCK_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../lib/err.h"
+
+struct node_config {
+	const char *sock_path;         /* listen address, e.g. "unix:/var/lib/airlock/run/node.sock" */
+	const char *db_path;
+	const char *nm_sock;           /* node manager socket */
+	const char *default_backend;   /* "ns" */
+	const char *default_template;  /* "debian" */
+	uint32_t default_memory_mb, default_cpu_millis, default_pids, default_disk_mb;
+	uint32_t max_sandboxes;
+	int ready_timeout_ms;          /* wait for the guest's HELLO/READY */
+	size_t out_buffer_bytes;       /* kept per process output stream (1 MiB) */
+};
+
+/* Runs until SIGTERM/SIGINT (blocked in every thread and taken with
+ * sigwait on the calling thread). On stop, running sandboxes are marked
+ * stopped (the node manager kills the jails on its own shutdown) and 0 is
+ * returned. cfg is borrowed for the duration of the call. */
+int node_run(const struct node_config *cfg, err_t *err);
+
+#endif

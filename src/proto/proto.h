@@ -1,0 +1,341 @@
+/* proto.h - the channel protocol between the node and airlock-guest.
+ *
+ * Shared by both ends. Every byte that arrives on the node's side comes from
+ * inside a sandbox and is untrusted; the decoder therefore never reads past the
+ * buffer it is given, limits sizes and counts, and reports malformed input as
+ * an error value. It never aborts on input (only xmalloc aborts, on OOM).
+ *
+ * Wire format (all integers little-endian):
+ *
+ *   frame  = header payload
+ *   header = u32 magic (PROTO_MAGIC, bytes "ALCK") | u8 version (1) | u8 type
+ *          | u16 flags | u32 request_id | u32 payload_len          (16 bytes)
+ *   payload = field*        field = u16 tag | u32 len | len bytes
+ *
+ * A whole frame (header + payload) is at most PROTO_MAX_FRAME bytes. Fields
+ * are looked up by tag; a singleton tag that appears twice uses the first
+ * occurrence; unknown tags are ignored (forward compatibility). A field may
+ * hold a nested field sequence (PT_DIRENT).
+ *
+ * Requests go host -> guest with a non-zero request_id; the guest answers with
+ * the same id (OK, ERROR or a typed reply). Unsolicited guest frames (OUTPUT,
+ * EXIT, and the HELLO/READY the guest sends unprompted when it starts) carry
+ * request_id 0.
+ *
+ * Multi-frame transfers (file data, long directory listings) set PROTO_F_MORE
+ * on every frame but the last one; the last frame is the end marker (it may
+ * carry data too, or none).
+ *
+ * Message types and their fields:
+ *
+ *   HELLO    g->h  VERSION u32, BOOT_ID str. Sent unprompted (id 0) each time
+ *                  the agent starts, and as the answer to a host HELLO.
+ *            h->g  VERSION u32. "Re-announce yourself": the guest answers
+ *                  HELLO + READY with the same request id. A new node that
+ *                  adopts a running guest starts with this.
+ *   READY    g->h  (none). The agent is set up and serves requests.
+ *   ERROR    g->h  ERRNO u32, MSG str. Failed request (id) or a malformed
+ *                  frame from the host (id of that frame when known, else 0).
+ *   OK       g->h  (none). Success of STDIN, SIGNAL, RESIZE, WRITE, MKDIR,
+ *                  REMOVE, RENAME.
+ *   EXEC     h->g  ARG str*, ENV str*, CWD str, UID u32, GID u32, PTY u8,
+ *                  ROWS u16, COLS u16, STDIN_OPEN u8  -> EXEC_OK{PID u32}
+ *   STDIN    h->g  PID u32, DATA bytes, EOF u8
+ *   SIGNAL   h->g  PID u32, SIGNAL u32       (sent to the process group)
+ *   RESIZE   h->g  PID u32, ROWS u16, COLS u16
+ *   OUTPUT   g->h  PID u32, FD u8 (1|2), OFFSET u64, DATA bytes
+ *   EXIT     g->h  PID u32, EXIT_CODE u32 | EXIT_SIGNAL u32. Sent after the
+ *                  last OUTPUT of that process.
+ *   READ     h->g  PATH str, MAX u64 -> DATA frames {SIZE u64 (first frame),
+ *                  OFFSET u64, DATA bytes}, PROTO_F_MORE on all but the last.
+ *   WRITE    h->g  PATH str, MODE u32 (first frame), OFFSET u64, DATA bytes;
+ *                  PROTO_F_MORE on all but the last frame -> OK after the last.
+ *                  An ERROR may come early; the host then stops sending.
+ *   STAT     h->g  PATH str -> STAT_OK{TYPE u8, SIZE u64, MODE u32, MTIME i64,
+ *                  UID u32, GID u32}  (lstat: symlinks are not followed)
+ *   LIST     h->g  PATH str -> LIST_OK{DIRENT*}, PROTO_F_MORE on all but the
+ *                  last; DIRENT = nested {NAME str, TYPE, SIZE, MODE, MTIME,
+ *                  UID, GID}
+ *   MKDIR    h->g  PATH str, PARENTS u8
+ *   REMOVE   h->g  PATH str, RECURSIVE u8 (symlinks are never followed)
+ *   RENAME   h->g  PATH str, PATH2 str
+ *   STATUS   h->g  (none) -> STATUS_OK{LAST_ACTIVITY i64, UPTIME u64, NPROCS u32}
+ */
+#ifndef AIRLOCK_PROTO_H
+#define AIRLOCK_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../lib/util.h"
+
+#define PROTO_MAGIC 0x4b434c41u     /* "ALCK" as bytes on the wire */
+#define PROTO_VERSION 1
+#define PROTO_HDR_LEN 16
+#define PROTO_FIELD_HDR_LEN 6
+#define PROTO_MAX_FRAME (1u << 20)  /* header + payload */
+#define PROTO_MAX_PAYLOAD (PROTO_MAX_FRAME - PROTO_HDR_LEN)
+#define PROTO_CHUNK (256u * 1024)   /* data bytes per file/output frame */
+#define PROTO_MAX_FIELDS 65536      /* per frame, nested ones included */
+#define PROTO_MAX_ARGV 4096
+#define PROTO_MAX_ENV 4096
+#define PROTO_MAX_PATH 4096         /* bytes, without the NUL */
+#define PROTO_MAX_MSG 1024          /* ERROR message */
+#define PROTO_BOOT_ID_MAX 63
+
+/* Header flags. */
+#define PROTO_F_MORE 0x0001         /* more frames of this transfer follow */
+
+enum proto_type {
+	PT_HELLO = 1,
+	PT_READY = 2,
+	PT_ERROR = 3,
+	PT_OK = 4,
+	PT_EXEC = 10,
+	PT_EXEC_OK = 11,
+	PT_STDIN = 12,
+	PT_SIGNAL = 13,
+	PT_RESIZE = 14,
+	PT_OUTPUT = 15,
+	PT_EXIT = 16,
+	PT_READ = 20,
+	PT_DATA = 21,
+	PT_WRITE = 22,
+	PT_STAT = 24,
+	PT_STAT_OK = 25,
+	PT_LIST = 26,
+	PT_LIST_OK = 27,
+	PT_MKDIR = 28,
+	PT_REMOVE = 29,
+	PT_RENAME = 30,
+	PT_STATUS = 31,
+	PT_STATUS_OK = 32,
+};
+
+enum proto_tag {
+	PF_VERSION = 1,
+	PF_BOOT_ID = 2,
+	PF_ARG = 3,
+	PF_ENV = 4,
+	PF_CWD = 5,
+	PF_UID = 6,
+	PF_GID = 7,
+	PF_PTY = 8,
+	PF_ROWS = 9,
+	PF_COLS = 10,
+	PF_STDIN_OPEN = 11,
+	PF_PID = 12,
+	PF_DATA = 13,
+	PF_EOF = 14,
+	PF_SIGNAL = 15,
+	PF_FD = 16,
+	PF_OFFSET = 17,
+	PF_EXIT_CODE = 18,
+	PF_EXIT_SIGNAL = 19,
+	PF_ERRNO = 20,
+	PF_MSG = 21,
+	PF_PATH = 22,
+	PF_PATH2 = 23,
+	PF_MODE = 24,
+	PF_MAX = 25,
+	PF_SIZE = 26,
+	PF_RECURSIVE = 27,
+	PF_PARENTS = 28,
+	PF_TYPE = 29,
+	PF_MTIME = 30,
+	PF_NAME = 31,
+	PF_DIRENT = 32,
+	PF_LAST_ACTIVITY = 33,
+	PF_UPTIME = 34,
+	PF_NPROCS = 35,
+};
+
+/* Name of a frame type for messages ("EXEC"), or "?" */
+const char *proto_type_name(unsigned type);
+
+/* ---- encoding ------------------------------------------------------------ */
+
+/* Builds one frame at the end of `out` (borrowed). Fields are appended in
+ * order; proto_enc_end patches the payload length. */
+struct proto_enc {
+	struct buf *out;
+	size_t start;      /* offset of the header in out */
+};
+
+void proto_enc_begin(struct proto_enc *e, struct buf *out, unsigned type, uint16_t flags,
+		     uint32_t req_id);
+void proto_enc_bytes(struct proto_enc *e, uint16_t tag, const void *p, size_t n);
+void proto_enc_str(struct proto_enc *e, uint16_t tag, const char *s);
+void proto_enc_u8(struct proto_enc *e, uint16_t tag, uint8_t v);
+void proto_enc_u16(struct proto_enc *e, uint16_t tag, uint16_t v);
+void proto_enc_u32(struct proto_enc *e, uint16_t tag, uint32_t v);
+void proto_enc_u64(struct proto_enc *e, uint16_t tag, uint64_t v);
+void proto_enc_i64(struct proto_enc *e, uint16_t tag, int64_t v);
+/* Nested field: returns a mark for proto_enc_nest_end, which patches its length. */
+size_t proto_enc_nest_begin(struct proto_enc *e, uint16_t tag);
+void proto_enc_nest_end(struct proto_enc *e, size_t mark);
+/* Current frame size in bytes (header included). */
+size_t proto_enc_size(const struct proto_enc *e);
+/* Finish the frame. -EMSGSIZE (and the frame is removed from out again) when
+ * it exceeds PROTO_MAX_FRAME; 0 otherwise. */
+int proto_enc_end(struct proto_enc *e);
+/* Remove the frame being built from out. */
+void proto_enc_abort(struct proto_enc *e);
+
+/* ---- decoding ------------------------------------------------------------ */
+
+struct proto_frame {
+	uint8_t type;
+	uint16_t flags;
+	uint32_t req_id;
+	uint32_t len;             /* payload length */
+	const uint8_t *payload;   /* borrowed from the buffer given to proto_parse */
+};
+
+/* Parse one frame from the front of p[0..n). The bytes are untrusted.
+ *   0          a complete, well-formed frame; *frame_len = its size.
+ *   -EAGAIN    the header is fine but more bytes are needed (n too short).
+ *   -EBADMSG   the payload's fields are malformed; *frame_len says how much to
+ *              skip; f->type and f->req_id are set.
+ *   -EPROTONOSUPPORT  unknown version with a sane length: same as -EBADMSG.
+ *   -EPROTO    bad magic: frame boundary unknown, *frame_len = 0.
+ *   -EMSGSIZE  payload_len too large: boundary not trusted, *frame_len = 0;
+ *              f->req_id is set.
+ * The header is checked as soon as 16 bytes are there, before the payload
+ * arrives, so an oversized frame is refused without buffering it. */
+int proto_parse(const uint8_t *p, size_t n, struct proto_frame *f, size_t *frame_len);
+
+/* Check that p[0..n) is a well-formed field sequence with at most `*budget`
+ * fields (decremented; nested fields are not descended into). -EBADMSG if not. */
+int proto_validate_fields(const uint8_t *p, size_t n, size_t *budget);
+
+struct proto_field {
+	uint16_t tag;
+	uint32_t len;
+	const uint8_t *val;       /* borrowed */
+};
+
+struct proto_iter {
+	const uint8_t *p;
+	size_t left;
+};
+void proto_iter_init(struct proto_iter *it, const void *p, size_t n);
+/* 1 and *fld filled, 0 at the end, -EBADMSG when the rest is malformed. */
+int proto_iter_next(struct proto_iter *it, struct proto_field *fld);
+
+/* Lookups in a field sequence (a frame's payload or a nested field). Each
+ * returns 0, -ENOENT when the tag is absent, or -EBADMSG when its value has the
+ * wrong size or (strings) contains a NUL or exceeds max. */
+int proto_find(const void *p, size_t n, uint16_t tag, struct proto_field *fld);
+int proto_get_u8(const void *p, size_t n, uint16_t tag, uint8_t *v);
+int proto_get_u16(const void *p, size_t n, uint16_t tag, uint16_t *v);
+int proto_get_u32(const void *p, size_t n, uint16_t tag, uint32_t *v);
+int proto_get_u64(const void *p, size_t n, uint16_t tag, uint64_t *v);
+int proto_get_i64(const void *p, size_t n, uint16_t tag, int64_t *v);
+/* Boolean: absent = false; any non-zero u8 = true. */
+bool proto_get_flag(const void *p, size_t n, uint16_t tag);
+/* NUL-terminated copy; caller owns *s. */
+int proto_get_str(const void *p, size_t n, uint16_t tag, size_t max, char **s);
+/* Copy into a fixed buffer of size cap (max cap-1 bytes). */
+int proto_get_strbuf(const void *p, size_t n, uint16_t tag, char *s, size_t cap);
+/* Borrowed bytes; absent -> -ENOENT. */
+int proto_get_bytes(const void *p, size_t n, uint16_t tag, const uint8_t **v, size_t *len);
+
+/* ---- typed messages ------------------------------------------------------ */
+
+struct proto_exec {
+	char **argv;          /* NULL-terminated; argc >= 1 */
+	size_t argc;
+	char **env;           /* NULL-terminated, or NULL when no ENV field */
+	size_t envc;
+	char *cwd;            /* NULL when absent */
+	uint32_t uid, gid;
+	bool pty;
+	uint16_t rows, cols;
+	bool stdin_open;
+};
+/* Appends an EXEC frame. argv must be non-empty. -EMSGSIZE / -E2BIG. */
+int proto_enc_exec(struct buf *out, uint32_t req_id, const struct proto_exec *x);
+/* Decode an EXEC payload (untrusted); fills *x (free with proto_exec_free).
+ * -EBADMSG malformed, -EINVAL no argv, -E2BIG too many argv/env entries. */
+int proto_dec_exec(const struct proto_frame *f, struct proto_exec *x);
+void proto_exec_free(struct proto_exec *x);
+
+struct proto_hello {
+	uint32_t version;
+	char boot_id[PROTO_BOOT_ID_MAX + 1];
+};
+int proto_enc_hello(struct buf *out, uint32_t req_id, const struct proto_hello *h);
+int proto_dec_hello(const struct proto_frame *f, struct proto_hello *h);
+
+struct proto_error {
+	uint32_t err;         /* positive errno */
+	char msg[PROTO_MAX_MSG + 1];
+};
+int proto_enc_error(struct buf *out, uint32_t req_id, int err, const char *msg);
+/* A missing or zero errno decodes as EIO: an error is never "success". */
+int proto_dec_error(const struct proto_frame *f, struct proto_error *e);
+
+struct proto_output {
+	uint32_t pid;
+	uint8_t fd;           /* 1 or 2 */
+	uint64_t offset;
+	const uint8_t *data;  /* borrowed from the frame */
+	size_t len;
+};
+int proto_enc_output(struct buf *out, const struct proto_output *o);
+int proto_dec_output(const struct proto_frame *f, struct proto_output *o);
+
+struct proto_exit {
+	uint32_t pid;
+	int32_t code;         /* >= 0 when exited, else -1 */
+	int32_t signal;       /* > 0 when killed, else 0 */
+};
+int proto_enc_exit(struct buf *out, const struct proto_exit *x);
+int proto_dec_exit(const struct proto_frame *f, struct proto_exit *x);
+
+struct proto_stat {
+	char type;            /* 'f' 'd' 'l' 'o' */
+	uint64_t size;
+	uint32_t mode;        /* permission bits (07777) */
+	int64_t mtime_ms;
+	uint32_t uid, gid;
+};
+void proto_enc_stat_fields(struct proto_enc *e, const struct proto_stat *st);
+int proto_dec_stat_fields(const void *p, size_t n, struct proto_stat *st);
+
+struct proto_status {
+	int64_t last_activity_ms;
+	uint64_t uptime_ms;
+	uint32_t n_procs;
+};
+int proto_enc_status(struct buf *out, uint32_t req_id, const struct proto_status *s);
+int proto_dec_status(const struct proto_frame *f, struct proto_status *s);
+
+/* ---- stream receiver ----------------------------------------------------- */
+
+/* Reassembles frames from a byte stream and resynchronises after garbage by
+ * scanning for the next magic. */
+struct proto_rx {
+	struct buf b;
+	size_t off;           /* start of unconsumed bytes in b */
+	bool resync;          /* skipping garbage until the next magic */
+};
+void proto_rx_init(struct proto_rx *rx);
+void proto_rx_free(struct proto_rx *rx);
+/* One read(2) from fd into the buffer: bytes read, 0 on EOF, -errno
+ * (-EAGAIN on a non-blocking fd with nothing to read). */
+ssize_t proto_rx_fill(struct proto_rx *rx, int fd);
+/* Append bytes (for tests and the fuzzer). */
+void proto_rx_feed(struct proto_rx *rx, const void *p, size_t n);
+/* 1: *f is the next frame (payload valid until the next proto_rx_* call).
+ * 0: need more bytes. <0: a malformed frame was skipped (see proto_parse for
+ * the codes); f->req_id is the request id when it could be read, else 0. After
+ * an error with unknown boundary the receiver skips to the next magic. */
+int proto_rx_next(struct proto_rx *rx, struct proto_frame *f);
+/* Bytes buffered and not yet consumed. */
+size_t proto_rx_pending(const struct proto_rx *rx);
+
+#endif
