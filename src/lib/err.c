@@ -52,7 +52,18 @@ int err_wrap(err_t *e, const char *fmt, ...)
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
 	memcpy(old, e->msg, sizeof(old));
-	snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
+	/* Build "prefix: old" and cut it to fit; the cut is intended. */
+	size_t pl = strnlen(prefix, sizeof(prefix) - 1);
+	if (pl > sizeof(e->msg) - 3)
+		pl = sizeof(e->msg) - 3;
+	memcpy(e->msg, prefix, pl);
+	memcpy(e->msg + pl, ": ", 2);
+	size_t room = sizeof(e->msg) - pl - 3;
+	size_t ol = strnlen(old, sizeof(old) - 1);
+	if (ol > room)
+		ol = room;
+	memcpy(e->msg + pl + 2, old, ol);
+	e->msg[pl + 2 + ol] = '\0';
 	if (e->code <= 0)
 		e->code = EIO;
 	return ret_of(e);
