@@ -124,8 +124,8 @@ static int ensure_user(const char *name, err_t *err)
 /* Drop root for good: supplementary groups, gid, uid, and no way back. */
 static int drop_privileges(const char *user, err_t *err)
 {
-	uid_t uid;
-	gid_t gid;
+	uid_t uid = 0;
+	gid_t gid = 0;
 	int r;
 
 	if (getuid() != 0)
@@ -296,8 +296,8 @@ static int wait_ready(const struct airlockd_config *cfg, enum role role, pid_t p
 static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounted, err_t *err)
 {
 	static const char *const dirs[] = { "", "run", "logs", "db" };
-	uid_t uid;
-	gid_t gid;
+	uid_t uid = 0;
+	gid_t gid = 0;
 	int r = lookup_user(cfg->user, &uid, &gid, err);
 
 	if (r < 0)
@@ -310,6 +310,10 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 			return err_sys(err, "mkdir %s", p);
 		}
 	}
+	/* The unprivileged node and api must be able to reach DATA/db and
+	 * DATA/run, whatever mode the directory was made with (mkdtemp: 0700). */
+	if (chmod(cfg->data_dir, 0755) < 0)
+		return err_sys(err, "chmod %s", cfg->data_dir);
 	/* run/ holds the node socket and must be writable by the node; the
 	 * nodemgr socket in it is root-owned with group access only. */
 	static const char *const owned[] = { "run", "db" };
@@ -337,8 +341,8 @@ static int bootstrap(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
 	_cleanup_free_ char *cli = data_path(cfg, "cli.json");
 	_cleanup_free_ char *url = xasprintf("http://%s", cfg->listen);
-	uid_t uid;
-	gid_t gid;
+	uid_t uid = 0;
+	gid_t gid = 0;
 	int r = lookup_user(cfg->user, &uid, &gid, err);
 
 	if (r < 0)

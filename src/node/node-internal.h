@@ -1,0 +1,212 @@
+/* node-internal.h - shared between the files of src/node; not a public API.
+ *
+ * Locking, outermost first:
+ *   node->tmpl_mu  (template builds; never held across a build)
+ *   node->mu       (the sandbox map and counters; short)
+ *   sb->mu         (one sandbox: state, channel pointer, process table, rings)
+ *   node->jan_mu   (timer list; leaf)
+ *   the db handle's own mutex (leaf; taken inside db_* calls)
+ * No guestconn_* or nm_* / backend call is ever made while holding sb->mu or
+ * node->mu: those calls wait on replies that the channel's reader thread
+ * delivers, and the reader's callbacks take sb->mu.
+ */
+#ifndef AIRLOCK_NODE_INTERNAL_H
+#define AIRLOCK_NODE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../backend/backend.h"
+#include "../chan/guestconn.h"
+#include "../control/db.h"
+#include "../lib/err.h"
+#include "../lib/http.h"
+#include "../lib/json.h"
+#include "../lib/util.h"
+#include "node.h"
+#include "ring.h"
+#include "state.h"
+
+#define NODE_JSON_MAX (1u << 20)        /* JSON request bodies */
+#define NODE_FILE_MAX (16u << 20)       /* file reads and writes */
+#define NODE_PROC_KEEP 256              /* exited processes kept per sandbox */
+#define NODE_PROC_STRAYS 16             /* records for pids the node never exec'd */
+#define NODE_BUCKETS 256
+#define NODE_CHUNK (48u * 1024)         /* raw bytes per stdout/stderr line */
+
+/* One process started by exec (or a stray record for a pid the guest reported
+ * output for before the exec reply arrived; exec claims it). All fields are
+ * protected by the owning sandbox's mu. */
+struct proc {
+	struct proc *next;      /* table order: oldest first */
+	uint64_t serial;        /* unique per sandbox; timers refer to it */
+	uint32_t pid;
+	bool claimed;           /* exec filled argv etc. */
+	char **argv;            /* NULL-terminated, owned; NULL for strays */
+	bool pty;
+	int64_t started_at;     /* wall ms */
+	bool running;
+	int exit_code;          /* valid when !running && signal == 0 */
+	int signal;             /* > 0 when killed by a signal */
+	const char *lost;       /* static text when ended because the sandbox went away */
+	struct ring out[2];     /* [0] stdout, [1] stderr */
+	pthread_cond_t cv;      /* broadcast on output and exit (with sb->mu) */
+	int refs;               /* the table holds one while in_table */
+	bool in_table;
+};
+
+struct sandbox {
+	struct sandbox *hnext;  /* hash chain, under node->mu */
+	int refs;               /* atomic; the map holds one */
+	struct node *node;
+
+	/* Immutable after creation. */
+	char id[65];
+	char *tenant, *template_name, *backend_name, *idem_key;
+	const struct backend_ops *be;     /* NULL when the row names an unknown backend */
+	uint32_t template_version;
+	struct nm_limits limits;
+	json *env;              /* object of strings, or NULL */
+	json *metadata;         /* object of strings */
+	uint32_t timeout_s;
+	int64_t created_at;     /* wall ms */
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;      /* state changes; gc_users reaching 0 */
+	enum sb_state state;
+	char *error;            /* reason of failed */
+	bool deleting;          /* a teardown owns the sandbox */
+	bool chan_closed;
+	struct guestconn *gc;   /* NULL unless running */
+	int gc_users;           /* threads inside guestconn_* with gc */
+	struct proc *procs;
+	size_t n_exited, n_strays;
+	uint64_t next_serial;
+};
+
+enum timer_kind { TIMER_SANDBOX_TIMEOUT, TIMER_PROC_TIMEOUT, TIMER_CHAN_CLOSED };
+
+struct timer {
+	struct timer *next;
+	uint64_t due_ms;        /* CLOCK_MONOTONIC */
+	enum timer_kind kind;
+	char sb_id[65];
+	uint64_t serial;        /* TIMER_PROC_TIMEOUT */
+};
+
+struct tbuild;
+
+struct node {
+	const struct node_config *cfg;
+	struct db *db;
+	struct backend_ctx bctx;
+	struct http_server *http;
+	int stopping;           /* atomic */
+
+	pthread_mutex_t mu;
+	struct sandbox *buckets[NODE_BUCKETS];
+
+	pthread_mutex_t info_mu;
+	bool have_info;
+	struct nm_node_info info;
+
+	pthread_mutex_t tmpl_mu;
+	struct tbuild *builds;
+
+	pthread_mutex_t jan_mu;
+	pthread_cond_t jan_cv;  /* CLOCK_MONOTONIC */
+	struct timer *timers;   /* sorted by due_ms */
+	bool jan_stop;
+	bool jan_started;
+	pthread_t janitor;
+};
+
+static inline bool node_stopping(struct node *n)
+{
+	return __atomic_load_n(&n->stopping, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* node.c: helpers shared by the handlers. */
+void node_respond_err(struct http_conn *c, const err_t *e);
+void node_errno_to_http(int code, int *status, const char **ecode);
+/* Parse a JSON object body (size-limited); on failure answers 400/413 and
+ * returns NULL. allowed: NULL-terminated list of keys. Caller owns. */
+json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed);
+void node_iso_time(int64_t wall_ms_v, char out[40]);
+/* Calls fn for each query parameter, percent-decoded. */
+void node_query_each(const char *query, void (*fn)(void *arg, const char *k, const char *v),
+		     void *arg);
+int node_info_get(struct node *n, struct nm_node_info *out, err_t *err);
+bool node_name_valid(const char *s);  /* [a-z0-9][a-z0-9._-]{0,63} */
+
+/* sandbox.c */
+struct sandbox *sandbox_new(struct node *n, const char *id);
+void sandbox_ref(struct sandbox *sb);
+void sandbox_unref(struct sandbox *sb);
+/* Ref'd sandbox of this tenant (tenant NULL = any), or NULL. */
+struct sandbox *sandbox_find(struct node *n, const char *id, const char *tenant);
+void sandbox_map_insert(struct node *n, struct sandbox *sb);   /* takes the map's ref */
+void sandbox_map_remove(struct node *n, struct sandbox *sb);
+void sandbox_render(struct jw *w, struct sandbox *sb);       /* takes sb->mu */
+struct guestconn *sandbox_gc_get(struct sandbox *sb);          /* NULL unless running */
+void sandbox_gc_put(struct sandbox *sb);
+extern const struct guestconn_cbs sandbox_guest_cbs;
+/* Load a row (columns: SANDBOX_COLS) into a new, unmapped sandbox. */
+#define SANDBOX_COLS "id, tenant_id, template, template_version, backend, desired, observed," \
+	" spec, metadata, idem_key, error, created_at"
+struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int row);
+/* Tear down and retire (delete) or mark failed. Returns 0 or -errno. */
+int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t *err);
+void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason);
+void sandbox_on_timeout(struct node *n, const char *id);
+void sandbox_on_chan_closed(struct node *n, const char *id);
+void sandbox_schedule_timeout(struct node *n, struct sandbox *sb);
+void sandbox_stop_all(struct node *n);
+void sandbox_counts(struct node *n, size_t counts[SB__COUNT]);
+void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
+			     const char *tenant);
+void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_conn *c,
+			   const char *tenant);
+void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c);
+void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
+			   struct http_conn *c);
+
+/* exec.c */
+void proc_on_output(struct sandbox *sb, uint32_t pid, int fd, uint64_t off, const void *data,
+		    size_t len);
+void proc_on_exit(struct sandbox *sb, uint32_t pid, int exit_code, int sig);
+void procs_mark_lost(struct sandbox *sb, const char *why);    /* holds sb->mu */
+void procs_free_all(struct sandbox *sb);
+void proc_on_timeout(struct node *n, const char *sb_id, uint64_t serial);
+void procs_wake_all(struct node *n);
+void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
+void handle_processes(struct node *n, struct sandbox *sb, struct http_conn *c);
+/* rest: "output", "stdin", "signal", "resize" */
+void handle_process(struct node *n, struct sandbox *sb, uint32_t pid, const char *rest,
+		    struct http_req *req, struct http_conn *c);
+
+/* files.c; sub: "" (GET/PUT/DELETE), "stat", "list", "mkdir", "rename" */
+void handle_files(struct node *n, struct sandbox *sb, const char *sub, struct http_req *req,
+		  struct http_conn *c);
+
+/* templates.c */
+/* Newest ready version of name; builds a built-in (debian, busybox) on
+ * demand, sharing one build among concurrent callers. -ENOENT if unknown. */
+int template_resolve(struct node *n, const char *name, uint32_t *version, err_t *err);
+void handle_templates_list(struct node *n, struct http_conn *c);
+void handle_templates_create(struct node *n, struct http_req *req, struct http_conn *c);
+void templates_reconcile(struct node *n);
+void templates_cleanup(struct node *n);
+
+/* reconcile.c */
+void node_reconcile(struct node *n);
+
+/* reaper.c: one thread runs every timed or deferred action. */
+int reaper_start(struct node *n, err_t *err);
+void reaper_stop(struct node *n);
+/* due_ms on CLOCK_MONOTONIC (0 = now). */
+void reaper_add(struct node *n, uint64_t due_ms, enum timer_kind kind, const char *sb_id,
+		uint64_t serial);
+
+#endif

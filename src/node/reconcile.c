@@ -1,0 +1,164 @@
+/* Crash recovery at startup: make the rows, the node manager's jails and
+ * the pool agree again before serving.
+ *
+ *   desired=deleted (or observed stopping)  finish the delete
+ *   observed running                        adopt the live jail and reopen its
+ *                                           channel (the guest resyncs); if
+ *                                           that fails: destroy, failed
+ *                                           "lost after restart: <why>"
+ *   observed pending / starting             the create was cut off: destroy,
+ *                                           failed "interrupted by a node restart"
+ *   observed stopped / failed               kept as they are (nothing runs)
+ *   jails/subvolumes with no live row       destroyed (leak cleanup)
+ *
+ * Each step is idempotent, so a crash during reconcile is handled by the
+ * next start.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "node-internal.h"
+
+static void destroy_quiet(struct node *n, struct sandbox *sb)
+{
+	err_t err = { 0 };
+
+	if (sb->be && sb->be->destroy(&n->bctx, sb->id, &err) < 0)
+		log_warn("sandbox %s: destroy: %s", sb->id, err.msg);
+}
+
+static void mark_failed(struct node *n, struct sandbox *sb, const char *reason)
+{
+	err_t err = { 0 };
+
+	if (state_transition(n->db, sb->id, &sb->state, SB_FAILED, reason, 0, &err) < 0)
+		log_err("%s", err.msg);
+	sb->state = SB_FAILED;
+	free(sb->error);
+	sb->error = xstrdup(reason);
+}
+
+static void adopt(struct node *n, struct sandbox *sb)
+{
+	struct guest_hello hello;
+	struct guestconn *gc;
+	char reason[600];
+	err_t err = { 0 };
+	pid_t pid = 0;
+	int fd = -1;
+
+	if (!sb->be) {
+		snprintf(reason, sizeof(reason), "lost after restart: unknown backend `%s`",
+			 sb->backend_name);
+		mark_failed(n, sb, reason);
+		return;
+	}
+	if (sb->be->adopt(&n->bctx, sb->id, &fd, &pid, &err) < 0) {
+		snprintf(reason, sizeof(reason), "lost after restart: %s", err.msg);
+		destroy_quiet(n, sb);
+		mark_failed(n, sb, reason);
+		return;
+	}
+	gc = guestconn_open(fd, &sandbox_guest_cbs, sb, n->cfg->ready_timeout_ms, &hello, &err);
+	if (!gc) {
+		snprintf(reason, sizeof(reason), "lost after restart: guest agent: %s", err.msg);
+		destroy_quiet(n, sb);
+		mark_failed(n, sb, reason);
+		return;
+	}
+	pthread_mutex_lock(&sb->mu);
+	sb->gc = gc;
+	pthread_mutex_unlock(&sb->mu);
+	if (state_event(n->db, sb->id, SB_RUNNING, "re-adopted after restart", &err) < 0)
+		log_warn("%s", err.msg);
+	log_info("sandbox %s re-adopted (jail pid %d)", sb->id, (int)pid);
+}
+
+static void finish_delete(struct node *n, struct sandbox *sb)
+{
+	err_t err = { 0 };
+
+	if (sb->state == SB_RUNNING)
+		state_transition(n->db, sb->id, &sb->state, SB_STOPPING, "resume delete after restart",
+				 0, &err);
+	if (sb->be && sb->be->destroy(&n->bctx, sb->id, &err) < 0) {
+		char reason[600];
+		snprintf(reason, sizeof(reason), "delete failed after restart: %s", err.msg);
+		if (sb->state != SB_FAILED)
+			mark_failed(n, sb, reason);
+		return;
+	}
+	if (sb->state == SB_STOPPING)
+		state_transition(n->db, sb->id, &sb->state, SB_STOPPED, "jail destroyed", 0, &err);
+	if (state_transition(n->db, sb->id, &sb->state, SB_DELETED, "delete finished after restart",
+			     0, &err) < 0)
+		log_err("%s", err.msg);
+}
+
+void node_reconcile(struct node *n)
+{
+	struct db_rows rows;
+	char **ids = NULL;
+	err_t err = { 0 };
+	int kept = 0, adopted = 0;
+
+	if (db_query(n->db, &rows, &err,
+		     "SELECT " SANDBOX_COLS " FROM sandboxes WHERE observed != 'deleted'", NULL) < 0) {
+		log_err("reconcile: %s", err.msg);
+		return;
+	}
+	for (int i = 0; i < rows.n_rows; i++) {
+		struct sandbox *sb = sandbox_from_row(n, &rows, i);
+		const char *desired = db_cell(&rows, i, 5);
+
+		if (!sb)
+			continue;
+		if ((desired && strcmp(desired, "deleted") == 0) || sb->state == SB_STOPPING) {
+			finish_delete(n, sb);
+		} else if (sb->state == SB_RUNNING) {
+			adopt(n, sb);
+			adopted += sb->state == SB_RUNNING;
+		} else if (sb->state == SB_PENDING || sb->state == SB_STARTING) {
+			destroy_quiet(n, sb);
+			mark_failed(n, sb, "interrupted by a node restart");
+		}
+		if (sb->state == SB_DELETED) {
+			sandbox_unref(sb);
+			continue;
+		}
+		sandbox_map_insert(n, sb);
+		sandbox_schedule_timeout(n, sb);
+		kept++;
+	}
+	db_rows_free(&rows);
+	log_info("reconcile: %d sandboxes loaded, %d running", kept, adopted);
+
+	/* Leaks: whatever the node manager holds that is not a running sandbox
+	 * of ours (a create cut off before its row, a jail of a sandbox that
+	 * failed or stopped while the node was down). */
+	if (nm_sandbox_list(n->cfg->nm_sock, &ids, &err) < 0) {
+		log_warn("reconcile: cannot list the node manager's sandboxes: %s", err.msg);
+		return;
+	}
+	for (char **id = ids; id && *id; id++) {
+		struct sandbox *sb = sandbox_find(n, *id, NULL);
+		bool live = false;
+
+		if (sb) {
+			pthread_mutex_lock(&sb->mu);
+			live = sb->state == SB_RUNNING;
+			pthread_mutex_unlock(&sb->mu);
+			sandbox_unref(sb);
+		}
+		if (!live) {
+			err_t e2 = { 0 };
+			log_info("reconcile: destroying leftover sandbox %s", *id);
+			if (nm_sandbox_destroy(n->cfg->nm_sock, *id, &e2) < 0)
+				log_warn("reconcile: destroy %s: %s", *id, e2.msg);
+		}
+		free(*id);
+	}
+	free(ids);
+}

@@ -1,0 +1,531 @@
+/* Templates: the `templates` rows, builds through the node manager, and
+ * coalescing.
+ *
+ * Every build, explicit (POST /v1/templates) or on demand (a create that
+ * names a built-in template that is not there yet), registers itself in
+ * node->builds under tmpl_mu. A create that needs a template being built
+ * waits on that build's condvar instead of starting another: a hundred
+ * creates of "debian" on a fresh node cause one debootstrap.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "node-internal.h"
+
+struct tbuild {
+	struct tbuild *next;
+	char name[65];
+	uint32_t version;
+	bool done;
+	int rc;
+	err_t err;
+	int refs;               /* under tmpl_mu; the builder holds one */
+	pthread_cond_t cv;      /* with tmpl_mu; broadcast when done */
+};
+
+/* Built-in recipes, built on first use. */
+static bool builtin_recipe(const char *name, struct nm_template_spec *spec)
+{
+	memset(spec, 0, sizeof(*spec));
+	snprintf(spec->name, sizeof(spec->name), "%s", name);
+	if (strcmp(name, "debian") == 0) {
+		snprintf(spec->kind, sizeof(spec->kind), "debian");
+		snprintf(spec->arg, sizeof(spec->arg), "bookworm");
+		return true;
+	}
+	if (strcmp(name, "busybox") == 0) {
+		snprintf(spec->kind, sizeof(spec->kind), "busybox");
+		return true;
+	}
+	return false;
+}
+
+static void spec_source(const struct nm_template_spec *spec, char *out, size_t sz)
+{
+	if (strcmp(spec->kind, "debian") == 0)
+		snprintf(out, sz, "debian:%s%s%s", spec->arg, spec->packages[0] ? " +" : "",
+			 spec->packages);
+	else if (strcmp(spec->kind, "busybox") == 0)
+		snprintf(out, sz, "busybox");
+	else
+		snprintf(out, sz, "%s:%s", spec->kind, spec->arg);
+}
+
+/* Newest ready version; -ENOENT when there is none. */
+static int newest_ready(struct node *n, const char *name, uint32_t *version, err_t *err)
+{
+	struct db_rows rows;
+	int r = db_query(n->db, &rows, err,
+			 "SELECT MAX(version) FROM templates WHERE name=? AND status='ready'", "s",
+			 name);
+
+	if (r < 0)
+		return r;
+	r = rows.n_rows == 1 && db_cell(&rows, 0, 0) ? 0 : -ENOENT;
+	if (r == 0)
+		*version = (uint32_t)db_cell_int(&rows, 0, 0);
+	db_rows_free(&rows);
+	return r == -ENOENT ? err_set(err, ENOENT, "no template `%s`", name) : 0;
+}
+
+static uint32_t next_version(struct node *n, const char *name)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	uint32_t v = 1;
+
+	if (db_query(n->db, &rows, &err, "SELECT MAX(version) FROM templates WHERE name=?", "s",
+		     name) == 0) {
+		if (rows.n_rows == 1 && db_cell(&rows, 0, 0))
+			v = (uint32_t)db_cell_int(&rows, 0, 0) + 1;
+		db_rows_free(&rows);
+	}
+	return v;
+}
+
+/* Register a build of name. Called with tmpl_mu held; NULL if one is
+ * already in flight. */
+static struct tbuild *build_register_locked(struct node *n, const char *name)
+{
+	struct tbuild *b;
+
+	for (b = n->builds; b; b = b->next)
+		if (strcmp(b->name, name) == 0)
+			return NULL;
+	b = xcalloc(1, sizeof(*b));
+	snprintf(b->name, sizeof(b->name), "%s", name);
+	b->version = next_version(n, name);
+	b->refs = 1;
+	pthread_cond_init(&b->cv, NULL);
+	b->next = n->builds;
+	n->builds = b;
+	return b;
+}
+
+static void build_unref_locked(struct tbuild *b)
+{
+	if (--b->refs == 0) {
+		pthread_cond_destroy(&b->cv);
+		free(b);
+	}
+}
+
+/* Record the result, wake the waiters, forget the build. */
+static void build_finish(struct node *n, struct tbuild *b, int rc, const err_t *err)
+{
+	pthread_mutex_lock(&n->tmpl_mu);
+	for (struct tbuild **pp = &n->builds; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			break;
+		}
+	b->done = true;
+	b->rc = rc;
+	if (err)
+		b->err = *err;
+	pthread_cond_broadcast(&b->cv);
+	build_unref_locked(b);
+	pthread_mutex_unlock(&n->tmpl_mu);
+}
+
+/* Row building -> nm build -> row ready / failed. */
+static int run_build(struct node *n, struct nm_template_spec *spec,
+		     void (*progress)(void *, const char *), void *arg, err_t *err)
+{
+	char source[2200];
+	int r;
+
+	spec_source(spec, source, sizeof(source));
+	r = db_exec(n->db, err,
+		    "INSERT INTO templates(name, version, status, source, created_at)"
+		    " VALUES(?,?,'building',?,?)",
+		    "sisi", spec->name, (int64_t)spec->version, source, wall_ms());
+	if (r < 0)
+		return err_wrap(err, "template %s/%u", spec->name, spec->version);
+	log_info("building template %s/%u from %s", spec->name, spec->version, source);
+	r = nm_template_build(n->cfg->nm_sock, spec, progress, arg, err);
+	if (r < 0) {
+		err_t e2 = { 0 };
+		err_wrap(err, "build template %s/%u", spec->name, spec->version);
+		log_warn("%s", err->msg);
+		db_exec(n->db, &e2,
+			"UPDATE templates SET status='failed', error=? WHERE name=? AND version=?",
+			"ssi", err->msg, spec->name, (int64_t)spec->version);
+		return r;
+	}
+	r = db_exec(n->db, err, "UPDATE templates SET status='ready' WHERE name=? AND version=?",
+		    "si", spec->name, (int64_t)spec->version);
+	if (r < 0)
+		return err_wrap(err, "template %s/%u", spec->name, spec->version);
+	log_info("template %s/%u ready", spec->name, spec->version);
+	return 0;
+}
+
+int template_resolve(struct node *n, const char *name, uint32_t *version, err_t *err)
+{
+	struct nm_template_spec spec;
+	struct tbuild *b;
+	int r;
+
+	/* Hot path: the template exists; no lock beyond the DB's own. */
+	r = newest_ready(n, name, version, err);
+	if (r != -ENOENT)
+		return r;
+	pthread_mutex_lock(&n->tmpl_mu);
+	r = newest_ready(n, name, version, err);
+	if (r != -ENOENT) {
+		pthread_mutex_unlock(&n->tmpl_mu);
+		return r;
+	}
+	for (b = n->builds; b; b = b->next)
+		if (strcmp(b->name, name) == 0)
+			break;
+	if (b) {
+		/* Someone builds it already: wait for that build. */
+		b->refs++;
+		while (!b->done)
+			pthread_cond_wait(&b->cv, &n->tmpl_mu);
+		r = b->rc;
+		if (r == 0)
+			*version = b->version;
+		else
+			*err = b->err;
+		build_unref_locked(b);
+		pthread_mutex_unlock(&n->tmpl_mu);
+		/* A failed build is not "unknown template": say why it failed. */
+		return r == -ENOENT ? err_set(err, EIO, "%s", err->msg) : r;
+	}
+	if (!builtin_recipe(name, &spec)) {
+		pthread_mutex_unlock(&n->tmpl_mu);
+		return err_set(err, ENOENT, "no template `%s`", name);
+	}
+	b = build_register_locked(n, name);
+	spec.version = b->version;
+	pthread_mutex_unlock(&n->tmpl_mu);
+
+	r = run_build(n, &spec, NULL, NULL, err);
+	if (r == 0)
+		*version = spec.version;
+	build_finish(n, b, r == -ENOENT ? -EIO : r, err);
+	return r == -ENOENT ? err_set(err, EIO, "%s", err->msg) : r;
+}
+
+/* ---- HTTP ------------------------------------------------------------- */
+
+static void render_template_row(struct jw *w, const struct db_rows *rows, int i)
+{
+	char t[40];
+
+	jw_obj(w);
+	jw_key(w, "name");
+	jw_str(w, db_cell(rows, i, 0));
+	jw_key(w, "version");
+	jw_int(w, db_cell_int(rows, i, 1));
+	jw_key(w, "status");
+	jw_str(w, db_cell(rows, i, 2));
+	jw_key(w, "source");
+	jw_str(w, db_cell(rows, i, 3));
+	jw_key(w, "created_at");
+	node_iso_time(db_cell_int(rows, i, 4), t);
+	jw_str(w, t);
+	if (db_cell(rows, i, 5)) {
+		jw_key(w, "error");
+		jw_str(w, db_cell(rows, i, 5));
+	}
+	jw_end(w);
+}
+
+#define TEMPLATE_COLS "name, version, status, source, created_at, error"
+
+void handle_templates_list(struct node *n, struct http_conn *c)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	struct buf b;
+	struct jw w;
+
+	if (db_query(n->db, &rows, &err,
+		     "SELECT " TEMPLATE_COLS " FROM templates ORDER BY name, version", NULL) < 0) {
+		node_respond_err(c, &err);
+		return;
+	}
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	jw_key(&w, "templates");
+	jw_arr(&w);
+	for (int i = 0; i < rows.n_rows; i++)
+		render_template_row(&w, &rows, i);
+	jw_end(&w);
+	jw_end(&w);
+	db_rows_free(&rows);
+	http_respond_json(c, 200, b.data);
+	buf_free(&b);
+}
+
+static bool suite_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 1 || n > 32)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(s[i] >= 'a' && s[i] <= 'z') && s[i] != '-')
+			return false;
+	return true;
+}
+
+static bool package_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 1 || n > 128 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+		      s[i] == '+' || s[i] == '-' || s[i] == '.'))
+			return false;
+	return true;
+}
+
+/* Fill spec from the body; returns NULL or the error code (msg filled). */
+static const char *parse_template(const json *body, struct nm_template_spec *spec, char *msg,
+				  size_t sz)
+{
+	const json *name = json_get(body, "name"), *from = json_get(body, "from");
+	const json *pk = json_get(body, "packages"), *dir = json_get(body, "from_dir");
+	const json *tar = json_get(body, "from_tar");
+	int sources = !!from + !!dir + !!tar;
+
+	memset(spec, 0, sizeof(*spec));
+	if (!name || name->type != JSON_STR || !node_name_valid(name->str)) {
+		snprintf(msg, sz, "`name` must match [a-z0-9][a-z0-9._-]{0,63}");
+		return "invalid_field";
+	}
+	snprintf(spec->name, sizeof(spec->name), "%s", name->str);
+	if (sources != 1) {
+		snprintf(msg, sz, "give exactly one of `from`, `from_dir`, `from_tar`");
+		return "invalid_field";
+	}
+	if (from) {
+		if (from->type != JSON_STR) {
+			snprintf(msg, sz, "`from` must be a string like \"debian:bookworm\"");
+			return "invalid_field";
+		}
+		if (strncmp(from->str, "debian:", 7) == 0 && suite_ok(from->str + 7)) {
+			snprintf(spec->kind, sizeof(spec->kind), "debian");
+			snprintf(spec->arg, sizeof(spec->arg), "%s", from->str + 7);
+		} else if (strcmp(from->str, "busybox") == 0) {
+			snprintf(spec->kind, sizeof(spec->kind), "busybox");
+		} else {
+			snprintf(msg, sz, "`from` must be \"debian:SUITE\" or \"busybox\"");
+			return "invalid_field";
+		}
+	} else {
+		const json *p = dir ? dir : tar;
+		if (p->type != JSON_STR || p->str[0] != '/' || p->str_len >= sizeof(spec->arg)) {
+			snprintf(msg, sz, "`%s` must be an absolute host path",
+				 dir ? "from_dir" : "from_tar");
+			return "invalid_field";
+		}
+		snprintf(spec->kind, sizeof(spec->kind), "%s", dir ? "dir" : "tar");
+		snprintf(spec->arg, sizeof(spec->arg), "%s", p->str);
+	}
+	if (pk) {
+		size_t len = 0;
+		if (pk->type != JSON_ARR || strcmp(spec->kind, "debian") != 0) {
+			snprintf(msg, sz, "`packages` is an array of names, with a debian `from`");
+			return "invalid_field";
+		}
+		for (size_t i = 0; i < pk->n; i++) {
+			const json *v = pk->items[i];
+			if (v->type != JSON_STR || !package_ok(v->str)) {
+				snprintf(msg, sz, "`packages[%zu]` is not a package name", i);
+				return "invalid_field";
+			}
+			if (len + v->str_len + 2 > sizeof(spec->packages)) {
+				snprintf(msg, sz, "`packages` is too long");
+				return "invalid_field";
+			}
+			len += (size_t)snprintf(spec->packages + len, sizeof(spec->packages) - len,
+						"%s%s", i ? "," : "", v->str);
+		}
+	}
+	return NULL;
+}
+
+struct progress_ctx {
+	struct http_conn *c;
+	bool gone;
+};
+
+static void on_progress(void *arg, const char *line)
+{
+	struct progress_ctx *p = arg;
+	struct buf b;
+	struct jw w;
+
+	if (p->gone)
+		return;
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	jw_key(&w, "event");
+	jw_str(&w, "progress");
+	jw_key(&w, "line");
+	jw_str(&w, line ? line : "");
+	jw_end(&w);
+	buf_addc(&b, '\n');
+	/* The build goes on even when the client stops listening. */
+	if (http_stream_write(p->c, b.data, b.len) < 0)
+		p->gone = true;
+	buf_free(&b);
+}
+
+void handle_templates_create(struct node *n, struct http_req *req, struct http_conn *c)
+{
+	static const char *const keys[] = { "name", "from", "packages", "from_dir", "from_tar",
+					    NULL };
+	struct progress_ctx pc = { .c = c };
+	struct nm_template_spec spec;
+	struct tbuild *b;
+	const char *code;
+	err_t err = { 0 };
+	struct buf out;
+	struct jw w;
+	char msg[256];
+	json *body;
+	int r;
+
+	body = node_body_object(req, c, keys);
+	if (!body)
+		return;
+	code = parse_template(body, &spec, msg, sizeof(msg));
+	json_free(body);
+	if (code) {
+		http_respond_error(c, 400, code, "%s", msg);
+		return;
+	}
+	pthread_mutex_lock(&n->tmpl_mu);
+	b = build_register_locked(n, spec.name);
+	if (b)
+		spec.version = b->version;
+	pthread_mutex_unlock(&n->tmpl_mu);
+	if (!b) {
+		http_respond_error(c, 409, "conflict", "template `%s` is being built already",
+				   spec.name);
+		return;
+	}
+	if (http_stream_begin(c, 200, "application/x-ndjson", NULL) < 0)
+		pc.gone = true;
+	r = run_build(n, &spec, on_progress, &pc, &err);
+	build_finish(n, b, r, &err);
+
+	buf_init(&out);
+	jw_init(&w, &out);
+	jw_obj(&w);
+	if (r == 0) {
+		struct db_rows rows;
+		err_t e2 = { 0 };
+
+		jw_key(&w, "event");
+		jw_str(&w, "done");
+		jw_key(&w, "template");
+		if (db_query(n->db, &rows, &e2,
+			     "SELECT " TEMPLATE_COLS " FROM templates WHERE name=? AND version=?",
+			     "si", spec.name, (int64_t)spec.version) == 0 &&
+		    rows.n_rows == 1) {
+			render_template_row(&w, &rows, 0);
+			db_rows_free(&rows);
+		} else {
+			jw_null(&w);
+		}
+	} else {
+		int status;
+		const char *ecode;
+
+		node_errno_to_http(err.code, &status, &ecode);
+		jw_key(&w, "event");
+		jw_str(&w, "error");
+		jw_key(&w, "error");
+		jw_obj(&w);
+		jw_key(&w, "code");
+		jw_str(&w, ecode);
+		jw_key(&w, "message");
+		jw_str(&w, err.msg);
+		jw_end(&w);
+	}
+	jw_end(&w);
+	buf_addc(&out, '\n');
+	if (!pc.gone) {
+		http_stream_write(c, out.data, out.len);
+		http_stream_end(c);
+	}
+	buf_free(&out);
+}
+
+/* ---- startup ---------------------------------------------------------- */
+
+void templates_reconcile(struct node *n)
+{
+	struct db_rows rows;
+	char **pool = NULL;
+	err_t err = { 0 };
+
+	/* A build the node did not see finish is not trusted: remove it. */
+	if (db_query(n->db, &rows, &err,
+		     "SELECT name, version FROM templates WHERE status='building'", NULL) == 0) {
+		for (int i = 0; i < rows.n_rows; i++) {
+			const char *name = db_cell(&rows, i, 0);
+			int64_t ver = db_cell_int(&rows, i, 1);
+			err_t e2 = { 0 };
+
+			if (name && nm_template_delete(n->cfg->nm_sock, name, (uint32_t)ver, &e2) < 0)
+				log_warn("template %s/%lld: %s", name, (long long)ver, e2.msg);
+			db_exec(n->db, &e2,
+				"UPDATE templates SET status='failed', error=? WHERE name=? AND"
+				" version=?",
+				"ssi", "interrupted by a node restart", name, ver);
+		}
+		db_rows_free(&rows);
+	} else {
+		log_err("templates: %s", err.msg);
+	}
+
+	/* Versions in the pool that the DB does not know (built by an earlier
+	 * install, or the DB was replaced) are ready to use. */
+	if (nm_template_list(n->cfg->nm_sock, &pool, &err) < 0) {
+		log_warn("cannot list templates in the pool: %s", err.msg);
+		return;
+	}
+	for (char **p = pool; p && *p; p++) {
+		char *slash = strchr(*p, '/'), *end;
+		long long ver;
+		err_t e2 = { 0 };
+
+		if (!slash)
+			continue;
+		*slash = '\0';
+		ver = strtoll(slash + 1, &end, 10);
+		if (*end || ver <= 0 || ver > UINT32_MAX || !node_name_valid(*p))
+			continue;
+		if (db_exec(n->db, &e2,
+			    "INSERT OR IGNORE INTO templates(name, version, status, source, created_at)"
+			    " VALUES(?,?,'ready','pool',?)",
+			    "sii", *p, (int64_t)ver, wall_ms()) > 0)
+			log_info("template %s/%lld found in the pool", *p, ver);
+	}
+	for (char **p = pool; p && *p; p++)
+		free(*p);
+	free(pool);
+}
+
+void templates_cleanup(struct node *n)
+{
+	/* Builds register and finish within one request; once the HTTP server
+	 * has stopped none is left. */
+	if (n->builds)
+		log_warn("template builds still registered at shutdown");
+}

@@ -1,0 +1,188 @@
+/* Unit test for src/node/state.c: every (from, to) pair against the table,
+ * the names, and that a transition writes observed, error and an events row
+ * (and that an illegal one writes nothing). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/control/db.h"
+#include "../../src/node/state.h"
+
+static int failures;
+
+#define CHECK(cond)                                                              \
+	do {                                                                     \
+		if (!(cond)) {                                                   \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,   \
+				__LINE__, #cond);                                \
+			failures++;                                              \
+		}                                                                \
+	} while (0)
+
+/* The lifecycle as the README documents it, written out independently of
+ * the table in state.c. */
+static bool expected(enum sb_state from, enum sb_state to)
+{
+	switch (from) {
+	case SB_PENDING: return to == SB_STARTING || to == SB_FAILED;
+	case SB_STARTING: return to == SB_RUNNING || to == SB_FAILED;
+	case SB_RUNNING: return to == SB_STOPPING || to == SB_FAILED;
+	case SB_STOPPING: return to == SB_STOPPED || to == SB_FAILED;
+	case SB_STOPPED: return to == SB_DELETED || to == SB_FAILED;
+	case SB_FAILED: return to == SB_DELETED;
+	case SB_DELETED: return false;
+	default: return false;
+	}
+}
+
+static void test_table(void)
+{
+	int legal = 0;
+
+	for (int f = 0; f < SB__COUNT; f++) {
+		for (int t = 0; t < SB__COUNT; t++) {
+			enum sb_state cur = (enum sb_state)f;
+			err_t err = { 0 };
+			bool want = expected((enum sb_state)f, (enum sb_state)t);
+			int r;
+
+			if (state_allowed((enum sb_state)f, (enum sb_state)t) != want) {
+				fprintf(stderr, "table: %s -> %s should be %s\n",
+					state_name((enum sb_state)f), state_name((enum sb_state)t),
+					want ? "legal" : "illegal");
+				failures++;
+			}
+			r = state_transition(NULL, "sb-test", &cur, (enum sb_state)t, "test", 0,
+					     &err);
+			if (want) {
+				CHECK(r == 0 && cur == (enum sb_state)t);
+				legal++;
+			} else {
+				CHECK(r == -EBUSY && cur == (enum sb_state)f);
+				CHECK(err.code == EBUSY);
+				CHECK(strstr(err.msg, state_name((enum sb_state)f)) != NULL);
+			}
+		}
+	}
+	CHECK(legal == 11);
+	/* Out-of-range values are never legal. */
+	CHECK(!state_allowed(SB__COUNT, SB_FAILED));
+	CHECK(!state_allowed(SB_RUNNING, SB__COUNT));
+}
+
+static void test_names(void)
+{
+	for (int s = 0; s < SB__COUNT; s++)
+		CHECK(state_parse(state_name((enum sb_state)s)) == s);
+	CHECK(state_parse("paused") == -1);
+	CHECK(state_parse("") == -1);
+	CHECK(state_parse(NULL) == -1);
+	CHECK(strcmp(state_name(SB_RUNNING), "running") == 0);
+	CHECK(state_is_live(SB_RUNNING) && state_is_live(SB_STARTING));
+	CHECK(!state_is_live(SB_FAILED) && !state_is_live(SB_DELETED) && !state_is_live(SB_STOPPED));
+}
+
+static int count_events(struct db *db, const char *id)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	int n;
+
+	if (db_query(db, &rows, &err, "SELECT COUNT(*) FROM events WHERE sandbox_id=?", "s",
+		     id) < 0)
+		return -1;
+	n = (int)db_cell_int(&rows, 0, 0);
+	db_rows_free(&rows);
+	return n;
+}
+
+static void test_db(void)
+{
+	char path[] = "/tmp/test-node-state-XXXXXX";
+	int fd = mkstemp(path);
+	struct db_rows rows;
+	err_t err = { 0 };
+	enum sb_state cur = SB_PENDING;
+	struct db *db;
+
+	CHECK(fd >= 0);
+	close(fd);
+	db = db_open(path, &err);
+	CHECK(db != NULL);
+	if (!db) {
+		fprintf(stderr, "db_open: %s\n", err.msg);
+		unlink(path);
+		return;
+	}
+	CHECK(db_exec(db, &err,
+		      "INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
+		      " desired, observed, spec, created_at, updated_at)"
+		      " VALUES('sb-1','t','debian',1,'ns','running','pending','{}',0,0)",
+		      NULL) == 1);
+
+	CHECK(state_transition(db, "sb-1", &cur, SB_STARTING, "create", 0, &err) == 0);
+	CHECK(cur == SB_STARTING);
+	CHECK(count_events(db, "sb-1") == 1);
+
+	/* Inside the caller's transaction. */
+	CHECK(db_tx_begin(db, &err) == 0);
+	CHECK(state_transition(db, "sb-1", &cur, SB_RUNNING, "ready", STATE_IN_TX, &err) == 0);
+	CHECK(db_tx_commit(db, &err) == 0);
+	CHECK(cur == SB_RUNNING);
+
+	/* Illegal: nothing is written. */
+	CHECK(state_transition(db, "sb-1", &cur, SB_PENDING, "nope", 0, &err) == -EBUSY);
+	CHECK(cur == SB_RUNNING);
+	CHECK(count_events(db, "sb-1") == 2);
+
+	CHECK(state_transition(db, "sb-1", &cur, SB_FAILED, "guest channel closed", 0, &err) == 0);
+	CHECK(db_query(db, &rows, &err, "SELECT observed, error FROM sandboxes WHERE id='sb-1'",
+		       NULL) == 0);
+	CHECK(rows.n_rows == 1 && strcmp(db_cell(&rows, 0, 0), "failed") == 0 &&
+	      strcmp(db_cell(&rows, 0, 1), "guest channel closed") == 0);
+	db_rows_free(&rows);
+	CHECK(db_query(db, &rows, &err,
+		       "SELECT from_state, to_state, reason FROM events WHERE sandbox_id='sb-1'"
+		       " ORDER BY id",
+		       NULL) == 0);
+	CHECK(rows.n_rows == 3);
+	CHECK(strcmp(db_cell(&rows, 0, 0), "pending") == 0 &&
+	      strcmp(db_cell(&rows, 0, 1), "starting") == 0 &&
+	      strcmp(db_cell(&rows, 0, 2), "create") == 0);
+	CHECK(strcmp(db_cell(&rows, 2, 0), "running") == 0 &&
+	      strcmp(db_cell(&rows, 2, 1), "failed") == 0);
+	db_rows_free(&rows);
+
+	CHECK(state_event(db, "sb-1", SB_FAILED, "note", &err) == 0);
+	CHECK(count_events(db, "sb-1") == 4);
+
+	/* A missing row is an error and leaves the state alone. */
+	cur = SB_PENDING;
+	CHECK(state_transition(db, "sb-none", &cur, SB_STARTING, NULL, 0, &err) == -ENOENT);
+	CHECK(cur == SB_PENDING);
+
+	db_close(db);
+	unlink(path);
+	{
+		char extra[64];
+		snprintf(extra, sizeof(extra), "%s-wal", path);
+		unlink(extra);
+		snprintf(extra, sizeof(extra), "%s-shm", path);
+		unlink(extra);
+	}
+}
+
+int main(void)
+{
+	test_table();
+	test_names();
+	test_db();
+	if (failures) {
+		fprintf(stderr, "test-node-state: %d failures\n", failures);
+		return 1;
+	}
+	printf("test-node-state: ok\n");
+	return 0;
+}
