@@ -1,0 +1,95 @@
+#!/bin/sh
+# template-build.sh KIND ARG OUTDIR PACKAGES
+#
+# Builds a root filesystem in OUTDIR (an empty or absent directory inside a
+# fresh template subvolume). Run by the node manager as root; every line on
+# stdout/stderr is streamed to the client as progress. Exit status 0 = done.
+#
+#   debian  ARG = suite (e.g. bookworm); PACKAGES = extra comma-separated packages
+#   busybox ARG unused; /bin/busybox from the host plus applet symlinks
+#   dir     ARG = host directory, copied with cp -a --reflink=auto
+#   tar     ARG = host tar file, extracted with --numeric-owner
+#
+# When AIRLOCK_SOURCE_UID/GID are set (the request came from the unprivileged
+# node, not root), the host source of "dir" and "tar" is read with that uid,
+# so a template can never contain a file the requester could not read itself.
+# The guest agent is not copied in: the jail executes it from the host.
+set -eu
+
+KIND=${1:?kind}
+ARG=${2:-}
+OUT=${3:?outdir}
+PACKAGES=${4:-}
+
+log() { echo "template-build: $*"; }
+
+# Run "$@" as the requester when one is set (see above).
+as_source() {
+	if [ -n "${AIRLOCK_SOURCE_UID:-}" ]; then
+		setpriv --reuid="$AIRLOCK_SOURCE_UID" --regid="${AIRLOCK_SOURCE_GID:?}" \
+			--clear-groups -- "$@"
+	else
+		"$@"
+	fi
+}
+
+mkdir -p "$OUT"
+
+case "$KIND" in
+debian)
+	include=python3,git,curl,ca-certificates,procps
+	[ -n "$PACKAGES" ] && include="$include,$PACKAGES"
+	log "mmdebstrap $ARG (minbase, include $include)"
+	# No mirror named: mmdebstrap uses the host's apt sources.
+	tarball="$OUT.tar"
+	mmdebstrap --variant=minbase --include="$include" "$ARG" "$tarball" 2>&1
+	log "extracting"
+	tar -C "$OUT" --numeric-owner -xpf "$tarball"
+	rm -f "$tarball"
+	# Trim what a sandbox never needs.
+	rm -rf "$OUT"/var/cache/apt/archives/*.deb "$OUT"/var/lib/apt/lists/* 2>/dev/null || true
+	;;
+busybox)
+	bb=/bin/busybox
+	[ -x "$bb" ] || { log "no $bb on the host (install busybox-static)"; exit 1; }
+	mkdir -p "$OUT/bin" "$OUT/sbin" "$OUT/usr/bin" "$OUT/usr/sbin" "$OUT/etc" \
+		"$OUT/root" "$OUT/sys" "$OUT/var" "$OUT/run"
+	cp "$bb" "$OUT/bin/busybox"
+	chmod 0755 "$OUT/bin/busybox"
+	# Every applet as a symlink in /bin (busybox --install -s style).
+	for applet in $("$bb" --list); do
+		[ "$applet" = busybox ] && continue
+		[ -e "$OUT/bin/$applet" ] || ln -s busybox "$OUT/bin/$applet"
+	done
+	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' \
+		>"$OUT/etc/passwd"
+	printf 'root:x:0:\ntty:x:5:\nnogroup:x:65534:\n' >"$OUT/etc/group"
+	chmod 0700 "$OUT/root"
+	log "busybox rootfs with $(ls "$OUT/bin" | wc -l) entries in /bin"
+	;;
+dir)
+	[ -d "$ARG" ] || { log "not a directory: $ARG"; exit 1; }
+	log "copying $ARG"
+	if [ -n "${AIRLOCK_SOURCE_UID:-}" ]; then
+		# Read as the requester, write as root with owners kept.
+		as_source tar -C "$ARG" -cf - . | tar -C "$OUT" --numeric-owner -xpf -
+	else
+		cp -a --reflink=auto "$ARG"/. "$OUT"/
+	fi
+	;;
+tar)
+	log "extracting $ARG"
+	as_source cat "$ARG" | tar -C "$OUT" --numeric-owner -xpf -
+	;;
+*)
+	log "unknown kind: $KIND"
+	exit 2
+	;;
+esac
+
+# Every rootfs has these: mount points for the jail, and the workdir.
+mkdir -p "$OUT/proc" "$OUT/dev" "$OUT/tmp" "$OUT/work" "$OUT/etc"
+chmod 1777 "$OUT/tmp"
+chmod 0755 "$OUT/proc" "$OUT/dev"
+[ -e "$OUT/etc/hostname" ] || echo sandbox >"$OUT/etc/hostname"
+log "done"

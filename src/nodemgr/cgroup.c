@@ -1,0 +1,291 @@
+/* cgroup.c - per-sandbox cgroups on v1 (one directory per controller) or v2. */
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/util.h"
+
+/* v1 controllers we use; the freezer (first) is what destroy sweeps through. */
+static const char *const v1_ctrls[] = { "freezer", "memory", "cpu", "pids" };
+
+static void sleep_us(long us)
+{
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = us * 1000 };
+	nanosleep(&ts, NULL);
+}
+
+char *cgroup_file(const struct cgroups *cg, const char *ctrl, const char *id, const char *file)
+{
+	if (cg->v2)
+		return xasprintf("%s/%s%s%s%s%s", cg->root, cg->parent, id ? "/" : "",
+				 id ? id : "", file ? "/" : "", file ? file : "");
+	return xasprintf("%s/%s/%s%s%s%s%s", cg->root, ctrl, cg->parent, id ? "/" : "",
+			 id ? id : "", file ? "/" : "", file ? file : "");
+}
+
+static int write_str(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = write_all(fd, val, strlen(val));
+	close(fd);
+	return r;
+}
+
+static int set_file(const struct cgroups *cg, const char *ctrl, const char *id,
+		    const char *file, const char *val, err_t *err)
+{
+	_cleanup_free_ char *p = cgroup_file(cg, ctrl, id, file);
+	int r = write_str(p, val);
+
+	if (r < 0) {
+		errno = -r;
+		return err_sys(err, "write `%s` to %s", val, p);
+	}
+	return 0;
+}
+
+int cgroup_init(struct cgroups *cg, const char *parent, err_t *err)
+{
+	memset(cg, 0, sizeof(*cg));
+	snprintf(cg->root, sizeof(cg->root), "/sys/fs/cgroup");
+	if (!parent)
+		parent = "airlock";
+	if (!*parent || strchr(parent, '/') || parent[0] == '.' ||
+	    strlen(parent) >= sizeof(cg->parent))
+		return err_set(err, EINVAL, "bad cgroup parent `%s`", parent);
+	snprintf(cg->parent, sizeof(cg->parent), "%s", parent);
+	struct buf b;
+	buf_init(&b);
+	/* v2 only when the unified hierarchy at the root has the memory
+	 * controller: a hybrid host (v2 mounted at /sys/fs/cgroup/unified with
+	 * nothing in it) is treated as v1. */
+	if (read_file("/sys/fs/cgroup/cgroup.controllers", 4096, &b) == 0 &&
+	    strstr(b.data ? b.data : "", "memory"))
+		cg->v2 = true;
+	buf_free(&b);
+	if (cg->v2) {
+		_cleanup_free_ char *dir = cgroup_file(cg, NULL, NULL, NULL);
+		_cleanup_free_ char *sub = cgroup_file(cg, NULL, NULL, "cgroup.subtree_control");
+		char top[128];
+
+		snprintf(top, sizeof(top), "%s/cgroup.subtree_control", cg->root);
+		if (write_str(top, "+memory +cpu +pids") < 0)
+			log_warn("cgroup: enable controllers at the root: %s", strerror(errno));
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return err_sys(err, "mkdir %s", dir);
+		if (write_str(sub, "+memory +cpu +pids") < 0)
+			return err_sys(err, "enable controllers in %s", sub);
+		return 0;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
+		_cleanup_free_ char *dir = cgroup_file(cg, v1_ctrls[i], NULL, NULL);
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return err_sys(err, "mkdir %s (cgroup v1 %s controller mounted?)", dir,
+				       v1_ctrls[i]);
+	}
+	return 0;
+}
+
+const char *cgroup_mode(const struct cgroups *cg)
+{
+	return cg->v2 ? "v2" : "v1";
+}
+
+int cgroup_create(const struct cgroups *cg, const char *id, const struct cgroup_limits *l,
+		  err_t *err)
+{
+	char v[64];
+
+	if (cg->v2) {
+		_cleanup_free_ char *dir = cgroup_file(cg, NULL, id, NULL);
+		if (mkdir(dir, 0755) < 0)
+			return err_sys(err, "mkdir %s", dir);
+		if (l->memory_bytes) {
+			snprintf(v, sizeof(v), "%" PRIu64, l->memory_bytes);
+			if (set_file(cg, NULL, id, "memory.max", v, err) < 0)
+				return -err->code;
+			/* No swap: the limit is the memory the sandbox gets. */
+			_cleanup_free_ char *sw = cgroup_file(cg, NULL, id, "memory.swap.max");
+			if (access(sw, F_OK) == 0 &&
+			    set_file(cg, NULL, id, "memory.swap.max", "0", err) < 0)
+				return -err->code;
+		}
+		if (l->cpu_millis) {
+			snprintf(v, sizeof(v), "%u 100000", l->cpu_millis * 100);
+			if (set_file(cg, NULL, id, "cpu.max", v, err) < 0)
+				return -err->code;
+		}
+		if (l->pids) {
+			snprintf(v, sizeof(v), "%u", l->pids);
+			if (set_file(cg, NULL, id, "pids.max", v, err) < 0)
+				return -err->code;
+		}
+		return 0;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
+		_cleanup_free_ char *dir = cgroup_file(cg, v1_ctrls[i], id, NULL);
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return err_sys(err, "mkdir %s", dir);
+	}
+	if (l->memory_bytes) {
+		_cleanup_free_ char *sw = cgroup_file(cg, "memory", id, "memory.memsw.limit_in_bytes");
+		snprintf(v, sizeof(v), "%" PRIu64, l->memory_bytes);
+		if (set_file(cg, "memory", id, "memory.limit_in_bytes", v, err) < 0)
+			return -err->code;
+		/* memsw = memory + swap; equal to the memory limit means no swap. */
+		if (access(sw, F_OK) == 0 &&
+		    set_file(cg, "memory", id, "memory.memsw.limit_in_bytes", v, err) < 0)
+			return -err->code;
+	}
+	if (l->cpu_millis) {
+		snprintf(v, sizeof(v), "%u", l->cpu_millis * 100);
+		if (set_file(cg, "cpu", id, "cpu.cfs_period_us", "100000", err) < 0 ||
+		    set_file(cg, "cpu", id, "cpu.cfs_quota_us", v, err) < 0)
+			return -err->code;
+	}
+	if (l->pids) {
+		snprintf(v, sizeof(v), "%u", l->pids);
+		if (set_file(cg, "pids", id, "pids.max", v, err) < 0)
+			return -err->code;
+	}
+	return 0;
+}
+
+int cgroup_attach(const struct cgroups *cg, const char *id, pid_t pid, err_t *err)
+{
+	char v[32];
+
+	snprintf(v, sizeof(v), "%d", (int)pid);
+	if (cg->v2)
+		return set_file(cg, NULL, id, "cgroup.procs", v, err);
+	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++)
+		if (set_file(cg, v1_ctrls[i], id, "cgroup.procs", v, err) < 0)
+			return -err->code;
+	return 0;
+}
+
+/* Read the pids in a cgroup.procs file into pids[]; returns the count. */
+static int read_procs(const char *path, pid_t *pids, int max)
+{
+	struct buf b;
+	int n = 0;
+
+	buf_init(&b);
+	if (read_file(path, 1 << 20, &b) < 0 || !b.data) {
+		buf_free(&b);
+		return 0;
+	}
+	for (char *s = b.data, *e; *s && n < max; s = e) {
+		long v = strtol(s, &e, 10);
+		if (e == s)
+			break;
+		if (v > 0)
+			pids[n++] = (pid_t)v;
+		while (*e == '\n')
+			e++;
+	}
+	buf_free(&b);
+	return n;
+}
+
+/* Kill everything in the cgroup until cgroup.procs stays empty.
+ * v2 with cgroup.kill: the kernel kills atomically, including forks in
+ * flight. Otherwise freeze first, so no task can fork or exit while we read
+ * its pid (a frozen task's pid cannot be reused), SIGKILL each, then thaw so
+ * the signals are delivered. Returns 0 once empty, -EBUSY after ~5 s. */
+static int kill_all(const struct cgroups *cg, const char *id)
+{
+	_cleanup_free_ char *procs = cg->v2 ? cgroup_file(cg, NULL, id, "cgroup.procs")
+					    : cgroup_file(cg, "freezer", id, "cgroup.procs");
+	_cleanup_free_ char *killf = cg->v2 ? cgroup_file(cg, NULL, id, "cgroup.kill") : NULL;
+	_cleanup_free_ char *freeze = cg->v2 ? cgroup_file(cg, NULL, id, "cgroup.freeze")
+					     : cgroup_file(cg, "freezer", id, "freezer.state");
+	bool have_kill = killf && access(killf, F_OK) == 0;
+	pid_t pids[1024];
+
+	for (int round = 0; round < 5000; round++) {
+		int n = read_procs(procs, pids, (int)ARRAY_SIZE(pids));
+		if (n == 0)
+			return 0;
+		if (round % 50 == 0) {
+			if (have_kill) {
+				write_str(killf, "1");
+			} else {
+				write_str(freeze, cg->v2 ? "1" : "FROZEN");
+				n = read_procs(procs, pids, (int)ARRAY_SIZE(pids));
+				for (int i = 0; i < n; i++)
+					kill(pids[i], SIGKILL);
+				write_str(freeze, cg->v2 ? "0" : "THAWED");
+			}
+		}
+		sleep_us(round < 100 ? 100 : 1000);
+	}
+	return -EBUSY;
+}
+
+static int rmdir_retry(const char *dir, err_t *err)
+{
+	for (int i = 0; i < 200; i++) {
+		if (rmdir(dir) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != EBUSY)
+			break;
+		sleep_us(500);
+	}
+	return err_sys(err, "rmdir %s", dir);
+}
+
+int cgroup_destroy(const struct cgroups *cg, const char *id, err_t *err)
+{
+	int r = 0;
+
+	if (kill_all(cg, id) < 0)
+		log_warn("cgroup %s: processes still present after kill", id);
+	if (cg->v2) {
+		_cleanup_free_ char *dir = cgroup_file(cg, NULL, id, NULL);
+		return rmdir_retry(dir, err);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
+		_cleanup_free_ char *dir = cgroup_file(cg, v1_ctrls[i], id, NULL);
+		if (rmdir_retry(dir, err) < 0)
+			r = -err->code;
+	}
+	return r;
+}
+
+int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id), void *arg)
+{
+	/* On v1 a leftover may exist in any hierarchy: visit the union. The
+	 * callback's cgroup_destroy is idempotent, so repeats are harmless. */
+	size_t nctrl = cg->v2 ? 1 : ARRAY_SIZE(v1_ctrls);
+
+	for (size_t i = 0; i < nctrl; i++) {
+		_cleanup_free_ char *dir = cgroup_file(cg, cg->v2 ? NULL : v1_ctrls[i], NULL, NULL);
+		DIR *d = opendir(dir);
+		struct dirent *de;
+
+		if (!d)
+			continue;
+		while ((de = readdir(d))) {
+			if (de->d_type != DT_DIR || de->d_name[0] == '.')
+				continue;
+			fn(arg, de->d_name);
+		}
+		closedir(d);
+	}
+	return 0;
+}

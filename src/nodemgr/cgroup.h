@@ -1,0 +1,44 @@
+/* cgroup.h - per-sandbox cgroups, v1 or v2 (detected once at startup).
+ *
+ *   v1: /sys/fs/cgroup/{memory,cpu,pids,freezer}/airlock/<id>
+ *   v2: /sys/fs/cgroup/airlock/<id>   (memory, cpu, pids enabled below airlock/)
+ * ("airlock" is the configurable parent name.)
+ *
+ * Ids reaching this module are validated by the caller ([a-z0-9-]{1,64}). */
+#ifndef AIRLOCK_NM_CGROUP_H
+#define AIRLOCK_NM_CGROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../lib/err.h"
+
+struct cgroup_limits {
+	uint64_t memory_bytes;  /* 0 = none */
+	uint32_t cpu_millis;    /* 1000 = one CPU; 0 = none */
+	uint32_t pids;          /* 0 = none */
+};
+
+struct cgroups {
+	bool v2;
+	char root[64];          /* /sys/fs/cgroup */
+	char parent[64];        /* "airlock" */
+};
+
+/* Detect the mode and create the parents (parent NULL = "airlock"). */
+int cgroup_init(struct cgroups *cg, const char *parent, err_t *err);
+const char *cgroup_mode(const struct cgroups *cg);   /* "v1" / "v2" */
+/* Create airlock/<id> (in each v1 hierarchy) and write the limits. */
+int cgroup_create(const struct cgroups *cg, const char *id, const struct cgroup_limits *l,
+		  err_t *err);
+/* Move pid (and later its children) into the sandbox cgroup. */
+int cgroup_attach(const struct cgroups *cg, const char *id, pid_t pid, err_t *err);
+/* Kill every process in airlock/<id> and remove it. 0 when it does not exist. */
+int cgroup_destroy(const struct cgroups *cg, const char *id, err_t *err);
+/* Call fn for each existing airlock/<child> name (the startup sweep). */
+int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id), void *arg);
+/* Path of a control file for tests and node_info: caller owns. */
+char *cgroup_file(const struct cgroups *cg, const char *ctrl, const char *id, const char *file);
+
+#endif

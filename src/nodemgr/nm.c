@@ -1,0 +1,225 @@
+/* nm.c - client of the node manager: one connection per call. */
+#include "nm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../lib/util.h"
+#include "wire.h"
+
+static int nm_connect(const char *sock, err_t *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(sock) >= sizeof(sa.sun_path))
+		return err_set(err, ENAMETOOLONG, "nodemgr socket path too long");
+	strcpy(sa.sun_path, sock);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return err_sys(err, "socket");
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int r = err_sys(err, "connect to nodemgr at %s", sock);
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static void req_init(struct nm_req *q, enum nm_verb verb)
+{
+	memset(q, 0, sizeof(*q));
+	q->magic = NM_WIRE_MAGIC;
+	q->version = NM_WIRE_VERSION;
+	q->verb = verb;
+}
+
+/* Copy s into a fixed wire field; refuse (rather than cut) what does not fit. */
+static int put_str(char *dst, size_t cap, const char *s, const char *what, err_t *err)
+{
+	if (!s || strlen(s) >= cap)
+		return err_set(err, EINVAL, "%s too long or missing", what);
+	memcpy(dst, s, strlen(s) + 1);
+	return 0;
+}
+
+/* Send q, then read replies: ITEMs go to items (if not NULL), PROGRESS lines
+ * to progress, until the RESULT, which is left in *res (with its fd). */
+static int nm_call(const char *sock, const struct nm_req *q, struct nm_resp *res, int *fd,
+		   char ***items, void (*progress)(void *, const char *), void *arg, err_t *err)
+{
+	_cleanup_close_ int s = nm_connect(sock, err);
+	size_t n = 0, cap = 0;
+	char **list = NULL;
+	int r;
+
+	if (fd)
+		*fd = -1;
+	if (s < 0)
+		return s;
+	if ((r = wire_send(s, q, sizeof(*q), -1)) < 0) {
+		errno = -r;
+		return err_sys(err, "send to nodemgr");
+	}
+	for (;;) {
+		int rfd = -1;
+		if ((r = wire_recv(s, res, sizeof(*res), &rfd)) < 0) {
+			errno = -r;
+			r = err_sys(err, "receive from nodemgr");
+			goto fail;
+		}
+		res->text[sizeof(res->text) - 1] = '\0';
+		if (res->magic != NM_WIRE_MAGIC || res->version != NM_WIRE_VERSION) {
+			if (rfd >= 0)
+				close(rfd);
+			r = err_set(err, EPROTO, "nodemgr: bad reply");
+			goto fail;
+		}
+		if (res->type == NM_MSG_RESULT) {
+			if (res->code != 0) {
+				if (rfd >= 0)
+					close(rfd);
+				r = err_set(err, res->code, "nodemgr: %s", res->text);
+				goto fail;
+			}
+			if (fd)
+				*fd = rfd;
+			else if (rfd >= 0)
+				close(rfd);
+			break;
+		}
+		if (rfd >= 0)
+			close(rfd);
+		if (res->type == NM_MSG_PROGRESS && progress)
+			progress(arg, res->text);
+		else if (res->type == NM_MSG_ITEM && items) {
+			if (n + 2 > cap) {
+				cap = cap ? cap * 2 : 16;
+				list = xrealloc(list, cap * sizeof(*list));
+			}
+			list[n++] = xstrdup(res->text);
+			list[n] = NULL;
+		}
+	}
+	if (items) {
+		if (!list)
+			list = xcalloc(1, sizeof(*list));
+		*items = list;
+	}
+	return 0;
+fail:
+	for (size_t i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+	return r;
+}
+
+int nm_sandbox_create(const char *sock, const struct nm_sandbox_spec *spec, int *chan_fd,
+		      pid_t *pid, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+	int r;
+
+	req_init(&q, NM_SANDBOX_CREATE);
+	q.u.create = *spec;
+	if ((r = nm_call(sock, &q, &res, chan_fd, NULL, NULL, NULL, err)) < 0)
+		return err_wrap(err, "create sandbox %.64s", spec->id);
+	if (*chan_fd < 0)
+		return err_set(err, EPROTO, "create sandbox %.64s: no channel fd", spec->id);
+	if (pid)
+		*pid = res.pid;
+	return 0;
+}
+
+int nm_sandbox_adopt(const char *sock, const char *id, int *chan_fd, pid_t *pid, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SANDBOX_ADOPT);
+	if (put_str(q.u.sandbox.id, sizeof(q.u.sandbox.id), id, "sandbox id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, chan_fd, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "adopt sandbox %s", id);
+	if (*chan_fd < 0)
+		return err_set(err, EPROTO, "adopt sandbox %s: no channel fd", id);
+	if (pid)
+		*pid = res.pid;
+	return 0;
+}
+
+int nm_sandbox_destroy(const char *sock, const char *id, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SANDBOX_DESTROY);
+	if (put_str(q.u.sandbox.id, sizeof(q.u.sandbox.id), id, "sandbox id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "destroy sandbox %s", id);
+	return 0;
+}
+
+int nm_sandbox_list(const char *sock, char ***ids, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SANDBOX_LIST);
+	return nm_call(sock, &q, &res, NULL, ids, NULL, NULL, err);
+}
+
+int nm_template_build(const char *sock, const struct nm_template_spec *spec,
+		      void (*progress)(void *arg, const char *line), void *arg, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_TEMPLATE_BUILD);
+	q.u.build = *spec;
+	if (nm_call(sock, &q, &res, NULL, NULL, progress, arg, err) < 0)
+		return err_wrap(err, "build template %.64s/%u", spec->name, spec->version);
+	return 0;
+}
+
+int nm_template_delete(const char *sock, const char *name, uint32_t version, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_TEMPLATE_DELETE);
+	if (put_str(q.u.tmpl.name, sizeof(q.u.tmpl.name), name, "template name", err) < 0)
+		return -EINVAL;
+	q.u.tmpl.version = version;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "delete template %s/%u", name, version);
+	return 0;
+}
+
+int nm_template_list(const char *sock, char ***out, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_TEMPLATE_LIST);
+	return nm_call(sock, &q, &res, NULL, out, NULL, NULL, err);
+}
+
+int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_NODE_INFO);
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return -err->code;
+	*out = res.info;
+	out->cgroup_mode[sizeof(out->cgroup_mode) - 1] = '\0';
+	return 0;
+}

@@ -1,0 +1,103 @@
+/* nodemgr-internal.h - the server's context, shared by its files. */
+#ifndef AIRLOCK_NODEMGR_INTERNAL_H
+#define AIRLOCK_NODEMGR_INTERNAL_H
+
+#include <linux/filter.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../lib/err.h"
+#include "cgroup.h"
+#include "nm.h"
+#include "nodemgr.h"
+#include "wire.h"
+
+/* Host uid/gid ranges: slot N owns [BASE + N*65536, BASE + (N+1)*65536).
+ * 0x40000000 is far above any uid a distribution or LDAS hands out, and
+ * 8192 slots end at 0x60000000, below the 32-bit limit. */
+#define NM_UID_BASE 0x40000000u
+#define NM_MAX_SLOTS 8192
+
+/* Node defaults for limits a spec leaves at 0. */
+#define NM_DEFAULT_MEMORY_MB 1024
+#define NM_DEFAULT_CPU_MILLIS 2000
+#define NM_DEFAULT_PIDS 4096
+#define NM_DEFAULT_DISK_MB 10240
+
+/* One jail nodemgr started. State transitions, all under srv->lock:
+ *   (create) busy ──spawned──► alive ──init reaped──► dead (chan closed)
+ *   alive|dead ──destroy──► busy ──► removed from the list
+ * A failed create removes the entry it inserted. */
+struct jail {
+	struct jail *next;
+	char id[65];
+	int slot;
+	pid_t pid;            /* init B, host pid; -1 until spawned */
+	uint64_t start_time;  /* /proc/<pid>/stat field 22, guards pid reuse */
+	int pidfd;            /* -1 when none */
+	int chan_fd;          /* host end of the guest channel; -1 once dead */
+	bool alive;
+	bool busy;            /* a create or destroy owns it */
+};
+
+/* An exit status the reaper collected that nobody claimed yet. */
+struct exited {
+	pid_t pid;
+	int status;
+	uint64_t when_ms;
+};
+
+struct nm_server {
+	const struct nodemgr_config *cfg;
+	char *pool;           /* DATA/pool */
+	char *run_dir;        /* DATA/run/nodemgr: <id>.state files */
+	const char *const *guest_argv;
+	struct cgroups cg;
+	struct sock_fprog seccomp;
+
+	pthread_mutex_t lock; /* jails, slots, exits, nthreads */
+	pthread_cond_t cond;  /* broadcast on every reap and thread exit */
+	struct jail *jails;
+	uint8_t slots[NM_MAX_SLOTS];
+	struct exited *exits;
+	size_t nexits, cap_exits;
+	int nthreads;
+	bool stopping;
+};
+
+/* server.c: wait for a direct child's exit status (collected by the reaper).
+ * -ETIMEDOUT after timeout_ms (< 0 = forever). */
+int nm_wait_child(struct nm_server *s, pid_t pid, int *status, int timeout_ms);
+
+/* verbs.c: handle one connection (one request, replies, close). Consumes fd. */
+void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid);
+
+/* sandbox.c */
+int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
+		   pid_t *pid, err_t *err);
+int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err);
+int sandbox_destroy(struct nm_server *s, const char *id, err_t *err);
+/* ids: NULL-terminated, caller frees each and the array */
+char **sandbox_list(struct nm_server *s);
+/* Reaper hook: pid exited; true when it was a jail init. Called under lock. */
+bool sandbox_reaped_locked(struct nm_server *s, pid_t pid);
+/* Startup: kill leftovers of a previous run (state files, cgroups). */
+void sandbox_sweep_leftovers(struct nm_server *s);
+/* Shutdown: kill every jail, keep subvolumes. */
+void sandbox_kill_all(struct nm_server *s);
+
+/* template.c */
+typedef int (*progress_fn)(void *arg, const char *line);  /* <0: client gone */
+int template_build(struct nm_server *s, const struct nm_template_spec *spec, uid_t peer_uid,
+		   progress_fn progress, void *arg, err_t *err);
+int template_delete(struct nm_server *s, const char *name, uint32_t version, err_t *err);
+char **template_list(struct nm_server *s);
+
+/* validate.c: the patterns from nm.h; strings must be NUL-terminated in cap. */
+bool valid_sandbox_id(const char *s, size_t cap);
+bool valid_template_name(const char *s, size_t cap);
+bool valid_hostname(const char *s, size_t cap);
+
+#endif

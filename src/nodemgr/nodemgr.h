@@ -1,0 +1,35 @@
+/* nodemgr.h - the node manager daemon (`airlockd nodemgr`), the only root
+ * process. main() fills a config and calls nodemgr_run; the client side of
+ * its socket is nm.h. */
+#ifndef AIRLOCK_NODEMGR_H
+#define AIRLOCK_NODEMGR_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../lib/err.h"
+
+struct nodemgr_config {
+	const char *data_dir;     /* DATA; the pool is DATA/pool, state DATA/run/nodemgr */
+	const char *sock_path;    /* SOCK_SEQPACKET socket, root:client_gid 0660 */
+	const char *guest_path;   /* host path of the static airlock-guest binary */
+	const char *scripts_dir;  /* holds template-build.sh */
+	uid_t client_uid;         /* the node's uid; root is always allowed too */
+	gid_t client_gid;
+	uint64_t pool_size_mb;    /* size of DATA/pool.img when it must be created */
+	/* Name of the cgroup parent directory (NULL = "airlock"). The startup
+	 * sweep kills everything below it, so tests use their own. */
+	const char *cgroup_parent;
+	/* Tests only: argv for the guest (NULL = {"airlock-guest", NULL}).
+	 * Borrowed; must outlive nodemgr_run. */
+	const char *const *guest_argv;
+};
+
+/* Ensure the pool, clean up leftovers of a previous run (kill processes in
+ * stale jail cgroups; subvolumes are kept), listen, and serve until SIGTERM
+ * or SIGINT. Then kill every jail (keeping its subvolume) and return 0.
+ * Blocks SIGCHLD/SIGTERM/SIGINT in the calling thread while it runs (signals
+ * are read with a signalfd) and makes the process a child subreaper. */
+int nodemgr_run(const struct nodemgr_config *cfg, err_t *err);
+
+#endif

@@ -1,0 +1,431 @@
+/* sandbox.c - sandbox lifecycle in nodemgr: create (snapshot, limits, jail),
+ * adopt, destroy, list, and the startup/shutdown sweeps.
+ *
+ * Every id reaching here passed valid_sandbox_id; paths are built only from
+ * such ids under srv->pool. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/util.h"
+#include "../storage/pool.h"
+#include "jail.h"
+#include "nodemgr-internal.h"
+
+static struct jail *find_locked(struct nm_server *s, const char *id)
+{
+	for (struct jail *j = s->jails; j; j = j->next)
+		if (!strcmp(j->id, id))
+			return j;
+	return NULL;
+}
+
+static void unlink_locked(struct nm_server *s, struct jail *j)
+{
+	for (struct jail **pp = &s->jails; *pp; pp = &(*pp)->next)
+		if (*pp == j) {
+			*pp = j->next;
+			break;
+		}
+	if (j->slot >= 0)
+		s->slots[j->slot] = 0;
+	if (j->chan_fd >= 0)
+		close(j->chan_fd);
+	if (j->pidfd >= 0)
+		close(j->pidfd);
+	free(j);
+}
+
+static uint64_t proc_start_time(pid_t pid)
+{
+	char path[64];
+	struct buf b;
+	uint64_t t = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	buf_init(&b);
+	if (read_file(path, 4096, &b) == 0 && b.data) {
+		/* comm may hold spaces and ')': fields start after the last ')'. */
+		char *p = strrchr(b.data, ')');
+		for (int field = 2; p && *p && field < 22; p++)
+			if (*p == ' ')
+				field++;
+		if (p)
+			t = strtoull(p, NULL, 10);
+	}
+	buf_free(&b);
+	return t;
+}
+
+static char *state_path(struct nm_server *s, const char *id)
+{
+	return xasprintf("%s/%s.state", s->run_dir, id);
+}
+
+/* The state file tells a later nodemgr run which cgroup to sweep (and which
+ * pid/start time it had). Not fsync'd: after a crash the cgroup sweep finds
+ * the same leftovers anyway. */
+static void state_write(struct nm_server *s, const struct jail *j)
+{
+	_cleanup_free_ char *p = state_path(s, j->id);
+	_cleanup_free_ char *line = xasprintf("id=%s\nslot=%d\npid=%d\nstart=%" PRIu64 "\n",
+					      j->id, j->slot, (int)j->pid, j->start_time);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (fd < 0 || write_all(fd, line, strlen(line)) < 0)
+		log_warn("write %s: %s", p, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Kill init B (pidfd: no pid-reuse race) and wait until it has exited; a
+ * pid namespace's init exits only after every process in it is gone. */
+static void kill_init(struct jail *j)
+{
+	struct pollfd pfd = { .fd = j->pidfd, .events = POLLIN };
+
+	if (j->pidfd < 0)
+		return;
+	if (syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+		log_warn("kill jail %s: %s", j->id, strerror(errno));
+	while (poll(&pfd, 1, 5000) < 0 && errno == EINTR)
+		;
+}
+
+/* Delete the sandbox subvolume. Right after the jail died its mount
+ * namespace may still pin the subvolume for a moment: retry EBUSY. */
+static int delete_subvol(const char *path, err_t *err)
+{
+	for (int i = 0;; i++) {
+		int r = pool_subvol_delete(path, err);
+		if (r == 0 || err->code != EBUSY || i >= 500)
+			return r;
+		usleep(1000);
+	}
+}
+
+int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
+		   pid_t *pid, err_t *err)
+{
+	const struct nm_limits *lim = &spec->limits;
+	struct cgroup_limits cl = {
+		.memory_bytes = (uint64_t)(lim->memory_mb ? lim->memory_mb : NM_DEFAULT_MEMORY_MB)
+				<< 20,
+		.cpu_millis = lim->cpu_millis ? lim->cpu_millis : NM_DEFAULT_CPU_MILLIS,
+		.pids = lim->pids ? lim->pids : NM_DEFAULT_PIDS,
+	};
+	uint64_t disk = (uint64_t)(lim->disk_mb ? lim->disk_mb : NM_DEFAULT_DISK_MB) << 20;
+	const char *hostname = spec->hostname[0] ? spec->hostname : spec->id;
+	_cleanup_free_ char *tmpl =
+		xasprintf("%s/templates/%s/%u", s->pool, spec->template_name, spec->template_version);
+	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
+	_cleanup_free_ char *rootfs = xasprintf("%s/rootfs", sbx);
+	_cleanup_free_ char *mnt_dir = xasprintf("%s/mnt", s->run_dir);
+	_cleanup_free_ char *mnt = xasprintf("%s/%s", mnt_dir, spec->id);
+	_cleanup_close_ int guest = -1;
+	bool made_subvol = false, made_cgroup = false;
+	int chan[2] = { -1, -1 };
+	struct jail *j;
+	pid_t init = -1;
+	int r, slot = -1;
+
+	/* Claim the id and a uid range. */
+	pthread_mutex_lock(&s->lock);
+	if (find_locked(s, spec->id)) {
+		pthread_mutex_unlock(&s->lock);
+		return err_set(err, EEXIST, "sandbox %s exists", spec->id);
+	}
+	for (int i = 0; i < NM_MAX_SLOTS; i++)
+		if (!s->slots[i]) {
+			slot = i;
+			break;
+		}
+	if (slot < 0) {
+		pthread_mutex_unlock(&s->lock);
+		return err_set(err, ENOSPC, "no free uid range (%d jails)", NM_MAX_SLOTS);
+	}
+	j = xcalloc(1, sizeof(*j));
+	snprintf(j->id, sizeof(j->id), "%s", spec->id);
+	j->slot = slot;
+	j->pid = -1;
+	j->pidfd = j->chan_fd = -1;
+	j->busy = true;
+	s->slots[slot] = 1;
+	j->next = s->jails;
+	s->jails = j;
+	pthread_mutex_unlock(&s->lock);
+
+	if (pool_is_subvol(tmpl) != 1) {
+		r = err_set(err, ENOENT, "template %s/%u not found", spec->template_name,
+			    spec->template_version);
+		goto fail;
+	}
+	if (access(sbx, F_OK) == 0) {
+		/* A leftover subvolume is the node's data: never overwrite it. */
+		r = err_set(err, EEXIST, "subvolume for sandbox %s exists", spec->id);
+		goto fail;
+	}
+	if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
+		goto fail;
+	made_subvol = true;
+	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
+		goto fail;
+	made_cgroup = true; /* even a partial create must be removed */
+	if ((r = cgroup_create(&s->cg, spec->id, &cl, err)) < 0)
+		goto fail;
+	guest = open(s->cfg->guest_path, O_PATH | O_CLOEXEC);
+	if (guest < 0) {
+		r = err_sys(err, "open guest %s", s->cfg->guest_path);
+		goto fail;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0) {
+		r = err_sys(err, "socketpair");
+		goto fail;
+	}
+	struct jail_params jp = {
+		.id = spec->id,
+		.hostname = hostname,
+		.rootfs = rootfs,
+		.mnt_dir = mnt_dir,
+		.mnt = mnt,
+		.host_base = NM_UID_BASE + (uid_t)slot * JAIL_ID_RANGE,
+		.guest_fd = guest,
+		.argv = s->guest_argv,
+		.chan_fd = chan[1],
+		.seccomp = &s->seccomp,
+		.cg = &s->cg,
+	};
+	r = jail_spawn(&jp, &init, err);
+	close(chan[1]);
+	chan[1] = -1;
+	if (r < 0)
+		goto fail;
+
+	pthread_mutex_lock(&s->lock);
+	j->pid = init;
+	j->pidfd = (int)syscall(SYS_pidfd_open, init, 0);
+	j->start_time = proc_start_time(init);
+	j->chan_fd = chan[0];
+	chan[0] = -1;
+	j->alive = true;
+	/* The reaper may have collected init before we knew its pid. */
+	for (size_t i = 0; i < s->nexits; i++)
+		if (s->exits[i].pid == init) {
+			s->exits[i] = s->exits[--s->nexits];
+			j->alive = false;
+			close(j->chan_fd);
+			j->chan_fd = -1;
+			break;
+		}
+	if (!j->alive) {
+		pthread_mutex_unlock(&s->lock);
+		r = err_set(err, ECHILD, "jail init exited right after start");
+		goto fail;
+	}
+	*chan_dup = fcntl(j->chan_fd, F_DUPFD_CLOEXEC, 3);
+	*pid = init;
+	j->busy = false;
+	state_write(s, j);
+	pthread_mutex_unlock(&s->lock);
+	if (*chan_dup < 0)
+		return err_sys(err, "dup channel");
+	log_info("sandbox %s: jail pid %d, uid base %#x", spec->id, (int)init, jp.host_base);
+	return 0;
+
+fail:
+	/* Undo in reverse: processes and cgroup, subvolume, slot. */
+	for (int i = 0; i < 2; i++)
+		if (chan[i] >= 0)
+			close(chan[i]);
+	{
+		err_t e2 = { 0 };
+		if (made_cgroup && cgroup_destroy(&s->cg, spec->id, &e2) < 0)
+			log_warn("create %s cleanup: %s", spec->id, e2.msg);
+		if (made_subvol && delete_subvol(sbx, &e2) < 0)
+			log_warn("create %s cleanup: %s", spec->id, e2.msg);
+	}
+	pthread_mutex_lock(&s->lock);
+	unlink_locked(s, j);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err)
+{
+	struct jail *j;
+	int r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	j = find_locked(s, id);
+	if (!j || j->busy || !j->alive || j->chan_fd < 0) {
+		r = err_set(err, ENOENT, "no live jail for sandbox %s", id);
+	} else {
+		*chan_dup = fcntl(j->chan_fd, F_DUPFD_CLOEXEC, 3);
+		*pid = j->pid;
+		if (*chan_dup < 0)
+			r = err_sys(err, "dup channel");
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
+{
+	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
+	_cleanup_free_ char *st = state_path(s, id);
+	struct jail *j;
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	j = find_locked(s, id);
+	if (j && j->busy) {
+		pthread_mutex_unlock(&s->lock);
+		return err_set(err, EBUSY, "sandbox %s is being created or destroyed", id);
+	}
+	if (j)
+		j->busy = true;
+	pthread_mutex_unlock(&s->lock);
+
+	if (j)
+		kill_init(j);
+	/* Also for ids we hold no jail for: a leftover cgroup from an earlier
+	 * run, or a half-done destroy. Each step is idempotent. */
+	r = cgroup_destroy(&s->cg, id, err);
+	if (r == 0)
+		r = delete_subvol(sbx, err);
+	if (r == 0)
+		unlink(st);
+	pthread_mutex_lock(&s->lock);
+	if (j) {
+		if (r == 0)
+			unlink_locked(s, j);
+		else
+			j->busy = false;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+static void add_id(char ***v, size_t *n, const char *id)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp((*v)[i], id))
+			return;
+	*v = xrealloc(*v, (*n + 2) * sizeof(**v));
+	(*v)[(*n)++] = xstrdup(id);
+	(*v)[*n] = NULL;
+}
+
+char **sandbox_list(struct nm_server *s)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/sandboxes", s->pool);
+	char **v = xcalloc(1, sizeof(*v));
+	size_t n = 0;
+	DIR *d;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct jail *j = s->jails; j; j = j->next)
+		if (!j->busy || j->alive)
+			add_id(&v, &n, j->id);
+	pthread_mutex_unlock(&s->lock);
+	if ((d = opendir(dir))) {
+		struct dirent *de;
+		while ((de = readdir(d)))
+			if (valid_sandbox_id(de->d_name, sizeof(de->d_name)))
+				add_id(&v, &n, de->d_name);
+		closedir(d);
+	}
+	return v;
+}
+
+bool sandbox_reaped_locked(struct nm_server *s, pid_t pid)
+{
+	for (struct jail *j = s->jails; j; j = j->next) {
+		if (j->pid != pid || !j->alive)
+			continue;
+		/* The guest is gone: the channel is dead; the node sees EOF on
+		 * its dup once we drop ours. The subvolume stays until destroy. */
+		j->alive = false;
+		if (j->chan_fd >= 0) {
+			close(j->chan_fd);
+			j->chan_fd = -1;
+		}
+		log_info("sandbox %s: jail init %d exited", j->id, (int)pid);
+		return true;
+	}
+	return false;
+}
+
+static void sweep_one(void *arg, const char *id)
+{
+	struct nm_server *s = arg;
+	err_t e = { 0 };
+
+	if (!valid_sandbox_id(id, strlen(id) + 1))
+		return;
+	log_info("sweeping leftover jail cgroup %s", id);
+	if (cgroup_destroy(&s->cg, id, &e) < 0)
+		log_warn("sweep %s: %s", id, e.msg);
+}
+
+void sandbox_sweep_leftovers(struct nm_server *s)
+{
+	DIR *d = opendir(s->run_dir);
+	struct dirent *de;
+
+	/* Jails of a previous run are not our children and their channels are
+	 * lost with that process: kill them. Subvolumes stay for the node. */
+	if (d) {
+		while ((de = readdir(d))) {
+			char id[65];
+			size_t n = strlen(de->d_name);
+			if (n < 7 || n - 6 >= sizeof(id) || strcmp(de->d_name + n - 6, ".state"))
+				continue;
+			memcpy(id, de->d_name, n - 6);
+			id[n - 6] = '\0';
+			if (!valid_sandbox_id(id, sizeof(id)))
+				continue;
+			sweep_one(s, id);
+			unlinkat(dirfd(d), de->d_name, 0);
+		}
+		closedir(d);
+	}
+	cgroup_each(&s->cg, sweep_one, s);
+}
+
+void sandbox_kill_all(struct nm_server *s)
+{
+	for (;;) {
+		struct jail *j;
+		err_t e = { 0 };
+
+		pthread_mutex_lock(&s->lock);
+		for (j = s->jails; j && j->busy; j = j->next)
+			;
+		if (j)
+			j->busy = true;
+		pthread_mutex_unlock(&s->lock);
+		if (!j)
+			return;
+		kill_init(j);
+		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
+			log_warn("stop %s: %s", j->id, e.msg);
+		{
+			_cleanup_free_ char *st = state_path(s, j->id);
+			unlink(st);
+		}
+		pthread_mutex_lock(&s->lock);
+		unlink_locked(s, j);
+		pthread_mutex_unlock(&s->lock);
+	}
+}

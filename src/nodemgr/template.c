@@ -1,0 +1,243 @@
+/* template.c - template build, delete, list.
+ *
+ * templates/<name>/<ver> is a subvolume; a build runs
+ * scripts/template-build.sh into its rootfs/ and, on success, makes it
+ * read-only. Read-only therefore means complete: list shows only those, and
+ * a sandbox can only be created from a finished template. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/util.h"
+#include "../storage/pool.h"
+#include "nodemgr-internal.h"
+
+static bool in_set(const char *s, const char *extra)
+{
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || strchr(extra, *s)))
+			return false;
+	return true;
+}
+
+/* A host path for "dir"/"tar": absolute, printable, no "." or ".."
+ * components. Access itself is checked by the builder reading as the
+ * requester (see template-build.sh). */
+static bool valid_host_path(const char *p)
+{
+	if (p[0] != '/' || strlen(p) >= PATH_MAX)
+		return false;
+	for (const char *c = p; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return false;
+	for (const char *c = p; *c; c++)
+		if (c[0] == '/' && c[1] == '.' &&
+		    (c[2] == '/' || c[2] == '\0' || (c[2] == '.' && (c[3] == '/' || c[3] == '\0'))))
+			return false;
+	return true;
+}
+
+static int check_spec(const struct nm_template_spec *t, err_t *err)
+{
+	if (!valid_template_name(t->name, sizeof(t->name)))
+		return err_set(err, EINVAL, "bad template name");
+	if (!memchr(t->kind, '\0', sizeof(t->kind)) || !memchr(t->arg, '\0', sizeof(t->arg)) ||
+	    !memchr(t->packages, '\0', sizeof(t->packages)))
+		return err_set(err, EINVAL, "unterminated field");
+	if (!in_set(t->packages, ".+,-"))
+		return err_set(err, EINVAL, "bad package list");
+	if (!strcmp(t->kind, "debian")) {
+		if (!t->arg[0] || strlen(t->arg) > 32 || !in_set(t->arg, "-"))
+			return err_set(err, EINVAL, "bad debian suite");
+	} else if (!strcmp(t->kind, "dir") || !strcmp(t->kind, "tar")) {
+		if (!valid_host_path(t->arg))
+			return err_set(err, EINVAL, "bad host path for %s", t->kind);
+	} else if (strcmp(t->kind, "busybox")) {
+		return err_set(err, EINVAL, "unknown template kind");
+	}
+	return 0;
+}
+
+/* The builder child: stdout+stderr into the pipe, own process group (so the
+ * whole build can be killed), a clean environment and signal state. */
+static __attribute__((noreturn)) void exec_builder(struct nm_server *s,
+						   const struct nm_template_spec *t,
+						   const char *out, int wfd, uid_t peer_uid)
+{
+	_cleanup_free_ char *script = xasprintf("%s/template-build.sh", s->cfg->scripts_dir);
+	char uidenv[64], gidenv[64];
+	const char *envp[8];
+	int n = 0, null = open("/dev/null", O_RDONLY);
+	sigset_t none;
+
+	setpgid(0, 0);
+	if (null < 0 || dup2(null, 0) < 0 || dup2(wfd, 1) < 0 || dup2(wfd, 2) < 0)
+		_exit(126);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	envp[n++] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+	envp[n++] = "HOME=/root";
+	envp[n++] = "LC_ALL=C.UTF-8";
+	envp[n++] = "DEBIAN_FRONTEND=noninteractive";
+	if (peer_uid != 0) {
+		snprintf(uidenv, sizeof(uidenv), "AIRLOCK_SOURCE_UID=%u", (unsigned)s->cfg->client_uid);
+		snprintf(gidenv, sizeof(gidenv), "AIRLOCK_SOURCE_GID=%u", (unsigned)s->cfg->client_gid);
+		envp[n++] = uidenv;
+		envp[n++] = gidenv;
+	}
+	envp[n] = NULL;
+	const char *argv[] = { "/bin/sh", script, t->kind, t->arg[0] ? t->arg : "-", out,
+			       t->packages, NULL };
+	execve("/bin/sh", (char *const *)argv, (char *const *)envp);
+	_exit(127);
+}
+
+int template_build(struct nm_server *s, const struct nm_template_spec *t, uid_t peer_uid,
+		   progress_fn progress, void *arg, err_t *err)
+{
+	_cleanup_free_ char *namedir = NULL, *sub = NULL, *out = NULL;
+	struct buf line;
+	int p[2], st = 0, r;
+	bool client_gone = false;
+	pid_t pid;
+	FILE *f;
+	char chunk[4096];
+
+	if (check_spec(t, err) < 0)
+		return -err->code;
+	namedir = xasprintf("%s/templates/%s", s->pool, t->name);
+	sub = xasprintf("%s/%u", namedir, t->version);
+	out = xasprintf("%s/rootfs", sub);
+	if (mkdir(namedir, 0700) < 0 && errno != EEXIST)
+		return err_sys(err, "mkdir %s", namedir);
+	if (access(sub, F_OK) == 0)
+		return err_set(err, EEXIST, "template %s/%u exists", t->name, t->version);
+	if (pool_subvol_create(sub, err) < 0)
+		return -err->code;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		r = err_sys(err, "pipe");
+		goto fail;
+	}
+	pid = fork();
+	if (pid < 0) {
+		r = err_sys(err, "fork");
+		close(p[0]);
+		close(p[1]);
+		goto fail;
+	}
+	if (pid == 0)
+		exec_builder(s, t, out, p[1], peer_uid);
+	close(p[1]);
+	log_info("template %s/%u: building (%s), pid %d", t->name, t->version, t->kind, (int)pid);
+
+	/* Stream each output line (cut at 1000 bytes) as progress. The builder
+	 * runs as root on host inputs the node chose; its output is host data,
+	 * not sandbox data. */
+	buf_init(&line);
+	f = fdopen(p[0], "r");
+	while (f && fgets(chunk, sizeof(chunk), f)) {
+		size_t n = strcspn(chunk, "\n");
+		bool eol = chunk[n] == '\n';
+		if (line.len < 1000)
+			buf_add(&line, chunk, n < 1000 - line.len ? n : 1000 - line.len);
+		if (!eol && !feof(f))
+			continue;
+		if (!client_gone && progress(arg, line.data ? line.data : "") < 0) {
+			client_gone = true;
+			kill(-pid, SIGKILL);
+		}
+		buf_reset(&line);
+	}
+	if (line.len && !client_gone)
+		progress(arg, line.data);
+	buf_free(&line);
+	if (f)
+		fclose(f);
+	else
+		close(p[0]);
+	if ((r = nm_wait_child(s, pid, &st, -1)) < 0) {
+		err_set(err, -r, "wait for template builder");
+		goto fail;
+	}
+	if (client_gone) {
+		r = err_set(err, ECANCELED, "client went away");
+		goto fail;
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		r = err_set(err, EIO, "template build failed (%s %d)",
+			    WIFEXITED(st) ? "exit" : "signal",
+			    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+		goto fail;
+	}
+	if ((r = pool_subvol_set_readonly(sub, true, err)) < 0)
+		goto fail;
+	log_info("template %s/%u: ready", t->name, t->version);
+	return 0;
+fail:
+	{
+		err_t e2 = { 0 };
+		if (pool_subvol_delete(sub, &e2) < 0)
+			log_warn("template %s/%u cleanup: %s", t->name, t->version, e2.msg);
+		rmdir(namedir); /* only succeeds when no other version is left */
+	}
+	return r;
+}
+
+int template_delete(struct nm_server *s, const char *name, uint32_t version, err_t *err)
+{
+	_cleanup_free_ char *namedir = xasprintf("%s/templates/%s", s->pool, name);
+	_cleanup_free_ char *sub = xasprintf("%s/%u", namedir, version);
+
+	/* Sandboxes are independent snapshots: deleting their template is safe. */
+	if (pool_subvol_delete(sub, err) < 0)
+		return -err->code;
+	rmdir(namedir);
+	return 0;
+}
+
+char **template_list(struct nm_server *s)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/templates", s->pool);
+	char **v = xcalloc(1, sizeof(*v));
+	size_t n = 0;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		if (!valid_template_name(de->d_name, sizeof(de->d_name)))
+			continue;
+		_cleanup_free_ char *nd = xasprintf("%s/%s", dir, de->d_name);
+		DIR *vd = opendir(nd);
+		struct dirent *ve;
+		while (vd && (ve = readdir(vd))) {
+			char *end;
+			unsigned long ver = strtoul(ve->d_name, &end, 10);
+			if (!ve->d_name[0] || *end || ver > UINT32_MAX)
+				continue;
+			_cleanup_free_ char *sub = xasprintf("%s/%s", nd, ve->d_name);
+			_cleanup_close_ int fd = open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			struct stat st;
+			/* Only finished (read-only) builds count. */
+			if (fd < 0 || fstat(fd, &st) < 0 || faccessat(fd, ".", W_OK, AT_EACCESS) == 0)
+				continue;
+			v = xrealloc(v, (n + 2) * sizeof(*v));
+			v[n++] = xasprintf("%s/%lu", de->d_name, ver);
+			v[n] = NULL;
+		}
+		if (vd)
+			closedir(vd);
+	}
+	if (d)
+		closedir(d);
+	return v;
+}

@@ -1,0 +1,178 @@
+/* verbs.c - the fixed list of privileged verbs. One request per connection.
+ *
+ * The request is a fixed-size struct from the unprivileged node (peer
+ * credentials already checked: root or the configured client uid). Every
+ * string field is checked for termination and against its pattern before it
+ * becomes part of any path, and every path is built under DATA/pool. Nothing
+ * here reads bytes produced inside a sandbox: the guest channel is only
+ * dup'ed, never read.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/util.h"
+#include "../storage/pool.h"
+#include "nodemgr-internal.h"
+
+static void resp_init(struct nm_resp *r, uint32_t type)
+{
+	memset(r, 0, sizeof(*r));
+	r->magic = NM_WIRE_MAGIC;
+	r->version = NM_WIRE_VERSION;
+	r->type = type;
+}
+
+static int send_text(int fd, uint32_t type, const char *text)
+{
+	struct nm_resp r;
+
+	resp_init(&r, type);
+	snprintf(r.text, sizeof(r.text), "%s", text);
+	return wire_send(fd, &r, sizeof(r), -1);
+}
+
+static void send_result(int fd, int rc, const err_t *err, pid_t pid, int pass_fd)
+{
+	struct nm_resp r;
+
+	resp_init(&r, NM_MSG_RESULT);
+	if (rc < 0) {
+		r.code = err->code > 0 ? err->code : EIO;
+		snprintf(r.text, sizeof(r.text), "%s", err->msg);
+		pass_fd = -1;
+	}
+	r.pid = pid;
+	r.has_fd = pass_fd >= 0;
+	if (wire_send(fd, &r, sizeof(r), pass_fd) < 0)
+		log_debug("reply: client went away");
+}
+
+static void send_items(int fd, char **items)
+{
+	for (size_t i = 0; items[i]; i++) {
+		send_text(fd, NM_MSG_ITEM, items[i]);
+		free(items[i]);
+	}
+	free(items);
+}
+
+static int progress_to_client(void *arg, const char *line)
+{
+	return send_text(*(int *)arg, NM_MSG_PROGRESS, line);
+}
+
+static void node_info(struct nm_server *s, struct nm_node_info *out)
+{
+	struct sysinfo si;
+	uint64_t total = 0, fr = 0;
+	err_t e = { 0 };
+
+	memset(out, 0, sizeof(*out));
+	if (sysinfo(&si) == 0)
+		out->mem_total_mb = (uint64_t)si.totalram * si.mem_unit >> 20;
+	out->cpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+	if (pool_usage(s->pool, &total, &fr, &e) == 0) {
+		out->pool_total_mb = total >> 20;
+		out->pool_free_mb = fr >> 20;
+	}
+	snprintf(out->cgroup_mode, sizeof(out->cgroup_mode), "%s", cgroup_mode(&s->cg));
+}
+
+void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
+{
+	struct nm_req q;
+	err_t err = { 0 };
+	int r, chan = -1;
+	pid_t pid = 0;
+
+	if ((r = wire_recv(fd, &q, sizeof(q), NULL)) < 0 || q.magic != NM_WIRE_MAGIC ||
+	    q.version != NM_WIRE_VERSION) {
+		if (r != -EPIPE) {
+			err_set(&err, EPROTO, "bad request");
+			send_result(fd, -EPROTO, &err, 0, -1);
+		}
+		close(fd);
+		return;
+	}
+	switch (q.verb) {
+	case NM_SANDBOX_CREATE:
+		/* Safe: id, template name and hostname are pattern-checked; the
+		 * template must be a finished subvolume under templates/; the new
+		 * subvolume goes to sandboxes/<id>, which must not exist. The
+		 * jail gets a fresh uid range no other jail has. */
+		if (!valid_sandbox_id(q.u.create.id, sizeof(q.u.create.id)) ||
+		    !valid_template_name(q.u.create.template_name,
+					 sizeof(q.u.create.template_name)) ||
+		    (q.u.create.hostname[0] &&
+		     !valid_hostname(q.u.create.hostname, sizeof(q.u.create.hostname)))) {
+			r = err_set(&err, EINVAL, "bad sandbox id, template name or hostname");
+			break;
+		}
+		r = sandbox_create(s, &q.u.create, &chan, &pid, &err);
+		break;
+	case NM_SANDBOX_ADOPT:
+		/* Safe: only dups a channel nodemgr already holds for that id. */
+		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
+			r = err_set(&err, EINVAL, "bad sandbox id");
+			break;
+		}
+		r = sandbox_adopt(s, q.u.sandbox.id, &chan, &pid, &err);
+		break;
+	case NM_SANDBOX_DESTROY:
+		/* Safe: acts only on airlock/<id> cgroups and sandboxes/<id>
+		 * with a pattern-checked id; kills through a pidfd or a frozen
+		 * cgroup, so no pid can be reused under us. */
+		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
+			r = err_set(&err, EINVAL, "bad sandbox id");
+			break;
+		}
+		r = sandbox_destroy(s, q.u.sandbox.id, &err);
+		break;
+	case NM_SANDBOX_LIST:
+		/* Safe: read-only listing of names we validate before sending. */
+		send_items(fd, sandbox_list(s));
+		r = 0;
+		break;
+	case NM_TEMPLATE_BUILD:
+		/* Safe: name/kind/suite/packages are pattern-checked and passed
+		 * as separate argv entries (no shell string); the output is a new
+		 * subvolume under templates/. Host sources for dir/tar are read
+		 * with the requester's uid unless the requester is root. */
+		r = template_build(s, &q.u.build, peer_uid, progress_to_client, &fd, &err);
+		break;
+	case NM_TEMPLATE_DELETE:
+		/* Safe: deletes only templates/<valid name>/<number>. */
+		if (!valid_template_name(q.u.tmpl.name, sizeof(q.u.tmpl.name))) {
+			r = err_set(&err, EINVAL, "bad template name");
+			break;
+		}
+		r = template_delete(s, q.u.tmpl.name, q.u.tmpl.version, &err);
+		break;
+	case NM_TEMPLATE_LIST:
+		/* Safe: read-only. */
+		send_items(fd, template_list(s));
+		r = 0;
+		break;
+	case NM_NODE_INFO: {
+		/* Safe: read-only host facts. */
+		struct nm_resp res;
+		resp_init(&res, NM_MSG_RESULT);
+		node_info(s, &res.info);
+		wire_send(fd, &res, sizeof(res), -1);
+		close(fd);
+		return;
+	}
+	default:
+		r = err_set(&err, EOPNOTSUPP, "unknown verb %u", q.verb);
+		break;
+	}
+	send_result(fd, r, &err, pid, chan);
+	if (chan >= 0)
+		close(chan);
+	close(fd);
+}

@@ -1,0 +1,64 @@
+/* wire.h - the private wire format between nm.c (client) and the server.
+ *
+ * SOCK_SEQPACKET keeps message boundaries, so every message is one fixed-size
+ * struct: a request from the client, then zero or more ITEM/PROGRESS replies
+ * and exactly one RESULT. A message of the wrong size, magic or version is
+ * rejected whole. Strings are fixed char arrays; the receiver checks that
+ * each is NUL-terminated before use. An fd (the guest channel) travels with a
+ * RESULT as SCM_RIGHTS.
+ */
+#ifndef AIRLOCK_NM_WIRE_H
+#define AIRLOCK_NM_WIRE_H
+
+#include <stdint.h>
+
+#include "nm.h"
+
+#define NM_WIRE_MAGIC 0x4d4e4c41u /* "ALNM" */
+#define NM_WIRE_VERSION 1u
+
+enum nm_verb {
+	NM_SANDBOX_CREATE = 1,
+	NM_SANDBOX_ADOPT,
+	NM_SANDBOX_DESTROY,
+	NM_SANDBOX_LIST,
+	NM_TEMPLATE_BUILD,
+	NM_TEMPLATE_DELETE,
+	NM_TEMPLATE_LIST,
+	NM_NODE_INFO,
+};
+
+struct nm_req {
+	uint32_t magic, version, verb, _pad;
+	union {
+		struct nm_sandbox_spec create;
+		struct {
+			char id[65];
+		} sandbox;                 /* adopt, destroy */
+		struct nm_template_spec build;
+		struct {
+			char name[65];
+			uint32_t version;
+		} tmpl;                    /* template_delete */
+	} u;
+};
+
+enum nm_msg_type { NM_MSG_RESULT = 1, NM_MSG_PROGRESS, NM_MSG_ITEM };
+
+struct nm_resp {
+	uint32_t magic, version, type;
+	int32_t code;                /* RESULT: 0 or a positive errno */
+	int32_t pid;                 /* create/adopt: jail init, host pid */
+	uint32_t has_fd;             /* RESULT carries an fd (SCM_RIGHTS) */
+	struct nm_node_info info;    /* node_info */
+	char text[1024];             /* error message, progress line or item */
+};
+
+/* Send one message, with fd (or -1). -errno on failure. */
+int wire_send(int sock, const void *msg, size_t len, int fd);
+/* Receive exactly len bytes as one message; *fd (may be NULL) gets a passed
+ * fd (caller owns) or -1; extra fds are closed. -EPROTO on a wrong size,
+ * -EPIPE on EOF. */
+int wire_recv(int sock, void *msg, size_t len, int *fd);
+
+#endif
