@@ -156,7 +156,18 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 	r = lookup_user(cfg->user, &uid, &gid, err);
 	if (r < 0)
 		return r;
+	/* Each instance owns its own cgroup parent: nodemgr's start-up sweep
+	 * kills whatever it finds under it, which must never be another
+	 * instance's jails. The default data dir keeps the plain name. */
+	_cleanup_free_ char *cg = NULL;
+	if (strcmp(cfg->data_dir, "/var/lib/airlock") != 0) {
+		uint32_t h = 2166136261u;  /* FNV-1a of the data dir */
+		for (const char *c = cfg->data_dir; *c; c++)
+			h = (h ^ (unsigned char)*c) * 16777619u;
+		cg = xasprintf("airlock-%08x", h);
+	}
 	struct nodemgr_config nc = {
+		.cgroup_parent = cg,
 		.data_dir = cfg->data_dir,
 		.sock_path = sock,
 		.guest_path = guest,

@@ -63,6 +63,7 @@ class Server:
 
     def __init__(self, templates="busybox", extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="airlock-e2e-")
+        os.chmod(self.dir, 0o755)
         self.port = free_port()
         self.addr = f"127.0.0.1:{self.port}"
         self.log_path = os.path.join(self.dir, "up.log")
@@ -253,9 +254,9 @@ class AirlockTestCase(unittest.TestCase):
         return [l for l in r.stdout.splitlines() if l.strip()]
 
     def cgroups(self):
+        import glob
         found = []
-        for base in ("/sys/fs/cgroup/memory/airlock", "/sys/fs/cgroup/pids/airlock",
-                     "/sys/fs/cgroup/airlock"):
+        for base in glob.glob("/sys/fs/cgroup/*/airlock*") + glob.glob("/sys/fs/cgroup/airlock*"):
             if os.path.isdir(base):
                 found += [os.path.join(base, d) for d in os.listdir(base)
                           if os.path.isdir(os.path.join(base, d))]
