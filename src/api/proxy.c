@@ -162,9 +162,11 @@ void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 				  req->path);
 		else if (r < 0)
 			log_warn("%s %s: node stream broke: %s", req->method, req->path, err.msg);
-		/* Ends the chunked answer; a broken NDJSON stream has no final
-		 * exit/done line, which is how clients tell it apart. */
-		http_stream_end(c);
+		/* Terminate the chunked answer only when the node's did end: left
+		 * open, the server closes the connection and the client sees a
+		 * cut-short body rather than a clean end. */
+		if (r == 0)
+			http_stream_end(c);
 	} else if (rl.too_big) {
 		log_err("%s %s: node answer larger than %u bytes", req->method, req->path,
 			MAX_BUFFERED);

@@ -305,8 +305,12 @@ static const char *parse_template(const json *body, struct nm_template_spec *spe
 		return "invalid_field";
 	}
 	snprintf(spec->name, sizeof(spec->name), "%s", name->str);
+	/* A bare built-in name ("debian", "busybox") builds its own recipe. */
+	if (sources == 0 && !json_get(body, "packages") && builtin_recipe(name->str, spec))
+		return NULL;
 	if (sources != 1) {
-		snprintf(msg, sz, "give exactly one of `from`, `from_dir`, `from_tar`");
+		snprintf(msg, sz, "give exactly one of `from`, `from_dir`, `from_tar`"
+			 " (or only the name of a built-in: debian, busybox)");
 		return "invalid_field";
 	}
 	if (from) {

@@ -1,0 +1,394 @@
+/* api.c - `airlockd api`: routing, authentication, rate limiting, lifecycle.
+ *
+ * Order of checks for every request (each step answers and stops on failure):
+ *   1. route known?            404 not_found (no auth needed to learn that)
+ *   2. GET /v1/health          200, unauthenticated
+ *   3. Authorization: Bearer   401 unauthorized (missing, malformed, unknown, revoked)
+ *   4. per-key token bucket    429 rate_limited + Retry-After
+ *   5. admin-only route?       403 forbidden
+ *   6. body over 1 MiB and not a file write: 413 body_too_large
+ *   7. serve (admin.c) or forward to the node (proxy.c)
+ * The HTTP server has already refused bodies over max_body (413), so only
+ * file writes can reach the node with more than 1 MiB.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../lib/json.h"
+#include "../lib/log.h"
+#include "../lib/util.h"
+#include "api-internal.h"
+
+#define DEFAULT_MAX_BODY (16u << 20)   /* file writes (PUT .../files) */
+#define MAX_JSON_BODY (1u << 20)       /* everything else: docs/API.md */
+
+enum route {
+	R_NONE,
+	R_HEALTH,
+	R_TENANTS,     /* admin, served here */
+	R_KEYS,        /* admin, served here */
+	R_NODE,        /* admin, forwarded */
+	R_FORWARD,     /* any key, forwarded; the node checks ownership */
+};
+
+void api_iso_time(int64_t ms, char out[32])
+{
+	time_t t = (time_t)(ms / 1000);
+	unsigned frac = (unsigned)(ms % 1000 + 1000) % 1000u;
+	struct tm tm;
+	size_t n;
+
+	gmtime_r(&t, &tm);
+	n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, 32 - n, ".%03uZ", frac);
+}
+
+/* An error answer with extra headers (http_respond_error has none). */
+static void respond_error_hdr(struct http_conn *c, int status, const char *code,
+			      const char *msg, const char *extra)
+{
+	struct buf b;
+	struct jw w;
+
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	jw_key(&w, "error");
+	jw_obj(&w);
+	jw_key(&w, "code");
+	jw_str(&w, code);
+	jw_key(&w, "message");
+	jw_str(&w, msg);
+	jw_end(&w);
+	jw_end(&w);
+	http_respond(c, status, "application/json", b.data, b.len, extra);
+	buf_free(&b);
+}
+
+void api_method_not_allowed(struct http_conn *c, const char *allow)
+{
+	char extra[96];
+
+	snprintf(extra, sizeof(extra), "Allow: %s\r\n", allow);
+	respond_error_hdr(c, 405, "method_not_allowed", "method not allowed", extra);
+}
+
+json *api_parse_body(struct http_req *req, struct http_conn *c, const char *const *allowed)
+{
+	err_t err = { 0 };
+	json *j;
+
+	if (req->body_len == 0) {
+		http_respond_error(c, 400, "invalid_json", "a JSON object body is required");
+		return NULL;
+	}
+	j = json_parse(req->body, req->body_len, &err);
+	if (!j) {
+		http_respond_error(c, 400, "invalid_json", "%s", err.msg);
+		return NULL;
+	}
+	if (j->type != JSON_OBJ) {
+		json_free(j);
+		http_respond_error(c, 400, "invalid_json", "the body must be a JSON object");
+		return NULL;
+	}
+	if (json_check_keys(j, allowed, &err) < 0) {
+		json_free(j);
+		http_respond_error(c, 400, "unknown_field", "%s", err.msg);
+		return NULL;
+	}
+	return j;
+}
+
+/* Does path equal prefix, or continue it with a '/'? */
+static bool under(const char *path, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/' ||
+						 path[n] == '?');
+}
+
+/* The decoded path must not walk: no "." or ".." segments and no empty ones
+ * in the middle, so what we route on is what the node will route on. */
+static bool path_clean(const char *p)
+{
+	if (p[0] != '/')
+		return false;
+	while (*p == '/') {
+		const char *seg = p + 1, *end = strchr(seg, '/');
+		size_t n = end ? (size_t)(end - seg) : strlen(seg);
+
+		if ((n == 0 && end) || (n == 1 && seg[0] == '.') ||
+		    (n == 2 && seg[0] == '.' && seg[1] == '.'))
+			return false;
+		p = seg + n;
+	}
+	return true;
+}
+
+static enum route route_of(const char *path)
+{
+	if (!path_clean(path))
+		return R_NONE;
+	if (strcmp(path, "/v1/health") == 0)
+		return R_HEALTH;
+	if (strcmp(path, "/v1/tenants") == 0)
+		return R_TENANTS;
+	if (strcmp(path, "/v1/keys") == 0)
+		return R_KEYS;
+	if (strcmp(path, "/v1/node") == 0)
+		return R_NODE;
+	if (under(path, "/v1/sandboxes") || under(path, "/v1/templates"))
+		return R_FORWARD;
+	return R_NONE;
+}
+
+/* PUT /v1/sandboxes/{id}/files: the one request whose body is raw bytes. */
+static bool is_file_write(const struct http_req *req)
+{
+	const char *p = req->path, *rest;
+	size_t n = strlen("/v1/sandboxes/");
+
+	if (strcmp(req->method, "PUT") != 0 || strncmp(p, "/v1/sandboxes/", n) != 0)
+		return false;
+	rest = strchr(p + n, '/');
+	return rest && rest != p + n && strcmp(rest, "/files") == 0;
+}
+
+/* Extract the key from "Authorization: Bearer <key>". Borrowed from req. */
+static const char *bearer(const struct http_req *req)
+{
+	const char *h = http_req_header(req, "Authorization");
+
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+		return NULL;
+	h += 7;
+	while (*h == ' ')
+		h++;
+	return *h ? h : NULL;
+}
+
+static void handle(void *ctx, struct http_req *req, struct http_conn *c)
+{
+	static const char unauth_hdr[] = "WWW-Authenticate: Bearer\r\n";
+	struct api *a = ctx;
+	enum route rt = route_of(req->path);
+	struct api_principal who;
+	const char *key;
+	unsigned retry = 1;
+	err_t err = { 0 };
+	int r;
+
+	if (rt == R_NONE || req->target[0] != '/') {
+		http_respond_error(c, 404, "not_found", "no such endpoint");
+		return;
+	}
+	if (rt == R_HEALTH) {
+		if (strcmp(req->method, "GET") != 0) {
+			api_method_not_allowed(c, "GET");
+			return;
+		}
+		http_respond_json(c, 200, "{\"status\":\"ok\"}");
+		return;
+	}
+
+	key = bearer(req);
+	if (!key) {
+		respond_error_hdr(c, 401, "unauthorized",
+				  "missing API key (Authorization: Bearer <key>)", unauth_hdr);
+		return;
+	}
+	r = auth_lookup(a, key, &who, &err);
+	if (r < 0) {
+		log_err("auth: %s", err.msg);
+		http_respond_error(c, 500, "internal", "cannot check the API key");
+		return;
+	}
+	if (r == 0) {
+		respond_error_hdr(c, 401, "unauthorized", "unknown or revoked API key", unauth_hdr);
+		return;
+	}
+	if (!ratelimit_take(a->rl, who.key_id, &retry)) {
+		char extra[48];
+		snprintf(extra, sizeof(extra), "Retry-After: %u\r\n", retry);
+		respond_error_hdr(c, 429, "rate_limited", "too many requests for this API key",
+				  extra);
+		return;
+	}
+
+	bool admin_only = rt == R_TENANTS || rt == R_KEYS || rt == R_NODE ||
+			  (strcmp(req->path, "/v1/templates") == 0 &&
+			   strcmp(req->method, "POST") == 0);
+	if (admin_only && !who.admin) {
+		http_respond_error(c, 403, "forbidden", "this endpoint needs an admin key");
+		return;
+	}
+
+	if (req->body_len > MAX_JSON_BODY && !is_file_write(req)) {
+		http_respond_error(c, 413, "body_too_large",
+				   "request bodies are limited to %u MiB (16 MiB for file writes)",
+				   MAX_JSON_BODY >> 20);
+		return;
+	}
+
+	switch (rt) {
+	case R_TENANTS:
+		api_handle_tenants(a, req, c, &who);
+		break;
+	case R_KEYS:
+		api_handle_keys(a, req, c, &who);
+		break;
+	case R_NODE:
+		if (strcmp(req->method, "GET") != 0) {
+			api_method_not_allowed(c, "GET");
+			break;
+		}
+		api_forward(a, req, c, &who);
+		break;
+	default:
+		api_forward(a, req, c, &who);
+		break;
+	}
+}
+
+int api_run(const struct api_config *cfg, err_t *err)
+{
+	struct api a = { .cfg = cfg };
+	struct http_server *srv;
+	sigset_t set, old;
+	int sig = 0, r;
+
+	if (!cfg->listen || !cfg->db_path || !cfg->node_sock)
+		return err_set(err, EINVAL, "api: listen, db_path and node_sock are required");
+
+	/* Block before any thread exists so every connection thread inherits
+	 * the mask and the signals reach sigwait below. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, &old);
+	signal(SIGPIPE, SIG_IGN);
+
+	a.db = db_open(cfg->db_path, err);
+	if (!a.db) {
+		r = err_wrap(err, "api");
+		goto out_mask;
+	}
+	a.cache = auth_cache_new();
+	a.rl = ratelimit_new(cfg->rate_per_s, cfg->rate_burst);
+
+	srv = http_server_start(cfg->listen, cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY,
+				handle, &a, err);
+	if (!srv) {
+		r = err_wrap(err, "api: listen on %s", cfg->listen);
+		goto out;
+	}
+	if (cfg->addr_file) {
+		_cleanup_free_ char *line = xasprintf("%s\n", http_server_addr(srv));
+		r = write_file(cfg->addr_file, line, strlen(line), 0644);
+		if (r < 0) {
+			errno = -r;
+			r = err_sys(err, "api: cannot write `%s`", cfg->addr_file);
+			http_server_stop(srv);
+			goto out;
+		}
+	}
+	log_info("listening on %s, node at %s", http_server_addr(srv), cfg->node_sock);
+
+	while (sigwait(&set, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
+		;
+	log_info("signal %d: stopping", sig);
+	http_server_stop(srv);
+	r = 0;
+out:
+	ratelimit_free(a.rl);
+	auth_cache_free(a.cache);
+	db_close(a.db);
+out_mask:
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
+int api_bootstrap(const char *db_path, const char *cli_json_path, const char *url, err_t *err)
+{
+	_cleanup_free_ char *key = NULL, *key_id = NULL, *tenant = NULL;
+	struct db_rows rows;
+	struct db *db;
+	struct buf out;
+	struct jw w;
+	bool have_file;
+	int r;
+
+	db = db_open(db_path, err);
+	if (!db)
+		return err_wrap(err, "bootstrap");
+	have_file = access(cli_json_path, F_OK) == 0;
+	r = db_query(db, &rows, err, "SELECT count(*) FROM api_keys WHERE admin = 1 AND revoked = 0",
+		     NULL);
+	if (r < 0)
+		goto out;
+	r = 0;
+	if (db_cell_int(&rows, 0, 0) > 0 && have_file) {
+		db_rows_free(&rows);
+		goto out;   /* already bootstrapped: change nothing */
+	}
+	db_rows_free(&rows);
+
+	/* The "admin" tenant holds the operator's keys. */
+	for (int attempt = 0; attempt < 2 && !tenant; attempt++) {
+		r = db_query(db, &rows, err, "SELECT id FROM tenants WHERE name = 'admin'", NULL);
+		if (r < 0)
+			goto out;
+		if (rows.n_rows > 0) {
+			tenant = xstrdup(db_cell(&rows, 0, 0));
+			db_rows_free(&rows);
+			break;
+		}
+		db_rows_free(&rows);
+		_cleanup_free_ char *id = random_id("ten_", 8);
+		r = db_exec(db, err, "INSERT INTO tenants(id, name, created_at) VALUES(?, 'admin', ?)",
+			    "si", id, wall_ms());
+		if (r >= 0)
+			tenant = TAKE_PTR(id);
+		else if (r != -EEXIST)   /* EEXIST: another process won; read it back */
+			goto out;
+	}
+	if (!tenant) {
+		r = err_set(err, EIO, "bootstrap: cannot create tenant admin");
+		goto out;
+	}
+	r = api_key_create(db, tenant, "cli", true, &key, &key_id, err);
+	if (r < 0)
+		goto out;
+
+	buf_init(&out);
+	jw_init(&w, &out);
+	jw_obj(&w);
+	jw_key(&w, "url");
+	jw_str(&w, url);
+	jw_key(&w, "api_key");
+	jw_str(&w, key);
+	jw_end(&w);
+	buf_addc(&out, '\n');
+	r = write_file(cli_json_path, out.data, out.len, 0600);
+	buf_free(&out);
+	if (r == 0 && chmod(cli_json_path, 0600) < 0)
+		r = -errno;
+	if (r < 0) {
+		errno = -r;
+		r = err_sys(err, "bootstrap: cannot write `%s`", cli_json_path);
+		goto out;
+	}
+	log_info("bootstrap: admin key %s written to %s", key_id, cli_json_path);
+out:
+	db_close(db);
+	return r;
+}

@@ -1,0 +1,355 @@
+/* admin.c - template, tenant, key, health, node. */
+#include <limits.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* --- templates --- */
+
+static int template_ls(struct cli *cli, int argc, char **argv)
+{
+	static const char *const head[] = { "NAME", "VERSION", "STATUS", "SOURCE", "CREATED" };
+	_cleanup_free_ char *raw = NULL;
+	json *resp = NULL;
+	const json *list;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "template ls", 0, 0)))
+		return r;
+	if ((r = cli_call_json(cli, "GET", "/v1/templates", NULL, NULL, &resp, &raw)))
+		return r;
+	if (cli->json) {
+		cli_print_raw(raw);
+		json_free(resp);
+		return 0;
+	}
+	list = resp ? json_get(resp, "templates") : NULL;
+	if (!list || list->type != JSON_ARR) {
+		json_free(resp);
+		return cli_fail("bad_response", "the answer carries no template list");
+	}
+	struct table t;
+	table_init(&t, 5, head);
+	for (size_t i = 0; i < list->n; i++) {
+		const json *e = list->items[i];
+		char *row[5] = { cli_field(e, "name"), cli_field(e, "version"),
+				 cli_field(e, "status"), cli_field(e, "source"),
+				 cli_field(e, "created_at") };
+		table_add(&t, row);
+	}
+	table_print(&t, stdout);
+	json_free(resp);
+	return 0;
+}
+
+struct build {
+	struct cli *cli;
+	bool done;
+};
+
+static int build_line(void *arg, char *line, size_t len)
+{
+	struct build *b = arg;
+	err_t err = { 0 };
+	const char *ev;
+	json *j;
+	int r = 0;
+
+	if (b->cli->json) {
+		fwrite(line, 1, len, stdout);
+		fputc('\n', stdout);
+		fflush(stdout);
+	}
+	j = json_parse(line, len, &err);
+	if (!j || j->type != JSON_OBJ || !(ev = json_get_str(j, "event"))) {
+		json_free(j);
+		return cli_fail("bad_response", "invalid line in the build stream");
+	}
+	if (strcmp(ev, "progress") == 0) {
+		if (!b->cli->json && json_get_str(j, "line")) {
+			printf("%s\n", json_get_str(j, "line"));
+			fflush(stdout);
+		}
+	} else if (strcmp(ev, "done") == 0) {
+		const json *t = json_get(j, "template");
+		b->done = true;
+		if (!b->cli->json) {
+			_cleanup_free_ char *name = cli_field(t, "name"), *ver = cli_field(t, "version");
+			printf("template %s version %s ready\n", name, ver);
+		}
+	} else if (strcmp(ev, "error") == 0) {
+		const json *e = json_get(j, "error");
+		const char *code = e ? json_get_str(e, "code") : NULL;
+		const char *msg = e ? json_get_str(e, "message") : NULL;
+		r = cli_fail(code ? code : "internal", "%s", msg ? msg : "the build failed");
+	}
+	json_free(j);
+	return r;
+}
+
+/* Paths are read by the node; on the same machine make them absolute so
+ * they do not depend on the CLI's working directory. */
+static void write_path(struct jw *w, const char *p)
+{
+	char abs[PATH_MAX];
+
+	jw_str(w, realpath(p, abs) ? abs : p);
+}
+
+static int template_build(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "from", required_argument, NULL, 'f' },
+		{ "packages", required_argument, NULL, 'p' },
+		{ "from-dir", required_argument, NULL, 'd' },
+		{ "from-tar", required_argument, NULL, 't' },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
+	const char *from = NULL, *packages = NULL, *dir = NULL, *tar = NULL;
+	struct build b = { .cli = cli };
+	struct buf body;
+	struct jw w;
+	int opt, r;
+
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'f': from = optarg; break;
+		case 'p': packages = optarg; break;
+		case 'd': dir = optarg; break;
+		case 't': tar = optarg; break;
+		default:
+			if ((r = cli_common_opt(cli, opt, "template build")))
+				return r;
+		}
+	}
+	if (argc - optind != 1)
+		return cli_usage("template build", "usage: airlock template build NAME (--from IMAGE "
+				 "[--packages p1,p2] | --from-dir DIR | --from-tar FILE)");
+	if (!!from + !!dir + !!tar != 1)
+		return cli_usage("template build", "give exactly one of --from, --from-dir, --from-tar");
+	if (packages && !from)
+		return cli_usage("template build", "--packages goes with --from");
+
+	buf_init(&body);
+	jw_init(&w, &body);
+	jw_obj(&w);
+	jw_key(&w, "name");
+	jw_str(&w, argv[optind]);
+	if (from) {
+		jw_key(&w, "from");
+		jw_str(&w, from);
+	}
+	if (packages) {
+		jw_key(&w, "packages");
+		jw_arr(&w);
+		for (const char *p = packages; *p;) {
+			size_t n = strcspn(p, ", ");
+			if (n)
+				jw_strn(&w, p, n);
+			p += n;
+			p += strspn(p, ", ");
+		}
+		jw_end(&w);
+	}
+	if (dir) {
+		jw_key(&w, "from_dir");
+		write_path(&w, dir);
+	}
+	if (tar) {
+		jw_key(&w, "from_tar");
+		write_path(&w, tar);
+	}
+	jw_end(&w);
+	r = cli_stream_lines(cli, "POST", "/v1/templates", body.data, build_line, &b);
+	buf_free(&body);
+	if (r == 0 && !b.done)
+		r = cli_fail("unavailable", "the build stream ended without a result");
+	return r;
+}
+
+int cmd_template(struct cli *cli, int argc, char **argv)
+{
+	if (argc >= 2 && (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0))
+		return template_ls(cli, argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "build") == 0)
+		return template_build(cli, argc - 1, argv + 1);
+	return cli_usage("template", "usage: airlock template ls | template build NAME ...");
+}
+
+/* --- tenants and keys --- */
+
+static int tenant_create(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_free_ char *raw = NULL;
+	json *resp = NULL;
+	struct buf body;
+	struct jw w;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "tenant create", 1, 1)))
+		return r;
+	buf_init(&body);
+	jw_init(&w, &body);
+	jw_obj(&w);
+	jw_key(&w, "name");
+	jw_str(&w, argv[optind]);
+	jw_end(&w);
+	r = cli_call_json(cli, "POST", "/v1/tenants", body.data, NULL, &resp, &raw);
+	buf_free(&body);
+	if (r == 0) {
+		if (cli->json || !resp || !json_get_str(resp, "id"))
+			cli_print_raw(raw);
+		else
+			printf("%s\n", json_get_str(resp, "id"));
+	}
+	json_free(resp);
+	return r;
+}
+
+static int tenant_ls(struct cli *cli, int argc, char **argv)
+{
+	static const char *const head[] = { "ID", "NAME", "CREATED" };
+	_cleanup_free_ char *raw = NULL;
+	json *resp = NULL;
+	const json *list;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "tenant ls", 0, 0)))
+		return r;
+	if ((r = cli_call_json(cli, "GET", "/v1/tenants", NULL, NULL, &resp, &raw)))
+		return r;
+	if (cli->json) {
+		cli_print_raw(raw);
+		json_free(resp);
+		return 0;
+	}
+	list = resp ? json_get(resp, "tenants") : NULL;
+	if (!list || list->type != JSON_ARR) {
+		json_free(resp);
+		return cli_fail("bad_response", "the answer carries no tenant list");
+	}
+	struct table t;
+	table_init(&t, 3, head);
+	for (size_t i = 0; i < list->n; i++) {
+		const json *e = list->items[i];
+		char *row[3] = { cli_field(e, "id"), cli_field(e, "name"),
+				 cli_field(e, "created_at") };
+		table_add(&t, row);
+	}
+	table_print(&t, stdout);
+	json_free(resp);
+	return 0;
+}
+
+int cmd_tenant(struct cli *cli, int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "create") == 0)
+		return tenant_create(cli, argc - 1, argv + 1);
+	if (argc >= 2 && (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0))
+		return tenant_ls(cli, argc - 1, argv + 1);
+	return cli_usage("tenant", "usage: airlock tenant create NAME | tenant ls");
+}
+
+int cmd_key(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "tenant", required_argument, NULL, 'T' },
+		{ "admin", no_argument, NULL, 'a' },
+		{ "name", required_argument, NULL, 'n' },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
+	const char *tenant = NULL, *name = NULL;
+	_cleanup_free_ char *raw = NULL;
+	bool admin = false;
+	json *resp = NULL;
+	struct buf body;
+	struct jw w;
+	int opt, r;
+
+	if (argc < 2 || strcmp(argv[1], "create") != 0)
+		return cli_usage("key", "usage: airlock key create --tenant T [--admin] [--name N]");
+	argc--;
+	argv++;
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'T': tenant = optarg; break;
+		case 'a': admin = true; break;
+		case 'n': name = optarg; break;
+		default:
+			if ((r = cli_common_opt(cli, opt, "key create")))
+				return r;
+		}
+	}
+	if (!tenant || optind < argc)
+		return cli_usage("key create", "usage: airlock key create --tenant T [--admin] [--name N]");
+	buf_init(&body);
+	jw_init(&w, &body);
+	jw_obj(&w);
+	jw_key(&w, "tenant");
+	jw_str(&w, tenant);
+	if (name) {
+		jw_key(&w, "name");
+		jw_str(&w, name);
+	}
+	if (admin) {
+		jw_key(&w, "admin");
+		jw_bool(&w, true);
+	}
+	jw_end(&w);
+	r = cli_call_json(cli, "POST", "/v1/keys", body.data, NULL, &resp, &raw);
+	buf_free(&body);
+	if (r == 0) {
+		if (cli->json || !resp || !json_get_str(resp, "key")) {
+			cli_print_raw(raw);
+		} else {
+			printf("%s\n", json_get_str(resp, "key"));
+			if (isatty(2))
+				fprintf(stderr, "(key id %s; the key is not shown again)\n",
+					json_get_str(resp, "id") ? json_get_str(resp, "id") : "?");
+		}
+	}
+	json_free(resp);
+	return r;
+}
+
+/* --- health, node --- */
+
+int cmd_health(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_free_ char *raw = NULL;
+	json *resp = NULL;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "health", 0, 0)))
+		return r;
+	if ((r = cli_call_json(cli, "GET", "/v1/health", NULL, NULL, &resp, &raw)))
+		return r;
+	if (cli->json || !resp || !json_get_str(resp, "status"))
+		cli_print_raw(raw);
+	else
+		printf("%s\n", json_get_str(resp, "status"));
+	json_free(resp);
+	return 0;
+}
+
+int cmd_node(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_free_ char *raw = NULL;
+	json *resp = NULL;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "node", 0, 0)))
+		return r;
+	if ((r = cli_call_json(cli, "GET", "/v1/node", NULL, NULL, &resp, &raw)))
+		return r;
+	if (cli->json || !resp)
+		cli_print_raw(raw);
+	else
+		cli_print_pretty(resp, stdout);
+	json_free(resp);
+	return 0;
+}

@@ -1,0 +1,131 @@
+/* cli.h - shared by the files of the `airlock` CLI.
+ *
+ * Every verb is `int cmd_x(struct cli *cli, int argc, char **argv)` and returns
+ * the process exit code: 0 ok, 1 error (already printed as
+ * "airlock: <message> (<code>)"), 2 usage error. argv[0] is the verb.
+ */
+#ifndef AIRLOCK_CLI_H
+#define AIRLOCK_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "../lib/http.h"
+#include "../lib/json.h"
+#include "../lib/util.h"
+
+#define EXIT_USAGE 2
+
+struct cli {
+	/* from flags; borrowed from argv */
+	const char *config_flag;
+	const char *url_flag;
+	bool json;
+	/* resolved lazily by cli_load(); owned */
+	bool loaded;
+	char *url;
+	char *key;
+};
+
+/* Options every verb accepts besides its own: --json, --config F, --url U.
+ * Put CLI_COMMON_OPTS at the end of a verb's long options (before the zero
+ * entry) and pass unhandled option chars to cli_common_opt(). */
+#define OPT_JSON 1001
+#define OPT_CONFIG 1002
+#define OPT_URL 1003
+#define CLI_COMMON_OPTS                                                                   \
+	{ "json", no_argument, NULL, OPT_JSON }, { "config", required_argument, NULL, OPT_CONFIG }, \
+	{ "url", required_argument, NULL, OPT_URL }, { "help", no_argument, NULL, 'h' }
+/* Returns 0 if handled, else prints a usage error for verb and returns EXIT_USAGE. */
+int cli_common_opt(struct cli *cli, int opt, const char *verb);
+
+/* --- client.c --- */
+
+/* For verbs with only the common options and between want_min and want_max
+ * (-1: any number) positional arguments, left at argv[optind...].
+ * Returns 0 or an exit code. */
+int cli_only_common(struct cli *cli, int argc, char **argv, const char *verb, int want_min,
+		    int want_max);
+/* Parse a whole decimal integer in [min, max]. */
+bool cli_parse_int(const char *s, long long min, long long max, long long *out);
+/* Print an object's top-level fields as "key: value" lines. */
+void cli_print_fields(const json *o);
+
+/* Resolve url and key from flags, env and the config file. Returns 0 or 1. */
+int cli_load(struct cli *cli);
+/* Print "airlock: <message> (<code>)" to stderr; returns 1. */
+int cli_fail(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "airlock: <message>" and a hint to stderr; returns EXIT_USAGE. */
+int cli_usage(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print the error carried by a non-2xx answer; returns 1. */
+int cli_fail_resp(int status, const char *body, size_t len);
+
+/* Header lines for a request: Authorization plus extra ("Name: v\r\n"...).
+ * Caller owns. */
+char *cli_headers(struct cli *cli, const char *extra);
+
+/* One request with a complete answer. Returns 0 when the status is 2xx and
+ * fills *out (caller frees with http_resp_free); otherwise prints the error
+ * and returns 1 (*out is freed). content_type may be NULL. */
+int cli_call(struct cli *cli, const char *method, const char *target,
+	     const char *content_type, const void *body, size_t len, const char *extra_headers,
+	     struct http_resp *out);
+/* cli_call with a JSON body (or NULL) and a JSON answer. *out is set to the
+ * parsed answer (caller frees; NULL for an empty body). With raw != NULL the
+ * answer text is also returned (caller owns). Returns 0/1. */
+int cli_call_json(struct cli *cli, const char *method, const char *target,
+		  const char *json_body, const char *extra_headers, json **out, char **raw);
+
+/* Streaming: on_line is called for each NDJSON line (without '\n') of a 2xx
+ * answer; returning non-zero stops the request. Errors are printed. Returns
+ * 0 when the stream ended, 1 on error, or what on_line returned. */
+typedef int (*cli_line_fn)(void *arg, char *line, size_t len);
+int cli_stream_lines(struct cli *cli, const char *method, const char *target,
+		     const char *json_body, cli_line_fn on_line, void *arg);
+/* Streaming raw bytes of a 2xx answer to fd. Returns 0/1. */
+int cli_stream_to_fd(struct cli *cli, const char *method, const char *target, int fd);
+
+/* Percent-encode for a query value or path segment. Caller owns. */
+char *cli_escape(const char *s);
+
+/* Print a JSON text as the server sent it, plus a newline. */
+void cli_print_raw(const char *text);
+/* Indented JSON for humans. */
+void cli_print_pretty(const json *j, FILE *f);
+/* Compact JSON text of a value; caller owns. */
+char *cli_json_text(const json *j);
+/* A field of an object as display text: strings as is, numbers, bools,
+ * null/absent as "-", arrays and objects as compact JSON. Caller owns. */
+char *cli_field(const json *obj, const char *key);
+
+/* A simple left-aligned table. */
+struct table {
+	size_t n_cols, n_rows;
+	char **cells;    /* owned, row-major, header row first */
+};
+void table_init(struct table *t, size_t n_cols, const char *const *header);
+/* Adds a row; takes ownership of the n_cols strings in cells (NULL = "-"). */
+void table_add(struct table *t, char **cells);
+void table_print(struct table *t, FILE *f);   /* and frees it */
+
+/* Verbs. */
+int cmd_create(struct cli *cli, int argc, char **argv);
+int cmd_ls(struct cli *cli, int argc, char **argv);
+int cmd_get(struct cli *cli, int argc, char **argv);
+int cmd_rm(struct cli *cli, int argc, char **argv);
+int cmd_exec(struct cli *cli, int argc, char **argv);
+int cmd_ps(struct cli *cli, int argc, char **argv);
+int cmd_logs(struct cli *cli, int argc, char **argv);
+int cmd_kill(struct cli *cli, int argc, char **argv);
+int cmd_files(struct cli *cli, int argc, char **argv);
+int cmd_template(struct cli *cli, int argc, char **argv);
+int cmd_tenant(struct cli *cli, int argc, char **argv);
+int cmd_key(struct cli *cli, int argc, char **argv);
+int cmd_health(struct cli *cli, int argc, char **argv);
+int cmd_node(struct cli *cli, int argc, char **argv);
+
+/* The usage text (main.c). */
+void cli_print_usage(FILE *f);
+
+#endif

@@ -1,0 +1,244 @@
+/* files.c - `airlock files ...`: files inside a sandbox. */
+#include <errno.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define MAX_WRITE (16u << 20)   /* the API's limit for file writes */
+
+/* "/v1/sandboxes/<sbx>/<what>?path=<path>" with both escaped. Caller owns. */
+static char *files_target(const char *sbx, const char *what, const char *path)
+{
+	_cleanup_free_ char *s = cli_escape(sbx), *p = cli_escape(path);
+
+	return xasprintf("/v1/sandboxes/%s/%s?path=%s", s, what, p);
+}
+
+static int files_read(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_free_ char *target = NULL;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "files read", 2, 2)))
+		return r;
+	target = files_target(argv[optind], "files", argv[optind + 1]);
+	return cli_stream_to_fd(cli, "GET", target, 1);
+}
+
+static int files_write(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "mode", required_argument, NULL, 'm' },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
+	_cleanup_free_ char *target = NULL;
+	const char *mode = NULL;
+	struct http_resp resp;
+	struct buf data;
+	char chunk[65536];
+	int opt, r;
+
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+		if (opt == 'm')
+			mode = optarg;
+		else if ((r = cli_common_opt(cli, opt, "files write")))
+			return r;
+	}
+	if (argc - optind != 2)
+		return cli_usage("files write", "usage: airlock files write SBX PATH [--mode 0644] < data");
+	if (mode && (strlen(mode) < 3 || strlen(mode) > 4 || strspn(mode, "01234567") != strlen(mode)))
+		return cli_usage("files write", "--mode needs an octal mode like 0644");
+	target = files_target(argv[optind], "files", argv[optind + 1]);
+	if (mode) {
+		char *t = xasprintf("%s&mode=%s", target, mode);
+		free(target);
+		target = t;
+	}
+	buf_init(&data);
+	for (;;) {
+		ssize_t n = read(0, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			buf_free(&data);
+			return cli_fail("io", "cannot read stdin: %s", strerror(errno));
+		}
+		if (n == 0)
+			break;
+		if (data.len + (size_t)n > MAX_WRITE) {
+			buf_free(&data);
+			return cli_fail("body_too_large", "stdin is larger than the %u MiB limit",
+					MAX_WRITE >> 20);
+		}
+		buf_add(&data, chunk, (size_t)n);
+	}
+	r = cli_call(cli, "PUT", target, "application/octet-stream", data.data, data.len, NULL,
+		     &resp);
+	buf_free(&data);
+	if (r == 0)
+		http_resp_free(&resp);
+	return r;
+}
+
+static int files_ls(struct cli *cli, int argc, char **argv)
+{
+	static const char *const head[] = { "TYPE", "MODE", "SIZE", "MTIME", "NAME" };
+	_cleanup_free_ char *target = NULL, *raw = NULL;
+	json *resp = NULL;
+	const json *list;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "files ls", 2, 2)))
+		return r;
+	target = files_target(argv[optind], "files/list", argv[optind + 1]);
+	if ((r = cli_call_json(cli, "GET", target, NULL, NULL, &resp, &raw)))
+		return r;
+	if (cli->json) {
+		cli_print_raw(raw);
+		json_free(resp);
+		return 0;
+	}
+	list = resp ? json_get(resp, "entries") : NULL;
+	if (!list || list->type != JSON_ARR) {
+		json_free(resp);
+		return cli_fail("bad_response", "the answer carries no entries");
+	}
+	struct table t;
+	table_init(&t, 5, head);
+	for (size_t i = 0; i < list->n; i++) {
+		const json *e = list->items[i];
+		char *row[5] = { cli_field(e, "type"), cli_field(e, "mode"), cli_field(e, "size"),
+				 cli_field(e, "mtime"), cli_field(e, "name") };
+		table_add(&t, row);
+	}
+	table_print(&t, stdout);
+	json_free(resp);
+	return 0;
+}
+
+static int files_stat(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_free_ char *target = NULL, *raw = NULL;
+	json *resp = NULL;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "files stat", 2, 2)))
+		return r;
+	target = files_target(argv[optind], "files/stat", argv[optind + 1]);
+	if ((r = cli_call_json(cli, "GET", target, NULL, NULL, &resp, &raw)))
+		return r;
+	if (cli->json || !resp || resp->type != JSON_OBJ)
+		cli_print_raw(raw);
+	else
+		cli_print_fields(resp);
+	json_free(resp);
+	return 0;
+}
+
+static int files_rm(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "recursive", no_argument, NULL, 'r' },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
+	_cleanup_free_ char *target = NULL;
+	struct http_resp resp;
+	bool recursive = false;
+	int opt, r;
+
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "rh", opts, NULL)) != -1) {
+		if (opt == 'r')
+			recursive = true;
+		else if ((r = cli_common_opt(cli, opt, "files rm")))
+			return r;
+	}
+	if (argc - optind != 2)
+		return cli_usage("files rm", "usage: airlock files rm SBX PATH [-r]");
+	target = files_target(argv[optind], "files", argv[optind + 1]);
+	if (recursive) {
+		char *t = xasprintf("%s&recursive=1", target);
+		free(target);
+		target = t;
+	}
+	if ((r = cli_call(cli, "DELETE", target, NULL, NULL, 0, NULL, &resp)))
+		return r;
+	http_resp_free(&resp);
+	return 0;
+}
+
+static int files_post(struct cli *cli, const char *sbx, const char *what, const char *body)
+{
+	_cleanup_free_ char *s = cli_escape(sbx);
+	_cleanup_free_ char *target = xasprintf("/v1/sandboxes/%s/files/%s", s, what);
+
+	return cli_call_json(cli, "POST", target, body, NULL, NULL, NULL);
+}
+
+static int files_mkdir(struct cli *cli, int argc, char **argv)
+{
+	struct buf b;
+	struct jw w;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "files mkdir", 2, 2)))
+		return r;
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	jw_key(&w, "path");
+	jw_str(&w, argv[optind + 1]);
+	jw_key(&w, "parents");
+	jw_bool(&w, true);
+	jw_end(&w);
+	r = files_post(cli, argv[optind], "mkdir", b.data);
+	buf_free(&b);
+	return r;
+}
+
+static int files_mv(struct cli *cli, int argc, char **argv)
+{
+	struct buf b;
+	struct jw w;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "files mv", 3, 3)))
+		return r;
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	jw_key(&w, "from");
+	jw_str(&w, argv[optind + 1]);
+	jw_key(&w, "to");
+	jw_str(&w, argv[optind + 2]);
+	jw_end(&w);
+	r = files_post(cli, argv[optind], "rename", b.data);
+	buf_free(&b);
+	return r;
+}
+
+int cmd_files(struct cli *cli, int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(struct cli *, int, char **);
+	} subs[] = {
+		{ "read", files_read },	  { "cat", files_read },   { "write", files_write },
+		{ "ls", files_ls },	  { "stat", files_stat },  { "rm", files_rm },
+		{ "mkdir", files_mkdir }, { "mv", files_mv },
+	};
+
+	if (argc < 2)
+		return cli_usage("files", "missing subcommand (read, write, ls, stat, rm, mkdir, mv)");
+	for (size_t i = 0; i < ARRAY_SIZE(subs); i++)
+		if (strcmp(argv[1], subs[i].name) == 0)
+			return subs[i].fn(cli, argc - 1, argv + 1);
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		cli_print_usage(stdout);
+		return 0;
+	}
+	return cli_usage("files", "unknown subcommand `%s`", argv[1]);
+}
