@@ -525,7 +525,10 @@ stop:
 		}
 	}
 out:
-	if (pool_mounted) {
+	/* Release the pool even when an earlier, crashed instance mounted it:
+	 * pool_release only unmounts a loop-image pool. */
+	(void)pool_mounted;
+	{
 		err_t e2 = { 0 };
 		if (pool_release(cfg->data_dir, &e2) < 0)
 			log_warn("pool: %s", e2.msg);

@@ -72,17 +72,20 @@ class Server:
         self.proc = None
 
     def start(self, timeout=600):
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [AIRLOCKD, "up", "--data-dir", self.dir, "--listen", self.addr,
-             "--templates", self.templates, "--pool-size-mb", "16384"] + self.extra_args,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        start_at = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [AIRLOCKD, "up", "--data-dir", self.dir, "--listen", self.addr,
+                 "--templates", self.templates, "--pool-size-mb", "16384"] + self.extra_args,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"airlockd up exited {self.proc.returncode}:\n{self.log()}")
-            if b"airlock is up" in open(self.log_path, "rb").read():
-                break
+            with open(self.log_path, "rb") as f:
+                f.seek(start_at)
+                if b"airlock is up" in f.read():
+                    break
             time.sleep(0.05)
         else:
             raise RuntimeError("airlockd up did not come up:\n" + self.log())
@@ -93,7 +96,8 @@ class Server:
 
     def log(self):
         try:
-            return open(self.log_path, errors="replace").read()[-20000:]
+            with open(self.log_path, errors="replace") as f:
+                return f.read()[-20000:]
         except OSError:
             return ""
 

@@ -208,9 +208,11 @@ class BadInputTest(AirlockTestCase):
                     {"template": "busybox", "limits": {"memory_mb": "lots"}})
         self.expect(404, "template_not_found", "POST", "/v1/sandboxes", {"template": "nope"})
         self.expect(422, "over_capacity", "POST", "/v1/sandboxes",
-                    {"template": "busybox", "limits": {"memory_mb": 10 ** 8}})
+                    {"template": "busybox", "limits": {"memory_mb": 10 ** 6}})
         self.expect(422, "over_capacity", "POST", "/v1/sandboxes",
-                    {"template": "busybox", "limits": {"cpus": 4096}})
+                    {"template": "busybox", "limits": {"cpus": 1024}})
+        self.expect(400, "invalid_field", "POST", "/v1/sandboxes",
+                    {"template": "busybox", "limits": {"memory_mb": 10 ** 12}})
         self.expect(400, None, "POST", "/v1/sandboxes", {"template": "busybox", "backend": "warp"})
 
     def test_exec_body(self):
@@ -221,16 +223,30 @@ class BadInputTest(AirlockTestCase):
             self.expect(400, None, "POST", p, {"cmd": "ls"})
             self.expect(400, None, "POST", p, {"cmd": ["ls", 3]})
             self.expect(400, "unknown_field", "POST", p, {"cmd": ["ls"], "nope": True})
-            self.expect(400, None, "POST", f"/v1/sandboxes/{sbx['id']}/files/stat?path=relative")
+            self.expect(400, None, "GET", f"/v1/sandboxes/{sbx['id']}/files/stat?path=relative")
             self.expect(404, None, "POST", f"/v1/sandboxes/{sbx['id']}/processes/99999/signal",
                         {"signal": 9})
-            self.expect(400, None, "POST", f"/v1/sandboxes/{sbx['id']}/processes/1/signal",
+            ev = self.api.stream("POST", p, {"cmd": ["sleep", "30"]})
+            pid = next(ev)["pid"]
+            ev.close()
+            self.expect(400, None, "POST", f"/v1/sandboxes/{sbx['id']}/processes/{pid}/signal",
                         {"signal": "NOPE"})
+            self.expect(400, None, "POST", f"/v1/sandboxes/{sbx['id']}/processes/{pid}/signal",
+                        {"signal": 100000})
         finally:
             self.api.delete(sbx["id"])
 
     def test_too_large_and_unknown(self):
-        self.expect(413, None, "POST", "/v1/sandboxes", b"{" + b" " * (17 << 20) + b"}")
+        # The limit is enforced from the declared length, before the body is read.
+        import socket
+        s = socket.create_connection(("127.0.0.1", self.server.port))
+        s.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                  + self.api.key.encode() + b"\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n{" % (17 << 20))
+        head = s.recv(4096)
+        s.close()
+        self.assertIn(b" 413 ", head.split(b"\r\n")[0])
+        self.expect(413, None, "POST", "/v1/sandboxes", b"{" + b" " * (2 << 20) + b"}")
         self.expect(404, None, "GET", "/v1/nothing-here")
         self.expect(404, "not_found", "GET", "/v1/sandboxes/sbx-doesnotexist")
         self.expect(405, None, "PATCH", "/v1/sandboxes")

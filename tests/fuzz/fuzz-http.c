@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct http_req req;
 	err_t err = { 0 };
 	/* an exact-size copy so ASan catches any read past size */
-	char *copy = malloc(size ? size : 1);
+	char *copy = calloc(1, size ? size : 1);
 
 	if (size)
 		memcpy(copy, data, size);

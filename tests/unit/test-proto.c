@@ -1,0 +1,401 @@
+/* test-proto: frame encode/decode round trips and every malformed-input class
+ * (truncated, oversized, bad magic, bad version, field overrun, too many
+ * arguments, bad strings), plus the stream receiver's resync. Exit 0 = pass. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../src/proto/proto.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                 \
+	do {                                                                        \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
+				#cond);                                             \
+			failures++;                                                 \
+		}                                                                   \
+	} while (0)
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Parse exactly one frame that fills b. */
+static int parse_one(const struct buf *b, struct proto_frame *f)
+{
+	size_t flen;
+	int r = proto_parse((const uint8_t *)b->data, b->len, f, &flen);
+	if (r == 0)
+		CHECK(flen == b->len);
+	return r;
+}
+
+static void test_header_roundtrip(void)
+{
+	struct buf b;
+	struct proto_enc e;
+	struct proto_frame f;
+	uint32_t v32;
+	uint64_t v64;
+	int64_t i64;
+	uint16_t v16;
+	uint8_t v8;
+	char *s = NULL;
+
+	buf_init(&b);
+	proto_enc_begin(&e, &b, PT_STATUS, PROTO_F_MORE, 0xdeadbeef);
+	proto_enc_u8(&e, 100, 7);
+	proto_enc_u16(&e, 101, 0xabcd);
+	proto_enc_u32(&e, 102, 0x12345678);
+	proto_enc_u64(&e, 103, 0x0102030405060708ull);
+	proto_enc_i64(&e, 104, -5);
+	proto_enc_str(&e, 105, "hello");
+	proto_enc_bytes(&e, 106, NULL, 0);
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(memcmp(b.data, "ALCK", 4) == 0);
+	CHECK(parse_one(&b, &f) == 0);
+	CHECK(f.type == PT_STATUS && f.flags == PROTO_F_MORE && f.req_id == 0xdeadbeef);
+	CHECK(proto_get_u8(f.payload, f.len, 100, &v8) == 0 && v8 == 7);
+	CHECK(proto_get_u16(f.payload, f.len, 101, &v16) == 0 && v16 == 0xabcd);
+	CHECK(proto_get_u32(f.payload, f.len, 102, &v32) == 0 && v32 == 0x12345678);
+	CHECK(proto_get_u64(f.payload, f.len, 103, &v64) == 0 && v64 == 0x0102030405060708ull);
+	CHECK(proto_get_i64(f.payload, f.len, 104, &i64) == 0 && i64 == -5);
+	CHECK(proto_get_str(f.payload, f.len, 105, 100, &s) == 0 && !strcmp(s, "hello"));
+	free(s);
+	s = NULL;
+	CHECK(proto_get_str(f.payload, f.len, 105, 3, &s) == -EBADMSG);   /* over max */
+	CHECK(proto_get_str(f.payload, f.len, 106, 3, &s) == 0 && s[0] == '\0');
+	free(s);
+	/* wrong size for the type, absent tag */
+	CHECK(proto_get_u32(f.payload, f.len, 100, &v32) == -EBADMSG);
+	CHECK(proto_get_u32(f.payload, f.len, 999, &v32) == -ENOENT);
+	CHECK(!proto_get_flag(f.payload, f.len, 999));
+	CHECK(proto_get_flag(f.payload, f.len, 100));
+	/* truncated at every length: never a frame, never a crash */
+	for (size_t n = 0; n < b.len; n++) {
+		size_t flen;
+		CHECK(proto_parse((const uint8_t *)b.data, n, &f, &flen) == -EAGAIN);
+	}
+	buf_free(&b);
+}
+
+static void test_exec_roundtrip(void)
+{
+	char *argv[] = { "sh", "-c", "echo hi", NULL };
+	char *env[] = { "A=1", "B=", NULL };
+	struct proto_exec x = { .argv = argv, .env = env, .cwd = "/work", .uid = 1000,
+				.gid = 1001, .pty = true, .rows = 40, .cols = 120,
+				.stdin_open = true };
+	struct proto_exec y;
+	struct proto_frame f;
+	struct buf b;
+
+	buf_init(&b);
+	CHECK(proto_enc_exec(&b, 9, &x) == 0);
+	CHECK(parse_one(&b, &f) == 0);
+	CHECK(f.type == PT_EXEC && f.req_id == 9);
+	CHECK(proto_dec_exec(&f, &y) == 0);
+	CHECK(y.argc == 3 && !strcmp(y.argv[2], "echo hi") && y.argv[3] == NULL);
+	CHECK(y.envc == 2 && !strcmp(y.env[1], "B=") && y.env[2] == NULL);
+	CHECK(y.cwd && !strcmp(y.cwd, "/work"));
+	CHECK(y.uid == 1000 && y.gid == 1001 && y.pty && y.rows == 40 && y.cols == 120);
+	CHECK(y.stdin_open);
+	proto_exec_free(&y);
+
+	/* no env: env stays NULL (guest default env) */
+	x.env = NULL;
+	x.pty = false;
+	buf_reset(&b);
+	CHECK(proto_enc_exec(&b, 10, &x) == 0);
+	CHECK(parse_one(&b, &f) == 0);
+	CHECK(proto_dec_exec(&f, &y) == 0);
+	CHECK(y.env == NULL && y.envc == 0 && !y.pty);
+	proto_exec_free(&y);
+
+	/* empty argv refused on both sides */
+	char *none[] = { NULL };
+	x.argv = none;
+	CHECK(proto_enc_exec(&b, 11, &x) == -EINVAL);
+	struct proto_enc e;
+	buf_reset(&b);
+	proto_enc_begin(&e, &b, PT_EXEC, 0, 12);
+	proto_enc_str(&e, PTAG_CWD, "/");
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(parse_one(&b, &f) == 0);
+	CHECK(proto_dec_exec(&f, &y) == -EINVAL);
+	buf_free(&b);
+}
+
+static void test_too_many_args(void)
+{
+	struct proto_enc e;
+	struct proto_frame f;
+	struct proto_exec y;
+	struct buf b;
+
+	buf_init(&b);
+	proto_enc_begin(&e, &b, PT_EXEC, 0, 1);
+	for (int i = 0; i < PROTO_MAX_ARGV + 1; i++)
+		proto_enc_str(&e, PTAG_ARG, "x");
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(parse_one(&b, &f) == 0);
+	CHECK(proto_dec_exec(&f, &y) == -E2BIG);
+
+	buf_reset(&b);
+	proto_enc_begin(&e, &b, PT_EXEC, 0, 1);
+	proto_enc_str(&e, PTAG_ARG, "true");
+	for (int i = 0; i < PROTO_MAX_ENV + 1; i++)
+		proto_enc_str(&e, PTAG_ENV, "A=1");
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(parse_one(&b, &f) == 0);
+	CHECK(proto_dec_exec(&f, &y) == -E2BIG);
+
+	/* encoder refuses too: */
+	char **argv = calloc(PROTO_MAX_ARGV + 2, sizeof(char *));
+	for (int i = 0; i < PROTO_MAX_ARGV + 1; i++)
+		argv[i] = "a";
+	struct proto_exec x = { .argv = argv };
+	CHECK(proto_enc_exec(&b, 1, &x) == -E2BIG);
+	free(argv);
+
+	/* an ARG with an embedded NUL */
+	buf_reset(&b);
+	proto_enc_begin(&e, &b, PT_EXEC, 0, 1);
+	proto_enc_bytes(&e, PTAG_ARG, "a\0b", 3);
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(parse_one(&b, &f) == 0);
+	CHECK(proto_dec_exec(&f, &y) == -EBADMSG);
+
+	/* more fields than PROTO_MAX_FIELDS (empty fields, fits in a frame) */
+	buf_reset(&b);
+	proto_enc_begin(&e, &b, PT_EXEC, 0, 1);
+	for (int i = 0; i < PROTO_MAX_FIELDS + 1; i++)
+		proto_enc_bytes(&e, 999, NULL, 0);
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(parse_one(&b, &f) == -EBADMSG);
+	buf_free(&b);
+}
+
+static void test_malformed(void)
+{
+	struct proto_enc e;
+	struct proto_frame f;
+	struct buf b;
+	size_t flen;
+	uint8_t *p;
+
+	buf_init(&b);
+	proto_enc_begin(&e, &b, PT_STAT, 0, 77);
+	proto_enc_str(&e, PTAG_PATH, "/etc/passwd");
+	CHECK(proto_enc_end(&e) == 0);
+	p = (uint8_t *)b.data;
+
+	/* bad magic */
+	p[0] ^= 0xff;
+	CHECK(proto_parse(p, b.len, &f, &flen) == -EPROTO && flen == 0);
+	p[0] ^= 0xff;
+
+	/* bad version: boundary known, id reported */
+	p[4] = 2;
+	CHECK(proto_parse(p, b.len, &f, &flen) == -EPROTONOSUPPORT);
+	CHECK(flen == b.len && f.req_id == 77);
+	p[4] = PROTO_VERSION;
+
+	/* oversized declared length: refused from the header alone */
+	put32(p + 12, PROTO_MAX_PAYLOAD + 1);
+	CHECK(proto_parse(p, PROTO_HDR_LEN, &f, &flen) == -EMSGSIZE && flen == 0);
+	CHECK(f.req_id == 77);
+	put32(p + 12, 0xffffffffu);
+	CHECK(proto_parse(p, b.len, &f, &flen) == -EMSGSIZE);
+
+	/* field length overruns the payload */
+	uint32_t plen = (uint32_t)(b.len - PROTO_HDR_LEN);
+	put32(p + 12, plen);
+	put32(p + PROTO_HDR_LEN + 2, plen);   /* field len > what is left */
+	CHECK(proto_parse(p, b.len, &f, &flen) == -EBADMSG && flen == b.len);
+	put32(p + PROTO_HDR_LEN + 2, 0xffffffffu);
+	CHECK(proto_parse(p, b.len, &f, &flen) == -EBADMSG);
+
+	/* a payload that ends inside a field header */
+	buf_reset(&b);
+	proto_enc_begin(&e, &b, PT_STATUS, 0, 5);
+	CHECK(proto_enc_end(&e) == 0);
+	buf_add(&b, "\x01\x00\x00", 3);
+	p = (uint8_t *)b.data;
+	put32(p + 12, 3);
+	CHECK(proto_parse(p, b.len, &f, &flen) == -EBADMSG);
+
+	/* frame too large for the encoder */
+	buf_reset(&b);
+	char *big = calloc(1, PROTO_MAX_FRAME);
+	proto_enc_begin(&e, &b, PT_WRITE, 0, 1);
+	proto_enc_bytes(&e, PTAG_DATA, big, PROTO_MAX_FRAME);
+	CHECK(proto_enc_end(&e) == -EMSGSIZE);
+	CHECK(b.len == 0);
+	free(big);
+
+	/* nested field that overruns its parent: iter notices */
+	struct proto_iter it;
+	struct proto_field fld;
+	uint8_t nested[] = { 1, 0, 50, 0, 0, 0, 'x' };
+	proto_iter_init(&it, nested, sizeof(nested));
+	CHECK(proto_iter_next(&it, &fld) == -EBADMSG);
+	CHECK(proto_find(nested, sizeof(nested), 1, &fld) == -EBADMSG);
+	buf_free(&b);
+}
+
+static void test_typed(void)
+{
+	struct buf b;
+	struct proto_frame f;
+	size_t flen;
+
+	buf_init(&b);
+	struct proto_hello h = { .version = 1 }, h2;
+	strcpy(h.boot_id, "abc123");
+	CHECK(proto_enc_hello(&b, 0, &h) == 0);
+	CHECK(parse_one(&b, &f) == 0 && f.type == PT_HELLO);
+	CHECK(proto_dec_hello(&f, &h2) == 0 && h2.version == 1 && !strcmp(h2.boot_id, "abc123"));
+
+	buf_reset(&b);
+	CHECK(proto_enc_error(&b, 4, ENOENT, "no such\nthing") == 0);
+	struct proto_error pe;
+	CHECK(parse_one(&b, &f) == 0 && f.type == PT_ERROR && f.req_id == 4);
+	CHECK(proto_dec_error(&f, &pe) == 0 && pe.err == ENOENT);
+	CHECK(!strcmp(pe.msg, "no such?thing"));   /* control chars neutralised */
+
+	buf_reset(&b);
+	struct proto_output o = { .pid = 42, .fd = 2, .offset = 1000, .data = (const uint8_t *)"xyz",
+				  .len = 3 }, o2;
+	CHECK(proto_enc_output(&b, &o) == 0);
+	CHECK(parse_one(&b, &f) == 0);
+	CHECK(proto_dec_output(&f, &o2) == 0 && o2.pid == 42 && o2.fd == 2 && o2.offset == 1000);
+	CHECK(o2.len == 3 && !memcmp(o2.data, "xyz", 3));
+	/* bad fd number */
+	buf_reset(&b);
+	o.fd = 3;
+	CHECK(proto_enc_output(&b, &o) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_output(&f, &o2) == -EBADMSG);
+	/* offset + len wraps */
+	buf_reset(&b);
+	o.fd = 1;
+	o.offset = UINT64_MAX - 1;
+	CHECK(proto_enc_output(&b, &o) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_output(&f, &o2) == -EBADMSG);
+
+	buf_reset(&b);
+	struct proto_exit x = { .pid = 7, .code = 3 }, x2;
+	CHECK(proto_enc_exit(&b, &x) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_exit(&f, &x2) == 0);
+	CHECK(x2.pid == 7 && x2.code == 3 && x2.signal == 0);
+	buf_reset(&b);
+	x = (struct proto_exit){ .pid = 8, .code = -1, .signal = 9 };
+	CHECK(proto_enc_exit(&b, &x) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_exit(&f, &x2) == 0);
+	CHECK(x2.pid == 8 && x2.code == -1 && x2.signal == 9);
+
+	buf_reset(&b);
+	struct proto_status s = { .last_activity_ms = 1700000000000, .uptime_ms = 5, .n_procs = 2 }, s2;
+	CHECK(proto_enc_status(&b, 3, &s) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_status(&f, &s2) == 0);
+	CHECK(s2.last_activity_ms == s.last_activity_ms && s2.uptime_ms == 5 && s2.n_procs == 2);
+
+	/* stat in a nested dirent */
+	buf_reset(&b);
+	struct proto_enc e;
+	struct proto_stat st = { .type = 'd', .size = 4096, .mode = 0755, .mtime_ms = -1,
+				 .uid = 1, .gid = 2 }, st2;
+	proto_enc_begin(&e, &b, PT_LIST_OK, 0, 1);
+	size_t mark = proto_enc_nest_begin(&e, PTAG_DIRENT);
+	proto_enc_str(&e, PTAG_NAME, "dir");
+	proto_enc_stat_fields(&e, &st);
+	proto_enc_nest_end(&e, mark);
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(proto_parse((const uint8_t *)b.data, b.len, &f, &flen) == 0);
+	struct proto_field fld;
+	CHECK(proto_find(f.payload, f.len, PTAG_DIRENT, &fld) == 0);
+	CHECK(proto_dec_stat_fields(fld.val, fld.len, &st2) == 0);
+	CHECK(st2.type == 'd' && st2.size == 4096 && st2.mode == 0755 && st2.mtime_ms == -1);
+	char name[16];
+	CHECK(proto_get_strbuf(fld.val, fld.len, PTAG_NAME, name, sizeof(name)) == 0);
+	CHECK(!strcmp(name, "dir"));
+	CHECK(proto_get_strbuf(fld.val, fld.len, PTAG_NAME, name, 3) == -EBADMSG);
+	buf_free(&b);
+}
+
+static void test_rx_resync(void)
+{
+	struct proto_rx rx;
+	struct proto_frame f;
+	struct buf good;
+	struct proto_enc e;
+	uint8_t hdr[PROTO_HDR_LEN];
+
+	buf_init(&good);
+	proto_enc_begin(&e, &good, PT_STATUS, 0, 1);
+	CHECK(proto_enc_end(&e) == 0);
+	proto_rx_init(&rx);
+
+	/* garbage, then a good frame fed one byte at a time */
+	proto_rx_feed(&rx, "garbage-garbage-garbage", 23);
+	CHECK(proto_rx_next(&rx, &f) == -EPROTO);
+	CHECK(proto_rx_next(&rx, &f) == 0);    /* scanning, no more errors */
+	for (size_t i = 0; i < good.len; i++) {
+		proto_rx_feed(&rx, good.data + i, 1);
+		int r = proto_rx_next(&rx, &f);
+		CHECK(r == (i + 1 == good.len ? 1 : 0));
+	}
+	CHECK(f.type == PT_STATUS && f.req_id == 1);
+
+	/* an oversized header, then a good frame */
+	memcpy(hdr, good.data, PROTO_HDR_LEN);
+	hdr[8] = 9;
+	put32(hdr + 12, 0x7fffffff);
+	proto_rx_feed(&rx, hdr, sizeof(hdr));
+	CHECK(proto_rx_next(&rx, &f) == -EMSGSIZE && f.req_id == 9);
+	proto_rx_feed(&rx, good.data, good.len);
+	CHECK(proto_rx_next(&rx, &f) == 1 && f.req_id == 1);
+
+	/* a frame with bad fields is skipped alone */
+	uint8_t bad[PROTO_HDR_LEN + 3];
+	memcpy(bad, good.data, PROTO_HDR_LEN);
+	bad[8] = 5;
+	put32(bad + 12, 3);
+	memset(bad + PROTO_HDR_LEN, 0xee, 3);
+	proto_rx_feed(&rx, bad, sizeof(bad));
+	proto_rx_feed(&rx, good.data, good.len);
+	CHECK(proto_rx_next(&rx, &f) == -EBADMSG && f.req_id == 5);
+	CHECK(proto_rx_next(&rx, &f) == 1 && f.req_id == 1);
+	CHECK(proto_rx_next(&rx, &f) == 0);
+	CHECK(proto_rx_pending(&rx) == 0);
+
+	/* a magic split across feeds while resyncing */
+	proto_rx_feed(&rx, "xxxxxxxxxxxxxxxxxxAL", 20);
+	CHECK(proto_rx_next(&rx, &f) == -EPROTO);
+	CHECK(proto_rx_next(&rx, &f) == 0);
+	proto_rx_feed(&rx, good.data + 2, good.len - 2);
+	CHECK(proto_rx_next(&rx, &f) == 1 && f.type == PT_STATUS);
+
+	proto_rx_free(&rx);
+	buf_free(&good);
+}
+
+int main(void)
+{
+	test_header_roundtrip();
+	test_exec_roundtrip();
+	test_too_many_args();
+	test_malformed();
+	test_typed();
+	test_rx_resync();
+	if (failures) {
+		fprintf(stderr, "test-proto: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test-proto: ok\n");
+	return 0;
+}
