@@ -23,7 +23,7 @@ class DebianTest(AirlockTestCase):
         self.assertEqual(code, 0, out)
         self.assertIn(b"git version", out)
         # default template is debian
-        d = self.api.create()
+        d = self.api.call("POST", "/v1/sandboxes", {})
         self.assertEqual(d["template"], "debian")
         for s in sbxs + [d]:
             self.api.delete(s["id"])
