@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -205,19 +206,24 @@ int jail_spawn(const struct jail_params *p, pid_t *init_pid, err_t *err)
 	if (jail_idmapped_attach(p->rootfs, a, p->mnt, err) < 0)
 		return -err->code;
 	jmsg_send(sock, 'G', 0, -1, NULL);
-	r = recv_step(sock, &m, NULL);
-	if (r < 0 || m.type != 'P') {
-		jail_idmapped_detach(p->mnt);
-		return step_error(err, r, &m, "init pid");
+	/* A reports init's pid ('P') and B its own root mount ('R'). Both write
+	 * to this socket after the fork, so they arrive in either order. Only
+	 * once B has pivoted into its own clone of the tree may we detach ours:
+	 * detaching earlier would propagate into the jail's copy. */
+	bool got_pid = false, got_root = false;
+	while (!got_pid || !got_root) {
+		r = recv_step(sock, &m, NULL);
+		if (r == 0 && m.type == 'P' && !got_pid) {
+			*init_pid = m.val;
+			got_pid = true;
+		} else if (r == 0 && m.type == 'R' && !got_root) {
+			got_root = true;
+		} else {
+			jail_idmapped_detach(p->mnt);
+			return step_error(err, r, &m, got_pid ? "root mount" : "init pid");
+		}
 	}
-	*init_pid = m.val;
-	/* B has pivoted into its own clone of the tree (or failed): detaching
-	 * ours earlier would propagate into the jail's copy while B still
-	 * needs it. */
-	r = recv_step(sock, &m, NULL);
 	jail_idmapped_detach(p->mnt);
-	if (r < 0 || m.type != 'R')
-		return step_error(err, r, &m, "root mount");
 	/* The sync socket closes in B at exec (CLOEXEC): EOF is success. */
 	r = recv_step(sock, &m, NULL);
 	if (r == -EPIPE)
