@@ -78,8 +78,13 @@ struct guestconn *guestconn_open(int fd, const struct guestconn_cbs *cbs, void *
  * Must not be called from a callback. */
 void guestconn_close(struct guestconn *gc);
 bool guestconn_alive(struct guestconn *gc);
+/* Per-request timeout for everything below (default 60 s). A request that
+ * times out returns -ETIMEDOUT; a late reply is then dropped. */
+void guestconn_set_timeout(struct guestconn *gc, int timeout_ms);
 
-/* Errors from the guest carry its errno in err->code (ENOENT, EISDIR, ...). */
+/* Errors from the guest carry its errno in err->code (ENOENT, EISDIR, ...).
+ * on_output for a new process can run before guestconn_exec has returned its
+ * pid to the caller: callbacks must accept a pid they have not seen yet. */
 int guestconn_exec(struct guestconn *gc, const struct exec_spec *spec, uint32_t *pid,
 		   err_t *err);
 int guestconn_stdin(struct guestconn *gc, uint32_t pid, const void *p, size_t n, bool eof,

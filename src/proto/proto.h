@@ -26,7 +26,8 @@
  * on every frame but the last one; the last frame is the end marker (it may
  * carry data too, or none).
  *
- * Message types and their fields:
+ * Message types (PT_<NAME>) and their fields (tags PTAG_<NAME>; not PF_,
+ * which <sys/socket.h> owns):
  *
  *   HELLO    g->h  VERSION u32, BOOT_ID str. Sent unprompted (id 0) each time
  *                  the agent starts, and as the answer to a host HELLO.
@@ -115,41 +116,41 @@ enum proto_type {
 };
 
 enum proto_tag {
-	PF_VERSION = 1,
-	PF_BOOT_ID = 2,
-	PF_ARG = 3,
-	PF_ENV = 4,
-	PF_CWD = 5,
-	PF_UID = 6,
-	PF_GID = 7,
-	PF_PTY = 8,
-	PF_ROWS = 9,
-	PF_COLS = 10,
-	PF_STDIN_OPEN = 11,
-	PF_PID = 12,
-	PF_DATA = 13,
-	PF_EOF = 14,
-	PF_SIGNAL = 15,
-	PF_FD = 16,
-	PF_OFFSET = 17,
-	PF_EXIT_CODE = 18,
-	PF_EXIT_SIGNAL = 19,
-	PF_ERRNO = 20,
-	PF_MSG = 21,
-	PF_PATH = 22,
-	PF_PATH2 = 23,
-	PF_MODE = 24,
-	PF_MAX = 25,
-	PF_SIZE = 26,
-	PF_RECURSIVE = 27,
-	PF_PARENTS = 28,
-	PF_TYPE = 29,
-	PF_MTIME = 30,
-	PF_NAME = 31,
-	PF_DIRENT = 32,
-	PF_LAST_ACTIVITY = 33,
-	PF_UPTIME = 34,
-	PF_NPROCS = 35,
+	PTAG_VERSION = 1,
+	PTAG_BOOT_ID = 2,
+	PTAG_ARG = 3,
+	PTAG_ENV = 4,
+	PTAG_CWD = 5,
+	PTAG_UID = 6,
+	PTAG_GID = 7,
+	PTAG_PTY = 8,
+	PTAG_ROWS = 9,
+	PTAG_COLS = 10,
+	PTAG_STDIN_OPEN = 11,
+	PTAG_PID = 12,
+	PTAG_DATA = 13,
+	PTAG_EOF = 14,
+	PTAG_SIGNAL = 15,
+	PTAG_FD = 16,
+	PTAG_OFFSET = 17,
+	PTAG_EXIT_CODE = 18,
+	PTAG_EXIT_SIGNAL = 19,
+	PTAG_ERRNO = 20,
+	PTAG_MSG = 21,
+	PTAG_PATH = 22,
+	PTAG_PATH2 = 23,
+	PTAG_MODE = 24,
+	PTAG_MAX = 25,
+	PTAG_SIZE = 26,
+	PTAG_RECURSIVE = 27,
+	PTAG_PARENTS = 28,
+	PTAG_TYPE = 29,
+	PTAG_MTIME = 30,
+	PTAG_NAME = 31,
+	PTAG_DIRENT = 32,
+	PTAG_LAST_ACTIVITY = 33,
+	PTAG_UPTIME = 34,
+	PTAG_NPROCS = 35,
 };
 
 /* Name of a frame type for messages ("EXEC"), or "?" */
@@ -176,6 +177,8 @@ void proto_enc_i64(struct proto_enc *e, uint16_t tag, int64_t v);
 /* Nested field: returns a mark for proto_enc_nest_end, which patches its length. */
 size_t proto_enc_nest_begin(struct proto_enc *e, uint16_t tag);
 void proto_enc_nest_end(struct proto_enc *e, size_t mark);
+/* Change the header flags of the frame being built. */
+void proto_enc_set_flags(struct proto_enc *e, uint16_t flags);
 /* Current frame size in bytes (header included). */
 size_t proto_enc_size(const struct proto_enc *e);
 /* Finish the frame. -EMSGSIZE (and the frame is removed from out again) when

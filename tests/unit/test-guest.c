@@ -433,6 +433,18 @@ static void test_stdin(struct guestconn *gc)
 	CHECK_OK(guestconn_stdin(gc, pid, big, n, true, &err));
 	r = wait_exit(pid, 30);
 	CHECK(r->code == 0 && r->out[0].data && atol(r->out[0].data) == (long)n);
+
+	/* A process that never reads: the guest holds the ack back once its
+	 * queue is full, and the request times out instead of growing memory. */
+	char *sl[] = { "sleep", "100", NULL };
+	struct exec_spec s4 = { .argv = sl, .stdin_open = true };
+	pid = run(gc, &s4);
+	guestconn_set_timeout(gc, 500);
+	CHECK_ERR(guestconn_stdin(gc, pid, big, n, false, &err), ETIMEDOUT);
+	guestconn_set_timeout(gc, 0);
+	CHECK_OK(guestconn_signal(gc, pid, SIGKILL, &err));
+	r = wait_exit(pid, 20);
+	CHECK(r->sig == SIGKILL);
 	free(big);
 }
 

@@ -1,0 +1,122 @@
+/* guest.h - internals of airlock-guest, the agent that runs as PID 1 inside a
+ * sandbox. Private to src/guest.
+ *
+ * One thread, one poll(2) loop (agent.c) over: the channel, a signalfd
+ * (SIGCHLD and termination signals), every started process's output and
+ * stdin fds. Nothing in the loop blocks on a peer: the channel and process
+ * stdin are non-blocking with per-connection / per-process buffers.
+ *
+ * Backpressure: when more than OUT_HIGH bytes wait to go out on the channel,
+ * the loop stops reading process output and producing file-read chunks, so a
+ * slow node slows the processes down instead of growing our memory.
+ */
+#ifndef AIRLOCK_GUEST_H
+#define AIRLOCK_GUEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../lib/util.h"
+#include "../proto/proto.h"
+
+#define OUT_HIGH (4u << 20)         /* stop reading process output above this */
+#define IN_HIGH (16u << 20)         /* stop reading the channel above this much output queued */
+#define STDIN_HIGH (1u << 20)       /* defer STDIN acks while more is queued */
+#define EXIT_LINGER_MS 1000         /* after exit, wait this long for pipes held by others */
+#define MAX_UPLOADS 64
+#define MAX_DOWNLOADS 64
+
+struct proc {
+	struct proc *next;
+	pid_t pid;
+	bool pty;
+	int out_fd[2];          /* [0] fd 1 (or pty master), [1] fd 2; -1 when at EOF */
+	uint64_t off[2];        /* bytes reported so far per stream */
+	int in_fd;              /* stdin pipe write end, pty master (dup), or -1 */
+	struct buf in_q;        /* stdin bytes not yet written */
+	size_t in_q_off;
+	bool in_eof;            /* close stdin once in_q is drained */
+	uint32_t *acks;         /* STDIN request ids whose OK waits for in_q to drain */
+	size_t n_acks;
+	bool exited;
+	int status;             /* waitpid status, valid when exited */
+	uint64_t exit_ms;       /* monotonic time of the exit */
+};
+
+struct upload {                 /* a WRITE in progress (multi-frame) */
+	struct upload *next;
+	uint32_t req_id;
+	int fd;
+	char *tmp, *path;
+	uint64_t next_off;
+};
+
+struct download {               /* a READ in progress: chunks are produced as the channel drains */
+	struct download *next;
+	uint32_t req_id;
+	int fd;
+	uint64_t off, size, max;
+};
+
+struct agent {
+	int chan_fd;
+	bool chan_up;           /* false after EOF/error: output is then discarded */
+	int sig_fd;
+	bool pid1;
+	struct proto_rx rx;
+	struct buf out;         /* frames queued for the channel */
+	size_t out_off;
+	struct proc *procs;
+	struct upload *uploads;
+	struct download *downloads;
+	int64_t last_activity_ms;
+	uint64_t start_ms;
+	char boot_id[PROTO_BOOT_ID_MAX + 1];
+	bool quit;
+	uint8_t *iobuf;         /* PROTO_CHUNK scratch for reads */
+};
+
+/* agent.c */
+int agent_run(struct agent *a);
+void agent_touch(struct agent *a);
+size_t agent_out_pending(const struct agent *a);
+/* Queue a frame; the encoders append to a->out directly. */
+void agent_send_error(struct agent *a, uint32_t req_id, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void agent_send_ok(struct agent *a, uint32_t req_id);
+void agent_flush(struct agent *a);
+
+/* proc.c */
+void proc_exec(struct agent *a, const struct proto_frame *f);
+void proc_stdin(struct agent *a, const struct proto_frame *f);
+void proc_signal(struct agent *a, const struct proto_frame *f);
+void proc_resize(struct agent *a, const struct proto_frame *f);
+void proc_reap(struct agent *a);
+/* Read output from stream i (0: fd 1, 1: fd 2) of p; closes it at EOF.
+ * ignore_cap: drain everything now (final drain before EXIT). */
+void proc_read_output(struct agent *a, struct proc *p, int i, bool ignore_cap);
+void proc_write_stdin(struct agent *a, struct proc *p);
+/* Send EXIT and free processes that exited and whose output is done. */
+void proc_finish(struct agent *a);
+/* Milliseconds until the next linger deadline, or -1. */
+int proc_next_timeout(const struct agent *a);
+uint32_t proc_count_live(const struct agent *a);
+void proc_kill_all(struct agent *a);
+/* Drop deferred STDIN acks (they belong to a previous node's requests). */
+void proc_forget_acks(struct agent *a);
+
+/* files.c */
+void file_read(struct agent *a, const struct proto_frame *f);
+void file_write(struct agent *a, const struct proto_frame *f);
+void file_stat(struct agent *a, const struct proto_frame *f);
+void file_list(struct agent *a, const struct proto_frame *f);
+void file_mkdir(struct agent *a, const struct proto_frame *f);
+void file_remove(struct agent *a, const struct proto_frame *f);
+void file_rename(struct agent *a, const struct proto_frame *f);
+/* Produce READ chunks while the channel has room. */
+void file_pump_downloads(struct agent *a);
+/* Drop transfers of a previous host connection. */
+void file_reset_transfers(struct agent *a);
+
+#endif

@@ -1,0 +1,317 @@
+/* proto-msg.c - typed encoders/decoders for the messages with several fields.
+ *
+ * Decoders take frames whose payload comes from the other side of the channel:
+ * on the node that is a sandbox, so every value is range-checked and every
+ * count is limited before anything is allocated for it.
+ */
+#include "proto.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* ---- EXEC ---------------------------------------------------------------- */
+
+int proto_enc_exec(struct buf *out, uint32_t req_id, const struct proto_exec *x)
+{
+	struct proto_enc e;
+	size_t n;
+
+	if (!x->argv || !x->argv[0])
+		return -EINVAL;
+	for (n = 0; x->argv[n]; n++)
+		;
+	if (n > PROTO_MAX_ARGV)
+		return -E2BIG;
+	for (n = 0; x->env && x->env[n]; n++)
+		;
+	if (n > PROTO_MAX_ENV)
+		return -E2BIG;
+	proto_enc_begin(&e, out, PT_EXEC, 0, req_id);
+	for (size_t i = 0; x->argv[i]; i++)
+		proto_enc_str(&e, PTAG_ARG, x->argv[i]);
+	for (size_t i = 0; x->env && x->env[i]; i++)
+		proto_enc_str(&e, PTAG_ENV, x->env[i]);
+	if (x->cwd)
+		proto_enc_str(&e, PTAG_CWD, x->cwd);
+	proto_enc_u32(&e, PTAG_UID, x->uid);
+	proto_enc_u32(&e, PTAG_GID, x->gid);
+	if (x->pty) {
+		proto_enc_u8(&e, PTAG_PTY, 1);
+		proto_enc_u16(&e, PTAG_ROWS, x->rows);
+		proto_enc_u16(&e, PTAG_COLS, x->cols);
+	}
+	if (x->stdin_open)
+		proto_enc_u8(&e, PTAG_STDIN_OPEN, 1);
+	return proto_enc_end(&e);
+}
+
+void proto_exec_free(struct proto_exec *x)
+{
+	if (!x)
+		return;
+	for (size_t i = 0; x->argv && x->argv[i]; i++)
+		free(x->argv[i]);
+	for (size_t i = 0; x->env && x->env[i]; i++)
+		free(x->env[i]);
+	free(x->argv);
+	free(x->env);
+	free(x->cwd);
+	memset(x, 0, sizeof(*x));
+}
+
+/* An ARG/ENV entry (untrusted): a C string, so no NUL inside. Its length is
+ * already bounded by the frame size. */
+static char *dup_entry(const struct proto_field *fld)
+{
+	if (fld->len && memchr(fld->val, '\0', fld->len))
+		return NULL;
+	return xstrndup((const char *)fld->val, fld->len);
+}
+
+int proto_dec_exec(const struct proto_frame *f, struct proto_exec *x)
+{
+	struct proto_iter it;
+	struct proto_field fld;
+	size_t na = 0, ne = 0;
+	bool have_env = false;
+	int r;
+
+	memset(x, 0, sizeof(*x));
+	/* Pass 1: count, so the arrays are sized once and the limits apply
+	 * before any allocation proportional to the input. */
+	proto_iter_init(&it, f->payload, f->len);
+	while ((r = proto_iter_next(&it, &fld)) > 0) {
+		if (fld.tag == PTAG_ARG)
+			na++;
+		else if (fld.tag == PTAG_ENV) {
+			ne++;
+			have_env = true;
+		}
+	}
+	if (r < 0)
+		return r;
+	if (na == 0)
+		return -EINVAL;
+	if (na > PROTO_MAX_ARGV || ne > PROTO_MAX_ENV)
+		return -E2BIG;
+	x->argv = xcalloc(na + 1, sizeof(char *));
+	if (have_env)
+		x->env = xcalloc(ne + 1, sizeof(char *));
+	proto_iter_init(&it, f->payload, f->len);
+	while ((r = proto_iter_next(&it, &fld)) > 0) {
+		char *s;
+		if (fld.tag != PTAG_ARG && fld.tag != PTAG_ENV)
+			continue;
+		if (!(s = dup_entry(&fld))) {
+			r = -EBADMSG;
+			break;
+		}
+		if (fld.tag == PTAG_ARG)
+			x->argv[x->argc++] = s;
+		else
+			x->env[x->envc++] = s;
+	}
+	if (r < 0)
+		goto fail;
+	r = proto_get_str(f->payload, f->len, PTAG_CWD, PROTO_MAX_PATH, &x->cwd);
+	if (r < 0 && r != -ENOENT)
+		goto fail;
+	/* Absent uid/gid mean root: the usual identity inside a sandbox. */
+	if ((r = proto_get_u32(f->payload, f->len, PTAG_UID, &x->uid)) < 0 && r != -ENOENT)
+		goto fail;
+	if ((r = proto_get_u32(f->payload, f->len, PTAG_GID, &x->gid)) < 0 && r != -ENOENT)
+		goto fail;
+	x->pty = proto_get_flag(f->payload, f->len, PTAG_PTY);
+	if ((r = proto_get_u16(f->payload, f->len, PTAG_ROWS, &x->rows)) < 0 && r != -ENOENT)
+		goto fail;
+	if ((r = proto_get_u16(f->payload, f->len, PTAG_COLS, &x->cols)) < 0 && r != -ENOENT)
+		goto fail;
+	x->stdin_open = proto_get_flag(f->payload, f->len, PTAG_STDIN_OPEN);
+	return 0;
+fail:
+	proto_exec_free(x);
+	return r;
+}
+
+/* ---- HELLO --------------------------------------------------------------- */
+
+int proto_enc_hello(struct buf *out, uint32_t req_id, const struct proto_hello *h)
+{
+	struct proto_enc e;
+
+	proto_enc_begin(&e, out, PT_HELLO, 0, req_id);
+	proto_enc_u32(&e, PTAG_VERSION, h->version);
+	if (h->boot_id[0])
+		proto_enc_str(&e, PTAG_BOOT_ID, h->boot_id);
+	return proto_enc_end(&e);
+}
+
+int proto_dec_hello(const struct proto_frame *f, struct proto_hello *h)
+{
+	int r;
+
+	memset(h, 0, sizeof(*h));
+	r = proto_get_u32(f->payload, f->len, PTAG_VERSION, &h->version);
+	if (r < 0)
+		return r == -ENOENT ? -EBADMSG : r;
+	r = proto_get_strbuf(f->payload, f->len, PTAG_BOOT_ID, h->boot_id, sizeof(h->boot_id));
+	if (r < 0 && r != -ENOENT)
+		return r;
+	return 0;
+}
+
+/* ---- ERROR --------------------------------------------------------------- */
+
+int proto_enc_error(struct buf *out, uint32_t req_id, int err, const char *msg)
+{
+	struct proto_enc e;
+	size_t n = msg ? strlen(msg) : 0;
+
+	proto_enc_begin(&e, out, PT_ERROR, 0, req_id);
+	proto_enc_u32(&e, PTAG_ERRNO, err > 0 ? (uint32_t)err : EIO);
+	if (n)
+		proto_enc_bytes(&e, PTAG_MSG, msg, n > PROTO_MAX_MSG ? PROTO_MAX_MSG : n);
+	return proto_enc_end(&e);
+}
+
+int proto_dec_error(const struct proto_frame *f, struct proto_error *e)
+{
+	struct proto_field fld;
+	int r;
+
+	memset(e, 0, sizeof(*e));
+	r = proto_get_u32(f->payload, f->len, PTAG_ERRNO, &e->err);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	/* An untrusted errno is only a number: keep it in a sane range so it
+	 * can be returned as -errno without colliding with "success". */
+	if (e->err == 0 || e->err > 4095)
+		e->err = EIO;
+	if (proto_find(f->payload, f->len, PTAG_MSG, &fld) == 0) {
+		size_t n = fld.len > PROTO_MAX_MSG ? PROTO_MAX_MSG : fld.len;
+		memcpy(e->msg, fld.val, n);
+		e->msg[n] = '\0';
+		/* Make it printable: a sandbox controls these bytes. */
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)e->msg[i] < 0x20 || e->msg[i] == 0x7f)
+				e->msg[i] = '?';
+	}
+	return 0;
+}
+
+/* ---- OUTPUT / EXIT ------------------------------------------------------- */
+
+int proto_enc_output(struct buf *out, const struct proto_output *o)
+{
+	struct proto_enc e;
+
+	proto_enc_begin(&e, out, PT_OUTPUT, 0, 0);
+	proto_enc_u32(&e, PTAG_PID, o->pid);
+	proto_enc_u8(&e, PTAG_FD, o->fd);
+	proto_enc_u64(&e, PTAG_OFFSET, o->offset);
+	proto_enc_bytes(&e, PTAG_DATA, o->data, o->len);
+	return proto_enc_end(&e);
+}
+
+int proto_dec_output(const struct proto_frame *f, struct proto_output *o)
+{
+	int r;
+
+	memset(o, 0, sizeof(*o));
+	if ((r = proto_get_u32(f->payload, f->len, PTAG_PID, &o->pid)) < 0 ||
+	    (r = proto_get_u8(f->payload, f->len, PTAG_FD, &o->fd)) < 0 ||
+	    (r = proto_get_u64(f->payload, f->len, PTAG_OFFSET, &o->offset)) < 0 ||
+	    (r = proto_get_bytes(f->payload, f->len, PTAG_DATA, &o->data, &o->len)) < 0)
+		return -EBADMSG;
+	if (o->fd != 1 && o->fd != 2)
+		return -EBADMSG;
+	/* offset + len must not wrap: the node uses it to place the data. */
+	if (o->offset > UINT64_MAX - o->len)
+		return -EBADMSG;
+	return 0;
+}
+
+int proto_enc_exit(struct buf *out, const struct proto_exit *x)
+{
+	struct proto_enc e;
+
+	proto_enc_begin(&e, out, PT_EXIT, 0, 0);
+	proto_enc_u32(&e, PTAG_PID, x->pid);
+	if (x->signal > 0)
+		proto_enc_u32(&e, PTAG_EXIT_SIGNAL, (uint32_t)x->signal);
+	else
+		proto_enc_u32(&e, PTAG_EXIT_CODE, (uint32_t)x->code);
+	return proto_enc_end(&e);
+}
+
+int proto_dec_exit(const struct proto_frame *f, struct proto_exit *x)
+{
+	uint32_t v;
+
+	memset(x, 0, sizeof(*x));
+	x->code = -1;
+	if (proto_get_u32(f->payload, f->len, PTAG_PID, &x->pid) < 0)
+		return -EBADMSG;
+	if (proto_get_u32(f->payload, f->len, PTAG_EXIT_SIGNAL, &v) == 0) {
+		if (v == 0 || v > 127)
+			return -EBADMSG;
+		x->signal = (int32_t)v;
+		return 0;
+	}
+	if (proto_get_u32(f->payload, f->len, PTAG_EXIT_CODE, &v) < 0 || v > 255)
+		return -EBADMSG;
+	x->code = (int32_t)v;
+	return 0;
+}
+
+/* ---- STAT / STATUS ------------------------------------------------------- */
+
+void proto_enc_stat_fields(struct proto_enc *e, const struct proto_stat *st)
+{
+	proto_enc_u8(e, PTAG_TYPE, (uint8_t)st->type);
+	proto_enc_u64(e, PTAG_SIZE, st->size);
+	proto_enc_u32(e, PTAG_MODE, st->mode);
+	proto_enc_i64(e, PTAG_MTIME, st->mtime_ms);
+	proto_enc_u32(e, PTAG_UID, st->uid);
+	proto_enc_u32(e, PTAG_GID, st->gid);
+}
+
+int proto_dec_stat_fields(const void *p, size_t n, struct proto_stat *st)
+{
+	uint8_t t;
+
+	memset(st, 0, sizeof(*st));
+	if (proto_get_u8(p, n, PTAG_TYPE, &t) < 0 ||
+	    proto_get_u64(p, n, PTAG_SIZE, &st->size) < 0 ||
+	    proto_get_u32(p, n, PTAG_MODE, &st->mode) < 0 ||
+	    proto_get_i64(p, n, PTAG_MTIME, &st->mtime_ms) < 0 ||
+	    proto_get_u32(p, n, PTAG_UID, &st->uid) < 0 ||
+	    proto_get_u32(p, n, PTAG_GID, &st->gid) < 0)
+		return -EBADMSG;
+	if (t != 'f' && t != 'd' && t != 'l' && t != 'o')
+		return -EBADMSG;
+	st->type = (char)t;
+	st->mode &= 07777;
+	return 0;
+}
+
+int proto_enc_status(struct buf *out, uint32_t req_id, const struct proto_status *s)
+{
+	struct proto_enc e;
+
+	proto_enc_begin(&e, out, PT_STATUS_OK, 0, req_id);
+	proto_enc_i64(&e, PTAG_LAST_ACTIVITY, s->last_activity_ms);
+	proto_enc_u64(&e, PTAG_UPTIME, s->uptime_ms);
+	proto_enc_u32(&e, PTAG_NPROCS, s->n_procs);
+	return proto_enc_end(&e);
+}
+
+int proto_dec_status(const struct proto_frame *f, struct proto_status *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (proto_get_i64(f->payload, f->len, PTAG_LAST_ACTIVITY, &s->last_activity_ms) < 0 ||
+	    proto_get_u64(f->payload, f->len, PTAG_UPTIME, &s->uptime_ms) < 0 ||
+	    proto_get_u32(f->payload, f->len, PTAG_NPROCS, &s->n_procs) < 0)
+		return -EBADMSG;
+	return 0;
+}
