@@ -40,12 +40,15 @@ class RestartTest(AirlockTestCase):
 
     def test_kill_everything(self):
         s = self.api.create(template="busybox")
+        # The supervisor first, so that it cannot restart what we kill next.
         up = self.server.proc.pid
         pids = [self.server.pid_of(r) for r in ("api", "node", "nodemgr")]
-        for p in pids + [up]:
+        for p in [up] + pids:
             os.kill(p, signal.SIGKILL)
         self.server.proc.wait()
-        time.sleep(0.2)
+        deadline = time.time() + 10
+        while time.time() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
+            time.sleep(0.05)
         self.server.start()
         self.api = self.server.client()
         got = self.api.call("GET", f"/v1/sandboxes/{s['id']}")
