@@ -17,17 +17,8 @@
 
 #include "../../src/chan/guestconn.h"
 #include "../../src/proto/proto.h"
+#include "check.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                 \
-	do {                                                                        \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                             \
-			failures++;                                                 \
-		}                                                                   \
-	} while (0)
 
 #define CHECK_OK(expr)                                                              \
 	do {                                                                        \

@@ -15,17 +15,8 @@
 
 #include "../../src/lib/http.h"
 #include "../../src/lib/json.h"
+#include "check.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                 \
-	do {                                                                        \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                             \
-			failures++;                                                 \
-		}                                                                   \
-	} while (0)
 
 /* Shared between handlers (server threads) and the test thread. */
 struct ctx {

@@ -5,17 +5,8 @@
 #include <string.h>
 
 #include "../../src/node/ring.h"
+#include "check.h"
 
-static int failures;
-
-#define CHECK(cond)                                                              \
-	do {                                                                     \
-		if (!(cond)) {                                                   \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,   \
-				__LINE__, #cond);                                \
-			failures++;                                              \
-		}                                                                \
-	} while (0)
 
 /* The byte the reference stream has at offset o. */
 static char ref(uint64_t o)

@@ -9,17 +9,8 @@
 
 #include "../../src/control/db.h"
 #include "../../src/node/state.h"
+#include "check.h"
 
-static int failures;
-
-#define CHECK(cond)                                                              \
-	do {                                                                     \
-		if (!(cond)) {                                                   \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,   \
-				__LINE__, #cond);                                \
-			failures++;                                              \
-		}                                                                \
-	} while (0)
 
 /* The lifecycle as the README documents it, written out independently of
  * the table in state.c. */

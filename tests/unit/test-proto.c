@@ -6,17 +6,8 @@
 #include <string.h>
 
 #include "../../src/proto/proto.h"
+#include "check.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                 \
-	do {                                                                        \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                             \
-			failures++;                                                 \
-		}                                                                   \
-	} while (0)
 
 static void put32(uint8_t *p, uint32_t v)
 {
