@@ -121,6 +121,9 @@ static int ensure_user(const char *name, err_t *err)
 	return 0;
 }
 
+/* The `up` process, when this one is a role it spawned; 0 otherwise. */
+static pid_t supervisor_pid;
+
 /* Drop root for good: supplementary groups, gid, uid, and no way back. */
 static int drop_privileges(const char *user, err_t *err)
 {
@@ -139,6 +142,13 @@ static int drop_privileges(const char *user, err_t *err)
 		return err_set(err, EPERM, "could regain root after dropping privileges");
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	/* Changing credentials clears the parent-death signal: set it again,
+	 * and leave at once if the supervisor already died in between. */
+	if (supervisor_pid > 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+		if (getppid() != supervisor_pid)
+			return err_set(err, ESRCH, "the supervisor exited during start-up");
+	}
 	return 0;
 }
 
@@ -246,7 +256,10 @@ static pid_t spawn_role(const struct airlockd_config *cfg, enum role role)
 	int r;
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGINT, SIG_DFL);
+	supervisor_pid = getppid();
 	prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+	if (getppid() != supervisor_pid)
+		_exit(1);
 	log_init(role_names[role], (enum log_level)cfg->log_level);
 	if (role == ROLE_NODEMGR)
 		r = airlockd_nodemgr(cfg, &err);
