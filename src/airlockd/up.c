@@ -247,6 +247,7 @@ static void on_stop(int sig) { stop_requested = sig; }
 
 static pid_t spawn_role(const struct airlockd_config *cfg, enum role role)
 {
+	pid_t parent = getpid();
 	pid_t pid = fork();
 
 	if (pid != 0)
@@ -256,7 +257,7 @@ static pid_t spawn_role(const struct airlockd_config *cfg, enum role role)
 	int r;
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGINT, SIG_DFL);
-	supervisor_pid = getppid();
+	supervisor_pid = parent;
 	prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
 	if (getppid() != supervisor_pid)
 		_exit(1);
