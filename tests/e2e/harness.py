@@ -42,6 +42,21 @@ def mounts_under(path):
     return out
 
 
+def procs_for(data_dir):
+    """Pids of processes whose command line names data_dir (ours, by construction)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if data_dir.encode() in f.read():
+                    found.append(int(d))
+        except OSError:
+            pass
+    return found
+
+
 def loops_for(image):
     r = subprocess.run(["losetup", "-j", image], capture_output=True, text=True)
     return [l.split(":")[0] for l in r.stdout.splitlines() if l.strip()]
@@ -115,8 +130,13 @@ class Server:
                 self.proc.wait()
 
     def cleanup(self):
-        """Stop, then make sure nothing is left: mounts, loop devices, dir."""
+        """Stop, then make sure nothing is left: processes, mounts, loop devices, dir."""
         self.stop()
+        for pid in procs_for(self.dir):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         pool = os.path.join(self.dir, "pool")
         for mp in sorted(mounts_under(self.dir), key=len, reverse=True):
             subprocess.run(["umount", "-l", mp], capture_output=True)
@@ -239,10 +259,13 @@ class AirlockTestCase(unittest.TestCase):
         if cls.server:
             d = cls.server.dir
             cls.server.stop()
+            time.sleep(0.2)
+            procs = procs_for(d)
             leftover = mounts_under(d)
             loops = loops_for(os.path.join(d, "pool.img"))
             cls.server.cleanup()
             # A clean shutdown must leave no mount and no loop device behind.
+            assert not procs, f"processes left after shutdown: {procs}"
             assert not leftover, f"mounts left after shutdown: {leftover}"
             assert not loops, f"loop devices left after shutdown: {loops}"
 
