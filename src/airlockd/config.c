@@ -25,6 +25,7 @@ void config_defaults(struct airlockd_config *c)
 	c->rate_per_s = 200;
 	c->rate_burst = 400;
 	c->log_level = 2;
+	c->cgroup_favordynmods = true;
 }
 
 static int set_str(char *dst, size_t cap, const char *key, const char *val, err_t *err)
@@ -105,6 +106,12 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return set_double(&c->rate_per_s, key, val, err);
 	if (!strcmp(key, "rate_burst"))
 		return set_double(&c->rate_burst, key, val, err);
+	if (!strcmp(key, "cgroup_favordynmods")) {
+		if (strcmp(val, "true") && strcmp(val, "false"))
+			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
+		c->cgroup_favordynmods = !strcmp(val, "true");
+		return 0;
+	}
 	if (!strcmp(key, "log_level")) {
 		static const char *names[] = { "error", "warn", "info", "debug" };
 		for (int i = 0; i < 4; i++)

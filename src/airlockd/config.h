@@ -21,6 +21,7 @@ struct airlockd_config {
 	uint32_t max_sandboxes;
 	double rate_per_s, rate_burst;
 	int log_level;             /* 0 error .. 3 debug */
+	bool cgroup_favordynmods;  /* let nodemgr remount cgroup2 with favordynmods */
 };
 
 void config_defaults(struct airlockd_config *c);

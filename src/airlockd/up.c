@@ -178,6 +178,7 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 	}
 	struct nodemgr_config nc = {
 		.cgroup_parent = cg,
+		.cgroup_favordynmods = cfg->cgroup_favordynmods,
 		.data_dir = cfg->data_dir,
 		.sock_path = sock,
 		.guest_path = guest,

@@ -4,6 +4,7 @@
 #ifndef AIRLOCK_NODEMGR_H
 #define AIRLOCK_NODEMGR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -20,6 +21,8 @@ struct nodemgr_config {
 	/* Name of the cgroup parent directory (NULL = "airlock"). The startup
 	 * sweep kills everything below it, so tests use their own. */
 	const char *cgroup_parent;
+	/* Remount the cgroup2 hierarchy with favordynmods (see cgroup.h). */
+	bool cgroup_favordynmods;
 	/* Tests only: argv for the guest (NULL = {"airlock-guest", NULL}).
 	 * Borrowed; must outlive nodemgr_run. */
 	const char *const *guest_argv;

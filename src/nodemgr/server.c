@@ -255,6 +255,12 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 		server_free(s);
 		return r;
 	}
+	if (cfg->cgroup_favordynmods) {
+		err_t e2 = { 0 };
+		if (cgroup_favor_dynmods(&e2) < 0)
+			log_warn("cgroup favordynmods: %s (creates will be slower)",
+				 e2.code == ENOENT ? "no cgroup2 mount" : e2.msg);
+	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
 		r = err_sys(err, "PR_SET_CHILD_SUBREAPER");
 		server_free(s);
