@@ -103,6 +103,19 @@ int cgroup_init(struct cgroups *cg, const char *parent, err_t *err)
 	return 0;
 }
 
+void cgroup_release(const struct cgroups *cg)
+{
+	if (cg->v2) {
+		_cleanup_free_ char *dir = cgroup_file(cg, NULL, NULL, NULL);
+		rmdir(dir);
+		return;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
+		_cleanup_free_ char *dir = cgroup_file(cg, v1_ctrls[i], NULL, NULL);
+		rmdir(dir);
+	}
+}
+
 const char *cgroup_mode(const struct cgroups *cg)
 {
 	return cg->v2 ? "v2" : "v1";

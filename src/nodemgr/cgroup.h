@@ -36,6 +36,9 @@ int cgroup_create(const struct cgroups *cg, const char *id, const struct cgroup_
 int cgroup_attach(const struct cgroups *cg, const char *id, pid_t pid, err_t *err);
 /* Kill every process in airlock/<id> and remove it. 0 when it does not exist. */
 int cgroup_destroy(const struct cgroups *cg, const char *id, err_t *err);
+/* Remove the (now empty) parent directories; best effort, at shutdown.
+ * A parent that still holds a jail's cgroup stays. */
+void cgroup_release(const struct cgroups *cg);
 /* Call fn for each existing airlock/<child> name (the startup sweep). */
 int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id), void *arg);
 /* Remount the host's cgroup2 hierarchy with `favordynmods`, keeping its

@@ -214,6 +214,7 @@ static void mnt_dir_release(struct nm_server *s)
 
 static void server_free(struct nm_server *s)
 {
+	vm_free(s);
 	free(s->seccomp.filter);
 	free(s->exits);
 	free(s->pool);
@@ -279,6 +280,8 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	}
 	reap(s);
 	sandbox_sweep_leftovers(s);
+	if ((r = vm_init(s, err)) < 0)
+		goto out;
 	if ((lfd = listen_on(cfg, err)) < 0) {
 		r = lfd;
 		goto out;
@@ -331,6 +334,7 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	}
 	sandbox_kill_all(s);
 	reap(s);
+	cgroup_release(&s->cg);
 	r = 0;
 out:
 	if (lfd >= 0)

@@ -57,6 +57,20 @@ def procs_for(data_dir):
     return found
 
 
+def cgroup_parent(data_dir):
+    """The instance's cgroup parent name, as airlockd derives it (FNV-1a)."""
+    h = 2166136261
+    for c in data_dir.encode():
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    return "airlock-%08x" % h
+
+
+def cgroup_dirs(data_dir):
+    import glob
+    name = cgroup_parent(data_dir)
+    return glob.glob(f"/sys/fs/cgroup/*/{name}") + glob.glob(f"/sys/fs/cgroup/{name}")
+
+
 def loops_for(image):
     r = subprocess.run(["losetup", "-j", image], capture_output=True, text=True)
     return [l.split(":")[0] for l in r.stdout.splitlines() if l.strip()]
@@ -135,6 +149,27 @@ class Server:
         for pid in procs_for(self.dir):
             try:
                 os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        # Jail processes of this instance, if its nodemgr could not stop them.
+        for parent in cgroup_dirs(self.dir):
+            for sub in [d for d in os.listdir(parent) if os.path.isdir(os.path.join(parent, d))]:
+                try:
+                    with open(os.path.join(parent, sub, "cgroup.procs")) as f:
+                        for pid in f.read().split():
+                            os.kill(int(pid), signal.SIGKILL)
+                except OSError:
+                    pass
+        for parent in cgroup_dirs(self.dir):
+            for sub in [d for d in os.listdir(parent) if os.path.isdir(os.path.join(parent, d))]:
+                for _ in range(50):
+                    try:
+                        os.rmdir(os.path.join(parent, sub))
+                        break
+                    except OSError:
+                        time.sleep(0.02)
+            try:
+                os.rmdir(parent)
             except OSError:
                 pass
         pool = os.path.join(self.dir, "pool")
@@ -261,11 +296,13 @@ class AirlockTestCase(unittest.TestCase):
             cls.server.stop()
             time.sleep(0.2)
             procs = procs_for(d)
+            cgroups = cgroup_dirs(d)
             leftover = mounts_under(d)
             loops = loops_for(os.path.join(d, "pool.img"))
             cls.server.cleanup()
             # A clean shutdown must leave no mount and no loop device behind.
             assert not procs, f"processes left after shutdown: {procs}"
+            assert not cgroups, f"cgroups left after shutdown: {cgroups}"
             assert not leftover, f"mounts left after shutdown: {leftover}"
             assert not loops, f"loop devices left after shutdown: {loops}"
 
