@@ -109,10 +109,26 @@ static int on_data(void *arg, const void *p, size_t n)
 	return 0;
 }
 
+/* A quiet stream (a process that prints nothing for a while) must still
+ * notice a client that hung up, or it would hold a thread and a node
+ * connection until the process next writes. */
+static int on_idle(void *arg)
+{
+	struct relay *rl = arg;
+
+	if (rl->streaming && http_conn_peer_closed(rl->c)) {
+		rl->client_gone = true;
+		return 1;
+	}
+	return 0;
+}
+
 void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 		 const struct api_principal *who)
 {
-	static const struct http_stream_cbs cbs = { .on_head = on_head, .on_data = on_data };
+	static const struct http_stream_cbs cbs = {
+		.on_head = on_head, .on_data = on_data, .on_idle = on_idle, .idle_ms = 1000,
+	};
 	const char *ct = http_req_header(req, "Content-Type");
 	const char *idem = http_req_header(req, "Idempotency-Key");
 	const char *accept = http_req_header(req, "Accept");

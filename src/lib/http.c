@@ -1589,6 +1589,11 @@ enum body_kind { BODY_NONE, BODY_CLEN, BODY_CHUNKED, BODY_EOF };
 struct reader {
 	int fd;
 	struct buf in;   /* received, not yet consumed */
+	/* While waiting for body bytes: call on_idle every idle_ms (0 = never);
+	 * a non-zero return aborts the read with that value. */
+	int idle_ms;
+	int (*on_idle)(void *arg);
+	void *idle_arg;
 };
 
 static int parse_status_line(const char *p, const char *eol, int *status, err_t *err)
@@ -1708,7 +1713,13 @@ static int read_body(struct reader *r, enum body_kind kind, uint64_t clen, struc
 		if (kind == BODY_NONE || (kind == BODY_CLEN && got == clen) ||
 		    (kind == BODY_CHUNKED && d.state == DC_DONE))
 			return 0;
-		ssize_t n = recv_some(r->fd, &r->in, HTTP_IO_CHUNK, -1);
+		ssize_t n = recv_some(r->fd, &r->in, HTTP_IO_CHUNK, r->idle_ms > 0 ? r->idle_ms : -1);
+		if (n == -ETIMEDOUT && r->on_idle) {
+			int ir = r->on_idle(r->idle_arg);
+			if (ir)
+				return ir;
+			continue;
+		}
 		if (n == 0 && kind == BODY_EOF)
 			return 0;
 		if (n <= 0)
@@ -1798,6 +1809,11 @@ int http_request_stream(const char *base, const char *method, const char *target
 		rc = cbs->on_head(arg, &head);
 	if (rc == 0) {
 		struct stream_arg sa = { .cbs = cbs, .arg = arg };
+		if (cbs->on_idle && cbs->idle_ms > 0) {
+			r.idle_ms = cbs->idle_ms;
+			r.on_idle = cbs->on_idle;
+			r.idle_arg = arg;
+		}
 		struct sink s = { .fn = emit_stream, .arg = &sa };
 		rc = read_body(&r, kind, clen, &s, err);
 	}

@@ -94,6 +94,10 @@ int http_request(const char *base, const char *method, const char *target,
 struct http_stream_cbs {
 	int (*on_head)(void *arg, const struct http_resp *head);
 	int (*on_data)(void *arg, const void *p, size_t n);
+	/* Optional: called every idle_ms while the body is quiet, e.g. to notice
+	 * that the party we relay to went away. Non-zero aborts the request. */
+	int (*on_idle)(void *arg);
+	int idle_ms;
 };
 int http_request_stream(const char *base, const char *method, const char *target,
 			const char *headers, const void *body, size_t len,

@@ -91,6 +91,22 @@ class CoreTest(AirlockTestCase):
                 out2 += base64.b64decode(ev["data"])
         self.assertEqual(out2, b"world\n")
 
+    def test_quiet_stream_client_gone_frees_threads(self):
+        def threads(role):
+            with open(f"/proc/{self.server.pid_of(role)}/status") as f:
+                return int([l for l in f if l.startswith("Threads:")][0].split()[1])
+        time.sleep(0.5)
+        base_api, base_node = threads("api"), threads("node")
+        for _ in range(5):
+            ev = self.api.stream("POST", f"/v1/sandboxes/{self.sid}/exec", {"cmd": ["sleep", "60"]})
+            next(ev)
+            ev.close()  # hang up while the process prints nothing
+        deadline = time.time() + 10
+        while time.time() < deadline and (threads("api") > base_api or threads("node") > base_node):
+            time.sleep(0.2)
+        self.assertLessEqual(threads("api"), base_api)
+        self.assertLessEqual(threads("node"), base_node)
+
     def test_signal(self):
         events = self.api.stream("POST", f"/v1/sandboxes/{self.sid}/exec", {"cmd": ["sleep", "100"]})
         pid = next(events)["pid"]
