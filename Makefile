@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc)
 DATA_DIR   ?= /var/lib/airlock
 CTEST_ARGS ?=
 
-.PHONY: all deps build build-asan up test test-unit test-e2e bench clean fuzz
+.PHONY: all deps build build-asan vm-kernel up test test-unit test-e2e test-vm bench clean fuzz
 
 all: build
 
@@ -15,6 +15,11 @@ deps:
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
+
+# The vm backend's guest kernel and initramfs in $(BUILD)/vm (also part of
+# `build`; cached: only the first run downloads the kernel package).
+vm-kernel: build
+	@cmake --build $(BUILD) --target vm-kernel
 
 # Unit and fuzz-replay tests under AddressSanitizer + UBSan.
 build-asan: deps
@@ -38,6 +43,10 @@ test-unit: build
 
 test-e2e: build
 	cd $(BUILD) && ctest --output-on-failure -L e2e $(CTEST_ARGS)
+
+# Boots the guest kernel under QEMU (TCG here): label vm.
+test-vm: build
+	cd $(BUILD) && ctest --output-on-failure -L vm $(CTEST_ARGS)
 
 bench: build
 	python3 bench/create --airlockd $(BUILD)/bin/airlockd

@@ -14,6 +14,11 @@
 # node, not root), the host source of "dir" and "tar" is read with that uid,
 # so a template can never contain a file the requester could not read itself.
 # The guest agent is not copied in: the jail executes it from the host.
+#
+# For the vm backend the rootfs is also written as an ext4 image next to it,
+# OUTDIR/../rootfs.ext4 (so in the template subvolume; a sandbox's snapshot
+# then holds a copy-on-write copy of it). Skipped when mkfs.ext4 is missing or
+# AIRLOCK_TEMPLATE_EXT4=0.
 set -eu
 
 KIND=${1:?kind}
@@ -88,8 +93,27 @@ tar)
 esac
 
 # Every rootfs has these: mount points for the jail, and the workdir.
-mkdir -p "$OUT/proc" "$OUT/dev" "$OUT/tmp" "$OUT/work" "$OUT/etc"
+# (/sys only for the vm backend: the ns jail leaves it empty.)
+mkdir -p "$OUT/proc" "$OUT/dev" "$OUT/sys" "$OUT/tmp" "$OUT/work" "$OUT/etc"
 chmod 1777 "$OUT/tmp"
-chmod 0755 "$OUT/proc" "$OUT/dev"
+chmod 0755 "$OUT/proc" "$OUT/dev" "$OUT/sys"
 [ -e "$OUT/etc/hostname" ] || echo sandbox >"$OUT/etc/hostname"
+
+# The ext4 image for the vm backend: sparse, sized rootfs * 1.3 + 256 MiB so a
+# sandbox has room to write, with enough inodes for trees of small files.
+# Owners and modes are copied as they are (root_owner: / itself is root's).
+if [ "${AIRLOCK_TEMPLATE_EXT4:-1}" != 0 ] && command -v mkfs.ext4 >/dev/null 2>&1; then
+	img="$(dirname "$OUT")/rootfs.ext4"
+	kib=$(du -sk -x "$OUT" | cut -f1)
+	files=$(find "$OUT" -xdev | wc -l)
+	size_mib=$((kib * 13 / 10 / 1024 + 256))
+	# mkfs's default is one inode per 16 KiB; ask for more when the tree
+	# needs them (2x its file count, so a sandbox can add as many again).
+	inodes=$((size_mib * 64))
+	[ "$inodes" -lt $((files * 2)) ] && inodes=$((files * 2))
+	rm -f "$img"
+	truncate -s "${size_mib}M" "$img"
+	log "ext4 image: ${size_mib} MiB, $files files"
+	mkfs.ext4 -q -F -L rootfs -N "$inodes" -m 0 -E root_owner=0:0 -d "$OUT" "$img" 2>&1
+fi
 log "done"

@@ -447,10 +447,13 @@ static void gc_free(struct guestconn *gc)
  * tolerate garbage: after a node restart the stream may begin in the middle
  * of a frame the previous node had half read. Output and exits that arrive
  * meanwhile are delivered to the callbacks. */
-static int await_hello(struct guestconn *gc, uint32_t our_id, int timeout_ms,
-		       struct guest_hello *hello, err_t *err)
+#define HELLO_RESEND_MS 500
+
+static int await_hello(struct guestconn *gc, uint32_t our_id, const struct buf *req,
+		       int timeout_ms, struct guest_hello *hello, err_t *err)
 {
 	uint64_t deadline = deadline_after(timeout_ms);
+	uint64_t resend = deadline_after(HELLO_RESEND_MS);
 	bool have_hello = false;
 	uint32_t hello_id = 0;
 	struct proto_hello h;
@@ -492,6 +495,20 @@ static int await_hello(struct guestconn *gc, uint32_t our_id, int timeout_ms,
 		if (left == 0)
 			return err_set(err, ETIMEDOUT, "guest did not say hello within %d ms",
 				       timeout_ms);
+		/* Still silent: ask again. A virtio-serial guest that did not
+		 * notice us connect (a clone restored with its port already
+		 * "connected") may have lost the first request; answers to a
+		 * repeated one are duplicates the reader ignores. */
+		if (!have_hello && ms_left(resend) == 0) {
+			/* Ordering keeps this safe: every repeat is in the
+			 * stream before any later request, so the guest has
+			 * handled them all before it sees real work. */
+			if ((r = send_bytes(gc, req->data, req->len, err)) < 0)
+				return r;
+			resend = deadline_after(HELLO_RESEND_MS);
+		}
+		if (!have_hello && ms_left(resend) < left)
+			left = ms_left(resend);
 		struct pollfd pfd = { .fd = gc->fd, .events = POLLIN };
 		r = poll(&pfd, 1, left);
 		if (r < 0 && errno != EINTR)
@@ -542,9 +559,9 @@ struct guestconn *guestconn_open(int fd, const struct guestconn_cbs *cbs, void *
 	(void)proto_enc_hello(&b, hello_id, &h);
 	gc->timeout_ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
 	r = send_bytes(gc, b.data, b.len, err);
-	buf_free(&b);
 	if (r == 0)
-		r = await_hello(gc, hello_id, timeout_ms, hello, err);
+		r = await_hello(gc, hello_id, &b, timeout_ms, hello, err);
+	buf_free(&b);
 	gc->timeout_ms = DEFAULT_TIMEOUT_MS;
 	if (r < 0) {
 		gc_free(gc);
@@ -969,6 +986,60 @@ int guestconn_status(struct guestconn *gc, struct guest_status *st, err_t *err)
 			st->n_procs = ps.n_procs;
 		}
 	}
+	buf_free(&b);
+	waiter_free(gc, w);
+	return r;
+}
+
+/* ---- clone reset --------------------------------------------------------- */
+
+int guestconn_reset(struct guestconn *gc, const struct guest_reset *rq, err_t *err)
+{
+	struct proto_reset x;
+	struct waiter *w;
+	struct buf b;
+	int r;
+
+	memset(&x, 0, sizeof(x));
+	if (!rq->hostname || strlen(rq->hostname) > PROTO_HOSTNAME_MAX ||
+	    (rq->entropy && (rq->entropy_len < PROTO_RESET_ENTROPY_MIN ||
+			     rq->entropy_len > PROTO_RESET_ENTROPY_MAX)) ||
+	    (rq->machine_id && strlen(rq->machine_id) != PROTO_MACHINE_ID_LEN))
+		return err_set(err, EINVAL, "reset: bad hostname, entropy or machine id");
+	snprintf(x.hostname, sizeof(x.hostname), "%s", rq->hostname);
+	if (rq->machine_id) {
+		snprintf(x.machine_id, sizeof(x.machine_id), "%s", rq->machine_id);
+	} else {
+		uint8_t id[PROTO_MACHINE_ID_LEN / 2];
+		random_bytes(id, sizeof(id));
+		for (size_t i = 0; i < sizeof(id); i++)
+			snprintf(x.machine_id + 2 * i, 3, "%02x", id[i]);
+	}
+	if (rq->entropy) {
+		memcpy(x.entropy, rq->entropy, rq->entropy_len);
+		x.entropy_len = rq->entropy_len;
+	} else {
+		x.entropy_len = 64;
+		random_bytes(x.entropy, x.entropy_len);
+	}
+	w = waiter_new(gc, W_SINGLE, PT_OK);
+	buf_init(&b);
+	/* The clock is read last, as close to the send as we can. */
+	if (rq->wall_ns) {
+		x.wall_ns = rq->wall_ns;
+	} else if (rq->set_clock) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		x.wall_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
+	r = proto_enc_reset(&b, w->req_id, &x);
+	explicit_bzero(x.entropy, sizeof(x.entropy));
+	if (r < 0)
+		r = err_set(err, -r, "reset: invalid hostname, machine id or clock");
+	else
+		r = roundtrip(gc, w, &b, "reset", err);
+	if (b.data)
+		explicit_bzero(b.data, b.len);
 	buf_free(&b);
 	waiter_free(gc, w);
 	return r;

@@ -109,4 +109,18 @@ int guestconn_rename(struct guestconn *gc, const char *from, const char *to, err
 
 int guestconn_status(struct guestconn *gc, struct guest_status *st, err_t *err);
 
+/* RESET: what clones of one memory snapshot must not share. Send it after a
+ * restore or fork, before the sandbox is handed out; success means the guest
+ * has reseeded its RNG, set its clock, hostname and /etc/machine-id. All
+ * pointers are borrowed. Invalid values fail here with EINVAL. */
+struct guest_reset {
+	bool set_clock;          /* set the guest's clock to ours, read just before sending */
+	uint64_t wall_ns;        /* if non-zero: this CLOCK_REALTIME instead (ns since epoch) */
+	const void *entropy;     /* NULL: 64 fresh bytes from getrandom(2) */
+	size_t entropy_len;      /* 32..512 when entropy is given */
+	const char *hostname;    /* required: letters, digits, '-', '.'; at most 64 */
+	const char *machine_id;  /* NULL: a fresh random one; else 32 lowercase hex */
+};
+int guestconn_reset(struct guestconn *gc, const struct guest_reset *r, err_t *err);
+
 #endif

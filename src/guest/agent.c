@@ -10,6 +10,14 @@
  *          again: processes keep running, their output is read and dropped
  *          (so they never block on a full pipe), zombies are still reaped, and
  *          the agent stays alive as init of the sandbox.
+ *   With the vm backend the channel is a virtio-serial port and "down" is not
+ *   final: the host end of the chardev can disconnect (a node restart) and
+ *   connect again (the node, or a restored clone's first connection). A port
+ *   without a host polls as POLLHUP|POLLIN for ever, so while down we do not
+ *   poll it; virtio_console raises SIGIO on every change of the host's
+ *   connection (vm_port_async), and a slow timer covers a missed signal. On
+ *   reconnect we say HELLO + READY again, unprompted: bytes the host sent
+ *   before we noticed it may be lost, so the host waits for us to speak.
  *   A host HELLO request (a new node adopting this sandbox) makes us drop the
  *   previous node's half-done file transfers and re-announce HELLO + READY
  *   with the request's id. Queued output is kept: it belongs to processes
@@ -65,15 +73,36 @@ static void send_hello(struct agent *a, uint32_t req_id)
 	(void)proto_enc_end(&e);
 }
 
+#define PORT_PROBE_MS 1000       /* port down: look again this often without SIGIO */
+
 static void chan_down(struct agent *a, const char *why)
 {
 	if (!a->chan_up)
 		return;
-	fprintf(stderr, "airlock-guest: channel closed (%s); processes keep running\n", why);
+	if (a->vm_port)
+		fprintf(stderr, "airlock-guest: host disconnected (%s); waiting for it\n", why);
+	else
+		fprintf(stderr, "airlock-guest: channel closed (%s); processes keep running\n", why);
 	a->chan_up = false;
 	buf_reset(&a->out);
 	a->out_off = 0;
 	file_reset_transfers(a);
+	a->next_probe_ms = now_ms() + PORT_PROBE_MS;
+}
+
+/* vm_port only: is the host back? Then start over as a fresh connection. */
+static void port_probe(struct agent *a)
+{
+	a->port_event = false;
+	a->next_probe_ms = now_ms() + PORT_PROBE_MS;
+	if (a->chan_up || !vm_port_connected(a->chan_fd))
+		return;
+	/* Input the old host left half-sent is garbage to the new one. */
+	proto_rx_free(&a->rx);
+	proto_rx_init(&a->rx);
+	proc_forget_acks(a);
+	a->chan_up = true;
+	send_hello(a, 0);
 }
 
 void agent_flush(struct agent *a)
@@ -141,6 +170,7 @@ static void dispatch(struct agent *a, const struct proto_frame *f)
 	case PT_REMOVE: file_remove(a, f); return;
 	case PT_RENAME: file_rename(a, f); return;
 	case PT_STATUS: do_status(a, f); return;
+	case PT_RESET: guest_reset(a, f); return;
 	}
 	agent_send_error(a, f->req_id, ENOSYS, "unsupported frame type %u (%s)", f->type,
 			 proto_type_name(f->type));
@@ -188,6 +218,9 @@ static void handle_signals(struct agent *a)
 		case SIGCHLD:
 			proc_reap(a);
 			break;
+		case SIGIO:
+			a->port_event = true;
+			break;
 		case SIGTERM:
 		case SIGINT:
 		case SIGHUP:
@@ -215,8 +248,14 @@ int agent_run(struct agent *a)
 
 	a->iobuf = xmalloc(PROTO_CHUNK);
 	/* The guest speaks first, every time it comes up: bytes the host sent
-	 * before we opened the channel may be lost (virtio-serial). */
-	send_hello(a, 0);
+	 * before we opened the channel may be lost (virtio-serial). A port
+	 * with no host yet waits for one (port_probe). */
+	if (a->vm_port && !vm_port_connected(a->chan_fd)) {
+		a->chan_up = false;
+		a->next_probe_ms = now_ms();
+	} else {
+		send_hello(a, 0);
+	}
 
 	while (!a->quit) {
 		size_t n = 0, nprocs = 0;
@@ -266,6 +305,12 @@ int agent_run(struct agent *a)
 		}
 		/* Downloads left after file_pump_downloads wait for POLLOUT. */
 		timeout = proc_next_timeout(a);
+		if (a->vm_port && !a->chan_up) {
+			uint64_t now = now_ms();
+			int left = a->next_probe_ms > now ? (int)(a->next_probe_ms - now) : 0;
+			if (timeout < 0 || left < timeout)
+				timeout = left;
+		}
 
 		int r = poll(pfd, n, timeout);
 		if (r < 0) {
@@ -299,6 +344,8 @@ int agent_run(struct agent *a)
 				break;
 			}
 		}
+		if (a->vm_port && !a->chan_up && (a->port_event || now_ms() >= a->next_probe_ms))
+			port_probe(a);
 	}
 	proc_kill_all(a);
 	free(pfd);

@@ -62,6 +62,10 @@ struct download {               /* a READ in progress: chunks are produced as th
 struct agent {
 	int chan_fd;
 	bool chan_up;           /* false after EOF/error: output is then discarded */
+	bool vm_port;           /* the channel is a virtio-serial port: the host end
+				 * can go away and come back (see agent.c) */
+	bool port_event;        /* SIGIO: the port's host connection may have changed */
+	uint64_t next_probe_ms; /* port down: when to look again without a SIGIO */
 	int sig_fd;
 	bool pid1;
 	struct proto_rx rx;
@@ -86,6 +90,21 @@ void agent_send_error(struct agent *a, uint32_t req_id, int err, const char *fmt
 	__attribute__((format(printf, 4, 5)));
 void agent_send_ok(struct agent *a, uint32_t req_id);
 void agent_flush(struct agent *a);
+
+/* reset.c: RESET (clock, RNG, hostname, machine-id of a clone). */
+void guest_reset(struct agent *a, const struct proto_frame *f);
+
+/* vminit.c: init of a microVM. */
+/* PID 1 with no channel handed over (no AIRLOCK_CHANNEL_FD, fd 3 not a socket). */
+bool vm_detect(void);
+/* Mount, load modules, wait for the disk and the port, switch root into the
+ * disk. Returns the port's fd (O_NONBLOCK, O_CLOEXEC; caller owns) or -1
+ * after printing why to the console. */
+int vm_init(void);
+/* Ask for SIGIO on host connect/disconnect (SIGIO must be blocked first). */
+int vm_port_async(int fd);
+/* Is a host connected to the port's other end now? */
+bool vm_port_connected(int fd);
 
 /* proc.c */
 void proc_exec(struct agent *a, const struct proto_frame *f);

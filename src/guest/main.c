@@ -1,6 +1,9 @@
 /* airlock-guest: the agent inside every sandbox (PID 1 there).
  *
- * Started with the channel on fd 3 (AIRLOCK_CHANNEL_FD overrides). With the ns
+ * As PID 1 with no channel handed over it is init of a microVM (vminit.c):
+ * it mounts the sandbox's disk, switches root into it and serves the
+ * virtio-serial port. Otherwise it is
+ * started with the channel on fd 3 (AIRLOCK_CHANNEL_FD overrides). With the ns
  * backend the node manager has already built the jail (namespaces, mounts,
  * /proc, /dev) before exec'ing us; we only prepare the process environment and
  * serve the channel. Also runs as an ordinary child process (the unit tests do
@@ -41,7 +44,15 @@ int main(int argc, char **argv)
 
 	(void)argc;
 	(void)argv;
-	a.chan_fd = env_fd ? parse_fd(env_fd) : 3;
+	if (vm_detect()) {
+		/* Returning from PID 1 panics the kernel: the host sees the VM
+		 * go away, with our reason on the console just before. */
+		if ((a.chan_fd = vm_init()) < 0)
+			return 1;
+		a.vm_port = true;
+	} else {
+		a.chan_fd = env_fd ? parse_fd(env_fd) : 3;
+	}
 	if (a.chan_fd < 0 || (fl = fcntl(a.chan_fd, F_GETFL)) < 0) {
 		fprintf(stderr, "airlock-guest: no channel on fd %s\n", env_fd ? env_fd : "3");
 		return 1;
@@ -71,11 +82,16 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
+	if (a.vm_port)
+		sigaddset(&mask, SIGIO);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
 	    (a.sig_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
 		fprintf(stderr, "airlock-guest: signalfd: %s\n", strerror(errno));
 		return 1;
 	}
+	if (a.vm_port && vm_port_async(a.chan_fd) < 0)
+		fprintf(stderr, "airlock-guest: no SIGIO on the port (%s); polling for the host\n",
+			strerror(errno));
 
 	umask(022);
 	if (a.pid1 || !getenv("PATH"))

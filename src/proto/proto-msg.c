@@ -315,3 +315,90 @@ int proto_dec_status(const struct proto_frame *f, struct proto_status *s)
 		return -EBADMSG;
 	return 0;
 }
+
+/* ---- RESET --------------------------------------------------------------- */
+
+/* A wall clock outside [2020, 2200) is a host bug, not a time to set. */
+#define RESET_WALL_MIN_S 1577836800ull
+#define RESET_WALL_MAX_S 7258118400ull
+
+bool proto_hostname_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	/* RFC 1123 characters only: the guest hands this to sethostname(2),
+	 * and shells and logs inside the sandbox print it. */
+	if (n == 0 || n > PROTO_HOSTNAME_MAX || s[0] == '-' || s[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '.'))
+			return false;
+	}
+	return true;
+}
+
+bool proto_machine_id_ok(const char *s)
+{
+	bool nonzero = false;
+
+	if (strlen(s) != PROTO_MACHINE_ID_LEN)
+		return false;
+	for (size_t i = 0; i < PROTO_MACHINE_ID_LEN; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+		nonzero |= s[i] != '0';
+	}
+	return nonzero;
+}
+
+static bool reset_ok(const struct proto_reset *x)
+{
+	if (x->wall_ns && (x->wall_ns / 1000000000ull < RESET_WALL_MIN_S ||
+			   x->wall_ns / 1000000000ull >= RESET_WALL_MAX_S))
+		return false;
+	if (x->entropy_len < PROTO_RESET_ENTROPY_MIN || x->entropy_len > PROTO_RESET_ENTROPY_MAX)
+		return false;
+	return proto_hostname_ok(x->hostname) && proto_machine_id_ok(x->machine_id);
+}
+
+int proto_enc_reset(struct buf *out, uint32_t req_id, const struct proto_reset *x)
+{
+	struct proto_enc e;
+
+	if (!reset_ok(x))
+		return -EINVAL;
+	proto_enc_begin(&e, out, PT_RESET, 0, req_id);
+	proto_enc_u64(&e, PTAG_WALLCLOCK, x->wall_ns);
+	proto_enc_bytes(&e, PTAG_ENTROPY, x->entropy, x->entropy_len);
+	proto_enc_str(&e, PTAG_HOSTNAME, x->hostname);
+	proto_enc_str(&e, PTAG_MACHINE_ID, x->machine_id);
+	return proto_enc_end(&e);
+}
+
+int proto_dec_reset(const struct proto_frame *f, struct proto_reset *x)
+{
+	const uint8_t *ent;
+	size_t n;
+	int r;
+
+	memset(x, 0, sizeof(*x));
+	if (proto_get_u64(f->payload, f->len, PTAG_WALLCLOCK, &x->wall_ns) < 0 ||
+	    proto_get_bytes(f->payload, f->len, PTAG_ENTROPY, &ent, &n) < 0)
+		return -EBADMSG;
+	if (n < PROTO_RESET_ENTROPY_MIN || n > PROTO_RESET_ENTROPY_MAX)
+		return -EINVAL;
+	memcpy(x->entropy, ent, n);
+	x->entropy_len = n;
+	/* Strings longer than their buffers are -EBADMSG (proto_get_strbuf). */
+	r = proto_get_strbuf(f->payload, f->len, PTAG_HOSTNAME, x->hostname, sizeof(x->hostname));
+	if (r == 0)
+		r = proto_get_strbuf(f->payload, f->len, PTAG_MACHINE_ID, x->machine_id,
+				     sizeof(x->machine_id));
+	if (r == -ENOENT)
+		return -EBADMSG;
+	if (r < 0)
+		return r;
+	return reset_ok(x) ? 0 : -EINVAL;
+}

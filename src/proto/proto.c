@@ -69,6 +69,7 @@ const char *proto_type_name(unsigned type)
 	case PT_RENAME: return "RENAME";
 	case PT_STATUS: return "STATUS";
 	case PT_STATUS_OK: return "STATUS_OK";
+	case PT_RESET: return "RESET";
 	}
 	return "?";
 }

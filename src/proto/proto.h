@@ -61,6 +61,13 @@
  *   REMOVE   h->g  PATH str, RECURSIVE u8 (symlinks are never followed)
  *   RENAME   h->g  PATH str, PATH2 str
  *   STATUS   h->g  (none) -> STATUS_OK{LAST_ACTIVITY i64, UPTIME u64, NPROCS u32}
+ *   RESET    h->g  WALLCLOCK u64 (ns since the epoch; 0 = leave the clock),
+ *                  ENTROPY bytes (PROTO_RESET_ENTROPY_MIN..MAX), HOSTNAME str,
+ *                  MACHINE_ID str (32 lowercase hex) -> OK once the guest has
+ *                  set the clock, reseeded its RNG, set the hostname and
+ *                  written /etc/machine-id. Sent after a VM is restored or
+ *                  forked from a memory snapshot: clones must not share any
+ *                  of these. Nothing is changed when a field is invalid.
  */
 #ifndef AIRLOCK_PROTO_H
 #define AIRLOCK_PROTO_H
@@ -85,6 +92,10 @@
 #define PROTO_MAX_PATH 4096         /* bytes, without the NUL */
 #define PROTO_MAX_MSG 1024          /* ERROR message */
 #define PROTO_BOOT_ID_MAX 63
+#define PROTO_RESET_ENTROPY_MIN 32  /* bytes: a full reseed of the CRNG */
+#define PROTO_RESET_ENTROPY_MAX 512
+#define PROTO_HOSTNAME_MAX 64       /* HOST_NAME_MAX */
+#define PROTO_MACHINE_ID_LEN 32     /* hex digits, as in machine-id(5) */
 
 /* Header flags. */
 #define PROTO_F_MORE 0x0001         /* more frames of this transfer follow */
@@ -113,6 +124,7 @@ enum proto_type {
 	PT_RENAME = 30,
 	PT_STATUS = 31,
 	PT_STATUS_OK = 32,
+	PT_RESET = 33,
 };
 
 enum proto_tag {
@@ -151,6 +163,10 @@ enum proto_tag {
 	PTAG_LAST_ACTIVITY = 33,
 	PTAG_UPTIME = 34,
 	PTAG_NPROCS = 35,
+	PTAG_WALLCLOCK = 36,
+	PTAG_ENTROPY = 37,
+	PTAG_HOSTNAME = 38,
+	PTAG_MACHINE_ID = 39,
 };
 
 /* Name of a frame type for messages ("EXEC"), or "?" */
@@ -316,6 +332,23 @@ struct proto_status {
 };
 int proto_enc_status(struct buf *out, uint32_t req_id, const struct proto_status *s);
 int proto_dec_status(const struct proto_frame *f, struct proto_status *s);
+
+/* RESET (host -> guest). Both ends validate: the encoder refuses what the
+ * decoder would refuse, so a bad request fails on the host with EINVAL. */
+struct proto_reset {
+	uint64_t wall_ns;     /* CLOCK_REALTIME to set, ns since the epoch; 0 = keep */
+	uint8_t entropy[PROTO_RESET_ENTROPY_MAX];
+	size_t entropy_len;   /* PROTO_RESET_ENTROPY_MIN..MAX */
+	char hostname[PROTO_HOSTNAME_MAX + 1];    /* letters, digits, '-', '.' */
+	char machine_id[PROTO_MACHINE_ID_LEN + 1]; /* 32 lowercase hex, not all zero */
+};
+/* -EINVAL when a field is out of range (see above). */
+int proto_enc_reset(struct buf *out, uint32_t req_id, const struct proto_reset *x);
+/* -EBADMSG malformed or missing fields, -EINVAL out-of-range values. */
+int proto_dec_reset(const struct proto_frame *f, struct proto_reset *x);
+/* The checks both sides apply. */
+bool proto_hostname_ok(const char *s);
+bool proto_machine_id_ok(const char *s);
 
 /* ---- stream receiver ----------------------------------------------------- */
 

@@ -18,6 +18,7 @@ static void decode_all(const struct proto_frame *f)
 	struct proto_exit ex;
 	struct proto_status s;
 	struct proto_stat st;
+	struct proto_reset rs;
 	struct proto_iter it;
 	struct proto_field fld;
 	char *str = NULL;
@@ -35,6 +36,9 @@ static void decode_all(const struct proto_frame *f)
 	}
 	(void)proto_dec_exit(f, &ex);
 	(void)proto_dec_status(f, &s);
+	if (proto_dec_reset(f, &rs) == 0 && (rs.entropy_len < PROTO_RESET_ENTROPY_MIN ||
+					     rs.entropy_len > PROTO_RESET_ENTROPY_MAX))
+		abort();
 	(void)proto_dec_stat_fields(f->payload, f->len, &st);
 	(void)proto_get_u64(f->payload, f->len, PTAG_OFFSET, &u64);
 	if (proto_get_str(f->payload, f->len, PTAG_PATH, PROTO_MAX_PATH, &str) == 0)

@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -147,7 +149,10 @@ static bool wait_output(uint32_t pid, int fd, const char *needle, int timeout_s)
 
 static char guest_path[4096];
 
-static pid_t spawn_guest(int *host_fd)
+/* own_ns: run the guest in its own UTS and mount namespaces with a tmpfs on
+ * /etc, so that RESET's sethostname and /etc/machine-id never touch the
+ * host's. */
+static pid_t spawn_guest_in(int *host_fd, bool own_ns)
 {
 	int sv[2];
 	pid_t pid;
@@ -158,6 +163,10 @@ static pid_t spawn_guest(int *host_fd)
 	}
 	pid = fork();
 	if (pid == 0) {
+		if (own_ns && (unshare(CLONE_NEWUTS | CLONE_NEWNS) < 0 ||
+			       mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+			       mount("tmpfs", "/etc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0))
+			_exit(125);
 		if (sv[1] == 3)
 			fcntl(3, F_SETFD, 0);
 		else if (dup2(sv[1], 3) < 0)
@@ -169,6 +178,11 @@ static pid_t spawn_guest(int *host_fd)
 	close(sv[1]);
 	*host_fd = sv[0];
 	return pid;
+}
+
+static pid_t spawn_guest(int *host_fd)
+{
+	return spawn_guest_in(host_fd, false);
 }
 
 static void stop_guest(pid_t pid)
@@ -675,6 +689,122 @@ static void test_status(struct guestconn *gc)
 	wait_exit(pid, 20);
 }
 
+/* ---- RESET (clone reset) --------------------------------------------------
+ * The guest runs in its own UTS and mount namespaces (spawn_guest_in), so
+ * the hostname and /etc/machine-id it sets are its own. The clock is never
+ * set here (wall clock 0 / set_clock false): that would move the host's;
+ * test-vmboot sets it inside a VM. RNDADDENTROPY does reach the host's pool,
+ * which is harmless. */
+
+static void send_reset_raw(int fd, uint32_t id, uint64_t wall, size_t ent_len, const char *host,
+			   const char *mid)
+{
+	struct proto_enc e;
+	struct buf b;
+	uint8_t ent[64];
+
+	memset(ent, 7, sizeof(ent));
+	buf_init(&b);
+	proto_enc_begin(&e, &b, PT_RESET, 0, id);
+	proto_enc_u64(&e, PTAG_WALLCLOCK, wall);
+	proto_enc_bytes(&e, PTAG_ENTROPY, ent, ent_len);
+	if (host)
+		proto_enc_str(&e, PTAG_HOSTNAME, host);
+	if (mid)
+		proto_enc_str(&e, PTAG_MACHINE_ID, mid);
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(write_all(fd, b.data, b.len) == 0);
+	buf_free(&b);
+}
+
+static void test_reset(void)
+{
+	const char *mid = "00112233445566778899aabbccddeeff";
+	char host_before[256] = "", host_after[256] = "";
+	struct proto_rx rx;
+	struct proto_frame f;
+	struct guest_hello hello;
+	err_t err = { 0 };
+	struct buf b;
+	int fd;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "test-guest: not root, RESET not tested\n");
+		return;
+	}
+	gethostname(host_before, sizeof(host_before));
+
+	/* Raw frames: what the guest refuses, and changes nothing for. */
+	pid_t gpid = spawn_guest_in(&fd, true);
+	proto_rx_init(&rx);
+	CHECK(read_frame(fd, &rx, &f) == 1 && f.type == PT_HELLO);
+	CHECK(read_frame(fd, &rx, &f) == 1 && f.type == PT_READY);
+	send_reset_raw(fd, 90, 1000000000ull, 64, "x", mid);       /* 1970: out of range */
+	expect_error(fd, &rx, 90, EINVAL);
+	send_reset_raw(fd, 91, 0, 16, "x", mid);                   /* too little entropy */
+	expect_error(fd, &rx, 91, EINVAL);
+	send_reset_raw(fd, 92, 0, 64, "x", NULL);                  /* no machine id */
+	expect_error(fd, &rx, 92, EBADMSG);
+	send_reset_raw(fd, 93, 0, 64, "bad/name", mid);
+	expect_error(fd, &rx, 93, EINVAL);
+	send_reset_raw(fd, 94, 0, 64, "raw-reset", mid);           /* good: OK */
+	CHECK(read_frame(fd, &rx, &f) == 1 && f.type == PT_OK && f.req_id == 94);
+	proto_rx_free(&rx);
+	close(fd);
+	stop_guest(gpid);
+
+	/* The host side. */
+	gpid = spawn_guest_in(&fd, true);
+	struct guestconn *gc = guestconn_open(fd, &cbs, NULL, 5000, &hello, &err);
+	CHECK(gc != NULL);
+	if (!gc) {
+		kill(gpid, SIGKILL);
+		waitpid(gpid, NULL, 0);
+		return;
+	}
+	struct guest_reset r = { .hostname = "reset-test-1", .machine_id = mid };
+	CHECK_OK(guestconn_reset(gc, &r, &err));
+	char *argv[] = { "uname", "-n", NULL };
+	struct exec_spec spec = { .argv = argv };
+	uint32_t pid = run(gc, &spec);
+	CHECK(wait_output(pid, 1, "reset-test-1\n", 20));
+	wait_exit(pid, 20);
+	buf_init(&b);
+	CHECK_OK(guestconn_file_read(gc, "/etc/machine-id", 4096, &b, &err));
+	CHECK(b.len == 33 && !memcmp(b.data, mid, 32) && b.data[32] == '\n');
+	struct guest_stat st;
+	CHECK_OK(guestconn_stat(gc, "/etc/machine-id", &st, &err));
+	CHECK(st.mode == 0444);
+
+	/* Defaults: fresh machine id and entropy from the host. */
+	uint8_t ent[100];
+	memset(ent, 1, sizeof(ent));
+	r = (struct guest_reset){ .hostname = "reset-test-2", .entropy = ent, .entropy_len = 100 };
+	CHECK_OK(guestconn_reset(gc, &r, &err));
+	buf_reset(&b);
+	CHECK_OK(guestconn_file_read(gc, "/etc/machine-id", 4096, &b, &err));
+	CHECK(b.len == 33 && memcmp(b.data, mid, 32) != 0 && strspn(b.data, "0123456789abcdef") == 32);
+	buf_free(&b);
+
+	/* Refused on the host side, nothing sent. */
+	r = (struct guest_reset){ .hostname = "no spaces" };
+	CHECK_ERR(guestconn_reset(gc, &r, &err), EINVAL);
+	r = (struct guest_reset){ .hostname = "h", .entropy = ent, .entropy_len = 8 };
+	CHECK_ERR(guestconn_reset(gc, &r, &err), EINVAL);
+	r = (struct guest_reset){ .hostname = "h", .machine_id = "XYZ" };
+	CHECK_ERR(guestconn_reset(gc, &r, &err), EINVAL);
+	r = (struct guest_reset){ .hostname = "h", .wall_ns = 5 };
+	CHECK_ERR(guestconn_reset(gc, &r, &err), EINVAL);
+	r = (struct guest_reset){ .hostname = NULL };
+	CHECK_ERR(guestconn_reset(gc, &r, &err), EINVAL);
+	CHECK(guestconn_alive(gc));
+	guestconn_close(gc);
+	stop_guest(gpid);
+
+	gethostname(host_after, sizeof(host_after));
+	CHECK(!strcmp(host_before, host_after));
+}
+
 int main(void)
 {
 	const char *bin = getenv("AIRLOCK_BIN");
@@ -691,6 +821,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 
 	test_raw_and_adopt();
+	test_reset();
 
 	pid_t gpid = spawn_guest(&fd);
 	struct guestconn *gc = guestconn_open(fd, &cbs, NULL, 5000, &hello, &err);

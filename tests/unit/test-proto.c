@@ -318,6 +318,127 @@ static void test_typed(void)
 	buf_free(&b);
 }
 
+/* RESET: round trip, the encoder's and the decoder's range checks, and
+ * hand-made frames with fields the encoder would never write. */
+static void reset_frame(struct buf *b, uint64_t wall, size_t ent_len, const char *host,
+			const char *mid)
+{
+	struct proto_enc e;
+	uint8_t ent[600];
+
+	memset(ent, 0x5a, sizeof(ent));
+	buf_reset(b);
+	proto_enc_begin(&e, b, PT_RESET, 0, 9);
+	proto_enc_u64(&e, PTAG_WALLCLOCK, wall);
+	proto_enc_bytes(&e, PTAG_ENTROPY, ent, ent_len);
+	if (host)
+		proto_enc_str(&e, PTAG_HOSTNAME, host);
+	if (mid)
+		proto_enc_str(&e, PTAG_MACHINE_ID, mid);
+	CHECK(proto_enc_end(&e) == 0);
+}
+
+static void test_reset(void)
+{
+	const char *mid = "0123456789abcdef0123456789abcdef";
+	const uint64_t now_ns = 1764000000ull * 1000000000ull + 123456789;
+	struct proto_reset x = { .wall_ns = now_ns, .entropy_len = 48 }, y;
+	struct proto_frame f;
+	struct buf b;
+
+	buf_init(&b);
+	for (size_t i = 0; i < x.entropy_len; i++)
+		x.entropy[i] = (uint8_t)i;
+	strcpy(x.hostname, "sb-1.example");
+	strcpy(x.machine_id, mid);
+	CHECK(proto_enc_reset(&b, 7, &x) == 0);
+	CHECK(parse_one(&b, &f) == 0 && f.type == PT_RESET && f.req_id == 7);
+	CHECK(!strcmp(proto_type_name(PT_RESET), "RESET"));
+	CHECK(proto_dec_reset(&f, &y) == 0);
+	CHECK(y.wall_ns == now_ns && y.entropy_len == 48 && !memcmp(y.entropy, x.entropy, 48));
+	CHECK(!strcmp(y.hostname, "sb-1.example") && !strcmp(y.machine_id, mid));
+
+	/* wall clock 0 = leave the guest's clock alone */
+	x.wall_ns = 0;
+	buf_reset(&b);
+	CHECK(proto_enc_reset(&b, 7, &x) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == 0 && y.wall_ns == 0);
+
+	/* The encoder refuses what the decoder would. */
+	struct proto_reset bad;
+	size_t before = b.len;
+#define ENC_BAD(mut)                                                             	do {                                                                     		bad = x;                                                         		mut;                                                             		CHECK(proto_enc_reset(&b, 1, &bad) == -EINVAL && b.len == before); 	} while (0)
+	ENC_BAD(bad.entropy_len = 31);
+	ENC_BAD(bad.entropy_len = PROTO_RESET_ENTROPY_MAX + 1);
+	ENC_BAD(bad.wall_ns = 1000);                       /* 1970 */
+	ENC_BAD(bad.wall_ns = UINT64_MAX);                 /* year 2554 */
+	ENC_BAD(strcpy(bad.hostname, ""));
+	ENC_BAD(strcpy(bad.hostname, "has space"));
+	ENC_BAD(strcpy(bad.hostname, "-lead"));
+	ENC_BAD(strcpy(bad.hostname, "semi;colon"));
+	ENC_BAD(strcpy(bad.machine_id, "0123456789ABCDEF0123456789abcdef"));
+	ENC_BAD(strcpy(bad.machine_id, "0123"));
+	ENC_BAD(strcpy(bad.machine_id, "00000000000000000000000000000000"));
+#undef ENC_BAD
+	char h64[65];
+	memset(h64, 'a', 64);
+	h64[64] = '\0';
+	CHECK(proto_hostname_ok(h64));
+	CHECK(proto_machine_id_ok(mid));
+
+	/* Hand-made frames. */
+	reset_frame(&b, now_ns, 32, "a", mid);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == 0 && y.entropy_len == 32);
+	reset_frame(&b, now_ns, 512, "a", mid);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == 0 && y.entropy_len == 512);
+	reset_frame(&b, now_ns, 31, "a", mid);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EINVAL);
+	reset_frame(&b, now_ns, 513, "a", mid);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EINVAL);
+	reset_frame(&b, now_ns, 64, NULL, mid);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EBADMSG);
+	reset_frame(&b, now_ns, 64, "a", NULL);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EBADMSG);
+	reset_frame(&b, now_ns, 64, "a b", mid);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EINVAL);
+	reset_frame(&b, now_ns, 64, "a", "0123456789abcdef0123456789abcdef0");  /* 33 */
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EBADMSG);
+	char h65[66];
+	memset(h65, 'a', 65);
+	h65[65] = '\0';
+	reset_frame(&b, now_ns, 64, h65, mid);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EBADMSG);
+	reset_frame(&b, 5, 64, "a", mid);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EINVAL);
+	/* a NUL inside the hostname */
+	{
+		struct proto_enc e;
+		uint8_t ent[64] = { 0 };
+		buf_reset(&b);
+		proto_enc_begin(&e, &b, PT_RESET, 0, 9);
+		proto_enc_u64(&e, PTAG_WALLCLOCK, now_ns);
+		proto_enc_bytes(&e, PTAG_ENTROPY, ent, sizeof(ent));
+		proto_enc_bytes(&e, PTAG_HOSTNAME, "ab\0c", 4);
+		proto_enc_str(&e, PTAG_MACHINE_ID, mid);
+		CHECK(proto_enc_end(&e) == 0);
+		CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EBADMSG);
+	}
+	/* wall clock of the wrong width */
+	{
+		struct proto_enc e;
+		uint8_t ent[64] = { 0 };
+		buf_reset(&b);
+		proto_enc_begin(&e, &b, PT_RESET, 0, 9);
+		proto_enc_u32(&e, PTAG_WALLCLOCK, 5);
+		proto_enc_bytes(&e, PTAG_ENTROPY, ent, sizeof(ent));
+		proto_enc_str(&e, PTAG_HOSTNAME, "a");
+		proto_enc_str(&e, PTAG_MACHINE_ID, mid);
+		CHECK(proto_enc_end(&e) == 0);
+		CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EBADMSG);
+	}
+	buf_free(&b);
+}
+
 static void test_rx_resync(void)
 {
 	struct proto_rx rx;
@@ -382,6 +503,7 @@ int main(void)
 	test_too_many_args();
 	test_malformed();
 	test_typed();
+	test_reset();
 	test_rx_resync();
 	if (failures) {
 		fprintf(stderr, "test-proto: %d failure(s)\n", failures);

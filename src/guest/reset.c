@@ -1,0 +1,94 @@
+/* reset.c - RESET: make a restored or forked VM a machine of its own.
+ *
+ * Clones of one memory snapshot wake up with the snapshot's wall clock, the
+ * same RNG state (TERRAIN: three clones printed the same /dev/urandom bytes),
+ * the same hostname and the same machine-id. The host sends RESET before it
+ * hands the sandbox out; we answer OK only once every step is done, so
+ * nothing inside the sandbox can observe shared state after the node has
+ * reported the sandbox ready.
+ *
+ * Order: the RNG first (it is what clones must never share), then the clock,
+ * the hostname and /etc/machine-id. A failed step is reported as ERROR and
+ * the later steps are not attempted; the host treats that as a failed create.
+ */
+#include "guest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/random.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+
+#define MACHINE_ID_PATH "/etc/machine-id"
+
+/* Mix the host's bytes into the pool, credit them, and force the CRNG to
+ * reseed from it now (otherwise it would keep serving the snapshot's key
+ * until its next scheduled reseed). */
+static int reseed(const uint8_t *p, size_t n)
+{
+	struct {
+		struct rand_pool_info info;
+		uint32_t words[PROTO_RESET_ENTROPY_MAX / 4];
+	} req;
+	int fd, r = 0;
+
+	memset(&req, 0, sizeof(req));
+	memcpy(req.words, p, n);
+	req.info.entropy_count = (int)(n * 8);
+	req.info.buf_size = (int)n;
+	fd = open("/dev/urandom", O_RDONLY | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, RNDADDENTROPY, &req.info) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0)
+		r = -errno;
+	close(fd);
+	explicit_bzero(&req, sizeof(req));
+	return r;
+}
+
+void guest_reset(struct agent *a, const struct proto_frame *f)
+{
+	struct proto_reset x;
+	char line[PROTO_MACHINE_ID_LEN + 2];
+	int r;
+
+	/* Trusted host, but parsed like everything else: all fields are
+	 * checked before anything is changed. */
+	if ((r = proto_dec_reset(f, &x)) < 0) {
+		agent_send_error(a, f->req_id, -r, "reset: %s",
+				 r == -EINVAL ? "a field is out of range" : "malformed request");
+		return;
+	}
+	r = reseed(x.entropy, x.entropy_len);
+	explicit_bzero(x.entropy, sizeof(x.entropy));
+	if (r < 0) {
+		agent_send_error(a, f->req_id, -r, "reset: reseed the RNG: %s", strerror(-r));
+		return;
+	}
+	if (x.wall_ns) {
+		struct timespec ts = {
+			.tv_sec = (time_t)(x.wall_ns / 1000000000ull),
+			.tv_nsec = (long)(x.wall_ns % 1000000000ull),
+		};
+		if (clock_settime(CLOCK_REALTIME, &ts) < 0) {
+			agent_send_error(a, f->req_id, errno, "reset: set the clock: %s",
+					 strerror(errno));
+			return;
+		}
+	}
+	if (sethostname(x.hostname, strlen(x.hostname)) < 0) {
+		agent_send_error(a, f->req_id, errno, "reset: sethostname: %s", strerror(errno));
+		return;
+	}
+	/* machine-id(5): 32 hex digits and a newline, replaced atomically. */
+	snprintf(line, sizeof(line), "%s\n", x.machine_id);
+	(void)mkdir_p("/etc", 0755);
+	if ((r = write_file(MACHINE_ID_PATH, line, strlen(line), 0444)) < 0) {
+		agent_send_error(a, f->req_id, -r, "reset: write " MACHINE_ID_PATH ": %s",
+				 strerror(-r));
+		return;
+	}
+	agent_send_ok(a, f->req_id);
+}
