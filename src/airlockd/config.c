@@ -25,6 +25,8 @@ void config_defaults(struct airlockd_config *c)
 	c->rate_per_s = 200;
 	c->rate_burst = 400;
 	c->log_level = 2;
+	snprintf(c->vm_accel, sizeof(c->vm_accel), "auto");
+	c->vm_warm_pool = 2;
 	c->cgroup_favordynmods = true;
 }
 
@@ -112,6 +114,18 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		c->cgroup_favordynmods = !strcmp(val, "true");
 		return 0;
 	}
+	if (!strcmp(key, "vm_accel")) {
+		if (strcmp(val, "auto") && strcmp(val, "kvm") && strcmp(val, "tcg"))
+			return err_set(err, EINVAL, "%s: `%s` is not auto|kvm|tcg", key, val);
+		return set_str(c->vm_accel, sizeof(c->vm_accel), key, val, err);
+	}
+	if (!strcmp(key, "vm_dir")) {
+		if (val[0] && val[0] != '/')
+			return err_set(err, EINVAL, "vm_dir: must be an absolute path");
+		return set_str(c->vm_dir, sizeof(c->vm_dir), key, val, err);
+	}
+	if (!strcmp(key, "vm_warm_pool"))
+		return set_u32(&c->vm_warm_pool, key, val, err);
 	if (!strcmp(key, "log_level")) {
 		static const char *names[] = { "error", "warn", "info", "debug" };
 		for (int i = 0; i < 4; i++)

@@ -21,6 +21,9 @@ struct airlockd_config {
 	uint32_t max_sandboxes;
 	double rate_per_s, rate_burst;
 	int log_level;             /* 0 error .. 3 debug */
+	char vm_accel[8];          /* vm backend: "auto" | "kvm" | "tcg" */
+	char vm_dir[512];          /* vmlinuz + initramfs.cpio.gz; "" = the build tree's */
+	uint32_t vm_warm_pool;     /* QEMU processes waiting per template (vm) */
 	bool cgroup_favordynmods;  /* let nodemgr remount cgroup2 with favordynmods */
 };
 

@@ -157,6 +157,9 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *sock = data_path(cfg, "run/nodemgr.sock");
 	_cleanup_free_ char *guest = xasprintf("%s/airlock-guest", AIRLOCK_BIN_DIR);
 	_cleanup_free_ char *scripts = xasprintf("%s/scripts", AIRLOCK_SOURCE_DIR);
+	/* The guest kernel: vm_dir, else the build tree's vm/ (scripts/vm-kernel.sh). */
+	_cleanup_free_ char *vm_dir = cfg->vm_dir[0] ? xstrdup(cfg->vm_dir)
+						     : xasprintf("%s/../vm", AIRLOCK_BIN_DIR);
 	uid_t uid = 0;
 	gid_t gid = 0;
 	int r;
@@ -186,6 +189,9 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 		.client_uid = uid,
 		.client_gid = gid,
 		.pool_size_mb = cfg->pool_size_mb,
+		.vm_dir = vm_dir,
+		.vm_accel = cfg->vm_accel,
+		.vm_warm_pool = cfg->vm_warm_pool,
 	};
 	return nodemgr_run(&nc, err);
 }

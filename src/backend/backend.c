@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-static const struct backend_ops *const backends[] = { &backend_ns };
+static const struct backend_ops *const backends[] = { &backend_ns, &backend_vm };
 
 const struct backend_ops *backend_find(const char *name)
 {

@@ -20,6 +20,8 @@ struct backend_caps {
 	bool memory_fork;
 };
 
+struct guestconn;
+
 struct backend_ctx {
 	const char *nm_sock;  /* node manager socket path (borrowed) */
 };
@@ -35,9 +37,15 @@ struct backend_ops {
 		     err_t *err);
 	/* Tear everything down; idempotent. */
 	int (*destroy)(const struct backend_ctx *ctx, const char *id, err_t *err);
+	/* Optional: runs after create, once the guest said READY and before the
+	 * sandbox is reported running (vm: the clone reset of clock, RNG,
+	 * hostname and machine-id). gc is borrowed. A failure fails the create. */
+	int (*post_ready)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+			  struct guestconn *gc, err_t *err);
 };
 
 extern const struct backend_ops backend_ns;
+extern const struct backend_ops backend_vm;
 /* NULL when no backend has that name. */
 const struct backend_ops *backend_find(const char *name);
 

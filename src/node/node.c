@@ -237,6 +237,14 @@ static void handle_node(struct node *n, struct http_conn *c)
 	jw_end(&w);
 	jw_key(&w, "cgroup_mode");
 	jw_str(&w, info.cgroup_mode);
+	/* The vm backend's acceleration, as nodemgr decided it (vm-accel.c). */
+	jw_key(&w, "vm");
+	jw_obj(&w);
+	jw_key(&w, "accel");
+	jw_str(&w, info.vm_accel[0] ? info.vm_accel : NULL);
+	jw_key(&w, "reason");
+	jw_str(&w, info.vm_reason);
+	jw_end(&w);
 	jw_key(&w, "default_backend");
 	jw_str(&w, n->cfg->default_backend);
 	jw_key(&w, "default_template");

@@ -982,6 +982,10 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 		err_wrap(&err, "guest agent");
 		goto fail;
 	}
+	if (sb->be->post_ready && sb->be->post_ready(&n->bctx, &nspec, gc, &err) < 0) {
+		err_wrap(&err, "%s backend", sb->be->name);
+		goto fail;
+	}
 
 	/* Write 2: running. */
 	pthread_mutex_lock(&sb->mu);

@@ -355,3 +355,19 @@ int cgroup_favor_dynmods(err_t *err)
 	buf_free(&b);
 	return r;
 }
+
+int cgroup_rename(const struct cgroups *cg, const char *from, const char *to, err_t *err)
+{
+	/* rename(2) of a cgroup directory keeps its processes and limits (v1
+	 * and v2); in v1 each hierarchy is renamed on its own. */
+	size_t n = cg->v2 ? 1 : ARRAY_SIZE(v1_ctrls);
+
+	for (size_t i = 0; i < n; i++) {
+		const char *ctrl = cg->v2 ? NULL : v1_ctrls[i];
+		_cleanup_free_ char *a = cgroup_file(cg, ctrl, from, NULL);
+		_cleanup_free_ char *b = cgroup_file(cg, ctrl, to, NULL);
+		if (rename(a, b) < 0)
+			return err_sys(err, "rename cgroup %s to %s", a, b);
+	}
+	return 0;
+}

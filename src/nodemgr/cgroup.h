@@ -34,6 +34,8 @@ int cgroup_create(const struct cgroups *cg, const char *id, const struct cgroup_
 		  err_t *err);
 /* Move pid (and later its children) into the sandbox cgroup. */
 int cgroup_attach(const struct cgroups *cg, const char *id, pid_t pid, err_t *err);
+/* Rename airlock/<from> to airlock/<to> (processes and limits stay). */
+int cgroup_rename(const struct cgroups *cg, const char *from, const char *to, err_t *err);
 /* Kill every process in airlock/<id> and remove it. 0 when it does not exist. */
 int cgroup_destroy(const struct cgroups *cg, const char *id, err_t *err);
 /* Remove the (now empty) parent directories; best effort, at shutdown.

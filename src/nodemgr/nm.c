@@ -223,3 +223,37 @@ int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err)
 	out->cgroup_mode[sizeof(out->cgroup_mode) - 1] = '\0';
 	return 0;
 }
+
+int nm_vm_create(const char *sock, const struct nm_sandbox_spec *spec, uint32_t mode,
+		 int *chan_fd, pid_t *pid, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+	int r;
+
+	req_init(&q, NM_VM_CREATE);
+	q.u.vm.spec = *spec;
+	q.u.vm.mode = mode;
+	if ((r = nm_call(sock, &q, &res, chan_fd, NULL, NULL, NULL, err)) < 0)
+		return r;
+	if (*chan_fd < 0)
+		return err_set(err, EPROTO, "create vm %.64s: no channel fd", spec->id);
+	if (pid)
+		*pid = res.pid;
+	return 0;
+}
+
+int nm_vm_template_save(const char *sock, const struct nm_sandbox_spec *spec, bool discard,
+			err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_VM_TEMPLATE_SAVE);
+	q.u.vm.spec = *spec;
+	q.u.vm.mode = discard;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "save template vm %.64s/%u", spec->template_name,
+				spec->template_version);
+	return 0;
+}

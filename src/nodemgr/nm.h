@@ -74,7 +74,29 @@ struct nm_node_info {
 	uint32_t cpus;
 	uint64_t pool_free_mb, pool_total_mb;
 	char cgroup_mode[8];   /* "v1" or "v2" */
+	char vm_accel[8];      /* "kvm", "tcg", or "" when the vm backend is off */
+	char vm_reason[160];   /* why that acceleration was chosen */
 };
 int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err);
+
+/* The vm backend (src/nodemgr/vm.c): each sandbox is a jailed QEMU microVM.
+ * Guest RAM is spec->limits.memory_mb, vCPUs ceil(cpu_millis / 1000).
+ *   NM_VM_COLD      boot the guest kernel with the sandbox's rootfs.ext4.
+ *   NM_VM_CLONE     restore the template's memory snapshot for this RAM/vCPU
+ *                   shape (MAP_PRIVATE of its RAM file + device state);
+ *                   -ENODATA when the template has no snapshot for it yet.
+ *   NM_VM_TEMPLATE  boot the template itself (spec->id unused) with its RAM
+ *                   in a shared file, to be saved by nm_vm_template_save once
+ *                   the caller saw READY and synced the guest's disk. Only
+ *                   one template boot per template and shape at a time.
+ * Destroy and adopt are nm_sandbox_destroy / nm_sandbox_adopt. */
+enum nm_vm_mode { NM_VM_COLD = 1, NM_VM_CLONE = 2, NM_VM_TEMPLATE = 3 };
+int nm_vm_create(const char *sock, const struct nm_sandbox_spec *spec, uint32_t mode,
+		 int *chan_fd, pid_t *pid, err_t *err);
+/* Pause the template VM booted by NM_VM_TEMPLATE, save its device state next
+ * to its RAM file, and stop it. Clones can be made from then on. With
+ * discard, only stop it and remove what it left (a boot that went wrong). */
+int nm_vm_template_save(const char *sock, const struct nm_sandbox_spec *spec, bool discard,
+			err_t *err);
 
 #endif

@@ -40,6 +40,13 @@ struct jail {
 	int chan_fd;          /* host end of the guest channel; -1 once dead */
 	bool alive;
 	bool busy;            /* a create or destroy owns it */
+	bool vm;              /* a QEMU process (vm.c), not an ns jail */
+	/* vm.c internal jails (template boot, warm pool): not listed, not
+	 * adoptable, not known to the node. warm_key names the template and
+	 * shape a warm QEMU waits for ("" once taken). */
+	bool hidden;
+	char warm_key[96];
+	struct qmp *qmp;      /* vm: the monitor connection; NULL otherwise */
 };
 
 /* An exit status the reaper collected that nobody claimed yet. */
@@ -65,6 +72,7 @@ struct nm_server {
 	size_t nexits, cap_exits;
 	int nthreads;
 	bool stopping;
+	struct nm_vm *vm;     /* vm.c: accel, paths, template locks */
 };
 
 /* server.c: wait for a direct child's exit status (collected by the reaper).
@@ -75,6 +83,21 @@ int nm_wait_child(struct nm_server *s, pid_t pid, int *status, int timeout_ms);
 void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid);
 
 /* sandbox.c */
+/* Insert a busy entry for id with a free uid range (slot). -EEXIST when id
+ * is taken, -ENOSPC when no slot is free. */
+struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err);
+/* Remove an entry jail_claim made (closes its fds, frees the slot). */
+void jail_unclaim(struct nm_server *s, struct jail *j);
+/* The process is up: record pid (pidfd, start time), take chan (consumed)
+ * as the host end, and hand back a dup in *chan_dup. -ECHILD when the
+ * reaper already saw pid exit (the entry stays claimed: the caller cleans). */
+int jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *chan_dup,
+		 err_t *err);
+/* Warm pool hand-over: give a claimed (busy) jail the sandbox id (-EEXIST
+ * when taken), then, once its QEMU runs the guest, make it a normal live
+ * jail and dup its channel (-ECHILD when it died meanwhile). */
+int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err);
+int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err);
 int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
 		   pid_t *pid, err_t *err);
 int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err);
@@ -87,6 +110,20 @@ bool sandbox_reaped_locked(struct nm_server *s, pid_t pid);
 void sandbox_sweep_leftovers(struct nm_server *s);
 /* Shutdown: kill every jail, keep subvolumes. */
 void sandbox_kill_all(struct nm_server *s);
+
+/* vm.c: the QEMU microVM jail. Verbs as in nm.h (nm_vm_*). */
+int vm_init(struct nm_server *s, err_t *err);
+void vm_free(struct nm_server *s);
+int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t mode,
+	      int *chan_dup, pid_t *pid, err_t *err);
+int vm_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bool discard,
+		     err_t *err);
+/* Remove DATA/run/vm/<id> (idempotent); called by sandbox_destroy. */
+void vm_cleanup_run(struct nm_server *s, const char *id);
+void vm_node_info(struct nm_server *s, struct nm_node_info *out);
+/* vm-accel.c: decide kvm or tcg once (config, host facts, cached probe). */
+void vm_accel_detect(struct nm_server *s, char *accel, size_t acap, char *reason,
+		     size_t rcap);
 
 /* template.c */
 typedef int (*progress_fn)(void *arg, const char *line);  /* <0: client gone */

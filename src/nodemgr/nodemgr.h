@@ -26,6 +26,13 @@ struct nodemgr_config {
 	/* Tests only: argv for the guest (NULL = {"airlock-guest", NULL}).
 	 * Borrowed; must outlive nodemgr_run. */
 	const char *const *guest_argv;
+	/* The vm backend: the directory holding vmlinuz and initramfs.cpio.gz
+	 * (NULL or missing files: vm creates fail, GET /v1/node says why),
+	 * "auto" | "kvm" | "tcg" (NULL = auto), and how many QEMU processes
+	 * wait per template for a clone's state (0 = none). */
+	const char *vm_dir;
+	const char *vm_accel;
+	uint32_t vm_warm_pool;
 };
 
 /* Ensure the pool, clean up leftovers of a previous run (kill processes in

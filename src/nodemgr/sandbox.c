@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../qmp/qmp.h"
 #include "../lib/util.h"
 #include "../storage/pool.h"
 #include "jail.h"
@@ -43,6 +44,7 @@ static void unlink_locked(struct nm_server *s, struct jail *j)
 		close(j->chan_fd);
 	if (j->pidfd >= 0)
 		close(j->pidfd);
+	qmp_close(j->qmp);
 	free(j);
 }
 
@@ -114,6 +116,114 @@ static int delete_subvol(const char *path, err_t *err)
 	}
 }
 
+struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err)
+{
+	struct jail *j;
+	int slot = -1;
+
+	pthread_mutex_lock(&s->lock);
+	if (find_locked(s, id)) {
+		pthread_mutex_unlock(&s->lock);
+		err_set(err, EEXIST, "sandbox %s exists", id);
+		return NULL;
+	}
+	for (int i = 0; i < NM_MAX_SLOTS; i++)
+		if (!s->slots[i]) {
+			slot = i;
+			break;
+		}
+	if (slot < 0) {
+		pthread_mutex_unlock(&s->lock);
+		err_set(err, ENOSPC, "no free uid range (%d jails)", NM_MAX_SLOTS);
+		return NULL;
+	}
+	j = xcalloc(1, sizeof(*j));
+	snprintf(j->id, sizeof(j->id), "%s", id);
+	j->slot = slot;
+	j->pid = -1;
+	j->pidfd = j->chan_fd = -1;
+	j->busy = true;
+	s->slots[slot] = 1;
+	j->next = s->jails;
+	s->jails = j;
+	pthread_mutex_unlock(&s->lock);
+	return j;
+}
+
+void jail_unclaim(struct nm_server *s, struct jail *j)
+{
+	pthread_mutex_lock(&s->lock);
+	unlink_locked(s, j);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *chan_dup,
+		 err_t *err)
+{
+	pthread_mutex_lock(&s->lock);
+	j->pid = pid;
+	j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	j->start_time = proc_start_time(pid);
+	j->chan_fd = chan;
+	j->alive = true;
+	/* The reaper may have collected the process before we knew its pid. */
+	for (size_t i = 0; i < s->nexits; i++)
+		if (s->exits[i].pid == pid) {
+			s->exits[i] = s->exits[--s->nexits];
+			j->alive = false;
+			if (j->chan_fd >= 0)
+				close(j->chan_fd);
+			j->chan_fd = -1;
+			break;
+		}
+	if (!j->alive) {
+		pthread_mutex_unlock(&s->lock);
+		return err_set(err, ECHILD, "sandbox %s: process exited right after start", j->id);
+	}
+	*chan_dup = j->chan_fd >= 0 ? fcntl(j->chan_fd, F_DUPFD_CLOEXEC, 3) : -1;
+	j->busy = false;
+	state_write(s, j);
+	pthread_mutex_unlock(&s->lock);
+	if (*chan_dup < 0 && j->chan_fd >= 0)
+		return err_sys(err, "dup channel");
+	return 0;
+}
+
+int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err)
+{
+	_cleanup_free_ char *old_state = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	if (find_locked(s, id)) {
+		pthread_mutex_unlock(&s->lock);
+		return err_set(err, EEXIST, "sandbox %s exists", id);
+	}
+	old_state = state_path(s, j->id);
+	snprintf(j->id, sizeof(j->id), "%s", id);
+	pthread_mutex_unlock(&s->lock);
+	unlink(old_state);
+	return 0;
+}
+
+int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (!j->alive || j->chan_fd < 0) {
+		r = err_set(err, ECHILD, "sandbox %s: qemu exited", j->id);
+	} else if ((*chan_dup = fcntl(j->chan_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		r = err_sys(err, "dup channel");
+	} else {
+		j->hidden = false;
+		j->warm_key[0] = '\0';
+		j->busy = false;
+		state_write(s, j);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
 int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
 		   pid_t *pid, err_t *err)
 {
@@ -140,30 +250,9 @@ int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int 
 	int r, slot = -1;
 
 	/* Claim the id and a uid range. */
-	pthread_mutex_lock(&s->lock);
-	if (find_locked(s, spec->id)) {
-		pthread_mutex_unlock(&s->lock);
-		return err_set(err, EEXIST, "sandbox %s exists", spec->id);
-	}
-	for (int i = 0; i < NM_MAX_SLOTS; i++)
-		if (!s->slots[i]) {
-			slot = i;
-			break;
-		}
-	if (slot < 0) {
-		pthread_mutex_unlock(&s->lock);
-		return err_set(err, ENOSPC, "no free uid range (%d jails)", NM_MAX_SLOTS);
-	}
-	j = xcalloc(1, sizeof(*j));
-	snprintf(j->id, sizeof(j->id), "%s", spec->id);
-	j->slot = slot;
-	j->pid = -1;
-	j->pidfd = j->chan_fd = -1;
-	j->busy = true;
-	s->slots[slot] = 1;
-	j->next = s->jails;
-	s->jails = j;
-	pthread_mutex_unlock(&s->lock);
+	if (!(j = jail_claim(s, spec->id, err)))
+		return -err->code;
+	slot = j->slot;
 
 	if (pool_is_subvol(tmpl) != 1) {
 		r = err_set(err, ENOENT, "template %s/%u not found", spec->template_name,
@@ -211,34 +300,11 @@ int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int 
 	if (r < 0)
 		goto fail;
 
-	pthread_mutex_lock(&s->lock);
-	j->pid = init;
-	j->pidfd = (int)syscall(SYS_pidfd_open, init, 0);
-	j->start_time = proc_start_time(init);
-	j->chan_fd = chan[0];
+	r = jail_publish(s, j, init, chan[0], chan_dup, err);
 	chan[0] = -1;
-	j->alive = true;
-	/* The reaper may have collected init before we knew its pid. */
-	for (size_t i = 0; i < s->nexits; i++)
-		if (s->exits[i].pid == init) {
-			s->exits[i] = s->exits[--s->nexits];
-			j->alive = false;
-			close(j->chan_fd);
-			j->chan_fd = -1;
-			break;
-		}
-	if (!j->alive) {
-		pthread_mutex_unlock(&s->lock);
-		r = err_set(err, ECHILD, "jail init exited right after start");
+	if (r < 0)
 		goto fail;
-	}
-	*chan_dup = fcntl(j->chan_fd, F_DUPFD_CLOEXEC, 3);
 	*pid = init;
-	j->busy = false;
-	state_write(s, j);
-	pthread_mutex_unlock(&s->lock);
-	if (*chan_dup < 0)
-		return err_sys(err, "dup channel");
 	log_info("sandbox %s: jail pid %d, uid base %#x", spec->id, (int)init, jp.host_base);
 	return 0;
 
@@ -254,9 +320,7 @@ fail:
 		if (made_subvol && delete_subvol(sbx, &e2) < 0)
 			log_warn("create %s cleanup: %s", spec->id, e2.msg);
 	}
-	pthread_mutex_lock(&s->lock);
-	unlink_locked(s, j);
-	pthread_mutex_unlock(&s->lock);
+	jail_unclaim(s, j);
 	return r;
 }
 
@@ -267,7 +331,7 @@ int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid
 
 	pthread_mutex_lock(&s->lock);
 	j = find_locked(s, id);
-	if (!j || j->busy || !j->alive || j->chan_fd < 0) {
+	if (!j || j->busy || j->hidden || !j->alive || j->chan_fd < 0) {
 		r = err_set(err, ENOENT, "no live jail for sandbox %s", id);
 	} else {
 		*chan_dup = fcntl(j->chan_fd, F_DUPFD_CLOEXEC, 3);
@@ -303,8 +367,10 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	r = cgroup_destroy(&s->cg, id, err);
 	if (r == 0)
 		r = delete_subvol(sbx, err);
-	if (r == 0)
+	if (r == 0) {
 		unlink(st);
+		vm_cleanup_run(s, id);
+	}
 	pthread_mutex_lock(&s->lock);
 	if (j) {
 		if (r == 0)
@@ -335,7 +401,7 @@ char **sandbox_list(struct nm_server *s)
 
 	pthread_mutex_lock(&s->lock);
 	for (struct jail *j = s->jails; j; j = j->next)
-		if (!j->busy || j->alive)
+		if (!j->hidden && (!j->busy || j->alive))
 			add_id(&v, &n, j->id);
 	pthread_mutex_unlock(&s->lock);
 	if ((d = opendir(dir))) {

@@ -201,6 +201,13 @@ int template_delete(struct nm_server *s, const char *name, uint32_t version, err
 	/* Sandboxes are independent snapshots: deleting their template is safe. */
 	if (pool_subvol_delete(sub, err) < 0)
 		return -err->code;
+	/* The vm backend's memory snapshots of this version (vm.c). While a
+	 * clone still maps one this fails with EBUSY; delete again later. */
+	{
+		_cleanup_free_ char *vmc = xasprintf("%s/%u.vm", namedir, version);
+		if (pool_subvol_delete(vmc, err) < 0)
+			return err_wrap(err, "vm snapshots of %s/%u", name, version);
+	}
 	rmdir(namedir);
 	return 0;
 }

@@ -81,6 +81,7 @@ static void node_info(struct nm_server *s, struct nm_node_info *out)
 		out->pool_free_mb = fr >> 20;
 	}
 	snprintf(out->cgroup_mode, sizeof(out->cgroup_mode), "%s", cgroup_mode(&s->cg));
+	vm_node_info(s, out);
 }
 
 void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
@@ -167,6 +168,28 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		close(fd);
 		return;
 	}
+	case NM_VM_CREATE:
+	case NM_VM_TEMPLATE_SAVE:
+		/* Safe: the same checks as sandbox create (id, template name and
+		 * hostname pattern-checked, paths only under the pool and
+		 * DATA/run/vm). QEMU runs as the slot's own uid in an empty
+		 * mount namespace (vm.c); its QMP replies are parsed by the
+		 * size-limited, fuzzed src/qmp parser, and the guest channel is
+		 * only passed on, never read. */
+		if ((q.verb == NM_VM_CREATE && q.u.vm.mode != NM_VM_TEMPLATE &&
+		     !valid_sandbox_id(q.u.vm.spec.id, sizeof(q.u.vm.spec.id))) ||
+		    !valid_template_name(q.u.vm.spec.template_name,
+					 sizeof(q.u.vm.spec.template_name)) ||
+		    (q.u.vm.spec.hostname[0] &&
+		     !valid_hostname(q.u.vm.spec.hostname, sizeof(q.u.vm.spec.hostname)))) {
+			r = err_set(&err, EINVAL, "bad sandbox id, template name or hostname");
+			break;
+		}
+		if (q.verb == NM_VM_CREATE)
+			r = vm_create(s, &q.u.vm.spec, q.u.vm.mode, &chan, &pid, &err);
+		else
+			r = vm_template_save(s, &q.u.vm.spec, q.u.vm.mode == 1, &err);
+		break;
 	default:
 		r = err_set(&err, EOPNOTSUPP, "unknown verb %u", q.verb);
 		break;

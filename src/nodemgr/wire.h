@@ -26,6 +26,8 @@ enum nm_verb {
 	NM_TEMPLATE_DELETE,
 	NM_TEMPLATE_LIST,
 	NM_NODE_INFO,
+	NM_VM_CREATE,
+	NM_VM_TEMPLATE_SAVE,
 };
 
 struct nm_req {
@@ -40,6 +42,10 @@ struct nm_req {
 			char name[65];
 			uint32_t version;
 		} tmpl;                    /* template_delete */
+		struct {
+			struct nm_sandbox_spec spec;
+			uint32_t mode;     /* create: enum nm_vm_mode; save: 1 = discard */
+		} vm;                      /* vm_create, vm_template_save */
 	} u;
 };
 

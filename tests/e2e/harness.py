@@ -20,6 +20,9 @@ import time
 import unittest
 
 BIN = os.environ.get("AIRLOCK_BIN", os.path.join(os.path.dirname(__file__), "../../build/bin"))
+# The backend every create uses unless a test names one: run a suite against
+# the vm backend with AIRLOCK_E2E_BACKEND=vm (default: the node's default).
+BACKEND = os.environ.get("AIRLOCK_E2E_BACKEND")
 AIRLOCKD = os.path.join(BIN, "airlockd")
 CLI = os.path.join(BIN, "airlock")
 
@@ -226,6 +229,8 @@ class Client:
         if "idempotency_key" in kw:
             headers["Idempotency-Key"] = kw.pop("idempotency_key")
         kw.setdefault("template", "busybox")
+        if BACKEND:
+            kw.setdefault("backend", BACKEND)
         return self.call("POST", "/v1/sandboxes", kw, headers)
 
     def delete(self, sid):
@@ -315,7 +320,9 @@ class AirlockTestCase(unittest.TestCase):
         r = subprocess.run(["btrfs", "subvolume", "list", "-o",
                             os.path.join(self.server.dir, "pool", "sandboxes")],
                            capture_output=True, text=True)
-        return [l for l in r.stdout.splitlines() if l.strip()]
+        # -o on a plain directory lists the whole filesystem: keep sandboxes
+        # only (not templates, vm snapshot caches or warm-pool subvolumes).
+        return [l for l in r.stdout.splitlines() if "sandboxes/" in l]
 
     def cgroups(self):
         import glob
@@ -334,4 +341,9 @@ def main():
     if not os.path.exists(AIRLOCKD):
         print(f"skip: {AIRLOCKD} not built")
         sys.exit(77)
+    if BACKEND == "vm":
+        vm_dir = os.environ.get("AIRLOCK_VM_DIR", os.path.join(BIN, "..", "vm"))
+        if not shutil.which("qemu-system-x86_64") or not os.path.exists(os.path.join(vm_dir, "vmlinuz")):
+            print("skip: the vm backend needs qemu-system-x86_64 and the guest kernel")
+            sys.exit(77)
     unittest.main(verbosity=2)

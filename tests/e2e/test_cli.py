@@ -4,7 +4,7 @@ import os
 import subprocess
 import tempfile
 
-from harness import AirlockTestCase, CLI, main
+from harness import AirlockTestCase, BACKEND, CLI, main
 
 
 class CliTest(AirlockTestCase):
@@ -19,7 +19,8 @@ class CliTest(AirlockTestCase):
         return r
 
     def test_quick_start(self):
-        sid = self.cli("create", "--template", "busybox").stdout.decode().strip()
+        extra = ["--backend", BACKEND] if BACKEND else []
+        sid = self.cli("create", "--template", "busybox", *extra).stdout.decode().strip()
         self.assertTrue(sid)
         try:
             r = self.cli("exec", sid, "--", "sh", "-c", "echo 4")

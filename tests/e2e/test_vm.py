@@ -1,0 +1,181 @@
+"""The vm backend end to end: sandboxes are QEMU microVMs with the guest
+kernel, cloned from the template's memory snapshot. Skips (77) when QEMU or
+the guest kernel (<build>/vm/vmlinuz) is missing."""
+import os
+import signal
+import sys
+import threading
+import time
+
+from harness import AIRLOCKD, AirlockTestCase, ApiError, main
+
+VM_DIR = os.path.normpath(os.path.join(os.path.dirname(AIRLOCKD), "..", "vm"))
+QEMU = "/usr/bin/qemu-system-x86_64"
+
+
+def qemu_pid(data_dir, sid):
+    """The QEMU pid nodemgr recorded for sid (run/nodemgr/<id>.state)."""
+    with open(os.path.join(data_dir, "run", "nodemgr", sid + ".state")) as f:
+        for line in f:
+            if line.startswith("pid="):
+                return int(line[4:])
+    return None
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+class VmTest(AirlockTestCase):
+    def create(self, **kw):
+        kw.setdefault("backend", "vm")
+        t0 = time.time()
+        sb = self.api.create(**kw)
+        self.addCleanup(self._delete, sb["id"])
+        return sb, time.time() - t0
+
+    def _delete(self, sid):
+        try:
+            self.api.delete(sid)
+        except ApiError:
+            pass
+
+    def sh(self, sid, script):
+        code, out, err, _ = self.api.exec(sid, ["sh", "-c", script])
+        self.assertEqual(code, 0, err)
+        return out.decode()
+
+    def test_node_reports_acceleration(self):
+        vm = self.api.call("GET", "/v1/node")["vm"]
+        self.assertIn(vm["accel"], ("kvm", "tcg"))
+        self.assertTrue(vm["reason"])
+        if os.path.exists("/sys/module/kvm_pvm") and not (
+                os.path.exists("/sys/module/kvm_intel") or os.path.exists("/sys/module/kvm_amd")):
+            self.assertEqual(vm["accel"], "tcg")
+            self.assertIn("kvm_pvm", vm["reason"])
+
+    def test_guest_kernel(self):
+        sb, took = self.create()
+        self.assertEqual(sb["state"], "running")
+        self.assertEqual(sb["backend"], "vm")
+        t0 = time.time()
+        version = self.sh(sb["id"], "cat /proc/version")
+        print(f"\n  create {took * 1000:.0f} ms, first exec {1000 * (time.time() - t0):.0f} ms",
+              file=sys.stderr)
+        self.assertTrue(version.startswith("Linux version "))
+        with open(os.path.join(VM_DIR, "kernel.version")) as f:
+            self.assertIn(f.read().strip(), version)
+        self.assertNotIn(os.uname().release, version)
+
+    def test_disk_writes_stay_in_their_sandbox(self):
+        a, _ = self.create()
+        b, _ = self.create()
+        self.sh(a["id"], "echo mine > /work/only-a && sync")
+        self.assertEqual(self.sh(a["id"], "cat /work/only-a"), "mine\n")
+        self.assertEqual(self.sh(b["id"], "ls /work/only-a 2>/dev/null; true"), "")
+        c, _ = self.create()  # a new sandbox of the template does not see it either
+        self.assertEqual(self.sh(c["id"], "ls /work/only-a 2>/dev/null; true"), "")
+        # files API on the vm backend
+        self.api.call("PUT", f"/v1/sandboxes/{b['id']}/files?path=/work/f.txt", b"hello")
+        self.assertEqual(self.sh(b["id"], "cat /work/f.txt"), "hello")
+
+    def test_clones_differ(self):
+        a, _ = self.create()
+        b, _ = self.create()
+        script = "head -c 16 /dev/urandom | od -An -tx1; date +%s; hostname; cat /etc/machine-id"
+        out_a = self.sh(a["id"], script).split("\n")
+        out_b = self.sh(b["id"], script).split("\n")
+        host_now = time.time()
+        rnd_a = " ".join(out_a[:-4]).split()
+        rnd_b = " ".join(out_b[:-4]).split()
+        self.assertEqual(len(rnd_a), 16)
+        self.assertNotEqual(rnd_a, rnd_b, "two clones printed the same random bytes")
+        for out in (out_a, out_b):
+            self.assertLess(abs(int(out[-4]) - host_now), 5, "guest clock is off")
+        self.assertEqual(out_a[-3], a["id"])
+        self.assertEqual(out_b[-3], b["id"])
+        self.assertNotEqual(out_a[-2], out_b[-2], "clones share a machine-id")
+
+    def test_delete_kills_qemu_and_cleans_up(self):
+        sb, _ = self.create()
+        sid = sb["id"]
+        pid = qemu_pid(self.server.dir, sid)
+        self.assertTrue(pid and alive(pid))
+        with open(f"/proc/{pid}/status") as f:
+            uid = [l for l in f if l.startswith("Uid:")][0].split()[1]
+        self.assertGreaterEqual(int(uid), 0x40000000, "QEMU must run as its own uid")
+        self.api.delete(sid)
+        self.assertFalse(alive(pid), "QEMU still running after delete")
+        self.assertFalse(os.path.exists(os.path.join(self.server.dir, "run", "vm", sid)))
+        self.assertFalse([c for c in self.cgroups() if c.endswith("/" + sid)])
+        self.assertFalse([s for s in self.subvolumes() if s.endswith("/" + sid)])
+
+    def test_qemu_death_fails_the_sandbox(self):
+        sb, _ = self.create()
+        sid = sb["id"]
+        os.kill(qemu_pid(self.server.dir, sid), signal.SIGKILL)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            got = self.api.call("GET", f"/v1/sandboxes/{sid}")
+            if got["state"] == "failed":
+                break
+            time.sleep(0.05)
+        self.assertEqual(got["state"], "failed")
+        self.assertTrue(got.get("error"))
+
+    def test_kill_node_readopts(self):
+        sb, _ = self.create()
+        sid = sb["id"]
+        self.sh(sid, "echo before > /work/f")
+        old = self.server.pid_of("node")
+        os.kill(old, signal.SIGKILL)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                if self.server.pid_of("node") != old and \
+                        self.api.raw("GET", "/v1/sandboxes")[0] == 200:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.05)
+        time.sleep(0.5)
+        got = self.api.call("GET", f"/v1/sandboxes/{sid}")
+        self.assertEqual(got["state"], "running")
+        self.assertEqual(self.sh(sid, "cat /work/f"), "before\n")
+
+    def test_concurrent_creates(self):
+        n, results, errors = 20, [], []
+
+        def one():
+            try:
+                sb = self.api.create(template="busybox", backend="vm")
+                results.append(sb["id"])
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=one) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for sid in results:
+            self.addCleanup(self._delete, sid)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(results), n)
+        for sid in results[:3]:
+            self.assertEqual(self.sh(sid, "echo ok"), "ok\n")
+        pids = [qemu_pid(self.server.dir, sid) for sid in results]
+        for sid in results:
+            self.api.delete(sid)
+        self.assertFalse([p for p in pids if alive(p)])
+
+
+if __name__ == "__main__":
+    if not os.access(QEMU, os.X_OK) or not os.path.exists(os.path.join(VM_DIR, "vmlinuz")):
+        print(f"skip: needs {QEMU} and {VM_DIR}/vmlinuz")
+        sys.exit(77)
+    main()
