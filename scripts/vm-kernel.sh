@@ -53,7 +53,10 @@ if [ ! -f "$KDIR/.unpacked" ]; then
 		log "fetching $KPKG=$KPKGVER with apt-get download"
 		# The security archive replaces kernel versions; a pin that has
 		# gone away must fail loudly, not silently pick another kernel.
-		if ! (cd "$CACHE" && apt-get download -q "$KPKG=$KPKGVER" >&2); then
+		# Stale package lists are the usual cause of a miss: refresh once (root).
+		if ! (cd "$CACHE" && apt-get download -q "$KPKG=$KPKGVER" >&2) &&
+		   ! { [ "$(id -u)" = 0 ] && apt-get update -qq >&2 &&
+		       (cd "$CACHE" && apt-get download -q "$KPKG=$KPKGVER" >&2); }; then
 			log "apt cannot find $KPKG version $KPKGVER."
 			log "  available: $(apt-cache madison "$KPKG" 2>/dev/null | awk '{print $3}' | tr '\n' ' ')"
 			log "  (run apt-get update, or set AIRLOCK_KERNEL_PKG / AIRLOCK_KERNEL_PKGVER)"
