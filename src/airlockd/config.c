@@ -27,6 +27,7 @@ void config_defaults(struct airlockd_config *c)
 	c->log_level = 2;
 	snprintf(c->vm_accel, sizeof(c->vm_accel), "auto");
 	c->vm_warm_pool = 2;
+	c->vm_snapshots = true;
 	c->cgroup_favordynmods = true;
 }
 
@@ -123,6 +124,12 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		if (val[0] && val[0] != '/')
 			return err_set(err, EINVAL, "vm_dir: must be an absolute path");
 		return set_str(c->vm_dir, sizeof(c->vm_dir), key, val, err);
+	}
+	if (!strcmp(key, "vm_snapshots")) {
+		if (strcmp(val, "true") && strcmp(val, "false"))
+			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
+		c->vm_snapshots = !strcmp(val, "true");
+		return 0;
 	}
 	if (!strcmp(key, "vm_warm_pool"))
 		return set_u32(&c->vm_warm_pool, key, val, err);

@@ -217,6 +217,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 		.default_pids = cfg->default_pids,
 		.default_disk_mb = cfg->default_disk_mb,
 		.max_sandboxes = cfg->max_sandboxes,
+		.vm_cold_boot = !cfg->vm_snapshots,
 		.ready_timeout_ms = 10000,
 		.out_buffer_bytes = 1 << 20,
 	};

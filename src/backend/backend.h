@@ -24,6 +24,7 @@ struct guestconn;
 
 struct backend_ctx {
 	const char *nm_sock;  /* node manager socket path (borrowed) */
+	bool vm_cold_boot;    /* vm: always boot cold, never clone (config vm_snapshots=false) */
 };
 
 struct backend_ops {
@@ -42,6 +43,14 @@ struct backend_ops {
 	 * hostname and machine-id). gc is borrowed. A failure fails the create. */
 	int (*post_ready)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
 			  struct guestconn *gc, err_t *err);
+	/* Optional: a read-only fd (caller owns) on the sandbox's serial
+	 * console log. NULL: the backend has none (the API answers 501). */
+	int (*console)(const struct backend_ctx *ctx, const char *id, int *fd, err_t *err);
+	/* Optional (caps.pause): stop every process / vCPU of the jail with its
+	 * memory and guest channel kept, and start them again. pause returns
+	 * once nothing in the jail can run; both are idempotent. */
+	int (*pause)(const struct backend_ctx *ctx, const char *id, err_t *err);
+	int (*resume)(const struct backend_ctx *ctx, const char *id, err_t *err);
 };
 
 extern const struct backend_ops backend_ns;

@@ -447,13 +447,17 @@ static void gc_free(struct guestconn *gc)
  * tolerate garbage: after a node restart the stream may begin in the middle
  * of a frame the previous node had half read. Output and exits that arrive
  * meanwhile are delivered to the callbacks. */
+/* A restored clone can lose the first bytes sent to it; asking again soon
+ * (then less often) keeps that from costing a create half a second. */
+#define HELLO_RESEND_FIRST_MS 50
 #define HELLO_RESEND_MS 500
 
 static int await_hello(struct guestconn *gc, uint32_t our_id, const struct buf *req,
 		       int timeout_ms, struct guest_hello *hello, err_t *err)
 {
 	uint64_t deadline = deadline_after(timeout_ms);
-	uint64_t resend = deadline_after(HELLO_RESEND_MS);
+	int every = HELLO_RESEND_FIRST_MS;
+	uint64_t resend = deadline_after(every);
 	bool have_hello = false;
 	uint32_t hello_id = 0;
 	struct proto_hello h;
@@ -505,7 +509,8 @@ static int await_hello(struct guestconn *gc, uint32_t our_id, const struct buf *
 			 * handled them all before it sees real work. */
 			if ((r = send_bytes(gc, req->data, req->len, err)) < 0)
 				return r;
-			resend = deadline_after(HELLO_RESEND_MS);
+			every = every * 2 < HELLO_RESEND_MS ? every * 2 : HELLO_RESEND_MS;
+			resend = deadline_after(every);
 		}
 		if (!have_hello && ms_left(resend) < left)
 			left = ms_left(resend);

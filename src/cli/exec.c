@@ -553,3 +553,17 @@ int cmd_kill(struct cli *cli, int argc, char **argv)
 	target = xasprintf("/v1/sandboxes/%s/processes/%lld/signal", id, pid);
 	return cli_call_json(cli, "POST", target, body, NULL, NULL, NULL);
 }
+
+/* airlock console SBX: the last 64 KiB of a vm sandbox's serial console,
+ * as the server sends it (text). */
+int cmd_console(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_free_ char *id = NULL, *target = NULL;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "console", 1, 1)))
+		return r;
+	id = cli_escape(argv[optind]);
+	target = xasprintf("/v1/sandboxes/%s/console", id);
+	return cli_stream_to_fd(cli, "GET", target, 1);
+}

@@ -14,6 +14,8 @@ static const char usage[] =
 	"  ls [--state S] [--template T] [--meta K=V]...   list sandboxes\n"
 	"  get SBX                                show one sandbox\n"
 	"  rm SBX...                              delete sandboxes\n"
+	"  pause SBX | resume SBX                 freeze / thaw a sandbox (memory kept)\n"
+	"  connect SBX                            make it ready to use (resumes a paused one)\n"
 	"\n"
 	"Processes:\n"
 	"  exec [-i] [-t] [--env K=V]... [--cwd D] [--user U] [--timeout S] SBX [--] CMD [ARGS...]\n"
@@ -24,6 +26,7 @@ static const char usage[] =
 	"  ps SBX                                 list processes\n"
 	"  logs SBX PID [--offset N] [--no-follow]   replay and follow a process's output\n"
 	"  kill SBX PID [--signal SIG]            signal a process (default TERM)\n"
+	"  console SBX                            the last 64 KiB of a vm sandbox's serial console\n"
 	"\n"
 	"Files (inside a sandbox):\n"
 	"  files read SBX PATH                    write the file to stdout\n"
@@ -67,7 +70,8 @@ static const struct verb {
 	{ "exec", cmd_exec },	  { "ps", cmd_ps },	     { "logs", cmd_logs },
 	{ "kill", cmd_kill },	  { "files", cmd_files },   { "template", cmd_template },
 	{ "tenant", cmd_tenant }, { "key", cmd_key },	     { "health", cmd_health },
-	{ "node", cmd_node },
+	{ "node", cmd_node },	  { "pause", cmd_pause },   { "resume", cmd_resume },
+	{ "connect", cmd_connect }, { "console", cmd_console },
 };
 
 int main(int argc, char **argv)

@@ -1,4 +1,4 @@
-/* sandbox.c - create, ls, get, rm. */
+/* sandbox.c - create, ls, get, rm, pause, resume, connect. */
 #include <errno.h>
 #include <string.h>
 
@@ -266,6 +266,44 @@ int cmd_get(struct cli *cli, int argc, char **argv)
 	}
 	json_free(resp);
 	return r;
+}
+
+/* POST /v1/sandboxes/{id}/<op> for pause, resume and connect: each answers
+ * the sandbox, shown like `get`. */
+static int lifecycle(struct cli *cli, int argc, char **argv, const char *op)
+{
+	_cleanup_free_ char *raw = NULL, *id = NULL, *target = NULL;
+	json *resp = NULL;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, op, 1, 1)))
+		return r;
+	id = cli_escape(argv[optind]);
+	target = xasprintf("/v1/sandboxes/%s/%s", id, op);
+	r = cli_call_json(cli, "POST", target, "{}", NULL, &resp, &raw);
+	if (r == 0) {
+		if (cli->json || !resp || resp->type != JSON_OBJ)
+			cli_print_raw(raw);
+		else
+			cli_print_fields(resp);
+	}
+	json_free(resp);
+	return r;
+}
+
+int cmd_pause(struct cli *cli, int argc, char **argv)
+{
+	return lifecycle(cli, argc, argv, "pause");
+}
+
+int cmd_resume(struct cli *cli, int argc, char **argv)
+{
+	return lifecycle(cli, argc, argv, "resume");
+}
+
+int cmd_connect(struct cli *cli, int argc, char **argv)
+{
+	return lifecycle(cli, argc, argv, "connect");
 }
 
 int cmd_rm(struct cli *cli, int argc, char **argv)

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MACHINE_ID_PATH "/etc/machine-id"
 
@@ -45,6 +46,31 @@ static int reseed(const uint8_t *p, size_t n)
 		r = -errno;
 	close(fd);
 	explicit_bzero(&req, sizeof(req));
+	return r;
+}
+
+/* Replace /etc/machine-id atomically (write a temporary file, rename it
+ * over), without fsync: the id only has to hold for this boot of this
+ * clone, and an fsync here is an ext4 journal commit plus a flush of the
+ * virtio-blk disk, i.e. an fdatasync on the host: measured 60-100 ms of a
+ * ~130 ms RESET under TCG, on the create path. */
+static int write_machine_id(const char *line)
+{
+	static const char tmp[] = MACHINE_ID_PATH ".tmp";
+	size_t n = strlen(line);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	errno = 0;
+	if (write(fd, line, n) != (ssize_t)n)
+		r = errno ? -errno : -EIO;
+	close(fd);
+	if (r == 0 && rename(tmp, MACHINE_ID_PATH) < 0)
+		r = -errno;
+	if (r < 0)
+		unlink(tmp);
 	return r;
 }
 
@@ -85,7 +111,7 @@ void guest_reset(struct agent *a, const struct proto_frame *f)
 	/* machine-id(5): 32 hex digits and a newline, replaced atomically. */
 	snprintf(line, sizeof(line), "%s\n", x.machine_id);
 	(void)mkdir_p("/etc", 0755);
-	if ((r = write_file(MACHINE_ID_PATH, line, strlen(line), 0444)) < 0) {
+	if ((r = write_machine_id(line)) < 0) {
 		agent_send_error(a, f->req_id, -r, "reset: write " MACHINE_ID_PATH ": %s",
 				 strerror(-r));
 		return;

@@ -532,16 +532,6 @@ static const char *parse_exec(const json *body, struct exec_req *er, char *msg, 
 	return NULL;
 }
 
-static void respond_not_running(struct http_conn *c, struct sandbox *sb)
-{
-	enum sb_state st;
-
-	pthread_mutex_lock(&sb->mu);
-	st = sb->state;
-	pthread_mutex_unlock(&sb->mu);
-	http_respond_error(c, 409, "conflict", "sandbox %s is %s", sb->id, state_name(st));
-}
-
 void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c)
 {
 	static const char *const keys[] = { "cmd", "env", "cwd", "user", "uid", "pty",
@@ -570,9 +560,10 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		http_respond_error(c, 400, code, "%s", msg);
 		goto out;
 	}
-	gc = sandbox_gc_get(sb);
+	/* A paused sandbox is resumed first, without the client asking. */
+	gc = sandbox_gc_use(n, sb, "resumed for exec", &err);
 	if (!gc) {
-		respond_not_running(c, sb);
+		sandbox_respond_err(c, sb, &err);
 		goto out;
 	}
 	if (er.user && strcmp(er.user, "root") != 0) {
@@ -638,7 +629,7 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	p->argv = TAKE_PTR(argv);
 	p->pty = er.pty;
 	p->refs++;
-	if (sb->state != SB_RUNNING || sb->deleting) {
+	if ((sb->state != SB_RUNNING && sb->state != SB_PAUSED) || sb->deleting) {
 		/* Torn down while the exec was in flight. */
 		p->lost = "the sandbox went away";
 		mark_exited_locked(sb, p, -1, SIGKILL);
@@ -748,6 +739,17 @@ static void handle_output(struct node *n, struct sandbox *sb, struct proc *p,
 			return;
 		}
 	}
+	/* Following a paused sandbox's process means waiting for it to run:
+	 * resume it. A replay (follow=0) only reads the node's buffers, and a
+	 * sandbox that is not paused or running still replays what it has. */
+	if (follow) {
+		err_t err = { 0 };
+		if (sandbox_resume(n, sb, "resumed for process output", &err) < 0 &&
+		    err.code != EBUSY) {
+			sandbox_respond_err(c, sb, &err);
+			return;
+		}
+	}
 	buf_init(&out);
 	if (http_stream_begin(c, 200, "application/x-ndjson", NULL) == 0)
 		stream_proc(n, sb, p, c, off, follow, &out);
@@ -833,9 +835,9 @@ void handle_process(struct node *n, struct sandbox *sb, uint32_t pid, const char
 			http_respond_error(c, 400, "invalid_field", "`data` is not valid base64");
 			goto out;
 		}
-		if (!(gc = sandbox_gc_get(sb))) {
+		if (!(gc = sandbox_gc_use(n, sb, "resumed for process stdin", &err))) {
 			buf_free(&data);
-			respond_not_running(c, sb);
+			sandbox_respond_err(c, sb, &err);
 			goto out;
 		}
 		r = guestconn_stdin(gc, pid, data.data ? data.data : "", data.len, eof, &err);
@@ -849,8 +851,8 @@ void handle_process(struct node *n, struct sandbox *sb, uint32_t pid, const char
 					   "QUIT USR1 USR2");
 			goto out;
 		}
-		if (!(gc = sandbox_gc_get(sb))) {
-			respond_not_running(c, sb);
+		if (!(gc = sandbox_gc_use(n, sb, "resumed for process signal", &err))) {
+			sandbox_respond_err(c, sb, &err);
 			goto out;
 		}
 		r = guestconn_signal(gc, pid, sig, &err);
@@ -864,8 +866,8 @@ void handle_process(struct node *n, struct sandbox *sb, uint32_t pid, const char
 					   "`rows` and `cols` must be integers in 1..65535");
 			goto out;
 		}
-		if (!(gc = sandbox_gc_get(sb))) {
-			respond_not_running(c, sb);
+		if (!(gc = sandbox_gc_use(n, sb, "resumed for process resize", &err))) {
+			sandbox_respond_err(c, sb, &err);
 			goto out;
 		}
 		r = guestconn_resize(gc, pid, (uint16_t)rows->i, (uint16_t)cols->i, &err);

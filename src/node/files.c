@@ -130,13 +130,10 @@ void handle_files(struct node *n, struct sandbox *sb, const char *sub, struct ht
 			return;
 		}
 	}
-	gc = sandbox_gc_get(sb);
+	/* A paused sandbox is resumed first, without the client asking. */
+	gc = sandbox_gc_use(n, sb, "resumed for files", &err);
 	if (!gc) {
-		enum sb_state st;
-		pthread_mutex_lock(&sb->mu);
-		st = sb->state;
-		pthread_mutex_unlock(&sb->mu);
-		http_respond_error(c, 409, "conflict", "sandbox %s is %s", sb->id, state_name(st));
+		sandbox_respond_err(c, sb, &err);
 		json_free(body);
 		return;
 	}

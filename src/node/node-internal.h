@@ -77,6 +77,7 @@ struct sandbox {
 	enum sb_state state;
 	char *error;            /* reason of failed */
 	bool deleting;          /* a teardown owns the sandbox */
+	bool lc_busy;           /* a pause or resume is at the backend */
 	bool chan_closed;
 	struct guestconn *gc;   /* NULL unless running */
 	int gc_users;           /* threads inside guestconn_* with gc */
@@ -134,6 +135,10 @@ void node_errno_to_http(int code, int *status, const char **ecode);
  * returns NULL. allowed: NULL-terminated list of keys. Caller owns. */
 json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed);
 void node_iso_time(int64_t wall_ms_v, char out[40]);
+/* 409 `conflict` with the sandbox's current state next to the error:
+ * {"error":{"code":"conflict","message"},"state":"paused"}. */
+void node_respond_conflict(struct http_conn *c, enum sb_state st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* Calls fn for each query parameter, percent-decoded. */
 void node_query_each(const char *query, void (*fn)(void *arg, const char *k, const char *v),
 		     void *arg);
@@ -151,6 +156,26 @@ void sandbox_map_remove(struct node *n, struct sandbox *sb);
 void sandbox_render(struct jw *w, struct sandbox *sb);       /* takes sb->mu */
 struct guestconn *sandbox_gc_get(struct sandbox *sb);          /* NULL unless running */
 void sandbox_gc_put(struct sandbox *sb);
+/* The channel of a sandbox that is running or paused, resuming a paused one
+ * first (why: the event's reason, e.g. "resumed for exec"). NULL with err
+ * set otherwise: -EBUSY naming the state (409), or the backend's error.
+ * Pair with sandbox_gc_put. */
+struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char *why,
+				 err_t *err);
+/* Lifecycle operations (state.c decides what is legal; an illegal request
+ * fails with -EBUSY naming the current state, an unsupported one with
+ * -EOPNOTSUPP). resume with why = NULL is the client's explicit resume,
+ * which is a conflict on a running sandbox; with a reason (connect, exec)
+ * a running sandbox is fine and costs one lock. */
+int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err);
+int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *err);
+/* Answer an error about sb: 409 with its state for -EBUSY, else as
+ * node_respond_err. */
+void sandbox_respond_err(struct http_conn *c, struct sandbox *sb, const err_t *e);
+/* Does tenant own a row for id that is retired (observed = deleted)? */
+bool sandbox_is_deleted(struct node *n, const char *id, const char *tenant);
+void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
+			      struct http_conn *c);
 extern const struct guestconn_cbs sandbox_guest_cbs;
 /* Load a row (columns: SANDBOX_COLS) into a new, unmapped sandbox. */
 #define SANDBOX_COLS "id, tenant_id, template, template_version, backend, desired, observed," \
@@ -189,6 +214,9 @@ void handle_process(struct node *n, struct sandbox *sb, uint32_t pid, const char
 /* files.c; sub: "" (GET/PUT/DELETE), "stat", "list", "mkdir", "rename" */
 void handle_files(struct node *n, struct sandbox *sb, const char *sub, struct http_req *req,
 		  struct http_conn *c);
+
+/* console.c: GET .../console (501 when the backend has none) */
+void handle_console(struct node *n, struct sandbox *sb, struct http_conn *c);
 
 /* templates.c */
 /* Newest ready version of name; builds a built-in (debian, busybox) on

@@ -4,6 +4,7 @@
  * reconcile.c and timed work in reaper.c. */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -70,6 +71,34 @@ void node_respond_err(struct http_conn *c, const err_t *e)
 
 	node_errno_to_http(e->code, &status, &code);
 	http_respond_error(c, status, code, "%s", e->msg[0] ? e->msg : "error");
+}
+
+void node_respond_conflict(struct http_conn *c, enum sb_state st, const char *fmt, ...)
+{
+	_cleanup_free_ char *msg = NULL;
+	struct buf b;
+	struct jw w;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	jw_key(&w, "error");
+	jw_obj(&w);
+	jw_key(&w, "code");
+	jw_str(&w, "conflict");
+	jw_key(&w, "message");
+	jw_str(&w, msg ? msg : "conflict");
+	jw_end(&w);
+	jw_key(&w, "state");
+	jw_str(&w, state_name(st));
+	jw_end(&w);
+	http_respond_json(c, 409, b.data);
+	buf_free(&b);
 }
 
 json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed)
@@ -346,7 +375,12 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 	}
 	sb = sandbox_find(n, id, tenant);
 	if (!sb) {
-		http_respond_error(c, 404, "not_found", "no sandbox `%s`", id);
+		/* An operation on this tenant's deleted sandbox is a conflict with
+		 * its state; reading it (GET) is a plain 404. */
+		if (nseg > 3 && sandbox_is_deleted(n, id, tenant))
+			node_respond_conflict(c, SB_DELETED, "sandbox %s is deleted", id);
+		else
+			http_respond_error(c, 404, "not_found", "no sandbox `%s`", id);
 		return;
 	}
 	if (nseg == 3) {
@@ -354,9 +388,20 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 			handle_sandbox_get(n, sb, c);
 		else
 			not_allowed(c, req);
+	} else if (nseg == 4 && (strcmp(segs[3], "pause") == 0 || strcmp(segs[3], "resume") == 0 ||
+				 strcmp(segs[3], "connect") == 0)) {
+		if (method_is(req, "POST"))
+			handle_sandbox_lifecycle(n, sb, segs[3], c);
+		else
+			not_allowed(c, req);
 	} else if (strcmp(segs[3], "exec") == 0 && nseg == 4) {
 		if (method_is(req, "POST"))
 			handle_exec(n, sb, req, c);
+		else
+			not_allowed(c, req);
+	} else if (strcmp(segs[3], "console") == 0 && nseg == 4) {
+		if (method_is(req, "GET"))
+			handle_console(n, sb, c);
 		else
 			not_allowed(c, req);
 	} else if (strcmp(segs[3], "processes") == 0 && nseg == 4) {
@@ -465,6 +510,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 
 	n->cfg = cfg;
 	n->bctx.nm_sock = cfg->nm_sock;
+	n->bctx.vm_cold_boot = cfg->vm_cold_boot;
 	pthread_mutex_init(&n->mu, NULL);
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);

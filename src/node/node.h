@@ -10,6 +10,7 @@
 #ifndef AIRLOCK_NODE_H
 #define AIRLOCK_NODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,7 @@ struct node_config {
 	const char *default_template;  /* "debian" */
 	uint32_t default_memory_mb, default_cpu_millis, default_pids, default_disk_mb;
 	uint32_t max_sandboxes;
+	bool vm_cold_boot;             /* vm: never clone a memory snapshot (baseline for bench/create) */
 	int ready_timeout_ms;          /* wait for the guest's HELLO/READY */
 	size_t out_buffer_bytes;       /* kept per process output stream (1 MiB) */
 };

@@ -55,6 +55,19 @@ static void adopt(struct node *n, struct sandbox *sb)
 		mark_failed(n, sb, reason);
 		return;
 	}
+	/* A paused jail cannot say HELLO: thaw it first, and say so in the
+	 * lifecycle (paused -> running), since the node that paused it is gone. */
+	if (sb->state == SB_PAUSED) {
+		if (!sb->be->resume || sb->be->resume(&n->bctx, sb->id, &err) < 0 ||
+		    state_transition(n->db, sb->id, &sb->state, SB_RUNNING,
+				     "resumed to re-adopt after restart", 0, &err) < 0) {
+			snprintf(reason, sizeof(reason), "lost after restart: resume: %s",
+				 sb->be->resume ? err.msg : "backend cannot resume");
+			destroy_quiet(n, sb);
+			mark_failed(n, sb, reason);
+			return;
+		}
+	}
 	if (sb->be->adopt(&n->bctx, sb->id, &fd, &pid, &err) < 0) {
 		snprintf(reason, sizeof(reason), "lost after restart: %s", err.msg);
 		destroy_quiet(n, sb);
@@ -80,7 +93,7 @@ static void finish_delete(struct node *n, struct sandbox *sb)
 {
 	err_t err = { 0 };
 
-	if (sb->state == SB_RUNNING)
+	if (sb->state == SB_RUNNING || sb->state == SB_PAUSED)
 		state_transition(n->db, sb->id, &sb->state, SB_STOPPING, "resume delete after restart",
 				 0, &err);
 	if (sb->be && sb->be->destroy(&n->bctx, sb->id, &err) < 0) {
@@ -117,7 +130,7 @@ void node_reconcile(struct node *n)
 			continue;
 		if ((desired && strcmp(desired, "deleted") == 0) || sb->state == SB_STOPPING) {
 			finish_delete(n, sb);
-		} else if (sb->state == SB_RUNNING) {
+		} else if (sb->state == SB_RUNNING || sb->state == SB_PAUSED) {
 			adopt(n, sb);
 			adopted += sb->state == SB_RUNNING;
 		} else if (sb->state == SB_PENDING || sb->state == SB_STARTING) {
@@ -148,7 +161,7 @@ void node_reconcile(struct node *n)
 
 		if (sb) {
 			pthread_mutex_lock(&sb->mu);
-			live = sb->state == SB_RUNNING;
+			live = sb->state == SB_RUNNING || sb->state == SB_PAUSED;
 			pthread_mutex_unlock(&sb->mu);
 			sandbox_unref(sb);
 		}

@@ -222,6 +222,140 @@ void sandbox_gc_put(struct sandbox *sb)
 	pthread_mutex_unlock(&sb->mu);
 }
 
+/* ---- pause, resume, connect ------------------------------------------- */
+
+/* Ask the backend to pause (to = paused) or resume (to = running), then move
+ * the state along the table. Called with sb->mu held and the state checked;
+ * the lock is dropped around the backend call, with lc_busy keeping other
+ * pauses, resumes and deletes out meanwhile (a failure may still happen:
+ * then the table refuses the step and the sandbox stays failed). */
+static int lc_step_locked(struct node *n, struct sandbox *sb, enum sb_state to,
+			  const char *reason, err_t *err)
+{
+	const struct backend_ops *be = sb->be;
+	uint64_t t0 = now_us();
+	int r;
+
+	if (!be || !be->caps.pause || !be->pause || !be->resume)
+		return err_set(err, EOPNOTSUPP, "the %s backend cannot pause a sandbox",
+			       sb->backend_name);
+	sb->lc_busy = true;
+	pthread_mutex_unlock(&sb->mu);
+	r = to == SB_PAUSED ? be->pause(&n->bctx, sb->id, err) : be->resume(&n->bctx, sb->id, err);
+	pthread_mutex_lock(&sb->mu);
+	sb->lc_busy = false;
+	pthread_cond_broadcast(&sb->cv);
+	if (r < 0)
+		return err_wrap(err, "%s sandbox %s", to == SB_PAUSED ? "pause" : "resume", sb->id);
+	r = state_transition(n->db, sb->id, &sb->state, to, reason, 0, err);
+	if (r < 0 && r != -EBUSY) {
+		/* The jail did change; only the row lags. Keep memory honest. */
+		log_err("sandbox %s: %s", sb->id, err->msg);
+		sb->state = to;
+		r = 0;
+	}
+	log_debug("sandbox %s: %s in %.2f ms (%s)", sb->id, state_name(to),
+		  (now_us() - t0) / 1000.0, reason);
+	return r;
+}
+
+int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err)
+{
+	int r;
+
+	pthread_mutex_lock(&sb->mu);
+	while (sb->lc_busy)
+		pthread_cond_wait(&sb->cv, &sb->mu);
+	if (sb->deleting || !state_allowed(sb->state, SB_PAUSED))
+		r = err_set(err, EBUSY, "sandbox %s is %s; only a running sandbox can be paused",
+			    sb->id, state_name(sb->state));
+	else
+		r = lc_step_locked(n, sb, SB_PAUSED, "paused by client", err);
+	pthread_mutex_unlock(&sb->mu);
+	return r;
+}
+
+int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *err)
+{
+	int r;
+
+	pthread_mutex_lock(&sb->mu);
+	for (;;) {
+		if (sb->lc_busy) {
+			pthread_cond_wait(&sb->cv, &sb->mu);
+			continue;
+		}
+		/* The cheap path of connect and exec: one lock, no backend call. */
+		if (sb->state == SB_RUNNING && !sb->deleting && why) {
+			r = 0;
+		} else if (sb->state == SB_PAUSED && !sb->deleting) {
+			r = lc_step_locked(n, sb, SB_RUNNING, why ? why : "resumed by client", err);
+		} else if (why) {
+			r = err_set(err, EBUSY, "sandbox %s is %s", sb->id, state_name(sb->state));
+		} else {
+			r = err_set(err, EBUSY,
+				    "sandbox %s is %s; only a paused sandbox can be resumed",
+				    sb->id, state_name(sb->state));
+		}
+		break;
+	}
+	pthread_mutex_unlock(&sb->mu);
+	return r;
+}
+
+struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char *why,
+				 err_t *err)
+{
+	struct guestconn *gc;
+	enum sb_state st;
+
+	/* A pause may slip in between the resume and taking the channel; a
+	 * few rounds settle it, and a request that still loses answers 409. */
+	for (int round = 0; round < 3; round++) {
+		if (sandbox_resume(n, sb, why, err) < 0)
+			return NULL;
+		if ((gc = sandbox_gc_get(sb)))
+			return gc;
+	}
+	pthread_mutex_lock(&sb->mu);
+	st = sb->state;
+	pthread_mutex_unlock(&sb->mu);
+	err_set(err, EBUSY, "sandbox %s is %s", sb->id, state_name(st));
+	return NULL;
+}
+
+void sandbox_respond_err(struct http_conn *c, struct sandbox *sb, const err_t *e)
+{
+	enum sb_state st;
+
+	if (e->code != EBUSY) {
+		node_respond_err(c, e);
+		return;
+	}
+	pthread_mutex_lock(&sb->mu);
+	st = sb->state;
+	pthread_mutex_unlock(&sb->mu);
+	node_respond_conflict(c, st, "%s", e->msg);
+}
+
+void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
+			      struct http_conn *c)
+{
+	err_t err = { 0 };
+	int r;
+
+	if (strcmp(op, "pause") == 0)
+		r = sandbox_pause(n, sb, &err);
+	else if (strcmp(op, "resume") == 0)
+		r = sandbox_resume(n, sb, NULL, &err);
+	else
+		r = sandbox_resume(n, sb, "resumed by connect", &err);
+	if (r < 0)
+		sandbox_respond_err(c, sb, &err);
+	else
+		respond_sandbox(c, 200, sb);
+}
+
 /* Detach the channel once no thread uses it any more; caller closes it.
  * Called with sb->mu held. */
 static struct guestconn *take_gc_locked(struct sandbox *sb)
@@ -278,7 +412,7 @@ static void set_error(struct sandbox *sb, const char *reason)
  * Called and returns with sb->mu held. */
 static void wait_settled_locked(struct sandbox *sb)
 {
-	while (sb->state == SB_PENDING || sb->state == SB_STARTING || sb->deleting)
+	while (sb->state == SB_PENDING || sb->state == SB_STARTING || sb->deleting || sb->lc_busy)
 		pthread_cond_wait(&sb->cv, &sb->mu);
 }
 
@@ -335,7 +469,7 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 		r = db_exec(n->db, err,
 			    "UPDATE sandboxes SET desired='deleted', gen=gen+1 WHERE id=?", "s",
 			    sb->id);
-		if (r >= 0 && sb->state == SB_RUNNING)
+		if (r >= 0 && (sb->state == SB_RUNNING || sb->state == SB_PAUSED))
 			r = state_transition(n->db, sb->id, &sb->state, SB_STOPPING, reason,
 					     STATE_IN_TX, err);
 		if (r < 0)
@@ -435,7 +569,8 @@ void sandbox_on_chan_closed(struct node *n, const char *id)
 	/* While starting, the create handler sees chan_closed itself; while
 	 * deleting, the teardown owns the sandbox. */
 	pthread_mutex_lock(&sb->mu);
-	fail = sb->state == SB_RUNNING && !sb->deleting && sb->chan_closed;
+	fail = (sb->state == SB_RUNNING || sb->state == SB_PAUSED) && !sb->deleting &&
+	       sb->chan_closed;
 	pthread_mutex_unlock(&sb->mu);
 	if (fail)
 		sandbox_fail(n, sb, "guest channel closed");
@@ -471,7 +606,7 @@ void sandbox_stop_all(struct node *n)
 			if (!sb)
 				break;
 			pthread_mutex_lock(&sb->mu);
-			if (sb->state == SB_RUNNING) {
+			if (sb->state == SB_RUNNING || sb->state == SB_PAUSED) {
 				/* The node manager kills the jails on its own shutdown;
 				 * the rows say they are stopped. */
 				if (db_tx_begin(n->db, &err) == 0) {
@@ -1167,6 +1302,21 @@ void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c)
 	respond_sandbox(c, 200, sb);
 }
 
+bool sandbox_is_deleted(struct node *n, const char *id, const char *tenant)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	bool mine = false;
+
+	if (db_query(n->db, &rows, &err, "SELECT observed FROM sandboxes WHERE id=? AND tenant_id=?",
+		     "ss", id, tenant) == 0) {
+		mine = rows.n_rows == 1 && db_cell(&rows, 0, 0) &&
+		       strcmp(db_cell(&rows, 0, 0), "deleted") == 0;
+		db_rows_free(&rows);
+	}
+	return mine;
+}
+
 void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 			   struct http_conn *c)
 {
@@ -1175,24 +1325,14 @@ void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 
 	if (!sb) {
 		/* Deleting again is fine for the owner. */
-		struct db_rows rows;
-		bool mine = false;
-
-		if (db_query(n->db, &rows, &err,
-			     "SELECT observed FROM sandboxes WHERE id=? AND tenant_id=?", "ss", id,
-			     tenant) == 0) {
-			mine = rows.n_rows == 1 && db_cell(&rows, 0, 0) &&
-			       strcmp(db_cell(&rows, 0, 0), "deleted") == 0;
-			db_rows_free(&rows);
-		}
-		if (mine)
+		if (sandbox_is_deleted(n, id, tenant))
 			http_respond(c, 204, NULL, NULL, 0, NULL);
 		else
 			http_respond_error(c, 404, "not_found", "no sandbox `%s`", id);
 		return;
 	}
 	if (sandbox_delete(n, sb, "deleted by client", &err) < 0)
-		node_respond_err(c, &err);
+		sandbox_respond_err(c, sb, &err);
 	else
 		http_respond(c, 204, NULL, NULL, 0, NULL);
 	sandbox_unref(sb);

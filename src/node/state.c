@@ -8,7 +8,7 @@
 
 static const char *const names[SB__COUNT] = {
 	[SB_PENDING] = "pending",   [SB_STARTING] = "starting", [SB_RUNNING] = "running",
-	[SB_STOPPING] = "stopping", [SB_STOPPED] = "stopped",   [SB_FAILED] = "failed",
+	[SB_PAUSED] = "paused",     [SB_STOPPING] = "stopping", [SB_STOPPED] = "stopped",   [SB_FAILED] = "failed",
 	[SB_DELETED] = "deleted",
 };
 
@@ -16,6 +16,13 @@ static const char *const names[SB__COUNT] = {
  *   pending→starting    the row is written; the backend is asked to build the jail
  *   starting→running    the guest agent said READY on its channel
  *   running→stopping    a delete (client, timeout) began tearing the jail down
+ *   running→paused      pause: the backend froze the jail (ns: cgroup freezer;
+ *                       vm: QMP stop). Processes, memory and the guest
+ *                       channel stay; nothing in the jail gets CPU
+ *   paused→running      resume: asked by the client, or implied by a connect,
+ *                       exec, files or process call (the reason says which)
+ *   paused→stopping     a delete of a paused sandbox; the backend's destroy
+ *                       kills a frozen jail as well as a running one
  *   stopping→stopped    the backend destroyed the jail; nothing runs any more
  *   stopped→deleted     the row is retired (kept for idempotency and events)
  *   X→failed            for every live X: a step failed; the reason says which
@@ -26,7 +33,8 @@ static const char *const names[SB__COUNT] = {
 static const bool allowed[SB__COUNT][SB__COUNT] = {
 	[SB_PENDING] = { [SB_STARTING] = true, [SB_FAILED] = true },
 	[SB_STARTING] = { [SB_RUNNING] = true, [SB_FAILED] = true },
-	[SB_RUNNING] = { [SB_STOPPING] = true, [SB_FAILED] = true },
+	[SB_RUNNING] = { [SB_PAUSED] = true, [SB_STOPPING] = true, [SB_FAILED] = true },
+	[SB_PAUSED] = { [SB_RUNNING] = true, [SB_STOPPING] = true, [SB_FAILED] = true },
 	[SB_STOPPING] = { [SB_STOPPED] = true, [SB_FAILED] = true },
 	[SB_STOPPED] = { [SB_DELETED] = true, [SB_FAILED] = true },
 	[SB_FAILED] = { [SB_DELETED] = true },
@@ -59,7 +67,8 @@ bool state_allowed(enum sb_state from, enum sb_state to)
 
 bool state_is_live(enum sb_state s)
 {
-	return s == SB_PENDING || s == SB_STARTING || s == SB_RUNNING || s == SB_STOPPING;
+	return s == SB_PENDING || s == SB_STARTING || s == SB_RUNNING || s == SB_PAUSED ||
+	       s == SB_STOPPING;
 }
 
 static int record(struct db *db, const char *id, enum sb_state from, enum sb_state to,

@@ -1,6 +1,7 @@
 /* state.h - the sandbox lifecycle: THE one table of states and transitions.
  *
  *   pending → starting → running → stopping → stopped → deleted
+ *                        running ⇄ paused;  paused → stopping
  *   any live state → failed (with a reason);  failed → deleted
  *
  * Every change of a sandbox's observed state goes through state_transition(),
@@ -23,6 +24,7 @@ enum sb_state {
 	SB_PENDING = 0,
 	SB_STARTING,
 	SB_RUNNING,
+	SB_PAUSED,      /* vCPUs stopped / cgroup frozen; memory and channel kept */
 	SB_STOPPING,
 	SB_STOPPED,
 	SB_FAILED,

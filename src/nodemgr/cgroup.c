@@ -194,6 +194,53 @@ int cgroup_attach(const struct cgroups *cg, const char *id, pid_t pid, err_t *er
 	return 0;
 }
 
+/* Has the freeze (or thaw) of airlock/<id> completed? v1: freezer.state
+ * reads FROZEN (FREEZING while tasks are still on their way; reading it is
+ * what lets the kernel notice the end). v2: cgroup.events says `frozen 1`. */
+static bool freeze_done(const struct cgroups *cg, const char *path, bool freeze)
+{
+	struct buf b;
+	bool done = false;
+
+	buf_init(&b);
+	if (read_file(path, 4096, &b) == 0 && b.data) {
+		if (!cg->v2) {
+			done = strncmp(b.data, freeze ? "FROZEN" : "THAWED", 6) == 0;
+		} else {
+			const char *f = strstr(b.data, "frozen ");
+			done = f && f[7] == (freeze ? '1' : '0');
+		}
+	}
+	buf_free(&b);
+	return done;
+}
+
+int cgroup_freeze(const struct cgroups *cg, const char *id, bool freeze, err_t *err)
+{
+	_cleanup_free_ char *ctl = cg->v2 ? cgroup_file(cg, NULL, id, "cgroup.freeze")
+					  : cgroup_file(cg, "freezer", id, "freezer.state");
+	_cleanup_free_ char *st = cg->v2 ? cgroup_file(cg, NULL, id, "cgroup.events")
+					 : xstrdup(ctl);
+	const char *val = cg->v2 ? (freeze ? "1" : "0") : (freeze ? "FROZEN" : "THAWED");
+	int r = write_str(ctl, val);
+
+	if (r < 0) {
+		errno = -r;
+		return err_sys(err, "write `%s` to %s", val, ctl);
+	}
+	/* Usually done at once; a task in the middle of a syscall takes until
+	 * it reaches a freezable point. Spin briefly, then back off. */
+	for (int i = 0; i < 6000; i++) {
+		if (freeze_done(cg, st, freeze))
+			return 0;
+		sleep_us(i < 200 ? 20 : 1000);
+	}
+	if (freeze)
+		write_str(ctl, cg->v2 ? "0" : "THAWED");
+	return err_set(err, ETIMEDOUT, "cgroup %s did not %s within 5 s", id,
+		       freeze ? "freeze" : "thaw");
+}
+
 /* Read the pids in a cgroup.procs file into pids[]; returns the count. */
 static int read_procs(const char *path, pid_t *pids, int max)
 {

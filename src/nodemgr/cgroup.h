@@ -36,6 +36,11 @@ int cgroup_create(const struct cgroups *cg, const char *id, const struct cgroup_
 int cgroup_attach(const struct cgroups *cg, const char *id, pid_t pid, err_t *err);
 /* Rename airlock/<from> to airlock/<to> (processes and limits stay). */
 int cgroup_rename(const struct cgroups *cg, const char *from, const char *to, err_t *err);
+/* Freeze (v1 freezer.state FROZEN, v2 cgroup.freeze 1) or thaw airlock/<id>,
+ * and wait until the kernel says every task is frozen (or thawed), up to 5 s.
+ * A freeze that does not complete (a task stuck in the kernel) is undone and
+ * fails with -ETIMEDOUT. Idempotent. */
+int cgroup_freeze(const struct cgroups *cg, const char *id, bool freeze, err_t *err);
 /* Kill every process in airlock/<id> and remove it. 0 when it does not exist. */
 int cgroup_destroy(const struct cgroups *cg, const char *id, err_t *err);
 /* Remove the (now empty) parent directories; best effort, at shutdown.

@@ -153,6 +153,22 @@ int nm_sandbox_adopt(const char *sock, const char *id, int *chan_fd, pid_t *pid,
 	return 0;
 }
 
+int nm_vm_console(const char *sock, const char *id, int *fd, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	*fd = -1;
+	req_init(&q, NM_VM_CONSOLE);
+	if (put_str(q.u.sandbox.id, sizeof(q.u.sandbox.id), id, "sandbox id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, fd, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "console of sandbox %s", id);
+	if (*fd < 0)
+		return err_set(err, EPROTO, "console of sandbox %s: no fd", id);
+	return 0;
+}
+
 int nm_sandbox_destroy(const char *sock, const char *id, err_t *err)
 {
 	struct nm_req q;
@@ -163,6 +179,19 @@ int nm_sandbox_destroy(const char *sock, const char *id, err_t *err)
 		return -EINVAL;
 	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
 		return err_wrap(err, "destroy sandbox %s", id);
+	return 0;
+}
+
+int nm_sandbox_freeze(const char *sock, const char *id, bool freeze, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, freeze ? NM_SANDBOX_FREEZE : NM_SANDBOX_THAW);
+	if (put_str(q.u.sandbox.id, sizeof(q.u.sandbox.id), id, "sandbox id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "%s sandbox %s", freeze ? "freeze" : "thaw", id);
 	return 0;
 }
 

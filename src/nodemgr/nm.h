@@ -46,6 +46,12 @@ int nm_sandbox_adopt(const char *sock, const char *id, int *chan_fd, pid_t *pid,
 /* Kill the jail (every process in its cgroup), remove the cgroup, delete the
  * subvolume, release the uid range. Idempotent: 0 when already gone. */
 int nm_sandbox_destroy(const char *sock, const char *id, err_t *err);
+/* Pause (freeze = true) or resume a live sandbox's jail, keeping its memory
+ * and channel. ns: the cgroup freezer, returning once every task is frozen;
+ * vm: QMP stop / cont on its QEMU (the vCPUs stop; QEMU's main loop idles).
+ * Idempotent. -ENOENT when nodemgr holds no live jail for id, -EBUSY while a
+ * create or destroy owns it. */
+int nm_sandbox_freeze(const char *sock, const char *id, bool freeze, err_t *err);
 /* Ids of every sandbox nodemgr knows: a live jail or a leftover subvolume.
  * *ids is a NULL-terminated array the caller frees (each string, then array). */
 int nm_sandbox_list(const char *sock, char ***ids, err_t *err);
@@ -98,5 +104,10 @@ int nm_vm_create(const char *sock, const struct nm_sandbox_spec *spec, uint32_t 
  * discard, only stop it and remove what it left (a boot that went wrong). */
 int nm_vm_template_save(const char *sock, const struct nm_sandbox_spec *spec, bool discard,
 			err_t *err);
+
+/* A read-only fd (caller owns) on the vm sandbox's serial console log
+ * (DATA/run/vm/<id>/console.log, written by its QEMU). -ENOENT when
+ * nodemgr holds no vm jail for id. */
+int nm_vm_console(const char *sock, const char *id, int *fd, err_t *err);
 
 #endif

@@ -102,6 +102,9 @@ int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int 
 		   pid_t *pid, err_t *err);
 int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err);
 int sandbox_destroy(struct nm_server *s, const char *id, err_t *err);
+/* Pause (freeze) or resume a live jail; dispatches on its kind (ns: cgroup
+ * freezer, vm: vm_freeze). Marks the jail busy meanwhile. */
+int sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err);
 /* ids: NULL-terminated, caller frees each and the array */
 char **sandbox_list(struct nm_server *s);
 /* Reaper hook: pid exited; true when it was a jail init. Called under lock. */
@@ -118,8 +121,12 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 	      int *chan_dup, pid_t *pid, err_t *err);
 int vm_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bool discard,
 		     err_t *err);
+/* QMP stop (freeze) or cont on the jail's QEMU; the caller holds j busy. */
+int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err);
 /* Remove DATA/run/vm/<id> (idempotent); called by sandbox_destroy. */
 void vm_cleanup_run(struct nm_server *s, const char *id);
+/* *fd: read-only, on the console log of vm jail id (see verbs.c). */
+int vm_console_open(struct nm_server *s, const char *id, int *fd, err_t *err);
 void vm_node_info(struct nm_server *s, struct nm_node_info *out);
 /* vm-accel.c: decide kvm or tcg once (config, host facts, cached probe). */
 void vm_accel_detect(struct nm_server *s, char *accel, size_t acap, char *reason,

@@ -92,7 +92,7 @@ static void state_write(struct nm_server *s, const struct jail *j)
 
 /* Kill init B (pidfd: no pid-reuse race) and wait until it has exited; a
  * pid namespace's init exits only after every process in it is gone. */
-static void kill_init(struct jail *j)
+static void kill_init(struct nm_server *s, struct jail *j)
 {
 	struct pollfd pfd = { .fd = j->pidfd, .events = POLLIN };
 
@@ -100,6 +100,15 @@ static void kill_init(struct jail *j)
 		return;
 	if (syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
 		log_warn("kill jail %s: %s", j->id, strerror(errno));
+	/* A paused ns jail is frozen, and a frozen task (v1 freezer) only acts
+	 * on its SIGKILL once thawed. The kill is already pending, so the thaw
+	 * lets nothing else run first. A paused vm is a stopped QEMU, which a
+	 * SIGKILL ends as it is. */
+	if (!j->vm) {
+		err_t e = { 0 };
+		if (cgroup_freeze(&s->cg, j->id, false, &e) < 0)
+			log_debug("thaw jail %s before kill: %s", j->id, e.msg);
+	}
 	while (poll(&pfd, 1, 5000) < 0 && errno == EINTR)
 		;
 }
@@ -361,7 +370,7 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	pthread_mutex_unlock(&s->lock);
 
 	if (j)
-		kill_init(j);
+		kill_init(s, j);
 	/* Also for ids we hold no jail for: a leftover cgroup from an earlier
 	 * run, or a half-done destroy. Each step is idempotent. */
 	r = cgroup_destroy(&s->cg, id, err);
@@ -378,6 +387,39 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 		else
 			j->busy = false;
 	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+int sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err)
+{
+	struct jail *j;
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	j = find_locked(s, id);
+	if (!j || j->hidden || !j->alive) {
+		pthread_mutex_unlock(&s->lock);
+		return err_set(err, ENOENT, "no live jail for sandbox %s", id);
+	}
+	if (j->busy) {
+		pthread_mutex_unlock(&s->lock);
+		return err_set(err, EBUSY, "sandbox %s is being created or destroyed", id);
+	}
+	j->busy = true;
+	pthread_mutex_unlock(&s->lock);
+
+	uint64_t t0 = now_us();
+	if (j->vm)
+		r = vm_freeze(s, j, freeze, err);
+	else
+		r = cgroup_freeze(&s->cg, id, freeze, err);
+	log_debug("sandbox %s: %s in %.2f ms", id, freeze ? "frozen" : "thawed",
+		  (now_us() - t0) / 1000.0);
+
+	pthread_mutex_lock(&s->lock);
+	j->busy = false;
+	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	return r;
 }
@@ -483,7 +525,7 @@ void sandbox_kill_all(struct nm_server *s)
 		pthread_mutex_unlock(&s->lock);
 		if (!j)
 			return;
-		kill_init(j);
+		kill_init(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
 			log_warn("stop %s: %s", j->id, e.msg);
 		{

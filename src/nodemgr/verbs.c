@@ -134,6 +134,18 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		}
 		r = sandbox_destroy(s, q.u.sandbox.id, &err);
 		break;
+	case NM_SANDBOX_FREEZE:
+	case NM_SANDBOX_THAW:
+		/* Safe: acts only on a live jail nodemgr itself started for this
+		 * pattern-checked id: its airlock/<id> freezer (ns), or its QEMU's
+		 * QMP socket, whose replies go through the fuzzed src/qmp parser
+		 * (vm). Nothing is killed and no path comes from the request. */
+		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
+			r = err_set(&err, EINVAL, "bad sandbox id");
+			break;
+		}
+		r = sandbox_freeze(s, q.u.sandbox.id, q.verb == NM_SANDBOX_FREEZE, &err);
+		break;
 	case NM_SANDBOX_LIST:
 		/* Safe: read-only listing of names we validate before sending. */
 		send_items(fd, sandbox_list(s));
@@ -189,6 +201,18 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = vm_create(s, &q.u.vm.spec, q.u.vm.mode, &chan, &pid, &err);
 		else
 			r = vm_template_save(s, &q.u.vm.spec, q.u.vm.mode == 1, &err);
+		break;
+	case NM_VM_CONSOLE:
+		/* Safe: a read-only fd on DATA/run/vm/<id>/console.log of a vm
+		 * jail nodemgr holds for this pattern-checked id. The file is
+		 * QEMU's (its uid owns the run dir), so it is opened without
+		 * following links and must be a regular file of that uid with one
+		 * link (vm_console_open); its bytes are passed on, never read. */
+		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
+			r = err_set(&err, EINVAL, "bad sandbox id");
+			break;
+		}
+		r = vm_console_open(s, q.u.sandbox.id, &chan, &err);
 		break;
 	default:
 		r = err_set(&err, EOPNOTSUPP, "unknown verb %u", q.verb);

@@ -59,6 +59,7 @@
 
 #include "../lib/log.h"
 #include "../lib/util.h"
+#include "../proto/proto.h"
 #include "../qmp/qmp.h"
 #include "../storage/pool.h"
 #include "jail.h"
@@ -224,6 +225,7 @@ struct vm_launch {
 	bool incoming;           /* -incoming defer -S (clone) */
 	const char *run;         /* host run dir (console.log) */
 	const char *hostname;    /* cold boot only: on the kernel command line */
+	const char *boot_log;    /* clone: the template boot's console log, copied in first */
 	struct vm_shape sh;
 };
 
@@ -383,9 +385,10 @@ static char **build_argv(struct nm_server *s, const struct vm_launch *l)
 			snprintf(tsc, sizeof(tsc), " tsc_early_khz=%" PRIu32 " tsc=reliable",
 				 vm->tsc_khz);
 		if (l->hostname)
-			AF("console=ttyS0 quiet panic=-1%s airlock.hostname=%s", tsc, l->hostname);
+			AF("console=ttyS0 loglevel=6 panic=-1%s airlock.hostname=%s", tsc,
+			   l->hostname);
 		else
-			AF("console=ttyS0 quiet panic=-1%s", tsc);
+			AF("console=ttyS0 loglevel=6 panic=-1%s", tsc);
 	}
 	/* cache=writeback honours the guest's flushes (fdatasync on the host),
 	 * so what the guest fsync'ed survives a host crash; unsafe would drop
@@ -401,8 +404,14 @@ static char **build_argv(struct nm_server *s, const struct vm_launch *l)
 	A("socket,id=ch,fd=4");
 	A("-device");
 	A("virtserialport,chardev=ch,name=airlock");
+	/* append=on: a clone's log starts with the boot of the template it was
+	 * cloned from (vm_start copies it in). loglevel=6 (not quiet): the
+	 * kernel's banner and notices reach the log that GET .../console
+	 * serves; a few KB at boot, nothing after. */
+	A("-chardev");
+	A("file,id=con,path=/run/console.log,append=on");
 	A("-serial");
-	A("file:/run/console.log");
+	A("chardev:con");
 	A("-chardev");
 	A("socket,id=mon,fd=3");
 	A("-mon");
@@ -578,6 +587,89 @@ static int restore_state(struct qmp *q, const char *vmstate, err_t *err)
 	return 0;
 }
 
+/* ---- the console log ---------------------------------------------------- */
+
+#define CONSOLE_SEED_MAX (64u << 10)
+
+/* A clone's console log starts as the last 64 KiB of the template boot's
+ * log (the boot lines of the kernel it runs) and a line saying where the
+ * restore happened. Best effort: a missing template log only makes the
+ * console shorter. The file is the jail uid's, like the one QEMU makes. */
+/* dst (new, mode 0600 owned by uid; 0644 root's when uid is 0) = the last
+ * 64 KiB of src plus mark. src is a log a QEMU wrote: not followed if a
+ * link, read only if a regular file. -1 with errno on failure. */
+static int copy_tail_mark(const char *src, const char *dst, uid_t uid, const char *mark)
+{
+	_cleanup_close_ int in = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	_cleanup_close_ int out = -1;
+	_cleanup_free_ char *data = NULL;
+	struct stat st;
+	ssize_t n = 0;
+
+	if (in >= 0 && fstat(in, &st) == 0 && S_ISREG(st.st_mode)) {
+		off_t off = st.st_size > (off_t)CONSOLE_SEED_MAX ? st.st_size - CONSOLE_SEED_MAX : 0;
+		data = xmalloc(CONSOLE_SEED_MAX);
+		n = pread(in, data, CONSOLE_SEED_MAX, off);
+	}
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, uid ? 0600 : 0644);
+	if (out < 0 || (uid && fchown(out, uid, uid) < 0) ||
+	    (n > 0 && write(out, data, (size_t)n) != n) ||
+	    (mark && write(out, mark, strlen(mark)) != (ssize_t)strlen(mark)))
+		return -1;
+	return 0;
+}
+
+static int copy_tail(const char *src, const char *dst, uid_t uid)
+{
+	return copy_tail_mark(src, dst, uid, NULL);
+}
+
+static void seed_console(const char *boot_log, const char *run, uid_t uid)
+{
+	_cleanup_free_ char *dst = xasprintf("%s/console.log", run);
+
+	if (copy_tail_mark(boot_log, dst, uid,
+			   "\n[airlock: restored from the template's memory snapshot]\n") < 0)
+		log_warn("seed %s: %s", dst, strerror(errno));
+}
+
+int vm_console_open(struct nm_server *s, const char *id, int *fd, err_t *err)
+{
+	_cleanup_free_ char *path = NULL;
+	struct jail *j;
+	struct stat st;
+	uid_t uid = 0;
+	bool found = false;
+
+	*fd = -1;
+	if (!s->vm)
+		return err_set(err, ENOTSUP, "vm backend not initialised");
+	pthread_mutex_lock(&s->lock);
+	for (j = s->jails; j; j = j->next)
+		if (!strcmp(j->id, id))
+			break;
+	if (j && j->vm && !j->hidden) {
+		uid = NM_UID_BASE + (uid_t)j->slot * JAIL_ID_RANGE;
+		found = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!found)
+		return err_set(err, ENOENT, "no vm jail for sandbox %s", id);
+	path = xasprintf("%s/%s/console.log", s->vm->run, id);
+	/* The run dir belongs to the jail's uid: the name may be anything a
+	 * QEMU escape put there, so no links, no FIFOs or devices (O_NONBLOCK
+	 * keeps a FIFO from hanging us before fstat), and only its own file. */
+	*fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (*fd < 0)
+		return err_sys(err, "open %s", path);
+	if (fstat(*fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != uid || st.st_nlink != 1) {
+		close(*fd);
+		*fd = -1;
+		return err_set(err, EPERM, "%s is not the jail's own regular file", path);
+	}
+	return 0;
+}
+
 /* ---- starting QEMU ------------------------------------------------------ */
 
 /* cgroup, run dir, QEMU, monitor. On failure everything this made is gone
@@ -604,6 +696,8 @@ static int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu
 		r = err_sys(err, "mkdir %s", run);
 		goto fail;
 	}
+	if (l->boot_log)
+		seed_console(l->boot_log, run, l->uid);
 	if ((r = spawn_qemu(s, l, qpid, &qfd, chan, err)) < 0)
 		goto fail;
 	if ((r = qmp_open_fd(qfd, VM_QMP_TIMEOUT_MS, q, err)) < 0) {
@@ -641,6 +735,98 @@ static void warm_key(const struct nm_sandbox_spec *spec, const struct vm_shape *
  * pool up in the background after each use. Warm QEMUs die with nodemgr
  * like every jail; their subvolumes are removed at the next start. */
 
+/* Under TCG a restored clone starts with an empty translation cache: every
+ * guest code path it runs for the first time is translated first, and the
+ * first HELLO, RESET and exec of a fresh clone took ~60, ~100 and ~150 ms
+ * that way (a warm one: a few ms each). So a pooled clone is restored and
+ * run through the same paths before it is parked: HELLO, an exec of `true`
+ * and a RESET with throw-away values (its own random seed, hostname "warm",
+ * a random machine-id), then QMP `stop`. The real RESET at create replaces
+ * all of it before the sandbox is handed out, and the cache survives
+ * stop/cont (it belongs to this QEMU process).
+ *
+ * What comes back is read and thrown away, never parsed (nodemgr does not
+ * parse bytes from inside a VM): the guest is done when it has been quiet
+ * for WARM_QUIET_MS after answering, or after WARM_MAX_MS. A guest that does
+ * not answer at all (a restored port can lose the first bytes) is asked
+ * again; one that never answers is parked cold, which is only slower. */
+#define WARM_QUIET_MS 120
+#define WARM_RESEND_MS 300
+#define WARM_MAX_MS 3000
+#define WARM_ROUNDS 2      /* the second round runs paths the first one only faulted in:
+			    * RESET after one round 40-50 ms, after two ~10 ms */
+
+static void warm_guest(int chan, const char *wid)
+{
+	char *argv[] = { "true", NULL };
+	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			 "HOME=/root", NULL };
+	struct proto_hello h = { .version = PROTO_VERSION };
+	struct proto_exec x = { .argv = argv, .argc = 1, .env = envp, .envc = 2 };
+	struct proto_reset rs = { .entropy_len = 64 };
+	struct timespec ts;
+	uint64_t t0 = now_ms(), sent = 0, last = 0;
+	size_t got = 0, total = 0;
+	int round = 0;
+	char junk[4096];
+	struct buf b;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	rs.wall_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	random_bytes(rs.entropy, rs.entropy_len);
+	snprintf(rs.hostname, sizeof(rs.hostname), "warm");
+	{
+		uint8_t id[PROTO_MACHINE_ID_LEN / 2];
+		random_bytes(id, sizeof(id));
+		id[0] |= 1;  /* never all zero */
+		for (size_t i = 0; i < sizeof(id); i++)
+			snprintf(rs.machine_id + 2 * i, 3, "%02x", id[i]);
+	}
+	buf_init(&b);
+	if (proto_enc_hello(&b, 1, &h) < 0 || proto_enc_exec(&b, 2, &x) < 0 ||
+	    proto_enc_reset(&b, 3, &rs) < 0) {
+		buf_free(&b);
+		return;
+	}
+	explicit_bzero(&rs, sizeof(rs));
+	for (;;) {
+		uint64_t now = now_ms();
+		if (now - t0 >= WARM_MAX_MS)
+			break;
+		if (got && now - last >= WARM_QUIET_MS) {
+			/* This round is answered: the next one, or done. */
+			total += got;
+			got = 0;
+			sent = 0;
+			if (++round == WARM_ROUNDS)
+				break;
+			continue;
+		}
+		if (!got && now - sent >= WARM_RESEND_MS) {
+			if (send(chan, b.data, b.len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)b.len)
+				break;
+			sent = now;
+		}
+		int left = got ? (int)(last + WARM_QUIET_MS - now) : (int)(sent + WARM_RESEND_MS - now);
+		struct pollfd pfd = { .fd = chan, .events = POLLIN };
+		int r = poll(&pfd, 1, left > 0 ? left : 0);
+		if (r < 0 && errno != EINTR)
+			break;
+		if (r > 0) {
+			ssize_t n = recv(chan, junk, sizeof(junk), MSG_DONTWAIT);
+			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+				break;
+			if (n > 0) {
+				got += (size_t)n;
+				last = now_ms();
+			}
+		}
+	}
+	buf_free(&b);
+	log_debug("warm %s: guest warmed in %llu ms (%d rounds, %zu bytes back)", wid,
+		  (unsigned long long)(now_ms() - t0), round, total + got);
+}
+
 static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 		      const struct vm_shape *sh, err_t *err)
 {
@@ -654,6 +840,7 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	_cleanup_free_ char *sbx = xasprintf("%s/%s", wdir, rnd);
 	_cleanup_free_ char *disk = xasprintf("%s/rootfs.ext4", sbx);
 	_cleanup_free_ char *run = xasprintf("%s/%s", s->vm->run, rnd);
+	_cleanup_free_ char *boot_log = xasprintf("%s/console.log", cache);
 	struct qmp *q = NULL;
 	struct jail *j;
 	int chan = -1, dup = -1, r;
@@ -678,21 +865,38 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 		goto fail_subvol;
 	}
 	struct vm_launch l = { .id = rnd, .uid = uid, .disk = disk, .mem = mem, .incoming = true,
-			       .sh = *sh };
+			       .boot_log = boot_log, .sh = *sh };
 	l.run = run;
 	if ((r = vm_start(s, &l, sh->cpus * 1000, &qpid, &chan, &q, err)) < 0)
 		goto fail_subvol;
-	j->qmp = q;
+	/* Restored, warmed and parked (stopped) before anyone can take it:
+	 * a create then only needs `cont`. */
+	{
+		_cleanup_free_ char *vmstate = xasprintf("%s/vmstate", cache);
+		if ((r = restore_state(q, vmstate, err)) < 0)
+			goto fail_started;
+	}
+	warm_guest(chan, rnd);
+	if ((r = qmp_exec(q, "stop", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0) {
+		err_wrap(err, "park warm vm");
+		goto fail_started;
+	}
+	j->qmp = TAKE_PTR(q);
 	r = jail_publish(s, j, qpid, chan, &dup, err);
+	chan = -1;
 	if (dup >= 0)
 		close(dup);
-	if (r < 0) {
-		err_t e2 = { 0 };
-		cgroup_destroy(&s->cg, rnd, &e2);
-		vm_cleanup_run(s, rnd);
-		goto fail_subvol;
-	}
+	if (r < 0)
+		goto fail_started;
 	return 0;
+fail_started: {
+	err_t e2 = { 0 };
+	qmp_close(q);
+	if (chan >= 0)
+		close(chan);
+	cgroup_destroy(&s->cg, rnd, &e2);
+	vm_cleanup_run(s, rnd);
+}
 fail_subvol: {
 	err_t e2 = { 0 };
 	if (pool_subvol_delete(sbx, &e2) < 0)
@@ -801,14 +1005,9 @@ static int warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
 	_cleanup_free_ char *wrun = xasprintf("%s/%s", s->vm->run, wid);
 	_cleanup_free_ char *run = xasprintf("%s/%s", s->vm->run, spec->id);
-	_cleanup_free_ char *vmstate = NULL;
 	uint64_t dmb = spec->limits.disk_mb ? spec->limits.disk_mb : NM_DEFAULT_DISK_MB;
 	bool renamed = false, moved = false, cg_moved = false;
 
-	{
-		_cleanup_free_ char *cache = cache_dir(s, spec, sh);
-		vmstate = xasprintf("%s/vmstate", cache);
-	}
 	if (access(sbx, F_OK) == 0) {
 		r = err_set(err, EEXIST, "subvolume for sandbox %s exists", spec->id);
 		goto fail;
@@ -830,7 +1029,8 @@ static int warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
 		r = err_sys(err, "rename %s", wrun);
 		goto fail;
 	}
-	if ((r = restore_state(j->qmp, vmstate, err)) < 0 ||
+	/* Its state was restored and the guest warmed at spawn (warm_guest). */
+	if ((r = qmp_exec(j->qmp, "cont", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0 ||
 	    (r = jail_activate(s, j, chan_dup, err)) < 0)
 		goto fail;
 	*pid = j->pid;
@@ -886,7 +1086,7 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 	char id[65];
 	_cleanup_free_ char *tmpl = NULL, *sbx = NULL, *disk = NULL, *cache = NULL,
 			    *cache_parent = NULL, *mem = NULL, *vmstate = NULL, *run = NULL,
-			    *ready = NULL;
+			    *ready = NULL, *boot_log = NULL;
 	bool made_subvol = false;
 	struct qmp *q = NULL;
 	int chan = -1, r;
@@ -1002,6 +1202,8 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 		.hostname = mode == NM_VM_COLD ? (spec->hostname[0] ? spec->hostname : spec->id) : NULL,
 		.sh = sh,
 	};
+	if (mode == NM_VM_CLONE)
+		l.boot_log = boot_log = xasprintf("%s/console.log", cache);
 	uint64_t t0 = now_us();
 	if ((r = vm_start(s, &l, spec->limits.cpu_millis, &qpid, &chan, &q, err)) < 0)
 		goto fail;
@@ -1038,6 +1240,18 @@ fail:
 	}
 	jail_unclaim(s, j);
 	return r;
+}
+
+int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err)
+{
+	/* stop returns once every vCPU thread is parked (QEMU's
+	 * pause_all_vcpus); memory, devices and the virtio-serial connection
+	 * stay, so the node's channel simply sees no data until cont. */
+	if (!j->qmp)
+		return err_set(err, ENOENT, "vm %s has no monitor", j->id);
+	if (qmp_exec(j->qmp, freeze ? "stop" : "cont", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err) < 0)
+		return err_wrap(err, "vm %s: %s", j->id, freeze ? "stop" : "cont");
+	return 0;
 }
 
 static struct jail *find_claim(struct nm_server *s, const char *id)
@@ -1113,6 +1327,14 @@ int vm_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bo
 	if (fsync(fd) < 0 || rename(tmp, vmstate) < 0) {
 		r = err_sys(err, "write %s", vmstate);
 		goto out;
+	}
+	/* The boot's console log, for the clones' logs (seed_console). */
+	{
+		_cleanup_free_ char *log = xasprintf("%s/%s/console.log", s->vm->run, id);
+		_cleanup_free_ char *keep = xasprintf("%s/console.log", cache);
+		unlink(keep);
+		if (copy_tail(log, keep, 0) < 0)
+			log_warn("template boot log %s: %s", keep, strerror(errno));
 	}
 	/* Clones get their own reflinked copy of this disk; keep it root's. */
 	if (chown(disk, 0, 0) < 0 || chmod(disk, 0644) < 0) {

@@ -28,6 +28,9 @@ enum nm_verb {
 	NM_NODE_INFO,
 	NM_VM_CREATE,
 	NM_VM_TEMPLATE_SAVE,
+	NM_VM_CONSOLE = 32,        /* fixed: other verbs are appended above */
+	NM_SANDBOX_FREEZE,
+	NM_SANDBOX_THAW,
 };
 
 struct nm_req {
@@ -36,7 +39,7 @@ struct nm_req {
 		struct nm_sandbox_spec create;
 		struct {
 			char id[65];
-		} sandbox;                 /* adopt, destroy */
+		} sandbox;                 /* adopt, destroy, freeze, thaw */
 		struct nm_template_spec build;
 		struct {
 			char name[65];

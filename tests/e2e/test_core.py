@@ -28,6 +28,14 @@ class CoreTest(AirlockTestCase):
         self.assertEqual(got["id"], self.sid)
         self.assertEqual(got["state"], "running")
 
+    def test_console(self):
+        status, body, _ = self.api.raw("GET", f"/v1/sandboxes/{self.sid}/console")
+        if self.sbx["backend"] == "ns":  # no serial console in a namespace jail
+            self.assertEqual(status, 501, body)
+            self.assertEqual(json.loads(body)["error"]["code"], "not_supported")
+        else:
+            self.assertEqual(status, 200, body)
+
     def test_exec_output_and_exit_code(self):
         code, out, err, events = self.api.exec(self.sid, ["sh", "-c", "echo out; echo err >&2; exit 7"])
         self.assertEqual(code, 7)

@@ -3,11 +3,12 @@ kernel, cloned from the template's memory snapshot. Skips (77) when QEMU or
 the guest kernel (<build>/vm/vmlinuz) is missing."""
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 
-from harness import AIRLOCKD, AirlockTestCase, ApiError, main
+from harness import AIRLOCKD, BIN, AirlockTestCase, ApiError, main
 
 VM_DIR = os.path.normpath(os.path.join(os.path.dirname(AIRLOCKD), "..", "vm"))
 QEMU = "/usr/bin/qemu-system-x86_64"
@@ -70,6 +71,27 @@ class VmTest(AirlockTestCase):
         with open(os.path.join(VM_DIR, "kernel.version")) as f:
             self.assertIn(f.read().strip(), version)
         self.assertNotIn(os.uname().release, version)
+
+    def test_console_log(self):
+        sb, _ = self.create()
+        sid = sb["id"]
+        self.sh(sid, "echo console-marker > /dev/console")
+        status, body, resp = self.api.raw("GET", f"/v1/sandboxes/{sid}/console")
+        self.assertEqual(status, 200, body)
+        self.assertTrue(resp.getheader("Content-Type").startswith("text/plain"))
+        text = body.decode(errors="replace")
+        self.assertIn("Linux version", text)  # the boot the clone was saved from
+        self.assertIn("console-marker", text)  # and what this clone wrote since
+        self.assertLessEqual(len(body), 64 << 10)
+        # owner only: another tenant does not see the sandbox at all
+        _, other = self.new_tenant("console-other")
+        self.assertEqual(other.raw("GET", f"/v1/sandboxes/{sid}/console")[0], 404)
+        # the CLI prints the same text
+        r = subprocess.run([os.path.join(BIN, "airlock"), "--config",
+                            os.path.join(self.server.dir, "cli.json"), "console", sid],
+                           capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"Linux version", r.stdout)
 
     def test_disk_writes_stay_in_their_sandbox(self):
         a, _ = self.create()

@@ -19,7 +19,8 @@ static bool expected(enum sb_state from, enum sb_state to)
 	switch (from) {
 	case SB_PENDING: return to == SB_STARTING || to == SB_FAILED;
 	case SB_STARTING: return to == SB_RUNNING || to == SB_FAILED;
-	case SB_RUNNING: return to == SB_STOPPING || to == SB_FAILED;
+	case SB_RUNNING: return to == SB_PAUSED || to == SB_STOPPING || to == SB_FAILED;
+	case SB_PAUSED: return to == SB_RUNNING || to == SB_STOPPING || to == SB_FAILED;
 	case SB_STOPPING: return to == SB_STOPPED || to == SB_FAILED;
 	case SB_STOPPED: return to == SB_DELETED || to == SB_FAILED;
 	case SB_FAILED: return to == SB_DELETED;
@@ -57,7 +58,7 @@ static void test_table(void)
 			}
 		}
 	}
-	CHECK(legal == 11);
+	CHECK(legal == 15);
 	/* Out-of-range values are never legal. */
 	CHECK(!state_allowed(SB__COUNT, SB_FAILED));
 	CHECK(!state_allowed(SB_RUNNING, SB__COUNT));
@@ -67,7 +68,10 @@ static void test_names(void)
 {
 	for (int s = 0; s < SB__COUNT; s++)
 		CHECK(state_parse(state_name((enum sb_state)s)) == s);
-	CHECK(state_parse("paused") == -1);
+	CHECK(state_parse("paused") == SB_PAUSED);
+	CHECK(strcmp(state_name(SB_PAUSED), "paused") == 0);
+	CHECK(state_is_live(SB_PAUSED));
+	CHECK(state_parse("suspended") == -1);
 	CHECK(state_parse("") == -1);
 	CHECK(state_parse(NULL) == -1);
 	CHECK(strcmp(state_name(SB_RUNNING), "running") == 0);
@@ -128,6 +132,30 @@ static void test_db(void)
 	CHECK(cur == SB_RUNNING);
 	CHECK(count_events(db, "sb-1") == 2);
 
+	/* Pause and resume: running -> paused -> running, each an events row
+	 * with its reason; resuming a running or pausing a paused sandbox is a
+	 * conflict that names the current state and writes nothing. */
+	CHECK(state_transition(db, "sb-1", &cur, SB_PAUSED, "paused by client", 0, &err) == 0);
+	CHECK(cur == SB_PAUSED);
+	CHECK(state_transition(db, "sb-1", &cur, SB_PAUSED, "again", 0, &err) == -EBUSY);
+	CHECK(strstr(err.msg, "paused") != NULL);
+	CHECK(db_query(db, &rows, &err, "SELECT observed FROM sandboxes WHERE id='sb-1'", NULL) == 0);
+	CHECK(rows.n_rows == 1 && strcmp(db_cell(&rows, 0, 0), "paused") == 0);
+	db_rows_free(&rows);
+	CHECK(state_transition(db, "sb-1", &cur, SB_RUNNING, "resumed for exec", 0, &err) == 0);
+	CHECK(state_transition(db, "sb-1", &cur, SB_RUNNING, "resume", 0, &err) == -EBUSY);
+	CHECK(strstr(err.msg, "running") != NULL);
+	CHECK(cur == SB_RUNNING);
+	CHECK(count_events(db, "sb-1") == 4);
+	CHECK(db_query(db, &rows, &err,
+		       "SELECT from_state, to_state, reason FROM events WHERE sandbox_id='sb-1'"
+		       " ORDER BY id DESC LIMIT 1",
+		       NULL) == 0);
+	CHECK(rows.n_rows == 1 && strcmp(db_cell(&rows, 0, 0), "paused") == 0 &&
+	      strcmp(db_cell(&rows, 0, 1), "running") == 0 &&
+	      strcmp(db_cell(&rows, 0, 2), "resumed for exec") == 0);
+	db_rows_free(&rows);
+
 	CHECK(state_transition(db, "sb-1", &cur, SB_FAILED, "guest channel closed", 0, &err) == 0);
 	CHECK(db_query(db, &rows, &err, "SELECT observed, error FROM sandboxes WHERE id='sb-1'",
 		       NULL) == 0);
@@ -138,16 +166,16 @@ static void test_db(void)
 		       "SELECT from_state, to_state, reason FROM events WHERE sandbox_id='sb-1'"
 		       " ORDER BY id",
 		       NULL) == 0);
-	CHECK(rows.n_rows == 3);
+	CHECK(rows.n_rows == 5);
 	CHECK(strcmp(db_cell(&rows, 0, 0), "pending") == 0 &&
 	      strcmp(db_cell(&rows, 0, 1), "starting") == 0 &&
 	      strcmp(db_cell(&rows, 0, 2), "create") == 0);
-	CHECK(strcmp(db_cell(&rows, 2, 0), "running") == 0 &&
-	      strcmp(db_cell(&rows, 2, 1), "failed") == 0);
+	CHECK(strcmp(db_cell(&rows, 4, 0), "running") == 0 &&
+	      strcmp(db_cell(&rows, 4, 1), "failed") == 0);
 	db_rows_free(&rows);
 
 	CHECK(state_event(db, "sb-1", SB_FAILED, "note", &err) == 0);
-	CHECK(count_events(db, "sb-1") == 4);
+	CHECK(count_events(db, "sb-1") == 6);
 
 	/* A missing row is an error and leaves the state alone. */
 	cur = SB_PENDING;

@@ -1,6 +1,7 @@
 /* The "ns" backend: a Linux-namespace jail. All privileged work (subvolume
  * snapshot, uid mapping, namespaces, cgroups, seccomp) happens in the node
- * manager's ns jail code (src/nodemgr/jail-*.c); this table only forwards. */
+ * manager's ns jail code (src/nodemgr/jail-*.c); this table only forwards.
+ * Pause is the cgroup freezer (nodemgr's sandbox freeze verb). */
 #include "../backend.h"
 
 static int ns_create(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
@@ -20,11 +21,23 @@ static int ns_destroy(const struct backend_ctx *ctx, const char *id, err_t *err)
 	return nm_sandbox_destroy(ctx->nm_sock, id, err);
 }
 
+static int ns_pause(const struct backend_ctx *ctx, const char *id, err_t *err)
+{
+	return nm_sandbox_freeze(ctx->nm_sock, id, true, err);
+}
+
+static int ns_resume(const struct backend_ctx *ctx, const char *id, err_t *err)
+{
+	return nm_sandbox_freeze(ctx->nm_sock, id, false, err);
+}
+
 const struct backend_ops backend_ns = {
 	.name = "ns",
-	.caps = { .pause = false, .disk_snapshot = false, .full_snapshot = false,
+	.caps = { .pause = true, .disk_snapshot = false, .full_snapshot = false,
 		  .memory_fork = false },
 	.create = ns_create,
 	.adopt = ns_adopt,
 	.destroy = ns_destroy,
+	.pause = ns_pause,
+	.resume = ns_resume,
 };
