@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "../lib/json.h"
+#include "../lib/reqjson.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
 #include "api-internal.h"
@@ -82,29 +83,7 @@ void api_method_not_allowed(struct http_conn *c, const char *allow)
 
 json *api_parse_body(struct http_req *req, struct http_conn *c, const char *const *allowed)
 {
-	err_t err = { 0 };
-	json *j;
-
-	if (req->body_len == 0) {
-		http_respond_error(c, 400, "invalid_json", "a JSON object body is required");
-		return NULL;
-	}
-	j = json_parse(req->body, req->body_len, &err);
-	if (!j) {
-		http_respond_error(c, 400, "invalid_json", "%s", err.msg);
-		return NULL;
-	}
-	if (j->type != JSON_OBJ) {
-		json_free(j);
-		http_respond_error(c, 400, "invalid_json", "the body must be a JSON object");
-		return NULL;
-	}
-	if (json_check_keys(j, allowed, &err) < 0) {
-		json_free(j);
-		http_respond_error(c, 400, "unknown_field", "%s", err.msg);
-		return NULL;
-	}
-	return j;
+	return http_json_object_body(req, c, allowed, 0);
 }
 
 /* Does path equal prefix, or continue it with a '/'? */

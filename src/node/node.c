@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "../lib/reqjson.h"
 #include "node-internal.h"
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -103,29 +104,7 @@ void node_respond_conflict(struct http_conn *c, enum sb_state st, const char *fm
 
 json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed)
 {
-	err_t err = { 0 };
-	json *j;
-
-	if (req->body_len > NODE_JSON_MAX) {
-		http_respond_error(c, 413, "body_too_large", "JSON bodies are limited to 1 MiB");
-		return NULL;
-	}
-	j = json_parse(req->body, req->body_len, &err);
-	if (!j) {
-		http_respond_error(c, 400, "invalid_json", "invalid JSON body: %s", err.msg);
-		return NULL;
-	}
-	if (j->type != JSON_OBJ) {
-		json_free(j);
-		http_respond_error(c, 400, "invalid_json", "the body must be a JSON object");
-		return NULL;
-	}
-	if (allowed && json_check_keys(j, allowed, &err) < 0) {
-		json_free(j);
-		http_respond_error(c, 400, "unknown_field", "%s", err.msg);
-		return NULL;
-	}
-	return j;
+	return http_json_object_body(req, c, allowed, NODE_JSON_MAX);
 }
 
 void node_iso_time(int64_t ms, char out[40])
