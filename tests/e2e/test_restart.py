@@ -40,11 +40,16 @@ class RestartTest(AirlockTestCase):
 
     def test_kill_everything(self):
         s = self.api.create(template="busybox")
-        # The supervisor first, so that it cannot restart what we kill next.
+        # Freeze the supervisor so it cannot restart what we kill, kill the
+        # roles, then the supervisor: every process dies by SIGKILL, none sees
+        # a SIGTERM (the roles' parent-death signal fires only once `up` is
+        # gone, and by then they are dead).
         up = self.server.proc.pid
         pids = [self.server.pid_of(r) for r in ("api", "node", "nodemgr")]
-        for p in [up] + pids:
+        os.kill(up, signal.SIGSTOP)
+        for p in pids:
             os.kill(p, signal.SIGKILL)
+        os.kill(up, signal.SIGKILL)
         self.server.proc.wait()
         deadline = time.time() + 10
         while time.time() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
