@@ -51,6 +51,18 @@ struct backend_ops {
 	 * once nothing in the jail can run; both are idempotent. */
 	int (*pause)(const struct backend_ctx *ctx, const char *id, err_t *err);
 	int (*resume)(const struct backend_ctx *ctx, const char *id, err_t *err);
+	/* Optional (caps.disk_snapshot): a read-only, atomic snapshot of the
+	 * sandbox's disk named snap; *size gets the bytes written since
+	 * snapshot prev ("" = since the sandbox's disk was made), -1 when
+	 * unknown. snapshot_delete is idempotent. rollback kills every process,
+	 * swaps the disk for a writable clone of snap and starts a fresh guest
+	 * with the same id and limits; *chan_fd as for create. */
+	int (*snapshot)(const struct backend_ctx *ctx, const char *id, const char *snap,
+			const char *prev, int64_t *size, err_t *err);
+	int (*snapshot_delete)(const struct backend_ctx *ctx, const char *id, const char *snap,
+			       err_t *err);
+	int (*rollback)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+			const char *snap, int *chan_fd, pid_t *pid, err_t *err);
 };
 
 extern const struct backend_ops backend_ns;

@@ -16,6 +16,9 @@ static const char usage[] =
 	"  rm SBX...                              delete sandboxes\n"
 	"  pause SBX | resume SBX                 freeze / thaw a sandbox (memory kept)\n"
 	"  connect SBX                            make it ready to use (resumes a paused one)\n"
+	"  snapshot create SBX [--name N]         disk snapshot, print its id\n"
+	"  snapshot ls SBX | snapshot rm SBX SNAP list / delete disk snapshots\n"
+	"  rollback SBX SNAP                      back to a disk snapshot (processes restart)\n"
 	"\n"
 	"Processes:\n"
 	"  exec [-i] [-t] [--env K=V]... [--cwd D] [--user U] [--timeout S] SBX [--] CMD [ARGS...]\n"
@@ -72,6 +75,7 @@ static const struct verb {
 	{ "tenant", cmd_tenant }, { "key", cmd_key },	     { "health", cmd_health },
 	{ "node", cmd_node },	  { "pause", cmd_pause },   { "resume", cmd_resume },
 	{ "connect", cmd_connect }, { "console", cmd_console },
+	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
 };
 
 int main(int argc, char **argv)

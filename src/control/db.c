@@ -16,7 +16,7 @@ struct db {
 
 /* One schema for every process. Ownership of tables:
  *   api:  tenants, api_keys
- *   node: sandboxes, templates, events, processes are in memory only
+ *   node: sandboxes, templates, events, snapshots, processes are in memory only
  * Timestamps are ms since the epoch. */
 static const char schema[] =
 	"PRAGMA journal_mode=WAL;"
@@ -42,7 +42,14 @@ static const char schema[] =
 	"CREATE INDEX IF NOT EXISTS sandboxes_tenant ON sandboxes(tenant_id);"
 	"CREATE TABLE IF NOT EXISTS events("
 	"  id INTEGER PRIMARY KEY AUTOINCREMENT, sandbox_id TEXT NOT NULL, at INTEGER NOT NULL,"
-	"  from_state TEXT, to_state TEXT, reason TEXT);";
+	"  from_state TEXT, to_state TEXT, reason TEXT);"
+	/* Disk snapshots of a sandbox (node). size_bytes: data written since the
+	 * previous snapshot, NULL when unknown. */
+	"CREATE TABLE IF NOT EXISTS snapshots("
+	"  id TEXT PRIMARY KEY, sandbox_id TEXT NOT NULL, name TEXT NOT NULL,"
+	"  kind TEXT NOT NULL, size_bytes INTEGER, created_at INTEGER NOT NULL,"
+	"  UNIQUE(sandbox_id, name));"
+	"CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots(sandbox_id, created_at);";
 
 static int db_error(struct db *db, err_t *err, int rc, const char *what)
 {

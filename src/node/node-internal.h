@@ -77,7 +77,7 @@ struct sandbox {
 	enum sb_state state;
 	char *error;            /* reason of failed */
 	bool deleting;          /* a teardown owns the sandbox */
-	bool lc_busy;           /* a pause or resume is at the backend */
+	bool lc_busy;           /* a pause, resume, snapshot or rollback is at the backend */
 	bool chan_closed;
 	struct guestconn *gc;   /* NULL unless running */
 	int gc_users;           /* threads inside guestconn_* with gc */
@@ -217,6 +217,14 @@ void handle_files(struct node *n, struct sandbox *sb, const char *sub, struct ht
 
 /* console.c: GET .../console (501 when the backend has none) */
 void handle_console(struct node *n, struct sandbox *sb, struct http_conn *c);
+
+/* snapshots.c: .../snapshots (snap NULL: POST create, GET list) and
+ * .../snapshots/{snap} (DELETE); POST .../rollback. 501 when the backend
+ * has no disk snapshots. */
+void handle_snapshots(struct node *n, struct sandbox *sb, const char *snap, struct http_req *req,
+		      struct http_conn *c);
+void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
+		     struct http_conn *c);
 
 /* templates.c */
 /* Newest ready version of name; builds a built-in (debian, busybox) on

@@ -133,7 +133,8 @@ void node_reconcile(struct node *n)
 		} else if (sb->state == SB_RUNNING || sb->state == SB_PAUSED) {
 			adopt(n, sb);
 			adopted += sb->state == SB_RUNNING;
-		} else if (sb->state == SB_PENDING || sb->state == SB_STARTING) {
+		} else if (sb->state == SB_PENDING || sb->state == SB_STARTING ||
+			   sb->state == SB_ROLLING_BACK) {
 			destroy_quiet(n, sb);
 			mark_failed(n, sb, "interrupted by a node restart");
 		}

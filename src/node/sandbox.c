@@ -524,6 +524,10 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 		if (r == 0)
 			r = state_transition(n->db, sb->id, &sb->state, SB_DELETED, reason,
 					     STATE_IN_TX, err);
+		/* The backend's destroy removed the snapshots with the disk. */
+		if (r == 0)
+			r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=?", "s",
+				    sb->id) < 0 ? -err->code : 0;
 		if (r < 0)
 			db_tx_rollback(n->db);
 		else

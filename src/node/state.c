@@ -9,7 +9,7 @@
 static const char *const names[SB__COUNT] = {
 	[SB_PENDING] = "pending",   [SB_STARTING] = "starting", [SB_RUNNING] = "running",
 	[SB_PAUSED] = "paused",     [SB_STOPPING] = "stopping", [SB_STOPPED] = "stopped",   [SB_FAILED] = "failed",
-	[SB_DELETED] = "deleted",
+	[SB_DELETED] = "deleted",   [SB_ROLLING_BACK] = "rolling_back",
 };
 
 /* allowed[from][to]. Why each edge exists:
@@ -23,6 +23,11 @@ static const char *const names[SB__COUNT] = {
  *                       exec, files or process call (the reason says which)
  *   paused→stopping     a delete of a paused sandbox; the backend's destroy
  *                       kills a frozen jail as well as a running one
+ *   running→rolling_back, paused→rolling_back
+ *                       rollback to a disk snapshot: the backend kills every
+ *                       process, swaps the disk for a writable clone of the
+ *                       snapshot and starts a fresh guest (same id, limits)
+ *   rolling_back→running the new guest said READY
  *   stopping→stopped    the backend destroyed the jail; nothing runs any more
  *   stopped→deleted     the row is retired (kept for idempotency and events)
  *   X→failed            for every live X: a step failed; the reason says which
@@ -33,8 +38,11 @@ static const char *const names[SB__COUNT] = {
 static const bool allowed[SB__COUNT][SB__COUNT] = {
 	[SB_PENDING] = { [SB_STARTING] = true, [SB_FAILED] = true },
 	[SB_STARTING] = { [SB_RUNNING] = true, [SB_FAILED] = true },
-	[SB_RUNNING] = { [SB_PAUSED] = true, [SB_STOPPING] = true, [SB_FAILED] = true },
-	[SB_PAUSED] = { [SB_RUNNING] = true, [SB_STOPPING] = true, [SB_FAILED] = true },
+	[SB_RUNNING] = { [SB_PAUSED] = true, [SB_STOPPING] = true, [SB_FAILED] = true,
+			 [SB_ROLLING_BACK] = true },
+	[SB_PAUSED] = { [SB_RUNNING] = true, [SB_STOPPING] = true, [SB_FAILED] = true,
+			[SB_ROLLING_BACK] = true },
+	[SB_ROLLING_BACK] = { [SB_RUNNING] = true, [SB_FAILED] = true },
 	[SB_STOPPING] = { [SB_STOPPED] = true, [SB_FAILED] = true },
 	[SB_STOPPED] = { [SB_DELETED] = true, [SB_FAILED] = true },
 	[SB_FAILED] = { [SB_DELETED] = true },
@@ -68,7 +76,7 @@ bool state_allowed(enum sb_state from, enum sb_state to)
 bool state_is_live(enum sb_state s)
 {
 	return s == SB_PENDING || s == SB_STARTING || s == SB_RUNNING || s == SB_PAUSED ||
-	       s == SB_STOPPING;
+	       s == SB_STOPPING || s == SB_ROLLING_BACK;
 }
 
 static int record(struct db *db, const char *id, enum sb_state from, enum sb_state to,

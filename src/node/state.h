@@ -2,6 +2,7 @@
  *
  *   pending → starting → running → stopping → stopped → deleted
  *                        running ⇄ paused;  paused → stopping
+ *                        running, paused → rolling_back → running
  *   any live state → failed (with a reason);  failed → deleted
  *
  * Every change of a sandbox's observed state goes through state_transition(),
@@ -29,6 +30,7 @@ enum sb_state {
 	SB_STOPPED,
 	SB_FAILED,
 	SB_DELETED,
+	SB_ROLLING_BACK, /* rollback: jail killed, disk swapped, guest restarting */
 	SB__COUNT
 };
 

@@ -286,3 +286,53 @@ int nm_vm_template_save(const char *sock, const struct nm_sandbox_spec *spec, bo
 				spec->template_version);
 	return 0;
 }
+
+int nm_snapshot_create(const char *sock, const char *id, const char *snap, const char *prev,
+		       int64_t *size, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SNAPSHOT_CREATE);
+	if (put_str(q.u.snap.spec.id, sizeof(q.u.snap.spec.id), id, "sandbox id", err) < 0 ||
+	    put_str(q.u.snap.snap, sizeof(q.u.snap.snap), snap, "snapshot id", err) < 0 ||
+	    put_str(q.u.snap.prev, sizeof(q.u.snap.prev), prev ? prev : "", "snapshot id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "snapshot sandbox %s", id);
+	*size = res.size;
+	return 0;
+}
+
+int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SNAPSHOT_DELETE);
+	if (put_str(q.u.snap.spec.id, sizeof(q.u.snap.spec.id), id, "sandbox id", err) < 0 ||
+	    put_str(q.u.snap.snap, sizeof(q.u.snap.snap), snap, "snapshot id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "delete snapshot %s of sandbox %s", snap, id);
+	return 0;
+}
+
+int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
+			int *chan_fd, pid_t *pid, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SANDBOX_ROLLBACK);
+	q.u.snap.spec = *spec;
+	if (put_str(q.u.snap.snap, sizeof(q.u.snap.snap), snap, "snapshot id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, chan_fd, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "roll back sandbox %.64s", spec->id);
+	if (*chan_fd < 0)
+		return err_set(err, EPROTO, "roll back sandbox %.64s: no channel fd", spec->id);
+	if (pid)
+		*pid = res.pid;
+	return 0;
+}

@@ -105,6 +105,9 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err);
 /* Pause (freeze) or resume a live jail; dispatches on its kind (ns: cgroup
  * freezer, vm: vm_freeze). Marks the jail busy meanwhile. */
 int sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err);
+/* Roll a live ns jail back to snapshots/<id>/<snap> (see nm.h). */
+int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+		     int *chan_dup, pid_t *pid, err_t *err);
 /* ids: NULL-terminated, caller frees each and the array */
 char **sandbox_list(struct nm_server *s);
 /* Reaper hook: pid exited; true when it was a jail init. Called under lock. */
@@ -113,6 +116,18 @@ bool sandbox_reaped_locked(struct nm_server *s, pid_t pid);
 void sandbox_sweep_leftovers(struct nm_server *s);
 /* Shutdown: kill every jail, keep subvolumes. */
 void sandbox_kill_all(struct nm_server *s);
+
+/* snapshot.c: disk snapshots under DATA/pool/snapshots/<id>/ (see nm.h). */
+int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
+		    int64_t *size, err_t *err);
+int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err);
+/* Delete every snapshot of id and its directory; called by sandbox_destroy. */
+int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
+/* sandbox.c: mark the live, non-hidden jail of id busy for a verb. *is_vm
+ * (may be NULL) tells its kind. -ENOENT when there is none, -EBUSY when a
+ * create, destroy or other verb owns it. jail_release undoes it. */
+struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
+void jail_release(struct nm_server *s, struct jail *j);
 
 /* vm.c: the QEMU microVM jail. Verbs as in nm.h (nm_vm_*). */
 int vm_init(struct nm_server *s, err_t *err);

@@ -233,8 +233,12 @@ int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err
 	return r;
 }
 
-int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
-		   pid_t *pid, err_t *err)
+/* Start the ns jail of a claimed (busy) entry j whose subvolume exists:
+ * cgroup with the spec's limits, channel, jail_spawn, publish. On failure
+ * the caller destroys the cgroup (which kills whatever was started). Used
+ * by create and by rollback (same id, same slot). */
+static int spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+		    int *chan_dup, pid_t *pid, err_t *err)
 {
 	const struct nm_limits *lim = &spec->limits;
 	struct cgroup_limits cl = {
@@ -243,25 +247,63 @@ int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int 
 		.cpu_millis = lim->cpu_millis ? lim->cpu_millis : NM_DEFAULT_CPU_MILLIS,
 		.pids = lim->pids ? lim->pids : NM_DEFAULT_PIDS,
 	};
-	uint64_t disk = (uint64_t)(lim->disk_mb ? lim->disk_mb : NM_DEFAULT_DISK_MB) << 20;
 	const char *hostname = spec->hostname[0] ? spec->hostname : spec->id;
-	_cleanup_free_ char *tmpl =
-		xasprintf("%s/templates/%s/%u", s->pool, spec->template_name, spec->template_version);
-	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
-	_cleanup_free_ char *rootfs = xasprintf("%s/rootfs", sbx);
+	_cleanup_free_ char *rootfs = xasprintf("%s/sandboxes/%s/rootfs", s->pool, spec->id);
 	_cleanup_free_ char *mnt_dir = xasprintf("%s/mnt", s->run_dir);
 	_cleanup_free_ char *mnt = xasprintf("%s/%s", mnt_dir, spec->id);
 	_cleanup_close_ int guest = -1;
-	bool made_subvol = false, made_cgroup = false;
 	int chan[2] = { -1, -1 };
-	struct jail *j;
 	pid_t init = -1;
-	int r, slot = -1;
+	int r;
+
+	if ((r = cgroup_create(&s->cg, spec->id, &cl, err)) < 0)
+		return r;
+	guest = open(s->cfg->guest_path, O_PATH | O_CLOEXEC);
+	if (guest < 0)
+		return err_sys(err, "open guest %s", s->cfg->guest_path);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0)
+		return err_sys(err, "socketpair");
+	struct jail_params jp = {
+		.id = spec->id,
+		.hostname = hostname,
+		.rootfs = rootfs,
+		.mnt_dir = mnt_dir,
+		.mnt = mnt,
+		.host_base = NM_UID_BASE + (uid_t)j->slot * JAIL_ID_RANGE,
+		.guest_fd = guest,
+		.argv = s->guest_argv,
+		.chan_fd = chan[1],
+		.seccomp = &s->seccomp,
+		.cg = &s->cg,
+	};
+	r = jail_spawn(&jp, &init, err);
+	close(chan[1]);
+	if (r < 0) {
+		close(chan[0]);
+		return r;
+	}
+	if ((r = jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
+		return r;
+	*pid = init;
+	log_info("sandbox %s: jail pid %d, uid base %#x", spec->id, (int)init, jp.host_base);
+	return 0;
+}
+
+int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
+		   pid_t *pid, err_t *err)
+{
+	const struct nm_limits *lim = &spec->limits;
+	uint64_t disk = (uint64_t)(lim->disk_mb ? lim->disk_mb : NM_DEFAULT_DISK_MB) << 20;
+	_cleanup_free_ char *tmpl =
+		xasprintf("%s/templates/%s/%u", s->pool, spec->template_name, spec->template_version);
+	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
+	bool made_subvol = false, made_cgroup = false;
+	struct jail *j;
+	int r;
 
 	/* Claim the id and a uid range. */
 	if (!(j = jail_claim(s, spec->id, err)))
 		return -err->code;
-	slot = j->slot;
 
 	if (pool_is_subvol(tmpl) != 1) {
 		r = err_set(err, ENOENT, "template %s/%u not found", spec->template_name,
@@ -279,49 +321,12 @@ int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int 
 	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
 		goto fail;
 	made_cgroup = true; /* even a partial create must be removed */
-	if ((r = cgroup_create(&s->cg, spec->id, &cl, err)) < 0)
+	if ((r = spawn_ns(s, j, spec, chan_dup, pid, err)) < 0)
 		goto fail;
-	guest = open(s->cfg->guest_path, O_PATH | O_CLOEXEC);
-	if (guest < 0) {
-		r = err_sys(err, "open guest %s", s->cfg->guest_path);
-		goto fail;
-	}
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0) {
-		r = err_sys(err, "socketpair");
-		goto fail;
-	}
-	struct jail_params jp = {
-		.id = spec->id,
-		.hostname = hostname,
-		.rootfs = rootfs,
-		.mnt_dir = mnt_dir,
-		.mnt = mnt,
-		.host_base = NM_UID_BASE + (uid_t)slot * JAIL_ID_RANGE,
-		.guest_fd = guest,
-		.argv = s->guest_argv,
-		.chan_fd = chan[1],
-		.seccomp = &s->seccomp,
-		.cg = &s->cg,
-	};
-	r = jail_spawn(&jp, &init, err);
-	close(chan[1]);
-	chan[1] = -1;
-	if (r < 0)
-		goto fail;
-
-	r = jail_publish(s, j, init, chan[0], chan_dup, err);
-	chan[0] = -1;
-	if (r < 0)
-		goto fail;
-	*pid = init;
-	log_info("sandbox %s: jail pid %d, uid base %#x", spec->id, (int)init, jp.host_base);
 	return 0;
 
 fail:
 	/* Undo in reverse: processes and cgroup, subvolume, slot. */
-	for (int i = 0; i < 2; i++)
-		if (chan[i] >= 0)
-			close(chan[i]);
 	{
 		err_t e2 = { 0 };
 		if (made_cgroup && cgroup_destroy(&s->cg, spec->id, &e2) < 0)
@@ -376,6 +381,8 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	r = cgroup_destroy(&s->cg, id, err);
 	if (r == 0)
 		r = delete_subvol(sbx, err);
+	if (r == 0)
+		r = snapshot_delete_all(s, id, err);
 	if (r == 0) {
 		unlink(st);
 		vm_cleanup_run(s, id);
@@ -388,6 +395,128 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 			j->busy = false;
 	}
 	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err)
+{
+	struct jail *j;
+
+	pthread_mutex_lock(&s->lock);
+	j = find_locked(s, id);
+	if (!j || j->hidden || (!j->alive && !j->busy)) {
+		err_set(err, ENOENT, "no live jail for sandbox %s", id);
+		j = NULL;
+	} else if (j->busy) {
+		err_set(err, EBUSY, "sandbox %s is busy (being created, destroyed or changed)", id);
+		j = NULL;
+	} else {
+		j->busy = true;
+		if (is_vm)
+			*is_vm = j->vm;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return j;
+}
+
+void jail_release(struct nm_server *s, struct jail *j)
+{
+	pthread_mutex_lock(&s->lock);
+	j->busy = false;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Rollback, in order (j busy throughout, so no freeze, destroy or second
+ * rollback runs meanwhile):
+ *   1. snapshot snapshots/<id>/<snap> to sandboxes/<id>.rb (writable), with
+ *      the disk limit: a failure here changes nothing;
+ *   2. kill the jail (its init, so the whole pid namespace) and wait until
+ *      the reaper saw it, so the entry holds no pid or channel any more;
+ *   3. renameat2(RENAME_EXCHANGE) of sandboxes/<id>.rb and sandboxes/<id>:
+ *      one atomic step, no moment without a sandbox subvolume;
+ *   4. delete the old subvolume (now at <id>.rb), retrying while the dead
+ *      jail's mount namespace still pins it;
+ *   5. spawn a fresh jail on the same slot, as create does.
+ * "<id>.rb" never matches the sandbox id pattern, so listings skip it. */
+int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+		     int *chan_dup, pid_t *pid, err_t *err)
+{
+	const char *id = spec->id;
+	uint64_t disk = (uint64_t)(spec->limits.disk_mb ? spec->limits.disk_mb
+							: NM_DEFAULT_DISK_MB) << 20;
+	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
+	_cleanup_free_ char *tmp = xasprintf("%s/sandboxes/%s.rb", s->pool, id);
+	_cleanup_free_ char *src = xasprintf("%s/snapshots/%s/%s", s->pool, id, snap);
+	uint64_t t0 = now_us();
+	bool is_vm = false;
+	struct jail *j;
+	err_t e2 = { 0 };
+	int r;
+
+	if (!(j = jail_acquire(s, id, &is_vm, err)))
+		return -err->code;
+	if (is_vm) {
+		jail_release(s, j);
+		return err_set(err, EOPNOTSUPP,
+			       "rollback of a vm sandbox is not supported yet (ns only)");
+	}
+	if (pool_is_subvol(src) != 1) {
+		jail_release(s, j);
+		return err_set(err, ENOENT, "sandbox %s has no snapshot %s", id, snap);
+	}
+	/* 1 */
+	if ((r = delete_subvol(tmp, err)) < 0 ||
+	    (r = pool_subvol_snapshot(src, tmp, false, err)) < 0 ||
+	    (r = pool_qgroup_limit(tmp, disk, err)) < 0) {
+		if (delete_subvol(tmp, &e2) < 0)
+			log_warn("rollback %s cleanup: %s", id, e2.msg);
+		jail_release(s, j);
+		return r;
+	}
+	/* 2 */
+	kill_init(s, j);
+	for (int i = 0; i < 5000; i++) {
+		bool alive;
+		pthread_mutex_lock(&s->lock);
+		alive = j->alive;
+		pthread_mutex_unlock(&s->lock);
+		if (!alive)
+			break;
+		usleep(1000);
+	}
+	pthread_mutex_lock(&s->lock);
+	if (j->alive) {
+		pthread_mutex_unlock(&s->lock);
+		r = err_set(err, ETIMEDOUT, "sandbox %s: jail did not exit", id);
+		goto dead;
+	}
+	if (j->pidfd >= 0)
+		close(j->pidfd);
+	j->pidfd = -1;
+	j->pid = -1;
+	pthread_mutex_unlock(&s->lock);
+	if ((r = cgroup_destroy(&s->cg, id, err)) < 0)
+		goto dead;
+	/* 3 */
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, sbx, RENAME_EXCHANGE) < 0) {
+		r = err_sys(err, "swap %s and %s", tmp, sbx);
+		goto dead;
+	}
+	/* 4: the snapshot is in place; a leftover old subvolume is only space. */
+	if (delete_subvol(tmp, &e2) < 0)
+		log_warn("rollback %s: delete old subvolume: %s", id, e2.msg);
+	/* 5 */
+	if ((r = spawn_ns(s, j, spec, chan_dup, pid, err)) < 0)
+		goto dead;
+	log_info("sandbox %s: rolled back to %s in %.1f ms", id, snap, (now_us() - t0) / 1000.0);
+	return 0;
+dead:
+	/* No jail runs any more; the node fails the sandbox and destroys it. */
+	if (cgroup_destroy(&s->cg, id, &e2) < 0)
+		log_warn("rollback %s cleanup: %s", id, e2.msg);
+	delete_subvol(tmp, &e2);
+	jail_release(s, j);
 	return r;
 }
 

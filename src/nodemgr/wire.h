@@ -31,6 +31,9 @@ enum nm_verb {
 	NM_VM_CONSOLE = 32,        /* fixed: other verbs are appended above */
 	NM_SANDBOX_FREEZE,
 	NM_SANDBOX_THAW,
+	NM_SNAPSHOT_CREATE,
+	NM_SNAPSHOT_DELETE,
+	NM_SANDBOX_ROLLBACK,
 };
 
 struct nm_req {
@@ -49,6 +52,11 @@ struct nm_req {
 			struct nm_sandbox_spec spec;
 			uint32_t mode;     /* create: enum nm_vm_mode; save: 1 = discard */
 		} vm;                      /* vm_create, vm_template_save */
+		struct {
+			struct nm_sandbox_spec spec; /* create/delete: only id */
+			char snap[65];
+			char prev[65];     /* create: the previous snapshot, or "" */
+		} snap;                    /* snapshot_create/delete, rollback */
 	} u;
 };
 
@@ -61,6 +69,7 @@ struct nm_resp {
 	uint32_t has_fd;             /* RESULT carries an fd (SCM_RIGHTS) */
 	struct nm_node_info info;    /* node_info */
 	char text[1024];             /* error message, progress line or item */
+	int64_t size;                /* snapshot_create: changed bytes, -1 unknown */
 };
 
 /* Send one message, with fd (or -1). -errno on failure. */

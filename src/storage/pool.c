@@ -1,10 +1,13 @@
 /* pool.c - the btrfs pool: loop image, mount, subvolume ioctls, quotas. */
 #include "pool.h"
 
+#include <endian.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <linux/btrfs.h>
+#include <linux/btrfs_tree.h>
 #include <linux/loop.h>
 #include <linux/magic.h>
 #include <stdio.h>
@@ -321,6 +324,89 @@ int pool_qgroup_limit(const char *path, uint64_t bytes, err_t *err)
 			return 0;
 		return err_sys(err, "qgroup limit on %s", path);
 	}
+	return 0;
+}
+
+int pool_subvol_otransid(const char *path, uint64_t *transid, err_t *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct btrfs_ioctl_get_subvol_info_args a;
+
+	if (fd < 0)
+		return err_sys(err, "open %s", path);
+	memset(&a, 0, sizeof(a));
+	if (ioctl(fd, BTRFS_IOC_GET_SUBVOL_INFO, &a) < 0)
+		return err_sys(err, "subvolume info of %s", path);
+	*transid = a.otransid;
+	return 0;
+}
+
+int pool_changed_bytes(const char *path, uint64_t since, uint64_t *bytes, err_t *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct btrfs_ioctl_search_args a;
+	struct btrfs_ioctl_search_key *k = &a.key;
+	uint64_t total = 0;
+
+	if (fd < 0)
+		return err_sys(err, "open %s", path);
+	memset(&a, 0, sizeof(a));
+	k->tree_id = 0; /* the fd's own subvolume */
+	k->max_objectid = UINT64_MAX;
+	k->max_type = 255; /* key types are 8 bits */
+	k->max_offset = UINT64_MAX;
+	/* Only tree blocks written after `since`: unchanged subtrees (shared
+	 * with the template or an older snapshot) are skipped whole. */
+	k->min_transid = since + 1;
+	k->max_transid = UINT64_MAX;
+	for (;;) {
+		size_t off = 0;
+
+		k->nr_items = 4096;
+		if (ioctl(fd, BTRFS_IOC_TREE_SEARCH, &a) < 0)
+			return err_sys(err, "tree search in %s", path);
+		if (k->nr_items == 0)
+			break;
+		for (uint32_t i = 0; i < k->nr_items; i++) {
+			struct btrfs_ioctl_search_header h;
+			const struct btrfs_file_extent_item *fe;
+
+			if (off + sizeof(h) > sizeof(a.buf))
+				break;
+			memcpy(&h, a.buf + off, sizeof(h));
+			off += sizeof(h);
+			if (off + h.len > sizeof(a.buf))
+				break;
+			fe = (const void *)(a.buf + off);
+			if (h.type == BTRFS_EXTENT_DATA_KEY &&
+			    h.len >= offsetof(struct btrfs_file_extent_item, disk_bytenr) &&
+			    le64toh(fe->generation) > since) {
+				if (fe->type == BTRFS_FILE_EXTENT_INLINE)
+					total += le64toh(fe->ram_bytes);
+				else if (fe->type == BTRFS_FILE_EXTENT_REG &&
+					 h.len >= sizeof(*fe) && le64toh(fe->disk_bytenr) != 0)
+					total += le64toh(fe->num_bytes);
+			}
+			off += h.len;
+			/* Continue after the last key seen. */
+			k->min_objectid = h.objectid;
+			k->min_type = h.type;
+			k->min_offset = h.offset;
+		}
+		if (k->min_offset < UINT64_MAX) {
+			k->min_offset++;
+		} else if (k->min_type < 255) {
+			k->min_offset = 0;
+			k->min_type++;
+		} else if (k->min_objectid < UINT64_MAX) {
+			k->min_offset = 0;
+			k->min_type = 0;
+			k->min_objectid++;
+		} else {
+			break;
+		}
+	}
+	*bytes = total;
 	return 0;
 }
 

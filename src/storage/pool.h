@@ -44,6 +44,14 @@ int pool_qgroup_limit(const char *path, uint64_t bytes, err_t *err);
 /* Enable quotas on the filesystem holding path (idempotent). Tries simple
  * quotas first (cheap on snapshot), then full qgroups. */
 int pool_quota_enable(const char *path, err_t *err);
+/* The transaction id that created the subvolume at path (its otransid). */
+int pool_subvol_otransid(const char *path, uint64_t *transid, err_t *err);
+/* Bytes of file data in the subvolume at path written after transaction
+ * `since` (regular and inline extents whose generation is newer), found by
+ * BTRFS_IOC_TREE_SEARCH restricted to tree blocks newer than `since`, so the
+ * cost follows what changed, not the subvolume's size. Deletions do not
+ * count. Needs CAP_SYS_ADMIN. */
+int pool_changed_bytes(const char *path, uint64_t since, uint64_t *bytes, err_t *err);
 /* Total and free bytes of the filesystem holding path. */
 int pool_usage(const char *path, uint64_t *total, uint64_t *free_bytes, err_t *err);
 

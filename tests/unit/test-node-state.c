@@ -19,8 +19,13 @@ static bool expected(enum sb_state from, enum sb_state to)
 	switch (from) {
 	case SB_PENDING: return to == SB_STARTING || to == SB_FAILED;
 	case SB_STARTING: return to == SB_RUNNING || to == SB_FAILED;
-	case SB_RUNNING: return to == SB_PAUSED || to == SB_STOPPING || to == SB_FAILED;
-	case SB_PAUSED: return to == SB_RUNNING || to == SB_STOPPING || to == SB_FAILED;
+	case SB_RUNNING:
+		return to == SB_PAUSED || to == SB_STOPPING || to == SB_FAILED ||
+		       to == SB_ROLLING_BACK;
+	case SB_PAUSED:
+		return to == SB_RUNNING || to == SB_STOPPING || to == SB_FAILED ||
+		       to == SB_ROLLING_BACK;
+	case SB_ROLLING_BACK: return to == SB_RUNNING || to == SB_FAILED;
 	case SB_STOPPING: return to == SB_STOPPED || to == SB_FAILED;
 	case SB_STOPPED: return to == SB_DELETED || to == SB_FAILED;
 	case SB_FAILED: return to == SB_DELETED;
@@ -58,7 +63,7 @@ static void test_table(void)
 			}
 		}
 	}
-	CHECK(legal == 15);
+	CHECK(legal == 19); /* 15 + running|paused → rolling_back → running|failed */
 	/* Out-of-range values are never legal. */
 	CHECK(!state_allowed(SB__COUNT, SB_FAILED));
 	CHECK(!state_allowed(SB_RUNNING, SB__COUNT));
@@ -71,6 +76,8 @@ static void test_names(void)
 	CHECK(state_parse("paused") == SB_PAUSED);
 	CHECK(strcmp(state_name(SB_PAUSED), "paused") == 0);
 	CHECK(state_is_live(SB_PAUSED));
+	CHECK(state_parse("rolling_back") == SB_ROLLING_BACK);
+	CHECK(state_is_live(SB_ROLLING_BACK));
 	CHECK(state_parse("suspended") == -1);
 	CHECK(state_parse("") == -1);
 	CHECK(state_parse(NULL) == -1);

@@ -153,6 +153,40 @@ int main(void)
 	CHECK(open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) < 0 && errno == EROFS);
 	OK(pool_subvol_delete(sb, E));
 
+	/* The delta of a snapshot: bytes written since a transaction. A sandbox
+	 * writes 1 MiB + a small (inline) file; its snapshot counts those and
+	 * none of the template; a second snapshot right after counts nothing. */
+	{
+		char s1[400], s2[400], s3[400], big[600];
+		static char mib[1 << 20];
+		uint64_t since = 0, bytes = 1;
+
+		snprintf(s1, sizeof(s1), "%s/sandboxes/d1", pool);
+		snprintf(s2, sizeof(s2), "%s/snapshots/d1a", pool);
+		snprintf(s3, sizeof(s3), "%s/snapshots/d1b", pool);
+		OK(pool_subvol_snapshot(t1, s1, false, E));
+		snprintf(big, sizeof(big), "%s/rootfs/big", s1);
+		memset(mib, 'x', sizeof(mib));
+		fd = open(big, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		CHECK(fd >= 0 && write(fd, mib, sizeof(mib)) == (ssize_t)sizeof(mib));
+		close(fd);
+		snprintf(big, sizeof(big), "%s/rootfs/small", s1);
+		fd = open(big, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		CHECK(fd >= 0 && write(fd, "0123456789", 10) == 10);
+		close(fd);
+		OK(pool_subvol_snapshot(s1, s2, true, E));
+		OK(pool_subvol_otransid(s1, &since, E));
+		OK(pool_changed_bytes(s2, since, &bytes, E));
+		CHECK(bytes == (1u << 20) + 10);
+		OK(pool_subvol_snapshot(s1, s3, true, E));
+		OK(pool_subvol_otransid(s2, &since, E));
+		OK(pool_changed_bytes(s3, since, &bytes, E));
+		CHECK(bytes == 0);
+		OK(pool_subvol_delete(s3, E));
+		OK(pool_subvol_delete(s2, E));
+		OK(pool_subvol_delete(s1, E));
+	}
+
 	/* Timing: the quota mode pool_ensure chose, full qgroups, no quotas. */
 	snprintf(sb, sizeof(sb), "%s/sandboxes/bench", pool);
 	time_snapshots("quota (as configured)", t1, sb, 30);

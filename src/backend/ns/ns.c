@@ -1,7 +1,8 @@
 /* The "ns" backend: a Linux-namespace jail. All privileged work (subvolume
  * snapshot, uid mapping, namespaces, cgroups, seccomp) happens in the node
  * manager's ns jail code (src/nodemgr/jail-*.c); this table only forwards.
- * Pause is the cgroup freezer (nodemgr's sandbox freeze verb). */
+ * Pause is the cgroup freezer (nodemgr's sandbox freeze verb); disk snapshots
+ * and rollback are nodemgr's snapshot and rollback verbs. */
 #include "../backend.h"
 
 static int ns_create(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
@@ -31,13 +32,34 @@ static int ns_resume(const struct backend_ctx *ctx, const char *id, err_t *err)
 	return nm_sandbox_freeze(ctx->nm_sock, id, false, err);
 }
 
+static int ns_snapshot(const struct backend_ctx *ctx, const char *id, const char *snap,
+		       const char *prev, int64_t *size, err_t *err)
+{
+	return nm_snapshot_create(ctx->nm_sock, id, snap, prev, size, err);
+}
+
+static int ns_snapshot_delete(const struct backend_ctx *ctx, const char *id, const char *snap,
+			      err_t *err)
+{
+	return nm_snapshot_delete(ctx->nm_sock, id, snap, err);
+}
+
+static int ns_rollback(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+		       const char *snap, int *chan_fd, pid_t *pid, err_t *err)
+{
+	return nm_sandbox_rollback(ctx->nm_sock, spec, snap, chan_fd, pid, err);
+}
+
 const struct backend_ops backend_ns = {
 	.name = "ns",
-	.caps = { .pause = true, .disk_snapshot = false, .full_snapshot = false,
+	.caps = { .pause = true, .disk_snapshot = true, .full_snapshot = false,
 		  .memory_fork = false },
 	.create = ns_create,
 	.adopt = ns_adopt,
 	.destroy = ns_destroy,
 	.pause = ns_pause,
 	.resume = ns_resume,
+	.snapshot = ns_snapshot,
+	.snapshot_delete = ns_snapshot_delete,
+	.rollback = ns_rollback,
 };

@@ -1,0 +1,145 @@
+/* snapshot.c - `snapshot create|ls|rm` and `rollback`. */
+#include <string.h>
+
+#include "cli.h"
+
+static int snap_create(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "name", required_argument, NULL, 'n' },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
+	_cleanup_free_ char *raw = NULL, *id = NULL, *target = NULL;
+	const char *name = NULL;
+	struct buf body;
+	struct jw w;
+	json *resp = NULL;
+	int opt, r = 0;
+
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (opt == 'n')
+			name = optarg;
+		else if ((r = cli_common_opt(cli, opt, "snapshot create")))
+			return r;
+	}
+	if (optind + 1 != argc)
+		return cli_usage("snapshot create", "usage: airlock snapshot create SBX [--name N]");
+	buf_init(&body);
+	jw_init(&w, &body);
+	jw_obj(&w);
+	if (name) {
+		jw_key(&w, "name");
+		jw_str(&w, name);
+	}
+	jw_end(&w);
+	id = cli_escape(argv[optind]);
+	target = xasprintf("/v1/sandboxes/%s/snapshots", id);
+	r = cli_call_json(cli, "POST", target, body.data, NULL, &resp, &raw);
+	if (r == 0) {
+		if (cli->json || !resp || resp->type != JSON_OBJ)
+			cli_print_raw(raw);
+		else
+			printf("%s\n", json_get_str(resp, "id") ? json_get_str(resp, "id") : "");
+	}
+	json_free(resp);
+	buf_free(&body);
+	return r;
+}
+
+static int snap_ls(struct cli *cli, int argc, char **argv)
+{
+	static const char *const head[] = { "ID", "NAME", "KIND", "SIZE", "CREATED" };
+	_cleanup_free_ char *raw = NULL, *id = NULL, *target = NULL;
+	const json *list;
+	json *resp = NULL;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "snapshot ls", 1, 1)))
+		return r;
+	id = cli_escape(argv[optind]);
+	target = xasprintf("/v1/sandboxes/%s/snapshots", id);
+	if ((r = cli_call_json(cli, "GET", target, NULL, NULL, &resp, &raw)))
+		goto out;
+	if (cli->json) {
+		cli_print_raw(raw);
+		goto out;
+	}
+	list = resp ? json_get(resp, "snapshots") : NULL;
+	if (!list || list->type != JSON_ARR) {
+		r = cli_fail("bad_response", "the answer carries no snapshot list");
+		goto out;
+	}
+	struct table t;
+	table_init(&t, 5, head);
+	for (size_t i = 0; i < list->n; i++) {
+		const json *s = list->items[i];
+		char *row[5] = { cli_field(s, "id"), cli_field(s, "name"), cli_field(s, "kind"),
+				 cli_field(s, "size_bytes"), cli_field(s, "created_at") };
+		table_add(&t, row);
+	}
+	table_print(&t, stdout);
+out:
+	json_free(resp);
+	return r;
+}
+
+static int snap_rm(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_free_ char *id = NULL, *snap = NULL, *target = NULL, *raw = NULL;
+	json *resp = NULL;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "snapshot rm", 2, 2)))
+		return r;
+	id = cli_escape(argv[optind]);
+	snap = cli_escape(argv[optind + 1]);
+	target = xasprintf("/v1/sandboxes/%s/snapshots/%s", id, snap);
+	r = cli_call_json(cli, "DELETE", target, NULL, NULL, &resp, &raw);
+	json_free(resp);
+	return r;
+}
+
+int cmd_snapshot(struct cli *cli, int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "create") == 0)
+		return snap_create(cli, argc - 1, argv + 1);
+	if (argc >= 2 && (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0))
+		return snap_ls(cli, argc - 1, argv + 1);
+	if (argc >= 2 && (strcmp(argv[1], "rm") == 0 || strcmp(argv[1], "delete") == 0))
+		return snap_rm(cli, argc - 1, argv + 1);
+	return cli_usage("snapshot",
+			 "usage: airlock snapshot create SBX [--name N] | ls SBX | rm SBX SNAP");
+}
+
+/* POST .../rollback {snapshot}: answers the sandbox, shown like `get`. */
+int cmd_rollback(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_free_ char *raw = NULL, *id = NULL, *target = NULL;
+	struct buf body;
+	struct jw w;
+	json *resp = NULL;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "rollback", 2, 2)))
+		return r;
+	buf_init(&body);
+	jw_init(&w, &body);
+	jw_obj(&w);
+	jw_key(&w, "snapshot");
+	jw_str(&w, argv[optind + 1]);
+	jw_end(&w);
+	id = cli_escape(argv[optind]);
+	target = xasprintf("/v1/sandboxes/%s/rollback", id);
+	r = cli_call_json(cli, "POST", target, body.data, NULL, &resp, &raw);
+	if (r == 0) {
+		if (cli->json || !resp || resp->type != JSON_OBJ)
+			cli_print_raw(raw);
+		else
+			cli_print_fields(resp);
+	}
+	json_free(resp);
+	buf_free(&body);
+	return r;
+}

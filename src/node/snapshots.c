@@ -1,0 +1,468 @@
+/* Disk snapshots and rollback:
+ *
+ *   POST   /v1/sandboxes/{id}/snapshots          {name?}     201 snapshot
+ *   GET    /v1/sandboxes/{id}/snapshots                      200 {"snapshots":[...]}
+ *   DELETE /v1/sandboxes/{id}/snapshots/{snap}               204
+ *   POST   /v1/sandboxes/{id}/rollback           {snapshot}  200 sandbox
+ *
+ * Rows live in the `snapshots` table; the btrfs snapshots belong to the
+ * backend (nodemgr: DATA/pool/snapshots/<id>/<snap id>). A snapshot is named
+ * by its id ("sn-…", also the on-disk name) and by a client name (default:
+ * the id), unique per sandbox; {snap} and `snapshot` accept either.
+ *
+ * Snapshot, snapshot delete and rollback hold lc_busy while the backend
+ * works, like pause and resume, so none of them overlaps another or a
+ * delete. Rollback moves the sandbox running → rolling_back → running
+ * (a paused one is resumed first, "resumed for rollback"), each step an
+ * events row.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "node-internal.h"
+
+#define SNAP_COLS "id, name, kind, size_bytes, created_at"
+
+static void render_snapshot(struct jw *w, const char *sandbox_id, const struct db_rows *rows,
+			    int i)
+{
+	char at[40];
+
+	node_iso_time(db_cell_int(rows, i, 4), at);
+	jw_obj(w);
+	jw_key(w, "id");
+	jw_str(w, db_cell(rows, i, 0));
+	jw_key(w, "name");
+	jw_str(w, db_cell(rows, i, 1));
+	jw_key(w, "sandbox_id");
+	jw_str(w, sandbox_id);
+	jw_key(w, "kind");
+	jw_str(w, db_cell(rows, i, 2));
+	jw_key(w, "created_at");
+	jw_str(w, at);
+	/* Bytes of file data written since the previous snapshot (see
+	 * pool_changed_bytes); null when it could not be found. */
+	jw_key(w, "size_bytes");
+	if (db_cell(rows, i, 3))
+		jw_int(w, db_cell_int(rows, i, 3));
+	else
+		jw_null(w);
+	jw_end(w);
+}
+
+/* The snapshot of sb named by id or name, into *rows (one row, SNAP_COLS).
+ * -ENOENT when there is none. */
+static int find_snapshot(struct node *n, struct sandbox *sb, const char *ref,
+			 struct db_rows *rows, err_t *err)
+{
+	int r = db_query(n->db, rows, err,
+			 "SELECT " SNAP_COLS " FROM snapshots WHERE sandbox_id=? AND (id=? OR name=?)"
+			 " LIMIT 1",
+			 "sss", sb->id, ref, ref);
+	if (r < 0)
+		return r;
+	if (rows->n_rows == 0) {
+		db_rows_free(rows);
+		return err_set(err, ENOENT, "sandbox %s has no snapshot `%s`", sb->id, ref);
+	}
+	return 0;
+}
+
+/* Take lc_busy on a running or paused sandbox (waiting for another
+ * lifecycle step to finish). -EBUSY naming the state otherwise. */
+static int begin_step(struct sandbox *sb, const char *what, bool any_state, err_t *err)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&sb->mu);
+	while (sb->lc_busy)
+		pthread_cond_wait(&sb->cv, &sb->mu);
+	if (sb->deleting || sb->state == SB_DELETED ||
+	    (!any_state && sb->state != SB_RUNNING && sb->state != SB_PAUSED))
+		r = err_set(err, EBUSY, "sandbox %s is %s; %s needs a running or paused sandbox",
+			    sb->id, state_name(sb->state), what);
+	else
+		sb->lc_busy = true;
+	pthread_mutex_unlock(&sb->mu);
+	return r;
+}
+
+static void end_step(struct sandbox *sb)
+{
+	pthread_mutex_lock(&sb->mu);
+	sb->lc_busy = false;
+	pthread_cond_broadcast(&sb->cv);
+	pthread_mutex_unlock(&sb->mu);
+}
+
+static bool has_disk_snapshots(struct http_conn *c, struct sandbox *sb)
+{
+	if (sb->be && sb->be->caps.disk_snapshot && sb->be->snapshot && sb->be->rollback)
+		return true;
+	http_respond_error(c, 501, "not_supported",
+			   "disk snapshots and rollback are not supported on the %s backend yet",
+			   sb->backend_name);
+	return false;
+}
+
+static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req *req,
+			    struct http_conn *c)
+{
+	static const char *const keys[] = { "name", NULL };
+	_cleanup_free_ char *snap_id = random_id("sn-", 8);
+	_cleanup_free_ char *prev = NULL;
+	const char *name = snap_id;
+	struct db_rows rows;
+	json *body = NULL;
+	int64_t size = -1, now;
+	enum sb_state st;
+	err_t err = { 0 };
+	char why[200];
+	int r;
+
+	if (req->body_len) {
+		const json *v;
+		if (!(body = node_body_object(req, c, keys)))
+			return;
+		v = json_get(body, "name");
+		if (v && v->type != JSON_NULL) {
+			if (v->type != JSON_STR || !node_name_valid(v->str)) {
+				http_respond_error(c, 400, "invalid_field",
+						   "`name` must match [a-z0-9][a-z0-9._-]{0,63}");
+				goto out;
+			}
+			name = v->str;
+		}
+	}
+	if (!has_disk_snapshots(c, sb))
+		goto out;
+	if (db_query(n->db, &rows, &err,
+		     "SELECT id, name FROM snapshots WHERE sandbox_id=? ORDER BY created_at, rowid",
+		     "s", sb->id) < 0) {
+		node_respond_err(c, &err);
+		goto out;
+	}
+	for (int i = 0; i < rows.n_rows; i++) {
+		if (strcmp(db_cell(&rows, i, 1), name) == 0) {
+			db_rows_free(&rows);
+			http_respond_error(c, 409, "conflict",
+					   "sandbox %s already has a snapshot named `%s`", sb->id, name);
+			goto out;
+		}
+		free(prev);
+		prev = xstrdup(db_cell(&rows, i, 0));
+	}
+	db_rows_free(&rows);
+
+	if (begin_step(sb, "a snapshot", false, &err) < 0) {
+		sandbox_respond_err(c, sb, &err);
+		goto out;
+	}
+	r = sb->be->snapshot(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, &err);
+	now = wall_ms();
+	if (r == 0) {
+		static const char ins[] =
+			"INSERT INTO snapshots(id, sandbox_id, name, kind, size_bytes, created_at)"
+			" VALUES(?,?,?,'disk',?,?)";
+		if (size >= 0)
+			r = db_exec(n->db, &err, ins, "sssii", snap_id, sb->id, name, size, now);
+		else  /* 'n' binds NULL and takes no argument */
+			r = db_exec(n->db, &err, ins, "sssni", snap_id, sb->id, name, now);
+		if (r < 0) {
+			err_t e2 = { 0 };
+			if (sb->be->snapshot_delete(&n->bctx, sb->id, snap_id, &e2) < 0)
+				log_warn("sandbox %s: drop snapshot %s: %s", sb->id, snap_id, e2.msg);
+		}
+	}
+	if (r >= 0) {
+		pthread_mutex_lock(&sb->mu);
+		st = sb->state;
+		pthread_mutex_unlock(&sb->mu);
+		snprintf(why, sizeof(why), "disk snapshot %s (%s) taken", snap_id, name);
+		if (state_event(n->db, sb->id, st, why, &err) < 0)
+			log_warn("sandbox %s: %s", sb->id, err.msg);
+		err_clear(&err);
+	}
+	end_step(sb);
+	if (r < 0) {
+		sandbox_respond_err(c, sb, &err);
+		goto out;
+	}
+	{
+		struct buf b;
+		struct jw w;
+		if (find_snapshot(n, sb, snap_id, &rows, &err) < 0) {
+			node_respond_err(c, &err);
+			goto out;
+		}
+		buf_init(&b);
+		jw_init(&w, &b);
+		render_snapshot(&w, sb->id, &rows, 0);
+		db_rows_free(&rows);
+		http_respond_json(c, 201, b.data);
+		buf_free(&b);
+	}
+out:
+	json_free(body);
+}
+
+static void snapshot_list(struct node *n, struct sandbox *sb, struct http_conn *c)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	struct buf b;
+	struct jw w;
+
+	if (db_query(n->db, &rows, &err,
+		     "SELECT " SNAP_COLS " FROM snapshots WHERE sandbox_id=? ORDER BY created_at, rowid",
+		     "s", sb->id) < 0) {
+		node_respond_err(c, &err);
+		return;
+	}
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	jw_key(&w, "snapshots");
+	jw_arr(&w);
+	for (int i = 0; i < rows.n_rows; i++)
+		render_snapshot(&w, sb->id, &rows, i);
+	jw_end(&w);
+	jw_end(&w);
+	db_rows_free(&rows);
+	http_respond_json(c, 200, b.data);
+	buf_free(&b);
+}
+
+static void snapshot_delete(struct node *n, struct sandbox *sb, const char *ref,
+			    struct http_conn *c)
+{
+	_cleanup_free_ char *snap_id = NULL;
+	struct db_rows rows;
+	err_t err = { 0 };
+	int r;
+
+	if (find_snapshot(n, sb, ref, &rows, &err) < 0) {
+		node_respond_err(c, &err);
+		return;
+	}
+	snap_id = xstrdup(db_cell(&rows, 0, 0));
+	db_rows_free(&rows);
+	if (begin_step(sb, "deleting a snapshot", true, &err) < 0) {
+		sandbox_respond_err(c, sb, &err);
+		return;
+	}
+	r = sb->be && sb->be->snapshot_delete
+		    ? sb->be->snapshot_delete(&n->bctx, sb->id, snap_id, &err)
+		    : 0;
+	if (r == 0)
+		r = db_exec(n->db, &err, "DELETE FROM snapshots WHERE id=? AND sandbox_id=?", "ss",
+			    snap_id, sb->id);
+	end_step(sb);
+	if (r < 0)
+		sandbox_respond_err(c, sb, &err);
+	else
+		http_respond(c, 204, NULL, NULL, 0, NULL);
+}
+
+void handle_snapshots(struct node *n, struct sandbox *sb, const char *snap, struct http_req *req,
+		      struct http_conn *c)
+{
+	if (!snap && strcmp(req->method, "POST") == 0)
+		snapshot_create(n, sb, req, c);
+	else if (!snap && strcmp(req->method, "GET") == 0)
+		snapshot_list(n, sb, c);
+	else if (snap && strcmp(req->method, "DELETE") == 0)
+		snapshot_delete(n, sb, snap, c);
+	else
+		http_respond_error(c, 405, "method_not_allowed", "%s is not allowed here",
+				   req->method);
+}
+
+/* Put a failed rollback's sandbox right: when the backend still holds the
+ * old jail (it failed before killing anything), the sandbox is running as
+ * before; otherwise nothing runs and it fails. */
+static void rollback_failed(struct node *n, struct sandbox *sb, const err_t *cause)
+{
+	char reason[600];
+	err_t e2 = { 0 };
+	int fd = -1;
+	pid_t pid;
+
+	snprintf(reason, sizeof(reason), "rollback failed: %s", cause->msg);
+	if (sb->be->adopt && sb->be->adopt(&n->bctx, sb->id, &fd, &pid, &e2) == 0) {
+		close(fd);
+		pthread_mutex_lock(&sb->mu);
+		if (state_transition(n->db, sb->id, &sb->state, SB_RUNNING, reason, 0, &e2) < 0)
+			log_err("%s", e2.msg);
+		sb->state = SB_RUNNING;
+		sb->lc_busy = false;
+		pthread_cond_broadcast(&sb->cv);
+		pthread_mutex_unlock(&sb->mu);
+		return;
+	}
+	end_step(sb);
+	sandbox_fail(n, sb, reason);
+}
+
+void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
+		     struct http_conn *c)
+{
+	static const char *const keys[] = { "snapshot", NULL };
+	_cleanup_free_ char *snap_id = NULL, *snap_name = NULL;
+	struct nm_sandbox_spec nspec;
+	struct guest_hello hello;
+	struct guestconn *gc = NULL, *old;
+	struct db_rows rows;
+	const char *ref;
+	int chan_fd = -1, r, status;
+	const char *code;
+	pid_t jail_pid = 0;
+	uint64_t t0 = now_us();
+	err_t err = { 0 };
+	char why[300];
+	json *body;
+
+	if (!(body = node_body_object(req, c, keys)))
+		return;
+	ref = json_get_str(body, "snapshot");
+	if (!ref || !*ref) {
+		http_respond_error(c, 400, "invalid_field", "`snapshot` (an id or name) is required");
+		goto out;
+	}
+	if (!has_disk_snapshots(c, sb))
+		goto out;
+	if (find_snapshot(n, sb, ref, &rows, &err) < 0) {
+		node_respond_err(c, &err);
+		goto out;
+	}
+	snap_id = xstrdup(db_cell(&rows, 0, 0));
+	snap_name = xstrdup(db_cell(&rows, 0, 1));
+	db_rows_free(&rows);
+
+	/* A paused sandbox is resumed first, so a rollback that fails before
+	 * it changed anything leaves a running sandbox, as the table says. */
+	if (sandbox_resume(n, sb, "resumed for rollback", &err) < 0) {
+		sandbox_respond_err(c, sb, &err);
+		goto out;
+	}
+	pthread_mutex_lock(&sb->mu);
+	while (sb->lc_busy)
+		pthread_cond_wait(&sb->cv, &sb->mu);
+	snprintf(why, sizeof(why), "rollback to snapshot %s (%s)", snap_id, snap_name);
+	if (sb->deleting || sb->state != SB_RUNNING) {
+		err_set(&err, EBUSY, "sandbox %s is %s; only a running or paused sandbox can be "
+			"rolled back", sb->id, state_name(sb->state));
+		r = -EBUSY;
+	} else {
+		r = state_transition(n->db, sb->id, &sb->state, SB_ROLLING_BACK, why, 0, &err);
+	}
+	if (r == 0)
+		sb->lc_busy = true;
+	pthread_mutex_unlock(&sb->mu);
+	if (r < 0) {
+		sandbox_respond_err(c, sb, &err);
+		goto out;
+	}
+
+	memset(&nspec, 0, sizeof(nspec));
+	snprintf(nspec.id, sizeof(nspec.id), "%s", sb->id);
+	snprintf(nspec.template_name, sizeof(nspec.template_name), "%s", sb->template_name);
+	nspec.template_version = sb->template_version;
+	nspec.limits = sb->limits;
+	r = sb->be->rollback(&n->bctx, &nspec, snap_id, &chan_fd, &jail_pid, &err);
+	if (r < 0) {
+		err_wrap(&err, "%s backend", sb->be->name);
+		rollback_failed(n, sb, &err);
+		goto fail_respond;
+	}
+
+	/* The old guest is gone with every process: retire its channel (its
+	 * reader ends on EOF; guestconn_close waits for it, so no callback of
+	 * the old guest runs after this) and what it was running. */
+	pthread_mutex_lock(&sb->mu);
+	procs_mark_lost(sb, "the sandbox was rolled back");
+	old = sb->gc;
+	sb->gc = NULL;
+	while (sb->gc_users > 0)
+		pthread_cond_wait(&sb->cv, &sb->mu);
+	pthread_mutex_unlock(&sb->mu);
+	guestconn_close(old);
+	pthread_mutex_lock(&sb->mu);
+	sb->chan_closed = false;
+	pthread_mutex_unlock(&sb->mu);
+
+	gc = guestconn_open(chan_fd, &sandbox_guest_cbs, sb, n->cfg->ready_timeout_ms, &hello,
+			    &err);
+	chan_fd = -1;
+	if (!gc) {
+		err_wrap(&err, "guest agent after rollback");
+		goto fail;
+	}
+	if (sb->be->post_ready && sb->be->post_ready(&n->bctx, &nspec, gc, &err) < 0) {
+		err_wrap(&err, "%s backend", sb->be->name);
+		goto fail;
+	}
+
+	pthread_mutex_lock(&sb->mu);
+	if (sb->chan_closed) {
+		pthread_mutex_unlock(&sb->mu);
+		err_set(&err, EPIPE, "guest channel closed right after READY");
+		goto fail;
+	}
+	snprintf(why, sizeof(why), "rolled back to snapshot %s (%s)", snap_id, snap_name);
+	r = db_tx_begin(n->db, &err);
+	if (r == 0) {
+		r = db_exec(n->db, &err, "UPDATE sandboxes SET jail_pid=? WHERE id=?", "is",
+			    (int64_t)jail_pid, sb->id);
+		if (r >= 0)
+			r = state_transition(n->db, sb->id, &sb->state, SB_RUNNING, why,
+					     STATE_IN_TX, &err);
+		if (r < 0)
+			db_tx_rollback(n->db);
+		else
+			r = db_tx_commit(n->db, &err);
+	}
+	if (r < 0) {
+		pthread_mutex_unlock(&sb->mu);
+		goto fail;
+	}
+	sb->gc = TAKE_PTR(gc);
+	sb->lc_busy = false;
+	pthread_cond_broadcast(&sb->cv);
+	pthread_mutex_unlock(&sb->mu);
+	log_info("sandbox %s: %s in %.1f ms", sb->id, why, (now_us() - t0) / 1000.0);
+	{
+		struct buf b;
+		struct jw w;
+		buf_init(&b);
+		jw_init(&w, &b);
+		sandbox_render(&w, sb);
+		http_respond_json(c, 200, b.data);
+		buf_free(&b);
+	}
+	goto out;
+
+fail:
+	/* The old jail is gone and the new one did not come up. */
+	{
+		char reason[600];
+		guestconn_close(gc);
+		if (chan_fd >= 0)
+			close(chan_fd);
+		snprintf(reason, sizeof(reason), "rollback failed: %s", err.msg);
+		end_step(sb);
+		sandbox_fail(n, sb, reason);
+	}
+fail_respond:
+	node_errno_to_http(err.code, &status, &code);
+	if (status == 404 || status == 409)
+		http_respond_error(c, status, code, "%s", err.msg);
+	else
+		http_respond_error(c, status < 500 ? 500 : status, status < 500 ? "internal" : code,
+				   "%s", err.msg);
+out:
+	json_free(body);
+}

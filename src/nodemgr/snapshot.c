@@ -1,0 +1,125 @@
+/* snapshot.c - disk snapshots of ns sandboxes:
+ *
+ *   DATA/pool/snapshots/<id>/<snap>   read-only btrfs snapshot of sandboxes/<id>
+ *
+ * A snapshot is one BTRFS_IOC_SNAP_CREATE_V2: it shares every extent with the
+ * sandbox, so it costs the same whatever the disk size. Every id reaching
+ * here passed valid_sandbox_id (verbs.c); paths are built only from such ids
+ * under srv->pool. Rollback, which needs the jail, lives in sandbox.c.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/util.h"
+#include "../storage/pool.h"
+#include "nodemgr-internal.h"
+
+/* The jail of id, marked busy so no destroy or rollback runs meanwhile, or
+ * NULL when nodemgr holds no jail (a stopped sandbox's subvolume can still
+ * be snapshotted). *rc < 0 when the request must fail (busy, or a vm). */
+static struct jail *hold(struct nm_server *s, const char *id, int *rc, err_t *err)
+{
+	bool is_vm = false;
+	struct jail *j = jail_acquire(s, id, &is_vm, err);
+
+	*rc = 0;
+	if (!j) {
+		if (err->code == ENOENT) {
+			err_clear(err);
+			return NULL;
+		}
+		*rc = -err->code;
+		return NULL;
+	}
+	if (is_vm) {
+		jail_release(s, j);
+		*rc = err_set(err, EOPNOTSUPP,
+			      "disk snapshots of vm sandboxes are not supported yet (ns only)");
+		return NULL;
+	}
+	return j;
+}
+
+int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
+		    int64_t *size, err_t *err)
+{
+	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
+	_cleanup_free_ char *dir = xasprintf("%s/snapshots/%s", s->pool, id);
+	_cleanup_free_ char *dst = xasprintf("%s/%s", dir, snap);
+	_cleanup_free_ char *prev_path = prev[0] ? xasprintf("%s/%s", dir, prev) : NULL;
+	uint64_t t0 = now_us(), t1, since = 0, bytes = 0;
+	struct jail *j;
+	err_t e2 = { 0 };
+	int r;
+
+	*size = -1;
+	j = hold(s, id, &r, err);
+	if (r < 0)
+		return r;
+	if (pool_is_subvol(sbx) != 1) {
+		r = err_set(err, ENOENT, "sandbox %s has no subvolume", id);
+		goto out;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		r = err_sys(err, "mkdir %s", dir);
+		goto out;
+	}
+	if (access(dst, F_OK) == 0) {
+		r = err_set(err, EEXIST, "sandbox %s already has a snapshot %s", id, snap);
+		goto out;
+	}
+	if ((r = pool_subvol_snapshot(sbx, dst, true, err)) < 0)
+		goto out;
+	t1 = now_us();
+	/* The delta: data written since the previous snapshot was taken (or
+	 * since the sandbox subvolume was made). Not counted against the
+	 * snapshot's success: a failure only leaves the size unknown. */
+	if (pool_subvol_otransid(prev_path && pool_is_subvol(prev_path) == 1 ? prev_path : sbx,
+				 &since, &e2) == 0 &&
+	    pool_changed_bytes(dst, since, &bytes, &e2) == 0)
+		*size = (int64_t)bytes;
+	else
+		log_warn("snapshot %s/%s: size of the delta unknown: %s", id, snap, e2.msg);
+	log_debug("snapshot %s/%s: %.2f ms, delta %.2f ms (%lld bytes)", id, snap,
+		  (t1 - t0) / 1000.0, (now_us() - t1) / 1000.0, (long long)*size);
+out:
+	if (j)
+		jail_release(s, j);
+	return r;
+}
+
+int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err)
+{
+	_cleanup_free_ char *dst = xasprintf("%s/snapshots/%s/%s", s->pool, id, snap);
+
+	/* Only a read-only subvolume nobody mounts: no jail lock needed. */
+	return pool_subvol_delete(dst, err);
+}
+
+int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/snapshots/%s", s->pool, id);
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int r = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : err_sys(err, "open %s", dir);
+	while ((de = readdir(d))) {
+		_cleanup_free_ char *p = NULL;
+		if (!valid_sandbox_id(de->d_name, sizeof(de->d_name)))
+			continue;
+		p = xasprintf("%s/%s", dir, de->d_name);
+		if ((r = pool_subvol_delete(p, err)) < 0)
+			break;
+	}
+	closedir(d);
+	if (r == 0 && rmdir(dir) < 0 && errno != ENOENT)
+		r = err_sys(err, "rmdir %s", dir);
+	return r;
+}
