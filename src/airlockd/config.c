@@ -29,6 +29,8 @@ void config_defaults(struct airlockd_config *c)
 	c->vm_warm_pool = 2;
 	c->vm_snapshots = true;
 	c->cgroup_favordynmods = true;
+	/* A clone under TCG on a busy 2-core host can take seconds to answer. */
+	c->ready_timeout_ms = 30000;
 }
 
 static int set_str(char *dst, size_t cap, const char *key, const char *val, err_t *err)
@@ -103,6 +105,8 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return set_u32(&c->default_pids, key, val, err);
 	if (!strcmp(key, "default_disk_mb"))
 		return set_u32(&c->default_disk_mb, key, val, err);
+	if (!strcmp(key, "ready_timeout_ms"))
+		return set_u32(&c->ready_timeout_ms, key, val, err);
 	if (!strcmp(key, "max_sandboxes"))
 		return set_u32(&c->max_sandboxes, key, val, err);
 	if (!strcmp(key, "rate_per_s"))

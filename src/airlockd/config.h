@@ -25,7 +25,8 @@ struct airlockd_config {
 	char vm_dir[512];          /* vmlinuz + initramfs.cpio.gz; "" = the build tree's */
 	uint32_t vm_warm_pool;     /* QEMU processes waiting per template (vm) */
 	bool vm_snapshots;         /* vm: clone from a memory snapshot (false = always boot cold) */
-	bool cgroup_favordynmods;  /* let nodemgr remount cgroup2 with favordynmods */
+	bool cgroup_favordynmods;
+	uint32_t ready_timeout_ms;  /* how long a create waits for the guest's READY */  /* let nodemgr remount cgroup2 with favordynmods */
 };
 
 void config_defaults(struct airlockd_config *c);

@@ -218,7 +218,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 		.default_disk_mb = cfg->default_disk_mb,
 		.max_sandboxes = cfg->max_sandboxes,
 		.vm_cold_boot = !cfg->vm_snapshots,
-		.ready_timeout_ms = 10000,
+		.ready_timeout_ms = (int)cfg->ready_timeout_ms,
 		.out_buffer_bytes = 1 << 20,
 	};
 	return node_run(&nc, err);
