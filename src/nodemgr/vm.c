@@ -333,14 +333,22 @@ child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_
 		child_fail(efd, "drop to the jail uid");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail(efd, "no_new_privs");
+	/* No transparent huge pages for this QEMU (the flag survives execve):
+	 * QEMU madvises its TCG code buffer and its RAM blocks MADV_HUGEPAGE,
+	 * so the 64 KiB firmware ROM took a whole private 2 MiB huge page and
+	 * the code buffer grew in 2 MiB steps (about 3 MiB of an idle clone).
+	 * A clone's guest RAM is a file mapping, which THP does not back. */
+	if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) < 0)
+		child_fail(efd, "thp_disable");
 	char *envp[] = { "PATH=/usr/bin", NULL };
 	execve("/usr/bin/qemu-system-x86_64", argv, envp);
 	child_fail(efd, "exec qemu");
 }
 
-/* The QEMU command line. Template boot and clones use exactly the same one
- * (apart from share= and -incoming): the restored device state must match
- * the machine it is loaded into. */
+/* The QEMU command line. Template boot and clones use the same machine
+ * (apart from share= and -incoming, and a clone has no -kernel, -initrd or
+ * -append): the restored device state must match the machine it is loaded
+ * into. */
 static char **build_argv(struct nm_server *s, const struct vm_launch *l)
 {
 	struct nm_vm *vm = s->vm;
@@ -371,24 +379,32 @@ static char **build_argv(struct nm_server *s, const struct vm_launch *l)
 	A("-no-reboot");
 	A("-sandbox");
 	A("on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
-	A("-kernel");
-	A("/vm/vmlinuz");
-	A("-initrd");
-	A("/vm/initrd");
-	A("-append");
-	{
-		char tsc[64] = "";
-		/* tsc=reliable: without it the clocksource watchdog compares the
-		 * TSC with emulated ticks that arrive late under TCG, drops the
-		 * TSC, and the guest clock runs slow. */
-		if (vm->tsc_khz)
-			snprintf(tsc, sizeof(tsc), " tsc_early_khz=%" PRIu32 " tsc=reliable",
-				 vm->tsc_khz);
-		if (l->hostname)
-			AF("console=ttyS0 loglevel=6 panic=-1%s airlock.hostname=%s", tsc,
-			   l->hostname);
-		else
-			AF("console=ttyS0 loglevel=6 panic=-1%s", tsc);
+	/* Only a booting QEMU gets the kernel. QEMU reads -kernel into a
+	 * malloc'd buffer that it keeps for fw_cfg (14 MiB of private dirty
+	 * memory for the cloud kernel) and a clone never reads it: its guest
+	 * booted long ago, in the template. fw_cfg's migrated state is only
+	 * its cursor, and no RAM block depends on -kernel, so the device state
+	 * still loads. */
+	if (!l->incoming) {
+		A("-kernel");
+		A("/vm/vmlinuz");
+		A("-initrd");
+		A("/vm/initrd");
+		A("-append");
+		{
+			char tsc[64] = "";
+			/* tsc=reliable: without it the clocksource watchdog compares the
+			 * TSC with emulated ticks that arrive late under TCG, drops the
+			 * TSC, and the guest clock runs slow. */
+			if (vm->tsc_khz)
+				snprintf(tsc, sizeof(tsc), " tsc_early_khz=%" PRIu32 " tsc=reliable",
+					 vm->tsc_khz);
+			if (l->hostname)
+				AF("console=ttyS0 loglevel=6 panic=-1%s airlock.hostname=%s", tsc,
+				   l->hostname);
+			else
+				AF("console=ttyS0 loglevel=6 panic=-1%s", tsc);
+		}
 	}
 	/* cache=writeback honours the guest's flushes (fdatasync on the host),
 	 * so what the guest fsync'ed survives a host crash; unsafe would drop
