@@ -2,7 +2,10 @@
 share the build), and python3 works inside."""
 from concurrent.futures import ThreadPoolExecutor
 
-from harness import AirlockTestCase, main
+import os
+import subprocess
+
+from harness import CLI, AirlockTestCase, main
 
 
 class DebianTest(AirlockTestCase):
@@ -27,6 +30,24 @@ class DebianTest(AirlockTestCase):
         self.assertEqual(d["template"], "debian")
         for s in sbxs + [d]:
             self.api.delete(s["id"])
+
+    def test_build_with_packages_via_cli(self):
+        cfg = os.path.join(self.server.dir, "cli.json")
+        r = subprocess.run([CLI, "--config", cfg, "template", "build", "deb-jq",
+                            "--from", "debian:bookworm", "--packages", "jq"],
+                           capture_output=True, timeout=900)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.strip(), "the build shows its progress")
+        s = self.api.create(template="deb-jq")
+        try:
+            code, out, _, _ = self.api.exec(s["id"], ["sh", "-c", "echo '{\"a\":41}' | jq '.a+1'"])
+            self.assertEqual((code, out), (0, b"42\n"))
+        finally:
+            self.api.delete(s["id"])
+        r = subprocess.run([CLI, "--config", cfg, "template", "build", "deb-bad",
+                            "--from", "debian:bookworm", "--packages", "no such package"],
+                           capture_output=True, timeout=120)
+        self.assertNotEqual(r.returncode, 0)
 
 
 if __name__ == "__main__":
