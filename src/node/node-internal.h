@@ -184,6 +184,13 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 /* Tear down and retire (delete) or mark failed. Returns 0 or -errno. */
 int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t *err);
 void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason);
+/* A freshly started jail's guest comes up for sb (create and rollback):
+ * open the channel (consumes chan_fd), run the backend's post-ready step,
+ * then record jail_pid and the move to running (reason `why`) in one
+ * transaction and install sb->gc. On failure the channel is closed and err
+ * says why, prefixed with `what`. */
+int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
+		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err);
 void sandbox_on_timeout(struct node *n, const char *id);
 void sandbox_on_chan_closed(struct node *n, const char *id);
 void sandbox_schedule_timeout(struct node *n, struct sandbox *sb);

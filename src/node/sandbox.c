@@ -931,6 +931,51 @@ static void create_status(int code, int *status, const char **ecode)
 		*status = 500, *ecode = "internal";
 }
 
+int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
+		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err)
+{
+	struct guest_hello hello;
+	struct guestconn *gc;
+	int r;
+
+	/* The guest always speaks first: HELLO, then READY once it can serve. */
+	gc = guestconn_open(chan_fd, &sandbox_guest_cbs, sb, n->cfg->ready_timeout_ms, &hello, err);
+	if (!gc)
+		return err_wrap(err, "%s", what);
+	if (sb->be->post_ready && sb->be->post_ready(&n->bctx, nspec, gc, err) < 0) {
+		guestconn_close(gc);
+		return err_wrap(err, "%s backend", sb->be->name);
+	}
+	/* One transaction: the jail's pid and the move to running. */
+	pthread_mutex_lock(&sb->mu);
+	if (sb->chan_closed) {
+		pthread_mutex_unlock(&sb->mu);
+		guestconn_close(gc);
+		return err_set(err, EPIPE, "guest channel closed right after READY");
+	}
+	r = db_tx_begin(n->db, err);
+	if (r == 0) {
+		r = db_exec(n->db, err, "UPDATE sandboxes SET jail_pid=? WHERE id=?", "is",
+			    (int64_t)jail_pid, sb->id);
+		if (r >= 0)
+			r = state_transition(n->db, sb->id, &sb->state, SB_RUNNING, why,
+					     STATE_IN_TX, err);
+		if (r < 0)
+			db_tx_rollback(n->db);
+		else
+			r = db_tx_commit(n->db, err);
+	}
+	if (r < 0) {
+		pthread_mutex_unlock(&sb->mu);
+		guestconn_close(gc);
+		return r;
+	}
+	sb->gc = gc;
+	pthread_cond_broadcast(&sb->cv);
+	pthread_mutex_unlock(&sb->mu);
+	return 0;
+}
+
 void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
 			     const char *tenant)
 {
@@ -941,9 +986,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	struct create_req cr = { 0 };
 	struct nm_sandbox_spec nspec;
 	struct nm_node_info info;
-	struct guest_hello hello;
 	struct sandbox *sb, *old;
-	struct guestconn *gc = NULL;
 	bool created = false;
 	int chan_fd = -1, status, r;
 	const char *code;
@@ -1113,45 +1156,10 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 		goto fail;
 	}
 	created = true;
-	/* The guest always speaks first: HELLO, then READY once it can serve. */
-	gc = guestconn_open(chan_fd, &sandbox_guest_cbs, sb, n->cfg->ready_timeout_ms, &hello,
-			    &err);
-	chan_fd = -1;
-	if (!gc) {
-		err_wrap(&err, "guest agent");
+	r = sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, "guest ready", "guest agent",
+			     &err);
+	if (r < 0)
 		goto fail;
-	}
-	if (sb->be->post_ready && sb->be->post_ready(&n->bctx, &nspec, gc, &err) < 0) {
-		err_wrap(&err, "%s backend", sb->be->name);
-		goto fail;
-	}
-
-	/* Write 2: running. */
-	pthread_mutex_lock(&sb->mu);
-	if (sb->chan_closed) {
-		pthread_mutex_unlock(&sb->mu);
-		err_set(&err, EPIPE, "guest channel closed right after READY");
-		goto fail;
-	}
-	r = db_tx_begin(n->db, &err);
-	if (r == 0) {
-		r = db_exec(n->db, &err, "UPDATE sandboxes SET jail_pid=? WHERE id=?", "is",
-			    (int64_t)jail_pid, sb->id);
-		if (r >= 0)
-			r = state_transition(n->db, sb->id, &sb->state, SB_RUNNING, "guest ready",
-					     STATE_IN_TX, &err);
-		if (r < 0)
-			db_tx_rollback(n->db);
-		else
-			r = db_tx_commit(n->db, &err);
-	}
-	if (r < 0) {
-		pthread_mutex_unlock(&sb->mu);
-		goto fail;
-	}
-	sb->gc = TAKE_PTR(gc);
-	pthread_cond_broadcast(&sb->cv);
-	pthread_mutex_unlock(&sb->mu);
 
 	sandbox_schedule_timeout(n, sb);
 	respond_sandbox(c, 201, sb);
@@ -1167,7 +1175,6 @@ fail:
 		log_warn("sandbox %s: create failed: %s", sb->id, err.msg);
 		if (created && sb->be->destroy(&n->bctx, sb->id, &e2) < 0)
 			log_err("sandbox %s: destroy after failed create: %s", sb->id, e2.msg);
-		guestconn_close(gc);
 		if (chan_fd >= 0)
 			close(chan_fd);
 		snprintf(reason, sizeof(reason), "%s", err.msg);

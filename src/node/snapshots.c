@@ -313,8 +313,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	static const char *const keys[] = { "snapshot", NULL };
 	_cleanup_free_ char *snap_id = NULL, *snap_name = NULL;
 	struct nm_sandbox_spec nspec;
-	struct guest_hello hello;
-	struct guestconn *gc = NULL, *old;
+	struct guestconn *old;
 	struct db_rows rows;
 	const char *ref;
 	int chan_fd = -1, r, status;
@@ -394,45 +393,11 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	sb->chan_closed = false;
 	pthread_mutex_unlock(&sb->mu);
 
-	gc = guestconn_open(chan_fd, &sandbox_guest_cbs, sb, n->cfg->ready_timeout_ms, &hello,
-			    &err);
-	chan_fd = -1;
-	if (!gc) {
-		err_wrap(&err, "guest agent after rollback");
-		goto fail;
-	}
-	if (sb->be->post_ready && sb->be->post_ready(&n->bctx, &nspec, gc, &err) < 0) {
-		err_wrap(&err, "%s backend", sb->be->name);
-		goto fail;
-	}
-
-	pthread_mutex_lock(&sb->mu);
-	if (sb->chan_closed) {
-		pthread_mutex_unlock(&sb->mu);
-		err_set(&err, EPIPE, "guest channel closed right after READY");
-		goto fail;
-	}
 	snprintf(why, sizeof(why), "rolled back to snapshot %s (%s)", snap_id, snap_name);
-	r = db_tx_begin(n->db, &err);
-	if (r == 0) {
-		r = db_exec(n->db, &err, "UPDATE sandboxes SET jail_pid=? WHERE id=?", "is",
-			    (int64_t)jail_pid, sb->id);
-		if (r >= 0)
-			r = state_transition(n->db, sb->id, &sb->state, SB_RUNNING, why,
-					     STATE_IN_TX, &err);
-		if (r < 0)
-			db_tx_rollback(n->db);
-		else
-			r = db_tx_commit(n->db, &err);
-	}
-	if (r < 0) {
-		pthread_mutex_unlock(&sb->mu);
+	if (sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why,
+			     "guest agent after rollback", &err) < 0)
 		goto fail;
-	}
-	sb->gc = TAKE_PTR(gc);
-	sb->lc_busy = false;
-	pthread_cond_broadcast(&sb->cv);
-	pthread_mutex_unlock(&sb->mu);
+	end_step(sb);
 	log_info("sandbox %s: %s in %.1f ms", sb->id, why, (now_us() - t0) / 1000.0);
 	{
 		struct buf b;
@@ -449,7 +414,6 @@ fail:
 	/* The old jail is gone and the new one did not come up. */
 	{
 		char reason[600];
-		guestconn_close(gc);
 		if (chan_fd >= 0)
 			close(chan_fd);
 		snprintf(reason, sizeof(reason), "rollback failed: %s", err.msg);
