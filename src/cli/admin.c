@@ -9,37 +9,12 @@
 static int template_ls(struct cli *cli, int argc, char **argv)
 {
 	static const char *const head[] = { "NAME", "VERSION", "STATUS", "SOURCE", "CREATED" };
-	_cleanup_free_ char *raw = NULL;
-	json *resp = NULL;
-	const json *list;
+	static const char *const fields[] = { "name", "version", "status", "source", "created_at" };
 	int r;
 
 	if ((r = cli_only_common(cli, argc, argv, "template ls", 0, 0)))
 		return r;
-	if ((r = cli_call_json(cli, "GET", "/v1/templates", NULL, NULL, &resp, &raw)))
-		return r;
-	if (cli->json) {
-		cli_print_raw(raw);
-		json_free(resp);
-		return 0;
-	}
-	list = resp ? json_get(resp, "templates") : NULL;
-	if (!list || list->type != JSON_ARR) {
-		json_free(resp);
-		return cli_fail("bad_response", "the answer carries no template list");
-	}
-	struct table t;
-	table_init(&t, 5, head);
-	for (size_t i = 0; i < list->n; i++) {
-		const json *e = list->items[i];
-		char *row[5] = { cli_field(e, "name"), cli_field(e, "version"),
-				 cli_field(e, "status"), cli_field(e, "source"),
-				 cli_field(e, "created_at") };
-		table_add(&t, row);
-	}
-	table_print(&t, stdout);
-	json_free(resp);
-	return 0;
+	return cli_list_table(cli, "/v1/templates", "templates", "template list", 5, head, fields);
 }
 
 struct build {
@@ -211,36 +186,12 @@ static int tenant_create(struct cli *cli, int argc, char **argv)
 static int tenant_ls(struct cli *cli, int argc, char **argv)
 {
 	static const char *const head[] = { "ID", "NAME", "CREATED" };
-	_cleanup_free_ char *raw = NULL;
-	json *resp = NULL;
-	const json *list;
+	static const char *const fields[] = { "id", "name", "created_at" };
 	int r;
 
 	if ((r = cli_only_common(cli, argc, argv, "tenant ls", 0, 0)))
 		return r;
-	if ((r = cli_call_json(cli, "GET", "/v1/tenants", NULL, NULL, &resp, &raw)))
-		return r;
-	if (cli->json) {
-		cli_print_raw(raw);
-		json_free(resp);
-		return 0;
-	}
-	list = resp ? json_get(resp, "tenants") : NULL;
-	if (!list || list->type != JSON_ARR) {
-		json_free(resp);
-		return cli_fail("bad_response", "the answer carries no tenant list");
-	}
-	struct table t;
-	table_init(&t, 3, head);
-	for (size_t i = 0; i < list->n; i++) {
-		const json *e = list->items[i];
-		char *row[3] = { cli_field(e, "id"), cli_field(e, "name"),
-				 cli_field(e, "created_at") };
-		table_add(&t, row);
-	}
-	table_print(&t, stdout);
-	json_free(resp);
-	return 0;
+	return cli_list_table(cli, "/v1/tenants", "tenants", "tenant list", 3, head, fields);
 }
 
 int cmd_tenant(struct cli *cli, int argc, char **argv)

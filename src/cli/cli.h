@@ -108,6 +108,11 @@ void table_init(struct table *t, size_t n_cols, const char *const *header);
 /* Adds a row; takes ownership of the n_cols strings in cells (NULL = "-"). */
 void table_add(struct table *t, char **cells);
 void table_print(struct table *t, FILE *f);   /* and frees it */
+/* GET target and print the array under `key`: the server's JSON with --json,
+ * else a table of the named fields (head[i] over fields[i]). `what` names
+ * the list in the error when the answer has none. Returns the exit code. */
+int cli_list_table(struct cli *cli, const char *target, const char *key, const char *what,
+		   size_t n_cols, const char *const *head, const char *const *fields);
 
 /* Verbs. */
 int cmd_create(struct cli *cli, int argc, char **argv);

@@ -493,3 +493,37 @@ void table_print(struct table *t, FILE *f)
 	free(t->cells);
 	t->cells = NULL;
 }
+
+int cli_list_table(struct cli *cli, const char *target, const char *key, const char *what,
+		   size_t n_cols, const char *const *head, const char *const *fields)
+{
+	_cleanup_free_ char *raw = NULL;
+	json *resp = NULL;
+	const json *list;
+	struct table t;
+	int r;
+
+	if ((r = cli_call_json(cli, "GET", target, NULL, NULL, &resp, &raw)))
+		return r;
+	if (cli->json) {
+		cli_print_raw(raw);
+		json_free(resp);
+		return 0;
+	}
+	list = resp ? json_get(resp, key) : NULL;
+	if (!list || list->type != JSON_ARR) {
+		json_free(resp);
+		return cli_fail("bad_response", "the answer carries no %s", what);
+	}
+	table_init(&t, n_cols, head);
+	for (size_t i = 0; i < list->n; i++) {
+		char **row = xcalloc(n_cols, sizeof(*row));
+		for (size_t c = 0; c < n_cols; c++)
+			row[c] = cli_field(list->items[i], fields[c]);
+		table_add(&t, row);
+		free(row);
+	}
+	table_print(&t, stdout);
+	json_free(resp);
+	return 0;
+}

@@ -85,37 +85,14 @@ static int files_write(struct cli *cli, int argc, char **argv)
 static int files_ls(struct cli *cli, int argc, char **argv)
 {
 	static const char *const head[] = { "TYPE", "MODE", "SIZE", "MTIME", "NAME" };
-	_cleanup_free_ char *target = NULL, *raw = NULL;
-	json *resp = NULL;
-	const json *list;
+	static const char *const fields[] = { "type", "mode", "size", "mtime", "name" };
+	_cleanup_free_ char *target = NULL;
 	int r;
 
 	if ((r = cli_only_common(cli, argc, argv, "files ls", 2, 2)))
 		return r;
 	target = files_target(argv[optind], "files/list", argv[optind + 1]);
-	if ((r = cli_call_json(cli, "GET", target, NULL, NULL, &resp, &raw)))
-		return r;
-	if (cli->json) {
-		cli_print_raw(raw);
-		json_free(resp);
-		return 0;
-	}
-	list = resp ? json_get(resp, "entries") : NULL;
-	if (!list || list->type != JSON_ARR) {
-		json_free(resp);
-		return cli_fail("bad_response", "the answer carries no entries");
-	}
-	struct table t;
-	table_init(&t, 5, head);
-	for (size_t i = 0; i < list->n; i++) {
-		const json *e = list->items[i];
-		char *row[5] = { cli_field(e, "type"), cli_field(e, "mode"), cli_field(e, "size"),
-				 cli_field(e, "mtime"), cli_field(e, "name") };
-		table_add(&t, row);
-	}
-	table_print(&t, stdout);
-	json_free(resp);
-	return 0;
+	return cli_list_table(cli, target, "entries", "entries", 5, head, fields);
 }
 
 static int files_stat(struct cli *cli, int argc, char **argv)

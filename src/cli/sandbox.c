@@ -178,10 +178,8 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 		{ 0 },
 	};
 	static const char *const head[] = { "ID", "TEMPLATE", "BACKEND", "STATE", "CREATED" };
-	_cleanup_free_ char *raw = NULL;
+	static const char *const fields[] = { "id", "template", "backend", "state", "created_at" };
 	struct buf target;
-	json *resp = NULL;
-	const json *list;
 	char sep = '?';
 	int opt, r = 0;
 
@@ -219,30 +217,8 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 		r = cli_usage("ls", "unexpected argument `%s`", argv[optind]);
 		goto out;
 	}
-	r = cli_call_json(cli, "GET", target.data, NULL, NULL, &resp, &raw);
-	if (r)
-		goto out;
-	if (cli->json) {
-		cli_print_raw(raw);
-		goto out;
-	}
-	list = resp ? json_get(resp, "sandboxes") : NULL;
-	if (!list || list->type != JSON_ARR) {
-		r = cli_fail("bad_response", "the answer carries no sandbox list");
-		goto out;
-	}
-	struct table t;
-	table_init(&t, 5, head);
-	for (size_t i = 0; i < list->n; i++) {
-		const json *s = list->items[i];
-		char *row[5] = { cli_field(s, "id"), cli_field(s, "template"),
-				 cli_field(s, "backend"), cli_field(s, "state"),
-				 cli_field(s, "created_at") };
-		table_add(&t, row);
-	}
-	table_print(&t, stdout);
+	r = cli_list_table(cli, target.data, "sandboxes", "sandbox list", 5, head, fields);
 out:
-	json_free(resp);
 	buf_free(&target);
 	return r;
 }

@@ -51,38 +51,15 @@ static int snap_create(struct cli *cli, int argc, char **argv)
 static int snap_ls(struct cli *cli, int argc, char **argv)
 {
 	static const char *const head[] = { "ID", "NAME", "KIND", "SIZE", "CREATED" };
-	_cleanup_free_ char *raw = NULL, *id = NULL, *target = NULL;
-	const json *list;
-	json *resp = NULL;
+	static const char *const fields[] = { "id", "name", "kind", "size_bytes", "created_at" };
+	_cleanup_free_ char *id = NULL, *target = NULL;
 	int r;
 
 	if ((r = cli_only_common(cli, argc, argv, "snapshot ls", 1, 1)))
 		return r;
 	id = cli_escape(argv[optind]);
 	target = xasprintf("/v1/sandboxes/%s/snapshots", id);
-	if ((r = cli_call_json(cli, "GET", target, NULL, NULL, &resp, &raw)))
-		goto out;
-	if (cli->json) {
-		cli_print_raw(raw);
-		goto out;
-	}
-	list = resp ? json_get(resp, "snapshots") : NULL;
-	if (!list || list->type != JSON_ARR) {
-		r = cli_fail("bad_response", "the answer carries no snapshot list");
-		goto out;
-	}
-	struct table t;
-	table_init(&t, 5, head);
-	for (size_t i = 0; i < list->n; i++) {
-		const json *s = list->items[i];
-		char *row[5] = { cli_field(s, "id"), cli_field(s, "name"), cli_field(s, "kind"),
-				 cli_field(s, "size_bytes"), cli_field(s, "created_at") };
-		table_add(&t, row);
-	}
-	table_print(&t, stdout);
-out:
-	json_free(resp);
-	return r;
+	return cli_list_table(cli, target, "snapshots", "snapshot list", 5, head, fields);
 }
 
 static int snap_rm(struct cli *cli, int argc, char **argv)
