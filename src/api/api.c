@@ -61,13 +61,7 @@ static void respond_error_hdr(struct http_conn *c, int status, const char *code,
 	buf_init(&b);
 	jw_init(&w, &b);
 	jw_obj(&w);
-	jw_key(&w, "error");
-	jw_obj(&w);
-	jw_key(&w, "code");
-	jw_str(&w, code);
-	jw_key(&w, "message");
-	jw_str(&w, msg);
-	jw_end(&w);
+	http_write_error(&w, code, msg);
 	jw_end(&w);
 	http_respond(c, status, "application/json", b.data, b.len, extra);
 	buf_free(&b);

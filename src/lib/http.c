@@ -808,6 +808,17 @@ int http_respond_json(struct http_conn *c, int status, const char *json_body)
 	return http_respond(c, status, "application/json", json_body, strlen(json_body), NULL);
 }
 
+void http_write_error(struct jw *w, const char *code, const char *msg)
+{
+	jw_key(w, "error");
+	jw_obj(w);
+	jw_key(w, "code");
+	jw_str(w, code);
+	jw_key(w, "message");
+	jw_str(w, msg);
+	jw_end(w);
+}
+
 int http_respond_error(struct http_conn *c, int status, const char *code, const char *fmt, ...)
 {
 	_cleanup_(buf_free) struct buf b = { 0 };
@@ -821,13 +832,7 @@ int http_respond_error(struct http_conn *c, int status, const char *code, const 
 	va_end(ap);
 	jw_init(&w, &b);
 	jw_obj(&w);
-	jw_key(&w, "error");
-	jw_obj(&w);
-	jw_key(&w, "code");
-	jw_str(&w, code);
-	jw_key(&w, "message");
-	jw_str(&w, msg ? msg : "");
-	jw_end(&w);
+	http_write_error(&w, code, msg ? msg : "");
 	jw_end(&w);
 	return http_respond_json(c, status, b.data);
 }

@@ -54,6 +54,10 @@ int http_respond_json(struct http_conn *c, int status, const char *json_body);
 /* {"error":{"code":code,"message":...}} */
 int http_respond_error(struct http_conn *c, int status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* Inside an open JSON object: write `"error":{"code":code,"message":msg}`,
+ * for answers that carry more than http_respond_error's body. */
+struct jw;
+void http_write_error(struct jw *w, const char *code, const char *msg);
 /* Chunked streaming. Each write is sent (flushed) immediately. Returns
  * -EPIPE once the client has gone away; the handler should then stop. */
 int http_stream_begin(struct http_conn *c, int status, const char *content_type,

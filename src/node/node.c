@@ -88,13 +88,7 @@ void node_respond_conflict(struct http_conn *c, enum sb_state st, const char *fm
 	buf_init(&b);
 	jw_init(&w, &b);
 	jw_obj(&w);
-	jw_key(&w, "error");
-	jw_obj(&w);
-	jw_key(&w, "code");
-	jw_str(&w, "conflict");
-	jw_key(&w, "message");
-	jw_str(&w, msg ? msg : "conflict");
-	jw_end(&w);
+	http_write_error(&w, "conflict", msg ? msg : "conflict");
 	jw_key(&w, "state");
 	jw_str(&w, state_name(st));
 	jw_end(&w);
