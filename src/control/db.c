@@ -17,6 +17,7 @@ struct db {
 /* One schema for every process. Ownership of tables:
  *   api:  tenants, api_keys
  *   node: sandboxes, templates, events, snapshots, processes are in memory only
+ *   api:  credentials, credential_bindings, vault_secrets (see below)
  * Timestamps are ms since the epoch. */
 static const char schema[] =
 	"PRAGMA journal_mode=WAL;"
@@ -49,7 +50,29 @@ static const char schema[] =
 	"  id TEXT PRIMARY KEY, sandbox_id TEXT NOT NULL, name TEXT NOT NULL,"
 	"  kind TEXT NOT NULL, size_bytes INTEGER, created_at INTEGER NOT NULL,"
 	"  UNIQUE(sandbox_id, name));"
-	"CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots(sandbox_id, created_at);";
+	"CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots(sandbox_id, created_at);"
+	/* Credentials (api writes; node reads bindings and makes placeholders;
+	 * the gateway reads, opens secrets and audits). The values are only in
+	 * vault_secrets, as sealed boxes (src/cred/seal.h). spec: inject, hosts,
+	 * path_prefix, methods, rate_limit as JSON. expires_at 0 = never. */
+	"CREATE TABLE IF NOT EXISTS credentials("
+	"  id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, name TEXT NOT NULL, env TEXT,"
+	"  spec TEXT NOT NULL, expires_at INTEGER NOT NULL DEFAULT 0, version INTEGER NOT NULL,"
+	"  created_at INTEGER NOT NULL, rotated_at INTEGER, revoked_at INTEGER,"
+	"  UNIQUE(tenant_id, name));"
+	"CREATE TABLE IF NOT EXISTS credential_bindings("
+	"  cred_id TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,"
+	"  PRIMARY KEY(cred_id, kind, value));"
+	"CREATE TABLE IF NOT EXISTS vault_secrets("
+	"  ref TEXT PRIMARY KEY, box TEXT NOT NULL, created_at INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS credential_placeholders("
+	"  sandbox_id TEXT NOT NULL, cred_id TEXT NOT NULL, placeholder TEXT UNIQUE NOT NULL,"
+	"  created_at INTEGER NOT NULL, PRIMARY KEY(sandbox_id, cred_id));"
+	"CREATE TABLE IF NOT EXISTS credential_audit("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, tenant_id TEXT NOT NULL,"
+	"  sandbox_id TEXT, cred_id TEXT, host TEXT, method TEXT, path TEXT,"
+	"  decision TEXT NOT NULL, detail TEXT);"
+	"CREATE INDEX IF NOT EXISTS credential_audit_tenant ON credential_audit(tenant_id, at);";
 
 static int db_error(struct db *db, err_t *err, int rc, const char *what)
 {

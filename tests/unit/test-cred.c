@@ -1,0 +1,271 @@
+/* Credentials: sealed boxes, the local vault, validation, scope resolution,
+ * placeholders. Uses a real SQLite file in a temp directory. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/cred/cred.h"
+#include "../../src/cred/seal.h"
+#include "../../src/cred/vault.h"
+#include "check.h"
+
+static void test_seal(void)
+{
+	struct seal_key k, other, pub_only;
+	struct buf box, out;
+	const char secret[] = "sk-live-0123456789";
+
+	CHECK(seal_keygen(&k, NULL) == 0);
+	CHECK(seal_keygen(&other, NULL) == 0);
+	memset(&pub_only, 0, sizeof(pub_only));
+	memcpy(pub_only.pub, k.pub, SEAL_KEY_LEN);
+	buf_init(&box);
+	buf_init(&out);
+	CHECK(seal_box(&pub_only, "ref:1", 5, secret, strlen(secret), &box, NULL) == 0);
+	CHECK(box.len == strlen(secret) + SEAL_OVERHEAD);
+	CHECK(memmem(box.data, box.len, secret, strlen(secret)) == NULL);
+	/* opens with the key and the same aad only */
+	CHECK(seal_open(&k, "ref:1", 5, box.data, box.len, &out, NULL) == 0);
+	CHECK(out.len == strlen(secret) && memcmp(out.data, secret, out.len) == 0);
+	buf_reset(&out);
+	CHECK(seal_open(&k, "ref:2", 5, box.data, box.len, &out, NULL) == -EBADMSG);
+	CHECK(seal_open(&other, "ref:1", 5, box.data, box.len, &out, NULL) == -EBADMSG);
+	CHECK(seal_open(&pub_only, "ref:1", 5, box.data, box.len, &out, NULL) == -ENOKEY);
+	/* every single-byte change is caught */
+	for (size_t i = 0; i < box.len; i++) {
+		box.data[i] ^= 0x01;
+		CHECK(seal_open(&k, "ref:1", 5, box.data, box.len, &out, NULL) < 0);
+		box.data[i] ^= 0x01;
+	}
+	CHECK(seal_open(&k, "ref:1", 5, box.data, 10, &out, NULL) == -EBADMSG);
+	CHECK(out.len == 0);
+	/* two boxes of one secret differ (fresh ephemeral key and nonce) */
+	{
+		struct buf b2;
+		buf_init(&b2);
+		CHECK(seal_box(&k, "ref:1", 5, secret, strlen(secret), &b2, NULL) == 0);
+		CHECK(b2.len == box.len && memcmp(b2.data, box.data, box.len) != 0);
+		buf_free(&b2);
+	}
+	/* empty secret */
+	buf_reset(&box);
+	CHECK(seal_box(&k, "", 0, "", 0, &box, NULL) == 0);
+	CHECK(seal_open(&k, "", 0, box.data, box.len, &out, NULL) == 0 && out.len == 0);
+	buf_free(&box);
+	buf_free(&out);
+}
+
+static json *parse(const char *s)
+{
+	return json_parse(s, strlen(s), NULL);
+}
+
+static int spec(const char *s, struct cred *c)
+{
+	json *j = parse(s);
+	err_t err = { 0 };
+	int r;
+
+	memset(c, 0, sizeof(*c));
+	r = j ? cred_parse_spec(j, c, &err) : -999;
+	json_free(j);
+	return r;
+}
+
+static void test_spec(void)
+{
+	struct cred c;
+
+	CHECK(spec("{\"name\":\"openai\",\"env\":\"OPENAI_API_KEY\",\"inject\":{\"type\":\"header\"},"
+		   "\"hosts\":[\"API.openai.com\",\"*.example.com\"]}", &c) == 0);
+	CHECK(c.inject == CRED_HEADER && strcmp(c.header, "Authorization") == 0 &&
+	      strcmp(c.format, "Bearer {value}") == 0);
+	CHECK(c.n_hosts == 2 && strcmp(c.hosts[0], "api.openai.com") == 0);
+	cred_free(&c);
+	CHECK(spec("{\"name\":\"gh\",\"inject\":{\"type\":\"basic\",\"username\":\"x-access-token\"},"
+		   "\"hosts\":[\"github.com\"],\"methods\":[\"get\"],\"path_prefix\":\"/repos/\","
+		   "\"rate_limit\":{\"per_minute\":5},\"expires_at\":\"2030-01-02T03:04:05Z\"}",
+		   &c) == 0);
+	CHECK(c.inject == CRED_BASIC && strcmp(c.methods[0], "GET") == 0 && c.rate_per_min == 5);
+	CHECK(c.expires_at == 1893553445000LL);
+	cred_free(&c);
+	/* each of these is refused with a message */
+	static const char *const bad[] = {
+		"{\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"]}",
+		"{\"name\":\"a b\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"]}",
+		"{\"name\":\"a\",\"hosts\":[\"a.com\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"magic\"},\"hosts\":[\"a.com\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\",\"format\":\"Bearer\"},\"hosts\":[\"a.com\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\",\"format\":\"{value}\\r\\nX: {value}\"},\"hosts\":[\"a.com\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\",\"header\":\"Bad Header\"},\"hosts\":[\"a.com\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"basic\"},\"hosts\":[\"a.com\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"query\"},\"hosts\":[\"a.com\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a..com\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"*\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"env\":\"1X\"}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"path_prefix\":\"x\"}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"expires_at\":\"tomorrow\"}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"rate_limit\":{\"per_minute\":-1}}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\",\"extra\":1},\"hosts\":[\"a.com\"]}",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		int r = spec(bad[i], &c);
+		if (r != -EINVAL)
+			fprintf(stderr, "bad spec %zu accepted (%d)\n", i, r);
+		CHECK(r == -EINVAL);
+		cred_free(&c);
+	}
+}
+
+static void test_hosts(void)
+{
+	CHECK(cred_host_matches("api.openai.com", "api.openai.com"));
+	CHECK(cred_host_matches("api.openai.com", "API.OpenAI.com."));
+	CHECK(!cred_host_matches("api.openai.com", "api.openai.com.evil.net"));
+	CHECK(!cred_host_matches("api.openai.com", "xapi.openai.com"));
+	CHECK(cred_host_matches("*.example.com", "a.b.example.com"));
+	CHECK(!cred_host_matches("*.example.com", "example.com"));
+	CHECK(!cred_host_matches("*.example.com", "badexample.com"));
+}
+
+static struct cred mk(const char *id, const char *name, const char *env, int64_t created,
+		      enum cred_scope kind, const char *value)
+{
+	struct cred c = { 0 };
+	c.id = xstrdup(id);
+	c.tenant = xstrdup("ten_a");
+	c.name = xstrdup(name);
+	c.env = env ? xstrdup(env) : NULL;
+	c.inject = CRED_HEADER;
+	c.header = xstrdup("Authorization");
+	c.format = xstrdup("Bearer {value}");
+	c.hosts = xcalloc(1, sizeof(char *));
+	c.hosts[0] = xstrdup("api.example.com");
+	c.n_hosts = 1;
+	c.version = 1;
+	c.created_at = created;
+	c.binds = xcalloc(1, sizeof(*c.binds));
+	c.binds[0].kind = kind;
+	c.binds[0].value = value ? xstrdup(value) : NULL;
+	c.n_binds = 1;
+	return c;
+}
+
+static bool resolved_has(struct cred *v, size_t n, const char *id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i].id, id) == 0)
+			return true;
+	return false;
+}
+
+static void test_db(void)
+{
+	char dir[] = "/tmp/airlock-test-cred-XXXXXX";
+	_cleanup_free_ char *path = NULL;
+	struct cred *v = NULL;
+	size_t n = 0;
+	struct seal_key k;
+	struct vault *vault, *store_only;
+	struct buf out;
+	err_t err = { 0 };
+	struct db *db;
+
+	CHECK(mkdtemp(dir) != NULL);
+	path = xasprintf("%s/db", dir);
+	db = db_open(path, &err);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	struct cred cs[] = {
+		mk("cred_t", "t", "KEY", 1000, CRED_SCOPE_TENANT, NULL),
+		mk("cred_p", "p", "KEY", 900, CRED_SCOPE_PROJECT, "alpha"),
+		mk("cred_s", "s", "KEY", 800, CRED_SCOPE_SANDBOX, "sbx_1"),
+		mk("cred_o", "other", "OTHER", 700, CRED_SCOPE_TENANT, NULL),
+		mk("cred_x", "expired", "EXP", 600, CRED_SCOPE_TENANT, NULL),
+		mk("cred_r", "revoked", "REV", 500, CRED_SCOPE_TENANT, NULL),
+	};
+	cs[4].expires_at = wall_ms() - 1000;
+	for (size_t i = 0; i < ARRAY_SIZE(cs); i++)
+		CHECK(cred_insert(db, &cs[i], &err) == 0);
+	CHECK(db_exec(db, &err, "UPDATE credentials SET revoked_at = 1 WHERE id = 'cred_r'", NULL) == 1);
+	/* duplicate name in one tenant */
+	CHECK(cred_insert(db, &cs[0], &err) == -EEXIST);
+
+	/* most specific wins per env name */
+	CHECK(cred_resolve(db, "ten_a", "sbx_1", "alpha", &v, &n, &err) == 0);
+	CHECK(n == 2 && resolved_has(v, n, "cred_s") && resolved_has(v, n, "cred_o"));
+	cred_list_free(v, n);
+	CHECK(cred_resolve(db, "ten_a", "sbx_2", "alpha", &v, &n, &err) == 0);
+	CHECK(n == 2 && resolved_has(v, n, "cred_p"));
+	cred_list_free(v, n);
+	CHECK(cred_resolve(db, "ten_a", "sbx_2", NULL, &v, &n, &err) == 0);
+	CHECK(n == 2 && resolved_has(v, n, "cred_t") && !resolved_has(v, n, "cred_x") &&
+	      !resolved_has(v, n, "cred_r"));
+	cred_list_free(v, n);
+	CHECK(cred_resolve(db, "ten_b", "sbx_1", "alpha", &v, &n, &err) == 0 && n == 0);
+	cred_list_free(v, n);
+
+	/* load: tenant-scoped; the stored spec reads back */
+	{
+		struct cred c;
+		CHECK(cred_load(db, "cred_p", "ten_b", &c, &err) == -ENOENT);
+		CHECK(cred_load(db, "cred_p", "ten_a", &c, &err) == 0);
+		CHECK(strcmp(c.format, "Bearer {value}") == 0 && c.n_binds == 1 &&
+		      c.binds[0].kind == CRED_SCOPE_PROJECT && strcmp(c.binds[0].value, "alpha") == 0);
+		cred_free(&c);
+	}
+
+	/* placeholders: stable per sandbox and credential, unique otherwise */
+	{
+		_cleanup_free_ char *a = cred_placeholder(db, "sbx_1", "cred_s", &err);
+		_cleanup_free_ char *b = cred_placeholder(db, "sbx_1", "cred_s", &err);
+		_cleanup_free_ char *c2 = cred_placeholder(db, "sbx_2", "cred_s", &err);
+		CHECK(a && b && c2 && strcmp(a, b) == 0 && strcmp(a, c2) != 0);
+		CHECK(a && strncmp(a, CRED_PLACEHOLDER_PREFIX, strlen(CRED_PLACEHOLDER_PREFIX)) == 0);
+	}
+
+	/* the vault: a store-only vault cannot read back; the reader can */
+	CHECK(seal_keygen(&k, NULL) == 0);
+	vault = vault_local_open(db, &k);
+	k.have_priv = 0;
+	memset(k.priv, 0, sizeof(k.priv));
+	store_only = vault_local_open(db, &k);
+	buf_init(&out);
+	CHECK(vault_put(store_only, "cred_s:1", "hunter2-secret", 14, &err) == 0);
+	CHECK(vault_get(store_only, "cred_s:1", &out, &err) == -ENOKEY);
+	CHECK(vault_get(vault, "cred_s:1", &out, &err) == 0);
+	CHECK(out.len == 14 && memcmp(out.data, "hunter2-secret", 14) == 0);
+	CHECK(vault_get(vault, "cred_s:2", &out, &err) == -ENOENT);
+	CHECK(vault_put(store_only, "cred_s:1", "again", 5, &err) == -EEXIST);
+	/* a box copied to another reference does not open */
+	CHECK(db_exec(db, &err, "INSERT INTO vault_secrets(ref, box, created_at) SELECT 'cred_t:1',"
+		      " box, 0 FROM vault_secrets WHERE ref = 'cred_s:1'", NULL) == 1);
+	CHECK(vault_get(vault, "cred_t:1", &out, &err) == -EBADMSG);
+	CHECK(vault_del(vault, "cred_s:1", &err) == 0);
+	CHECK(vault_get(vault, "cred_s:1", &out, &err) == -ENOENT);
+	buf_free(&out);
+	vault_close(vault);
+	vault_close(store_only);
+
+	for (size_t i = 0; i < ARRAY_SIZE(cs); i++)
+		cred_free(&cs[i]);
+	db_close(db);
+	{
+		_cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", dir);
+		CHECK(system(cmd) == 0);
+	}
+}
+
+int main(void)
+{
+	test_seal();
+	test_spec();
+	test_hosts();
+	test_db();
+	if (failures)
+		fprintf(stderr, "%d check(s) failed\n", failures);
+	return failures ? 1 : 0;
+}
