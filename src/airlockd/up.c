@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../api/api.h"
+#include "../cred/seal.h"
 #include "../lib/http.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
@@ -229,6 +230,7 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
 	_cleanup_free_ char *sock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", sock);
+	_cleanup_free_ char *vault_pub = data_path(cfg, "vault.pub");
 	int r = drop_privileges(cfg->user, err);
 
 	if (r < 0)
@@ -240,6 +242,7 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 		.max_body = 16u << 20,
 		.rate_per_s = cfg->rate_per_s,
 		.rate_burst = cfg->rate_burst,
+		.vault_pub = vault_pub,
 	};
 	return api_run(&ac, err);
 }
@@ -360,6 +363,19 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 	_cleanup_close_ int fd = open(db, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0 || fchown(fd, uid, gid) < 0)
 		return err_sys(err, "prepare %s", db);
+	/* The credential vault's key pair: the private half stays root's
+	 * (DATA/keys, 0700) for the gateway; the api gets the public half only,
+	 * so it can store secrets but never read them. */
+	{
+		_cleanup_free_ char *priv = data_path(cfg, "keys/vault.key");
+		_cleanup_free_ char *pub = data_path(cfg, "vault.pub");
+		struct seal_key k;
+
+		r = seal_key_ensure(&k, priv, pub, err);
+		explicit_bzero(&k, sizeof(k));
+		if (r < 0)
+			return r;
+	}
 	r = pool_ensure(cfg->data_dir, cfg->pool_size_mb, pool_mounted, err);
 	if (r < 0)
 		return err_wrap(err, "storage pool");

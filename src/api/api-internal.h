@@ -19,6 +19,7 @@ struct api_principal {
 
 struct auth_cache;
 struct ratelimit;
+struct vault;
 
 /* One per api_run; borrowed by every connection thread. */
 struct api {
@@ -26,6 +27,7 @@ struct api {
 	struct db *db;              /* shared; db.c serialises calls */
 	struct auth_cache *cache;
 	struct ratelimit *rl;       /* NULL when rate limiting is off */
+	struct vault *vault;        /* store-only (public key); NULL: no credentials */
 };
 
 /* --- auth.c: keys, hashing, the lookup cache --- */
@@ -68,6 +70,11 @@ void api_handle_tenants(struct api *a, struct http_req *req, struct http_conn *c
 			const struct api_principal *who);
 void api_handle_keys(struct api *a, struct http_req *req, struct http_conn *c,
 		     const struct api_principal *who);
+
+/* --- credentials.c: /v1/credentials (any key, own tenant only) --- */
+
+void api_handle_credentials(struct api *a, struct http_req *req, struct http_conn *c,
+			    const struct api_principal *who);
 
 /* --- proxy.c: forwarding to the node --- */
 

@@ -7,7 +7,7 @@
  *   4. per-key token bucket    429 rate_limited + Retry-After
  *   5. admin-only route?       403 forbidden
  *   6. body over 1 MiB and not a file write: 413 body_too_large
- *   7. serve (admin.c) or forward to the node (proxy.c)
+ *   7. serve (admin.c, credentials.c) or forward to the node (proxy.c)
  * The HTTP server has already refused bodies over max_body (413), so only
  * file writes can reach the node with more than 1 MiB.
  */
@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../cred/vault.h"
 #include "../lib/json.h"
 #include "../lib/reqjson.h"
 #include "../lib/log.h"
@@ -36,6 +37,7 @@ enum route {
 	R_TENANTS,     /* admin, served here */
 	R_KEYS,        /* admin, served here */
 	R_NODE,        /* admin, forwarded */
+	R_CREDENTIALS, /* any key, served here (credentials.c) */
 	R_FORWARD,     /* any key, forwarded; the node checks ownership */
 };
 
@@ -119,6 +121,8 @@ static enum route route_of(const char *path)
 		return R_KEYS;
 	if (strcmp(path, "/v1/node") == 0)
 		return R_NODE;
+	if (under(path, "/v1/credentials"))
+		return R_CREDENTIALS;
 	if (under(path, "/v1/sandboxes") || under(path, "/v1/templates"))
 		return R_FORWARD;
 	return R_NONE;
@@ -219,6 +223,9 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 	case R_KEYS:
 		api_handle_keys(a, req, c, &who);
 		break;
+	case R_CREDENTIALS:
+		api_handle_credentials(a, req, c, &who);
+		break;
 	case R_NODE:
 		if (strcmp(req->method, "GET") != 0) {
 			api_method_not_allowed(c, "GET");
@@ -255,6 +262,14 @@ int api_run(const struct api_config *cfg, err_t *err)
 		r = err_wrap(err, "api");
 		goto out_mask;
 	}
+	if (cfg->vault_pub) {
+		struct seal_key k;
+		if (seal_key_load_public(&k, cfg->vault_pub, err) < 0) {
+			r = err_wrap(err, "api");
+			goto out;
+		}
+		a.vault = vault_local_open(a.db, &k);
+	}
 	a.cache = auth_cache_new();
 	a.rl = ratelimit_new(cfg->rate_per_s, cfg->rate_burst);
 
@@ -284,6 +299,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 out:
 	ratelimit_free(a.rl);
 	auth_cache_free(a.cache);
+	vault_close(a.vault);
 	db_close(a.db);
 out_mask:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

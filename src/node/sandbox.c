@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../lib/log.h"
+#include "../cred/cred.h"
 #include "node-internal.h"
 
 /* ---- map and refcounts ------------------------------------------------ */
@@ -976,6 +977,56 @@ int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox
 	return 0;
 }
 
+/* The sandbox's environment: the request's env plus one placeholder per
+ * credential that applies to it (cred_resolve: bound to its tenant, its
+ * project label — metadata "project" — or itself). The real values never
+ * come here; the gateway swaps a placeholder for its value on the way out.
+ * A variable the request sets itself wins. Returns a new object, or NULL
+ * when nothing is added (then the request's env stands). */
+static json *env_with_credentials(struct node *n, const char *tenant, const char *sandbox_id,
+				  const json *metadata, const json *env)
+{
+	const char *project = metadata ? json_get_str(metadata, "project") : NULL;
+	struct cred *creds = NULL;
+	size_t n_creds = 0, added = 0;
+	struct buf b;
+	struct jw w;
+	err_t err = { 0 };
+	json *out;
+
+	if (cred_resolve(n->db, tenant, sandbox_id, project, &creds, &n_creds, &err) < 0) {
+		log_warn("sandbox %s: credentials not resolved: %s", sandbox_id, err.msg);
+		return NULL;
+	}
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	for (size_t i = 0; env && i < env->n; i++) {
+		jw_key(&w, env->keys[i]);
+		jw_value(&w, env->items[i]);
+	}
+	for (size_t i = 0; i < n_creds; i++) {
+		_cleanup_free_ char *ph = NULL;
+
+		if (!creds[i].env || (env && json_get(env, creds[i].env)))
+			continue;
+		ph = cred_placeholder(n->db, sandbox_id, creds[i].id, &err);
+		if (!ph) {
+			log_warn("sandbox %s: no placeholder for %s: %s", sandbox_id, creds[i].id,
+				 err.msg);
+			continue;
+		}
+		jw_key(&w, creds[i].env);
+		jw_str(&w, ph);
+		added++;
+	}
+	jw_end(&w);
+	cred_list_free(creds, n_creds);
+	out = added ? json_parse(b.data, b.len, NULL) : NULL;
+	buf_free(&b);
+	return out;
+}
+
 void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
 			     const char *tenant)
 {
@@ -995,7 +1046,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	size_t live = 0;
 	err_t err = { 0 };
 	char msg[512];
-	json *body;
+	json *body, *cred_env = NULL;
 
 	body = node_body_object(req, c, keys);
 	if (!body)
@@ -1055,6 +1106,9 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 		_cleanup_free_ char *id = random_id("sb-", 8);
 		sb = sandbox_new(n, id);
 	}
+	cred_env = env_with_credentials(n, tenant, sb->id, cr.metadata, cr.env);
+	if (cred_env)
+		cr.env = cred_env;
 	sb->tenant = xstrdup(tenant);
 	sb->template_name = xstrdup(cr.template_name);
 	sb->template_version = version;
@@ -1190,6 +1244,7 @@ fail:
 		sandbox_unref(sb);
 	}
 out:
+	json_free(cred_env);
 	json_free(body);
 }
 

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Credential manager through the real api: create/list/rotate/revoke/bind,
+the vault (values only as sealed boxes; the api cannot read them back),
+placeholders in a sandbox's environment, tenancy, audit, bad input."""
+import os
+import sqlite3
+import stat
+
+from harness import AirlockTestCase, ApiError, main
+
+SECRET = "sk-test-" + os.urandom(12).hex()
+
+
+def openai(name="openai", **kw):
+    body = {"name": name, "value": SECRET, "env": "OPENAI_API_KEY",
+            "inject": {"type": "header"}, "hosts": ["api.openai.com"]}
+    body.update(kw)
+    return body
+
+
+class CredentialTest(AirlockTestCase):
+    def db(self):
+        return sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"))
+
+    def boxes(self, cred_id):
+        with self.db() as d:
+            return {r[0]: r[1] for r in d.execute(
+                "SELECT ref, box FROM vault_secrets WHERE ref LIKE ?", (cred_id + ":%",))}
+
+    def db_bytes(self):
+        out = b""
+        for f in ("airlock.db", "airlock.db-wal"):
+            p = os.path.join(self.server.dir, "db", f)
+            if os.path.exists(p):
+                with open(p, "rb") as fh:
+                    out += fh.read()
+        return out
+
+    def test_keys_on_disk(self):
+        priv = os.path.join(self.server.dir, "keys", "vault.key")
+        pub = os.path.join(self.server.dir, "vault.pub")
+        st = os.stat(priv)
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (0, 0o600))
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.dirname(priv)).st_mode), 0o700)
+        self.assertEqual(os.path.getsize(pub), 32)
+        self.assertEqual(stat.S_IMODE(os.stat(pub).st_mode), 0o644)
+
+    def test_lifecycle(self):
+        c = self.api.call("POST", "/v1/credentials", openai("life"))
+        cid = c["id"]
+        self.assertNotIn("value", c)
+        self.assertNotIn(SECRET, str(c))
+        self.assertEqual((c["version"], c["status"]), (1, "active"))
+        self.assertEqual(c["inject"], {"type": "header", "header": "Authorization",
+                                       "format": "Bearer {value}"})
+        self.assertEqual(c["bindings"], [{"tenant": True}])
+        # stored only as a sealed box: not in the DB file in plaintext
+        boxes = self.boxes(cid)
+        self.assertEqual(list(boxes), [cid + ":1"])
+        self.assertNotIn(SECRET.encode(), self.db_bytes())
+        listed = self.api.call("GET", "/v1/credentials")["credentials"]
+        self.assertIn(cid, [x["id"] for x in listed])
+        self.assertNotIn(SECRET, str(listed))
+        self.assertEqual(self.api.call("GET", f"/v1/credentials/{cid}")["name"], "life")
+
+        # rotate: a new version, the old box is gone
+        new_secret = "sk-rotated-" + os.urandom(8).hex()
+        r = self.api.call("POST", f"/v1/credentials/{cid}/rotate", {"value": new_secret})
+        self.assertEqual(r["version"], 2)
+        self.assertIsNotNone(r["rotated_at"])
+        self.assertEqual(list(self.boxes(cid)), [cid + ":2"])
+        self.assertNotIn(new_secret.encode(), self.db_bytes())
+
+        # revoke: erased from the vault; repeat is fine; rotate is a conflict
+        r = self.api.call("DELETE", f"/v1/credentials/{cid}")
+        self.assertEqual(r["status"], "revoked")
+        self.assertEqual(self.boxes(cid), {})
+        self.assertEqual(self.api.call("DELETE", f"/v1/credentials/{cid}")["status"], "revoked")
+        with self.assertRaises(ApiError) as e:
+            self.api.call("POST", f"/v1/credentials/{cid}/rotate", {"value": "x"})
+        self.assertEqual(e.exception.status, 409)
+
+        audit = self.api.call("GET", f"/v1/credentials/audit?credential={cid}")["records"]
+        self.assertEqual([a["decision"] for a in audit], ["revoked", "rotated", "created"])
+        only = self.api.call("GET", f"/v1/credentials/audit?credential={cid}&decision=rotated")
+        self.assertEqual(len(only["records"]), 1)
+
+    def test_expired_status(self):
+        c = self.api.call("POST", "/v1/credentials",
+                          openai("old", env="OLD_KEY", expires_at="2020-01-01T00:00:00Z"))
+        self.assertEqual(c["status"], "expired")
+        self.assertEqual(c["expires_at"], "2020-01-01T00:00:00Z")
+
+    def test_placeholders_in_sandbox(self):
+        t = os.urandom(3).hex()
+        # the project one first: a newer tenant-wide one must still lose to it
+        proj = self.api.call("POST", "/v1/credentials",
+                             openai("pj-" + t, env="KEY_A", bindings=[{"project": "alpha"}]))
+        tenant_wide = self.api.call("POST", "/v1/credentials", openai("tw-" + t, env="KEY_A"))
+        other = self.api.call("POST", "/v1/credentials", openai("ot-" + t, env="KEY_B"))
+        sb = self.api.create(metadata={"project": "alpha"}, env={"KEY_B": "mine"})
+        sb2 = self.api.create()
+        try:
+            code, out, _, _ = self.api.exec(sb["id"], ["sh", "-c", 'echo "$KEY_A|$KEY_B"'])
+            self.assertEqual(code, 0)
+            a, b = out.decode().strip().split("|")
+            self.assertTrue(a.startswith("airlock-ph-"), a)
+            self.assertEqual(b, "mine")   # the request's own env wins
+            with self.db() as d:
+                (owner,) = d.execute("SELECT cred_id FROM credential_placeholders WHERE"
+                                     " placeholder = ?", (a,)).fetchone()
+            self.assertEqual(owner, proj["id"])   # project beats tenant
+            code, out2, _, _ = self.api.exec(sb2["id"], ["sh", "-c", 'echo "$KEY_A|$KEY_B"'])
+            a2, b2 = out2.decode().strip().split("|")
+            self.assertTrue(a2.startswith("airlock-ph-") and b2.startswith("airlock-ph-"))
+            self.assertNotEqual(a, a2)            # unique per sandbox
+            with self.db() as d:
+                (owner2,) = d.execute("SELECT cred_id FROM credential_placeholders WHERE"
+                                      " placeholder = ?", (a2,)).fetchone()
+            self.assertEqual(owner2, tenant_wide["id"])
+            # the secret is nowhere in the sandbox: env, disk
+            code, out, _, _ = self.api.exec(sb["id"], ["sh", "-c",
+                                            "env; grep -rl -- \"$0\" /etc /root /tmp /work "
+                                            "2>/dev/null; true", SECRET])
+            self.assertNotIn(SECRET.encode(), out)
+            # a binding to one sandbox beats the project
+            sbc = self.api.call("POST", "/v1/credentials",
+                                openai("sb-" + t, env="KEY_A",
+                                       bindings=[{"sandbox": sb2["id"]}]))
+            self.assertEqual(sbc["bindings"], [{"sandbox": sb2["id"]}])
+            sb3 = self.api.create(metadata={"project": "alpha"})
+            try:
+                # bind after the fact, then a new sandbox sees the most specific
+                self.api.call("POST", f"/v1/credentials/{sbc['id']}/bind", {"sandbox": sb3["id"]})
+                r = self.api.call("GET", f"/v1/credentials/{sbc['id']}")
+                self.assertEqual(len(r["bindings"]), 2)
+                r = self.api.call("POST", f"/v1/credentials/{sbc['id']}/unbind",
+                                  {"sandbox": sb3["id"]})
+                self.assertEqual(r["bindings"], [{"sandbox": sb2["id"]}])
+            finally:
+                self.api.delete(sb3["id"])
+        finally:
+            self.api.delete(sb["id"])
+            self.api.delete(sb2["id"])
+            for cr in (tenant_wide, proj, other):
+                self.api.call("DELETE", f"/v1/credentials/{cr['id']}")
+
+    def test_tenants_are_isolated(self):
+        _, alice = self.new_tenant("alice-" + os.urandom(3).hex())
+        _, bob = self.new_tenant("bob-" + os.urandom(3).hex())
+        c = alice.call("POST", "/v1/credentials", openai())
+        bob_sb = bob.create()
+        try:
+            self.assertEqual(bob.call("GET", "/v1/credentials")["credentials"], [])
+            for method, path, body in (("GET", f"/v1/credentials/{c['id']}", None),
+                                       ("DELETE", f"/v1/credentials/{c['id']}", None),
+                                       ("POST", f"/v1/credentials/{c['id']}/rotate", {"value": "x"}),
+                                       ("POST", f"/v1/credentials/{c['id']}/bind", {"tenant": True})):
+                with self.assertRaises(ApiError) as e:
+                    bob.call(method, path, body)
+                self.assertEqual(e.exception.status, 404, path)
+            # alice cannot bind to bob's sandbox
+            with self.assertRaises(ApiError) as e:
+                alice.call("POST", f"/v1/credentials/{c['id']}/bind", {"sandbox": bob_sb["id"]})
+            self.assertEqual(e.exception.status, 404)
+            self.assertEqual(bob.call("GET", "/v1/credentials/audit")["records"], [])
+            self.assertEqual(alice.call("GET", f"/v1/credentials/{c['id']}")["status"], "active")
+        finally:
+            bob.delete(bob_sb["id"])
+
+    def test_bad_input(self):
+        cases = [
+            ({"value": "x", "inject": {"type": "header"}, "hosts": ["a.com"]}, "invalid_field"),
+            (openai(value="line\nbreak"), "invalid_field"),
+            (openai(value=""), "invalid_field"),
+            (openai(value="x" * 9000), "invalid_field"),
+            (openai(inject={"type": "nope"}), "invalid_field"),
+            (openai(inject={"type": "header", "format": "no placeholder"}), "invalid_field"),
+            (openai(hosts=["bad host"]), "invalid_field"),
+            (openai(hosts="api.openai.com"), "invalid_field"),
+            (openai(expires_at="soon"), "invalid_field"),
+            (openai(bindings=[{"planet": "x"}]), "invalid_field"),
+            (openai(bindings={"tenant": True}), "invalid_field"),
+            (openai(color="blue"), None),
+        ]
+        for body, code in cases:
+            status, data, _ = self.api.raw("POST", "/v1/credentials", body)
+            self.assertEqual(status, 400, (body, data))
+            if code:
+                self.assertIn(code.encode(), data)
+        status, data, _ = self.api.raw("POST", "/v1/credentials", b"{not json")
+        self.assertEqual(status, 400)
+        c = self.api.call("POST", "/v1/credentials", openai("dup"))
+        status, _, _ = self.api.raw("POST", "/v1/credentials", openai("dup"))
+        self.assertEqual(status, 409)
+        self.assertEqual(self.api.raw("PUT", "/v1/credentials")[0], 405)
+        self.assertEqual(self.api.raw("PATCH", f"/v1/credentials/{c['id']}")[0], 405)
+        self.assertEqual(self.api.raw("GET", f"/v1/credentials/{c['id']}/rotate")[0], 405)
+        self.assertEqual(self.api.raw("POST", f"/v1/credentials/{c['id']}/explode")[0], 404)
+        self.assertEqual(self.api.raw("GET", "/v1/credentials/cred_nope")[0], 404)
+        self.assertEqual(self.api.raw("GET", "/v1/credentials/audit?limit=0")[0], 400)
+        self.assertEqual(self.api.raw("GET", "/v1/credentials", auth=False)[0], 401)
+
+
+if __name__ == "__main__":
+    main()
