@@ -1,0 +1,510 @@
+/* Credential injection: request-head parsing and rewriting. */
+#include "inject.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cred.h"
+
+/* ---- the request head ------------------------------------------------- */
+
+static bool tchar(char c)
+{
+	return isalnum((unsigned char)c) || strchr("!#$%&'*+-.^_`|~", c);
+}
+
+void head_free(struct http_head *h)
+{
+	free(h->method);
+	free(h->target);
+	free(h->version);
+	for (size_t i = 0; i < h->n; i++) {
+		free(h->f[i].name);
+		free(h->f[i].value);
+	}
+	memset(h, 0, sizeof(*h));
+}
+
+/* One line of buf[0..len) ending in CRLF (a bare LF is refused: request
+ * smuggling lives in such differences). Returns its length without CRLF, or
+ * -1 when incomplete, -2 when malformed. */
+static long line_end(const char *buf, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (buf[i] == '\n')
+			return -2;
+		if (buf[i] == '\r') {
+			if (i + 1 >= len)
+				return -1;
+			return buf[i + 1] == '\n' ? (long)i : -2;
+		}
+		if (buf[i] == '\0')
+			return -2;
+	}
+	return -1;
+}
+
+long head_parse(const char *buf, size_t len, struct http_head *h)
+{
+	size_t pos = 0, lim = len < HEAD_MAX ? len : HEAD_MAX;
+	const char *sp1, *sp2, *line;
+	long n;
+
+	memset(h, 0, sizeof(*h));
+	n = line_end(buf, lim);
+	if (n == -1)
+		return len >= HEAD_MAX ? -E2BIG : 0;
+	if (n < 0)
+		return -EINVAL;
+	line = buf;
+	sp1 = memchr(line, ' ', (size_t)n);
+	sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(line + n - sp1 - 1)) : NULL;
+	if (!sp1 || !sp2 || sp1 == line || sp2 == sp1 + 1 || line + n - sp2 - 1 != 8 ||
+	    strncmp(sp2 + 1, "HTTP/1.", 7) != 0 || (sp2[8] != '0' && sp2[8] != '1'))
+		return -EINVAL;
+	for (const char *p = line; p < sp1; p++)
+		if (!tchar(*p))
+			return -EINVAL;
+	for (const char *p = sp1 + 1; p < sp2; p++)
+		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+			return -EINVAL;
+	h->method = xstrndup(line, (size_t)(sp1 - line));
+	h->target = xstrndup(sp1 + 1, (size_t)(sp2 - sp1 - 1));
+	h->version = xstrndup(sp2 + 1, 8);
+	pos = (size_t)n + 2;
+	for (;;) {
+		const char *colon, *v, *e;
+
+		n = line_end(buf + pos, lim - pos);
+		if (n == -1) {
+			head_free(h);
+			return len >= HEAD_MAX ? -E2BIG : 0;
+		}
+		if (n < 0)
+			goto bad;
+		if (n == 0)
+			return (long)(pos + 2);
+		line = buf + pos;
+		if (h->n >= HEAD_MAX_FIELDS) {
+			head_free(h);
+			return -E2BIG;
+		}
+		colon = memchr(line, ':', (size_t)n);
+		if (!colon || colon == line)
+			goto bad;   /* also refuses obsolete line folding (leading space) */
+		for (const char *p = line; p < colon; p++)
+			if (!tchar(*p))
+				goto bad;
+		v = colon + 1;
+		e = line + n;
+		while (v < e && (*v == ' ' || *v == '\t'))
+			v++;
+		while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		for (const char *p = v; p < e; p++)
+			if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+				goto bad;
+		h->f[h->n].name = xstrndup(line, (size_t)(colon - line));
+		h->f[h->n].value = xstrndup(v, (size_t)(e - v));
+		h->n++;
+		pos += (size_t)n + 2;
+	}
+bad:
+	head_free(h);
+	return -EINVAL;
+}
+
+void head_write(const struct http_head *h, struct buf *out)
+{
+	buf_printf(out, "%s %s %s\r\n", h->method, h->target, h->version);
+	for (size_t i = 0; i < h->n; i++)
+		buf_printf(out, "%s: %s\r\n", h->f[i].name, h->f[i].value);
+	buf_adds(out, "\r\n");
+}
+
+const char *head_get(const struct http_head *h, const char *name)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (strcasecmp(h->f[i].name, name) == 0)
+			return h->f[i].value;
+	return NULL;
+}
+
+void head_set(struct http_head *h, const char *name, const char *value)
+{
+	size_t j = 0;
+	bool done = false;
+
+	for (size_t i = 0; i < h->n; i++) {
+		if (strcasecmp(h->f[i].name, name) == 0) {
+			if (!done) {
+				free(h->f[i].value);
+				h->f[i].value = xstrdup(value);
+				h->f[j++] = h->f[i];
+				done = true;
+			} else {
+				free(h->f[i].name);
+				free(h->f[i].value);
+			}
+			continue;
+		}
+		h->f[j++] = h->f[i];
+	}
+	h->n = j;
+	if (!done && h->n < HEAD_MAX_FIELDS) {
+		h->f[h->n].name = xstrdup(name);
+		h->f[h->n].value = xstrdup(value);
+		h->n++;
+	}
+}
+
+/* ---- rate limits: a fixed one-minute window per (sandbox, credential) --- */
+
+struct rl_slot {
+	struct rl_slot *next;
+	char *key;
+	int64_t window;      /* minute number */
+	uint32_t count;
+};
+
+struct inject_rl {
+	pthread_mutex_t mu;
+	struct rl_slot *slots;
+	size_t n;
+};
+
+struct inject_rl *inject_rl_new(void)
+{
+	struct inject_rl *rl = xcalloc(1, sizeof(*rl));
+
+	pthread_mutex_init(&rl->mu, NULL);
+	return rl;
+}
+
+void inject_rl_free(struct inject_rl *rl)
+{
+	if (!rl)
+		return;
+	for (struct rl_slot *s = rl->slots, *next; s; s = next) {
+		next = s->next;
+		free(s->key);
+		free(s);
+	}
+	pthread_mutex_destroy(&rl->mu);
+	free(rl);
+}
+
+/* Count one use; false when past limit this minute. */
+static bool rl_take(struct inject_rl *rl, const char *sandbox_id, const char *cred_id,
+		    uint32_t limit, int64_t now_ms)
+{
+	_cleanup_free_ char *key = xasprintf("%s/%s", sandbox_id, cred_id);
+	int64_t window = now_ms / 60000;
+	struct rl_slot **pp, *s;
+	bool ok;
+
+	if (!limit)
+		return true;
+	pthread_mutex_lock(&rl->mu);
+	/* Forget counters of past minutes, then find ours. */
+	for (pp = &rl->slots; (s = *pp);) {
+		if (s->window != window) {
+			*pp = s->next;
+			free(s->key);
+			free(s);
+			rl->n--;
+		} else {
+			pp = &s->next;
+		}
+	}
+	for (s = rl->slots; s && strcmp(s->key, key) != 0; s = s->next)
+		;
+	if (!s) {
+		s = xcalloc(1, sizeof(*s));
+		s->key = TAKE_PTR(key);
+		s->window = window;
+		s->next = rl->slots;
+		rl->slots = s;
+		rl->n++;
+	}
+	ok = s->count < limit;
+	if (ok)
+		s->count++;
+	pthread_mutex_unlock(&rl->mu);
+	return ok;
+}
+
+/* ---- injection --------------------------------------------------------- */
+
+static void str_replace_all(char **s, const char *from, const char *to)
+{
+	size_t fl = strlen(from);
+	struct buf b;
+	const char *p = *s, *hit;
+
+	if (!strstr(*s, from))
+		return;
+	buf_init(&b);
+	while ((hit = strstr(p, from))) {
+		buf_add(&b, p, (size_t)(hit - p));
+		buf_adds(&b, to);
+		p = hit + fl;
+	}
+	buf_adds(&b, p);
+	free(*s);
+	*s = buf_steal(&b);
+}
+
+static char *pct_encode(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	struct buf b;
+
+	buf_init(&b);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (isalnum(c) || strchr("-._~", c)) {
+			buf_addc(&b, (char)c);
+		} else {
+			buf_addc(&b, '%');
+			buf_addc(&b, hex[c >> 4]);
+			buf_addc(&b, hex[c & 15]);
+		}
+	}
+	return buf_steal(&b);
+}
+
+static bool path_matches(const struct cred *c, const struct http_head *h)
+{
+	size_t n;
+
+	if (c->n_methods) {
+		bool ok = false;
+		for (size_t i = 0; i < c->n_methods && !ok; i++)
+			ok = strcmp(c->methods[i], h->method) == 0;
+		if (!ok)
+			return false;
+	}
+	if (!c->path_prefix)
+		return true;
+	n = strlen(c->path_prefix);
+	/* origin-form targets only; an absolute-form one never matches a prefix */
+	return strncmp(h->target, c->path_prefix, n) == 0;
+}
+
+static bool cred_applies(const struct cred *c, const char *host, const struct http_head *h)
+{
+	bool host_ok = false;
+
+	for (size_t i = 0; i < c->n_hosts && !host_ok; i++)
+		host_ok = cred_host_matches(c->hosts[i], host);
+	return host_ok && path_matches(c, h);
+}
+
+/* Replace ph by value throughout the head; inside "Basic" credentials too. */
+static void replace_placeholder(struct http_head *h, const char *ph, const char *value)
+{
+	_cleanup_free_ char *enc = pct_encode(value);
+
+	str_replace_all(&h->target, ph, enc);
+	for (size_t i = 0; i < h->n; i++) {
+		str_replace_all(&h->f[i].value, ph, value);
+		if (strcasecmp(h->f[i].name, "Authorization") == 0 &&
+		    strncasecmp(h->f[i].value, "Basic ", 6) == 0) {
+			const char *b64 = h->f[i].value + 6;
+			struct buf dec;
+
+			buf_init(&dec);
+			if (base64_decode(b64, strlen(b64), &dec) == 0 && dec.len &&
+			    !memchr(dec.data, '\0', dec.len) && strstr(dec.data, ph)) {
+				char *plain = buf_steal(&dec);
+				_cleanup_free_ char *re = NULL;
+				str_replace_all(&plain, ph, value);
+				re = base64_encode(plain, strlen(plain));
+				explicit_bzero(plain, strlen(plain));
+				free(plain);
+				free(h->f[i].value);
+				h->f[i].value = xasprintf("Basic %s", re);
+			}
+			buf_free(&dec);
+		}
+	}
+}
+
+/* Put the credential in its own place: the header, basic auth or the query. */
+static void set_own(struct http_head *h, const struct cred *c, const char *value)
+{
+	if (c->inject == CRED_HEADER) {
+		_cleanup_free_ char *v = xstrdup(c->format);
+		str_replace_all(&v, "{value}", value);
+		head_set(h, c->header, v);
+		explicit_bzero(v, strlen(v));
+	} else if (c->inject == CRED_BASIC) {
+		_cleanup_free_ char *up = xasprintf("%s:%s", c->username, value);
+		_cleanup_free_ char *b64 = base64_encode(up, strlen(up));
+		_cleanup_free_ char *v = xasprintf("Basic %s", b64);
+		head_set(h, "Authorization", v);
+		explicit_bzero(up, strlen(up));
+	} else {
+		/* drop any existing param of that name, then append ours */
+		_cleanup_free_ char *enc = pct_encode(value);
+		char *q = strchr(h->target, '?');
+		struct buf b;
+		size_t pl = strlen(c->param);
+
+		buf_init(&b);
+		buf_add(&b, h->target, q ? (size_t)(q - h->target) : strlen(h->target));
+		buf_addc(&b, '?');
+		if (q) {
+			const char *p = q + 1;
+			while (*p) {
+				const char *amp = strchr(p, '&');
+				size_t n = amp ? (size_t)(amp - p) : strlen(p);
+				if (!(n >= pl && strncmp(p, c->param, pl) == 0 &&
+				      (n == pl || p[pl] == '='))) {
+					buf_add(&b, p, n);
+					buf_addc(&b, '&');
+				}
+				p += n + (amp ? 1 : 0);
+			}
+		}
+		buf_printf(&b, "%s=%s", c->param, enc);
+		free(h->target);
+		h->target = buf_steal(&b);
+	}
+}
+
+/* path: the request's path as the client sent it (before any value went in). */
+static void audit(struct inject_ctx *ctx, const struct inject_who *who, const char *cred_id,
+		  const struct http_head *h, const char *path, const char *decision,
+		  const char *detail)
+{
+	err_t err = { 0 };
+
+	cred_audit(ctx->db, who->tenant, who->sandbox_id, cred_id, who->host, h->method, path,
+		   decision, detail, &err);
+}
+
+/* Audit each placeholder left in the head (after injection): whose it is
+ * and why it was not replaced. */
+static void audit_leftovers(struct inject_ctx *ctx, const struct inject_who *who,
+			    const struct http_head *h, const char *path)
+{
+	char *seen_ph[8];
+	struct buf all;
+	const char *p;
+	int seen = 0;
+
+	buf_init(&all);
+	buf_adds(&all, h->target);
+	for (size_t i = 0; i < h->n; i++) {
+		buf_addc(&all, '\n');
+		buf_adds(&all, h->f[i].value);
+	}
+	for (p = all.data; seen < 8 && (p = strstr(p, CRED_PLACEHOLDER_PREFIX));) {
+		size_t n = strlen(CRED_PLACEHOLDER_PREFIX);
+		_cleanup_free_ char *ph = NULL;
+		struct db_rows rows;
+		err_t err = { 0 };
+		bool dup = false;
+
+		while (isxdigit((unsigned char)p[n]))
+			n++;
+		ph = xstrndup(p, n);
+		p += n;
+		for (int i = 0; i < seen && !dup; i++)
+			dup = strcmp(seen_ph[i], ph) == 0;
+		if (dup)            /* one record per placeholder and request */
+			continue;
+		seen_ph[seen++] = xstrdup(ph);
+		if (db_query(ctx->db, &rows, &err,
+			     "SELECT p.sandbox_id, p.cred_id, c.revoked_at, c.expires_at"
+			     " FROM credential_placeholders p JOIN credentials c ON c.id = p.cred_id"
+			     " WHERE p.placeholder = ?", "s", ph) < 0)
+			continue;
+		if (rows.n_rows == 0) {
+			audit(ctx, who, NULL, h, path, "exfiltration_attempt", "unknown placeholder");
+		} else if (strcmp(db_cell(&rows, 0, 0), who->sandbox_id) != 0) {
+			audit(ctx, who, db_cell(&rows, 0, 1), h, path, "exfiltration_attempt",
+			      "another sandbox's placeholder");
+		} else if (db_cell(&rows, 0, 2)) {
+			audit(ctx, who, db_cell(&rows, 0, 1), h, path, "revoked", "not injected");
+		} else if (db_cell_int(&rows, 0, 3) && db_cell_int(&rows, 0, 3) <= ctx->now_ms) {
+			audit(ctx, who, db_cell(&rows, 0, 1), h, path, "expired", "not injected");
+		} else {
+			audit(ctx, who, db_cell(&rows, 0, 1), h, path, "exfiltration_attempt",
+			      "placeholder sent to a host, path or method it is not bound to");
+		}
+		db_rows_free(&rows);
+	}
+	for (int i = 0; i < seen; i++)
+		free(seen_ph[i]);
+	buf_free(&all);
+}
+
+int cred_inject(struct inject_ctx *ctx, const struct inject_who *who, struct http_head *h,
+		enum inject_verdict *verdict, int *n_injected, err_t *err)
+{
+	_cleanup_free_ char *path = xstrndup(h->target, strcspn(h->target, "?"));
+	struct cred *creds = NULL;
+	size_t n = 0;
+	int r;
+
+	*verdict = INJECT_FORWARD;
+	*n_injected = 0;
+	r = cred_resolve(ctx->db, who->tenant, who->sandbox_id, who->project, &creds, &n, err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		struct cred *c = &creds[i];
+		_cleanup_free_ char *ref = NULL, *ph = NULL;
+		struct buf secret;
+
+		if (c->expires_at && c->expires_at <= ctx->now_ms)
+			continue;   /* cred_resolve used the real clock; tests move it */
+		if (!cred_applies(c, who->host, h))
+			continue;
+		if (!rl_take(ctx->rl, who->sandbox_id, c->id, c->rate_per_min, ctx->now_ms)) {
+			audit(ctx, who, c->id, h, path, "rate_limited", NULL);
+			*verdict = INJECT_RATE_LIMITED;
+			break;
+		}
+		ref = cred_ref(c->id, c->version);
+		buf_init(&secret);
+		r = vault_get(ctx->vault, ref, &secret, err);
+		if (r < 0) {
+			buf_free(&secret);
+			audit(ctx, who, c->id, h, path, "error", "secret unavailable");
+			continue;
+		}
+		ph = cred_placeholder(ctx->db, who->sandbox_id, c->id, err);
+		if (ph)
+			replace_placeholder(h, ph, secret.data);
+		set_own(h, c, secret.data);
+		explicit_bzero(secret.data, secret.len);
+		buf_free(&secret);
+		audit(ctx, who, c->id, h, path, "injected", NULL);
+		(*n_injected)++;
+	}
+	cred_list_free(creds, n);
+	if (*verdict == INJECT_FORWARD)
+		audit_leftovers(ctx, who, h, path);
+	return 0;
+}
+
+bool cred_host_has_credential(struct inject_ctx *ctx, const struct inject_who *who)
+{
+	struct cred *creds = NULL;
+	size_t n = 0;
+	bool found = false;
+
+	if (cred_resolve(ctx->db, who->tenant, who->sandbox_id, who->project, &creds, &n, NULL) < 0)
+		return false;
+	for (size_t i = 0; i < n && !found; i++)
+		for (size_t k = 0; k < creds[i].n_hosts && !found; k++)
+			found = cred_host_matches(creds[i].hosts[k], who->host);
+	cred_list_free(creds, n);
+	return found;
+}

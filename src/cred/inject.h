@@ -1,0 +1,86 @@
+/* inject.h - credential injection into one HTTP/1.x request head.
+ *
+ * The gateway calls this for each plain-HTTP request and for each request
+ * inside a TLS connection it intercepts, before forwarding it upstream. Only
+ * the request head is looked at and rewritten (request line and headers);
+ * bodies pass through untouched, so a placeholder in a body is never
+ * replaced.
+ *
+ * For the sandbox's credentials (cred_resolve) whose hosts, path prefix and
+ * methods match the request:
+ *   - every occurrence of the sandbox's placeholder for that credential is
+ *     replaced by the value (in header values raw, in the target
+ *     percent-encoded, inside "Authorization: Basic" after decoding);
+ *   - the credential's own header / basic auth / query parameter is then set
+ *     (replacing what the client sent), so a client that never read the
+ *     placeholder is served too.
+ * Any placeholder that is not replaced — another sandbox's, one sent to a
+ * host its credential is not bound to, or one of a revoked or expired
+ * credential — stays as it is and is audited (decision "exfiltration_attempt",
+ * "revoked" or "expired"). Each injection is audited as "injected"; past the
+ * credential's per-sandbox rate limit the request is refused with 429 and
+ * audited as "rate_limited".
+ */
+#ifndef AIRLOCK_INJECT_H
+#define AIRLOCK_INJECT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../control/db.h"
+#include "../lib/err.h"
+#include "../lib/util.h"
+#include "vault.h"
+
+#define HEAD_MAX (32u * 1024)    /* request line + headers */
+#define HEAD_MAX_FIELDS 100
+
+struct head_field {
+	char *name, *value;
+};
+
+struct http_head {
+	char *method, *target, *version;
+	struct head_field f[HEAD_MAX_FIELDS];
+	size_t n;
+};
+
+/* Parse a request head from buf[0..len). Returns the head's length (through
+ * the blank line) when complete, 0 when more bytes are needed, -EINVAL when
+ * malformed, -E2BIG past HEAD_MAX or HEAD_MAX_FIELDS. Untrusted input. */
+long head_parse(const char *buf, size_t len, struct http_head *h);
+void head_free(struct http_head *h);
+void head_write(const struct http_head *h, struct buf *out);
+const char *head_get(const struct http_head *h, const char *name);
+/* Replace every field called name with one (or add it). */
+void head_set(struct http_head *h, const char *name, const char *value);
+
+/* Per (sandbox, credential) request counters for rate limits. */
+struct inject_rl;
+struct inject_rl *inject_rl_new(void);
+void inject_rl_free(struct inject_rl *rl);
+
+struct inject_ctx {
+	struct db *db;
+	struct vault *vault;       /* must be able to read (the private key) */
+	struct inject_rl *rl;
+	int64_t now_ms;            /* wall clock; tests inject it */
+};
+
+struct inject_who {
+	const char *tenant, *sandbox_id, *project;   /* project may be NULL */
+	const char *host;          /* the destination (SNI or Host), no port */
+};
+
+enum inject_verdict { INJECT_FORWARD, INJECT_RATE_LIMITED };
+
+/* Rewrite h in place. *n_injected counts credentials put in. */
+int cred_inject(struct inject_ctx *ctx, const struct inject_who *who, struct http_head *h,
+		enum inject_verdict *verdict, int *n_injected, err_t *err);
+
+/* Does any credential of this sandbox apply to host? (The gateway intercepts
+ * TLS only then.) */
+bool cred_host_has_credential(struct inject_ctx *ctx, const struct inject_who *who);
+
+#endif

