@@ -1,0 +1,48 @@
+/* mitm.h - TLS interception for credential injection (used by the gateway).
+ *
+ * Only for a host that has a credential bound for the sandbox: the gateway
+ * answers the sandbox's TLS with a certificate for the SNI name from the
+ * deployment CA (ca.h), reads the first request head, lets the caller
+ * rewrite it (cred_inject), and sends it over its own TLS connection to the
+ * real host, verified against the system trust store (plus an extra CA file
+ * the operator names, e.g. a test CA) with the SNI name checked. The request
+ * gets "Connection: close", so every request on an intercepted connection
+ * passes the hook: the client opens a new connection for the next one.
+ * Everything after the head (body, response) is relayed as is.
+ */
+#ifndef AIRLOCK_MITM_H
+#define AIRLOCK_MITM_H
+
+#include <openssl/ssl.h>
+#include <stddef.h>
+
+#include "../lib/err.h"
+#include "../lib/util.h"
+#include "ca.h"
+#include "inject.h"
+
+/* The client context for upstream connections: system store + extra_ca_file
+ * (NULL = none), TLS >= 1.2, peer verification on. */
+SSL_CTX *mitm_upstream_ctx(const char *extra_ca_file, err_t *err);
+
+/* Called with the parsed request head. Rewrite h and return 0 to forward;
+ * or fill reply with a whole HTTP response (e.g. 429) and return 1. */
+typedef int (*mitm_head_fn)(void *arg, struct http_head *h, struct buf *reply);
+
+/* Serve one connection: client_fd is the sandbox's side, of which prefix
+ * (n bytes: the ClientHello the gateway sniffed) was already read; up_fd is
+ * a connected TCP socket to the real host. Returns when both sides are done
+ * (0) or on failure (-errno, err says why). Blocking; for a thread of its own.
+ * Closes neither fd. */
+int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix, size_t n,
+	       int up_fd, const char *host, mitm_head_fn fn, void *arg, err_t *err);
+
+/* Plain HTTP: read the rest of the first request head from fd after prefix
+ * (prefix/n/cap: the bytes sniffed so far, in a buffer of cap bytes), parse
+ * it and run fn. On 0, out holds what to send upstream (the rewritten head
+ * with "Connection: close", then any body bytes already read); on 1, out is
+ * the reply for the client. -errno when the head is malformed or too big. */
+int mitm_http_head(int fd, const void *prefix, size_t n, mitm_head_fn fn, void *arg,
+		   struct buf *out, err_t *err);
+
+#endif
