@@ -92,6 +92,21 @@ tar)
 	;;
 esac
 
+# Trust the deployment's gateway CA (TLS interception for credential
+# injection): in the system bundle and as a file of its own for
+# NODE_EXTRA_CA_CERTS. The node points SSL_CERT_FILE, REQUESTS_CA_BUNDLE and
+# NODE_EXTRA_CA_CERTS at these when a sandbox has credentials.
+if [ -n "${AIRLOCK_CA_CERT:-}" ] && [ -r "$AIRLOCK_CA_CERT" ]; then
+	mkdir -p "$OUT/etc/airlock" "$OUT/usr/local/share/ca-certificates" "$OUT/etc/ssl/certs"
+	cp "$AIRLOCK_CA_CERT" "$OUT/etc/airlock/gateway-ca.crt"
+	cp "$AIRLOCK_CA_CERT" "$OUT/usr/local/share/ca-certificates/airlock-gateway.crt"
+	bundle="$OUT/etc/ssl/certs/ca-certificates.crt"
+	[ -L "$bundle" ] && rm -f "$bundle"   # never write through a link out of the tree
+	cat "$AIRLOCK_CA_CERT" >>"$bundle"
+	chmod 0644 "$OUT/etc/airlock/gateway-ca.crt" "$bundle"
+	log "trusts the gateway CA"
+fi
+
 # Every rootfs has these: mount points for the jail, and the workdir.
 # (/sys only for the vm backend: the ns jail leaves it empty.)
 mkdir -p "$OUT/proc" "$OUT/dev" "$OUT/sys" "$OUT/tmp" "$OUT/work" "$OUT/etc"

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../api/api.h"
+#include "../cred/ca.h"
 #include "../cred/seal.h"
 #include "../lib/http.h"
 #include "../lib/json.h"
@@ -373,6 +374,16 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 
 		r = seal_key_ensure(&k, priv, pub, err);
 		explicit_bzero(&k, sizeof(k));
+		if (r < 0)
+			return r;
+	}
+	/* The gateway's interception CA: key root's, certificate public (the
+	 * template build installs it in every rootfs). */
+	{
+		_cleanup_free_ char *key = data_path(cfg, "keys/ca.key");
+		_cleanup_free_ char *crt = data_path(cfg, "ca.crt");
+
+		r = ca_ensure(key, crt, err);
 		if (r < 0)
 			return r;
 	}

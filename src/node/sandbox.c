@@ -1020,6 +1020,22 @@ static json *env_with_credentials(struct node *n, const char *tenant, const char
 		jw_str(&w, ph);
 		added++;
 	}
+	/* With credentials, HTTPS to their hosts is intercepted: point the usual
+	 * TLS libraries at the bundle that holds the gateway CA (the template
+	 * build put it there). */
+	if (added) {
+		static const char *const tls_env[][2] = {
+			{ "SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt" },
+			{ "REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt" },
+			{ "NODE_EXTRA_CA_CERTS", "/etc/airlock/gateway-ca.crt" },
+		};
+		for (size_t i = 0; i < ARRAY_SIZE(tls_env); i++) {
+			if (env && json_get(env, tls_env[i][0]))
+				continue;
+			jw_key(&w, tls_env[i][0]);
+			jw_str(&w, tls_env[i][1]);
+		}
+	}
 	jw_end(&w);
 	cred_list_free(creds, n_creds);
 	out = added ? json_parse(b.data, b.len, NULL) : NULL;

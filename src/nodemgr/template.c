@@ -73,8 +73,10 @@ static __attribute__((noreturn)) void exec_builder(struct nm_server *s,
 						   const char *out, int wfd, uid_t peer_uid)
 {
 	_cleanup_free_ char *script = xasprintf("%s/template-build.sh", s->cfg->scripts_dir);
+	_cleanup_free_ char *ca = xasprintf("%s/ca.crt", s->cfg->data_dir);
+	_cleanup_free_ char *caenv = xasprintf("AIRLOCK_CA_CERT=%s", ca);
 	char uidenv[64], gidenv[64];
-	const char *envp[8];
+	const char *envp[10];
 	int n = 0, null = open("/dev/null", O_RDONLY);
 	sigset_t none;
 
@@ -89,6 +91,8 @@ static __attribute__((noreturn)) void exec_builder(struct nm_server *s,
 	envp[n++] = "HOME=/root";
 	envp[n++] = "LC_ALL=C.UTF-8";
 	envp[n++] = "DEBIAN_FRONTEND=noninteractive";
+	if (access(ca, R_OK) == 0)   /* the gateway's interception CA (cred/ca.h) */
+		envp[n++] = caenv;
 	if (peer_uid != 0) {
 		snprintf(uidenv, sizeof(uidenv), "AIRLOCK_SOURCE_UID=%u", (unsigned)s->cfg->client_uid);
 		snprintf(gidenv, sizeof(gidenv), "AIRLOCK_SOURCE_GID=%u", (unsigned)s->cfg->client_gid);

@@ -44,6 +44,21 @@ class CredentialTest(AirlockTestCase):
         self.assertEqual(stat.S_IMODE(os.stat(os.path.dirname(priv)).st_mode), 0o700)
         self.assertEqual(os.path.getsize(pub), 32)
         self.assertEqual(stat.S_IMODE(os.stat(pub).st_mode), 0o644)
+        # the interception CA: key root's only, certificate in every rootfs
+        ca_key = os.path.join(self.server.dir, "keys", "ca.key")
+        st = os.stat(ca_key)
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (0, 0o600))
+        with open(os.path.join(self.server.dir, "ca.crt")) as f:
+            ca = f.read()
+        self.assertIn("BEGIN CERTIFICATE", ca)
+        sb = self.api.create()
+        try:
+            st, data, _ = self.api.raw("GET", f"/v1/sandboxes/{sb['id']}/files?path=/etc/airlock/gateway-ca.crt")
+            self.assertEqual((st, data.decode()), (200, ca))
+            code, out, _, _ = self.api.exec(sb["id"], ["cat", "/etc/ssl/certs/ca-certificates.crt"])
+            self.assertIn(ca.strip(), out.decode())
+        finally:
+            self.api.delete(sb["id"])
 
     def test_lifecycle(self):
         c = self.api.call("POST", "/v1/credentials", openai("life"))
@@ -106,6 +121,9 @@ class CredentialTest(AirlockTestCase):
             a, b = out.decode().strip().split("|")
             self.assertTrue(a.startswith("airlock-ph-"), a)
             self.assertEqual(b, "mine")   # the request's own env wins
+            code, out, _, _ = self.api.exec(sb["id"], ["sh", "-c", 'echo "$SSL_CERT_FILE|$REQUESTS_CA_BUNDLE|$NODE_EXTRA_CA_CERTS"'])
+            self.assertEqual(out.decode().strip(), "/etc/ssl/certs/ca-certificates.crt|"
+                             "/etc/ssl/certs/ca-certificates.crt|/etc/airlock/gateway-ca.crt")
             with self.db() as d:
                 (owner,) = d.execute("SELECT cred_id FROM credential_placeholders WHERE"
                                      " placeholder = ?", (a,)).fetchone()
