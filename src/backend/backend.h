@@ -63,6 +63,11 @@ struct backend_ops {
 			       err_t *err);
 	int (*rollback)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
 			const char *snap, int *chan_fd, pid_t *pid, err_t *err);
+	/* Optional: runs before a disk snapshot of a running sandbox, so the
+	 * snapshot holds what the guest wrote (vm: the guest agent syncs its
+	 * page cache to the disk image). gc is borrowed. A failure fails the
+	 * snapshot. */
+	int (*quiesce)(const struct backend_ctx *ctx, struct guestconn *gc, err_t *err);
 };
 
 extern const struct backend_ops backend_ns;

@@ -98,6 +98,21 @@ static void end_step(struct sandbox *sb)
 	pthread_mutex_unlock(&sb->mu);
 }
 
+/* The backend's step before a disk snapshot (vm: the guest syncs). Only a
+ * running guest can answer; a paused one is snapshotted as it stands (the
+ * image then holds what reached it, like after a power cut). */
+static int quiesce(struct node *n, struct sandbox *sb, err_t *err)
+{
+	struct guestconn *gc;
+	int r;
+
+	if (!sb->be->quiesce || !(gc = sandbox_gc_get(sb)))
+		return 0;
+	r = sb->be->quiesce(&n->bctx, gc, err);
+	sandbox_gc_put(sb);
+	return r;
+}
+
 static bool has_disk_snapshots(struct http_conn *c, struct sandbox *sb)
 {
 	if (sb->be && sb->be->caps.disk_snapshot && sb->be->snapshot && sb->be->rollback)
@@ -161,7 +176,9 @@ static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req 
 		sandbox_respond_err(c, sb, &err);
 		goto out;
 	}
-	r = sb->be->snapshot(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, &err);
+	r = quiesce(n, sb, &err);
+	if (r == 0)
+		r = sb->be->snapshot(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, &err);
 	now = wall_ms();
 	if (r == 0) {
 		static const char ins[] =

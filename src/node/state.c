@@ -26,7 +26,8 @@ static const char *const names[SB__COUNT] = {
  *   running→rolling_back, paused→rolling_back
  *                       rollback to a disk snapshot: the backend kills every
  *                       process, swaps the disk for a writable clone of the
- *                       snapshot and starts a fresh guest (same id, limits)
+ *                       snapshot and starts a fresh guest (same id, limits;
+ *                       vm: a fresh QEMU cold-boots the guest kernel)
  *   rolling_back→running the new guest said READY
  *   stopping→stopped    the backend destroyed the jail; nothing runs any more
  *   stopped→deleted     the row is retired (kept for idempotency and events)

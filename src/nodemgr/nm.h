@@ -52,7 +52,7 @@ int nm_sandbox_destroy(const char *sock, const char *id, err_t *err);
  * Idempotent. -ENOENT when nodemgr holds no live jail for id, -EBUSY while a
  * create or destroy owns it. */
 int nm_sandbox_freeze(const char *sock, const char *id, bool freeze, err_t *err);
-/* Disk snapshots (ns backend; a vm jail answers -EOPNOTSUPP). snap and prev
+/* Disk snapshots (ns and vm; a running vm is QMP-stopped around it). snap and prev
  * match the sandbox id pattern. snapshot_create makes a read-only btrfs
  * snapshot of sandboxes/<id> at snapshots/<id>/<snap> (-EEXIST when taken);
  * *size gets the bytes written since prev (or since the sandbox subvolume
@@ -62,11 +62,12 @@ int nm_sandbox_freeze(const char *sock, const char *id, bool freeze, err_t *err)
 int nm_snapshot_create(const char *sock, const char *id, const char *snap, const char *prev,
 		       int64_t *size, err_t *err);
 int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t *err);
-/* Roll a live ns sandbox back to snapshot snap: kill every process of its
+/* Roll a live sandbox back to snapshot snap (vm: QEMU cold-boots the guest
+ * on the swapped disk): kill every process of its
  * jail, swap its subvolume atomically for a writable snapshot of snap, and
  * spawn a fresh jail with the same id, limits (spec) and uid range. Returns
  * the new channel like create. -ENOENT for an unknown sandbox or snapshot
- * (nothing changed), -EOPNOTSUPP for a vm. A failure after the kill leaves
+ * (nothing changed). A failure after the kill leaves
  * no jail running (the caller fails and destroys the sandbox). */
 int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
 			int *chan_fd, pid_t *pid, err_t *err);

@@ -138,6 +138,15 @@ int vm_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bo
 		     err_t *err);
 /* QMP stop (freeze) or cont on the jail's QEMU; the caller holds j busy. */
 int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err);
+/* Cold-boot a fresh QEMU for the claimed (busy) vm jail j on the disk its
+ * subvolume holds now (rollback to a disk snapshot: same id, slot, uid).
+ * On failure nothing of the new QEMU is left; j stays the caller's. */
+int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+		     int *chan_dup, pid_t *pid, err_t *err);
+/* Disk snapshots of a vm: stop its vCPUs (QMP stop drains the block layer,
+ * so the image is consistent) unless they already are; *stopped says
+ * whether the caller must vm_freeze(..., false) afterwards. */
+int vm_hold_still(struct nm_server *s, struct jail *j, bool *stopped, err_t *err);
 /* Remove DATA/run/vm/<id> (idempotent); called by sandbox_destroy. */
 void vm_cleanup_run(struct nm_server *s, const char *id);
 /* *fd: read-only, on the console log of vm jail id (see verbs.c). */

@@ -437,7 +437,8 @@ void jail_release(struct nm_server *s, struct jail *j)
  *      one atomic step, no moment without a sandbox subvolume;
  *   4. delete the old subvolume (now at <id>.rb), retrying while the dead
  *      jail's mount namespace still pins it;
- *   5. spawn a fresh jail on the same slot, as create does.
+ *   5. spawn a fresh jail on the same slot, as create does (vm: a fresh
+ *      QEMU cold-boots the guest on the swapped disk).
  * "<id>.rb" never matches the sandbox id pattern, so listings skip it. */
 int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
 		     int *chan_dup, pid_t *pid, err_t *err)
@@ -456,11 +457,6 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 
 	if (!(j = jail_acquire(s, id, &is_vm, err)))
 		return -err->code;
-	if (is_vm) {
-		jail_release(s, j);
-		return err_set(err, EOPNOTSUPP,
-			       "rollback of a vm sandbox is not supported yet (ns only)");
-	}
 	if (pool_is_subvol(src) != 1) {
 		jail_release(s, j);
 		return err_set(err, ENOENT, "sandbox %s has no snapshot %s", id, snap);
@@ -496,6 +492,8 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	j->pidfd = -1;
 	j->pid = -1;
 	pthread_mutex_unlock(&s->lock);
+	qmp_close(j->qmp);  /* vm: the dead QEMU's monitor */
+	j->qmp = NULL;
 	if ((r = cgroup_destroy(&s->cg, id, err)) < 0)
 		goto dead;
 	/* 3 */
@@ -506,8 +504,12 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	/* 4: the snapshot is in place; a leftover old subvolume is only space. */
 	if (delete_subvol(tmp, &e2) < 0)
 		log_warn("rollback %s: delete old subvolume: %s", id, e2.msg);
-	/* 5 */
-	if ((r = spawn_ns(s, j, spec, chan_dup, pid, err)) < 0)
+	/* 5: vm: a fresh QEMU boots the guest kernel on the swapped disk */
+	if (is_vm)
+		r = vm_boot_in_place(s, j, spec, chan_dup, pid, err);
+	else
+		r = spawn_ns(s, j, spec, chan_dup, pid, err);
+	if (r < 0)
 		goto dead;
 	log_info("sandbox %s: rolled back to %s in %.1f ms", id, snap, (now_us() - t0) / 1000.0);
 	return 0;

@@ -1,4 +1,5 @@
-/* snapshot.c - disk snapshots of ns sandboxes:
+/* snapshot.c - disk snapshots of sandboxes (ns: the rootfs tree; vm: the
+ * subvolume holding its rootfs.ext4, with the vCPUs stopped around it):
  *
  *   DATA/pool/snapshots/<id>/<snap>   read-only btrfs snapshot of sandboxes/<id>
  *
@@ -21,11 +22,10 @@
 
 /* The jail of id, marked busy so no destroy or rollback runs meanwhile, or
  * NULL when nodemgr holds no jail (a stopped sandbox's subvolume can still
- * be snapshotted). *rc < 0 when the request must fail (busy, or a vm). */
+ * be snapshotted). *rc < 0 when the request must fail (busy). */
 static struct jail *hold(struct nm_server *s, const char *id, int *rc, err_t *err)
 {
-	bool is_vm = false;
-	struct jail *j = jail_acquire(s, id, &is_vm, err);
+	struct jail *j = jail_acquire(s, id, NULL, err);
 
 	*rc = 0;
 	if (!j) {
@@ -34,12 +34,6 @@ static struct jail *hold(struct nm_server *s, const char *id, int *rc, err_t *er
 			return NULL;
 		}
 		*rc = -err->code;
-		return NULL;
-	}
-	if (is_vm) {
-		jail_release(s, j);
-		*rc = err_set(err, EOPNOTSUPP,
-			      "disk snapshots of vm sandboxes are not supported yet (ns only)");
 		return NULL;
 	}
 	return j;
@@ -55,12 +49,17 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 	uint64_t t0 = now_us(), t1, since = 0, bytes = 0;
 	struct jail *j;
 	err_t e2 = { 0 };
+	bool stopped = false;
 	int r;
 
 	*size = -1;
 	j = hold(s, id, &r, err);
 	if (r < 0)
 		return r;
+	/* vm: the guest synced (the node asked it to); with its vCPUs stopped
+	 * the image holds no half-written request while btrfs snapshots it. */
+	if (j && j->vm && (r = vm_hold_still(s, j, &stopped, err)) < 0)
+		goto out;
 	if (pool_is_subvol(sbx) != 1) {
 		r = err_set(err, ENOENT, "sandbox %s has no subvolume", id);
 		goto out;
@@ -73,7 +72,11 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 		r = err_set(err, EEXIST, "sandbox %s already has a snapshot %s", id, snap);
 		goto out;
 	}
-	if ((r = pool_subvol_snapshot(sbx, dst, true, err)) < 0)
+	r = pool_subvol_snapshot(sbx, dst, true, err);
+	if (stopped && vm_freeze(s, j, false, &e2) < 0)
+		log_warn("snapshot %s/%s: resume: %s", id, snap, e2.msg);
+	stopped = false;
+	if (r < 0)
 		goto out;
 	t1 = now_us();
 	/* The delta: data written since the previous snapshot was taken (or
@@ -88,6 +91,8 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 	log_debug("snapshot %s/%s: %.2f ms, delta %.2f ms (%lld bytes)", id, snap,
 		  (t1 - t0) / 1000.0, (now_us() - t1) / 1000.0, (long long)*size);
 out:
+	if (stopped && vm_freeze(s, j, false, &e2) < 0)
+		log_warn("snapshot %s/%s: resume: %s", id, snap, e2.msg);
 	if (j)
 		jail_release(s, j);
 	return r;

@@ -170,7 +170,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		break;
 	case NM_SANDBOX_ROLLBACK:
 		/* Safe: the same checks as create for the spec, plus the
-		 * snapshot id; acts only on a live ns jail nodemgr started for
+		 * snapshot id; acts only on a live jail (ns or vm) nodemgr started for
 		 * this id, reusing its uid range. The old subvolume is replaced
 		 * by rename within sandboxes/, and the new jail is spawned
 		 * exactly as a create would spawn it. */

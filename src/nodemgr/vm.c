@@ -1258,6 +1258,49 @@ fail:
 	return r;
 }
 
+int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+		     int *chan_dup, pid_t *pid, err_t *err)
+{
+	_cleanup_free_ char *disk = xasprintf("%s/sandboxes/%s/rootfs.ext4", s->pool, j->id);
+	_cleanup_free_ char *run = xasprintf("%s/%s", s->vm->run, j->id);
+	uid_t uid = NM_UID_BASE + (uid_t)j->slot * JAIL_ID_RANGE;
+	struct vm_shape sh;
+	struct qmp *q = NULL;
+	int chan = -1, r;
+	pid_t qpid = -1;
+
+	if (!s->vm || !s->vm->usable)
+		return err_set(err, ENOTSUP, "vm backend unavailable");
+	shape_of(spec, &sh);
+	if (chown(disk, uid, uid) < 0 || chmod(disk, 0600) < 0)
+		return err_sys(err, "chown %s", disk);
+	struct vm_launch l = {
+		.id = j->id,
+		.uid = uid,
+		.disk = disk,
+		.run = run,
+		.hostname = spec->hostname[0] ? spec->hostname : spec->id,
+		.sh = sh,
+	};
+	uint64_t t0 = now_us();
+	if ((r = vm_start(s, &l, spec->limits.cpu_millis, &qpid, &chan, &q, err)) < 0)
+		return r;
+	qmp_close(j->qmp);
+	j->qmp = TAKE_PTR(q);
+	r = jail_publish(s, j, qpid, chan, chan_dup, err);
+	if (r < 0) {
+		err_t e2 = { 0 };
+		if (cgroup_destroy(&s->cg, j->id, &e2) < 0)
+			log_warn("vm boot %s cleanup: %s", j->id, e2.msg);
+		vm_cleanup_run(s, j->id);
+		return r;
+	}
+	*pid = qpid;
+	log_info("vm %s: qemu pid %d (cold, in place, %u MiB, %u vCPU): qmp %.1f ms", j->id,
+		 (int)qpid, sh.mem_mb, sh.cpus, (now_us() - t0) / 1000.0);
+	return 0;
+}
+
 int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err)
 {
 	/* stop returns once every vCPU thread is parked (QEMU's
@@ -1268,6 +1311,28 @@ int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err)
 	if (qmp_exec(j->qmp, freeze ? "stop" : "cont", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err) < 0)
 		return err_wrap(err, "vm %s: %s", j->id, freeze ? "stop" : "cont");
 	return 0;
+}
+
+int vm_hold_still(struct nm_server *s, struct jail *j, bool *stopped, err_t *err)
+{
+	json *st = NULL;
+	bool bad = false;
+	int r;
+
+	*stopped = false;
+	if (!j->qmp)
+		return err_set(err, ENOENT, "vm %s has no monitor", j->id);
+	if ((r = qmp_exec(j->qmp, "query-status", NULL, -1, VM_QMP_TIMEOUT_MS, &st, err)) < 0)
+		return err_wrap(err, "vm %s: query-status", j->id);
+	/* A paused sandbox is already still; it stays paused afterwards. */
+	if (json_get_bool(st, "running", true, &bad)) {
+		if ((r = qmp_exec(j->qmp, "stop", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0)
+			err_wrap(err, "vm %s: stop", j->id);
+		else
+			*stopped = true;
+	}
+	json_free(st);
+	return r < 0 ? r : 0;
 }
 
 static struct jail *find_claim(struct nm_server *s, const char *id)
