@@ -68,6 +68,11 @@ struct backend_ops {
 	 * page cache to the disk image). gc is borrowed. A failure fails the
 	 * snapshot. */
 	int (*quiesce)(const struct backend_ctx *ctx, struct guestconn *gc, err_t *err);
+	/* Optional (with snapshot): a new sandbox spec->id whose disk is a
+	 * writable clone of snapshot snap of sandbox parent, started fresh
+	 * with spec's limits; *chan_fd as for create. */
+	int (*fork)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+		    const char *parent, const char *snap, int *chan_fd, pid_t *pid, err_t *err);
 };
 
 extern const struct backend_ops backend_ns;

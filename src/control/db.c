@@ -49,7 +49,11 @@ static const char schema[] =
 	"  id TEXT PRIMARY KEY, sandbox_id TEXT NOT NULL, name TEXT NOT NULL,"
 	"  kind TEXT NOT NULL, size_bytes INTEGER, created_at INTEGER NOT NULL,"
 	"  UNIQUE(sandbox_id, name));"
-	"CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots(sandbox_id, created_at);";
+	"CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots(sandbox_id, created_at);"
+	/* Where a sandbox came from (node): parent = the sandbox it was forked
+	 * from. A table of its own, so older databases need no migration. */
+	"CREATE TABLE IF NOT EXISTS lineage("
+	"  sandbox_id TEXT PRIMARY KEY, parent TEXT);";
 
 static int db_error(struct db *db, err_t *err, int rc, const char *what)
 {

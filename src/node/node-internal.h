@@ -71,6 +71,7 @@ struct sandbox {
 	json *metadata;         /* object of strings */
 	uint32_t timeout_s;
 	int64_t created_at;     /* wall ms */
+	char *parent;           /* fork: the parent's id (lineage table), or NULL */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;      /* state changes; gc_users reaching 0 */
@@ -233,6 +234,8 @@ void handle_snapshots(struct node *n, struct sandbox *sb, const char *snap, stru
 void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 		     struct http_conn *c);
 
+/* fork.c: POST .../fork (501 when the backend cannot fork). */
+void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
 /* templates.c */
 /* Newest ready version of name; builds a built-in (debian, busybox) on
  * demand, sharing one build among concurrent callers. -ENOENT if unknown. */

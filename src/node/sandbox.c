@@ -59,6 +59,7 @@ void sandbox_unref(struct sandbox *sb)
 	free(sb->backend_name);
 	free(sb->idem_key);
 	free(sb->error);
+	free(sb->parent);
 	pthread_cond_destroy(&sb->cv);
 	pthread_mutex_destroy(&sb->mu);
 	free(sb);
@@ -179,6 +180,11 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 	jw_uint(w, sb->timeout_s);
 	jw_key(w, "created_at");
 	jw_str(w, created);
+	jw_key(w, "parent");
+	if (sb->parent)
+		jw_str(w, sb->parent);
+	else
+		jw_null(w);
 	if (sb->error) {
 		jw_key(w, "error");
 		jw_str(w, sb->error);
@@ -693,6 +699,15 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 		}
 	}
 	json_free(j);
+	{
+		struct db_rows lr;
+		if (db_query(n->db, &lr, &err, "SELECT parent FROM lineage WHERE sandbox_id=?", "s",
+			     id) == 0) {
+			if (lr.n_rows && db_cell(&lr, 0, 0))
+				sb->parent = xstrdup(db_cell(&lr, 0, 0));
+			db_rows_free(&lr);
+		}
+	}
 	sb->metadata = meta ? json_parse(meta, strlen(meta), &err) : NULL;
 	if (sb->metadata && sb->metadata->type != JSON_OBJ) {
 		json_free(sb->metadata);

@@ -71,6 +71,15 @@ int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t
  * no jail running (the caller fails and destroys the sandbox). */
 int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
 			int *chan_fd, pid_t *pid, err_t *err);
+/* Fork: a new sandbox spec->id whose subvolume is a writable btrfs
+ * snapshot of snapshots/<parent>/<snap> (copy-on-write: nothing is copied),
+ * with a fresh jail of its own (its own slot, uid range and cgroup with
+ * spec's limits): ns: a fresh init; vm (vm = true): a fresh QEMU that
+ * cold-boots the guest on that disk. Returns the new channel like create.
+ * -ENOENT for an unknown snapshot, -EEXIST when spec->id is taken. On
+ * failure nothing of the child is left. */
+int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const char *parent,
+		    const char *snap, bool vm, int *chan_fd, pid_t *pid, err_t *err);
 /* Ids of every sandbox nodemgr knows: a live jail or a leftover subvolume.
  * *ids is a NULL-terminated array the caller frees (each string, then array). */
 int nm_sandbox_list(const char *sock, char ***ids, err_t *err);

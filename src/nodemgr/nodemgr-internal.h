@@ -108,6 +108,9 @@ int sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err)
 /* Roll a live ns jail back to snapshots/<id>/<snap> (see nm.h). */
 int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
 		     int *chan_dup, pid_t *pid, err_t *err);
+/* A child sandbox from snapshots/<parent>/<snap> (see nm.h). */
+int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
+		 const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err);
 /* ids: NULL-terminated, caller frees each and the array */
 char **sandbox_list(struct nm_server *s);
 /* Reaper hook: pid exited; true when it was a jail init. Called under lock. */

@@ -522,6 +522,55 @@ dead:
 	return r;
 }
 
+int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
+		 const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err)
+{
+	uint64_t disk = (uint64_t)(spec->limits.disk_mb ? spec->limits.disk_mb
+							: NM_DEFAULT_DISK_MB) << 20;
+	_cleanup_free_ char *src = xasprintf("%s/snapshots/%s/%s", s->pool, parent, snap);
+	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
+	uint64_t t0 = now_us();
+	bool made_subvol = false;
+	err_t e2 = { 0 };
+	struct jail *j;
+	int r;
+
+	if (!(j = jail_claim(s, spec->id, err)))
+		return -err->code;
+	if (pool_is_subvol(src) != 1) {
+		r = err_set(err, ENOENT, "sandbox %s has no snapshot %s", parent, snap);
+		goto fail;
+	}
+	if (access(sbx, F_OK) == 0) {
+		r = err_set(err, EEXIST, "subvolume for sandbox %s exists", spec->id);
+		goto fail;
+	}
+	/* One snapshot of a read-only snapshot: the child shares every extent
+	 * with its parent until either writes. */
+	if ((r = pool_subvol_snapshot(src, sbx, false, err)) < 0)
+		goto fail;
+	made_subvol = true;
+	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
+		goto fail;
+	j->vm = vm;
+	if (vm)
+		r = vm_boot_in_place(s, j, spec, chan_dup, pid, err);
+	else
+		r = spawn_ns(s, j, spec, chan_dup, pid, err);
+	if (r < 0)
+		goto fail;
+	log_info("sandbox %s: forked from %s/%s in %.1f ms", spec->id, parent, snap,
+		 (now_us() - t0) / 1000.0);
+	return 0;
+fail:
+	if (cgroup_destroy(&s->cg, spec->id, &e2) < 0)
+		log_warn("fork %s cleanup: %s", spec->id, e2.msg);
+	if (made_subvol && delete_subvol(sbx, &e2) < 0)
+		log_warn("fork %s cleanup: %s", spec->id, e2.msg);
+	jail_unclaim(s, j);
+	return r;
+}
+
 int sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err)
 {
 	struct jail *j;

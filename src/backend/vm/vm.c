@@ -224,6 +224,12 @@ static int vm_rollback(const struct backend_ctx *ctx, const struct nm_sandbox_sp
 	return nm_sandbox_rollback(ctx->nm_sock, spec, snap, chan_fd, pid, err);
 }
 
+static int vm_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+		   const char *parent, const char *snap, int *chan_fd, pid_t *pid, err_t *err)
+{
+	return nm_sandbox_fork(ctx->nm_sock, spec, parent, snap, true, chan_fd, pid, err);
+}
+
 static int vm_console(const struct backend_ctx *ctx, const char *id, int *fd, err_t *err)
 {
 	return nm_vm_console(ctx->nm_sock, id, fd, err);
@@ -246,4 +252,5 @@ const struct backend_ops backend_vm = {
 	.snapshot_delete = vm_snapshot_delete,
 	.rollback = vm_rollback,
 	.quiesce = vm_quiesce,
+	.fork = vm_fork,
 };
