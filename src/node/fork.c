@@ -7,12 +7,15 @@
  * limits, env, metadata and timeout, with `parent` = the parent's id (the
  * `lineage` table; GET shows it). Its disk is a writable btrfs snapshot of
  * one read-only snapshot of the parent (copy-on-write: nothing is copied):
- * the named snapshot, or, without from_snapshot, one taken on the spot
- * (vm: the guest syncs and the vCPUs stop around it, as for a disk
- * snapshot) and dropped once every child has its disk. So all N children
- * start from the same point. The children boot fresh (ns: a fresh init on
- * the forked disk; vm: a fresh QEMU cold-boots the guest on it): processes
- * and memory are not forked.
+ * the named snapshot, or, without from_snapshot, one taken on the spot and
+ * dropped once every child has its disk. So all N children start from the
+ * same point. On a backend with full snapshots (vm) the one taken on the
+ * spot is a full one: every child's QEMU restores the parent's memory and
+ * device state, so its processes carry on, and the backend's post-ready
+ * reset gives it its own clock, RNG seed, hostname and machine-id. A child
+ * of a named full snapshot is restored the same way; a child of a disk
+ * snapshot boots fresh (ns: a fresh init on the forked disk; vm: a fresh
+ * QEMU cold-boots the guest on it).
  *
  * All or nothing: when a child fails, the children made so far are deleted
  * and the answer is the error. The parent holds lc_busy meanwhile, so no
@@ -296,12 +299,16 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 
 		snprintf(snap, sizeof(snap), "%s", id);
 		r = 0;
-		if (sb->be->quiesce && (gc = sandbox_gc_get(sb))) {
-			r = sb->be->quiesce(&n->bctx, gc, &err);
-			sandbox_gc_put(sb);
+		if (sb->be->caps.full_snapshot && sb->be->snapshot_full) {
+			r = sb->be->snapshot_full(&n->bctx, sb->id, snap, "", &size, &err);
+		} else {
+			if (sb->be->quiesce && (gc = sandbox_gc_get(sb))) {
+				r = sb->be->quiesce(&n->bctx, gc, &err);
+				sandbox_gc_put(sb);
+			}
+			if (r == 0)
+				r = sb->be->snapshot(&n->bctx, sb->id, snap, "", &size, &err);
 		}
-		if (r == 0)
-			r = sb->be->snapshot(&n->bctx, sb->id, snap, "", &size, &err);
 		if (r < 0) {
 			sandbox_respond_err(c, sb, &err);
 			goto out;

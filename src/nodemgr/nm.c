@@ -304,6 +304,24 @@ int nm_snapshot_create(const char *sock, const char *id, const char *snap, const
 	return 0;
 }
 
+int nm_snapshot_create_full(const char *sock, const char *id, const char *snap,
+			    const char *prev, int64_t *size, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SNAPSHOT_CREATE);
+	q.u.snap.full = 1;
+	if (put_str(q.u.snap.spec.id, sizeof(q.u.snap.spec.id), id, "sandbox id", err) < 0 ||
+	    put_str(q.u.snap.snap, sizeof(q.u.snap.snap), snap, "snapshot id", err) < 0 ||
+	    put_str(q.u.snap.prev, sizeof(q.u.snap.prev), prev ? prev : "", "snapshot id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "full snapshot of sandbox %s", id);
+	*size = res.size;
+	return 0;
+}
+
 int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t *err)
 {
 	struct nm_req q;

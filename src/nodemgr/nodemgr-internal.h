@@ -121,8 +121,10 @@ void sandbox_sweep_leftovers(struct nm_server *s);
 void sandbox_kill_all(struct nm_server *s);
 
 /* snapshot.c: disk snapshots under DATA/pool/snapshots/<id>/ (see nm.h). */
+/* full: vm only, memory too (vmstate.full in the snapshot; see nm.h). */
+#define VM_FULL_STATE "vmstate.full"
 int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
-		    int64_t *size, err_t *err);
+		    bool full, int64_t *size, err_t *err);
 int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err);
 /* Delete every snapshot of id and its directory; called by sandbox_destroy. */
 int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
@@ -145,7 +147,11 @@ int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err);
  * subvolume holds now (rollback to a disk snapshot: same id, slot, uid).
  * On failure nothing of the new QEMU is left; j stays the caller's. */
 int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-		     int *chan_dup, pid_t *pid, err_t *err);
+		     const char *vmstate, int *chan_dup, pid_t *pid, err_t *err);
+/* Full snapshots: with j's vCPUs stopped (vm_hold_still), write its whole
+ * migration stream (guest RAM and device state) to path. vm_boot_in_place
+ * with vmstate = that file restores it instead of booting. */
+int vm_save_full(struct nm_server *s, struct jail *j, const char *path, err_t *err);
 /* Disk snapshots of a vm: stop its vCPUs (QMP stop drains the block layer,
  * so the image is consistent) unless they already are; *stopped says
  * whether the caller must vm_freeze(..., false) afterwards. */

@@ -427,6 +427,22 @@ void jail_release(struct nm_server *s, struct jail *j)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* Start the vm of a claimed jail j on its subvolume as it is now: restore
+ * the memory of a full snapshot when the subvolume came from one (it holds
+ * vmstate.full, which then leaves it), else a cold boot. */
+static int vm_boot_from(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+			int *chan_dup, pid_t *pid, err_t *err)
+{
+	_cleanup_free_ char *state =
+		xasprintf("%s/sandboxes/%s/%s", s->pool, spec->id, VM_FULL_STATE);
+	bool full = access(state, F_OK) == 0;
+	int r = vm_boot_in_place(s, j, spec, full ? state : NULL, chan_dup, pid, err);
+
+	if (full)
+		unlink(state);
+	return r;
+}
+
 /* Rollback, in order (j busy throughout, so no freeze, destroy or second
  * rollback runs meanwhile):
  *   1. snapshot snapshots/<id>/<snap> to sandboxes/<id>.rb (writable), with
@@ -504,9 +520,10 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	/* 4: the snapshot is in place; a leftover old subvolume is only space. */
 	if (delete_subvol(tmp, &e2) < 0)
 		log_warn("rollback %s: delete old subvolume: %s", id, e2.msg);
-	/* 5: vm: a fresh QEMU boots the guest kernel on the swapped disk */
+	/* 5: vm: a fresh QEMU restores the snapshot's memory when it is a
+	 * full one, else boots the guest kernel on the swapped disk */
 	if (is_vm)
-		r = vm_boot_in_place(s, j, spec, chan_dup, pid, err);
+		r = vm_boot_from(s, j, spec, chan_dup, pid, err);
 	else
 		r = spawn_ns(s, j, spec, chan_dup, pid, err);
 	if (r < 0)
@@ -554,7 +571,7 @@ int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const 
 		goto fail;
 	j->vm = vm;
 	if (vm)
-		r = vm_boot_in_place(s, j, spec, chan_dup, pid, err);
+		r = vm_boot_from(s, j, spec, chan_dup, pid, err);
 	else
 		r = spawn_ns(s, j, spec, chan_dup, pid, err);
 	if (r < 0)

@@ -40,8 +40,9 @@ static struct jail *hold(struct nm_server *s, const char *id, int *rc, err_t *er
 }
 
 int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
-		    int64_t *size, err_t *err)
+		    bool full, int64_t *size, err_t *err)
 {
+	_cleanup_free_ char *state = xasprintf("%s/sandboxes/%s/%s", s->pool, id, VM_FULL_STATE);
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
 	_cleanup_free_ char *dir = xasprintf("%s/snapshots/%s", s->pool, id);
 	_cleanup_free_ char *dst = xasprintf("%s/%s", dir, snap);
@@ -56,6 +57,15 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 	j = hold(s, id, &r, err);
 	if (r < 0)
 		return r;
+	if (full && !j) {
+		r = err_set(err, ENOENT, "sandbox %s has no running vm", id);
+		goto out;
+	}
+	if (full && !j->vm) {
+		r = err_set(err, EOPNOTSUPP, "full snapshots need a vm sandbox (the ns backend "
+			    "has no memory checkpoint)");
+		goto out;
+	}
 	/* vm: the guest synced (the node asked it to); with its vCPUs stopped
 	 * the image holds no half-written request while btrfs snapshots it. */
 	if (j && j->vm && (r = vm_hold_still(s, j, &stopped, err)) < 0)
@@ -72,7 +82,15 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 		r = err_set(err, EEXIST, "sandbox %s already has a snapshot %s", id, snap);
 		goto out;
 	}
+	/* Full: memory and device state into the subvolume first, so the one
+	 * btrfs snapshot below holds them with the disk, at one point. */
+	if (full && (r = vm_save_full(s, j, state, err)) < 0) {
+		unlink(state);
+		goto out;
+	}
 	r = pool_subvol_snapshot(sbx, dst, true, err);
+	if (full)
+		unlink(state);  /* the snapshot keeps it; the live disk does not need it */
 	if (stopped && vm_freeze(s, j, false, &e2) < 0)
 		log_warn("snapshot %s/%s: resume: %s", id, snap, e2.msg);
 	stopped = false;

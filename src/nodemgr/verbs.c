@@ -164,7 +164,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		}
 		if (q.verb == NM_SNAPSHOT_CREATE)
 			r = snapshot_create(s, q.u.snap.spec.id, q.u.snap.snap, q.u.snap.prev,
-					    &size, &err);
+					    q.u.snap.full != 0, &size, &err);
 		else
 			r = snapshot_delete(s, q.u.snap.spec.id, q.u.snap.snap, &err);
 		break;

@@ -1259,7 +1259,7 @@ fail:
 }
 
 int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-		     int *chan_dup, pid_t *pid, err_t *err)
+		     const char *vmstate, int *chan_dup, pid_t *pid, err_t *err)
 {
 	_cleanup_free_ char *disk = xasprintf("%s/sandboxes/%s/rootfs.ext4", s->pool, j->id);
 	_cleanup_free_ char *run = xasprintf("%s/%s", s->vm->run, j->id);
@@ -1279,12 +1279,24 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
 		.uid = uid,
 		.disk = disk,
 		.run = run,
-		.hostname = spec->hostname[0] ? spec->hostname : spec->id,
+		.hostname = vmstate ? NULL : spec->hostname[0] ? spec->hostname : spec->id,
+		.incoming = vmstate != NULL,
 		.sh = sh,
 	};
 	uint64_t t0 = now_us();
 	if ((r = vm_start(s, &l, spec->limits.cpu_millis, &qpid, &chan, &q, err)) < 0)
 		return r;
+	/* A full snapshot's stream holds all of guest RAM (and the device
+	 * state); this QEMU's RAM is anonymous and takes it whole. */
+	if (vmstate && (r = restore_state(q, vmstate, err)) < 0) {
+		err_t e2 = { 0 };
+		qmp_close(q);
+		close(chan);
+		if (cgroup_destroy(&s->cg, j->id, &e2) < 0)
+			log_warn("vm restore %s cleanup: %s", j->id, e2.msg);
+		vm_cleanup_run(s, j->id);
+		return r;
+	}
 	qmp_close(j->qmp);
 	j->qmp = TAKE_PTR(q);
 	r = jail_publish(s, j, qpid, chan, chan_dup, err);
@@ -1296,8 +1308,8 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
 		return r;
 	}
 	*pid = qpid;
-	log_info("vm %s: qemu pid %d (cold, in place, %u MiB, %u vCPU): qmp %.1f ms", j->id,
-		 (int)qpid, sh.mem_mb, sh.cpus, (now_us() - t0) / 1000.0);
+	log_info("vm %s: qemu pid %d (%s, in place, %u MiB, %u vCPU): %.1f ms", j->id, (int)qpid,
+		 vmstate ? "restored" : "cold", sh.mem_mb, sh.cpus, (now_us() - t0) / 1000.0);
 	return 0;
 }
 
@@ -1310,6 +1322,34 @@ int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err)
 		return err_set(err, ENOENT, "vm %s has no monitor", j->id);
 	if (qmp_exec(j->qmp, freeze ? "stop" : "cont", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err) < 0)
 		return err_wrap(err, "vm %s: %s", j->id, freeze ? "stop" : "cont");
+	return 0;
+}
+
+int vm_save_full(struct nm_server *s, struct jail *j, const char *path, err_t *err)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	uint64_t t0 = now_us();
+	int r;
+
+	if (fd < 0)
+		return err_sys(err, "create %s", path);
+	if (!j->qmp)
+		return err_set(err, ENOENT, "vm %s has no monitor", j->id);
+	/* The same capabilities as a clone's restore (x-ignore-shared changes
+	 * the stream's format). The sandbox's RAM is never a shared block (a
+	 * clone maps the template's file MAP_PRIVATE, a cold boot has
+	 * anonymous RAM), so every page goes into the stream; zero pages as a
+	 * flag only. */
+	if ((r = qmp_exec(j->qmp, "migrate-set-capabilities", caps_json, -1, VM_QMP_TIMEOUT_MS,
+			  NULL, err)) < 0 ||
+	    (r = qmp_exec(j->qmp, "getfd", "{\"fdname\":\"fullstate\"}", fd, VM_QMP_TIMEOUT_MS,
+			  NULL, err)) < 0 ||
+	    (r = qmp_exec(j->qmp, "migrate", "{\"uri\":\"fd:fullstate\"}", -1, VM_QMP_TIMEOUT_MS,
+			  NULL, err)) < 0 ||
+	    (r = wait_migration(j->qmp, err)) < 0)
+		return err_wrap(err, "vm %s: save memory", j->id);
+	log_debug("vm %s: memory and device state saved in %.1f ms", j->id,
+		  (now_us() - t0) / 1000.0);
 	return 0;
 }
 

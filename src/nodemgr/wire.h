@@ -59,6 +59,7 @@ struct nm_req {
 			char prev[65];     /* create: the previous snapshot, or "";
 					    * fork: the parent sandbox id */
 			uint32_t vm;       /* fork: 1 = the child is a vm */
+			uint32_t full;     /* create: 1 = memory too (vm) */
 		} snap;                    /* snapshot_create/delete, rollback, fork */
 	} u;
 };

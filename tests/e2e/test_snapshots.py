@@ -93,7 +93,7 @@ class SnapshotTest(AirlockTestCase):
         self.assertEqual(steps, [("running", "running"),
                                  ("running", "rolling_back"), ("rolling_back", "running"),
                                  ("running", "rolling_back"), ("rolling_back", "running")], ev)
-        self.assertTrue(any(r.startswith("rolled back to snapshot " + s["id"]) for _, _, r in ev))
+        self.assertTrue(any(r.startswith("rolled back to disk snapshot " + s["id"]) for _, _, r in ev))
 
     def test_processes_gone_after_rollback(self):
         s = self.snap()

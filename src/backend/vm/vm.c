@@ -212,6 +212,12 @@ static int vm_snapshot(const struct backend_ctx *ctx, const char *id, const char
 	return nm_snapshot_create(ctx->nm_sock, id, snap, prev, size, err);
 }
 
+static int vm_snapshot_full(const struct backend_ctx *ctx, const char *id, const char *snap,
+			    const char *prev, int64_t *size, err_t *err)
+{
+	return nm_snapshot_create_full(ctx->nm_sock, id, snap, prev, size, err);
+}
+
 static int vm_snapshot_delete(const struct backend_ctx *ctx, const char *id, const char *snap,
 			      err_t *err)
 {
@@ -237,10 +243,10 @@ static int vm_console(const struct backend_ctx *ctx, const char *id, int *fd, er
 
 const struct backend_ops backend_vm = {
 	.name = "vm",
-	/* pause: QMP stop/cont in nodemgr; disk snapshots and rollback:
-	 * nodemgr's snapshot and rollback verbs. */
-	.caps = { .pause = true, .disk_snapshot = true, .full_snapshot = false,
-		  .memory_fork = false },
+	/* pause: QMP stop/cont in nodemgr; disk and full snapshots, rollback
+	 * and fork: nodemgr's snapshot, rollback and fork verbs. */
+	.caps = { .pause = true, .disk_snapshot = true, .full_snapshot = true,
+		  .memory_fork = true },
 	.create = vm_create,
 	.adopt = vm_adopt,
 	.destroy = vm_destroy,
@@ -250,6 +256,7 @@ const struct backend_ops backend_vm = {
 	.console = vm_console,
 	.snapshot = vm_snapshot,
 	.snapshot_delete = vm_snapshot_delete,
+	.snapshot_full = vm_snapshot_full,
 	.rollback = vm_rollback,
 	.quiesce = vm_quiesce,
 	.fork = vm_fork,
