@@ -51,9 +51,10 @@ static const char schema[] =
 	"  UNIQUE(sandbox_id, name));"
 	"CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots(sandbox_id, created_at);"
 	/* Where a sandbox came from (node): parent = the sandbox it was forked
-	 * from. A table of its own, so older databases need no migration. */
+	 * from; recovered_from = JSON {snapshot, kind, at} of its last crash
+	 * recovery. A table of its own, so older databases need no migration. */
 	"CREATE TABLE IF NOT EXISTS lineage("
-	"  sandbox_id TEXT PRIMARY KEY, parent TEXT);";
+	"  sandbox_id TEXT PRIMARY KEY, parent TEXT, recovered_from TEXT);";
 
 static int db_error(struct db *db, err_t *err, int rc, const char *what)
 {

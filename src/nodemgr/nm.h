@@ -70,7 +70,7 @@ int nm_snapshot_create(const char *sock, const char *id, const char *snap, const
 int nm_snapshot_create_full(const char *sock, const char *id, const char *snap,
 			    const char *prev, int64_t *size, err_t *err);
 int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t *err);
-/* Roll a live sandbox back to snapshot snap (vm: QEMU cold-boots the guest
+/* Roll a live sandbox (or one whose jail died: crash recovery) back to snapshot snap (vm: QEMU cold-boots the guest
  * on the swapped disk): kill every process of its
  * jail, swap its subvolume atomically for a writable snapshot of snap, and
  * spawn a fresh jail with the same id, limits (spec) and uid range. Returns

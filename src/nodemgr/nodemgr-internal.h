@@ -133,6 +133,8 @@ int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
  * create, destroy or other verb owns it. jail_release undoes it. */
 struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
 void jail_release(struct nm_server *s, struct jail *j);
+/* As jail_acquire, but a dead jail (its init exited) is fine too. */
+struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
 
 /* vm.c: the QEMU microVM jail. Verbs as in nm.h (nm_vm_*). */
 int vm_init(struct nm_server *s, err_t *err);

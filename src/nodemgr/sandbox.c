@@ -419,6 +419,27 @@ struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_
 	return j;
 }
 
+struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err)
+{
+	struct jail *j;
+
+	pthread_mutex_lock(&s->lock);
+	j = find_locked(s, id);
+	if (!j || j->hidden) {
+		err_set(err, ENOENT, "no jail for sandbox %s", id);
+		j = NULL;
+	} else if (j->busy) {
+		err_set(err, EBUSY, "sandbox %s is busy (being created, destroyed or changed)", id);
+		j = NULL;
+	} else {
+		j->busy = true;
+		if (is_vm)
+			*is_vm = j->vm;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return j;
+}
+
 void jail_release(struct nm_server *s, struct jail *j)
 {
 	pthread_mutex_lock(&s->lock);
@@ -471,7 +492,9 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	err_t e2 = { 0 };
 	int r;
 
-	if (!(j = jail_acquire(s, id, &is_vm, err)))
+	/* A dead jail too: crash recovery rolls back a sandbox whose init
+	 * (QEMU) died. */
+	if (!(j = jail_acquire_any(s, id, &is_vm, err)))
 		return -err->code;
 	if (pool_is_subvol(src) != 1) {
 		jail_release(s, j);
