@@ -62,10 +62,9 @@ int nm_sandbox_freeze(const char *sock, const char *id, bool freeze, err_t *err)
 int nm_snapshot_create(const char *sock, const char *id, const char *snap, const char *prev,
 		       int64_t *size, err_t *err);
 /* A full snapshot of a vm sandbox: its vCPUs stop (unless paused), QEMU
- * writes its whole migration stream (guest RAM and device state) into the
- * sandbox subvolume as vmstate.full, the btrfs snapshot takes that file and
- * the disk at one point, the file leaves the live subvolume and the vCPUs
- * run again. -EOPNOTSUPP for an ns sandbox. Rollback and fork from such a
+ * writes its whole migration stream (guest RAM and device state) to
+ * snapshots/<id>/<snap>.vmstate, the disk is snapshotted as for a disk
+ * snapshot, and the vCPUs run again: memory and disk from one point. -EOPNOTSUPP for an ns sandbox. Rollback and fork from such a
  * snapshot restore the VM from it (processes carry on) instead of booting. */
 int nm_snapshot_create_full(const char *sock, const char *id, const char *snap,
 			    const char *prev, int64_t *size, err_t *err);

@@ -121,8 +121,9 @@ void sandbox_sweep_leftovers(struct nm_server *s);
 void sandbox_kill_all(struct nm_server *s);
 
 /* snapshot.c: disk snapshots under DATA/pool/snapshots/<id>/ (see nm.h). */
-/* full: vm only, memory too (vmstate.full in the snapshot; see nm.h). */
-#define VM_FULL_STATE "vmstate.full"
+/* full: vm only, memory too: snapshots/<id>/<snap> VM_FULL_SUFFIX holds the
+ * migration stream (guest RAM and device state) beside the disk snapshot. */
+#define VM_FULL_SUFFIX ".vmstate"
 int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
 		    bool full, int64_t *size, err_t *err);
 int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err);

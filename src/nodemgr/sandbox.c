@@ -448,20 +448,17 @@ void jail_release(struct nm_server *s, struct jail *j)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Start the vm of a claimed jail j on its subvolume as it is now: restore
- * the memory of a full snapshot when the subvolume came from one (it holds
- * vmstate.full, which then leaves it), else a cold boot. */
+/* Start the vm of a claimed jail j on its subvolume as it is now, which
+ * came from snapshots/<owner>/<snap>: restore that snapshot's memory when
+ * it is a full one, else a cold boot. */
 static int vm_boot_from(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-			int *chan_dup, pid_t *pid, err_t *err)
+			const char *owner, const char *snap, int *chan_dup, pid_t *pid, err_t *err)
 {
 	_cleanup_free_ char *state =
-		xasprintf("%s/sandboxes/%s/%s", s->pool, spec->id, VM_FULL_STATE);
+		xasprintf("%s/snapshots/%s/%s" VM_FULL_SUFFIX, s->pool, owner, snap);
 	bool full = access(state, F_OK) == 0;
-	int r = vm_boot_in_place(s, j, spec, full ? state : NULL, chan_dup, pid, err);
 
-	if (full)
-		unlink(state);
-	return r;
+	return vm_boot_in_place(s, j, spec, full ? state : NULL, chan_dup, pid, err);
 }
 
 /* Rollback, in order (j busy throughout, so no freeze, destroy or second
@@ -546,7 +543,7 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	/* 5: vm: a fresh QEMU restores the snapshot's memory when it is a
 	 * full one, else boots the guest kernel on the swapped disk */
 	if (is_vm)
-		r = vm_boot_from(s, j, spec, chan_dup, pid, err);
+		r = vm_boot_from(s, j, spec, id, snap, chan_dup, pid, err);
 	else
 		r = spawn_ns(s, j, spec, chan_dup, pid, err);
 	if (r < 0)
@@ -594,7 +591,7 @@ int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const 
 		goto fail;
 	j->vm = vm;
 	if (vm)
-		r = vm_boot_from(s, j, spec, chan_dup, pid, err);
+		r = vm_boot_from(s, j, spec, parent, snap, chan_dup, pid, err);
 	else
 		r = spawn_ns(s, j, spec, chan_dup, pid, err);
 	if (r < 0)

@@ -1340,8 +1340,14 @@ int vm_save_full(struct nm_server *s, struct jail *j, const char *path, err_t *e
 	 * clone maps the template's file MAP_PRIVATE, a cold boot has
 	 * anonymous RAM), so every page goes into the stream; zero pages as a
 	 * flag only. */
+	/* max-bandwidth: QEMU rate-limits a migration to 128 MiB/s by
+	 * default, also with the vCPUs stopped; into a local file that limit
+	 * only costs time (measured: ~1.1 s for a 256 MiB guest with it). */
 	if ((r = qmp_exec(j->qmp, "migrate-set-capabilities", caps_json, -1, VM_QMP_TIMEOUT_MS,
 			  NULL, err)) < 0 ||
+	    (r = qmp_exec(j->qmp, "migrate-set-parameters",
+			  "{\"max-bandwidth\":1099511627776}", -1, VM_QMP_TIMEOUT_MS, NULL,
+			  err)) < 0 ||
 	    (r = qmp_exec(j->qmp, "getfd", "{\"fdname\":\"fullstate\"}", fd, VM_QMP_TIMEOUT_MS,
 			  NULL, err)) < 0 ||
 	    (r = qmp_exec(j->qmp, "migrate", "{\"uri\":\"fd:fullstate\"}", -1, VM_QMP_TIMEOUT_MS,
