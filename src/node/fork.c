@@ -17,7 +17,8 @@
  * snapshot boots fresh (ns: a fresh init on the forked disk; vm: a fresh
  * QEMU cold-boots the guest on it).
  *
- * All or nothing: when a child fails, the children made so far are deleted
+ * The children come up in parallel (one thread each). All or nothing: when
+ * a child fails, the children made so far are deleted
  * and the answer is the error. The parent holds lc_busy meanwhile, so no
  * rollback, snapshot delete or pause runs under the fork.
  */
@@ -193,6 +194,54 @@ fail: {
 }
 }
 
+/* One child per thread: the children come up side by side (a vm child's
+ * restore is mostly waiting on its QEMU). */
+struct fork_job {
+	struct node *n;
+	struct sandbox *parent;
+	const struct fork_src *src;
+	const char *snap;
+	struct sandbox *kid;
+	err_t err;
+	pthread_t th;
+	bool threaded;
+};
+
+static void *fork_job_main(void *arg)
+{
+	struct fork_job *fj = arg;
+
+	fj->kid = fork_one(fj->n, fj->parent, fj->src, fj->snap, &fj->err);
+	return NULL;
+}
+
+/* Make count children into kids[]; the number made. On a shortfall *err is
+ * the first failure. */
+static int fork_all(struct node *n, struct sandbox *parent, const struct fork_src *src,
+		    const char *snap, int count, struct sandbox **kids, err_t *err)
+{
+	struct fork_job jobs[FORK_MAX];
+	int made = 0;
+
+	memset(jobs, 0, sizeof(jobs));
+	for (int i = 0; i < count; i++) {
+		jobs[i] = (struct fork_job){ .n = n, .parent = parent, .src = src, .snap = snap };
+		jobs[i].threaded = count > 1 &&
+				   pthread_create(&jobs[i].th, NULL, fork_job_main, &jobs[i]) == 0;
+		if (!jobs[i].threaded)
+			fork_job_main(&jobs[i]);
+	}
+	for (int i = 0; i < count; i++) {
+		if (jobs[i].threaded)
+			pthread_join(jobs[i].th, NULL);
+		if (jobs[i].kid)
+			kids[made++] = jobs[i].kid;
+		else if (!err->code)
+			*err = jobs[i].err;
+	}
+	return made;
+}
+
 /* The snapshot of parent named ref (id or name) into snap_id. */
 static int find_snap(struct node *n, struct sandbox *sb, const char *ref, char *snap_id,
 		     size_t cap, err_t *err)
@@ -316,10 +365,7 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		temp = true;
 	}
 
-	for (made = 0; made < count; made++) {
-		if (!(kids[made] = fork_one(n, sb, &src, snap, &err)))
-			break;
-	}
+	made = fork_all(n, sb, &src, snap, (int)count, kids, &err);
 	if (made < count) {
 		/* All or nothing. */
 		for (int i = 0; i < made; i++) {
