@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 
-from harness import AirlockTestCase, ApiError, main
+from harness import CLI, AirlockTestCase, ApiError, main
 
 
 class ForkTest(AirlockTestCase):
@@ -106,6 +106,29 @@ class ForkTest(AirlockTestCase):
         self.assertTrue(any(r[0].startswith("forked into 1 sandbox from snapshot ")
                             for r in ev), ev)
         self.assertEqual(kev[0], ("starting", f"fork of {self.sid}"), kev)
+
+    def test_cli(self):
+        cfg = os.path.join(self.server.dir, "cli.json")
+
+        def cli(*args, ok=True):
+            r = subprocess.run([CLI, "--config", cfg] + list(args), capture_output=True,
+                               text=True, timeout=300)
+            if ok:
+                self.assertEqual(r.returncode, 0, f"{args}: {r.stderr}")
+            return r
+
+        self.sh(self.sid, "mkdir -p /work && echo c1 > /work/c && sync")
+        cli("snapshot", "create", self.sid, "--name", "c1")
+        self.sh(self.sid, "echo c2 > /work/c")
+        ids = cli("fork", self.sid, "--count", "2", "--from", "c1").stdout.split()
+        self.made += ids
+        self.assertEqual(len(ids), 2, ids)
+        for k in ids:
+            self.assertTrue(k.startswith("sb-"), k)
+            self.assertEqual(self.sh(k, "cat /work/c"), "c1\n")
+        r = cli("fork", self.sid, "--count", "0", ok=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("count", r.stderr)
 
     def test_bad_input_tenancy_and_states(self):
         path = f"/v1/sandboxes/{self.sid}/fork"
