@@ -73,6 +73,7 @@ struct sandbox {
 	int64_t created_at;     /* wall ms */
 	char *parent;           /* fork: the parent's id (lineage table), or NULL */
 	json *recovered_from;   /* {snapshot, kind, at} of the last crash recovery, under mu */
+	int64_t recovered_ms;   /* wall ms of this process's last recovery of it (reaper only) */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;      /* state changes; gc_users reaching 0 */

@@ -9,6 +9,9 @@
  * paused → rolling_back → running, or → failed when it does not work), the
  * same lc_busy. The sandbox records recovered_from {snapshot, kind, at}
  * (lineage table, shown by GET) and the event log says what happened.
+ *
+ * A guest that dies again within RECOVER_AGAIN_MS of being recovered is
+ * failed instead: a snapshot that crashes on restore must not loop.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +20,8 @@
 
 #include "../lib/log.h"
 #include "node-internal.h"
+
+#define RECOVER_AGAIN_MS 30000
 
 /* The latest full snapshot, else the latest disk one. */
 static int pick_snapshot(struct node *n, struct sandbox *sb, char *id, size_t idcap, char *kind,
@@ -83,6 +88,11 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 
 	if (!sb->be || !sb->be->rollback || !sb->be->caps.disk_snapshot)
 		return false;
+	if (sb->recovered_ms && wall_ms() - sb->recovered_ms < RECOVER_AGAIN_MS) {
+		log_warn("sandbox %s: crashed again %lld ms after a recovery; not recovering",
+			 sb->id, (long long)(wall_ms() - sb->recovered_ms));
+		return false;
+	}
 	if (pick_snapshot(n, sb, snap, sizeof(snap), kind, sizeof(kind), &err) < 0)
 		return false;
 
@@ -139,7 +149,8 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 		sandbox_fail(n, sb, reason);
 		return true;
 	}
-	record(n, sb, snap, kind, wall_ms());
+	sb->recovered_ms = wall_ms();
+	record(n, sb, snap, kind, sb->recovered_ms);
 	log_info("sandbox %s: recovered from %s snapshot %s in %.1f ms", sb->id, kind, snap,
 		 (now_us() - t0) / 1000.0);
 	return true;

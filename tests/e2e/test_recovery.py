@@ -3,7 +3,8 @@ AIRLOCK_E2E_BACKEND=vm) or of its jail's init (ns) brings it back from its
 latest full snapshot (vm: the counting process carries on), else from its
 latest disk snapshot with a fresh boot; the sandbox keeps its id, GET shows
 recovered_from {snapshot, kind, at} and the event log says what happened.
-With no snapshot at all it is failed, as before."""
+With no snapshot at all it is failed, as before, and so is a sandbox that
+crashes again right after a recovery (no crash loop)."""
 import os
 import signal
 import sqlite3
@@ -104,6 +105,16 @@ class RecoveryTest(AirlockTestCase):
         # The listing and a second GET (from the row) agree.
         listed = {x["id"]: x for x in self.api.call("GET", "/v1/sandboxes")["sandboxes"]}
         self.assertEqual(listed[self.sid]["recovered_from"], rf)
+
+    def test_crash_right_after_recovery_fails(self):
+        self.snap("disk", "d1")
+        self.kill_jail()
+        sb = self.wait_for(lambda s: s["state"] == "running" and s["recovered_from"],
+                           "sandbox should recover")
+        # At once again: the node does not go round in circles.
+        self.kill_jail()
+        sb = self.wait_for(lambda s: s["state"] == "failed", "sandbox should fail")
+        self.assertIn("guest channel closed", sb["error"])
 
     @VM_ONLY
     def test_recover_from_full_snapshot(self):
