@@ -61,8 +61,23 @@ struct backend_ops {
 			const char *prev, int64_t *size, err_t *err);
 	int (*snapshot_delete)(const struct backend_ctx *ctx, const char *id, const char *snap,
 			       err_t *err);
+	/* Optional (caps.full_snapshot): as snapshot, with the guest's memory
+	 * and device state captured at the same point; rollback and fork from
+	 * it restore the running guest instead of booting one. */
+	int (*snapshot_full)(const struct backend_ctx *ctx, const char *id, const char *snap,
+			     const char *prev, int64_t *size, err_t *err);
 	int (*rollback)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
 			const char *snap, int *chan_fd, pid_t *pid, err_t *err);
+	/* Optional: runs before a disk snapshot of a running sandbox, so the
+	 * snapshot holds what the guest wrote (vm: the guest agent syncs its
+	 * page cache to the disk image). gc is borrowed. A failure fails the
+	 * snapshot. */
+	int (*quiesce)(const struct backend_ctx *ctx, struct guestconn *gc, err_t *err);
+	/* Optional (with snapshot): a new sandbox spec->id whose disk is a
+	 * writable clone of snapshot snap of sandbox parent, started fresh
+	 * with spec's limits; *chan_fd as for create. */
+	int (*fork)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+		    const char *parent, const char *snap, int *chan_fd, pid_t *pid, err_t *err);
 };
 
 extern const struct backend_ops backend_ns;

@@ -996,6 +996,15 @@ int guestconn_status(struct guestconn *gc, struct guest_status *st, err_t *err)
 	return r;
 }
 
+static void fill_none(struct proto_enc *e, const void *ctx)
+{
+}
+
+int guestconn_sync(struct guestconn *gc, err_t *err)
+{
+	return simple(gc, PT_SYNC, "sync", err, fill_none, NULL);
+}
+
 /* ---- clone reset --------------------------------------------------------- */
 
 int guestconn_reset(struct guestconn *gc, const struct guest_reset *rq, err_t *err)

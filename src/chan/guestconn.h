@@ -123,4 +123,8 @@ struct guest_reset {
 };
 int guestconn_reset(struct guestconn *gc, const struct guest_reset *r, err_t *err);
 
+/* SYNC: the guest runs sync(2); success means what its filesystems hold in
+ * their page cache reached their disks (before a disk snapshot). */
+int guestconn_sync(struct guestconn *gc, err_t *err);
+
 #endif

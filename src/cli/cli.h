@@ -124,6 +124,7 @@ int cmd_resume(struct cli *cli, int argc, char **argv);
 int cmd_connect(struct cli *cli, int argc, char **argv);
 int cmd_snapshot(struct cli *cli, int argc, char **argv);
 int cmd_rollback(struct cli *cli, int argc, char **argv);
+int cmd_fork(struct cli *cli, int argc, char **argv);
 int cmd_exec(struct cli *cli, int argc, char **argv);
 int cmd_ps(struct cli *cli, int argc, char **argv);
 int cmd_logs(struct cli *cli, int argc, char **argv);

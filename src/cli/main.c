@@ -16,9 +16,12 @@ static const char usage[] =
 	"  rm SBX...                              delete sandboxes\n"
 	"  pause SBX | resume SBX                 freeze / thaw a sandbox (memory kept)\n"
 	"  connect SBX                            make it ready to use (resumes a paused one)\n"
-	"  snapshot create SBX [--name N]         disk snapshot, print its id\n"
-	"  snapshot ls SBX | snapshot rm SBX SNAP list / delete disk snapshots\n"
-	"  rollback SBX SNAP                      back to a disk snapshot (processes restart)\n"
+	"  snapshot create SBX [--name N] [--full]\n"
+	"                                         disk snapshot (--full: memory too, vm), print its id\n"
+	"  snapshot ls SBX | snapshot rm SBX SNAP list / delete snapshots\n"
+	"  rollback SBX SNAP                      back to a snapshot (disk: processes restart;\n"
+	"                                         full: they carry on)\n"
+	"  fork SBX [--count N] [--from SNAP]     N copy-on-write children, print their ids\n"
 	"\n"
 	"Processes:\n"
 	"  exec [-i] [-t] [--env K=V]... [--cwd D] [--user U] [--timeout S] SBX [--] CMD [ARGS...]\n"
@@ -76,6 +79,7 @@ static const struct verb {
 	{ "node", cmd_node },	  { "pause", cmd_pause },   { "resume", cmd_resume },
 	{ "connect", cmd_connect }, { "console", cmd_console },
 	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
+	{ "fork", cmd_fork },
 };
 
 int main(int argc, char **argv)

@@ -1,4 +1,5 @@
-/* snapshot.c - `snapshot create|ls|rm` and `rollback`. */
+/* snapshot.c - `snapshot create|ls|rm`, `rollback` and `fork`. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -7,11 +8,13 @@ static int snap_create(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "name", required_argument, NULL, 'n' },
+		{ "full", no_argument, NULL, 'F' },
 		CLI_COMMON_OPTS,
 		{ 0 },
 	};
 	_cleanup_free_ char *raw = NULL, *id = NULL, *target = NULL;
 	const char *name = NULL;
+	bool full = false;
 	struct buf body;
 	struct jw w;
 	json *resp = NULL;
@@ -21,17 +24,24 @@ static int snap_create(struct cli *cli, int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (opt == 'n')
 			name = optarg;
+		else if (opt == 'F')
+			full = true;
 		else if ((r = cli_common_opt(cli, opt, "snapshot create")))
 			return r;
 	}
 	if (optind + 1 != argc)
-		return cli_usage("snapshot create", "usage: airlock snapshot create SBX [--name N]");
+		return cli_usage("snapshot create",
+				 "usage: airlock snapshot create SBX [--name N] [--full]");
 	buf_init(&body);
 	jw_init(&w, &body);
 	jw_obj(&w);
 	if (name) {
 		jw_key(&w, "name");
 		jw_str(&w, name);
+	}
+	if (full) {
+		jw_key(&w, "kind");
+		jw_str(&w, "full");
 	}
 	jw_end(&w);
 	id = cli_escape(argv[optind]);
@@ -87,7 +97,8 @@ int cmd_snapshot(struct cli *cli, int argc, char **argv)
 	if (argc >= 2 && (strcmp(argv[1], "rm") == 0 || strcmp(argv[1], "delete") == 0))
 		return snap_rm(cli, argc - 1, argv + 1);
 	return cli_usage("snapshot",
-			 "usage: airlock snapshot create SBX [--name N] | ls SBX | rm SBX SNAP");
+			 "usage: airlock snapshot create SBX [--name N] [--full] | ls SBX | "
+			 "rm SBX SNAP");
 }
 
 /* POST .../rollback {snapshot}: answers the sandbox, shown like `get`. */
@@ -115,6 +126,68 @@ int cmd_rollback(struct cli *cli, int argc, char **argv)
 			cli_print_raw(raw);
 		else
 			cli_print_fields(resp);
+	}
+	json_free(resp);
+	buf_free(&body);
+	return r;
+}
+
+/* POST .../fork {count, from_snapshot}: prints the children's ids, one a
+ * line (the whole answer with --json). */
+int cmd_fork(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "count", required_argument, NULL, 'c' },
+		{ "from", required_argument, NULL, 'f' },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
+	_cleanup_free_ char *raw = NULL, *id = NULL, *target = NULL;
+	const char *from = NULL;
+	long count = 1;
+	struct buf body;
+	struct jw w;
+	json *resp = NULL;
+	char *end;
+	int opt, r = 0;
+
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (opt == 'c') {
+			count = strtol(optarg, &end, 10);
+			if (*end || end == optarg)
+				return cli_usage("fork", "fork: --count needs a number");
+		} else if (opt == 'f') {
+			from = optarg;
+		} else if ((r = cli_common_opt(cli, opt, "fork"))) {
+			return r;
+		}
+	}
+	if (optind + 1 != argc)
+		return cli_usage("fork", "usage: airlock fork SBX [--count N] [--from SNAP]");
+	buf_init(&body);
+	jw_init(&w, &body);
+	jw_obj(&w);
+	jw_key(&w, "count");
+	jw_int(&w, count);
+	if (from) {
+		jw_key(&w, "from_snapshot");
+		jw_str(&w, from);
+	}
+	jw_end(&w);
+	id = cli_escape(argv[optind]);
+	target = xasprintf("/v1/sandboxes/%s/fork", id);
+	r = cli_call_json(cli, "POST", target, body.data, NULL, &resp, &raw);
+	if (r == 0) {
+		const json *kids = resp ? json_get(resp, "sandboxes") : NULL;
+		if (cli->json || !kids || kids->type != JSON_ARR) {
+			cli_print_raw(raw);
+		} else {
+			for (size_t i = 0; i < kids->n; i++) {
+				const char *kid = json_get_str(kids->items[i], "id");
+				printf("%s\n", kid ? kid : "");
+			}
+		}
 	}
 	json_free(resp);
 	buf_free(&body);

@@ -72,7 +72,12 @@ static const char schema[] =
 	"  id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, tenant_id TEXT NOT NULL,"
 	"  sandbox_id TEXT, cred_id TEXT, host TEXT, method TEXT, path TEXT,"
 	"  decision TEXT NOT NULL, detail TEXT);"
-	"CREATE INDEX IF NOT EXISTS credential_audit_tenant ON credential_audit(tenant_id, at);";
+	"CREATE INDEX IF NOT EXISTS credential_audit_tenant ON credential_audit(tenant_id, at);"
+	/* Where a sandbox came from (node): parent = the sandbox it was forked
+	 * from; recovered_from = JSON {snapshot, kind, at} of its last crash
+	 * recovery. A table of its own, so older databases need no migration. */
+	"CREATE TABLE IF NOT EXISTS lineage("
+	"  sandbox_id TEXT PRIMARY KEY, parent TEXT, recovered_from TEXT);";
 
 static int db_error(struct db *db, err_t *err, int rc, const char *what)
 {

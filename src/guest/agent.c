@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <unistd.h>
 
 void agent_touch(struct agent *a)
 {
@@ -171,6 +172,12 @@ static void dispatch(struct agent *a, const struct proto_frame *f)
 	case PT_RENAME: file_rename(a, f); return;
 	case PT_STATUS: do_status(a, f); return;
 	case PT_RESET: guest_reset(a, f); return;
+	case PT_SYNC:
+		/* Before a disk snapshot: the page cache goes to the disk so
+		 * the host's snapshot of the image holds it. */
+		sync();
+		agent_send_ok(a, f->req_id);
+		return;
 	}
 	agent_send_error(a, f->req_id, ENOSYS, "unsupported frame type %u (%s)", f->type,
 			 proto_type_name(f->type));

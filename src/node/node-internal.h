@@ -71,6 +71,9 @@ struct sandbox {
 	json *metadata;         /* object of strings */
 	uint32_t timeout_s;
 	int64_t created_at;     /* wall ms */
+	char *parent;           /* fork: the parent's id (lineage table), or NULL */
+	json *recovered_from;   /* {snapshot, kind, at} of the last crash recovery, under mu */
+	int64_t recovered_ms;   /* wall ms of this process's last recovery of it (reaper only) */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;      /* state changes; gc_users reaching 0 */
@@ -233,6 +236,12 @@ void handle_snapshots(struct node *n, struct sandbox *sb, const char *snap, stru
 void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 		     struct http_conn *c);
 
+/* recover.c: the guest channel of a running or paused sandbox closed by
+ * itself (cause): roll it back to its latest full, else disk, snapshot.
+ * false when it has none (or the backend cannot): the caller fails it. */
+bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause);
+/* fork.c: POST .../fork (501 when the backend cannot fork). */
+void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
 /* templates.c */
 /* Newest ready version of name; builds a built-in (debian, busybox) on
  * demand, sharing one build among concurrent callers. -ENOENT if unknown. */

@@ -60,6 +60,8 @@ void sandbox_unref(struct sandbox *sb)
 	free(sb->backend_name);
 	free(sb->idem_key);
 	free(sb->error);
+	free(sb->parent);
+	json_free(sb->recovered_from);
 	pthread_cond_destroy(&sb->cv);
 	pthread_mutex_destroy(&sb->mu);
 	free(sb);
@@ -180,6 +182,16 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 	jw_uint(w, sb->timeout_s);
 	jw_key(w, "created_at");
 	jw_str(w, created);
+	jw_key(w, "parent");
+	if (sb->parent)
+		jw_str(w, sb->parent);
+	else
+		jw_null(w);
+	jw_key(w, "recovered_from");
+	if (sb->recovered_from)
+		jw_value(w, sb->recovered_from);
+	else
+		jw_null(w);
 	if (sb->error) {
 		jw_key(w, "error");
 		jw_str(w, sb->error);
@@ -577,7 +589,7 @@ void sandbox_on_chan_closed(struct node *n, const char *id)
 	fail = (sb->state == SB_RUNNING || sb->state == SB_PAUSED) && !sb->deleting &&
 	       sb->chan_closed;
 	pthread_mutex_unlock(&sb->mu);
-	if (fail)
+	if (fail && !sandbox_recover(n, sb, "guest channel closed"))
 		sandbox_fail(n, sb, "guest channel closed");
 	sandbox_unref(sb);
 }
@@ -694,6 +706,19 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 		}
 	}
 	json_free(j);
+	{
+		struct db_rows lr;
+		if (db_query(n->db, &lr, &err,
+			     "SELECT parent, recovered_from FROM lineage WHERE sandbox_id=?", "s",
+			     id) == 0) {
+			const char *rf = lr.n_rows ? db_cell(&lr, 0, 1) : NULL;
+			if (lr.n_rows && db_cell(&lr, 0, 0))
+				sb->parent = xstrdup(db_cell(&lr, 0, 0));
+			if (rf)
+				sb->recovered_from = json_parse(rf, strlen(rf), &err);
+			db_rows_free(&lr);
+		}
+	}
 	sb->metadata = meta ? json_parse(meta, strlen(meta), &err) : NULL;
 	if (sb->metadata && sb->metadata->type != JSON_OBJ) {
 		json_free(sb->metadata);

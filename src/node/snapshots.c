@@ -98,6 +98,21 @@ static void end_step(struct sandbox *sb)
 	pthread_mutex_unlock(&sb->mu);
 }
 
+/* The backend's step before a disk snapshot (vm: the guest syncs). Only a
+ * running guest can answer; a paused one is snapshotted as it stands (the
+ * image then holds what reached it, like after a power cut). */
+static int quiesce(struct node *n, struct sandbox *sb, err_t *err)
+{
+	struct guestconn *gc;
+	int r;
+
+	if (!sb->be->quiesce || !(gc = sandbox_gc_get(sb)))
+		return 0;
+	r = sb->be->quiesce(&n->bctx, gc, err);
+	sandbox_gc_put(sb);
+	return r;
+}
+
 static bool has_disk_snapshots(struct http_conn *c, struct sandbox *sb)
 {
 	if (sb->be && sb->be->caps.disk_snapshot && sb->be->snapshot && sb->be->rollback)
@@ -111,10 +126,11 @@ static bool has_disk_snapshots(struct http_conn *c, struct sandbox *sb)
 static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req *req,
 			    struct http_conn *c)
 {
-	static const char *const keys[] = { "name", NULL };
+	static const char *const keys[] = { "name", "kind", NULL };
 	_cleanup_free_ char *snap_id = random_id("sn-", 8);
 	_cleanup_free_ char *prev = NULL;
 	const char *name = snap_id;
+	bool full = false;
 	struct db_rows rows;
 	json *body = NULL;
 	int64_t size = -1, now;
@@ -136,9 +152,25 @@ static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req 
 			}
 			name = v->str;
 		}
+		v = json_get(body, "kind");
+		if (v && v->type != JSON_NULL) {
+			if (v->type != JSON_STR || (strcmp(v->str, "disk") && strcmp(v->str, "full"))) {
+				http_respond_error(c, 400, "invalid_field",
+						   "`kind` must be \"disk\" or \"full\"");
+				goto out;
+			}
+			full = strcmp(v->str, "full") == 0;
+		}
 	}
 	if (!has_disk_snapshots(c, sb))
 		goto out;
+	if (full && (!sb->be->caps.full_snapshot || !sb->be->snapshot_full)) {
+		http_respond_error(c, 501, "not_supported",
+				   "full (memory) snapshots are not supported on the %s backend: it "
+				   "has no memory checkpoint; take a disk snapshot (kind \"disk\")",
+				   sb->backend_name);
+		goto out;
+	}
 	if (db_query(n->db, &rows, &err,
 		     "SELECT id, name FROM snapshots WHERE sandbox_id=? ORDER BY created_at, rowid",
 		     "s", sb->id) < 0) {
@@ -161,16 +193,23 @@ static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req 
 		sandbox_respond_err(c, sb, &err);
 		goto out;
 	}
-	r = sb->be->snapshot(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, &err);
+	/* A full snapshot needs no sync: the page cache is in the memory it
+	 * captures. */
+	r = full ? 0 : quiesce(n, sb, &err);
+	if (r == 0 && full)
+		r = sb->be->snapshot_full(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, &err);
+	else if (r == 0)
+		r = sb->be->snapshot(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, &err);
 	now = wall_ms();
 	if (r == 0) {
 		static const char ins[] =
 			"INSERT INTO snapshots(id, sandbox_id, name, kind, size_bytes, created_at)"
-			" VALUES(?,?,?,'disk',?,?)";
+			" VALUES(?,?,?,?,?,?)";
+		const char *kind = full ? "full" : "disk";
 		if (size >= 0)
-			r = db_exec(n->db, &err, ins, "sssii", snap_id, sb->id, name, size, now);
+			r = db_exec(n->db, &err, ins, "ssssii", snap_id, sb->id, name, kind, size, now);
 		else  /* 'n' binds NULL and takes no argument */
-			r = db_exec(n->db, &err, ins, "sssni", snap_id, sb->id, name, now);
+			r = db_exec(n->db, &err, ins, "ssssni", snap_id, sb->id, name, kind, now);
 		if (r < 0) {
 			err_t e2 = { 0 };
 			if (sb->be->snapshot_delete(&n->bctx, sb->id, snap_id, &e2) < 0)
@@ -181,7 +220,8 @@ static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req 
 		pthread_mutex_lock(&sb->mu);
 		st = sb->state;
 		pthread_mutex_unlock(&sb->mu);
-		snprintf(why, sizeof(why), "disk snapshot %s (%s) taken", snap_id, name);
+		snprintf(why, sizeof(why), "%s snapshot %s (%s) taken", full ? "full" : "disk",
+			 snap_id, name);
 		if (state_event(n->db, sb->id, st, why, &err) < 0)
 			log_warn("sandbox %s: %s", sb->id, err.msg);
 		err_clear(&err);
@@ -311,7 +351,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 		     struct http_conn *c)
 {
 	static const char *const keys[] = { "snapshot", NULL };
-	_cleanup_free_ char *snap_id = NULL, *snap_name = NULL;
+	_cleanup_free_ char *snap_id = NULL, *snap_name = NULL, *snap_kind = NULL;
 	struct nm_sandbox_spec nspec;
 	struct guestconn *old;
 	struct db_rows rows;
@@ -339,6 +379,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	}
 	snap_id = xstrdup(db_cell(&rows, 0, 0));
 	snap_name = xstrdup(db_cell(&rows, 0, 1));
+	snap_kind = xstrdup(db_cell(&rows, 0, 2));
 	db_rows_free(&rows);
 
 	/* A paused sandbox is resumed first, so a rollback that fails before
@@ -350,7 +391,8 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	pthread_mutex_lock(&sb->mu);
 	while (sb->lc_busy)
 		pthread_cond_wait(&sb->cv, &sb->mu);
-	snprintf(why, sizeof(why), "rollback to snapshot %s (%s)", snap_id, snap_name);
+	snprintf(why, sizeof(why), "rollback to %s snapshot %s (%s)", snap_kind, snap_id,
+		 snap_name);
 	if (sb->deleting || sb->state != SB_RUNNING) {
 		err_set(&err, EBUSY, "sandbox %s is %s; only a running or paused sandbox can be "
 			"rolled back", sb->id, state_name(sb->state));
@@ -381,6 +423,9 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	/* The old guest is gone with every process: retire its channel (its
 	 * reader ends on EOF; guestconn_close waits for it, so no callback of
 	 * the old guest runs after this) and what it was running. */
+	/* After a full rollback the guest's processes are the ones of the
+	 * snapshot and carry on there, but this table cannot follow them (its
+	 * output offsets are from after the snapshot). */
 	pthread_mutex_lock(&sb->mu);
 	procs_mark_lost(sb, "the sandbox was rolled back");
 	old = sb->gc;
@@ -393,7 +438,8 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	sb->chan_closed = false;
 	pthread_mutex_unlock(&sb->mu);
 
-	snprintf(why, sizeof(why), "rolled back to snapshot %s (%s)", snap_id, snap_name);
+	snprintf(why, sizeof(why), "rolled back to %s snapshot %s (%s)", snap_kind, snap_id,
+		 snap_name);
 	if (sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why,
 			     "guest agent after rollback", &err) < 0)
 		goto fail;

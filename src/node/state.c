@@ -26,7 +26,14 @@ static const char *const names[SB__COUNT] = {
  *   running→rolling_back, paused→rolling_back
  *                       rollback to a disk snapshot: the backend kills every
  *                       process, swaps the disk for a writable clone of the
- *                       snapshot and starts a fresh guest (same id, limits)
+ *                       snapshot and starts a fresh guest (same id, limits;
+ *                       vm: a fresh QEMU cold-boots the guest kernel); to a
+ *                       full snapshot (vm): the same, and the fresh QEMU
+ *                       restores the snapshot's memory and device state.
+ *                       Also crash recovery: the guest channel closed by
+ *                       itself (QEMU or the jail's init died) and the sandbox
+ *                       has a snapshot (its latest full one, else its latest
+ *                       disk one); the reason says "recovering from ..."
  *   rolling_back→running the new guest said READY
  *   stopping→stopped    the backend destroyed the jail; nothing runs any more
  *   stopped→deleted     the row is retired (kept for idempotency and events)

@@ -304,6 +304,24 @@ int nm_snapshot_create(const char *sock, const char *id, const char *snap, const
 	return 0;
 }
 
+int nm_snapshot_create_full(const char *sock, const char *id, const char *snap,
+			    const char *prev, int64_t *size, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SNAPSHOT_CREATE);
+	q.u.snap.full = 1;
+	if (put_str(q.u.snap.spec.id, sizeof(q.u.snap.spec.id), id, "sandbox id", err) < 0 ||
+	    put_str(q.u.snap.snap, sizeof(q.u.snap.snap), snap, "snapshot id", err) < 0 ||
+	    put_str(q.u.snap.prev, sizeof(q.u.snap.prev), prev ? prev : "", "snapshot id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "full snapshot of sandbox %s", id);
+	*size = res.size;
+	return 0;
+}
+
 int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t *err)
 {
 	struct nm_req q;
@@ -315,6 +333,27 @@ int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t
 		return -EINVAL;
 	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
 		return err_wrap(err, "delete snapshot %s of sandbox %s", snap, id);
+	return 0;
+}
+
+int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const char *parent,
+		    const char *snap, bool vm, int *chan_fd, pid_t *pid, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SANDBOX_FORK);
+	q.u.snap.spec = *spec;
+	q.u.snap.vm = vm;
+	if (put_str(q.u.snap.snap, sizeof(q.u.snap.snap), snap, "snapshot id", err) < 0 ||
+	    put_str(q.u.snap.prev, sizeof(q.u.snap.prev), parent, "sandbox id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, chan_fd, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "fork sandbox %.64s", parent);
+	if (*chan_fd < 0)
+		return err_set(err, EPROTO, "fork sandbox %.64s: no channel fd", parent);
+	if (pid)
+		*pid = res.pid;
 	return 0;
 }
 

@@ -52,7 +52,7 @@ int nm_sandbox_destroy(const char *sock, const char *id, err_t *err);
  * Idempotent. -ENOENT when nodemgr holds no live jail for id, -EBUSY while a
  * create or destroy owns it. */
 int nm_sandbox_freeze(const char *sock, const char *id, bool freeze, err_t *err);
-/* Disk snapshots (ns backend; a vm jail answers -EOPNOTSUPP). snap and prev
+/* Disk snapshots (ns and vm; a running vm is QMP-stopped around it). snap and prev
  * match the sandbox id pattern. snapshot_create makes a read-only btrfs
  * snapshot of sandboxes/<id> at snapshots/<id>/<snap> (-EEXIST when taken);
  * *size gets the bytes written since prev (or since the sandbox subvolume
@@ -61,15 +61,32 @@ int nm_sandbox_freeze(const char *sock, const char *id, bool freeze, err_t *err)
  * snapshots. */
 int nm_snapshot_create(const char *sock, const char *id, const char *snap, const char *prev,
 		       int64_t *size, err_t *err);
+/* A full snapshot of a vm sandbox: its vCPUs stop (unless paused), QEMU
+ * writes its whole migration stream (guest RAM and device state) to
+ * snapshots/<id>/<snap>.vmstate, the disk is snapshotted as for a disk
+ * snapshot, and the vCPUs run again: memory and disk from one point. -EOPNOTSUPP for an ns sandbox. Rollback and fork from such a
+ * snapshot restore the VM from it (processes carry on) instead of booting. */
+int nm_snapshot_create_full(const char *sock, const char *id, const char *snap,
+			    const char *prev, int64_t *size, err_t *err);
 int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t *err);
-/* Roll a live ns sandbox back to snapshot snap: kill every process of its
+/* Roll a live sandbox (or one whose jail died: crash recovery) back to snapshot snap (vm: QEMU cold-boots the guest
+ * on the swapped disk): kill every process of its
  * jail, swap its subvolume atomically for a writable snapshot of snap, and
  * spawn a fresh jail with the same id, limits (spec) and uid range. Returns
  * the new channel like create. -ENOENT for an unknown sandbox or snapshot
- * (nothing changed), -EOPNOTSUPP for a vm. A failure after the kill leaves
+ * (nothing changed). A failure after the kill leaves
  * no jail running (the caller fails and destroys the sandbox). */
 int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
 			int *chan_fd, pid_t *pid, err_t *err);
+/* Fork: a new sandbox spec->id whose subvolume is a writable btrfs
+ * snapshot of snapshots/<parent>/<snap> (copy-on-write: nothing is copied),
+ * with a fresh jail of its own (its own slot, uid range and cgroup with
+ * spec's limits): ns: a fresh init; vm (vm = true): a fresh QEMU that
+ * cold-boots the guest on that disk. Returns the new channel like create.
+ * -ENOENT for an unknown snapshot, -EEXIST when spec->id is taken. On
+ * failure nothing of the child is left. */
+int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const char *parent,
+		    const char *snap, bool vm, int *chan_fd, pid_t *pid, err_t *err);
 /* Ids of every sandbox nodemgr knows: a live jail or a leftover subvolume.
  * *ids is a NULL-terminated array the caller frees (each string, then array). */
 int nm_sandbox_list(const char *sock, char ***ids, err_t *err);

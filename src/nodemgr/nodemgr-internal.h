@@ -108,6 +108,9 @@ int sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err)
 /* Roll a live ns jail back to snapshots/<id>/<snap> (see nm.h). */
 int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
 		     int *chan_dup, pid_t *pid, err_t *err);
+/* A child sandbox from snapshots/<parent>/<snap> (see nm.h). */
+int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
+		 const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err);
 /* ids: NULL-terminated, caller frees each and the array */
 char **sandbox_list(struct nm_server *s);
 /* Reaper hook: pid exited; true when it was a jail init. Called under lock. */
@@ -118,8 +121,11 @@ void sandbox_sweep_leftovers(struct nm_server *s);
 void sandbox_kill_all(struct nm_server *s);
 
 /* snapshot.c: disk snapshots under DATA/pool/snapshots/<id>/ (see nm.h). */
+/* full: vm only, memory too: snapshots/<id>/<snap> VM_FULL_SUFFIX holds the
+ * migration stream (guest RAM and device state) beside the disk snapshot. */
+#define VM_FULL_SUFFIX ".vmstate"
 int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
-		    int64_t *size, err_t *err);
+		    bool full, int64_t *size, err_t *err);
 int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err);
 /* Delete every snapshot of id and its directory; called by sandbox_destroy. */
 int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
@@ -128,6 +134,8 @@ int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
  * create, destroy or other verb owns it. jail_release undoes it. */
 struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
 void jail_release(struct nm_server *s, struct jail *j);
+/* As jail_acquire, but a dead jail (its init exited) is fine too. */
+struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
 
 /* vm.c: the QEMU microVM jail. Verbs as in nm.h (nm_vm_*). */
 int vm_init(struct nm_server *s, err_t *err);
@@ -138,6 +146,19 @@ int vm_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bo
 		     err_t *err);
 /* QMP stop (freeze) or cont on the jail's QEMU; the caller holds j busy. */
 int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err);
+/* Cold-boot a fresh QEMU for the claimed (busy) vm jail j on the disk its
+ * subvolume holds now (rollback to a disk snapshot: same id, slot, uid).
+ * On failure nothing of the new QEMU is left; j stays the caller's. */
+int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+		     const char *vmstate, int *chan_dup, pid_t *pid, err_t *err);
+/* Full snapshots: with j's vCPUs stopped (vm_hold_still), write its whole
+ * migration stream (guest RAM and device state) to path. vm_boot_in_place
+ * with vmstate = that file restores it instead of booting. */
+int vm_save_full(struct nm_server *s, struct jail *j, const char *path, err_t *err);
+/* Disk snapshots of a vm: stop its vCPUs (QMP stop drains the block layer,
+ * so the image is consistent) unless they already are; *stopped says
+ * whether the caller must vm_freeze(..., false) afterwards. */
+int vm_hold_still(struct nm_server *s, struct jail *j, bool *stopped, err_t *err);
 /* Remove DATA/run/vm/<id> (idempotent); called by sandbox_destroy. */
 void vm_cleanup_run(struct nm_server *s, const char *id);
 /* *fd: read-only, on the console log of vm jail id (see verbs.c). */

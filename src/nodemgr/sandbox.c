@@ -419,12 +419,46 @@ struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_
 	return j;
 }
 
+struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err)
+{
+	struct jail *j;
+
+	pthread_mutex_lock(&s->lock);
+	j = find_locked(s, id);
+	if (!j || j->hidden) {
+		err_set(err, ENOENT, "no jail for sandbox %s", id);
+		j = NULL;
+	} else if (j->busy) {
+		err_set(err, EBUSY, "sandbox %s is busy (being created, destroyed or changed)", id);
+		j = NULL;
+	} else {
+		j->busy = true;
+		if (is_vm)
+			*is_vm = j->vm;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return j;
+}
+
 void jail_release(struct nm_server *s, struct jail *j)
 {
 	pthread_mutex_lock(&s->lock);
 	j->busy = false;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* Start the vm of a claimed jail j on its subvolume as it is now, which
+ * came from snapshots/<owner>/<snap>: restore that snapshot's memory when
+ * it is a full one, else a cold boot. */
+static int vm_boot_from(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+			const char *owner, const char *snap, int *chan_dup, pid_t *pid, err_t *err)
+{
+	_cleanup_free_ char *state =
+		xasprintf("%s/snapshots/%s/%s" VM_FULL_SUFFIX, s->pool, owner, snap);
+	bool full = access(state, F_OK) == 0;
+
+	return vm_boot_in_place(s, j, spec, full ? state : NULL, chan_dup, pid, err);
 }
 
 /* Rollback, in order (j busy throughout, so no freeze, destroy or second
@@ -437,7 +471,8 @@ void jail_release(struct nm_server *s, struct jail *j)
  *      one atomic step, no moment without a sandbox subvolume;
  *   4. delete the old subvolume (now at <id>.rb), retrying while the dead
  *      jail's mount namespace still pins it;
- *   5. spawn a fresh jail on the same slot, as create does.
+ *   5. spawn a fresh jail on the same slot, as create does (vm: a fresh
+ *      QEMU cold-boots the guest on the swapped disk).
  * "<id>.rb" never matches the sandbox id pattern, so listings skip it. */
 int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
 		     int *chan_dup, pid_t *pid, err_t *err)
@@ -454,13 +489,10 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	err_t e2 = { 0 };
 	int r;
 
-	if (!(j = jail_acquire(s, id, &is_vm, err)))
+	/* A dead jail too: crash recovery rolls back a sandbox whose init
+	 * (QEMU) died. */
+	if (!(j = jail_acquire_any(s, id, &is_vm, err)))
 		return -err->code;
-	if (is_vm) {
-		jail_release(s, j);
-		return err_set(err, EOPNOTSUPP,
-			       "rollback of a vm sandbox is not supported yet (ns only)");
-	}
 	if (pool_is_subvol(src) != 1) {
 		jail_release(s, j);
 		return err_set(err, ENOENT, "sandbox %s has no snapshot %s", id, snap);
@@ -496,6 +528,8 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	j->pidfd = -1;
 	j->pid = -1;
 	pthread_mutex_unlock(&s->lock);
+	qmp_close(j->qmp);  /* vm: the dead QEMU's monitor */
+	j->qmp = NULL;
 	if ((r = cgroup_destroy(&s->cg, id, err)) < 0)
 		goto dead;
 	/* 3 */
@@ -506,8 +540,13 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	/* 4: the snapshot is in place; a leftover old subvolume is only space. */
 	if (delete_subvol(tmp, &e2) < 0)
 		log_warn("rollback %s: delete old subvolume: %s", id, e2.msg);
-	/* 5 */
-	if ((r = spawn_ns(s, j, spec, chan_dup, pid, err)) < 0)
+	/* 5: vm: a fresh QEMU restores the snapshot's memory when it is a
+	 * full one, else boots the guest kernel on the swapped disk */
+	if (is_vm)
+		r = vm_boot_from(s, j, spec, id, snap, chan_dup, pid, err);
+	else
+		r = spawn_ns(s, j, spec, chan_dup, pid, err);
+	if (r < 0)
 		goto dead;
 	log_info("sandbox %s: rolled back to %s in %.1f ms", id, snap, (now_us() - t0) / 1000.0);
 	return 0;
@@ -517,6 +556,55 @@ dead:
 		log_warn("rollback %s cleanup: %s", id, e2.msg);
 	delete_subvol(tmp, &e2);
 	jail_release(s, j);
+	return r;
+}
+
+int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
+		 const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err)
+{
+	uint64_t disk = (uint64_t)(spec->limits.disk_mb ? spec->limits.disk_mb
+							: NM_DEFAULT_DISK_MB) << 20;
+	_cleanup_free_ char *src = xasprintf("%s/snapshots/%s/%s", s->pool, parent, snap);
+	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
+	uint64_t t0 = now_us();
+	bool made_subvol = false;
+	err_t e2 = { 0 };
+	struct jail *j;
+	int r;
+
+	if (!(j = jail_claim(s, spec->id, err)))
+		return -err->code;
+	if (pool_is_subvol(src) != 1) {
+		r = err_set(err, ENOENT, "sandbox %s has no snapshot %s", parent, snap);
+		goto fail;
+	}
+	if (access(sbx, F_OK) == 0) {
+		r = err_set(err, EEXIST, "subvolume for sandbox %s exists", spec->id);
+		goto fail;
+	}
+	/* One snapshot of a read-only snapshot: the child shares every extent
+	 * with its parent until either writes. */
+	if ((r = pool_subvol_snapshot(src, sbx, false, err)) < 0)
+		goto fail;
+	made_subvol = true;
+	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
+		goto fail;
+	j->vm = vm;
+	if (vm)
+		r = vm_boot_from(s, j, spec, parent, snap, chan_dup, pid, err);
+	else
+		r = spawn_ns(s, j, spec, chan_dup, pid, err);
+	if (r < 0)
+		goto fail;
+	log_info("sandbox %s: forked from %s/%s in %.1f ms", spec->id, parent, snap,
+		 (now_us() - t0) / 1000.0);
+	return 0;
+fail:
+	if (cgroup_destroy(&s->cg, spec->id, &e2) < 0)
+		log_warn("fork %s cleanup: %s", spec->id, e2.msg);
+	if (made_subvol && delete_subvol(sbx, &e2) < 0)
+		log_warn("fork %s cleanup: %s", spec->id, e2.msg);
+	jail_unclaim(s, j);
 	return r;
 }
 

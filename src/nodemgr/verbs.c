@@ -164,13 +164,13 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		}
 		if (q.verb == NM_SNAPSHOT_CREATE)
 			r = snapshot_create(s, q.u.snap.spec.id, q.u.snap.snap, q.u.snap.prev,
-					    &size, &err);
+					    q.u.snap.full != 0, &size, &err);
 		else
 			r = snapshot_delete(s, q.u.snap.spec.id, q.u.snap.snap, &err);
 		break;
 	case NM_SANDBOX_ROLLBACK:
 		/* Safe: the same checks as create for the spec, plus the
-		 * snapshot id; acts only on a live ns jail nodemgr started for
+		 * snapshot id; acts only on a live jail (ns or vm) nodemgr started for
 		 * this id, reusing its uid range. The old subvolume is replaced
 		 * by rename within sandboxes/, and the new jail is spawned
 		 * exactly as a create would spawn it. */
@@ -184,6 +184,24 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			break;
 		}
 		r = sandbox_rollback(s, &q.u.snap.spec, q.u.snap.snap, &chan, &pid, &err);
+		break;
+	case NM_SANDBOX_FORK:
+		/* Safe: the child's spec is checked as for create; parent and
+		 * snapshot ids are pattern-checked, so the source is
+		 * snapshots/<parent>/<snap> under the pool only, and the child
+		 * gets a new subvolume, slot and jail exactly as a create. */
+		if (!valid_sandbox_id(q.u.snap.spec.id, sizeof(q.u.snap.spec.id)) ||
+		    !valid_sandbox_id(q.u.snap.snap, sizeof(q.u.snap.snap)) ||
+		    !valid_sandbox_id(q.u.snap.prev, sizeof(q.u.snap.prev)) ||
+		    !valid_template_name(q.u.snap.spec.template_name,
+					 sizeof(q.u.snap.spec.template_name)) ||
+		    (q.u.snap.spec.hostname[0] &&
+		     !valid_hostname(q.u.snap.spec.hostname, sizeof(q.u.snap.spec.hostname)))) {
+			r = err_set(&err, EINVAL, "bad sandbox id, snapshot id or hostname");
+			break;
+		}
+		r = sandbox_fork(s, &q.u.snap.spec, q.u.snap.prev, q.u.snap.snap, q.u.snap.vm != 0,
+				 &chan, &pid, &err);
 		break;
 	case NM_SANDBOX_LIST:
 		/* Safe: read-only listing of names we validate before sending. */

@@ -34,6 +34,7 @@ enum nm_verb {
 	NM_SNAPSHOT_CREATE,
 	NM_SNAPSHOT_DELETE,
 	NM_SANDBOX_ROLLBACK,
+	NM_SANDBOX_FORK,
 };
 
 struct nm_req {
@@ -55,8 +56,11 @@ struct nm_req {
 		struct {
 			struct nm_sandbox_spec spec; /* create/delete: only id */
 			char snap[65];
-			char prev[65];     /* create: the previous snapshot, or "" */
-		} snap;                    /* snapshot_create/delete, rollback */
+			char prev[65];     /* create: the previous snapshot, or "";
+					    * fork: the parent sandbox id */
+			uint32_t vm;       /* fork: 1 = the child is a vm */
+			uint32_t full;     /* create: 1 = memory too (vm) */
+		} snap;                    /* snapshot_create/delete, rollback, fork */
 	} u;
 };
 

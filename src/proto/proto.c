@@ -70,6 +70,7 @@ const char *proto_type_name(unsigned type)
 	case PT_STATUS: return "STATUS";
 	case PT_STATUS_OK: return "STATUS_OK";
 	case PT_RESET: return "RESET";
+	case PT_SYNC: return "SYNC";
 	}
 	return "?";
 }

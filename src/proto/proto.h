@@ -68,6 +68,10 @@
  *                  written /etc/machine-id. Sent after a VM is restored or
  *                  forked from a memory snapshot: clones must not share any
  *                  of these. Nothing is changed when a field is invalid.
+ *   SYNC     h->g  (none) -> OK once the guest's sync(2) returned: every
+ *                  filesystem's dirty data is on its disk. Sent before a
+ *                  disk snapshot of a VM, so the image holds what the guest
+ *                  wrote.
  */
 #ifndef AIRLOCK_PROTO_H
 #define AIRLOCK_PROTO_H
@@ -125,6 +129,7 @@ enum proto_type {
 	PT_STATUS = 31,
 	PT_STATUS_OK = 32,
 	PT_RESET = 33,
+	PT_SYNC = 40,
 };
 
 enum proto_tag {

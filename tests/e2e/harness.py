@@ -303,7 +303,15 @@ class AirlockTestCase(unittest.TestCase):
             procs = procs_for(d)
             cgroups = cgroup_dirs(d)
             leftover = mounts_under(d)
-            loops = loops_for(os.path.join(d, "pool.img"))
+            # A pool that was still busy at shutdown is detached lazily and
+            # its autoclear loop device goes once the last user is gone
+            # (seen after big writes, e.g. full vm snapshots): wait for
+            # that, but not forever.
+            for _ in range(100):
+                loops = loops_for(os.path.join(d, "pool.img"))
+                if not loops:
+                    break
+                time.sleep(0.1)
             cls.server.cleanup()
             # A clean shutdown must leave no mount and no loop device behind.
             assert not procs, f"processes left after shutdown: {procs}"

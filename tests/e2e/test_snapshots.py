@@ -1,5 +1,6 @@
-"""Disk snapshots and rollback through the real API and CLI (ns backend; on the
-vm backend, AIRLOCK_E2E_BACKEND=vm, the API must answer 501 not_supported).
+"""Disk snapshots and rollback through the real API and CLI, on the ns backend
+and (AIRLOCK_E2E_BACKEND=vm) on the vm backend, where the guest syncs before
+the snapshot and a rollback boots a fresh guest on the rolled-back disk.
 
 rm -rf a directory, roll back, and the files are there with the same sandbox
 id; a process started before the rollback is gone after it; a snapshot costs
@@ -14,8 +15,6 @@ import time
 import unittest
 
 from harness import BACKEND, CLI, AirlockTestCase, ApiError, main
-
-NS_ONLY = unittest.skipIf(BACKEND == "vm", "disk snapshots are ns only for now")
 
 
 class SnapshotTest(AirlockTestCase):
@@ -61,7 +60,6 @@ class SnapshotTest(AirlockTestCase):
 
     # ---- the time machine -----------------------------------------------------
 
-    @NS_ONLY
     def test_rm_rf_then_rollback(self):
         before = self.api.call("GET", f"/v1/sandboxes/{self.sid}")
         self.sh("mkdir -p /work/proj/sub && echo one > /work/proj/a && "
@@ -95,9 +93,8 @@ class SnapshotTest(AirlockTestCase):
         self.assertEqual(steps, [("running", "running"),
                                  ("running", "rolling_back"), ("rolling_back", "running"),
                                  ("running", "rolling_back"), ("rolling_back", "running")], ev)
-        self.assertTrue(any(r.startswith("rolled back to snapshot " + s["id"]) for _, _, r in ev))
+        self.assertTrue(any(r.startswith("rolled back to disk snapshot " + s["id"]) for _, _, r in ev))
 
-    @NS_ONLY
     def test_processes_gone_after_rollback(self):
         s = self.snap()
         ev = self.api.stream("POST", f"/v1/sandboxes/{self.sid}/exec",
@@ -111,7 +108,6 @@ class SnapshotTest(AirlockTestCase):
         old = [p for p in procs if p["pid"] == pid and p["cmd"][0] == "sh"]
         self.assertTrue(old and not old[0]["running"], procs)
 
-    @NS_ONLY
     def test_rollback_of_paused_sandbox(self):
         self.sh("echo kept > /work/f")
         s = self.snap("p1")
@@ -123,30 +119,33 @@ class SnapshotTest(AirlockTestCase):
         self.assertEqual(got["state"], "running")
         self.assertEqual(self.sh("cat /work/f"), "kept\n")
 
-    @NS_ONLY
     def test_snapshot_cost_does_not_follow_disk_size(self):
         t0 = time.monotonic()
         empty = self.snap("empty")
         t_empty = time.monotonic() - t0
-        # 200 MiB, on disk (sync), so the snapshot does not pay for flushing it.
-        self.sh("dd if=/dev/zero of=/work/big bs=1M count=200 2>/dev/null && sync")
+        # 200 MiB (vm: 64 MiB, its disk image is small), on disk (sync), so
+        # the snapshot does not pay for flushing it.
+        mb = 64 if BACKEND == "vm" else 200
+        self.sh(f"dd if=/dev/zero of=/work/big bs=1M count={mb} 2>/dev/null && sync")
         t0 = time.monotonic()
         full = self.snap("full")
         t_full = time.monotonic() - t0
-        print(f"\nsnapshot: empty {t_empty * 1000:.1f} ms, after 200 MiB {t_full * 1000:.1f} ms;"
+        print(f"\nsnapshot: empty {t_empty * 1000:.1f} ms, after {mb} MiB {t_full * 1000:.1f} ms;"
               f" size_bytes {empty['size_bytes']} / {full['size_bytes']}")
-        self.assertLess(t_empty, 0.1)
-        self.assertLess(t_full, 0.1)
-        # The delta follows what was written, not the disk: ~200 MiB here,
-        # next to nothing for the first one and for one right after.
+        if BACKEND != "vm":  # vm: a guest sync and QMP round trips under TCG
+            self.assertLess(t_empty, 0.1)
+            self.assertLess(t_full, 0.1)
+        # The delta follows what was written, not the disk: ~mb MiB here,
+        # next to nothing for the first one and for one right after (vm:
+        # ext4's journal and metadata inside the image add a few MiB).
+        slack = 16 if BACKEND == "vm" else 1
         self.assertIsNotNone(full["size_bytes"])
-        self.assertLess(empty["size_bytes"], 1 << 20)
-        self.assertGreaterEqual(full["size_bytes"], 200 << 20)
-        self.assertLess(full["size_bytes"], 210 << 20)
+        self.assertLess(empty["size_bytes"], slack << 20)
+        self.assertGreaterEqual(full["size_bytes"], mb << 20)
+        self.assertLess(full["size_bytes"], (mb + 10 + slack) << 20)
         again = self.snap("again")
-        self.assertLess(again["size_bytes"], 1 << 20)
+        self.assertLess(again["size_bytes"], slack << 20)
 
-    @NS_ONLY
     def test_list_and_delete(self):
         a = self.snap("a")
         self.sh("echo x > /work/x && sync")
@@ -181,7 +180,6 @@ class SnapshotTest(AirlockTestCase):
         st, body = self.status("POST", f"/v1/sandboxes/{self.sid}/rollback", {"snapshot": "c"})
         self.assertEqual((st, body["state"]), (409, "deleted"))
 
-    @NS_ONLY
     def test_bad_input_and_other_tenant(self):
         for bad in ["", "UPPER", "a/b", "../x", ".hidden", "x" * 65, 7, ["a"]]:
             st, body = self.status("POST", f"/v1/sandboxes/{self.sid}/snapshots", {"name": bad})
@@ -210,7 +208,6 @@ class SnapshotTest(AirlockTestCase):
             self.assertEqual(st, 404, f"{method} {path}")
         self.assertEqual([x["name"] for x in self.snaps()], ["dup"])
 
-    @NS_ONLY
     def test_cli(self):
         cfg = os.path.join(self.server.dir, "cli.json")
 
@@ -233,18 +230,11 @@ class SnapshotTest(AirlockTestCase):
         cli("snapshot", "rm", self.sid, snap_id)
         self.assertEqual(self.snaps(), [])
 
-    def test_caps_and_vm_not_supported(self):
+    def test_caps(self):
         node = self.api.call("GET", "/v1/node")
         caps = {b["name"]: b["caps"] for b in node["backends"]}
         self.assertTrue(caps["ns"]["disk_snapshot"])
-        self.assertFalse(caps["vm"]["disk_snapshot"])
-        if BACKEND != "vm":
-            return
-        st, body = self.status("POST", f"/v1/sandboxes/{self.sid}/snapshots", {})
-        self.assertEqual((st, body["error"]["code"]), (501, "not_supported"), body)
-        self.assertIn("vm", body["error"]["message"])
-        st, body = self.status("POST", f"/v1/sandboxes/{self.sid}/rollback", {"snapshot": "x"})
-        self.assertEqual((st, body["error"]["code"]), (501, "not_supported"), body)
+        self.assertTrue(caps["vm"]["disk_snapshot"])
 
 
 if __name__ == "__main__":

@@ -50,6 +50,12 @@ static int ns_rollback(const struct backend_ctx *ctx, const struct nm_sandbox_sp
 	return nm_sandbox_rollback(ctx->nm_sock, spec, snap, chan_fd, pid, err);
 }
 
+static int ns_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+		   const char *parent, const char *snap, int *chan_fd, pid_t *pid, err_t *err)
+{
+	return nm_sandbox_fork(ctx->nm_sock, spec, parent, snap, false, chan_fd, pid, err);
+}
+
 const struct backend_ops backend_ns = {
 	.name = "ns",
 	.caps = { .pause = true, .disk_snapshot = true, .full_snapshot = false,
@@ -62,4 +68,5 @@ const struct backend_ops backend_ns = {
 	.snapshot = ns_snapshot,
 	.snapshot_delete = ns_snapshot_delete,
 	.rollback = ns_rollback,
+	.fork = ns_fork,
 };

@@ -196,6 +196,46 @@ static int vm_resume(const struct backend_ctx *ctx, const char *id, err_t *err)
 	return nm_sandbox_freeze(ctx->nm_sock, id, false, err);
 }
 
+/* Disk snapshots: the guest syncs first (quiesce), then nodemgr stops the
+ * vCPUs around the btrfs snapshot, so the image is consistent at that
+ * point. Rollback boots a fresh guest on a clone of the snapshot. */
+static int vm_quiesce(const struct backend_ctx *ctx, struct guestconn *gc, err_t *err)
+{
+	if (guestconn_sync(gc, err) < 0)
+		return err_wrap(err, "sync in the guest");
+	return 0;
+}
+
+static int vm_snapshot(const struct backend_ctx *ctx, const char *id, const char *snap,
+		       const char *prev, int64_t *size, err_t *err)
+{
+	return nm_snapshot_create(ctx->nm_sock, id, snap, prev, size, err);
+}
+
+static int vm_snapshot_full(const struct backend_ctx *ctx, const char *id, const char *snap,
+			    const char *prev, int64_t *size, err_t *err)
+{
+	return nm_snapshot_create_full(ctx->nm_sock, id, snap, prev, size, err);
+}
+
+static int vm_snapshot_delete(const struct backend_ctx *ctx, const char *id, const char *snap,
+			      err_t *err)
+{
+	return nm_snapshot_delete(ctx->nm_sock, id, snap, err);
+}
+
+static int vm_rollback(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+		       const char *snap, int *chan_fd, pid_t *pid, err_t *err)
+{
+	return nm_sandbox_rollback(ctx->nm_sock, spec, snap, chan_fd, pid, err);
+}
+
+static int vm_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+		   const char *parent, const char *snap, int *chan_fd, pid_t *pid, err_t *err)
+{
+	return nm_sandbox_fork(ctx->nm_sock, spec, parent, snap, true, chan_fd, pid, err);
+}
+
 static int vm_console(const struct backend_ctx *ctx, const char *id, int *fd, err_t *err)
 {
 	return nm_vm_console(ctx->nm_sock, id, fd, err);
@@ -203,9 +243,10 @@ static int vm_console(const struct backend_ctx *ctx, const char *id, int *fd, er
 
 const struct backend_ops backend_vm = {
 	.name = "vm",
-	/* pause: QMP stop/cont in nodemgr. snapshots / fork need their verbs: not yet. */
-	.caps = { .pause = true, .disk_snapshot = false, .full_snapshot = false,
-		  .memory_fork = false },
+	/* pause: QMP stop/cont in nodemgr; disk and full snapshots, rollback
+	 * and fork: nodemgr's snapshot, rollback and fork verbs. */
+	.caps = { .pause = true, .disk_snapshot = true, .full_snapshot = true,
+		  .memory_fork = true },
 	.create = vm_create,
 	.adopt = vm_adopt,
 	.destroy = vm_destroy,
@@ -213,4 +254,10 @@ const struct backend_ops backend_vm = {
 	.resume = vm_resume,
 	.post_ready = vm_post_ready,
 	.console = vm_console,
+	.snapshot = vm_snapshot,
+	.snapshot_delete = vm_snapshot_delete,
+	.snapshot_full = vm_snapshot_full,
+	.rollback = vm_rollback,
+	.quiesce = vm_quiesce,
+	.fork = vm_fork,
 };

@@ -1,0 +1,413 @@
+/* Fork: N new, independent sandboxes from one running or paused sandbox.
+ *
+ *   POST /v1/sandboxes/{id}/fork  {"count": N, "from_snapshot": "ref"?}
+ *        201 {"sandboxes": [child, ...]}
+ *
+ * Each child is a new sandbox of the parent's tenant, template, backend,
+ * limits, env, metadata and timeout, with `parent` = the parent's id (the
+ * `lineage` table; GET shows it). Its disk is a writable btrfs snapshot of
+ * one read-only snapshot of the parent (copy-on-write: nothing is copied):
+ * the named snapshot, or, without from_snapshot, one taken on the spot and
+ * dropped once every child has its disk. So all N children start from the
+ * same point. On a backend with full snapshots (vm) the one taken on the
+ * spot is a full one: every child's QEMU restores the parent's memory and
+ * device state, so its processes carry on, and the backend's post-ready
+ * reset gives it its own clock, RNG seed, hostname and machine-id. A child
+ * of a named full snapshot is restored the same way; a child of a disk
+ * snapshot boots fresh (ns: a fresh init on the forked disk; vm: a fresh
+ * QEMU cold-boots the guest on it).
+ *
+ * The children come up in parallel (one thread each). All or nothing: when
+ * a child fails, the children made so far are deleted
+ * and the answer is the error. The parent holds lc_busy meanwhile, so no
+ * rollback, snapshot delete or pause runs under the fork.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "node-internal.h"
+
+#define FORK_MAX 16
+
+/* What the children copy from the parent's row. */
+struct fork_src {
+	char *spec, *metadata;
+};
+
+static int load_src(struct node *n, struct sandbox *sb, struct fork_src *src, err_t *err)
+{
+	struct db_rows rows;
+	int r = db_query(n->db, &rows, err, "SELECT spec, metadata FROM sandboxes WHERE id=?", "s",
+			 sb->id);
+
+	if (r < 0)
+		return r;
+	if (rows.n_rows == 0) {
+		db_rows_free(&rows);
+		return err_set(err, ENOENT, "sandbox %s has no row", sb->id);
+	}
+	src->spec = xstrdup(db_cell(&rows, 0, 0));
+	src->metadata = xstrdup(db_cell(&rows, 0, 1) ? db_cell(&rows, 0, 1) : "{}");
+	db_rows_free(&rows);
+	return 0;
+}
+
+/* A deep copy (NULL stays NULL). */
+static json *json_copy(const json *v)
+{
+	err_t err = { 0 };
+	struct buf b;
+	struct jw w;
+	json *j;
+
+	if (!v)
+		return NULL;
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_value(&w, v);
+	j = json_parse(b.data, b.len, &err);
+	buf_free(&b);
+	return j;
+}
+
+/* A new sandbox like parent, registered in the map (NULL with err when the
+ * node is full) and in the DB as starting. */
+static struct sandbox *child_new(struct node *n, struct sandbox *parent,
+				 const struct fork_src *src, err_t *err)
+{
+	_cleanup_free_ char *id = random_id("sb-", 8);
+	struct sandbox *sb = sandbox_new(n, id);
+	char why[120];
+	size_t live = 0;
+	bool full;
+	int r;
+
+	sb->tenant = xstrdup(parent->tenant);
+	sb->template_name = xstrdup(parent->template_name);
+	sb->template_version = parent->template_version;
+	sb->backend_name = xstrdup(parent->backend_name);
+	sb->be = parent->be;
+	sb->limits = parent->limits;
+	sb->timeout_s = parent->timeout_s;
+	sb->created_at = wall_ms();
+	sb->parent = xstrdup(parent->id);
+	sb->env = json_copy(parent->env);
+	sb->metadata = json_copy(parent->metadata);
+
+	pthread_mutex_lock(&n->mu);
+	for (int b = 0; b < NODE_BUCKETS; b++)
+		for (struct sandbox *s = n->buckets[b]; s; s = s->hnext) {
+			pthread_mutex_lock(&s->mu);
+			live += state_is_live(s->state) ? 1 : 0;
+			pthread_mutex_unlock(&s->mu);
+		}
+	full = n->cfg->max_sandboxes && live >= n->cfg->max_sandboxes;
+	pthread_mutex_unlock(&n->mu);
+	if (full) {
+		sandbox_unref(sb);
+		err_set(err, ENOSPC, "the node runs its maximum of %u sandboxes",
+			n->cfg->max_sandboxes);
+		return NULL;
+	}
+	sandbox_map_insert(n, sb);
+	sandbox_ref(sb);
+
+	snprintf(why, sizeof(why), "fork of %s", parent->id);
+	r = db_tx_begin(n->db, err);
+	if (r == 0) {
+		r = db_exec(n->db, err,
+			    "INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
+			    " desired, observed, spec, metadata, created_at, updated_at)"
+			    " VALUES(?,?,?,?,?,'running','pending',?,?,?,?)",
+			    "sssisssii", sb->id, sb->tenant, sb->template_name,
+			    (int64_t)sb->template_version, sb->backend_name, src->spec, src->metadata,
+			    sb->created_at, sb->created_at);
+		if (r >= 0)
+			r = db_exec(n->db, err, "INSERT INTO lineage(sandbox_id, parent) VALUES(?,?)",
+				    "ss", sb->id, parent->id);
+		pthread_mutex_lock(&sb->mu);
+		if (r >= 0)
+			r = state_transition(n->db, sb->id, &sb->state, SB_STARTING, why,
+					     STATE_IN_TX, err);
+		pthread_mutex_unlock(&sb->mu);
+		if (r < 0)
+			db_tx_rollback(n->db);
+		else
+			r = db_tx_commit(n->db, err);
+	}
+	if (r < 0) {
+		pthread_mutex_lock(&sb->mu);
+		sb->state = SB_DELETED;
+		pthread_cond_broadcast(&sb->cv);
+		pthread_mutex_unlock(&sb->mu);
+		sandbox_map_remove(n, sb);
+		sandbox_unref(sb);
+		return NULL;
+	}
+	return sb;
+}
+
+/* Bring one child up from the parent's snapshot snap. On failure the child
+ * is failed (its row says why) and unref'd; NULL. */
+static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
+				const struct fork_src *src, const char *snap, err_t *err)
+{
+	struct nm_sandbox_spec nspec;
+	struct sandbox *sb;
+	int chan_fd = -1, r;
+	pid_t jail_pid = 0;
+	bool created = false;
+	char why[200];
+
+	if (!(sb = child_new(n, parent, src, err)))
+		return NULL;
+	memset(&nspec, 0, sizeof(nspec));
+	snprintf(nspec.id, sizeof(nspec.id), "%s", sb->id);
+	snprintf(nspec.template_name, sizeof(nspec.template_name), "%s", sb->template_name);
+	nspec.template_version = sb->template_version;
+	nspec.limits = sb->limits;
+	r = sb->be->fork(&n->bctx, &nspec, parent->id, snap, &chan_fd, &jail_pid, err);
+	if (r < 0) {
+		err_wrap(err, "%s backend", sb->be->name);
+		goto fail;
+	}
+	created = true;
+	snprintf(why, sizeof(why), "guest ready (fork of %s)", parent->id);
+	if (sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why, "guest agent",
+			     err) < 0)
+		goto fail;
+	sandbox_schedule_timeout(n, sb);
+	return sb;
+fail: {
+	err_t e2 = { 0 };
+	char reason[600];
+
+	log_warn("sandbox %s: fork of %s failed: %s", sb->id, parent->id, err->msg);
+	if (created && sb->be->destroy(&n->bctx, sb->id, &e2) < 0)
+		log_err("sandbox %s: destroy after failed fork: %s", sb->id, e2.msg);
+	snprintf(reason, sizeof(reason), "fork failed: %s", err->msg);
+	sandbox_fail(n, sb, reason);
+	sandbox_unref(sb);
+	return NULL;
+}
+}
+
+/* One child per thread: the children come up side by side (a vm child's
+ * restore is mostly waiting on its QEMU). */
+struct fork_job {
+	struct node *n;
+	struct sandbox *parent;
+	const struct fork_src *src;
+	const char *snap;
+	struct sandbox *kid;
+	err_t err;
+	pthread_t th;
+	bool threaded;
+};
+
+static void *fork_job_main(void *arg)
+{
+	struct fork_job *fj = arg;
+
+	fj->kid = fork_one(fj->n, fj->parent, fj->src, fj->snap, &fj->err);
+	return NULL;
+}
+
+/* Make count children into kids[]; the number made. On a shortfall *err is
+ * the first failure. */
+static int fork_all(struct node *n, struct sandbox *parent, const struct fork_src *src,
+		    const char *snap, int count, struct sandbox **kids, err_t *err)
+{
+	struct fork_job jobs[FORK_MAX];
+	int made = 0;
+
+	memset(jobs, 0, sizeof(jobs));
+	for (int i = 0; i < count; i++) {
+		jobs[i] = (struct fork_job){ .n = n, .parent = parent, .src = src, .snap = snap };
+		jobs[i].threaded = count > 1 &&
+				   pthread_create(&jobs[i].th, NULL, fork_job_main, &jobs[i]) == 0;
+		if (!jobs[i].threaded)
+			fork_job_main(&jobs[i]);
+	}
+	for (int i = 0; i < count; i++) {
+		if (jobs[i].threaded)
+			pthread_join(jobs[i].th, NULL);
+		if (jobs[i].kid)
+			kids[made++] = jobs[i].kid;
+		else if (!err->code)
+			*err = jobs[i].err;
+	}
+	return made;
+}
+
+/* The snapshot of parent named ref (id or name) into snap_id. */
+static int find_snap(struct node *n, struct sandbox *sb, const char *ref, char *snap_id,
+		     size_t cap, err_t *err)
+{
+	struct db_rows rows;
+	int r = db_query(n->db, &rows, err,
+			 "SELECT id FROM snapshots WHERE sandbox_id=? AND (id=? OR name=?) LIMIT 1",
+			 "sss", sb->id, ref, ref);
+
+	if (r < 0)
+		return r;
+	if (rows.n_rows == 0) {
+		db_rows_free(&rows);
+		return err_set(err, ENOENT, "sandbox %s has no snapshot `%s`", sb->id, ref);
+	}
+	snprintf(snap_id, cap, "%s", db_cell(&rows, 0, 0));
+	db_rows_free(&rows);
+	return 0;
+}
+
+static void respond_children(struct http_conn *c, struct sandbox **kids, int count)
+{
+	struct buf b;
+	struct jw w;
+
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	jw_key(&w, "sandboxes");
+	jw_arr(&w);
+	for (int i = 0; i < count; i++)
+		sandbox_render(&w, kids[i]);
+	jw_end(&w);
+	jw_end(&w);
+	http_respond_json(c, 201, b.data);
+	buf_free(&b);
+}
+
+void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c)
+{
+	static const char *const keys[] = { "count", "from_snapshot", NULL };
+	struct sandbox *kids[FORK_MAX] = { 0 };
+	struct fork_src src = { 0 };
+	char snap[65] = "", why[200];
+	const json *v;
+	bool temp = false, busy = false;
+	int64_t count = 1;
+	int made = 0, r;
+	err_t err = { 0 };
+	json *body = NULL;
+
+	if (req->body_len && !(body = node_body_object(req, c, keys)))
+		return;
+	if ((v = json_get(body, "count"))) {
+		if (v->type != JSON_NUM || !v->is_int || v->i < 1 || v->i > FORK_MAX) {
+			http_respond_error(c, 400, "invalid_field",
+					   "`count` must be an integer from 1 to %d", FORK_MAX);
+			goto out;
+		}
+		count = v->i;
+	}
+	v = json_get(body, "from_snapshot");
+	if (v && v->type != JSON_NULL && (v->type != JSON_STR || !*v->str)) {
+		http_respond_error(c, 400, "invalid_field",
+				   "`from_snapshot` must be a snapshot id or name");
+		goto out;
+	}
+	if (!sb->be || !sb->be->fork || !sb->be->snapshot || !sb->be->caps.disk_snapshot) {
+		http_respond_error(c, 501, "not_supported", "fork is not supported on the %s backend",
+				   sb->backend_name);
+		goto out;
+	}
+	if (v && v->type == JSON_STR && find_snap(n, sb, v->str, snap, sizeof(snap), &err) < 0) {
+		node_respond_err(c, &err);
+		goto out;
+	}
+
+	/* The parent: running or paused, and held still for the whole fork. */
+	pthread_mutex_lock(&sb->mu);
+	while (sb->lc_busy)
+		pthread_cond_wait(&sb->cv, &sb->mu);
+	if (sb->deleting || (sb->state != SB_RUNNING && sb->state != SB_PAUSED)) {
+		err_set(&err, EBUSY, "sandbox %s is %s; fork needs a running or paused sandbox",
+			sb->id, state_name(sb->state));
+	} else {
+		sb->lc_busy = true;
+		busy = true;
+	}
+	pthread_mutex_unlock(&sb->mu);
+	if (!busy) {
+		sandbox_respond_err(c, sb, &err);
+		goto out;
+	}
+	if (load_src(n, sb, &src, &err) < 0) {
+		node_respond_err(c, &err);
+		goto out;
+	}
+	if (!snap[0]) {
+		/* One point for all children: a throw-away snapshot (not in the
+		 * snapshots table), after the backend's quiesce (vm: sync). */
+		_cleanup_free_ char *id = random_id("fk-", 8);
+		struct guestconn *gc;
+		int64_t size;
+
+		snprintf(snap, sizeof(snap), "%s", id);
+		r = 0;
+		if (sb->be->caps.full_snapshot && sb->be->snapshot_full) {
+			r = sb->be->snapshot_full(&n->bctx, sb->id, snap, "", &size, &err);
+		} else {
+			if (sb->be->quiesce && (gc = sandbox_gc_get(sb))) {
+				r = sb->be->quiesce(&n->bctx, gc, &err);
+				sandbox_gc_put(sb);
+			}
+			if (r == 0)
+				r = sb->be->snapshot(&n->bctx, sb->id, snap, "", &size, &err);
+		}
+		if (r < 0) {
+			sandbox_respond_err(c, sb, &err);
+			goto out;
+		}
+		temp = true;
+	}
+
+	made = fork_all(n, sb, &src, snap, (int)count, kids, &err);
+	if (made < count) {
+		/* All or nothing. */
+		for (int i = 0; i < made; i++) {
+			err_t e2 = { 0 };
+			if (sandbox_delete(n, kids[i], "fork failed", &e2) < 0)
+				log_warn("sandbox %s: %s", kids[i]->id, e2.msg);
+		}
+		if (err.code == ENOSPC) {
+			http_respond_error(c, 422, "over_capacity", "%s", err.msg);
+		} else {
+			int status;
+			const char *code;
+			node_errno_to_http(err.code, &status, &code);
+			if (status < 500)
+				status = 500, code = "internal";
+			http_respond_error(c, status, code, "%s", err.msg);
+		}
+		goto out;
+	}
+	snprintf(why, sizeof(why), "forked into %d sandbox%s from %s%s", (int)count,
+		 count == 1 ? "" : "es", temp ? "its disk" : "snapshot ", temp ? "" : snap);
+	pthread_mutex_lock(&sb->mu);
+	if (state_event(n->db, sb->id, sb->state, why, &err) < 0)
+		log_warn("sandbox %s: %s", sb->id, err.msg);
+	pthread_mutex_unlock(&sb->mu);
+	respond_children(c, kids, (int)count);
+
+out:
+	if (temp) {
+		err_t e2 = { 0 };
+		if (sb->be->snapshot_delete(&n->bctx, sb->id, snap, &e2) < 0)
+			log_warn("sandbox %s: drop fork snapshot %s: %s", sb->id, snap, e2.msg);
+	}
+	if (busy) {
+		pthread_mutex_lock(&sb->mu);
+		sb->lc_busy = false;
+		pthread_cond_broadcast(&sb->cv);
+		pthread_mutex_unlock(&sb->mu);
+	}
+	for (int i = 0; i < made; i++)
+		sandbox_unref(kids[i]);
+	free(src.spec);
+	free(src.metadata);
+	json_free(body);
+}

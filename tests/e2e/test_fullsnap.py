@@ -1,0 +1,153 @@
+"""Full (memory) snapshots through the real API. On the vm backend
+(AIRLOCK_E2E_BACKEND=vm): a process that counts in memory keeps its count
+through a rollback to a full snapshot (the disk and the memory come back,
+the process carries on from there), and through a fork with memory: each
+child carries on counting, gets its own hostname, machine-id and RNG, and
+the children then diverge. On the ns backend, kind "full" is 501 with a
+message saying why, and a bad kind is 400 everywhere."""
+import json
+import time
+import unittest
+
+from harness import BACKEND, AirlockTestCase, ApiError, main
+
+VM_ONLY = unittest.skipUnless(BACKEND == "vm", "full snapshots are a vm capability")
+
+COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new && "
+           "mv /tmp/count.new /tmp/count; sleep 0.2; done")
+
+
+class FullSnapshotTest(AirlockTestCase):
+    def setUp(self):
+        self.sid = self.api.create(template="busybox")["id"]
+        self.made = [self.sid]
+
+    def tearDown(self):
+        for sid in self.made:
+            try:
+                self.api.delete(sid)
+            except ApiError:
+                pass
+
+    def sh(self, script, sid=None):
+        code, out, err, _ = self.api.exec(sid or self.sid, ["sh", "-c", script])
+        self.assertEqual(code, 0, f"{script}: {err!r}")
+        return out.decode()
+
+    def count(self, sid=None):
+        out = self.sh("cat /tmp/count 2>/dev/null || echo 0", sid).strip()
+        return int(out or 0)
+
+    def wait_count(self, at_least, sid=None, deadline_s=300):
+        """Poll until the counter reaches at_least (a wait, not a timing
+        assertion: the deadline only stops a hang)."""
+        end = time.monotonic() + deadline_s
+        while True:
+            c = self.count(sid)
+            if c >= at_least:
+                return c
+            self.assertLess(time.monotonic(), end, f"counter stuck at {c} in {sid or self.sid}")
+            time.sleep(0.2)
+
+    def start_counter(self):
+        ev = self.api.stream("POST", f"/v1/sandboxes/{self.sid}/exec",
+                             {"cmd": ["sh", "-c", COUNTER]})
+        next(ev)
+        ev.close()
+
+    def status(self, method, path, body=None):
+        status, data, _ = self.api.raw(method, path, body)
+        return status, (json.loads(data) if data else None)
+
+    def test_bad_kind(self):
+        for bad in ["memory", "", 1, ["full"]]:
+            st, body = self.status("POST", f"/v1/sandboxes/{self.sid}/snapshots", {"kind": bad})
+            self.assertEqual(st, 400, f"{bad!r}: {body}")
+
+    @unittest.skipIf(BACKEND == "vm", "ns answers 501")
+    def test_ns_says_no(self):
+        node = self.api.call("GET", "/v1/node")
+        caps = {b["name"]: b["caps"] for b in node["backends"]}
+        self.assertFalse(caps["ns"]["full_snapshot"])
+        self.assertFalse(caps["ns"]["memory_fork"])
+        st, body = self.status("POST", f"/v1/sandboxes/{self.sid}/snapshots", {"kind": "full"})
+        self.assertEqual((st, body["error"]["code"]), (501, "not_supported"), body)
+        self.assertIn("memory", body["error"]["message"])
+        self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{self.sid}/snapshots")["snapshots"],
+                         [])
+
+    @VM_ONLY
+    def test_full_rollback_keeps_the_count(self):
+        node = self.api.call("GET", "/v1/node")
+        caps = {b["name"]: b["caps"] for b in node["backends"]}
+        self.assertTrue(caps["vm"]["full_snapshot"])
+        self.start_counter()
+        self.wait_count(5)
+        self.sh("echo before > /work-marker")
+        s0 = self.count()
+        snap = self.api.call("POST", f"/v1/sandboxes/{self.sid}/snapshots",
+                             {"kind": "full", "name": "mem1"}, expect=(201,))
+        s1 = self.count()
+        self.assertEqual(snap["kind"], "full")
+        self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{self.sid}/snapshots")
+                         ["snapshots"][0]["kind"], "full")
+        # The sandbox runs on after the snapshot.
+        b = self.wait_count(s1 + 20)
+        self.sh("rm /work-marker")
+        got = self.api.call("POST", f"/v1/sandboxes/{self.sid}/rollback", {"snapshot": "mem1"})
+        self.assertEqual((got["id"], got["state"]), (self.sid, "running"))
+        # Disk and memory are back at the snapshot: the counter's file says
+        # what it said then, the marker file is back.
+        c1 = self.count()
+        self.assertGreaterEqual(c1, s0)
+        self.assertLess(c1, b)
+        self.assertEqual(self.sh("cat /work-marker"), "before\n")
+        # ...and the process carries on from its count in memory (a fresh
+        # start would count from 1; a dead one would not count at all).
+        c2 = self.wait_count(c1 + 5)
+        self.assertGreater(c2, c1)
+        self.assertEqual(self.sh("hostname").strip(), self.sid)
+        import os
+        import sqlite3
+        db = sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"))
+        ev = [r[0] for r in db.execute("SELECT reason FROM events WHERE sandbox_id=? ORDER BY id",
+                                       (self.sid,))]
+        db.close()
+        self.assertTrue(any(r.startswith("full snapshot " + snap["id"]) for r in ev), ev)
+        self.assertTrue(any(r.startswith("rolled back to full snapshot " + snap["id"])
+                            for r in ev), ev)
+
+    @VM_ONLY
+    def test_fork_with_memory(self):
+        self.start_counter()
+        s0 = self.wait_count(5)
+        kids = self.api.call("POST", f"/v1/sandboxes/{self.sid}/fork", {"count": 2},
+                             expect=(201,))["sandboxes"]
+        self.made += [k["id"] for k in kids]
+        self.assertEqual(len(kids), 2)
+        seen = {}
+        for k in kids:
+            self.assertEqual((k["parent"], k["state"]), (self.sid, "running"))
+            c1 = self.count(k["id"])
+            self.assertGreaterEqual(c1, s0)
+            # The forked process carries on counting in the child.
+            self.assertGreater(self.wait_count(c1 + 5, k["id"]), c1)
+            seen[k["id"]] = (self.sh("hostname", k["id"]).strip(),
+                             self.sh("cat /etc/machine-id", k["id"]).strip(),
+                             self.sh("head -c 16 /dev/urandom | od -An -tx1", k["id"]))
+            self.assertEqual(seen[k["id"]][0], k["id"])
+        a, b = [seen[k["id"]] for k in kids]
+        self.assertNotEqual(a[1], b[1])  # machine-id
+        self.assertNotEqual(a[2], b[2])  # RNG
+        # The children diverge: each one's counter and files are its own.
+        ka, kb = kids[0]["id"], kids[1]["id"]
+        self.sh("echo only-a > /tmp/mine", ka)
+        self.assertEqual(self.sh("cat /tmp/mine 2>/dev/null || echo none", kb), "none\n")
+        cb = self.count(kb)
+        self.assertGreater(self.wait_count(cb + 3, kb), cb)
+        # The parent runs on too.
+        self.assertGreater(self.wait_count(s0 + 5), s0)
+
+
+if __name__ == "__main__":
+    main()
