@@ -19,6 +19,9 @@ NS_ONLY = unittest.skipIf(BACKEND == "vm", "disk snapshots are ns only for now")
 
 
 class SnapshotTest(AirlockTestCase):
+    # Only the snapshots these tests take (the scheduler has its own test).
+    extra_args = ("--set", "snapshot_disk_interval_s=0")
+
     def setUp(self):
         self.sid = self.api.create(template="busybox")["id"]
 
@@ -156,7 +159,8 @@ class SnapshotTest(AirlockTestCase):
         self.assertEqual([x["id"] for x in lst], [a["id"], b["id"]])
         for x in lst:
             self.assertEqual(set(x), {"id", "name", "sandbox_id", "kind", "created_at",
-                                      "size_bytes"})
+                                      "size_bytes", "scheduled"})
+            self.assertFalse(x["scheduled"])
             self.assertEqual(x["kind"], "disk")
             self.assertTrue(x["created_at"].endswith("Z"))
             self.assertIsInstance(x["size_bytes"], int)
