@@ -721,6 +721,7 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 		sb->error = xstrdup(err_text);
 	sb->created_at = db_cell_int(rows, row, 11);
 	policy_defaults(n, &sb->pol);
+	sb->sched.known_since = sb->sched.active_at = sched_now(n);
 	/* Our own rows, but parse defensively: a bad row loads with defaults. */
 	j = spec ? json_parse(spec, strlen(spec), &err) : NULL;
 	if (j && j->type == JSON_OBJ) {
@@ -1124,7 +1125,8 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	sb->pol = cr.pol;
 	sb->created_at = wall_ms();
 	/* Scheduler intervals and idle time count from now. */
-	sb->sched.last_disk_at = sb->sched.last_full_at = sb->sched.active_at = sched_now(n);
+	sb->sched.known_since = sched_now(n);
+	sb->sched.last_disk_at = sb->sched.last_full_at = sb->sched.active_at = sb->sched.known_since;
 	spec = spec_text(&cr);
 	if (cr.metadata) {
 		struct buf b;

@@ -353,19 +353,20 @@ static void pass_one(struct node *n, struct sandbox *sb, int64_t now)
 		pthread_mutex_unlock(&sb->mu);
 		return;
 	}
+	if (!sb->sched.known_since)
+		sb->sched.known_since = now;
 	if (!sb->sched.active_at)
-		sb->sched.active_at = now;
+		sb->sched.active_at = sb->sched.known_since;
 	if (!sb->sched.last_disk_at || !sb->sched.last_full_at) {
 		/* First look since the node (re)started: count intervals from
-		 * the newest snapshot, or from now (the sandbox is new, or its
-		 * history is not known). */
+		 * the newest snapshot, or from when this node loaded it. */
 		pthread_mutex_unlock(&sb->mu);
 		int64_t d = last_snapshot_at(n, sb, "disk"), f = last_snapshot_at(n, sb, "full");
 		pthread_mutex_lock(&sb->mu);
 		if (!sb->sched.last_disk_at)
-			sb->sched.last_disk_at = d ? d : now;
+			sb->sched.last_disk_at = d ? d : sb->sched.known_since;
 		if (!sb->sched.last_full_at)
-			sb->sched.last_full_at = f ? f : now;
+			sb->sched.last_full_at = f ? f : sb->sched.known_since;
 	}
 	if (st == SB_RUNNING && pol->idle_timeout_s && sb->sched.streams == 0)
 		idle_due = now - sb->sched.active_at >= (int64_t)pol->idle_timeout_s * 1000;

@@ -55,6 +55,7 @@ struct sb_sched {
 	struct sb_activity sig;        /* last sample */
 	struct sb_activity snap_sig;   /* sample when the last scheduled disk snapshot was taken */
 	struct sb_activity full_sig;
+	int64_t known_since;           /* sched clock: created, or loaded by this node */
 	int64_t active_at;             /* sched clock: activity last seen (0 = not yet) */
 	int64_t last_disk_at;          /* sched clock: last scheduled disk attempt (0 = unknown) */
 	int64_t last_full_at;

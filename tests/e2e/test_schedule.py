@@ -10,6 +10,7 @@ timeouts and poll the state with generous deadlines."""
 import http.client
 import json
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -238,6 +239,34 @@ class ScheduleTest(AirlockTestCase):
         self.assertTrue(all(a < 7 * 86400 for a in ages), ages)
         # The btrfs subvolumes are exactly the rows.
         self.assertEqual(self.snap_subvols(sid), sorted(s["id"] for s in final))
+
+    @NS_ONLY
+    def test_policy_survives_node_restart(self):
+        sb = self.new(on_timeout="pause", timeout_s=36000, idle_timeout_s=0,
+                      snapshots={"disk_interval_s": 120, "retention": {"keep_all_s": 10}})
+        sid = sb["id"]
+        old = self.server.pid_of("node")
+        os.kill(old, signal.SIGKILL)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if self.server.pid_of("node") != old and \
+                        self.api.raw("GET", "/v1/sandboxes")[0] == 200:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        got = self.api.call("GET", f"/v1/sandboxes/{sid}")
+        self.assertEqual(got["state"], "running")
+        for k in ("snapshots", "on_timeout", "timeout_s", "idle_timeout_s"):
+            self.assertEqual(got[k], sb[k], k)
+        # The re-adopted sandbox is scheduled by its own policy: not before
+        # its 120 s, and then once.
+        self.sh(sid, "echo after-restart > /f")
+        self.advance(60)
+        self.assertEqual(self.snaps(sid), [])
+        self.advance(61)
+        self.assertEqual([s["scheduled"] for s in self.snaps(sid)], [True])
 
     # ---- idle and TTL ---------------------------------------------------------------
 
