@@ -33,6 +33,9 @@
 #include "node-internal.h"
 
 #define TICK_MS 1000
+/* Retention works in hours and days: looking once a minute (or after a
+ * snapshot) is plenty, and spares a query per sandbox per second. */
+#define PRUNE_EVERY_MS (60 * 1000)
 
 /* ---- policy ----------------------------------------------------------- */
 
@@ -342,7 +345,7 @@ static void pass_one(struct node *n, struct sandbox *sb, int64_t now)
 	const struct sb_policy *pol = &sb->pol;   /* immutable after create */
 	bool disk_ok = sb->be && sb->be->caps.disk_snapshot && sb->be->snapshot;
 	bool full_ok = sb->be && sb->be->caps.full_snapshot;
-	bool idle_due = false, disk_due, full_due, have_smp = false, idle = false;
+	bool idle_due = false, disk_due, full_due, have_smp = false, idle = false, prune_due;
 	struct sb_activity smp = { 0 };
 	enum sb_state st;
 	err_t err = { 0 };
@@ -400,7 +403,13 @@ static void pass_one(struct node *n, struct sandbox *sb, int64_t now)
 		else
 			log_info("sandbox %s: paused after %u s idle", sb->id, pol->idle_timeout_s);
 	}
-	if (disk_ok)
+	pthread_mutex_lock(&sb->mu);
+	prune_due = disk_ok && (now - sb->sched.last_prune_at >= PRUNE_EVERY_MS ||
+				sb->sched.last_disk_at == now);
+	if (prune_due)
+		sb->sched.last_prune_at = now;
+	pthread_mutex_unlock(&sb->mu);
+	if (prune_due)
 		prune(n, sb, now);
 }
 

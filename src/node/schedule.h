@@ -59,6 +59,7 @@ struct sb_sched {
 	int64_t active_at;             /* sched clock: activity last seen (0 = not yet) */
 	int64_t last_disk_at;          /* sched clock: last scheduled disk attempt (0 = unknown) */
 	int64_t last_full_at;
+	int64_t last_prune_at;         /* sched clock */
 	int streams;                   /* clients following a running process's output */
 	/* TTL, wall ms: deadline = ttl_base + timeout_s + paused_total_ms. */
 	int64_t ttl_base;
