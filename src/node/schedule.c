@@ -194,9 +194,9 @@ void sched_on_state_locked(struct sandbox *sb, int to)
 		s->ttl_base = now;
 		s->paused_total_ms = 0;
 	}
-	/* A resumed sandbox is not idle: the idle clock starts again. */
+	/* A resumed sandbox is not idle: the idle clock starts again. The
+	 * last sample stays valid: frozen processes kept their counters. */
 	s->active_at = sched_now(sb->node);
-	s->sig_valid = false;
 }
 
 int64_t sched_ttl_deadline_locked(const struct sandbox *sb)
@@ -346,6 +346,7 @@ static void pass_one(struct node *n, struct sandbox *sb, int64_t now)
 	bool disk_ok = sb->be && sb->be->caps.disk_snapshot && sb->be->snapshot;
 	bool full_ok = sb->be && sb->be->caps.full_snapshot;
 	bool idle_due = false, disk_due, full_due, have_smp = false, idle = false, prune_due;
+	bool baseline;
 	struct sb_activity smp = { 0 };
 	enum sb_state st;
 	err_t err = { 0 };
@@ -377,14 +378,20 @@ static void pass_one(struct node *n, struct sandbox *sb, int64_t now)
 						      pol->disk_interval_s);
 	full_due = st == SB_RUNNING && full_ok && due(now, sb->sched.last_full_at,
 						      pol->full_interval_s);
+	/* The first sample of a sandbox with an idle timeout is only the
+	 * baseline the next one is compared with, taken early so that the
+	 * timeout is not doubled. */
+	baseline = st == SB_RUNNING && pol->idle_timeout_s && !sb->sched.sig_valid;
 	pthread_mutex_unlock(&sb->mu);
 
-	if (idle_due || disk_due || full_due) {
+	if (idle_due || disk_due || full_due || baseline) {
 		have_smp = sample(sb, &smp) == 0;
 		pthread_mutex_lock(&sb->mu);
-		if (have_smp && (!sb->sched.sig_valid || !same_sample(&sb->sched.sig, &smp))) {
+		if (have_smp && !sb->sched.sig_valid) {
 			sb->sched.sig = smp;
 			sb->sched.sig_valid = true;
+		} else if (have_smp && !same_sample(&sb->sched.sig, &smp)) {
+			sb->sched.sig = smp;
 			sb->sched.active_at = now;
 		}
 		idle = idle_due && have_smp && sb->sched.streams == 0 &&
@@ -397,6 +404,13 @@ static void pass_one(struct node *n, struct sandbox *sb, int64_t now)
 		maybe_snapshot(n, sb, now, "disk", &smp, have_smp);
 	if (full_due)
 		maybe_snapshot(n, sb, now, "full", &smp, have_smp);
+	if (idle) {
+		/* A client request may have come in meanwhile. */
+		pthread_mutex_lock(&sb->mu);
+		idle = sb->sched.streams == 0 &&
+		       now - sb->sched.active_at >= (int64_t)pol->idle_timeout_s * 1000;
+		pthread_mutex_unlock(&sb->mu);
+	}
 	if (idle) {
 		if (sandbox_pause_why(n, sb, "idle", &err) < 0)
 			log_warn("sandbox %s: idle pause: %s", sb->id, err.msg);
