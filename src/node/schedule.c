@@ -297,7 +297,19 @@ static void prune(struct node *n, struct sandbox *sb, int64_t now)
 			err_clear(&err);
 			break;  /* busy or gone: the next pass tries again */
 		}
-		log_debug("sandbox %s: pruned snapshot %s", sb->id, db_cell(&rows, i, 0));
+		{
+			char why[120];
+			enum sb_state st;
+			pthread_mutex_lock(&sb->mu);
+			st = sb->state;
+			pthread_mutex_unlock(&sb->mu);
+			snprintf(why, sizeof(why), "scheduled snapshot %s pruned (retention)",
+				 db_cell(&rows, i, 0));
+			if (state_event(n->db, sb->id, st, why, &err) < 0) {
+				log_warn("sandbox %s: %s", sb->id, err.msg);
+				err_clear(&err);
+			}
+		}
 	}
 	free(items);
 	db_rows_free(&rows);

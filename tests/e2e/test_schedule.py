@@ -239,6 +239,10 @@ class ScheduleTest(AirlockTestCase):
         self.assertTrue(all(a < 7 * 86400 for a in ages), ages)
         # The btrfs subvolumes are exactly the rows.
         self.assertEqual(self.snap_subvols(sid), sorted(s["id"] for s in final))
+        # Every pruned one is in the event log.
+        pruned = {r.split()[2] for _, _, r in self.events(sid)
+                  if r and r.endswith("pruned (retention)")}
+        self.assertEqual(pruned, set(taken.values()) - {s["id"] for s in final})
 
     @NS_ONLY
     def test_policy_survives_node_restart(self):
