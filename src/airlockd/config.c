@@ -31,6 +31,14 @@ void config_defaults(struct airlockd_config *c)
 	c->cgroup_favordynmods = true;
 	/* A clone under TCG on a busy 2-core host can take seconds to answer. */
 	c->ready_timeout_ms = 30000;
+	c->snapshot_disk_interval_s = 60;
+	c->snapshot_full_interval_s = 900;
+	c->snapshot_keep_all_s = 3600;
+	c->snapshot_keep_hourly_s = 86400;
+	c->snapshot_keep_daily_s = 7 * 86400;
+	/* Off by default: a server waiting for connections uses no CPU and
+	 * would look idle. */
+	c->idle_timeout_s = 0;
 }
 
 static int set_str(char *dst, size_t cap, const char *key, const char *val, err_t *err)
@@ -107,6 +115,24 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return set_u32(&c->default_disk_mb, key, val, err);
 	if (!strcmp(key, "ready_timeout_ms"))
 		return set_u32(&c->ready_timeout_ms, key, val, err);
+	if (!strcmp(key, "snapshot_disk_interval_s"))
+		return set_u32(&c->snapshot_disk_interval_s, key, val, err);
+	if (!strcmp(key, "snapshot_full_interval_s"))
+		return set_u32(&c->snapshot_full_interval_s, key, val, err);
+	if (!strcmp(key, "snapshot_keep_all_s"))
+		return set_u32(&c->snapshot_keep_all_s, key, val, err);
+	if (!strcmp(key, "snapshot_keep_hourly_s"))
+		return set_u32(&c->snapshot_keep_hourly_s, key, val, err);
+	if (!strcmp(key, "snapshot_keep_daily_s"))
+		return set_u32(&c->snapshot_keep_daily_s, key, val, err);
+	if (!strcmp(key, "idle_timeout_s"))
+		return set_u32(&c->idle_timeout_s, key, val, err);
+	if (!strcmp(key, "debug_clock")) {
+		if (strcmp(val, "true") && strcmp(val, "false"))
+			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
+		c->debug_clock = !strcmp(val, "true");
+		return 0;
+	}
 	if (!strcmp(key, "max_sandboxes"))
 		return set_u32(&c->max_sandboxes, key, val, err);
 	if (!strcmp(key, "rate_per_s"))

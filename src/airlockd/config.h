@@ -26,6 +26,11 @@ struct airlockd_config {
 	uint32_t vm_warm_pool;     /* QEMU processes waiting per template (vm) */
 	bool vm_snapshots;         /* vm: clone from a memory snapshot (false = always boot cold) */
 	bool cgroup_favordynmods;
+	/* Snapshot scheduler, retention and idle defaults (per sandbox overridable). */
+	uint32_t snapshot_disk_interval_s, snapshot_full_interval_s;
+	uint32_t snapshot_keep_all_s, snapshot_keep_hourly_s, snapshot_keep_daily_s;
+	uint32_t idle_timeout_s;
+	bool debug_clock;          /* tests: POST /v1/debug/clock on the node socket */
 	uint32_t ready_timeout_ms;  /* how long a create waits for the guest's READY */  /* let nodemgr remount cgroup2 with favordynmods */
 };
 

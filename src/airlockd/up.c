@@ -222,6 +222,13 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 		.vm_cold_boot = !cfg->vm_snapshots,
 		.ready_timeout_ms = (int)cfg->ready_timeout_ms,
 		.out_buffer_bytes = 1 << 20,
+		.snapshot_disk_interval_s = cfg->snapshot_disk_interval_s,
+		.snapshot_full_interval_s = cfg->snapshot_full_interval_s,
+		.snapshot_keep_all_s = cfg->snapshot_keep_all_s,
+		.snapshot_keep_hourly_s = cfg->snapshot_keep_hourly_s,
+		.snapshot_keep_daily_s = cfg->snapshot_keep_daily_s,
+		.idle_timeout_s = cfg->idle_timeout_s,
+		.debug_clock = cfg->debug_clock,
 	};
 	return node_run(&nc, err);
 }

@@ -989,6 +989,7 @@ int guestconn_status(struct guestconn *gc, struct guest_status *st, err_t *err)
 			st->last_activity_ms = ps.last_activity_ms;
 			st->uptime_ms = ps.uptime_ms;
 			st->n_procs = ps.n_procs;
+			st->cpu_ms = ps.cpu_ms;
 		}
 	}
 	buf_free(&b);

@@ -65,6 +65,7 @@ struct guest_status {
 	int64_t last_activity_ms;  /* guest wall clock, ms since epoch */
 	uint64_t uptime_ms;
 	uint32_t n_procs;          /* live processes started by exec */
+	uint64_t cpu_ms;           /* CPU time of those (and reaped ones); 0 = not reported */
 };
 
 struct guestconn;

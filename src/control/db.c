@@ -45,10 +45,12 @@ static const char schema[] =
 	"  id INTEGER PRIMARY KEY AUTOINCREMENT, sandbox_id TEXT NOT NULL, at INTEGER NOT NULL,"
 	"  from_state TEXT, to_state TEXT, reason TEXT);"
 	/* Disk snapshots of a sandbox (node). size_bytes: data written since the
-	 * previous snapshot, NULL when unknown. */
+	 * previous snapshot, NULL when unknown. scheduled: 1 when the snapshot
+	 * scheduler took it (only those are pruned by retention). */
 	"CREATE TABLE IF NOT EXISTS snapshots("
 	"  id TEXT PRIMARY KEY, sandbox_id TEXT NOT NULL, name TEXT NOT NULL,"
 	"  kind TEXT NOT NULL, size_bytes INTEGER, created_at INTEGER NOT NULL,"
+	"  scheduled INTEGER NOT NULL DEFAULT 0,"
 	"  UNIQUE(sandbox_id, name));"
 	"CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots(sandbox_id, created_at);"
 	/* Credentials (api writes; node reads bindings and makes placeholders;
@@ -117,6 +119,10 @@ struct db *db_open(const char *path, err_t *err)
 		db_close(db);
 		return NULL;
 	}
+	/* Columns added after a table first shipped: the ALTER fails with
+	 * "duplicate column" on a database that has them, which is fine. */
+	(void)sqlite3_exec(db->h, "ALTER TABLE snapshots ADD COLUMN scheduled INTEGER NOT NULL"
+			   " DEFAULT 0", NULL, NULL, NULL);
 	return db;
 }
 

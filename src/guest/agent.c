@@ -143,6 +143,7 @@ static void do_status(struct agent *a, const struct proto_frame *f)
 		.last_activity_ms = a->last_activity_ms,
 		.uptime_ms = now_ms() - a->start_ms,
 		.n_procs = proc_count_live(a),
+		.cpu_ms = proc_cpu_ms(a),
 	};
 	(void)proto_enc_status(&a->out, f->req_id, &s);
 }

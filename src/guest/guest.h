@@ -121,6 +121,9 @@ void proc_finish(struct agent *a);
 /* Milliseconds until the next linger deadline, or -1. */
 int proc_next_timeout(const struct agent *a);
 uint32_t proc_count_live(const struct agent *a);
+/* CPU ms used by the sandbox's processes: reaped ones and live exec'd ones
+ * (with their reaped children). Only compared between polls. */
+uint64_t proc_cpu_ms(const struct agent *a);
 void proc_kill_all(struct agent *a);
 /* Drop deferred STDIN acks (they belong to a previous node's requests). */
 void proc_forget_acks(struct agent *a);

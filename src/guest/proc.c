@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <termios.h>
 
@@ -45,6 +46,53 @@ uint32_t proc_count_live(const struct agent *a)
 		if (!p->exited)
 			n++;
 	return n;
+}
+
+/* utime + stime + cutime + cstime of a live pid from /proc/<pid>/stat, in
+ * clock ticks; 0 when it cannot be read (it just exited). The fields after
+ * the command name, which may itself hold spaces and ')', start after the
+ * last ')'. */
+static uint64_t pid_cpu_ticks(pid_t pid)
+{
+	char path[40], line[1024], *p;
+	unsigned long long ut, st;
+	long long cut, cst;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	line[n] = 0;
+	p = strrchr(line, ')');
+	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt
+	 * cmajflt utime stime cutime cstime */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld",
+			 &ut, &st, &cut, &cst) != 4)
+		return 0;
+	return ut + st + (uint64_t)(cut > 0 ? cut : 0) + (uint64_t)(cst > 0 ? cst : 0);
+}
+
+uint64_t proc_cpu_ms(const struct agent *a)
+{
+	struct rusage ru;
+	uint64_t ticks = 0, ms = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	/* Everything the agent reaped (as init or subreaper, that is every
+	 * process of the sandbox that ended), plus the live ones it started. */
+	if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
+		ms = (uint64_t)ru.ru_utime.tv_sec * 1000 + (uint64_t)ru.ru_utime.tv_usec / 1000 +
+		     (uint64_t)ru.ru_stime.tv_sec * 1000 + (uint64_t)ru.ru_stime.tv_usec / 1000;
+	for (const struct proc *p = a->procs; p; p = p->next)
+		if (!p->exited)
+			ticks += pid_cpu_ticks(p->pid);
+	return ms + (hz > 0 ? ticks * 1000 / (uint64_t)hz : 0);
 }
 
 static void set_nonblock(int fd)

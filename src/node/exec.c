@@ -270,8 +270,8 @@ static bool wait_output(struct proc *p, struct sandbox *sb)
  * line (or, without follow, until what is buffered is sent). The response
  * has begun; lines already in `out` go first. Returns when done or when the
  * client is gone; the process is never touched. */
-static void stream_proc(struct node *n, struct sandbox *sb, struct proc *p, struct http_conn *c,
-			uint64_t off[2], bool follow, struct buf *out)
+static void stream_proc_body(struct node *n, struct sandbox *sb, struct proc *p,
+			     struct http_conn *c, uint64_t off[2], bool follow, struct buf *out)
 {
 	char *chunk[2] = { xmalloc(NODE_CHUNK), xmalloc(NODE_CHUNK) };
 	bool quit = false;
@@ -334,6 +334,25 @@ static void stream_proc(struct node *n, struct sandbox *sb, struct proc *p, stru
 	http_stream_end(c);
 	free(chunk[0]);
 	free(chunk[1]);
+}
+
+/* A client following a process's output keeps the sandbox from being
+ * paused as idle (schedule.c), however quiet the process is. */
+static void stream_proc(struct node *n, struct sandbox *sb, struct proc *p, struct http_conn *c,
+			uint64_t off[2], bool follow, struct buf *out)
+{
+	if (follow) {
+		pthread_mutex_lock(&sb->mu);
+		sb->sched.streams++;
+		pthread_mutex_unlock(&sb->mu);
+	}
+	stream_proc_body(n, sb, p, c, off, follow, out);
+	if (follow) {
+		pthread_mutex_lock(&sb->mu);
+		sb->sched.streams--;
+		pthread_mutex_unlock(&sb->mu);
+		sched_touch(sb);  /* the idle time starts when the client leaves */
+	}
 }
 
 /* ---- exec ------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* node-internal.h - shared between the files of src/node; not a public API.
  *
  * Locking, outermost first:
+ *   node->sched_mu (one scheduler pass at a time; schedule.c)
  *   node->tmpl_mu  (template builds; never held across a build)
  *   node->mu       (the sandbox map and counters; short)
  *   sb->mu         (one sandbox: state, channel pointer, process table, rings)
@@ -26,6 +27,7 @@
 #include "../lib/util.h"
 #include "node.h"
 #include "ring.h"
+#include "schedule.h"
 #include "state.h"
 
 #define NODE_JSON_MAX (1u << 20)        /* JSON request bodies */
@@ -74,6 +76,7 @@ struct sandbox {
 	char *parent;           /* fork: the parent's id (lineage table), or NULL */
 	json *recovered_from;   /* {snapshot, kind, at} of the last crash recovery, under mu */
 	int64_t recovered_ms;   /* wall ms of this process's last recovery of it (reaper only) */
+	struct sb_policy pol;   /* snapshots, retention, idle, on_timeout (schedule.h) */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;      /* state changes; gc_users reaching 0 */
@@ -87,9 +90,10 @@ struct sandbox {
 	struct proc *procs;
 	size_t n_exited, n_strays;
 	uint64_t next_serial;
+	struct sb_sched sched;  /* scheduler and TTL bookkeeping */
 };
 
-enum timer_kind { TIMER_SANDBOX_TIMEOUT, TIMER_PROC_TIMEOUT, TIMER_CHAN_CLOSED };
+enum timer_kind { TIMER_SANDBOX_TIMEOUT, TIMER_PROC_TIMEOUT, TIMER_CHAN_CLOSED, TIMER_SCHEDULE };
 
 struct timer {
 	struct timer *next;
@@ -124,6 +128,9 @@ struct node {
 	bool jan_stop;
 	bool jan_started;
 	pthread_t janitor;
+
+	pthread_mutex_t sched_mu;  /* one scheduler pass at a time; outermost */
+	int64_t sched_offset_ms;   /* atomic: the debug clock's advance */
 };
 
 static inline bool node_stopping(struct node *n)
@@ -171,6 +178,8 @@ struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char 
  * which is a conflict on a running sandbox; with a reason (connect, exec)
  * a running sandbox is fine and costs one lock. */
 int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err);
+/* The same with the event's reason (the scheduler: "idle", the TTL: "timeout"). */
+int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t *err);
 int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *err);
 /* Answer an error about sb: 409 with its state for -EBUSY, else as
  * node_respond_err. */
@@ -235,6 +244,15 @@ void handle_snapshots(struct node *n, struct sandbox *sb, const char *snap, stru
 		      struct http_conn *c);
 void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 		     struct http_conn *c);
+/* The one way a snapshot is made (the API and the scheduler): kind "disk"
+ * (anything else -EOPNOTSUPP for now), named name (NULL: its id; -EEXIST
+ * when taken), stamped with sched_now(); scheduled marks it for retention.
+ * Holds lc_busy while the backend works (-EBUSY naming the state unless
+ * running or paused). *out_id (may be NULL; caller owns) gets its id. */
+int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const char *kind,
+		  bool scheduled, char **out_id, err_t *err);
+/* Delete snapshot snap_id of sb: the backend's copy, then the row. */
+int snapshot_remove(struct node *n, struct sandbox *sb, const char *snap_id, err_t *err);
 
 /* recover.c: the guest channel of a running or paused sandbox closed by
  * itself (cause): roll it back to its latest full, else disk, snapshot.

@@ -452,7 +452,14 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 		http_respond_error(c, 404, "not_found", "no such endpoint");
 		return;
 	}
-	if (strcmp(segs[1], "node") == 0 && nseg == 2) {
+	if (strcmp(segs[1], "debug") == 0 && nseg == 3 && strcmp(segs[2], "clock") == 0) {
+		/* Node socket only (the api daemon does not forward it), admin
+		 * only, and 404 unless config debug_clock=true. */
+		if (!admin)
+			http_respond_error(c, 403, "forbidden", "admin only");
+		else
+			handle_debug_clock(n, req, c);
+	} else if (strcmp(segs[1], "node") == 0 && nseg == 2) {
 		if (!method_is(req, "GET"))
 			not_allowed(c, req);
 		else if (!admin)
@@ -500,6 +507,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);
 	pthread_mutex_init(&n->jan_mu, NULL);
+	pthread_mutex_init(&n->sched_mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&n->jan_cv, &ca);
@@ -531,6 +539,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	r = reaper_start(n, err);
 	if (r < 0)
 		goto out;
+	schedule_start(n);
 	n->http = http_server_start(cfg->sock_path, NODE_FILE_MAX + 4096, node_handler, n, err);
 	if (!n->http) {
 		r = err_wrap(err, "node: listen on %s", cfg->sock_path);
@@ -555,6 +564,7 @@ out:
 	db_close(n->db);
 	pthread_cond_destroy(&n->jan_cv);
 	pthread_mutex_destroy(&n->jan_mu);
+	pthread_mutex_destroy(&n->sched_mu);
 	pthread_mutex_destroy(&n->tmpl_mu);
 	pthread_mutex_destroy(&n->info_mu);
 	pthread_mutex_destroy(&n->mu);

@@ -27,6 +27,14 @@ struct node_config {
 	bool vm_cold_boot;             /* vm: never clone a memory snapshot (baseline for bench/create) */
 	int ready_timeout_ms;          /* wait for the guest's HELLO/READY */
 	size_t out_buffer_bytes;       /* kept per process output stream (1 MiB) */
+	/* Defaults of the per-sandbox policy (README "Snapshot scheduler"). */
+	uint32_t snapshot_disk_interval_s;   /* 60; 0 = off */
+	uint32_t snapshot_full_interval_s;   /* 900; 0 = off; vm with full snapshots only */
+	uint32_t snapshot_keep_all_s;        /* 3600 */
+	uint32_t snapshot_keep_hourly_s;     /* 86400 */
+	uint32_t snapshot_keep_daily_s;      /* 604800 */
+	uint32_t idle_timeout_s;             /* 0 = never */
+	bool debug_clock;                    /* POST /v1/debug/clock on the node socket (tests) */
 };
 
 /* Runs until SIGTERM/SIGINT (blocked in every thread and taken with

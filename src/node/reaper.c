@@ -1,6 +1,9 @@
 /* The reaper: one thread that runs timed and deferred work.
  *
- *   TIMER_SANDBOX_TIMEOUT  a sandbox's timeout_s passed: delete it
+ *   TIMER_SANDBOX_TIMEOUT  a sandbox's timeout_s of active time passed:
+ *                          delete or pause it (its on_timeout)
+ *   TIMER_SCHEDULE         once a second: the snapshot scheduler, retention
+ *                          and idle pass (schedule.c)
  *   TIMER_PROC_TIMEOUT     an exec's timeout_s passed: SIGKILL the process
  *   TIMER_CHAN_CLOSED      a guest channel closed: fail the sandbox. Queued
  *                          from the channel's reader thread, which must not
@@ -28,6 +31,9 @@ static void run_timer(struct node *n, const struct timer *t)
 		break;
 	case TIMER_CHAN_CLOSED:
 		sandbox_on_chan_closed(n, t->sb_id);
+		break;
+	case TIMER_SCHEDULE:
+		schedule_tick(n);
 		break;
 	}
 }

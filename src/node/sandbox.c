@@ -180,6 +180,7 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 	}
 	jw_key(w, "timeout_s");
 	jw_uint(w, sb->timeout_s);
+	policy_render(w, &sb->pol);
 	jw_key(w, "created_at");
 	jw_str(w, created);
 	jw_key(w, "parent");
@@ -267,12 +268,24 @@ static int lc_step_locked(struct node *n, struct sandbox *sb, enum sb_state to,
 		sb->state = to;
 		r = 0;
 	}
+	if (r == 0) {
+		/* Paused time does not count against timeout_s: a resume moves
+		 * the deadline out, so the TTL is looked at again. */
+		sched_on_state_locked(sb, to);
+		if (to == SB_RUNNING)
+			sandbox_schedule_timeout(n, sb);
+	}
 	log_debug("sandbox %s: %s in %.2f ms (%s)", sb->id, state_name(to),
 		  (now_us() - t0) / 1000.0, reason);
 	return r;
 }
 
 int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err)
+{
+	return sandbox_pause_why(n, sb, "paused by client", err);
+}
+
+int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t *err)
 {
 	int r;
 
@@ -283,7 +296,7 @@ int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err)
 		r = err_set(err, EBUSY, "sandbox %s is %s; only a running sandbox can be paused",
 			    sb->id, state_name(sb->state));
 	else
-		r = lc_step_locked(n, sb, SB_PAUSED, "paused by client", err);
+		r = lc_step_locked(n, sb, SB_PAUSED, why, err);
 	pthread_mutex_unlock(&sb->mu);
 	return r;
 }
@@ -322,6 +335,8 @@ struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char 
 	struct guestconn *gc;
 	enum sb_state st;
 
+	/* A client request: the sandbox is not idle. */
+	sched_touch(sb);
 	/* A pause may slip in between the resume and taking the channel; a
 	 * few rounds settle it, and a request that still loses answers 409. */
 	for (int round = 0; round < 3; round++) {
@@ -361,8 +376,10 @@ void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op
 		r = sandbox_pause(n, sb, &err);
 	else if (strcmp(op, "resume") == 0)
 		r = sandbox_resume(n, sb, NULL, &err);
-	else
+	else {
+		sched_touch(sb);
 		r = sandbox_resume(n, sb, "resumed by connect", &err);
+	}
 	if (r < 0)
 		sandbox_respond_err(c, sb, &err);
 	else
@@ -568,11 +585,40 @@ void sandbox_on_timeout(struct node *n, const char *id)
 {
 	struct sandbox *sb = sandbox_find(n, id, NULL);
 	err_t err = { 0 };
+	int64_t deadline;
+	bool paused;
 
 	if (!sb)
 		return;
-	if (sandbox_delete(n, sb, "timeout", &err) < 0)
+	/* Only active time counts: a paused sandbox waits (its resume looks
+	 * again), and one that was paused meanwhile has a later deadline. A
+	 * timer may also be stale (several are queued over pauses and
+	 * resumes); each one just checks. */
+	pthread_mutex_lock(&sb->mu);
+	deadline = sched_ttl_deadline_locked(sb);
+	paused = sb->state == SB_PAUSED || sb->sched.paused_since;
+	pthread_mutex_unlock(&sb->mu);
+	if (!deadline || paused) {
+		sandbox_unref(sb);
+		return;
+	}
+	if (deadline > wall_ms()) {
+		pthread_mutex_lock(&sb->mu);
+		sandbox_schedule_timeout(n, sb);
+		pthread_mutex_unlock(&sb->mu);
+	} else if (sb->pol.timeout_pause) {
+		pthread_mutex_lock(&sb->mu);
+		sb->sched.ttl_paused = true;
+		pthread_mutex_unlock(&sb->mu);
+		if (sandbox_pause_why(n, sb, "timeout", &err) < 0) {
+			pthread_mutex_lock(&sb->mu);
+			sb->sched.ttl_paused = false;
+			pthread_mutex_unlock(&sb->mu);
+			log_err("sandbox %s: pause after timeout: %s", id, err.msg);
+		}
+	} else if (sandbox_delete(n, sb, "timeout", &err) < 0) {
 		log_err("sandbox %s: delete after timeout: %s", id, err.msg);
+	}
 	sandbox_unref(sb);
 }
 
@@ -596,13 +642,17 @@ void sandbox_on_chan_closed(struct node *n, const char *id)
 
 void sandbox_schedule_timeout(struct node *n, struct sandbox *sb)
 {
-	int64_t left;
+	int64_t left, deadline;
 
-	if (!sb->timeout_s)
+	/* Called with sb->mu held, or (create, load) before any pause or
+	 * resume can touch the bookkeeping. */
+	deadline = sched_ttl_deadline_locked(sb);
+	if (!deadline)
 		return;
-	/* The deadline is wall time (it survives restarts); the reaper sleeps
-	 * on the monotonic clock. */
-	left = sb->created_at + (int64_t)sb->timeout_s * 1000 - wall_ms();
+	/* The deadline is wall time (it survives restarts, less the paused
+	 * time, which is kept in memory only); the reaper sleeps on the
+	 * monotonic clock. */
+	left = deadline - wall_ms();
 	reaper_add(n, now_ms() + (uint64_t)(left > 0 ? left : 0), TIMER_SANDBOX_TIMEOUT, sb->id,
 		   0);
 }
@@ -683,6 +733,8 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 	if (err_text)
 		sb->error = xstrdup(err_text);
 	sb->created_at = db_cell_int(rows, row, 11);
+	policy_defaults(n, &sb->pol);
+	sb->sched.known_since = sb->sched.active_at = sched_now(n);
 	/* Our own rows, but parse defensively: a bad row loads with defaults. */
 	j = spec ? json_parse(spec, strlen(spec), &err) : NULL;
 	if (j && j->type == JSON_OBJ) {
@@ -695,6 +747,7 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 			sb->limits.disk_mb = json_u32(l, "disk_mb");
 		}
 		sb->timeout_s = json_u32(j, "timeout_s");
+		policy_load(j, &sb->pol);
 		if (env && env->type == JSON_OBJ) {
 			struct buf b;
 			struct jw w;
@@ -735,6 +788,7 @@ struct create_req {
 	struct nm_limits limits;
 	const json *env, *metadata;
 	uint32_t timeout_s;
+	struct sb_policy pol;
 };
 
 /* Validation failure: fills msg, returns the error code for the answer. */
@@ -849,7 +903,8 @@ static const char *parse_create(struct node *n, const json *body, struct create_
 				   "`timeout_s` must be a non-negative integer");
 		cr->timeout_s = (uint32_t)v->i;
 	}
-	return NULL;
+	policy_defaults(n, &cr->pol);
+	return policy_parse(body, &cr->pol, msg, sz);
 }
 
 static char *spec_text(const struct create_req *cr)
@@ -880,6 +935,7 @@ static char *spec_text(const struct create_req *cr)
 	}
 	jw_key(&w, "timeout_s");
 	jw_uint(&w, cr->timeout_s);
+	policy_render(&w, &cr->pol);
 	jw_end(&w);
 	return buf_steal(&b);
 }
@@ -1072,7 +1128,8 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 			     const char *tenant)
 {
 	static const char *const keys[] = { "template", "backend", "limits", "env",
-					    "metadata", "timeout_s", NULL };
+					    "metadata", "timeout_s", "snapshots", "idle_timeout_s",
+					    "on_timeout", NULL };
 	_cleanup_free_ char *spec = NULL, *meta = NULL;
 	const char *key = http_req_header(req, "Idempotency-Key");
 	struct create_req cr = { 0 };
@@ -1160,7 +1217,11 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	sb->env = json_dup(cr.env);
 	sb->metadata = json_dup(cr.metadata);
 	sb->timeout_s = cr.timeout_s;
+	sb->pol = cr.pol;
 	sb->created_at = wall_ms();
+	/* Scheduler intervals and idle time count from now. */
+	sb->sched.known_since = sched_now(n);
+	sb->sched.last_disk_at = sb->sched.last_full_at = sb->sched.active_at = sb->sched.known_since;
 	spec = spec_text(&cr);
 	if (cr.metadata) {
 		struct buf b;

@@ -24,7 +24,7 @@
 #include "../lib/log.h"
 #include "node-internal.h"
 
-#define SNAP_COLS "id, name, kind, size_bytes, created_at"
+#define SNAP_COLS "id, name, kind, size_bytes, created_at, scheduled"
 
 static void render_snapshot(struct jw *w, const char *sandbox_id, const struct db_rows *rows,
 			    int i)
@@ -41,6 +41,10 @@ static void render_snapshot(struct jw *w, const char *sandbox_id, const struct d
 	jw_str(w, sandbox_id);
 	jw_key(w, "kind");
 	jw_str(w, db_cell(rows, i, 2));
+	/* Taken by the snapshot scheduler: only these are pruned by the
+	 * retention tiers; a client's own snapshots stay until deleted. */
+	jw_key(w, "scheduled");
+	jw_bool(w, db_cell_int(rows, i, 5) != 0);
 	jw_key(w, "created_at");
 	jw_str(w, at);
 	/* Bytes of file data written since the previous snapshot (see
@@ -123,21 +127,101 @@ static bool has_disk_snapshots(struct http_conn *c, struct sandbox *sb)
 	return false;
 }
 
+int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const char *kind,
+		  bool scheduled, char **out_id, err_t *err)
+{
+	_cleanup_free_ char *snap_id = random_id("sn-", 8);
+	_cleanup_free_ char *prev = NULL;
+	struct db_rows rows;
+	int64_t size = -1, now;
+	enum sb_state st;
+	char why[200];
+	int r;
+
+	bool full = strcmp(kind, "full") == 0;
+
+	if (!name)
+		name = snap_id;
+	if ((!full && strcmp(kind, "disk") != 0) || !sb->be || !sb->be->caps.disk_snapshot ||
+	    !sb->be->snapshot)
+		return err_set(err, EOPNOTSUPP, "%s snapshots are not supported on the %s backend",
+			       kind, sb->backend_name);
+	if (full && (!sb->be->caps.full_snapshot || !sb->be->snapshot_full))
+		return err_set(err, EOPNOTSUPP,
+			       "full (memory) snapshots are not supported on the %s backend: it "
+			       "has no memory checkpoint; take a disk snapshot (kind \"disk\")",
+			       sb->backend_name);
+	if (db_query(n->db, &rows, err,
+		     "SELECT id, name FROM snapshots WHERE sandbox_id=? ORDER BY created_at, rowid",
+		     "s", sb->id) < 0)
+		return -err->code;
+	for (int i = 0; i < rows.n_rows; i++) {
+		if (strcmp(db_cell(&rows, i, 1), name) == 0) {
+			db_rows_free(&rows);
+			return err_set(err, EEXIST, "sandbox %s already has a snapshot named `%s`",
+				       sb->id, name);
+		}
+		free(prev);
+		prev = xstrdup(db_cell(&rows, i, 0));
+	}
+	db_rows_free(&rows);
+
+	if ((r = begin_step(sb, "a snapshot", false, err)) < 0)
+		return r;
+	/* A full snapshot needs no sync: the page cache is in the memory it
+	 * captures. */
+	r = full ? 0 : quiesce(n, sb, err);
+	if (r == 0 && full)
+		r = sb->be->snapshot_full(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, err);
+	else if (r == 0)
+		r = sb->be->snapshot(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, err);
+	/* The scheduler's clock (wall time unless a test moved it), so that
+	 * retention compares like with like. */
+	now = sched_now(n);
+	if (r == 0) {
+		static const char ins[] =
+			"INSERT INTO snapshots(id, sandbox_id, name, kind, size_bytes, created_at,"
+			" scheduled) VALUES(?,?,?,?,?,?,?)";
+		if (size >= 0)
+			r = db_exec(n->db, err, ins, "ssssiii", snap_id, sb->id, name, kind, size,
+				    now, (int64_t)scheduled);
+		else  /* 'n' binds NULL and takes no argument */
+			r = db_exec(n->db, err, ins, "ssssnii", snap_id, sb->id, name, kind, now,
+				    (int64_t)scheduled);
+		if (r < 0) {
+			err_t e2 = { 0 };
+			if (sb->be->snapshot_delete(&n->bctx, sb->id, snap_id, &e2) < 0)
+				log_warn("sandbox %s: drop snapshot %s: %s", sb->id, snap_id, e2.msg);
+		}
+	}
+	if (r >= 0) {
+		err_t e2 = { 0 };
+		pthread_mutex_lock(&sb->mu);
+		st = sb->state;
+		pthread_mutex_unlock(&sb->mu);
+		snprintf(why, sizeof(why), "%s%s snapshot %s (%s) taken",
+			 scheduled ? "scheduled " : "", kind, snap_id, name);
+		if (state_event(n->db, sb->id, st, why, &e2) < 0)
+			log_warn("sandbox %s: %s", sb->id, e2.msg);
+	}
+	end_step(sb);
+	if (r < 0)
+		return r;
+	if (out_id)
+		*out_id = TAKE_PTR(snap_id);
+	return 0;
+}
+
 static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req *req,
 			    struct http_conn *c)
 {
 	static const char *const keys[] = { "name", "kind", NULL };
-	_cleanup_free_ char *snap_id = random_id("sn-", 8);
-	_cleanup_free_ char *prev = NULL;
-	const char *name = snap_id;
+	_cleanup_free_ char *snap_id = NULL;
+	const char *name = NULL;
 	bool full = false;
 	struct db_rows rows;
 	json *body = NULL;
-	int64_t size = -1, now;
-	enum sb_state st;
 	err_t err = { 0 };
-	char why[200];
-	int r;
 
 	if (req->body_len) {
 		const json *v;
@@ -164,70 +248,8 @@ static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req 
 	}
 	if (!has_disk_snapshots(c, sb))
 		goto out;
-	if (full && (!sb->be->caps.full_snapshot || !sb->be->snapshot_full)) {
-		http_respond_error(c, 501, "not_supported",
-				   "full (memory) snapshots are not supported on the %s backend: it "
-				   "has no memory checkpoint; take a disk snapshot (kind \"disk\")",
-				   sb->backend_name);
-		goto out;
-	}
-	if (db_query(n->db, &rows, &err,
-		     "SELECT id, name FROM snapshots WHERE sandbox_id=? ORDER BY created_at, rowid",
-		     "s", sb->id) < 0) {
-		node_respond_err(c, &err);
-		goto out;
-	}
-	for (int i = 0; i < rows.n_rows; i++) {
-		if (strcmp(db_cell(&rows, i, 1), name) == 0) {
-			db_rows_free(&rows);
-			http_respond_error(c, 409, "conflict",
-					   "sandbox %s already has a snapshot named `%s`", sb->id, name);
-			goto out;
-		}
-		free(prev);
-		prev = xstrdup(db_cell(&rows, i, 0));
-	}
-	db_rows_free(&rows);
-
-	if (begin_step(sb, "a snapshot", false, &err) < 0) {
-		sandbox_respond_err(c, sb, &err);
-		goto out;
-	}
-	/* A full snapshot needs no sync: the page cache is in the memory it
-	 * captures. */
-	r = full ? 0 : quiesce(n, sb, &err);
-	if (r == 0 && full)
-		r = sb->be->snapshot_full(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, &err);
-	else if (r == 0)
-		r = sb->be->snapshot(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, &err);
-	now = wall_ms();
-	if (r == 0) {
-		static const char ins[] =
-			"INSERT INTO snapshots(id, sandbox_id, name, kind, size_bytes, created_at)"
-			" VALUES(?,?,?,?,?,?)";
-		const char *kind = full ? "full" : "disk";
-		if (size >= 0)
-			r = db_exec(n->db, &err, ins, "ssssii", snap_id, sb->id, name, kind, size, now);
-		else  /* 'n' binds NULL and takes no argument */
-			r = db_exec(n->db, &err, ins, "ssssni", snap_id, sb->id, name, kind, now);
-		if (r < 0) {
-			err_t e2 = { 0 };
-			if (sb->be->snapshot_delete(&n->bctx, sb->id, snap_id, &e2) < 0)
-				log_warn("sandbox %s: drop snapshot %s: %s", sb->id, snap_id, e2.msg);
-		}
-	}
-	if (r >= 0) {
-		pthread_mutex_lock(&sb->mu);
-		st = sb->state;
-		pthread_mutex_unlock(&sb->mu);
-		snprintf(why, sizeof(why), "%s snapshot %s (%s) taken", full ? "full" : "disk",
-			 snap_id, name);
-		if (state_event(n->db, sb->id, st, why, &err) < 0)
-			log_warn("sandbox %s: %s", sb->id, err.msg);
-		err_clear(&err);
-	}
-	end_step(sb);
-	if (r < 0) {
+	/* An unsupported kind is EOPNOTSUPP from snapshot_take: 501. */
+	if (snapshot_take(n, sb, name, full ? "full" : "disk", false, &snap_id, &err) < 0) {
 		sandbox_respond_err(c, sb, &err);
 		goto out;
 	}
@@ -276,13 +298,28 @@ static void snapshot_list(struct node *n, struct sandbox *sb, struct http_conn *
 	buf_free(&b);
 }
 
+int snapshot_remove(struct node *n, struct sandbox *sb, const char *snap_id, err_t *err)
+{
+	int r;
+
+	if ((r = begin_step(sb, "deleting a snapshot", true, err)) < 0)
+		return r;
+	r = sb->be && sb->be->snapshot_delete
+		    ? sb->be->snapshot_delete(&n->bctx, sb->id, snap_id, err)
+		    : 0;
+	if (r == 0)
+		r = db_exec(n->db, err, "DELETE FROM snapshots WHERE id=? AND sandbox_id=?", "ss",
+			    snap_id, sb->id);
+	end_step(sb);
+	return r < 0 ? r : 0;
+}
+
 static void snapshot_delete(struct node *n, struct sandbox *sb, const char *ref,
 			    struct http_conn *c)
 {
 	_cleanup_free_ char *snap_id = NULL;
 	struct db_rows rows;
 	err_t err = { 0 };
-	int r;
 
 	if (find_snapshot(n, sb, ref, &rows, &err) < 0) {
 		node_respond_err(c, &err);
@@ -290,18 +327,7 @@ static void snapshot_delete(struct node *n, struct sandbox *sb, const char *ref,
 	}
 	snap_id = xstrdup(db_cell(&rows, 0, 0));
 	db_rows_free(&rows);
-	if (begin_step(sb, "deleting a snapshot", true, &err) < 0) {
-		sandbox_respond_err(c, sb, &err);
-		return;
-	}
-	r = sb->be && sb->be->snapshot_delete
-		    ? sb->be->snapshot_delete(&n->bctx, sb->id, snap_id, &err)
-		    : 0;
-	if (r == 0)
-		r = db_exec(n->db, &err, "DELETE FROM snapshots WHERE id=? AND sandbox_id=?", "ss",
-			    snap_id, sb->id);
-	end_step(sb);
-	if (r < 0)
+	if (snapshot_remove(n, sb, snap_id, &err) < 0)
 		sandbox_respond_err(c, sb, &err);
 	else
 		http_respond(c, 204, NULL, NULL, 0, NULL);

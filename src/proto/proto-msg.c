@@ -303,16 +303,26 @@ int proto_enc_status(struct buf *out, uint32_t req_id, const struct proto_status
 	proto_enc_i64(&e, PTAG_LAST_ACTIVITY, s->last_activity_ms);
 	proto_enc_u64(&e, PTAG_UPTIME, s->uptime_ms);
 	proto_enc_u32(&e, PTAG_NPROCS, s->n_procs);
+	proto_enc_u64(&e, PTAG_CPU_MS, s->cpu_ms);
 	return proto_enc_end(&e);
 }
 
 int proto_dec_status(const struct proto_frame *f, struct proto_status *s)
 {
+	int r;
+
 	memset(s, 0, sizeof(*s));
 	if (proto_get_i64(f->payload, f->len, PTAG_LAST_ACTIVITY, &s->last_activity_ms) < 0 ||
 	    proto_get_u64(f->payload, f->len, PTAG_UPTIME, &s->uptime_ms) < 0 ||
 	    proto_get_u32(f->payload, f->len, PTAG_NPROCS, &s->n_procs) < 0)
 		return -EBADMSG;
+	/* Optional: an older agent does not send it; a malformed one is an
+	 * error like any other field's. */
+	r = proto_get_u64(f->payload, f->len, PTAG_CPU_MS, &s->cpu_ms);
+	if (r < 0 && r != -ENOENT)
+		return -EBADMSG;
+	if (r < 0)
+		s->cpu_ms = 0;
 	return 0;
 }
 

@@ -60,7 +60,10 @@
  *   MKDIR    h->g  PATH str, PARENTS u8
  *   REMOVE   h->g  PATH str, RECURSIVE u8 (symlinks are never followed)
  *   RENAME   h->g  PATH str, PATH2 str
- *   STATUS   h->g  (none) -> STATUS_OK{LAST_ACTIVITY i64, UPTIME u64, NPROCS u32}
+ *   STATUS   h->g  (none) -> STATUS_OK{LAST_ACTIVITY i64, UPTIME u64, NPROCS u32,
+ *                  CPU_MS u64 (optional: CPU time of every process the agent
+ *                  started or reaped, theirs and their reaped children's;
+ *                  the node compares it between polls to see activity)}
  *   RESET    h->g  WALLCLOCK u64 (ns since the epoch; 0 = leave the clock),
  *                  ENTROPY bytes (PROTO_RESET_ENTROPY_MIN..MAX), HOSTNAME str,
  *                  MACHINE_ID str (32 lowercase hex) -> OK once the guest has
@@ -172,6 +175,8 @@ enum proto_tag {
 	PTAG_ENTROPY = 37,
 	PTAG_HOSTNAME = 38,
 	PTAG_MACHINE_ID = 39,
+	/* 60..69: lifecycle (scheduler, idle handling). */
+	PTAG_CPU_MS = 60,
 };
 
 /* Name of a frame type for messages ("EXEC"), or "?" */
@@ -334,6 +339,7 @@ struct proto_status {
 	int64_t last_activity_ms;
 	uint64_t uptime_ms;
 	uint32_t n_procs;
+	uint64_t cpu_ms;          /* 0 when the guest does not send it */
 };
 int proto_enc_status(struct buf *out, uint32_t req_id, const struct proto_status *s);
 int proto_dec_status(const struct proto_frame *f, struct proto_status *s);

@@ -18,6 +18,9 @@ from harness import BACKEND, CLI, AirlockTestCase, ApiError, main
 
 
 class SnapshotTest(AirlockTestCase):
+    # Only the snapshots these tests take (the scheduler has its own test).
+    extra_args = ("--set", "snapshot_disk_interval_s=0")
+
     def setUp(self):
         self.sid = self.api.create(template="busybox")["id"]
 
@@ -155,7 +158,8 @@ class SnapshotTest(AirlockTestCase):
         self.assertEqual([x["id"] for x in lst], [a["id"], b["id"]])
         for x in lst:
             self.assertEqual(set(x), {"id", "name", "sandbox_id", "kind", "created_at",
-                                      "size_bytes"})
+                                      "size_bytes", "scheduled"})
+            self.assertFalse(x["scheduled"])
             self.assertEqual(x["kind"], "disk")
             self.assertTrue(x["created_at"].endswith("Z"))
             self.assertIsInstance(x["size_bytes"], int)

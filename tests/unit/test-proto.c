@@ -290,10 +290,32 @@ static void test_typed(void)
 	CHECK(x2.pid == 8 && x2.code == -1 && x2.signal == 9);
 
 	buf_reset(&b);
-	struct proto_status s = { .last_activity_ms = 1700000000000, .uptime_ms = 5, .n_procs = 2 }, s2;
+	struct proto_status s = { .last_activity_ms = 1700000000000, .uptime_ms = 5, .n_procs = 2,
+				  .cpu_ms = 1234 }, s2;
 	CHECK(proto_enc_status(&b, 3, &s) == 0);
 	CHECK(parse_one(&b, &f) == 0 && proto_dec_status(&f, &s2) == 0);
 	CHECK(s2.last_activity_ms == s.last_activity_ms && s2.uptime_ms == 5 && s2.n_procs == 2);
+	CHECK(s2.cpu_ms == 1234);
+	/* An agent without CPU_MS (older) decodes with 0; a CPU_MS of the
+	 * wrong size is malformed. */
+	{
+		struct proto_enc e2;
+		buf_reset(&b);
+		proto_enc_begin(&e2, &b, PT_STATUS_OK, 0, 4);
+		proto_enc_i64(&e2, PTAG_LAST_ACTIVITY, 7);
+		proto_enc_u64(&e2, PTAG_UPTIME, 8);
+		proto_enc_u32(&e2, PTAG_NPROCS, 0);
+		CHECK(proto_enc_end(&e2) == 0);
+		CHECK(parse_one(&b, &f) == 0 && proto_dec_status(&f, &s2) == 0 && s2.cpu_ms == 0);
+		buf_reset(&b);
+		proto_enc_begin(&e2, &b, PT_STATUS_OK, 0, 4);
+		proto_enc_i64(&e2, PTAG_LAST_ACTIVITY, 7);
+		proto_enc_u64(&e2, PTAG_UPTIME, 8);
+		proto_enc_u32(&e2, PTAG_NPROCS, 0);
+		proto_enc_u32(&e2, PTAG_CPU_MS, 5);
+		CHECK(proto_enc_end(&e2) == 0);
+		CHECK(parse_one(&b, &f) == 0 && proto_dec_status(&f, &s2) == -EBADMSG);
+	}
 
 	/* stat in a nested dirent */
 	buf_reset(&b);

@@ -1,0 +1,96 @@
+/* schedule.h - per-sandbox lifecycle policy and the scheduler pass (node).
+ *
+ * The policy comes from the create request, with the node's config as the
+ * default, and is stored in the sandbox's spec row:
+ *
+ *   "snapshots": {"disk_interval_s", "full_interval_s",
+ *                 "retention": {"keep_all_s", "keep_hourly_s", "keep_daily_s"}}
+ *   "idle_timeout_s"      pause after this long without activity (0 = never)
+ *   "on_timeout"          "delete" | "pause": what timeout_s does
+ *
+ * The scheduler runs on the reaper thread once a second (and on demand from
+ * the debug clock endpoint). For each running sandbox it asks the guest for
+ * its activity only when a decision is due (a snapshot interval passed, or
+ * the idle timeout), takes scheduled disk snapshots through the same path as
+ * POST .../snapshots, prunes scheduled snapshots by the retention tiers
+ * (retention.h), and pauses idle sandboxes (reason "idle").
+ *
+ * Its clock is sched_now(): wall ms plus an offset that only the debug
+ * clock endpoint (config debug_clock=true) moves, so tests cross days
+ * without sleeping. Snapshot timestamps use the same clock. TTLs
+ * (timeout_s) use the wall clock.
+ */
+#ifndef AIRLOCK_NODE_SCHEDULE_H
+#define AIRLOCK_NODE_SCHEDULE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../lib/json.h"
+#include "retention.h"
+
+struct node;
+struct sandbox;
+struct http_req;
+struct http_conn;
+
+struct sb_policy {
+	uint32_t disk_interval_s;   /* 0 = no scheduled disk snapshots */
+	uint32_t full_interval_s;   /* 0 = none; skipped unless caps.full_snapshot */
+	struct retention retention;
+	uint32_t idle_timeout_s;    /* 0 = never auto-pause */
+	bool timeout_pause;         /* on_timeout "pause" (false: "delete") */
+};
+
+/* What the guest said about activity; equal samples = nothing happened. */
+struct sb_activity {
+	int64_t last_activity_ms;   /* guest clock: only compared for equality */
+	uint64_t cpu_ms;
+	uint32_t n_procs;
+};
+
+/* Scheduler and TTL bookkeeping of one sandbox; under sb->mu. */
+struct sb_sched {
+	bool sig_valid, snap_sig_valid, full_sig_valid;
+	struct sb_activity sig;        /* last sample */
+	struct sb_activity snap_sig;   /* sample when the last scheduled disk snapshot was taken */
+	struct sb_activity full_sig;
+	int64_t known_since;           /* sched clock: created, or loaded by this node */
+	int64_t active_at;             /* sched clock: activity last seen (0 = not yet) */
+	int64_t last_disk_at;          /* sched clock: last scheduled disk attempt (0 = unknown) */
+	int64_t last_full_at;
+	int64_t last_prune_at;         /* sched clock */
+	int streams;                   /* clients following a running process's output */
+	/* TTL, wall ms: deadline = ttl_base + timeout_s + paused_total_ms. */
+	int64_t ttl_base;
+	int64_t paused_total_ms;
+	int64_t paused_since;          /* 0 unless paused */
+	bool ttl_paused;               /* paused by on_timeout=pause: a resume restarts the budget */
+};
+
+/* The node's defaults (config) into *pol. */
+void policy_defaults(const struct node *n, struct sb_policy *pol);
+/* Fields of a create body over *pol (after policy_defaults). NULL, or the
+ * error code for a 400 with msg filled. */
+const char *policy_parse(const json *body, struct sb_policy *pol, char *msg, size_t sz);
+/* The policy as keys of the object being written (spec row, sandbox JSON). */
+void policy_render(struct jw *w, const struct sb_policy *pol);
+/* From a stored spec object (missing keys keep *pol's values). */
+void policy_load(const json *spec, struct sb_policy *pol);
+
+int64_t sched_now(struct node *n);
+/* A client used the sandbox (exec, files, connect): counts as activity. */
+void sched_touch(struct sandbox *sb);
+/* sb->mu held: the sandbox moved to `to` (pause/resume accounting). */
+void sched_on_state_locked(struct sandbox *sb, int to);
+/* Wall ms at which the TTL runs out (sb->mu held); 0 when none. */
+int64_t sched_ttl_deadline_locked(const struct sandbox *sb);
+
+/* Start the once-a-second pass on the reaper (after reaper_start). */
+void schedule_start(struct node *n);
+/* The reaper's TIMER_SCHEDULE: one pass, then the next tick. */
+void schedule_tick(struct node *n);
+/* POST /v1/debug/clock {"advance_s"}: 404 unless config debug_clock. */
+void handle_debug_clock(struct node *n, struct http_req *req, struct http_conn *c);
+
+#endif
