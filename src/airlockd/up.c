@@ -240,6 +240,7 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 		.max_body = 16u << 20,
 		.rate_per_s = cfg->rate_per_s,
 		.rate_burst = cfg->rate_burst,
+		.ports_domain = cfg->ports_domain,
 	};
 	return api_run(&ac, err);
 }

@@ -74,6 +74,20 @@ void api_handle_keys(struct api *a, struct http_req *req, struct http_conn *c,
 void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 		 const struct api_principal *who);
 
+/* --- ports.c: port forwarding --- */
+
+/* Write the request to the node as `target` (client headers minus our
+ * credentials, plus identity), take the client connection over and relay
+ * bytes both ways: proxied answers, WebSocket and tunnels pass unchanged. */
+void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
+		     const struct api_principal *who, const char *target, bool host_routed);
+/* POST /v1/sandboxes/{id}/port-tokens */
+void api_port_token_create(struct api *a, struct http_req *req, struct http_conn *c,
+			   const struct api_principal *who, const char *sandbox_id);
+/* A request for {port}-{id}.<ports_domain>: authorises it (token or the
+ * owner's key) and relays it. false when Host is not such a name. */
+bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c);
+
 /* --- api.c: small helpers --- */
 
 /* ms since the epoch as ISO-8601 UTC ("2024-05-01T12:00:00.123Z"). */

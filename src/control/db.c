@@ -49,7 +49,11 @@ static const char schema[] =
 	"  id TEXT PRIMARY KEY, sandbox_id TEXT NOT NULL, name TEXT NOT NULL,"
 	"  kind TEXT NOT NULL, size_bytes INTEGER, created_at INTEGER NOT NULL,"
 	"  UNIQUE(sandbox_id, name));"
-	"CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots(sandbox_id, created_at);";
+	"CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots(sandbox_id, created_at);"
+	/* Access tokens of host-routed port URLs (api/ports.c): SHA-256 only. */
+	"CREATE TABLE IF NOT EXISTS port_tokens("
+	"  hash TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, sandbox_id TEXT NOT NULL,"
+	"  port INTEGER NOT NULL, expires_at INTEGER NOT NULL, created_at INTEGER NOT NULL);";
 
 static int db_error(struct db *db, err_t *err, int rc, const char *what)
 {

@@ -1,0 +1,370 @@
+/* ports.c - a sandbox's TCP ports for its owner: the HTTP reverse proxy
+ * (/v1/sandboxes/{id}/ports/{port}/{path...}, WebSocket included) and the
+ * raw TCP tunnel (/v1/sandboxes/{id}/tunnel/{port} with Upgrade: airlock-tcp).
+ *
+ * The node reaches the port through the guest agent's channel (PORT_* frames,
+ * src/proto/proto.h), not by the sandbox's network address: the channel
+ * exists for both backends already, the host needs no route into the
+ * sandbox, nothing listens on any interface, and the gateway's rules stay
+ * one-way (out of the sandbox only).
+ *
+ * Both forms end as one byte pipe between the connection the api made to us
+ * and a guest stream: after PORT_OPEN succeeds we take the HTTP connection
+ * over (http_conn_takeover) and relay until both directions ended.
+ *   - proxy: we write the request, rewritten for the sandbox (Host, hop-by-hop
+ *     headers, Connection: close or the Upgrade), then the sandbox's answer
+ *     goes back as it was written, byte for byte: status, headers and a
+ *     streamed body, or a 101 and then WebSocket frames both ways.
+ *   - tunnel: we answer 101 ourselves and relay raw bytes.
+ * Errors before the takeover are ordinary JSON answers: 404 for another
+ * tenant's sandbox, 502 `bad_gateway` when nothing listens on the port.
+ *
+ * A relay does not keep its sandbox from being deleted or rolled back: the
+ * teardown resets every stream (guestconn_ports_abort) before it waits for
+ * the channel's users, so a long-lived tunnel ends instead of blocking it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "../lib/log.h"
+#include "node-internal.h"
+
+#define RELAY_CHUNK (64u * 1024)
+
+/* Request headers that describe this hop only (RFC 9110 7.6.1), or that we
+ * set ourselves; the rest go to the sandbox unchanged. */
+static bool hop_header(const char *name, const char *connection)
+{
+	static const char *const hop[] = {
+		"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization",
+		"Proxy-Authenticate", "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Host",
+		"Content-Length",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
+		if (strcasecmp(name, hop[i]) == 0)
+			return true;
+	/* Ours (identity, routing): never shown to the sandbox. */
+	if (strncasecmp(name, "X-Airlock-", 10) == 0)
+		return true;
+	/* Headers the client named in Connection are hop-by-hop too. */
+	return connection && http_has_token(connection, name);
+}
+
+static bool value_ok(const char *v)
+{
+	for (; *v; v++)
+		if ((unsigned char)*v < 0x20 && *v != '\t')
+			return false;
+	return true;
+}
+
+/* The request as the service in the sandbox gets it. */
+static void build_request(struct buf *out, const struct http_req *req, const char *target,
+			  uint16_t port, const char *prefix)
+{
+	const char *conn = http_req_header(req, "Connection");
+	const char *upg = http_req_header(req, "Upgrade");
+	bool upgrade = upg && conn && http_has_token(conn, "upgrade") && value_ok(upg);
+
+	buf_printf(out, "%s %s HTTP/1.1\r\nHost: localhost:%u\r\n", req->method, target, port);
+	for (size_t i = 0; i < req->n_headers; i++) {
+		const struct http_header *h = &req->headers[i];
+		if (hop_header(h->name, conn) || !value_ok(h->value))
+			continue;
+		buf_printf(out, "%s: %s\r\n", h->name, h->value);
+	}
+	if (prefix)
+		buf_printf(out, "X-Forwarded-Prefix: %s\r\n", prefix);
+	if (upgrade)
+		buf_printf(out, "Connection: Upgrade\r\nUpgrade: %s\r\n", upg);
+	else
+		/* One request per stream: the answer ends when the service
+		 * closes, which is what lets us pass it on unparsed. */
+		buf_adds(out, "Connection: close\r\n");
+	if (req->body_len || strcmp(req->method, "POST") == 0 || strcmp(req->method, "PUT") == 0 ||
+	    strcmp(req->method, "PATCH") == 0)
+		buf_printf(out, "Content-Length: %zu\r\n", req->body_len);
+	buf_adds(out, "\r\n");
+}
+
+/* ---- the relay between the api's connection and a guest stream ---------- */
+
+struct pipe_state {
+	int fd;                 /* client (the api's connection), non-blocking */
+	struct gstream *st;
+	char *up;               /* client -> guest, waiting for credit */
+	size_t up_len, up_off;
+	bool up_eof, up_shut;
+	char *down;             /* guest -> client */
+	size_t down_len, down_off;
+	bool down_eof, down_shut;
+};
+
+/* Move what can move now; returns 0, or -errno when the relay must end. */
+static int pipe_step(struct pipe_state *p)
+{
+	/* guest -> client */
+	for (;;) {
+		if (p->down_off < p->down_len) {
+			ssize_t w = send(p->fd, p->down + p->down_off, p->down_len - p->down_off,
+					 MSG_NOSIGNAL);
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				if (errno == EAGAIN)
+					break;
+				return -errno;
+			}
+			p->down_off += (size_t)w;
+			continue;
+		}
+		p->down_len = p->down_off = 0;
+		if (p->down_eof) {
+			if (!p->down_shut) {
+				shutdown(p->fd, SHUT_WR);
+				p->down_shut = true;
+			}
+			break;
+		}
+		ssize_t n = gstream_read(p->st, p->down, RELAY_CHUNK);
+		if (n == -EAGAIN)
+			break;
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			p->down_eof = true;
+		p->down_len = (size_t)n;
+	}
+	/* client -> guest */
+	for (;;) {
+		if (p->up_off < p->up_len) {
+			ssize_t w = gstream_write(p->st, p->up + p->up_off, p->up_len - p->up_off);
+			if (w < 0)
+				return (int)w;
+			if (w == 0)
+				break;    /* no credit: the guest's reader is behind */
+			p->up_off += (size_t)w;
+			continue;
+		}
+		p->up_len = p->up_off = 0;
+		if (p->up_eof) {
+			if (!p->up_shut) {
+				if (gstream_shut(p->st) < 0)
+					return -ECONNRESET;
+				p->up_shut = true;
+			}
+			break;
+		}
+		ssize_t n = recv(p->fd, p->up, RELAY_CHUNK, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			return -errno;
+		}
+		if (n == 0)
+			p->up_eof = true;
+		p->up_len = (size_t)n;
+	}
+	return 0;
+}
+
+/* Relay until both directions ended or one side failed. `pending`: bytes
+ * of the client that arrived behind the request. */
+static int pipe_run(int fd, struct gstream *st, const struct buf *pending)
+{
+	struct pipe_state p = { .fd = fd, .st = st };
+	int fl = fcntl(fd, F_GETFL), r = 0;
+	bool hup = false;
+
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	p.up = xmalloc(RELAY_CHUNK + pending->len);
+	p.down = xmalloc(RELAY_CHUNK);
+	if (pending->len) {
+		memcpy(p.up, pending->data, pending->len);
+		p.up_len = pending->len;
+	}
+	for (;;) {
+		uint64_t junk;
+		/* Clear first, then look: anything that arrives after the
+		 * clear sets the eventfd again, so no wake-up is lost. */
+		(void)!read(gstream_fd(st), &junk, sizeof(junk));
+		if ((r = pipe_step(&p)) < 0)
+			break;
+		if (p.up_shut && p.down_shut)
+			break;
+		struct pollfd pf[2] = {
+			{ .fd = gstream_fd(st), .events = POLLIN },
+			{ .fd = fd },
+		};
+		if (p.down_off < p.down_len)
+			pf[1].events |= POLLOUT;
+		if (!p.up_eof && p.up_off >= p.up_len)
+			pf[1].events |= POLLIN;
+		if (hup && !(pf[1].events & POLLIN))
+			pf[1].fd = -1;    /* would poll ready for ever */
+		if (poll(pf, 2, -1) < 0 && errno != EINTR) {
+			r = -errno;
+			break;
+		}
+		if (pf[1].revents & (POLLHUP | POLLERR)) {
+			hup = true;
+			/* Gone both ways after its EOF: the answer has nobody
+			 * to go to. */
+			if (p.up_eof)
+				break;
+		}
+	}
+	free(p.up);
+	free(p.down);
+	return r;
+}
+
+/* ---- handlers ------------------------------------------------------------- */
+
+static bool parse_port(const char *s, size_t n, uint16_t *port)
+{
+	unsigned v = 0;
+
+	if (n == 0 || n > 5)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (unsigned)(s[i] - '0');
+	}
+	if (v == 0 || v > 65535 || s[0] == '0')
+		return false;
+	*port = (uint16_t)v;
+	return true;
+}
+
+static void respond_open_error(struct http_conn *c, struct sandbox *sb, uint16_t port,
+			       const err_t *e)
+{
+	switch (e->code) {
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case ETIMEDOUT:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EMFILE:
+		http_respond_error(c, 502, "bad_gateway",
+				   "cannot connect to port %u in sandbox %s: %s", port, sb->id,
+				   strerror(e->code));
+		return;
+	}
+	sandbox_respond_err(c, sb, e);
+}
+
+/* tunnel: false = HTTP proxy of `target` (raw, starts with '/'); true = raw
+ * TCP after a 101. */
+static void serve_port(struct node *n, struct sandbox *sb, uint16_t port, const char *target,
+		       const char *prefix, bool tunnel, struct http_req *req, struct http_conn *c)
+{
+	_cleanup_(buf_free) struct buf head = { 0 };
+	_cleanup_(buf_free) struct buf pending = { 0 };
+	struct guestconn *gc;
+	struct gstream *st;
+	err_t err = { 0 };
+	int fd, r;
+
+	if (tunnel) {
+		const char *upg = http_req_header(req, "Upgrade");
+		if (strcmp(req->method, "GET") != 0) {
+			http_respond_error(c, 405, "method_not_allowed", "a tunnel is opened with GET");
+			return;
+		}
+		if (!upg || strcasecmp(upg, "airlock-tcp") != 0) {
+			http_respond_error(c, 400, "bad_request",
+					   "a tunnel needs `Connection: Upgrade` and "
+					   "`Upgrade: airlock-tcp`");
+			return;
+		}
+	}
+	if (!(gc = sandbox_gc_use(n, sb, "resumed for port forwarding", &err))) {
+		sandbox_respond_err(c, sb, &err);
+		return;
+	}
+	if (!(st = guestconn_port_open(gc, port, &err))) {
+		sandbox_gc_put(sb);
+		respond_open_error(c, sb, port, &err);
+		return;
+	}
+	fd = http_conn_takeover(c, &pending);
+	if (tunnel) {
+		static const char ok[] = "HTTP/1.1 101 Switching Protocols\r\n"
+					 "Connection: Upgrade\r\nUpgrade: airlock-tcp\r\n\r\n";
+		r = send(fd, ok, sizeof(ok) - 1, MSG_NOSIGNAL) < 0 ? -errno : 0;
+	} else {
+		/* The request goes into the front of what the client sends. */
+		build_request(&head, req, target, port, prefix);
+		buf_add(&head, req->body, req->body_len);
+		buf_add(&head, pending.data, pending.len);
+		buf_reset(&pending);
+		buf_add(&pending, head.data, head.len);
+		r = 0;
+	}
+	if (r == 0)
+		r = pipe_run(fd, st, &pending);
+	if (r < 0 && r != -ECONNRESET && r != -EPIPE)
+		log_debug("port %u of %s: relay ended: %s", port, sb->id, strerror(-r));
+	gstream_close(st);
+	sandbox_gc_put(sb);
+}
+
+bool ports_route(struct node *n, struct http_req *req, struct http_conn *c, const char *tenant)
+{
+	static const char pre[] = "/v1/sandboxes/";
+	const char *t = req->target, *id, *kind, *num, *rest;
+	size_t id_len, num_len;
+	bool tunnel;
+	uint16_t port;
+	char sid[65];
+
+	if (strncmp(t, pre, sizeof(pre) - 1) != 0)
+		return false;
+	id = t + sizeof(pre) - 1;
+	id_len = strcspn(id, "/?");
+	if (id[id_len] != '/' || id_len == 0 || id_len >= sizeof(sid))
+		return false;
+	kind = id + id_len + 1;
+	if (strncmp(kind, "ports/", 6) == 0)
+		tunnel = false, num = kind + 6;
+	else if (strncmp(kind, "tunnel/", 7) == 0)
+		tunnel = true, num = kind + 7;
+	else
+		return false;
+	num_len = strcspn(num, "/?");
+	rest = num + num_len;
+	if (tunnel && *rest)
+		return false;
+	memcpy(sid, id, id_len);
+	sid[id_len] = '\0';
+	if (!parse_port(num, num_len, &port)) {
+		http_respond_error(c, 400, "bad_request", "port must be 1..65535");
+		return true;
+	}
+	struct sandbox *sb = sandbox_find(n, sid, tenant);
+	if (!sb) {
+		http_respond_error(c, 404, "not_found", "no sandbox `%s`", sid);
+		return true;
+	}
+	/* The service sees its own paths: /v1/sandboxes/X/ports/8080/a?b -> /a?b. */
+	_cleanup_free_ char *target = *rest == '/' ? xstrdup(rest) : xasprintf("/%s", rest);
+	/* Under a host-routed URL ({port}-{id}.<domain>, the api says so) the
+	 * service sits at the root; under the API path it has a prefix. */
+	const char *hr = http_req_header(req, "X-Airlock-Host-Routed");
+	_cleanup_free_ char *prefix = hr && strcmp(hr, "1") == 0
+		? NULL : xasprintf("/v1/sandboxes/%s/ports/%u", sid, port);
+	serve_port(n, sb, port, target, prefix, tunnel, req, c);
+	sandbox_unref(sb);
+	return true;
+}
