@@ -263,6 +263,7 @@ class PortsTest(AirlockTestCase):
         return p, lport
 
     def _stop(self, p):
+        p.stdout.close()
         p.terminate()
         try:
             p.wait(timeout=30)
