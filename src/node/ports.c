@@ -44,6 +44,8 @@ static bool hop_header(const char *name, const char *connection)
 		"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization",
 		"Proxy-Authenticate", "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Host",
 		"Content-Length",
+		/* We already answered 100-continue and read the body. */
+		"Expect",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
 		if (strcasecmp(name, hop[i]) == 0)

@@ -175,6 +175,14 @@ class PortsTest(AirlockTestCase):
         self.assertNotIn("authorization", low)
         self.assertNotIn(self.server.admin_key, head)
 
+    def test_paused_sandbox_is_resumed(self):
+        sid = self.sid
+        self.api.call("POST", f"/v1/sandboxes/{sid}/pause")
+        self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{sid}")["state"], "paused")
+        status, data, _ = self.api.raw("GET", f"/v1/sandboxes/{sid}/ports/8080/index.html")
+        self.assertEqual((status, data), (200, b"hello from the sandbox\n"))
+        self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{sid}")["state"], "running")
+
     def test_large_download_intact(self):
         # 20 MiB through a window of 512 KiB: only flow control lets it
         # arrive whole while the client reads at its own pace.
