@@ -56,7 +56,7 @@ static bool dropped_header(const struct http_header *h, bool host_routed)
 
 /* The Cookie header without our token cookie; NULL when nothing is left.
  * Caller owns. */
-static char *cookie_without_token(const char *v)
+char *ports_cookie_without_token(const char *v)
 {
 	struct buf b;
 
@@ -97,7 +97,7 @@ void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
 		if (dropped_header(h, host_routed))
 			continue;
 		if (strcasecmp(h->name, "Cookie") == 0) {
-			_cleanup_free_ char *rest = cookie_without_token(h->value);
+			_cleanup_free_ char *rest = ports_cookie_without_token(h->value);
 			if (rest)
 				buf_printf(&head, "Cookie: %s\r\n", rest);
 			continue;
@@ -250,7 +250,7 @@ static int token_check(struct api *a, const char *tok, const char *sandbox_id, u
 }
 
 /* Value of cookie `name` in a Cookie header; caller owns; NULL when absent. */
-static char *cookie_get(const char *v, const char *name)
+char *ports_cookie_get(const char *v, const char *name)
 {
 	size_t nl = strlen(name);
 
@@ -265,8 +265,8 @@ static char *cookie_get(const char *v, const char *name)
 }
 
 /* "8080-sb-abc.ports.example.com[:7070]" under domain -> port and id. */
-static bool parse_host(const char *host, const char *domain, unsigned *port, char *id,
-		       size_t idn)
+bool ports_parse_host(const char *host, const char *domain, unsigned *port, char *id,
+		      size_t idn)
 {
 	size_t hl = strcspn(host, ":"), dl = strlen(domain);
 	unsigned v = 0;
@@ -301,7 +301,7 @@ static bool parse_host(const char *host, const char *domain, unsigned *port, cha
 }
 
 /* The query string without airlock_token=...; caller owns ("" when empty). */
-static char *query_without_token(const char *q)
+char *ports_query_without_token(const char *q)
 {
 	struct buf b;
 
@@ -328,11 +328,11 @@ bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c)
 	char id[65];
 	int ok = 0;
 
-	if (!domain || !*domain || !host || !parse_host(host, domain, &port, id, sizeof(id)))
+	if (!domain || !*domain || !host || !ports_parse_host(host, domain, &port, id, sizeof(id)))
 		return false;
 
 	_cleanup_free_ char *qtok = http_query_param(req, TOKEN_QUERY);
-	_cleanup_free_ char *ctok = cookie_get(http_req_header(req, "Cookie"), TOKEN_COOKIE);
+	_cleanup_free_ char *ctok = ports_cookie_get(http_req_header(req, "Cookie"), TOKEN_COOKIE);
 	const char *htok = http_req_header(req, "X-Airlock-Port-Token");
 	const char *tok = qtok ? qtok : htok ? htok : ctok;
 
@@ -360,7 +360,7 @@ bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c)
 				   id, TOKEN_QUERY, TOKEN_COOKIE);
 		return true;
 	}
-	_cleanup_free_ char *q = query_without_token(req->query);
+	_cleanup_free_ char *q = ports_query_without_token(req->query);
 	if (qtok) {
 		/* Once in the URL, then a cookie for this host only: the token
 		 * leaves the address bar, history and the service's logs. */
