@@ -272,32 +272,32 @@ static void test_port_parsers(void)
 	char id[65];
 	char *s;
 
-	CHECK(ports_parse_host("8080-sb-ab12.ports.test", "ports.test", &port, id, sizeof(id)));
-	CHECK(port == 8080 && !strcmp(id, "sb-ab12"));
-	CHECK(ports_parse_host("80-SB-X.Ports.Test:7070", "ports.test", &port, id, sizeof(id)));
-	CHECK(port == 80 && !strcmp(id, "sb-x"));
-	CHECK(!ports_parse_host("0-sb.ports.test", "ports.test", &port, id, sizeof(id)));
-	CHECK(!ports_parse_host("65536-sb.ports.test", "ports.test", &port, id, sizeof(id)));
-	CHECK(!ports_parse_host("8080-sb.other.test", "ports.test", &port, id, sizeof(id)));
-	CHECK(!ports_parse_host("8080-sb.xports.test", "ports.test", &port, id, sizeof(id)));
-	CHECK(!ports_parse_host("8080-.ports.test", "ports.test", &port, id, sizeof(id)));
-	CHECK(!ports_parse_host("ports.test", "ports.test", &port, id, sizeof(id)));
-	CHECK(!ports_parse_host("8080-a_b.ports.test", "ports.test", &port, id, sizeof(id)));
-	CHECK(!ports_parse_host("8080-a.b.ports.test", "ports.test", &port, id, sizeof(id)));
+	CHECK(ports_parse_host("8080-sb-ab12.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(port == 8080 && !strcmp(id, "sb-ab12"), "port parsers");
+	CHECK(ports_parse_host("80-SB-X.Ports.Test:7070", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(port == 80 && !strcmp(id, "sb-x"), "port parsers");
+	CHECK(!ports_parse_host("0-sb.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("65536-sb.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("8080-sb.other.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("8080-sb.xports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("8080-.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("8080-a_b.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("8080-a.b.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
 
 	s = ports_cookie_get("a=b; airlock_port_token=alp_1; c=d", "airlock_port_token");
-	CHECK(s && !strcmp(s, "alp_1"));
+	CHECK(s && !strcmp(s, "alp_1"), "port parsers");
 	free(s);
-	CHECK(ports_cookie_get("a=b", "airlock_port_token") == NULL);
+	CHECK(ports_cookie_get("a=b", "airlock_port_token") == NULL, "port parsers");
 	s = ports_cookie_without_token("a=b; airlock_port_token=alp_1; c=d");
-	CHECK(s && !strcmp(s, "a=b; c=d"));
+	CHECK(s && !strcmp(s, "a=b; c=d"), "port parsers");
 	free(s);
-	CHECK(ports_cookie_without_token("airlock_port_token=alp_1") == NULL);
+	CHECK(ports_cookie_without_token("airlock_port_token=alp_1") == NULL, "port parsers");
 	s = ports_query_without_token("x=1&airlock_token=t&y=2");
-	CHECK(!strcmp(s, "x=1&y=2"));
+	CHECK(!strcmp(s, "x=1&y=2"), "port parsers");
 	free(s);
 	s = ports_query_without_token("airlock_token=t");
-	CHECK(!strcmp(s, ""));
+	CHECK(!strcmp(s, ""), "port parsers");
 	free(s);
 }
 
