@@ -1233,7 +1233,7 @@ int gstream_fd(const struct gstream *s)
 	return s->efd;
 }
 
-static void clear_wake(struct gstream *s)
+void gstream_clear(struct gstream *s)
 {
 	uint64_t v;
 	(void)!read(s->efd, &v, sizeof(v));
@@ -1261,7 +1261,6 @@ ssize_t gstream_read(struct gstream *s, void *p, size_t n)
 	uint32_t credit = 0;
 	ssize_t r;
 
-	clear_wake(s);
 	pthread_mutex_lock(&gc->mu);
 	size_t have = s->rx.len - s->rx_off;
 	if (have) {
@@ -1299,7 +1298,6 @@ ssize_t gstream_write(struct gstream *s, const void *p, size_t n)
 	const uint8_t *c = p;
 	size_t sent = 0;
 
-	clear_wake(s);
 	while (sent < n) {
 		pthread_mutex_lock(&gc->mu);
 		int e = s->closed ? (s->err ? s->err : EPIPE) : 0;

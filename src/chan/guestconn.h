@@ -137,8 +137,12 @@ struct gstream;
  * Caller owns the stream: gstream_close it before the guestconn is closed. */
 struct gstream *guestconn_port_open(struct guestconn *gc, uint16_t port, err_t *err);
 /* An eventfd that is readable whenever data, credit, a shut or a close
- * arrived; poll it for POLLIN. gstream_read/gstream_write clear it. Borrowed. */
+ * arrived; poll it for POLLIN. Borrowed. Only the thread that drives the
+ * stream clears it (gstream_clear), and always before it looks at the
+ * stream's state: what arrives after the clear sets it again, so no
+ * wake-up is lost. */
 int gstream_fd(const struct gstream *s);
+void gstream_clear(struct gstream *s);
 /* Up to n bytes the guest sent: > 0 bytes, 0 at the guest's EOF (PORT_SHUT,
  * everything read), -EAGAIN nothing yet, or -errno when the stream was reset
  * (by the guest, a channel close or guestconn_ports_abort). */

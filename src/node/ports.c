@@ -194,10 +194,9 @@ static int pipe_run(int fd, struct gstream *st, const struct buf *pending)
 		p.up_len = pending->len;
 	}
 	for (;;) {
-		uint64_t junk;
 		/* Clear first, then look: anything that arrives after the
 		 * clear sets the eventfd again, so no wake-up is lost. */
-		(void)!read(gstream_fd(st), &junk, sizeof(junk));
+		gstream_clear(st);
 		if ((r = pipe_step(&p)) < 0)
 			break;
 		if (p.up_shut && p.down_shut)

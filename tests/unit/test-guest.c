@@ -827,6 +827,7 @@ static int listen_lo(uint16_t *port)
 static ssize_t stream_read_wait(struct gstream *st, void *p, size_t n)
 {
 	for (;;) {
+		gstream_clear(st);
 		ssize_t r = gstream_read(st, p, n);
 		if (r != -EAGAIN)
 			return r;
