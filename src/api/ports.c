@@ -37,9 +37,15 @@
 
 /* Client request headers that never reach the node (and so the sandbox):
  * our credentials, framing we redo, and identity only we may set. */
-static bool dropped_header(const struct http_header *h, bool host_routed)
+static bool dropped_header(const struct http_header *h, bool host_routed, const char *conn)
 {
 	const char *name = h->name;
+
+	/* Hop-by-hop by the client's own Connection list: we do not pass that
+	 * list on (see below), so its headers are dropped here. Upgrade stays:
+	 * the node needs it, and drops it towards the service itself. */
+	if (conn && strcasecmp(name, "Upgrade") != 0 && http_has_token(conn, name))
+		return true;
 
 	/* Under the API path Authorization is always our key. Under a
 	 * host-routed name it may be the service's own (basic auth, its
@@ -47,7 +53,7 @@ static bool dropped_header(const struct http_header *h, bool host_routed)
 	if (strcasecmp(name, "Authorization") == 0)
 		return !host_routed || strncasecmp(h->value, "Bearer " API_KEY_PREFIX,
 						   7 + sizeof(API_KEY_PREFIX) - 1) == 0;
-	return strcasecmp(name, "Host") == 0 ||
+	return strcasecmp(name, "Host") == 0 || strcasecmp(name, "Connection") == 0 ||
 	       strcasecmp(name, "Content-Length") == 0 ||
 	       strcasecmp(name, "Transfer-Encoding") == 0 ||
 	       strncasecmp(name, "X-Airlock-", 10) == 0 ||
@@ -91,10 +97,17 @@ void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
 		http_respond_error(c, 503, "unavailable", "node unavailable");
 		return;
 	}
-	buf_printf(&head, "%s %s HTTP/1.1\r\nHost: %s\r\n", req->method, target, node_host);
+	/* One request per node connection, always: once we relay raw bytes,
+	 * a second request from the client on the same connection would reach
+	 * the node without our checks (with identity headers of its own). So
+	 * the node closes after an error answer, and the upgrade is the only
+	 * Connection token passed on. */
+	const char *conn = http_req_header(req, "Connection");
+	buf_printf(&head, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: %sclose\r\n", req->method,
+		   target, node_host, conn && http_has_token(conn, "upgrade") ? "Upgrade, " : "");
 	for (size_t i = 0; i < req->n_headers; i++) {
 		const struct http_header *h = &req->headers[i];
-		if (dropped_header(h, host_routed))
+		if (dropped_header(h, host_routed, conn))
 			continue;
 		if (strcasecmp(h->name, "Cookie") == 0) {
 			_cleanup_free_ char *rest = ports_cookie_without_token(h->value);

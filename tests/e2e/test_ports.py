@@ -202,6 +202,20 @@ class PortsTest(AirlockTestCase):
         status, data, _ = self.api.raw("GET", f"/v1/sandboxes/{self.sid}/ports/70000/")
         self.assertEqual(status, 400)
 
+    def test_no_second_request_behind_a_relay(self):
+        # After an answer relayed from the node, nothing else the client
+        # sends on that connection may reach the node unchecked (it would
+        # carry identity headers of the client's choosing).
+        _, other = self.new_tenant("ports-smuggler")
+        first = (f"GET /v1/sandboxes/{self.sid}/ports/8099/ HTTP/1.1\r\nHost: x\r\n"
+                 f"Authorization: Bearer {other.key}\r\nConnection: keep-alive\r\n\r\n")
+        second = (f"GET /v1/sandboxes/{self.sid} HTTP/1.1\r\nHost: x\r\n"
+                  "X-Airlock-Tenant: admin\r\nX-Airlock-Admin: 1\r\n\r\n")
+        data = http_raw(self.server.addr, (first + second).encode())
+        self.assertEqual(data.count(b"HTTP/1.1 "), 1, data)
+        self.assertTrue(data.startswith(b"HTTP/1.1 404"), data)
+        self.assertNotIn(self.sid.encode() + b'","tenant"', data)
+
     def test_other_tenant_gets_404(self):
         _, other = self.new_tenant("ports-other")
         for path in (f"/v1/sandboxes/{self.sid}/ports/8080/index.html",
