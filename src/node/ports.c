@@ -103,13 +103,149 @@ struct pipe_state {
 	size_t up_len, up_off;
 	bool up_eof, up_shut;
 	char *down;             /* guest -> client */
-	size_t down_len, down_off;
+	size_t down_len, down_off, down_cap;
 	bool down_eof, down_shut;
+	bool head_pending;      /* proxy: the service's answer head is still to be rewritten */
+	struct buf head;        /* its bytes so far */
 };
+
+#define MAX_RESP_HEAD (16u * 1024)
+
+/* Response headers that describe the service's hop: replaced by ours. */
+static bool resp_hop_header(const char *name, size_t n, const char *conn, size_t conn_n,
+			    bool upgrade)
+{
+	static const char *const hop[] = {
+		"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "TE",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
+		if (strlen(hop[i]) == n && strncasecmp(name, hop[i], n) == 0)
+			return true;
+	if (!upgrade && n == 7 && strncasecmp(name, "Upgrade", 7) == 0)
+		return true;
+	if (conn) {
+		_cleanup_free_ char *list = xasprintf("%.*s", (int)conn_n, conn);
+		_cleanup_free_ char *nm = xasprintf("%.*s", (int)n, name);
+		if (strcasecmp(nm, "Upgrade") != 0 && http_has_token(list, nm))
+			return true;
+	}
+	return false;
+}
+
+/* Rewrite one answer head h[0..n) (through its blank line) into out: the
+ * service's hop-by-hop headers go, and ours say how this hop ends: the
+ * connection closes after the answer (we relay it unparsed, so it ends when
+ * the service closes), or it was upgraded (101). Returns the status, or -1
+ * when this is not an HTTP/1.x answer head. */
+static int rewrite_head(const char *h, size_t n, struct buf *out)
+{
+	const char *eol = memchr(h, '\n', n), *end = h + n, *conn = NULL;
+	size_t conn_n = 0;
+	int status;
+
+	if (!eol || n < 12 || strncmp(h, "HTTP/1.", 7) != 0 || h[8] != ' ' ||
+	    sscanf(h + 9, "%3d", &status) != 1 || status < 100 || status > 999)
+		return -1;
+	bool upgrade = status == 101;
+	/* First pass: the Connection list names more hop-by-hop headers. */
+	for (const char *l = eol + 1; l < end;) {
+		const char *e = memchr(l, '\n', (size_t)(end - l));
+		if (!e)
+			break;
+		const char *colon = memchr(l, ':', (size_t)(e - l));
+		if (colon && colon - l == 10 && strncasecmp(l, "Connection", 10) == 0) {
+			conn = colon + 1;
+			conn_n = (size_t)(e - conn);
+			while (conn_n && (conn[conn_n - 1] == '\r'))
+				conn_n--;
+		}
+		l = e + 1;
+	}
+	buf_add(out, h, (size_t)(eol + 1 - h));
+	for (const char *l = eol + 1; l < end;) {
+		const char *e = memchr(l, '\n', (size_t)(end - l));
+		if (!e)
+			break;
+		size_t len = (size_t)(e + 1 - l);
+		const char *colon = memchr(l, ':', (size_t)(e - l));
+		if (len <= 2 && (l[0] == '\r' || l[0] == '\n')) {
+			buf_adds(out, upgrade ? "Connection: Upgrade\r\n" : "Connection: close\r\n");
+			buf_add(out, l, len);
+			break;
+		}
+		if (!colon || !resp_hop_header(l, (size_t)(colon - l), conn, conn_n, upgrade))
+			buf_add(out, l, len);
+		l = e + 1;
+	}
+	return status;
+}
+
+/* Proxy: hold the answer until its head is complete, then put the
+ * rewritten head (and what followed it) into p->down. An answer that is no
+ * HTTP or has a head over MAX_RESP_HEAD is passed on as it is. */
+static int filter_head(struct pipe_state *p)
+{
+	_cleanup_(buf_free) struct buf out = { 0 };
+
+	buf_add(&p->head, p->down, p->down_len);
+	p->down_len = p->down_off = 0;
+	for (;;) {
+		const char *h = p->head.data ? p->head.data : "";
+		/* The head ends at the first blank line, "\r\n" or bare "\n"
+		 * (some CGI servers pass their script's line ends on). */
+		const char *e = memmem(h, p->head.len, "\r\n\r\n", 4);
+		const char *e2 = memmem(h, p->head.len, "\n\n", 2);
+		size_t hl = e ? (size_t)(e + 4 - h) : 0;
+		int status = -1;
+
+		if (e2 && (!e || e2 + 2 < e + 4))
+			hl = (size_t)(e2 + 2 - h);
+		if (!hl && p->head.len < MAX_RESP_HEAD && !p->down_eof)
+			return 0;   /* more to come */
+		if (!p->head.len && p->down_eof) {
+			/* Closed without a word: say so, as for a closed port. */
+			static const char body[] =
+				"{\"error\":{\"code\":\"bad_gateway\",\"message\":"
+				"\"the service closed the connection without an answer\"}}";
+			buf_printf(&out, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json"
+					 "\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+				   sizeof(body) - 1, body);
+			p->head_pending = false;
+			break;
+		}
+		if (hl)
+			status = rewrite_head(h, hl, &out);
+		if (status < 0) {
+			/* Not an answer we understand: pass everything on. */
+			buf_add(&out, h, p->head.len);
+			p->head_pending = false;
+			buf_reset(&p->head);
+			break;
+		}
+		/* Interim answers (103, 100) come before the real one. */
+		memmove(p->head.data, p->head.data + hl, p->head.len - hl);
+		p->head.len -= hl;
+		if (status >= 200 || status == 101) {
+			buf_add(&out, p->head.data, p->head.len);
+			buf_reset(&p->head);
+			p->head_pending = false;
+			break;
+		}
+	}
+	if (out.len > p->down_cap) {
+		p->down = xrealloc(p->down, out.len);
+		p->down_cap = out.len;
+	}
+	memcpy(p->down, out.data, out.len);
+	p->down_len = out.len;
+	return 0;
+}
 
 /* Move what can move now; returns 0, or -errno when the relay must end. */
 static int pipe_step(struct pipe_state *p)
 {
+	int r;
+
 	/* guest -> client */
 	for (;;) {
 		if (p->down_off < p->down_len) {
@@ -136,11 +272,17 @@ static int pipe_step(struct pipe_state *p)
 		ssize_t n = gstream_read(p->st, p->down, RELAY_CHUNK);
 		if (n == -EAGAIN)
 			break;
+		/* A service that resets before any answer gets the 502 that
+		 * filter_head writes for "closed without a word". */
+		if (n < 0 && p->head_pending && !p->head.len)
+			n = 0;
 		if (n < 0)
 			return (int)n;
 		if (n == 0)
 			p->down_eof = true;
 		p->down_len = (size_t)n;
+		if (p->head_pending && (r = filter_head(p)) < 0)
+			return r;
 	}
 	/* client -> guest */
 	for (;;) {
@@ -179,9 +321,9 @@ static int pipe_step(struct pipe_state *p)
 
 /* Relay until both directions ended or one side failed. `pending`: bytes
  * of the client that arrived behind the request. */
-static int pipe_run(int fd, struct gstream *st, const struct buf *pending)
+static int pipe_run(int fd, struct gstream *st, const struct buf *pending, bool proxy)
 {
-	struct pipe_state p = { .fd = fd, .st = st };
+	struct pipe_state p = { .fd = fd, .st = st, .head_pending = proxy };
 	int fl = fcntl(fd, F_GETFL), r = 0;
 	bool hup = false;
 
@@ -189,6 +331,8 @@ static int pipe_run(int fd, struct gstream *st, const struct buf *pending)
 		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 	p.up = xmalloc(RELAY_CHUNK + pending->len);
 	p.down = xmalloc(RELAY_CHUNK);
+	p.down_cap = RELAY_CHUNK;
+	buf_init(&p.head);
 	if (pending->len) {
 		memcpy(p.up, pending->data, pending->len);
 		p.up_len = pending->len;
@@ -225,6 +369,7 @@ static int pipe_run(int fd, struct gstream *st, const struct buf *pending)
 	}
 	free(p.up);
 	free(p.down);
+	buf_free(&p.head);
 	return r;
 }
 
@@ -314,7 +459,7 @@ static void serve_port(struct node *n, struct sandbox *sb, uint16_t port, const 
 		r = 0;
 	}
 	if (r == 0)
-		r = pipe_run(fd, st, &pending);
+		r = pipe_run(fd, st, &pending, !tunnel);
 	if (r < 0 && r != -ECONNRESET && r != -EPIPE)
 		log_debug("port %u of %s: relay ended: %s", port, sb->id, strerror(-r));
 	gstream_close(st);

@@ -41,7 +41,7 @@ while IFS= read -r line; do
   [ -z "$line" ] && break
   printf '%s\n' "$line" >> /tmp/req.txt
 done
-printf 'HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok'
+printf 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nKeep-Alive: timeout=5\r\nConnection: keep-alive, X-Svc-Hop\r\nX-Svc-Hop: 1\r\nX-Svc: kept\r\n\r\nok'
 """
 
 WS = r"""#!/bin/sh
@@ -113,7 +113,8 @@ class PortsTest(AirlockTestCase):
         for cmd in (["busybox", "httpd", "-f", "-p", "8080", "-h", "/www"],
                     ["busybox", "nc", "-ll", "-p", "9000", "-e", "/bin/cat"],
                     ["busybox", "nc", "-ll", "-p", "9001", "-e", "/ws.sh"],
-                    ["busybox", "nc", "-ll", "-p", "9002", "-e", "/capture.sh"]):
+                    ["busybox", "nc", "-ll", "-p", "9002", "-e", "/capture.sh"],
+                    ["busybox", "nc", "-ll", "-p", "9003", "-e", "/bin/true"]):
             for ev in api.stream("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": cmd}):
                 assert ev["type"] == "start", ev
                 break
@@ -154,11 +155,16 @@ class PortsTest(AirlockTestCase):
 
     def test_request_as_the_service_sees_it(self):
         sid = self.sid
-        status, data, _ = self.api.raw(
+        status, data, r = self.api.raw(
             "GET", f"/v1/sandboxes/{sid}/ports/9002/a/b?c=d",
             headers={"X-Custom": "kept", "Keep-Alive": "timeout=5", "Connection": "X-Hop",
                      "X-Hop": "dropped", "X-Airlock-Tenant": "someone-else"})
         self.assertEqual((status, data), (200, b"ok"))
+        # The answer's hop-by-hop headers are the service's hop, not ours.
+        self.assertEqual(r.getheader("X-Svc"), "kept")
+        self.assertIsNone(r.getheader("Keep-Alive"))
+        self.assertIsNone(r.getheader("X-Svc-Hop"))
+        self.assertEqual(r.getheader("Connection"), "close")
         head = self.api.call("GET", f"/v1/sandboxes/{sid}/files?path=/tmp/req.txt").decode()
         lines = head.splitlines()
         self.assertEqual(lines[0], "GET /a/b?c=d HTTP/1.1")
@@ -197,6 +203,10 @@ class PortsTest(AirlockTestCase):
         err = json.loads(data)["error"]
         self.assertEqual(err["code"], "bad_gateway")
         self.assertIn("8099", err["message"])
+        # Something listens, but closes without answering: 502 too.
+        status, data, _ = self.api.raw("GET", f"/v1/sandboxes/{self.sid}/ports/9003/")
+        self.assertEqual(status, 502, data)
+        self.assertEqual(json.loads(data)["error"]["code"], "bad_gateway")
         status, data, _ = self.api.raw("GET", f"/v1/sandboxes/{self.sid}/ports/0/")
         self.assertEqual(status, 400)
         status, data, _ = self.api.raw("GET", f"/v1/sandboxes/{self.sid}/ports/70000/")
