@@ -13,8 +13,9 @@
  * over (http_conn_takeover) and relay until both directions ended.
  *   - proxy: we write the request, rewritten for the sandbox (Host, hop-by-hop
  *     headers, Connection: close or the Upgrade), then the sandbox's answer
- *     goes back as it was written, byte for byte: status, headers and a
- *     streamed body, or a 101 and then WebSocket frames both ways.
+ *     goes back with its head rewritten (rewrite_head: the service's
+ *     hop-by-hop headers replaced by ours) and the rest byte for byte: a
+ *     streamed body, or after a 101 WebSocket frames both ways.
  *   - tunnel: we answer 101 ourselves and relay raw bytes.
  * Errors before the takeover are ordinary JSON answers: 404 for another
  * tenant's sandbox, 502 `bad_gateway` when nothing listens on the port.
