@@ -13,7 +13,7 @@
  * over (http_conn_takeover) and relay until both directions ended.
  *   - proxy: we write the request, rewritten for the sandbox (Host, hop-by-hop
  *     headers, Connection: close or the Upgrade), then the sandbox's answer
- *     goes back with its head rewritten (rewrite_head: the service's
+ *     goes back with its head rewritten (ports_rewrite_head: the service's
  *     hop-by-hop headers replaced by ours) and the rest byte for byte: a
  *     streamed body, or after a 101 WebSocket frames both ways.
  *   - tunnel: we answer 101 ourselves and relay raw bytes.
@@ -138,14 +138,22 @@ static bool resp_hop_header(const char *name, size_t n, const char *conn, size_t
  * connection closes after the answer (we relay it unparsed, so it ends when
  * the service closes), or it was upgraded (101). Returns the status, or -1
  * when this is not an HTTP/1.x answer head. */
-static int rewrite_head(const char *h, size_t n, struct buf *out)
+int ports_rewrite_head(const char *h, size_t n, struct buf *out)
 {
 	const char *eol = memchr(h, '\n', n), *end = h + n, *conn = NULL;
 	size_t conn_n = 0;
 	int status;
 
-	if (!eol || n < 12 || strncmp(h, "HTTP/1.", 7) != 0 || h[8] != ' ' ||
-	    sscanf(h + 9, "%3d", &status) != 1 || status < 100 || status > 999)
+	/* Bytes from the sandbox: "HTTP/1.x NNN", nothing read beyond n. */
+	if (!eol || n < 12 || strncmp(h, "HTTP/1.", 7) != 0 || h[8] != ' ')
+		return -1;
+	status = 0;
+	for (int i = 9; i < 12; i++) {
+		if (h[i] < '0' || h[i] > '9')
+			return -1;
+		status = status * 10 + (h[i] - '0');
+	}
+	if (status < 100)
 		return -1;
 	bool upgrade = status == 101;
 	/* First pass: the Connection list names more hop-by-hop headers. */
@@ -215,7 +223,7 @@ static int filter_head(struct pipe_state *p)
 			break;
 		}
 		if (hl)
-			status = rewrite_head(h, hl, &out);
+			status = ports_rewrite_head(h, hl, &out);
 		if (status < 0) {
 			/* Not an answer we understand: pass everything on. */
 			buf_add(&out, h, p->head.len);
