@@ -3,8 +3,9 @@
  *
  * One thread, one poll(2) loop (agent.c) over: the channel, a signalfd
  * (SIGCHLD and termination signals), every started process's output and
- * stdin fds, and the TCP sockets of port streams (ports.c). Nothing in the loop blocks on a peer: the channel and process
- * stdin are non-blocking with per-connection / per-process buffers.
+ * stdin fds, and the TCP sockets of port streams (ports.c). Nothing in the
+ * loop blocks on a peer: the channel, process stdin and port sockets are
+ * non-blocking with per-connection / per-process / per-stream buffers.
  *
  * Backpressure: when more than OUT_HIGH bytes wait to go out on the channel,
  * the loop stops reading process output and producing file-read chunks, so a
