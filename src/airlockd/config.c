@@ -139,6 +139,14 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return set_double(&c->rate_per_s, key, val, err);
 	if (!strcmp(key, "rate_burst"))
 		return set_double(&c->rate_burst, key, val, err);
+	if (!strcmp(key, "ports_domain")) {
+		for (const char *p = val; *p; p++)
+			if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+			      *p == '.'))
+				return err_set(err, EINVAL, "ports_domain: `%s` is not a lowercase "
+					       "DNS name", val);
+		return set_str(c->ports_domain, sizeof(c->ports_domain), key, val, err);
+	}
 	if (!strcmp(key, "cgroup_favordynmods")) {
 		if (strcmp(val, "true") && strcmp(val, "false"))
 			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);

@@ -20,6 +20,7 @@ struct airlockd_config {
 	uint32_t default_memory_mb, default_cpu_millis, default_pids, default_disk_mb;
 	uint32_t max_sandboxes;
 	double rate_per_s, rate_burst;
+	char ports_domain[200];    /* host-routed port URLs {port}-{id}.<this>; "" = off */
 	int log_level;             /* 0 error .. 3 debug */
 	char vm_accel[8];          /* vm backend: "auto" | "kvm" | "tcg" */
 	char vm_dir[512];          /* vmlinuz + initramfs.cpio.gz; "" = the build tree's */

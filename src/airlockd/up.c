@@ -251,6 +251,7 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 		.rate_per_s = cfg->rate_per_s,
 		.rate_burst = cfg->rate_burst,
 		.vault_pub = vault_pub,
+		.ports_domain = cfg->ports_domain,
 	};
 	return api_run(&ac, err);
 }

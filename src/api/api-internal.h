@@ -81,6 +81,30 @@ void api_handle_credentials(struct api *a, struct http_req *req, struct http_con
 void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 		 const struct api_principal *who);
 
+/* --- ports.c: port forwarding --- */
+
+/* Write the request to the node as `target` (client headers minus our
+ * credentials, plus identity), take the client connection over and relay
+ * bytes both ways: proxied answers, WebSocket and tunnels pass unchanged. */
+void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
+		     const struct api_principal *who, const char *target, bool host_routed);
+/* POST /v1/sandboxes/{id}/port-tokens */
+void api_port_token_create(struct api *a, struct http_req *req, struct http_conn *c,
+			   const struct api_principal *who, const char *sandbox_id);
+/* A request for {port}-{id}.<ports_domain>: authorises it (token or the
+ * owner's key) and relays it. false when Host is not such a name. */
+bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c);
+/* Parsers of client bytes used above (fuzzed: tests/fuzz/fuzz-api-ports.c).
+ * "8080-sb-x.<domain>[:port]" -> 8080 and "sb-x" (lowercased, id < idn). */
+bool ports_parse_host(const char *host, const char *domain, unsigned *port, char *id,
+		      size_t idn);
+/* Cookie header value: our token cookie's value / the header without it
+ * (NULL when nothing is left). Query string without airlock_token=, "" when
+ * empty. All results caller-owned. */
+char *ports_cookie_get(const char *v, const char *name);
+char *ports_cookie_without_token(const char *v);
+char *ports_query_without_token(const char *q);
+
 /* --- api.c: small helpers --- */
 
 /* ms since the epoch as ISO-8601 UTC ("2024-05-01T12:00:00.123Z"). */

@@ -140,6 +140,32 @@ static bool is_file_write(const struct http_req *req)
 	return rest && rest != p + n && strcmp(rest, "/files") == 0;
 }
 
+enum { PP_NONE, PP_PROXY, PP_TOKENS };
+
+/* /v1/sandboxes/{id}/ports/{port}[/...] and /tunnel/{port} (relayed raw),
+ * /v1/sandboxes/{id}/port-tokens (served here). */
+static int port_path(const char *p, char *id, size_t idn)
+{
+	static const char pre[] = "/v1/sandboxes/";
+	const char *s, *rest;
+	size_t n;
+
+	if (strncmp(p, pre, sizeof(pre) - 1) != 0)
+		return PP_NONE;
+	s = p + sizeof(pre) - 1;
+	n = strcspn(s, "/");
+	if (n == 0 || n >= idn || s[n] != '/')
+		return PP_NONE;
+	memcpy(id, s, n);
+	id[n] = '\0';
+	rest = s + n;
+	if (strcmp(rest, "/port-tokens") == 0)
+		return PP_TOKENS;
+	if (strncmp(rest, "/ports/", 7) == 0 || strncmp(rest, "/tunnel/", 8) == 0)
+		return PP_PROXY;
+	return PP_NONE;
+}
+
 /* Extract the key from "Authorization: Bearer <key>". Borrowed from req. */
 static const char *bearer(const struct http_req *req)
 {
@@ -164,6 +190,9 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 	err_t err = { 0 };
 	int r;
 
+	/* {port}-{id}.<ports_domain>: a sandbox's service, not the API. */
+	if (req->target[0] == '/' && api_host_routed(a, req, c))
+		return;
 	if (rt == R_NONE || req->target[0] != '/') {
 		http_respond_error(c, 404, "not_found", "no such endpoint");
 		return;
@@ -209,7 +238,9 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 		return;
 	}
 
-	if (req->body_len > MAX_JSON_BODY && !is_file_write(req)) {
+	char sbid[65];
+	int pk = port_path(req->path, sbid, sizeof(sbid));
+	if (req->body_len > MAX_JSON_BODY && !is_file_write(req) && pk != PP_PROXY) {
 		http_respond_error(c, 413, "body_too_large",
 				   "request bodies are limited to %u MiB (16 MiB for file writes)",
 				   MAX_JSON_BODY >> 20);
@@ -234,7 +265,12 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 		api_forward(a, req, c, &who);
 		break;
 	default:
-		api_forward(a, req, c, &who);
+		if (pk == PP_PROXY)
+			api_forward_raw(a, req, c, &who, req->target, false);
+		else if (pk == PP_TOKENS)
+			api_port_token_create(a, req, c, &who, sbid);
+		else
+			api_forward(a, req, c, &who);
 		break;
 	}
 }

@@ -127,5 +127,44 @@ int guestconn_reset(struct guestconn *gc, const struct guest_reset *r, err_t *er
 /* SYNC: the guest runs sync(2); success means what its filesystems hold in
  * their page cache reached their disks (before a disk snapshot). */
 int guestconn_sync(struct guestconn *gc, err_t *err);
+/* ---- port streams -------------------------------------------------------
+ * A TCP connection the guest agent opens to 127.0.0.1:port inside the
+ * sandbox (PORT_* frames). Flow control: the guest never has more than
+ * PROTO_PORT_WINDOW bytes in flight towards us per stream, and we consume
+ * (and acknowledge) only what gstream_read hands out, so a stream buffers at
+ * most one window in the node; gstream_write sends only within the credit
+ * the guest granted. One thread drives a stream at a time. */
+struct gstream;
+
+/* Connect; waits for the guest's answer (timeout as for requests). On
+ * failure err->code is the guest's errno (ECONNREFUSED for a closed port).
+ * Caller owns the stream: gstream_close it before the guestconn is closed. */
+struct gstream *guestconn_port_open(struct guestconn *gc, uint16_t port, err_t *err);
+/* An eventfd that is readable whenever data, credit, a shut or a close
+ * arrived; poll it for POLLIN. Borrowed. Only the thread that drives the
+ * stream clears it (gstream_clear), and always before it looks at the
+ * stream's state: what arrives after the clear sets it again, so no
+ * wake-up is lost. */
+int gstream_fd(const struct gstream *s);
+void gstream_clear(struct gstream *s);
+/* Up to n bytes the guest sent: > 0 bytes, 0 at the guest's EOF (PORT_SHUT,
+ * everything read), -EAGAIN nothing yet, or -errno when the stream was reset
+ * (by the guest, a channel close or guestconn_ports_abort). */
+ssize_t gstream_read(struct gstream *s, void *p, size_t n);
+/* Bytes readable now without blocking. */
+size_t gstream_readable(struct gstream *s);
+/* Credit left: how many bytes gstream_write would take now. */
+size_t gstream_credit(struct gstream *s);
+/* Send up to n bytes, as much as the credit allows: returns the count (0
+ * when there is no credit now), or -errno when the stream or channel is gone. */
+ssize_t gstream_write(struct gstream *s, const void *p, size_t n);
+/* Our direction ended (EOF from our client): PORT_SHUT. */
+int gstream_shut(struct gstream *s);
+/* Reset unless the guest already closed it, then free. Accepts NULL. */
+void gstream_close(struct gstream *s);
+/* Reset every stream of gc now (teardown must not wait for the clients of
+ * long-lived tunnels); their users see -ECONNRESET. Takes only gc's own
+ * lock, sends nothing, never blocks: callable with the sandbox's lock held. */
+void guestconn_ports_abort(struct guestconn *gc);
 
 #endif

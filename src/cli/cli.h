@@ -129,6 +129,7 @@ int cmd_exec(struct cli *cli, int argc, char **argv);
 int cmd_ps(struct cli *cli, int argc, char **argv);
 int cmd_logs(struct cli *cli, int argc, char **argv);
 int cmd_console(struct cli *cli, int argc, char **argv);
+int cmd_port_forward(struct cli *cli, int argc, char **argv);
 int cmd_kill(struct cli *cli, int argc, char **argv);
 int cmd_files(struct cli *cli, int argc, char **argv);
 int cmd_template(struct cli *cli, int argc, char **argv);

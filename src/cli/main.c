@@ -33,6 +33,8 @@ static const char usage[] =
 	"  logs SBX PID [--offset N] [--no-follow]   replay and follow a process's output\n"
 	"  kill SBX PID [--signal SIG]            signal a process (default TERM)\n"
 	"  console SBX                            the last 64 KiB of a vm sandbox's serial console\n"
+	"  port-forward SBX [LOCAL:]REMOTE        listen on 127.0.0.1:LOCAL (0: any free port) and\n"
+	"                                         tunnel each connection to port REMOTE in SBX\n"
 	"\n"
 	"Files (inside a sandbox):\n"
 	"  files read SBX PATH                    write the file to stdout\n"
@@ -78,6 +80,7 @@ static const struct verb {
 	{ "tenant", cmd_tenant }, { "key", cmd_key },	     { "health", cmd_health },
 	{ "node", cmd_node },	  { "pause", cmd_pause },   { "resume", cmd_resume },
 	{ "connect", cmd_connect }, { "console", cmd_console },
+	{ "port-forward", cmd_port_forward },
 	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
 	{ "fork", cmd_fork },
 };

@@ -88,6 +88,7 @@ static void chan_down(struct agent *a, const char *why)
 	buf_reset(&a->out);
 	a->out_off = 0;
 	file_reset_transfers(a);
+	port_reset_all(a);
 	a->next_probe_ms = now_ms() + PORT_PROBE_MS;
 }
 
@@ -158,6 +159,7 @@ static void dispatch(struct agent *a, const struct proto_frame *f)
 		 * answered any more. */
 		file_reset_transfers(a);
 		proc_forget_acks(a);
+		port_reset_all(a);
 		send_hello(a, f->req_id);
 		return;
 	case PT_EXEC: proc_exec(a, f); return;
@@ -179,6 +181,11 @@ static void dispatch(struct agent *a, const struct proto_frame *f)
 		sync();
 		agent_send_ok(a, f->req_id);
 		return;
+	case PT_PORT_OPEN: port_open(a, f); return;
+	case PT_PORT_DATA:
+	case PT_PORT_CREDIT:
+	case PT_PORT_SHUT:
+	case PT_PORT_CLOSE: port_frame(a, f); return;
 	}
 	agent_send_error(a, f->req_id, ENOSYS, "unsupported frame type %u (%s)", f->type,
 			 proto_type_name(f->type));
@@ -245,12 +252,12 @@ static void handle_signals(struct agent *a)
 	proc_reap(a);
 }
 
-enum { K_CHAN, K_SIG, K_OUT0, K_OUT1, K_IN };
+enum { K_CHAN, K_SIG, K_OUT0, K_OUT1, K_IN, K_PORT };
 
 int agent_run(struct agent *a)
 {
 	struct pollfd *pfd = NULL;
-	struct proc **owner = NULL;
+	void **owner = NULL;
 	int *kind = NULL;
 	size_t cap = 0;
 
@@ -275,8 +282,8 @@ int agent_run(struct agent *a)
 
 		for (struct proc *p = a->procs; p; p = p->next)
 			nprocs++;
-		if (cap < 2 + 3 * nprocs) {
-			cap = 2 + 3 * nprocs + 16;
+		if (cap < 2 + 3 * nprocs + a->n_streams) {
+			cap = 2 + 3 * nprocs + a->n_streams + 16;
 			pfd = xrealloc(pfd, cap * sizeof(*pfd));
 			owner = xrealloc(owner, cap * sizeof(*owner));
 			kind = xrealloc(kind, cap * sizeof(*kind));
@@ -310,6 +317,14 @@ int agent_run(struct agent *a)
 				owner[n] = p;
 				kind[n++] = K_IN;
 			}
+		}
+		for (struct pstream *s = a->streams; s && a->chan_up; s = s->next) {
+			short ev = port_events(a, s);
+			if (!ev)
+				continue;   /* not even for POLLHUP: it would spin */
+			pfd[n] = (struct pollfd){ .fd = s->fd, .events = ev };
+			owner[n] = s;
+			kind[n++] = K_PORT;
 		}
 		/* Downloads left after file_pump_downloads wait for POLLOUT. */
 		timeout = proc_next_timeout(a);
@@ -349,6 +364,15 @@ int agent_run(struct agent *a)
 				break;
 			case K_IN:
 				proc_write_stdin(a, owner[i]);
+				break;
+			case K_PORT:
+				/* An earlier entry of this round (a CLOSE from
+				 * the host, the channel going down) may have
+				 * freed it; the fd check guards against a new
+				 * stream at the same address. */
+				if (port_alive(a, owner[i]) &&
+				    ((struct pstream *)owner[i])->fd == pfd[i].fd)
+					port_io(a, owner[i], re);
 				break;
 			}
 		}

@@ -3,8 +3,9 @@
  *
  * One thread, one poll(2) loop (agent.c) over: the channel, a signalfd
  * (SIGCHLD and termination signals), every started process's output and
- * stdin fds. Nothing in the loop blocks on a peer: the channel and process
- * stdin are non-blocking with per-connection / per-process buffers.
+ * stdin fds, and the TCP sockets of port streams (ports.c). Nothing in the
+ * loop blocks on a peer: the channel, process stdin and port sockets are
+ * non-blocking with per-connection / per-process / per-stream buffers.
  *
  * Backpressure: when more than OUT_HIGH bytes wait to go out on the channel,
  * the loop stops reading process output and producing file-read chunks, so a
@@ -59,6 +60,22 @@ struct download {               /* a READ in progress: chunks are produced as th
 	uint64_t off, size, max;
 };
 
+struct pstream {                /* a port stream (ports.c) */
+	struct pstream *next;
+	uint32_t id;            /* chosen by the host */
+	int fd;                 /* TCP socket to 127.0.0.1:port, non-blocking */
+	uint16_t port;
+	uint32_t open_req;      /* PORT_OPEN request id while connecting, else 0 */
+	struct buf in_q;        /* host -> socket bytes not yet written */
+	size_t in_q_off;
+	uint32_t unacked_in;    /* host bytes received and not yet credited back */
+	uint32_t credit_due;    /* of those, written to the socket */
+	uint32_t send_credit;   /* bytes we may still send the host */
+	bool host_shut;         /* host sent PORT_SHUT */
+	bool wr_done;           /* shutdown(SHUT_WR) done */
+	bool rd_eof;            /* EOF from the socket; PORT_SHUT sent */
+};
+
 struct agent {
 	int chan_fd;
 	bool chan_up;           /* false after EOF/error: output is then discarded */
@@ -74,6 +91,8 @@ struct agent {
 	struct proc *procs;
 	struct upload *uploads;
 	struct download *downloads;
+	struct pstream *streams;
+	size_t n_streams;
 	int64_t last_activity_ms;
 	uint64_t start_ms;
 	char boot_id[PROTO_BOOT_ID_MAX + 1];
@@ -140,5 +159,16 @@ void file_rename(struct agent *a, const struct proto_frame *f);
 void file_pump_downloads(struct agent *a);
 /* Drop transfers of a previous host connection. */
 void file_reset_transfers(struct agent *a);
+
+/* ports.c */
+void port_open(struct agent *a, const struct proto_frame *f);
+/* PORT_DATA, PORT_CREDIT, PORT_SHUT, PORT_CLOSE from the host. */
+void port_frame(struct agent *a, const struct proto_frame *f);
+/* poll events the stream wants now (0: leave it out of this round). */
+short port_events(const struct agent *a, const struct pstream *s);
+void port_io(struct agent *a, struct pstream *s, short revents);
+bool port_alive(const struct agent *a, const struct pstream *s);
+/* Close every stream (the host that opened them is gone). */
+void port_reset_all(struct agent *a);
 
 #endif

@@ -112,6 +112,7 @@ int main(int argc, char **argv)
 	int r = agent_run(&a);
 
 	file_reset_transfers(&a);
+	port_reset_all(&a);
 	proto_rx_free(&a.rx);
 	buf_free(&a.out);
 	close(a.sig_fd);

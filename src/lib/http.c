@@ -111,7 +111,7 @@ const char *http_resp_header(const struct http_resp *r, const char *name)
 }
 
 /* Whether a comma-separated header value lists token (case-insensitive). */
-static bool has_token(const char *v, const char *token)
+bool http_has_token(const char *v, const char *token)
 {
 	size_t tl = strlen(token);
 
@@ -379,7 +379,8 @@ static int interpret_headers(const struct http_req *req, struct req_info *info, 
 		return err_set(err, EINVAL, "both Content-Length and Transfer-Encoding");
 
 	const char *conn = http_req_header(req, "Connection");
-	info->keep_alive = info->http10 ? has_token(conn, "keep-alive") : !has_token(conn, "close");
+	info->keep_alive = info->http10 ? http_has_token(conn, "keep-alive")
+					 : !http_has_token(conn, "close");
 	const char *expect = http_req_header(req, "Expect");
 	info->expect_continue = !info->http10 && expect && strcasecmp(expect, "100-continue") == 0;
 	return 0;
@@ -902,6 +903,16 @@ bool http_conn_peer_closed(struct http_conn *c)
 	if (r == 0)
 		return true;
 	return r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+int http_conn_takeover(struct http_conn *c, struct buf *pending)
+{
+	c->state = RESP_DONE;
+	c->keep_alive = false;
+	if (pending && c->in.len)
+		buf_add(pending, c->in.data, c->in.len);
+	buf_consume(&c->in, c->in.len);
+	return c->fd;
 }
 
 /* ---- reading one request from a connection ---- */
@@ -1564,6 +1575,17 @@ static int connect_tcp(const struct endpoint *ep, err_t *err)
 	return fd;
 }
 
+int http_dial(const char *base, char *host_header, size_t hn, err_t *err)
+{
+	struct endpoint ep;
+
+	if (parse_base(base, &ep, err) < 0)
+		return -err->code;
+	if (host_header)
+		snprintf(host_header, hn, "%s", ep.host_header);
+	return ep.is_unix ? connect_unix(&ep, err) : connect_tcp(&ep, err);
+}
+
 /* The request goes out in one sendmsg: head and body together, so a small
  * request is a single packet. A failed send is not fatal by itself: the
  * server may have answered early (413) and closed; the caller still reads. */
@@ -1655,7 +1677,7 @@ static int read_final_head(struct reader *r, const char *method, struct http_res
 	if (strcmp(method, "HEAD") == 0 || out->status == 204 || out->status == 304)
 		*kind = BODY_NONE;
 	else if (te)
-		*kind = has_token(te, "chunked") ? BODY_CHUNKED : BODY_EOF;
+		*kind = http_has_token(te, "chunked") ? BODY_CHUNKED : BODY_EOF;
 	else if (cl)
 		*kind = BODY_CLEN;
 	else

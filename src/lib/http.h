@@ -40,6 +40,9 @@ struct http_req {
 
 /* Borrowed pointers into req; NULL when absent. */
 const char *http_req_header(const struct http_req *req, const char *name);
+/* Does a comma-separated header value (Connection, Upgrade) list token?
+ * Case-insensitive. */
+bool http_has_token(const char *v, const char *token);
 /* Decoded query parameter; caller owns; NULL when absent. */
 char *http_query_param(const struct http_req *req, const char *name);
 
@@ -67,6 +70,12 @@ int http_stream_end(struct http_conn *c);
 /* True once the peer closed its side (checked without blocking). */
 bool http_conn_peer_closed(struct http_conn *c);
 
+/* Take the connection over after a request (an Upgrade, a raw relay): the
+ * server sends nothing more on it and closes it once the handler returns.
+ * Bytes the client already sent beyond the request are appended to pending.
+ * Returns the fd, borrowed for the rest of the handler. */
+int http_conn_takeover(struct http_conn *c, struct buf *pending);
+
 struct http_server;
 /* Starts the listener thread. ctx is borrowed. unix sockets are created with
  * mode 0660 (an existing socket file is replaced). */
@@ -87,6 +96,11 @@ struct http_resp {
 };
 void http_resp_free(struct http_resp *r);  /* frees headers and body */
 const char *http_resp_header(const struct http_resp *r, const char *name);
+
+/* Connect to base ("http://host:port" or "unix:/path"); the Host header a
+ * request to it should carry goes to host_header. Returns an fd (O_CLOEXEC,
+ * caller owns) or -errno with err filled. */
+int http_dial(const char *base, char *host_header, size_t hn, err_t *err);
 
 int http_request(const char *base, const char *method, const char *target,
 		 const char *headers, const void *body, size_t len,

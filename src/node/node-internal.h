@@ -216,6 +216,15 @@ void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c)
 void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 			   struct http_conn *c);
 
+/* ports.c: /v1/sandboxes/{id}/ports/{port}/... and /tunnel/{port}. Returns
+ * false when the request is not one of those (it is then routed as usual). */
+bool ports_route(struct node *n, struct http_req *req, struct http_conn *c, const char *tenant);
+/* A service's answer head h[0..n) (untrusted, through its blank line) with
+ * its hop-by-hop headers replaced by ours, appended to out. Returns the
+ * status, or -1 when it is no HTTP/1.x answer head (out unchanged then).
+ * Fuzzed: tests/fuzz/fuzz-node-ports.c. */
+int ports_rewrite_head(const char *h, size_t n, struct buf *out);
+
 /* exec.c */
 void proc_on_output(struct sandbox *sb, uint32_t pid, int fd, uint64_t off, const void *data,
 		    size_t len);

@@ -447,6 +447,9 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 		http_respond_error(c, 401, "unauthorized", "missing X-Airlock-Tenant");
 		return;
 	}
+	/* Port paths carry the service's own path, of any depth. */
+	if (ports_route(n, req, c, tenant))
+		return;
 	nseg = split_path(path, segs);
 	if (nseg < 2 || strcmp(segs[0], "v1") != 0) {
 		http_respond_error(c, 404, "not_found", "no such endpoint");

@@ -456,6 +456,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	procs_mark_lost(sb, "the sandbox was rolled back");
 	old = sb->gc;
 	sb->gc = NULL;
+	guestconn_ports_abort(old);
 	while (sb->gc_users > 0)
 		pthread_cond_wait(&sb->cv, &sb->mu);
 	pthread_mutex_unlock(&sb->mu);

@@ -412,3 +412,66 @@ int proto_dec_reset(const struct proto_frame *f, struct proto_reset *x)
 		return r;
 	return reset_ok(x) ? 0 : -EINVAL;
 }
+
+/* ---- PORT_* -------------------------------------------------------------- */
+
+static bool is_port_type(unsigned t)
+{
+	return t >= PT_PORT_OPEN && t <= PT_PORT_CLOSE;
+}
+
+int proto_enc_port(struct buf *out, uint32_t req_id, const struct proto_port *m)
+{
+	struct proto_enc e;
+
+	if (!is_port_type(m->type) || (m->type == PT_PORT_OPEN && m->port == 0) ||
+	    (m->type == PT_PORT_DATA && (m->len == 0 || m->len > PROTO_CHUNK)) ||
+	    (m->type == PT_PORT_CREDIT && (m->credit == 0 || m->credit > PROTO_PORT_WINDOW)))
+		return -EINVAL;
+	proto_enc_begin(&e, out, m->type, 0, m->type == PT_PORT_OPEN ? req_id : 0);
+	proto_enc_u32(&e, PTAG_STREAM, m->stream);
+	switch (m->type) {
+	case PT_PORT_OPEN: proto_enc_u16(&e, PTAG_PORT, m->port); break;
+	case PT_PORT_DATA: proto_enc_bytes(&e, PTAG_DATA, m->data, m->len); break;
+	case PT_PORT_CREDIT: proto_enc_u32(&e, PTAG_CREDIT, m->credit); break;
+	case PT_PORT_CLOSE: proto_enc_u32(&e, PTAG_ERRNO, m->err); break;
+	}
+	return proto_enc_end(&e);
+}
+
+/* Untrusted on the node's side: a guest could claim any stream, size or
+ * credit; what it may claim is limited here, what it owns is checked by the
+ * receiver's stream table. */
+int proto_dec_port(const struct proto_frame *f, struct proto_port *m)
+{
+	memset(m, 0, sizeof(*m));
+	if (!is_port_type(f->type))
+		return -EBADMSG;
+	m->type = f->type;
+	if (proto_get_u32(f->payload, f->len, PTAG_STREAM, &m->stream) < 0)
+		return -EBADMSG;
+	switch (f->type) {
+	case PT_PORT_OPEN:
+		if (proto_get_u16(f->payload, f->len, PTAG_PORT, &m->port) < 0 || m->port == 0)
+			return -EBADMSG;
+		break;
+	case PT_PORT_DATA:
+		if (proto_get_bytes(f->payload, f->len, PTAG_DATA, &m->data, &m->len) < 0 ||
+		    m->len == 0 || m->len > PROTO_CHUNK)
+			return -EBADMSG;
+		break;
+	case PT_PORT_CREDIT:
+		if (proto_get_u32(f->payload, f->len, PTAG_CREDIT, &m->credit) < 0 ||
+		    m->credit == 0 || m->credit > PROTO_PORT_WINDOW)
+			return -EBADMSG;
+		break;
+	case PT_PORT_CLOSE:
+		/* Absent = clean close; a value that is no errno is EIO. */
+		if (proto_get_u32(f->payload, f->len, PTAG_ERRNO, &m->err) == -EBADMSG)
+			return -EBADMSG;
+		if (m->err > 4095)
+			m->err = EIO;
+		break;
+	}
+	return 0;
+}

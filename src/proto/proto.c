@@ -71,6 +71,11 @@ const char *proto_type_name(unsigned type)
 	case PT_STATUS_OK: return "STATUS_OK";
 	case PT_RESET: return "RESET";
 	case PT_SYNC: return "SYNC";
+	case PT_PORT_OPEN: return "PORT_OPEN";
+	case PT_PORT_DATA: return "PORT_DATA";
+	case PT_PORT_CREDIT: return "PORT_CREDIT";
+	case PT_PORT_SHUT: return "PORT_SHUT";
+	case PT_PORT_CLOSE: return "PORT_CLOSE";
 	}
 	return "?";
 }

@@ -75,6 +75,32 @@
  *                  filesystem's dirty data is on its disk. Sent before a
  *                  disk snapshot of a VM, so the image holds what the guest
  *                  wrote.
+ *
+ * Port streams (forwarding a TCP port of the sandbox to its owner, see
+ * docs/API.md "Ports"). The host picks the stream id; ids are never reused
+ * while a stream with that id may still have frames in flight. Every stream
+ * frame except PORT_OPEN carries request_id 0 and gets no answer.
+ *
+ *   PORT_OPEN   h->g  STREAM u32, PORT u16 -> OK once the guest's TCP
+ *                     connection to 127.0.0.1:PORT is established, or ERROR
+ *                     with the connect errno (ECONNREFUSED, ETIMEDOUT, ...);
+ *                     EEXIST for a stream id in use, EMFILE over the limit.
+ *   PORT_DATA   both  STREAM u32, DATA bytes (1..PROTO_CHUNK). A sender may
+ *                     have at most PROTO_PORT_WINDOW bytes unacknowledged per
+ *                     stream and direction; more is a protocol violation that
+ *                     resets the stream (guest) or closes the channel (host).
+ *   PORT_CREDIT both  STREAM u32, CREDIT u32: the receiver consumed (wrote
+ *                     to its socket) CREDIT more bytes; the sender may send
+ *                     that much more. This is the flow control: a slow reader
+ *                     on either end stops the other one's reads, so neither
+ *                     the agent nor the node buffers more than a window.
+ *   PORT_SHUT   both  STREAM u32: the sender's direction ended (EOF on its
+ *                     socket): the receiver shuts down writing once it has
+ *                     written what it buffered. Half-close, as TCP's FIN.
+ *   PORT_CLOSE  both  STREAM u32, ERRNO u32 (0 = clean): the stream is gone
+ *                     (both directions ended, or an error/reset). The
+ *                     receiver closes its socket and forgets the id; frames
+ *                     for an unknown id are dropped (they crossed a CLOSE).
  */
 #ifndef AIRLOCK_PROTO_H
 #define AIRLOCK_PROTO_H
@@ -103,6 +129,8 @@
 #define PROTO_RESET_ENTROPY_MAX 512
 #define PROTO_HOSTNAME_MAX 64       /* HOST_NAME_MAX */
 #define PROTO_MACHINE_ID_LEN 32     /* hex digits, as in machine-id(5) */
+#define PROTO_PORT_WINDOW (512u * 1024)  /* unacknowledged bytes per stream direction */
+#define PROTO_PORT_MAX_STREAMS 1024 /* open streams per guest */
 
 /* Header flags. */
 #define PROTO_F_MORE 0x0001         /* more frames of this transfer follow */
@@ -133,6 +161,12 @@ enum proto_type {
 	PT_STATUS_OK = 32,
 	PT_RESET = 33,
 	PT_SYNC = 40,
+	/* 50..59: port streams */
+	PT_PORT_OPEN = 50,
+	PT_PORT_DATA = 51,
+	PT_PORT_CREDIT = 52,
+	PT_PORT_SHUT = 53,
+	PT_PORT_CLOSE = 54,
 };
 
 enum proto_tag {
@@ -177,6 +211,10 @@ enum proto_tag {
 	PTAG_MACHINE_ID = 39,
 	/* 60..69: lifecycle (scheduler, idle handling). */
 	PTAG_CPU_MS = 60,
+	/* 50..59: port streams */
+	PTAG_STREAM = 50,
+	PTAG_PORT = 51,
+	PTAG_CREDIT = 52,
 };
 
 /* Name of a frame type for messages ("EXEC"), or "?" */
@@ -360,6 +398,22 @@ int proto_dec_reset(const struct proto_frame *f, struct proto_reset *x);
 /* The checks both sides apply. */
 bool proto_hostname_ok(const char *s);
 bool proto_machine_id_ok(const char *s);
+
+/* PORT_* frames (see the table above). One struct for all five; which fields
+ * are meaningful depends on the type. The decoder checks the type, that
+ * PORT is not 0, that DATA is 1..PROTO_CHUNK bytes and CREDIT is
+ * 1..PROTO_PORT_WINDOW: -EBADMSG otherwise. */
+struct proto_port {
+	uint8_t type;         /* PT_PORT_* */
+	uint32_t stream;
+	uint16_t port;        /* OPEN */
+	const uint8_t *data;  /* DATA: borrowed from the frame (or the caller) */
+	size_t len;
+	uint32_t credit;      /* CREDIT */
+	uint32_t err;         /* CLOSE: positive errno, 0 = clean */
+};
+int proto_enc_port(struct buf *out, uint32_t req_id, const struct proto_port *m);
+int proto_dec_port(const struct proto_frame *f, struct proto_port *m);
 
 /* ---- stream receiver ----------------------------------------------------- */
 

@@ -19,6 +19,7 @@ static void decode_all(const struct proto_frame *f)
 	struct proto_status s;
 	struct proto_stat st;
 	struct proto_reset rs;
+	struct proto_port pp;
 	struct proto_iter it;
 	struct proto_field fld;
 	char *str = NULL;
@@ -39,6 +40,12 @@ static void decode_all(const struct proto_frame *f)
 	if (proto_dec_reset(f, &rs) == 0 && (rs.entropy_len < PROTO_RESET_ENTROPY_MIN ||
 					     rs.entropy_len > PROTO_RESET_ENTROPY_MAX))
 		abort();
+	if (proto_dec_port(f, &pp) == 0 && pp.type == PT_PORT_DATA) {
+		if (pp.len == 0 || pp.len > PROTO_CHUNK)
+			abort();
+		volatile uint8_t sink = pp.data[0] ^ pp.data[pp.len - 1];
+		(void)sink;
+	}
 	(void)proto_dec_stat_fields(f->payload, f->len, &st);
 	(void)proto_get_u64(f->payload, f->len, PTAG_OFFSET, &u64);
 	if (proto_get_str(f->payload, f->len, PTAG_PATH, PROTO_MAX_PATH, &str) == 0)

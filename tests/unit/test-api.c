@@ -266,6 +266,41 @@ static void test_units(const char *db_path)
 	db_close(a.db);
 }
 
+static void test_port_parsers(void)
+{
+	unsigned port = 0;
+	char id[65];
+	char *s;
+
+	CHECK(ports_parse_host("8080-sb-ab12.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(port == 8080 && !strcmp(id, "sb-ab12"), "port parsers");
+	CHECK(ports_parse_host("80-SB-X.Ports.Test:7070", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(port == 80 && !strcmp(id, "sb-x"), "port parsers");
+	CHECK(!ports_parse_host("0-sb.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("65536-sb.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("8080-sb.other.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("8080-sb.xports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("8080-.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("8080-a_b.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+	CHECK(!ports_parse_host("8080-a.b.ports.test", "ports.test", &port, id, sizeof(id)), "port parsers");
+
+	s = ports_cookie_get("a=b; airlock_port_token=alp_1; c=d", "airlock_port_token");
+	CHECK(s && !strcmp(s, "alp_1"), "port parsers");
+	free(s);
+	CHECK(ports_cookie_get("a=b", "airlock_port_token") == NULL, "port parsers");
+	s = ports_cookie_without_token("a=b; airlock_port_token=alp_1; c=d");
+	CHECK(s && !strcmp(s, "a=b; c=d"), "port parsers");
+	free(s);
+	CHECK(ports_cookie_without_token("airlock_port_token=alp_1") == NULL, "port parsers");
+	s = ports_query_without_token("x=1&airlock_token=t&y=2");
+	CHECK(!strcmp(s, "x=1&y=2"), "port parsers");
+	free(s);
+	s = ports_query_without_token("airlock_token=t");
+	CHECK(!strcmp(s, ""), "port parsers");
+	free(s);
+}
+
 static void test_bootstrap(const char *db_path, const char *cli_path)
 {
 	err_t err = { 0 };
@@ -637,6 +672,7 @@ int main(void)
 	snprintf(addr_path, sizeof(addr_path), "%s/api.addr", tmpdir);
 
 	test_units(db_path);
+	test_port_parsers();
 	test_bootstrap(db_path, cli_path);
 	admin_key = read_key(cli_path);
 	if (!admin_key)

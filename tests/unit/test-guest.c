@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -805,6 +806,141 @@ static void test_reset(void)
 	CHECK(!strcmp(host_before, host_after));
 }
 
+/* ---- port streams ---------------------------------------------------------
+ * The guest here is a plain child in our network namespace: it connects to a
+ * listener of ours on 127.0.0.1. */
+
+static int listen_lo(uint16_t *port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	CHECK(fd >= 0);
+	CHECK(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 && listen(fd, 4) == 0);
+	CHECK(getsockname(fd, (struct sockaddr *)&sin, &sl) == 0);
+	*port = ntohs(sin.sin_port);
+	return fd;
+}
+
+/* Wait for something from the stream, then read into out (up to n). */
+static ssize_t stream_read_wait(struct gstream *st, void *p, size_t n)
+{
+	for (;;) {
+		gstream_clear(st);
+		ssize_t r = gstream_read(st, p, n);
+		if (r != -EAGAIN)
+			return r;
+		struct pollfd pfd = { .fd = gstream_fd(st), .events = POLLIN };
+		if (poll(&pfd, 1, 10000) <= 0)
+			return -ETIMEDOUT;
+	}
+}
+
+static void test_ports(struct guestconn *gc)
+{
+	err_t err = { 0 };
+	uint16_t port;
+	int lfd = listen_lo(&port);
+
+	/* A closed port: ECONNREFUSED from the guest's connect. */
+	close(lfd);
+	CHECK(guestconn_port_open(gc, port, &err) == NULL && err.code == ECONNREFUSED);
+
+	lfd = listen_lo(&port);
+	struct gstream *st = guestconn_port_open(gc, port, &err);
+	CHECK(st != NULL);
+	if (!st) {
+		close(lfd);
+		return;
+	}
+	int cfd = accept(lfd, NULL, NULL);
+	CHECK(cfd >= 0);
+
+	/* Service -> node: 24 MiB, 48 windows. The node reads slowly at first:
+	 * the service's writes must block (flow control) rather than the
+	 * guest buffering it all, and everything arrives in order. */
+	size_t total = 24u << 20;
+	uint8_t *data = xmalloc(total), *got = xmalloc(total);
+	for (size_t i = 0; i < total; i++)
+		data[i] = (uint8_t)(i * 7 + (i >> 13));
+	int fl = fcntl(cfd, F_GETFL);
+	fcntl(cfd, F_SETFL, fl | O_NONBLOCK);
+	size_t sent = 0, have = 0;
+	while (sent < total) {
+		ssize_t w = write(cfd, data + sent, total - sent);
+		if (w > 0) {
+			sent += (size_t)w;
+			continue;
+		}
+		break;   /* the socket buffers and one window are full */
+	}
+	/* With nothing read yet, the service could put at most its socket
+	 * buffers (tcp_rmem + tcp_wmem maxima, about 10 MiB by default) plus
+	 * one window into the pipe. */
+	CHECK(sent < total);
+	while (have < total) {
+		while (sent < total) {
+			ssize_t w = write(cfd, data + sent, total - sent);
+			if (w <= 0)
+				break;
+			sent += (size_t)w;
+		}
+		ssize_t r = stream_read_wait(st, got + have, total - have);
+		CHECK(r > 0);
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+	}
+	CHECK(have == total && memcmp(data, got, total) == 0);
+	fcntl(cfd, F_SETFL, fl);
+
+	/* Node -> service: 3 MiB within the credit the guest returns. */
+	size_t up = 3u << 20, off = 0;
+	have = 0;
+	while (off < up || have < up) {
+		if (off < up) {
+			ssize_t w = gstream_write(st, data + off, up - off);
+			CHECK(w >= 0);
+			if (w < 0)
+				break;
+			off += (size_t)w;
+		}
+		struct pollfd pfd = { .fd = cfd, .events = POLLIN };
+		if (have < up && poll(&pfd, 1, off < up ? 10 : 10000) > 0) {
+			ssize_t r = read(cfd, got + have, up - have);
+			CHECK(r > 0);
+			if (r <= 0)
+				break;
+			have += (size_t)r;
+		}
+	}
+	CHECK(have == up && memcmp(data, got, up) == 0);
+
+	/* Half-close both ways: our SHUT is the service's EOF, its EOF ours. */
+	CHECK(gstream_shut(st) == 0);
+	char ch;
+	CHECK(read(cfd, &ch, 1) == 0);
+	CHECK(write(cfd, "bye", 3) == 3);
+	shutdown(cfd, SHUT_WR);
+	char bye[8];
+	CHECK(stream_read_wait(st, bye, sizeof(bye)) == 3 && memcmp(bye, "bye", 3) == 0);
+	CHECK(stream_read_wait(st, bye, sizeof(bye)) == 0);
+	gstream_close(st);
+	close(cfd);
+
+	/* A reset by the node closes the guest's socket. */
+	st = guestconn_port_open(gc, port, &err);
+	CHECK(st != NULL);
+	cfd = accept(lfd, NULL, NULL);
+	gstream_close(st);
+	CHECK(read(cfd, &ch, 1) <= 0);
+	close(cfd);
+	close(lfd);
+	free(data);
+	free(got);
+}
+
 int main(void)
 {
 	const char *bin = getenv("AIRLOCK_BIN");
@@ -845,6 +981,7 @@ int main(void)
 	test_big(gc, tmp);
 	test_concurrent(gc, tmp);
 	test_status(gc);
+	test_ports(gc);
 	CHECK(guestconn_alive(gc));
 	CHECK(!S.closed);
 

@@ -518,6 +518,81 @@ static void test_rx_resync(void)
 	buf_free(&good);
 }
 
+static void test_port(void)
+{
+	struct proto_port m = { .type = PT_PORT_OPEN, .stream = 9, .port = 8080 }, y;
+	struct proto_frame f;
+	struct buf b;
+	uint8_t data[3] = { 'a', 0, 'z' };
+
+	buf_init(&b);
+	CHECK(proto_enc_port(&b, 5, &m) == 0);
+	CHECK(parse_one(&b, &f) == 0 && f.type == PT_PORT_OPEN && f.req_id == 5);
+	CHECK(!strcmp(proto_type_name(PT_PORT_OPEN), "PORT_OPEN"));
+	CHECK(proto_dec_port(&f, &y) == 0 && y.stream == 9 && y.port == 8080);
+
+	/* Stream frames other than OPEN are unsolicited: request id 0. */
+	buf_reset(&b);
+	m = (struct proto_port){ .type = PT_PORT_DATA, .stream = 9, .data = data, .len = 3 };
+	CHECK(proto_enc_port(&b, 5, &m) == 0);
+	CHECK(parse_one(&b, &f) == 0 && f.req_id == 0);
+	CHECK(proto_dec_port(&f, &y) == 0 && y.type == PT_PORT_DATA && y.len == 3 &&
+	      !memcmp(y.data, data, 3));
+
+	buf_reset(&b);
+	m = (struct proto_port){ .type = PT_PORT_CREDIT, .stream = 1, .credit = 4096 };
+	CHECK(proto_enc_port(&b, 0, &m) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_port(&f, &y) == 0 && y.credit == 4096);
+
+	buf_reset(&b);
+	m = (struct proto_port){ .type = PT_PORT_CLOSE, .stream = 1, .err = ECONNRESET };
+	CHECK(proto_enc_port(&b, 0, &m) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_port(&f, &y) == 0 && y.err == ECONNRESET);
+
+	buf_reset(&b);
+	m = (struct proto_port){ .type = PT_PORT_SHUT, .stream = 77 };
+	CHECK(proto_enc_port(&b, 0, &m) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_port(&f, &y) == 0 && y.stream == 77);
+
+	/* The encoder refuses what the decoder refuses, and leaves nothing. */
+	size_t before = b.len;
+	m = (struct proto_port){ .type = PT_PORT_OPEN, .stream = 1, .port = 0 };
+	CHECK(proto_enc_port(&b, 1, &m) == -EINVAL && b.len == before);
+	m = (struct proto_port){ .type = PT_PORT_DATA, .stream = 1, .data = data, .len = 0 };
+	CHECK(proto_enc_port(&b, 0, &m) == -EINVAL && b.len == before);
+	m = (struct proto_port){ .type = PT_PORT_CREDIT, .stream = 1,
+				 .credit = PROTO_PORT_WINDOW + 1 };
+	CHECK(proto_enc_port(&b, 0, &m) == -EINVAL && b.len == before);
+	m = (struct proto_port){ .type = PT_EXEC, .stream = 1 };
+	CHECK(proto_enc_port(&b, 0, &m) == -EINVAL && b.len == before);
+
+	/* Hand-made bad frames: a zero credit, no stream id, a wrong type. */
+	struct proto_enc e;
+	buf_reset(&b);
+	proto_enc_begin(&e, &b, PT_PORT_CREDIT, 0, 0);
+	proto_enc_u32(&e, PTAG_STREAM, 1);
+	proto_enc_u32(&e, PTAG_CREDIT, 0);
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_port(&f, &y) == -EBADMSG);
+	buf_reset(&b);
+	proto_enc_begin(&e, &b, PT_PORT_SHUT, 0, 0);
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_port(&f, &y) == -EBADMSG);
+	buf_reset(&b);
+	proto_enc_begin(&e, &b, PT_OK, 0, 0);
+	proto_enc_u32(&e, PTAG_STREAM, 1);
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_port(&f, &y) == -EBADMSG);
+	/* CLOSE with an errno out of range decodes as EIO. */
+	buf_reset(&b);
+	proto_enc_begin(&e, &b, PT_PORT_CLOSE, 0, 0);
+	proto_enc_u32(&e, PTAG_STREAM, 1);
+	proto_enc_u32(&e, PTAG_ERRNO, 999999);
+	CHECK(proto_enc_end(&e) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_port(&f, &y) == 0 && y.err == EIO);
+	buf_free(&b);
+}
+
 int main(void)
 {
 	test_header_roundtrip();
@@ -526,6 +601,7 @@ int main(void)
 	test_malformed();
 	test_typed();
 	test_reset();
+	test_port();
 	test_rx_resync();
 	if (failures) {
 		fprintf(stderr, "test-proto: %d failure(s)\n", failures);

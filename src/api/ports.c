@@ -1,0 +1,394 @@
+/* ports.c - the api's part of port forwarding: the raw relay to the node,
+ * host-routed URLs ({port}-{id}.<ports_domain>) and their access tokens.
+ *
+ * Proxied requests, WebSocket upgrades and tunnels are not answered by the
+ * api: it writes the request to the node (client headers minus our
+ * credentials, plus the identity headers only the api may set), takes the
+ * client's connection over and relays bytes both ways until both ended. So
+ * streamed answers, a 101 and whatever follows it pass through unchanged,
+ * and the node's JSON errors (404 for another tenant, 502 for a closed port)
+ * reach the client as they were written.
+ *
+ * Access tokens: `POST /v1/sandboxes/{id}/port-tokens {"port","ttl_s"?}`
+ * (owner only) returns a random token, stored as its SHA-256 with the
+ * tenant, sandbox, port and expiry. It opens exactly that port of exactly
+ * that sandbox under its host-routed name, and nothing else: the API itself
+ * never accepts it. A browser presents it once as `?airlock_token=` and is
+ * redirected to the same URL without it, with a cookie scoped to that host;
+ * programs send `X-Airlock-Port-Token`. An API key of the owner works too.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "../lib/log.h"
+#include "../lib/relay.h"
+#include "../lib/util.h"
+#include "api-internal.h"
+
+#define TOKEN_PREFIX "alp_"
+#define TOKEN_HEX 40
+#define TOKEN_TTL_DEFAULT_S 3600
+#define TOKEN_TTL_MAX_S (7 * 86400)
+#define TOKEN_COOKIE "airlock_port_token"
+#define TOKEN_QUERY "airlock_token"
+
+/* Client request headers that never reach the node (and so the sandbox):
+ * our credentials, framing we redo, and identity only we may set. */
+static bool dropped_header(const struct http_header *h, bool host_routed, const char *conn)
+{
+	const char *name = h->name;
+
+	/* Hop-by-hop by the client's own Connection list: we do not pass that
+	 * list on (see below), so its headers are dropped here. Upgrade stays:
+	 * the node needs it, and drops it towards the service itself. */
+	if (conn && strcasecmp(name, "Upgrade") != 0 && http_has_token(conn, name))
+		return true;
+
+	/* Under the API path Authorization is always our key. Under a
+	 * host-routed name it may be the service's own (basic auth, its
+	 * tokens): only an API key of ours is kept from it. */
+	if (strcasecmp(name, "Authorization") == 0)
+		return !host_routed || strncasecmp(h->value, "Bearer " API_KEY_PREFIX,
+						   7 + sizeof(API_KEY_PREFIX) - 1) == 0;
+	return strcasecmp(name, "Host") == 0 || strcasecmp(name, "Connection") == 0 ||
+	       strcasecmp(name, "Content-Length") == 0 ||
+	       strcasecmp(name, "Transfer-Encoding") == 0 ||
+	       strncasecmp(name, "X-Airlock-", 10) == 0 ||
+	       strncasecmp(name, "X-Forwarded-", 12) == 0;
+}
+
+/* The Cookie header without our token cookie; NULL when nothing is left.
+ * Caller owns. */
+char *ports_cookie_without_token(const char *v)
+{
+	struct buf b;
+
+	buf_init(&b);
+	while (*v) {
+		v += strspn(v, " ;");
+		size_t n = strcspn(v, ";");
+		if (n && !(strncmp(v, TOKEN_COOKIE "=", sizeof(TOKEN_COOKIE)) == 0))
+			buf_printf(&b, "%s%.*s", b.len ? "; " : "", (int)n, v);
+		v += n;
+	}
+	if (!b.len) {
+		buf_free(&b);
+		return NULL;
+	}
+	return buf_steal(&b);
+}
+
+void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
+		     const struct api_principal *who, const char *target, bool host_routed)
+{
+	_cleanup_(buf_free) struct buf head = { 0 };
+	_cleanup_(buf_free) struct buf pending = { 0 };
+	const char *host = http_req_header(req, "Host");
+	char node_host[256];
+	err_t err = { 0 };
+	int nfd, cfd, r;
+
+	nfd = http_dial(a->cfg->node_sock, node_host, sizeof(node_host), &err);
+	if (nfd < 0) {
+		log_warn("%s %s: node unavailable: %s", req->method, req->path, err.msg);
+		http_respond_error(c, 503, "unavailable", "node unavailable");
+		return;
+	}
+	/* One request per node connection, always: once we relay raw bytes,
+	 * a second request from the client on the same connection would reach
+	 * the node without our checks (with identity headers of its own). So
+	 * the node closes after an error answer, and the upgrade is the only
+	 * Connection token passed on. */
+	const char *conn = http_req_header(req, "Connection");
+	buf_printf(&head, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: %sclose\r\n", req->method,
+		   target, node_host, conn && http_has_token(conn, "upgrade") ? "Upgrade, " : "");
+	for (size_t i = 0; i < req->n_headers; i++) {
+		const struct http_header *h = &req->headers[i];
+		if (dropped_header(h, host_routed, conn))
+			continue;
+		if (strcasecmp(h->name, "Cookie") == 0) {
+			_cleanup_free_ char *rest = ports_cookie_without_token(h->value);
+			if (rest)
+				buf_printf(&head, "Cookie: %s\r\n", rest);
+			continue;
+		}
+		buf_printf(&head, "%s: %s\r\n", h->name, h->value);
+	}
+	/* The peer is "ip:port"; X-Forwarded-For wants the address. */
+	const char *colon = strrchr(req->peer, ':');
+	buf_printf(&head, "X-Forwarded-For: %.*s\r\nX-Forwarded-Proto: http\r\n",
+		   colon ? (int)(colon - req->peer) : (int)strlen(req->peer), req->peer);
+	if (host)
+		buf_printf(&head, "X-Forwarded-Host: %s\r\n", host);
+	buf_printf(&head, "X-Airlock-Tenant: %s\r\nX-Airlock-Admin: %d\r\n", who->tenant,
+		   who->admin ? 1 : 0);
+	if (host_routed)
+		buf_adds(&head, "X-Airlock-Host-Routed: 1\r\n");
+	buf_printf(&head, "Content-Length: %zu\r\n\r\n", req->body_len);
+	buf_add(&head, req->body, req->body_len);
+	cfd = http_conn_takeover(c, &pending);
+	if (send(nfd, head.data, head.len, MSG_NOSIGNAL) < 0) {
+		r = -errno;
+	} else {
+		r = relay_fds(cfd, nfd, pending.data, pending.len, NULL, 0);
+	}
+	if (r < 0 && r != -ECONNRESET && r != -EPIPE)
+		log_debug("%s %s: relay ended: %s", req->method, req->path, strerror(-r));
+	close(nfd);
+}
+
+/* ---- tokens ----------------------------------------------------------------- */
+
+/* POST /v1/sandboxes/{id}/port-tokens */
+void api_port_token_create(struct api *a, struct http_req *req, struct http_conn *c,
+			   const struct api_principal *who, const char *sandbox_id)
+{
+	static const char *const allowed[] = { "port", "ttl_s", NULL };
+	_cleanup_free_ char *token = NULL;
+	struct db_rows rows;
+	err_t err = { 0 };
+	bool bad = false;
+	char hash[65], ts[32];
+	json *body;
+	int r;
+
+	if (strcmp(req->method, "POST") != 0) {
+		api_method_not_allowed(c, "POST");
+		return;
+	}
+	if (!(body = api_parse_body(req, c, allowed)))
+		return;
+	int64_t port = json_get_int(body, "port", 0, &bad);
+	int64_t ttl = json_get_int(body, "ttl_s", TOKEN_TTL_DEFAULT_S, &bad);
+	json_free(body);
+	if (bad || port < 1 || port > 65535) {
+		http_respond_error(c, 400, "invalid_field", "field `port` must be 1..65535");
+		return;
+	}
+	if (ttl < 1 || ttl > TOKEN_TTL_MAX_S) {
+		http_respond_error(c, 400, "invalid_field", "field `ttl_s` must be 1..%d",
+				   TOKEN_TTL_MAX_S);
+		return;
+	}
+	/* Only the owner of a live sandbox gets a token; anyone else learns
+	 * nothing (404, as everywhere). */
+	r = db_query(a->db, &rows, &err,
+		     "SELECT 1 FROM sandboxes WHERE id = ? AND tenant_id = ?"
+		     " AND observed NOT IN ('deleted')",
+		     "ss", sandbox_id, who->tenant);
+	if (r < 0) {
+		log_err("port token: %s", err.msg);
+		http_respond_error(c, 500, "internal", "cannot look up the sandbox");
+		return;
+	}
+	bool found = rows.n_rows > 0;
+	db_rows_free(&rows);
+	if (!found) {
+		http_respond_error(c, 404, "not_found", "no sandbox `%s`", sandbox_id);
+		return;
+	}
+	token = random_id(TOKEN_PREFIX, TOKEN_HEX / 2);
+	api_key_hash(token, hash);
+	int64_t exp = wall_ms() + ttl * 1000;
+	r = db_exec(a->db, &err,
+		    "INSERT INTO port_tokens(hash, tenant_id, sandbox_id, port, expires_at,"
+		    " created_at) VALUES(?, ?, ?, ?, ?, ?)",
+		    "sssiii", hash, who->tenant, sandbox_id, port, exp, wall_ms());
+	if (r < 0) {
+		log_err("port token: %s", err.msg);
+		http_respond_error(c, 500, "internal", "cannot store the token");
+		return;
+	}
+	/* Expired tokens are swept whenever a new one is made. */
+	(void)db_exec(a->db, &err, "DELETE FROM port_tokens WHERE expires_at < ?", "i",
+		      wall_ms());
+
+	struct buf out;
+	struct jw w;
+	buf_init(&out);
+	jw_init(&w, &out);
+	jw_obj(&w);
+	jw_key(&w, "token");
+	jw_str(&w, token);
+	jw_key(&w, "sandbox_id");
+	jw_str(&w, sandbox_id);
+	jw_key(&w, "port");
+	jw_int(&w, port);
+	jw_key(&w, "expires_at");
+	api_iso_time(exp, ts);
+	jw_str(&w, ts);
+	jw_key(&w, "host");
+	if (a->cfg->ports_domain && *a->cfg->ports_domain) {
+		_cleanup_free_ char *h = xasprintf("%d-%s.%s", (int)port, sandbox_id,
+						   a->cfg->ports_domain);
+		jw_str(&w, h);
+	} else {
+		jw_null(&w);
+	}
+	jw_end(&w);
+	http_respond_json(c, 201, out.data);
+	buf_free(&out);
+}
+
+/* 1 and *who when tok opens port of sandbox_id; 0 otherwise. */
+static int token_check(struct api *a, const char *tok, const char *sandbox_id, unsigned port,
+		       struct api_principal *who)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	char hash[65];
+
+	if (strncmp(tok, TOKEN_PREFIX, sizeof(TOKEN_PREFIX) - 1) != 0 ||
+	    strlen(tok) != sizeof(TOKEN_PREFIX) - 1 + TOKEN_HEX)
+		return 0;
+	api_key_hash(tok, hash);
+	if (db_query(a->db, &rows, &err,
+		     "SELECT tenant_id FROM port_tokens WHERE hash = ? AND sandbox_id = ?"
+		     " AND port = ? AND expires_at > ?",
+		     "ssii", hash, sandbox_id, (int64_t)port, wall_ms()) < 0) {
+		log_err("port token: %s", err.msg);
+		return -EIO;
+	}
+	int ok = rows.n_rows > 0;
+	if (ok) {
+		memset(who, 0, sizeof(*who));
+		snprintf(who->tenant, sizeof(who->tenant), "%s", db_cell(&rows, 0, 0));
+		snprintf(who->key_id, sizeof(who->key_id), "port-token");
+	}
+	db_rows_free(&rows);
+	return ok;
+}
+
+/* Value of cookie `name` in a Cookie header; caller owns; NULL when absent. */
+char *ports_cookie_get(const char *v, const char *name)
+{
+	size_t nl = strlen(name);
+
+	while (v && *v) {
+		v += strspn(v, " ;");
+		size_t n = strcspn(v, ";");
+		if (n > nl && strncmp(v, name, nl) == 0 && v[nl] == '=')
+			return xasprintf("%.*s", (int)(n - nl - 1), v + nl + 1);
+		v += n;
+	}
+	return NULL;
+}
+
+/* "8080-sb-abc.ports.example.com[:7070]" under domain -> port and id. */
+bool ports_parse_host(const char *host, const char *domain, unsigned *port, char *id,
+		      size_t idn)
+{
+	size_t hl = strcspn(host, ":"), dl = strlen(domain);
+	unsigned v = 0;
+	const char *p = host;
+
+	if (hl <= dl + 1 || host[hl - dl - 1] != '.' ||
+	    strncasecmp(host + hl - dl, domain, dl) != 0)
+		return false;
+	size_t label = hl - dl - 1;      /* "8080-sb-abc" */
+	size_t i = 0;
+	while (i < label && i < 6 && p[i] >= '0' && p[i] <= '9')
+		v = v * 10 + (unsigned)(p[i++] - '0');
+	if (i == 0 || i >= label || p[i] != '-' || v == 0 || v > 65535 || p[0] == '0')
+		return false;
+	size_t n = label - i - 1;
+	if (n == 0 || n >= idn)
+		return false;
+	for (size_t k = 0; k < n; k++) {
+		char ch = p[i + 1 + k];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+		      (ch >= 'A' && ch <= 'Z')))
+			return false;
+	}
+	memcpy(id, p + i + 1, n);
+	id[n] = '\0';
+	/* DNS names are case-insensitive; our ids are lowercase. */
+	for (char *q = id; *q; q++)
+		if (*q >= 'A' && *q <= 'Z')
+			*q = (char)(*q - 'A' + 'a');
+	*port = v;
+	return true;
+}
+
+/* The query string without airlock_token=...; caller owns ("" when empty). */
+char *ports_query_without_token(const char *q)
+{
+	struct buf b;
+
+	buf_init(&b);
+	buf_adds(&b, "");
+	while (*q) {
+		size_t n = strcspn(q, "&");
+		if (n && strncmp(q, TOKEN_QUERY "=", sizeof(TOKEN_QUERY)) != 0)
+			buf_printf(&b, "%s%.*s", b.len ? "&" : "", (int)n, q);
+		q += n;
+		if (*q == '&')
+			q++;
+	}
+	return buf_steal(&b);
+}
+
+bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c)
+{
+	struct api_principal key_who_v, *key_who = NULL;
+	const char *domain = a->cfg->ports_domain;
+	const char *host = http_req_header(req, "Host");
+	struct api_principal who;
+	unsigned port;
+	char id[65];
+	int ok = 0;
+
+	if (!domain || !*domain || !host || !ports_parse_host(host, domain, &port, id, sizeof(id)))
+		return false;
+
+	_cleanup_free_ char *qtok = http_query_param(req, TOKEN_QUERY);
+	_cleanup_free_ char *ctok = ports_cookie_get(http_req_header(req, "Cookie"), TOKEN_COOKIE);
+	const char *htok = http_req_header(req, "X-Airlock-Port-Token");
+	const char *tok = qtok ? qtok : htok ? htok : ctok;
+
+	const char *auth = http_req_header(req, "Authorization");
+	if (!tok && auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+		err_t err = { 0 };
+		const char *k = auth + 7;
+		while (*k == ' ')
+			k++;
+		if (api_key_well_formed(k) && auth_lookup(a, k, &key_who_v, &err) == 1)
+			key_who = &key_who_v;
+	}
+	if (tok)
+		ok = token_check(a, tok, id, port, &who);
+	else if (key_who)
+		ok = 1, who = *key_who;   /* the owner's API key; the node checks tenancy */
+	if (ok < 0) {
+		http_respond_error(c, 500, "internal", "cannot check the token");
+		return true;
+	}
+	if (!ok) {
+		http_respond_error(c, 401, "unauthorized",
+				   "this port needs an access token (POST /v1/sandboxes/%s/"
+				   "port-tokens), as ?%s=, the %s cookie or X-Airlock-Port-Token",
+				   id, TOKEN_QUERY, TOKEN_COOKIE);
+		return true;
+	}
+	_cleanup_free_ char *q = ports_query_without_token(req->query);
+	if (qtok) {
+		/* Once in the URL, then a cookie for this host only: the token
+		 * leaves the address bar, history and the service's logs. */
+		const char *path_end = strchr(req->target, '?');
+		size_t pl = path_end ? (size_t)(path_end - req->target) : strlen(req->target);
+		_cleanup_free_ char *extra = xasprintf(
+			"Location: %.*s%s%s\r\nSet-Cookie: %s=%s; Path=/; HttpOnly; SameSite=Lax\r\n",
+			(int)pl, req->target, *q ? "?" : "", q, TOKEN_COOKIE, qtok);
+		http_respond(c, 302, "text/plain", "", 0, extra);
+		return true;
+	}
+	const char *path_end = strchr(req->target, '?');
+	size_t pl = path_end ? (size_t)(path_end - req->target) : strlen(req->target);
+	_cleanup_free_ char *target = xasprintf("/v1/sandboxes/%s/ports/%u%.*s%s%s", id, port,
+						(int)pl, req->target, *q ? "?" : "", q);
+	api_forward_raw(a, req, c, &who, target, true);
+	return true;
+}

@@ -1,0 +1,525 @@
+/* ports.c - a sandbox's TCP ports for its owner: the HTTP reverse proxy
+ * (/v1/sandboxes/{id}/ports/{port}/{path...}, WebSocket included) and the
+ * raw TCP tunnel (/v1/sandboxes/{id}/tunnel/{port} with Upgrade: airlock-tcp).
+ *
+ * The node reaches the port through the guest agent's channel (PORT_* frames,
+ * src/proto/proto.h), not by the sandbox's network address: the channel
+ * exists for both backends already, the host needs no route into the
+ * sandbox, nothing listens on any interface, and the gateway's rules stay
+ * one-way (out of the sandbox only).
+ *
+ * Both forms end as one byte pipe between the connection the api made to us
+ * and a guest stream: after PORT_OPEN succeeds we take the HTTP connection
+ * over (http_conn_takeover) and relay until both directions ended.
+ *   - proxy: we write the request, rewritten for the sandbox (Host, hop-by-hop
+ *     headers, Connection: close or the Upgrade), then the sandbox's answer
+ *     goes back with its head rewritten (ports_rewrite_head: the service's
+ *     hop-by-hop headers replaced by ours) and the rest byte for byte: a
+ *     streamed body, or after a 101 WebSocket frames both ways.
+ *   - tunnel: we answer 101 ourselves and relay raw bytes.
+ * Errors before the takeover are ordinary JSON answers: 404 for another
+ * tenant's sandbox, 502 `bad_gateway` when nothing listens on the port.
+ *
+ * A relay does not keep its sandbox from being deleted or rolled back: the
+ * teardown resets every stream (guestconn_ports_abort) before it waits for
+ * the channel's users, so a long-lived tunnel ends instead of blocking it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "../lib/log.h"
+#include "node-internal.h"
+
+#define RELAY_CHUNK (64u * 1024)
+
+/* Request headers that describe this hop only (RFC 9110 7.6.1), or that we
+ * set ourselves; the rest go to the sandbox unchanged. */
+static bool hop_header(const char *name, const char *connection)
+{
+	static const char *const hop[] = {
+		"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization",
+		"Proxy-Authenticate", "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Host",
+		"Content-Length",
+		/* We already answered 100-continue and read the body. */
+		"Expect",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
+		if (strcasecmp(name, hop[i]) == 0)
+			return true;
+	/* Ours (identity, routing): never shown to the sandbox. */
+	if (strncasecmp(name, "X-Airlock-", 10) == 0)
+		return true;
+	/* Headers the client named in Connection are hop-by-hop too. */
+	return connection && http_has_token(connection, name);
+}
+
+static bool value_ok(const char *v)
+{
+	for (; *v; v++)
+		if ((unsigned char)*v < 0x20 && *v != '\t')
+			return false;
+	return true;
+}
+
+/* The request as the service in the sandbox gets it. */
+static void build_request(struct buf *out, const struct http_req *req, const char *target,
+			  uint16_t port, const char *prefix)
+{
+	const char *conn = http_req_header(req, "Connection");
+	const char *upg = http_req_header(req, "Upgrade");
+	bool upgrade = upg && conn && http_has_token(conn, "upgrade") && value_ok(upg);
+
+	buf_printf(out, "%s %s HTTP/1.1\r\nHost: localhost:%u\r\n", req->method, target, port);
+	for (size_t i = 0; i < req->n_headers; i++) {
+		const struct http_header *h = &req->headers[i];
+		if (hop_header(h->name, conn) || !value_ok(h->value))
+			continue;
+		buf_printf(out, "%s: %s\r\n", h->name, h->value);
+	}
+	if (prefix)
+		buf_printf(out, "X-Forwarded-Prefix: %s\r\n", prefix);
+	if (upgrade)
+		buf_printf(out, "Connection: Upgrade\r\nUpgrade: %s\r\n", upg);
+	else
+		/* One request per stream: the answer ends when the service
+		 * closes, which is what lets us pass it on unparsed. */
+		buf_adds(out, "Connection: close\r\n");
+	if (req->body_len || strcmp(req->method, "POST") == 0 || strcmp(req->method, "PUT") == 0 ||
+	    strcmp(req->method, "PATCH") == 0)
+		buf_printf(out, "Content-Length: %zu\r\n", req->body_len);
+	buf_adds(out, "\r\n");
+}
+
+/* ---- the relay between the api's connection and a guest stream ---------- */
+
+struct pipe_state {
+	int fd;                 /* client (the api's connection), non-blocking */
+	struct gstream *st;
+	char *up;               /* client -> guest, waiting for credit */
+	size_t up_len, up_off;
+	bool up_eof, up_shut;
+	char *down;             /* guest -> client */
+	size_t down_len, down_off, down_cap;
+	bool down_eof, down_shut;
+	bool head_pending;      /* proxy: the service's answer head is still to be rewritten */
+	struct buf head;        /* its bytes so far */
+};
+
+#define MAX_RESP_HEAD (16u * 1024)
+
+/* Response headers that describe the service's hop: replaced by ours. */
+static bool resp_hop_header(const char *name, size_t n, const char *conn, size_t conn_n,
+			    bool upgrade)
+{
+	static const char *const hop[] = {
+		"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "TE",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
+		if (strlen(hop[i]) == n && strncasecmp(name, hop[i], n) == 0)
+			return true;
+	if (!upgrade && n == 7 && strncasecmp(name, "Upgrade", 7) == 0)
+		return true;
+	if (conn) {
+		_cleanup_free_ char *list = xasprintf("%.*s", (int)conn_n, conn);
+		_cleanup_free_ char *nm = xasprintf("%.*s", (int)n, name);
+		if (strcasecmp(nm, "Upgrade") != 0 && http_has_token(list, nm))
+			return true;
+	}
+	return false;
+}
+
+/* Rewrite one answer head h[0..n) (through its blank line) into out: the
+ * service's hop-by-hop headers go, and ours say how this hop ends: the
+ * connection closes after the answer (we relay it unparsed, so it ends when
+ * the service closes), or it was upgraded (101). Returns the status, or -1
+ * when this is not an HTTP/1.x answer head. */
+int ports_rewrite_head(const char *h, size_t n, struct buf *out)
+{
+	const char *eol = memchr(h, '\n', n), *end = h + n, *conn = NULL;
+	size_t conn_n = 0;
+	int status;
+
+	/* Bytes from the sandbox: "HTTP/1.x NNN", nothing read beyond n. */
+	if (!eol || n < 12 || strncmp(h, "HTTP/1.", 7) != 0 || h[8] != ' ')
+		return -1;
+	status = 0;
+	for (int i = 9; i < 12; i++) {
+		if (h[i] < '0' || h[i] > '9')
+			return -1;
+		status = status * 10 + (h[i] - '0');
+	}
+	if (status < 100)
+		return -1;
+	bool upgrade = status == 101;
+	/* First pass: the Connection list names more hop-by-hop headers. */
+	for (const char *l = eol + 1; l < end;) {
+		const char *e = memchr(l, '\n', (size_t)(end - l));
+		if (!e)
+			break;
+		const char *colon = memchr(l, ':', (size_t)(e - l));
+		if (colon && colon - l == 10 && strncasecmp(l, "Connection", 10) == 0) {
+			conn = colon + 1;
+			conn_n = (size_t)(e - conn);
+			while (conn_n && (conn[conn_n - 1] == '\r'))
+				conn_n--;
+		}
+		l = e + 1;
+	}
+	buf_add(out, h, (size_t)(eol + 1 - h));
+	for (const char *l = eol + 1; l < end;) {
+		const char *e = memchr(l, '\n', (size_t)(end - l));
+		if (!e)
+			break;
+		size_t len = (size_t)(e + 1 - l);
+		const char *colon = memchr(l, ':', (size_t)(e - l));
+		if (len <= 2 && (l[0] == '\r' || l[0] == '\n')) {
+			buf_adds(out, upgrade ? "Connection: Upgrade\r\n" : "Connection: close\r\n");
+			buf_add(out, l, len);
+			break;
+		}
+		if (!colon || !resp_hop_header(l, (size_t)(colon - l), conn, conn_n, upgrade))
+			buf_add(out, l, len);
+		l = e + 1;
+	}
+	return status;
+}
+
+/* Proxy: hold the answer until its head is complete, then put the
+ * rewritten head (and what followed it) into p->down. An answer that is no
+ * HTTP or has a head over MAX_RESP_HEAD is passed on as it is. */
+static int filter_head(struct pipe_state *p)
+{
+	_cleanup_(buf_free) struct buf out = { 0 };
+
+	buf_add(&p->head, p->down, p->down_len);
+	p->down_len = p->down_off = 0;
+	for (;;) {
+		const char *h = p->head.data ? p->head.data : "";
+		/* The head ends at the first blank line, "\r\n" or bare "\n"
+		 * (some CGI servers pass their script's line ends on). */
+		const char *e = memmem(h, p->head.len, "\r\n\r\n", 4);
+		const char *e2 = memmem(h, p->head.len, "\n\n", 2);
+		size_t hl = e ? (size_t)(e + 4 - h) : 0;
+		int status = -1;
+
+		if (e2 && (!e || e2 + 2 < e + 4))
+			hl = (size_t)(e2 + 2 - h);
+		if (!hl && p->head.len < MAX_RESP_HEAD && !p->down_eof)
+			return 0;   /* more to come */
+		if (!p->head.len && p->down_eof) {
+			/* Closed without a word: say so, as for a closed port. */
+			static const char body[] =
+				"{\"error\":{\"code\":\"bad_gateway\",\"message\":"
+				"\"the service closed the connection without an answer\"}}";
+			buf_printf(&out, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json"
+					 "\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+				   sizeof(body) - 1, body);
+			p->head_pending = false;
+			break;
+		}
+		if (hl)
+			status = ports_rewrite_head(h, hl, &out);
+		if (status < 0) {
+			/* Not an answer we understand: pass everything on. */
+			buf_add(&out, h, p->head.len);
+			p->head_pending = false;
+			buf_reset(&p->head);
+			break;
+		}
+		/* Interim answers (103, 100) come before the real one. */
+		memmove(p->head.data, p->head.data + hl, p->head.len - hl);
+		p->head.len -= hl;
+		if (status >= 200 || status == 101) {
+			buf_add(&out, p->head.data, p->head.len);
+			buf_reset(&p->head);
+			p->head_pending = false;
+			break;
+		}
+	}
+	if (out.len > p->down_cap) {
+		p->down = xrealloc(p->down, out.len);
+		p->down_cap = out.len;
+	}
+	memcpy(p->down, out.data, out.len);
+	p->down_len = out.len;
+	return 0;
+}
+
+/* Move what can move now; returns 0, or -errno when the relay must end. */
+static int pipe_step(struct pipe_state *p)
+{
+	int r;
+
+	/* guest -> client */
+	for (;;) {
+		if (p->down_off < p->down_len) {
+			ssize_t w = send(p->fd, p->down + p->down_off, p->down_len - p->down_off,
+					 MSG_NOSIGNAL);
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				if (errno == EAGAIN)
+					break;
+				return -errno;
+			}
+			p->down_off += (size_t)w;
+			continue;
+		}
+		p->down_len = p->down_off = 0;
+		if (p->down_eof) {
+			if (!p->down_shut) {
+				shutdown(p->fd, SHUT_WR);
+				p->down_shut = true;
+			}
+			break;
+		}
+		ssize_t n = gstream_read(p->st, p->down, RELAY_CHUNK);
+		if (n == -EAGAIN)
+			break;
+		/* A service that resets before any answer gets the 502 that
+		 * filter_head writes for "closed without a word". */
+		if (n < 0 && p->head_pending && !p->head.len)
+			n = 0;
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			p->down_eof = true;
+		p->down_len = (size_t)n;
+		if (p->head_pending && (r = filter_head(p)) < 0)
+			return r;
+	}
+	/* client -> guest */
+	for (;;) {
+		if (p->up_off < p->up_len) {
+			ssize_t w = gstream_write(p->st, p->up + p->up_off, p->up_len - p->up_off);
+			if (w < 0)
+				return (int)w;
+			if (w == 0)
+				break;    /* no credit: the guest's reader is behind */
+			p->up_off += (size_t)w;
+			continue;
+		}
+		p->up_len = p->up_off = 0;
+		if (p->up_eof) {
+			if (!p->up_shut) {
+				if (gstream_shut(p->st) < 0)
+					return -ECONNRESET;
+				p->up_shut = true;
+			}
+			break;
+		}
+		ssize_t n = recv(p->fd, p->up, RELAY_CHUNK, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			return -errno;
+		}
+		if (n == 0)
+			p->up_eof = true;
+		p->up_len = (size_t)n;
+	}
+	return 0;
+}
+
+/* Relay until both directions ended or one side failed. `pending`: bytes
+ * of the client that arrived behind the request. */
+static int pipe_run(int fd, struct gstream *st, const struct buf *pending, bool proxy)
+{
+	struct pipe_state p = { .fd = fd, .st = st, .head_pending = proxy };
+	int fl = fcntl(fd, F_GETFL), r = 0;
+	bool hup = false;
+
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	p.up = xmalloc(RELAY_CHUNK + pending->len);
+	p.down = xmalloc(RELAY_CHUNK);
+	p.down_cap = RELAY_CHUNK;
+	buf_init(&p.head);
+	if (pending->len) {
+		memcpy(p.up, pending->data, pending->len);
+		p.up_len = pending->len;
+	}
+	for (;;) {
+		/* Clear first, then look: anything that arrives after the
+		 * clear sets the eventfd again, so no wake-up is lost. */
+		gstream_clear(st);
+		if ((r = pipe_step(&p)) < 0)
+			break;
+		if (p.up_shut && p.down_shut)
+			break;
+		struct pollfd pf[2] = {
+			{ .fd = gstream_fd(st), .events = POLLIN },
+			{ .fd = fd },
+		};
+		if (p.down_off < p.down_len)
+			pf[1].events |= POLLOUT;
+		if (!p.up_eof && p.up_off >= p.up_len)
+			pf[1].events |= POLLIN;
+		if (hup && !(pf[1].events & POLLIN))
+			pf[1].fd = -1;    /* would poll ready for ever */
+		if (poll(pf, 2, -1) < 0 && errno != EINTR) {
+			r = -errno;
+			break;
+		}
+		if (pf[1].revents & (POLLHUP | POLLERR)) {
+			hup = true;
+			/* Gone both ways after its EOF: the answer has nobody
+			 * to go to. */
+			if (p.up_eof)
+				break;
+		}
+	}
+	free(p.up);
+	free(p.down);
+	buf_free(&p.head);
+	return r;
+}
+
+/* ---- handlers ------------------------------------------------------------- */
+
+static bool parse_port(const char *s, size_t n, uint16_t *port)
+{
+	unsigned v = 0;
+
+	if (n == 0 || n > 5)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (unsigned)(s[i] - '0');
+	}
+	if (v == 0 || v > 65535 || s[0] == '0')
+		return false;
+	*port = (uint16_t)v;
+	return true;
+}
+
+static void respond_open_error(struct http_conn *c, struct sandbox *sb, uint16_t port,
+			       const err_t *e)
+{
+	switch (e->code) {
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case ETIMEDOUT:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EMFILE:
+		http_respond_error(c, 502, "bad_gateway",
+				   "cannot connect to port %u in sandbox %s: %s", port, sb->id,
+				   strerror(e->code));
+		return;
+	}
+	sandbox_respond_err(c, sb, e);
+}
+
+/* tunnel: false = HTTP proxy of `target` (raw, starts with '/'); true = raw
+ * TCP after a 101. */
+static void serve_port(struct node *n, struct sandbox *sb, uint16_t port, const char *target,
+		       const char *prefix, bool tunnel, struct http_req *req, struct http_conn *c)
+{
+	_cleanup_(buf_free) struct buf head = { 0 };
+	_cleanup_(buf_free) struct buf pending = { 0 };
+	struct guestconn *gc;
+	struct gstream *st;
+	err_t err = { 0 };
+	int fd, r;
+
+	if (tunnel) {
+		const char *upg = http_req_header(req, "Upgrade");
+		if (strcmp(req->method, "GET") != 0) {
+			http_respond_error(c, 405, "method_not_allowed", "a tunnel is opened with GET");
+			return;
+		}
+		if (!upg || strcasecmp(upg, "airlock-tcp") != 0) {
+			http_respond_error(c, 400, "bad_request",
+					   "a tunnel needs `Connection: Upgrade` and "
+					   "`Upgrade: airlock-tcp`");
+			return;
+		}
+	}
+	if (!(gc = sandbox_gc_use(n, sb, "resumed for port forwarding", &err))) {
+		sandbox_respond_err(c, sb, &err);
+		return;
+	}
+	if (!(st = guestconn_port_open(gc, port, &err))) {
+		sandbox_gc_put(sb);
+		respond_open_error(c, sb, port, &err);
+		return;
+	}
+	fd = http_conn_takeover(c, &pending);
+	if (tunnel) {
+		static const char ok[] = "HTTP/1.1 101 Switching Protocols\r\n"
+					 "Connection: Upgrade\r\nUpgrade: airlock-tcp\r\n\r\n";
+		r = send(fd, ok, sizeof(ok) - 1, MSG_NOSIGNAL) < 0 ? -errno : 0;
+	} else {
+		/* The request goes into the front of what the client sends. */
+		build_request(&head, req, target, port, prefix);
+		buf_add(&head, req->body, req->body_len);
+		buf_add(&head, pending.data, pending.len);
+		buf_reset(&pending);
+		buf_add(&pending, head.data, head.len);
+		r = 0;
+	}
+	if (r == 0)
+		r = pipe_run(fd, st, &pending, !tunnel);
+	if (r < 0 && r != -ECONNRESET && r != -EPIPE)
+		log_debug("port %u of %s: relay ended: %s", port, sb->id, strerror(-r));
+	gstream_close(st);
+	sandbox_gc_put(sb);
+}
+
+bool ports_route(struct node *n, struct http_req *req, struct http_conn *c, const char *tenant)
+{
+	static const char pre[] = "/v1/sandboxes/";
+	const char *t = req->target, *id, *kind, *num, *rest;
+	size_t id_len, num_len;
+	bool tunnel;
+	uint16_t port;
+	char sid[65];
+
+	if (strncmp(t, pre, sizeof(pre) - 1) != 0)
+		return false;
+	id = t + sizeof(pre) - 1;
+	id_len = strcspn(id, "/?");
+	if (id[id_len] != '/' || id_len == 0 || id_len >= sizeof(sid))
+		return false;
+	kind = id + id_len + 1;
+	if (strncmp(kind, "ports/", 6) == 0)
+		tunnel = false, num = kind + 6;
+	else if (strncmp(kind, "tunnel/", 7) == 0)
+		tunnel = true, num = kind + 7;
+	else
+		return false;
+	num_len = strcspn(num, "/?");
+	rest = num + num_len;
+	if (tunnel && *rest)
+		return false;
+	memcpy(sid, id, id_len);
+	sid[id_len] = '\0';
+	if (!parse_port(num, num_len, &port)) {
+		http_respond_error(c, 400, "bad_request", "port must be 1..65535");
+		return true;
+	}
+	struct sandbox *sb = sandbox_find(n, sid, tenant);
+	if (!sb) {
+		http_respond_error(c, 404, "not_found", "no sandbox `%s`", sid);
+		return true;
+	}
+	/* The service sees its own paths: /v1/sandboxes/X/ports/8080/a?b -> /a?b. */
+	_cleanup_free_ char *target = *rest == '/' ? xstrdup(rest) : xasprintf("/%s", rest);
+	/* Under a host-routed URL ({port}-{id}.<domain>, the api says so) the
+	 * service sits at the root; under the API path it has a prefix. */
+	const char *hr = http_req_header(req, "X-Airlock-Host-Routed");
+	_cleanup_free_ char *prefix = hr && strcmp(hr, "1") == 0
+		? NULL : xasprintf("/v1/sandboxes/%s/ports/%u", sid, port);
+	serve_port(n, sb, port, target, prefix, tunnel, req, c);
+	sandbox_unref(sb);
+	return true;
+}
