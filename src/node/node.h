@@ -27,6 +27,7 @@ struct node_config {
 	bool vm_cold_boot;             /* vm: never clone a memory snapshot (baseline for bench/create) */
 	int ready_timeout_ms;          /* wait for the guest's HELLO/READY */
 	size_t out_buffer_bytes;       /* kept per process output stream (1 MiB) */
+	const char *gateway_sock;      /* "unix:DATA/run/gateway.sock"; NULL = no sandbox network */
 };
 
 /* Runs until SIGTERM/SIGINT (blocked in every thread and taken with

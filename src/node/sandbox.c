@@ -12,6 +12,7 @@
 
 #include "../lib/log.h"
 #include "node-internal.h"
+#include "../gateway/policy.h"
 
 /* ---- map and refcounts ------------------------------------------------ */
 
@@ -54,6 +55,7 @@ void sandbox_unref(struct sandbox *sb)
 	procs_free_all(sb);
 	json_free(sb->env);
 	json_free(sb->metadata);
+	json_free(sb->network);
 	free(sb->tenant);
 	free(sb->template_name);
 	free(sb->backend_name);
@@ -490,6 +492,8 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 	 * fast instead of waiting for their timeouts. */
 	if (sb->be) {
 		r = sb->be->destroy(&n->bctx, sb->id, err);
+		if (r == 0)
+			sandbox_net_forget(n, sb);
 	} else {
 		r = 0;  /* unknown backend: nothing of ours can be running */
 	}
@@ -682,6 +686,15 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 			sb->limits.disk_mb = json_u32(l, "disk_mb");
 		}
 		sb->timeout_s = json_u32(j, "timeout_s");
+		if (json_get(j, "network")) {
+			struct buf b;
+			struct jw w;
+			buf_init(&b);
+			jw_init(&w, &b);
+			jw_value(&w, json_get(j, "network"));
+			sb->network = json_parse(b.data, b.len, &err);
+			buf_free(&b);
+		}
 		if (env && env->type == JSON_OBJ) {
 			struct buf b;
 			struct jw w;
@@ -707,7 +720,7 @@ struct create_req {
 	const char *template_name;
 	const struct backend_ops *be;
 	struct nm_limits limits;
-	const json *env, *metadata;
+	const json *env, *metadata, *network;
 	uint32_t timeout_s;
 };
 
@@ -817,6 +830,13 @@ static const char *parse_create(struct node *n, const json *body, struct create_
 			return code;
 		cr->metadata = v;
 	}
+	if ((v = json_get(body, "network"))) {
+		struct policy p;
+		if (policy_parse(v, &p, msg, sz) < 0)
+			return "invalid_field";
+		policy_free(&p);
+		cr->network = v;
+	}
 	if ((v = json_get(body, "timeout_s"))) {
 		if (v->type != JSON_NUM || !v->is_int || v->i < 0 || v->i > 10LL * 365 * 86400)
 			return bad(msg, sz, "invalid_field",
@@ -854,6 +874,10 @@ static char *spec_text(const struct create_req *cr)
 	}
 	jw_key(&w, "timeout_s");
 	jw_uint(&w, cr->timeout_s);
+	if (cr->network) {
+		jw_key(&w, "network");
+		jw_value(&w, cr->network);
+	}
 	jw_end(&w);
 	return buf_steal(&b);
 }
@@ -980,7 +1004,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 			     const char *tenant)
 {
 	static const char *const keys[] = { "template", "backend", "limits", "env",
-					    "metadata", "timeout_s", NULL };
+					    "metadata", "timeout_s", "network", NULL };
 	_cleanup_free_ char *spec = NULL, *meta = NULL;
 	const char *key = http_req_header(req, "Idempotency-Key");
 	struct create_req cr = { 0 };
@@ -1064,6 +1088,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	sb->limits = cr.limits;
 	sb->env = json_dup(cr.env);
 	sb->metadata = json_dup(cr.metadata);
+	sb->network = json_dup(cr.network);
 	sb->timeout_s = cr.timeout_s;
 	sb->created_at = wall_ms();
 	spec = spec_text(&cr);
@@ -1159,6 +1184,11 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	r = sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, "guest ready", "guest agent",
 			     &err);
 	if (r < 0)
+		goto fail;
+	/* Until the gateway knows the sandbox, all its traffic is refused:
+	 * a create that cannot install the policy fails rather than hand
+	 * out a sandbox without a network. */
+	if ((r = sandbox_net_push(n, sb, &err)) < 0)
 		goto fail;
 
 	sandbox_schedule_timeout(n, sb);

@@ -282,6 +282,13 @@ static int spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox
 		close(chan[0]);
 		return r;
 	}
+	/* The network is in place before the node hears of the sandbox, so
+	 * nothing the client runs in it can see it without eth0. On failure
+	 * the caller's cgroup removal kills the jail. */
+	if ((r = net_attach(s, j, init, err)) < 0) {
+		close(chan[0]);
+		return r;
+	}
 	if ((r = jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
 		return r;
 	*pid = init;
@@ -374,8 +381,11 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 		j->busy = true;
 	pthread_mutex_unlock(&s->lock);
 
-	if (j)
+	if (j) {
 		kill_init(s, j);
+		if (!j->vm)
+			net_detach(s, j);
+	}
 	/* Also for ids we hold no jail for: a leftover cgroup from an earlier
 	 * run, or a half-done destroy. Each step is idempotent. */
 	r = cgroup_destroy(&s->cg, id, err);
@@ -476,6 +486,7 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	}
 	/* 2 */
 	kill_init(s, j);
+	net_detach(s, j);
 	for (int i = 0; i < 5000; i++) {
 		bool alive;
 		pthread_mutex_lock(&s->lock);
@@ -655,6 +666,8 @@ void sandbox_kill_all(struct nm_server *s)
 		if (!j)
 			return;
 		kill_init(s, j);
+		if (!j->vm && !j->hidden)
+			net_detach(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
 			log_warn("stop %s: %s", j->id, e.msg);
 		{

@@ -1,0 +1,278 @@
+/* proxy.c - the transparent TCP proxy. One detached thread per connection:
+ *   1. who: the source address names the sandbox (unknown source: close);
+ *   2. where: SO_ORIGINAL_DST, the address the sandbox dialled;
+ *   3. what: the first bytes, read with a size limit and a timeout, are a TLS
+ *      ClientHello (SNI), an HTTP request head (Host), or anything else;
+ *   4. decide (policy.h) and log; a named destination is dialled at the
+ *      address the gateway itself resolves for that name (the dialled IP
+ *      when it is one of them), so a forged SNI or Host cannot steer the
+ *      connection to an address the policy never saw;
+ *   5. connect upstream, replay the sniffed bytes, relay until both sides
+ *      closed.
+ * Bytes from the sandbox are untrusted: only sniff.c parses them. */
+#include "gateway-internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/util.h"
+
+#define SNIFF_MAX (16384 + 5)        /* one TLS record, or an HTTP head */
+#define FIRST_BYTE_MS 1000           /* server-speaks-first protocols wait this long */
+#define SNIFF_MS 5000                /* a slow ClientHello / head */
+#define CONNECT_MS 10000
+#define RELAY_BUF (128 * 1024)
+
+struct pconn {
+	struct gw *g;
+	int fd;                          /* the sandbox's side */
+	int up;                          /* upstream, -1 until connected */
+	uint32_t src, dst;               /* host order */
+	uint16_t dport;
+	uint8_t head[SNIFF_MAX];
+	size_t n;
+	const char *proto;               /* "tcp", "tls", "http" */
+	char host[SNIFF_HOST_MAX + 1];
+};
+
+static int wait_in(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+
+	do
+		r = poll(&p, 1, ms);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+/* Read what identifies the protocol. Never fails: what cannot be read in
+ * time is decided as plain TCP on the original destination. */
+static void sniff(struct pconn *pc)
+{
+	uint64_t deadline;
+	ssize_t k;
+
+	pc->proto = "tcp";
+	if (wait_in(pc->fd, FIRST_BYTE_MS) <= 0)
+		return;
+	deadline = now_ms() + SNIFF_MS;
+	for (;;) {
+		k = read(pc->fd, pc->head + pc->n, sizeof(pc->head) - pc->n);
+		if (k <= 0)
+			return;
+		pc->n += (size_t)k;
+		if (sniff_is_tls(pc->head, pc->n)) {
+			int r = sniff_tls_sni(pc->head, pc->n, pc->host);
+			if (r != 0) {
+				pc->proto = "tls";
+				if (r < 0)
+					pc->host[0] = '\0';
+				return;
+			}
+		} else if (sniff_is_http(pc->head, pc->n)) {
+			int r = sniff_http_host(pc->head, pc->n, pc->host);
+			if (r != 0) {
+				pc->proto = "http";
+				if (r < 0)
+					pc->host[0] = '\0';
+				return;
+			}
+		} else {
+			return;
+		}
+		if (pc->n == sizeof(pc->head))
+			return;
+		uint64_t now = now_ms();
+		if (now >= deadline || wait_in(pc->fd, (int)(deadline - now)) <= 0)
+			return;
+	}
+}
+
+static int dial(uint32_t ip, uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(ip) };
+	struct pollfd p;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e = 0, one = 1;
+	socklen_t el = sizeof(e);
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
+		goto fail;
+	p = (struct pollfd){ .fd = fd, .events = POLLOUT };
+	if (poll(&p, 1, CONNECT_MS) <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0 ||
+	    e != 0)
+		goto fail;
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
+/* The hook point for request-time work on plain HTTP (credential injection
+ * comes here): it sees the sniffed request head before anything is sent
+ * upstream and may rewrite pc->head. Today it forwards unchanged. */
+static int before_forward_http(struct pconn *pc)
+{
+	(void)pc;
+	return 0;
+}
+
+/* Both directions in one thread: poll, read what is there, write it all.
+ * EOF on one side half-closes the other; done when both have ended. */
+static void relay(int a, int b)
+{
+	uint8_t *buf = xmalloc(RELAY_BUF);
+	bool a_open = true, b_open = true;
+
+	while (a_open || b_open) {
+		struct pollfd p[2] = { { .fd = a_open ? a : -1, .events = POLLIN },
+				       { .fd = b_open ? b : -1, .events = POLLIN } };
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (int i = 0; i < 2; i++) {
+			int from = i ? b : a, to = i ? a : b;
+			bool *open = i ? &b_open : &a_open;
+			if (!*open || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			ssize_t k = read(from, buf, RELAY_BUF);
+			if (k <= 0) {
+				*open = false;
+				shutdown(to, SHUT_WR);
+				if (k < 0) {
+					/* a reset: end both directions */
+					a_open = b_open = false;
+				}
+				continue;
+			}
+			if (write_all(to, buf, (size_t)k) < 0)
+				a_open = b_open = false;
+		}
+	}
+	free(buf);
+}
+
+static void deny_http(struct pconn *pc)
+{
+	static const char resp[] = "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\n"
+				   "Content-Length: 37\r\nConnection: close\r\n\r\n"
+				   "airlock: blocked by egress policy\r\n\r\n";
+	(void)!write(pc->fd, resp, sizeof(resp) - 1);
+}
+
+static void *conn_main(void *arg)
+{
+	struct pconn *pc = arg;
+	struct gw *g = pc->g;
+	struct gw_sbx *s;
+	uint32_t ips[GW_MAX_HOSTS_IPS], target;
+	size_t n = 0;
+	bool allow;
+
+	sniff(pc);
+	target = pc->dst;
+	if (pc->host[0]) {
+		n = gw_resolve(g, pc->host, ips, GW_MAX_HOSTS_IPS);
+		if (n) {
+			target = ips[0];
+			for (size_t i = 0; i < n; i++)
+				if (ips[i] == pc->dst)
+					target = pc->dst;
+		}
+	}
+	pthread_rwlock_rdlock(&g->lock);
+	s = gw_find_locked(g, pc->src);
+	if (!s) {
+		allow = false;
+	} else if (pc->host[0] && n == 0) {
+		/* a name nobody can resolve: there is no address to allow */
+		struct dest d = { .host = pc->host, .ip = pc->dst, .port = pc->dport };
+		gw_log(s, pc->proto, &d, false, "unresolved");
+		allow = false;
+	} else {
+		struct dest d = { .host = pc->host[0] ? pc->host : NULL, .ip = target,
+				  .port = pc->dport };
+		allow = gw_decide_log(g, s, pc->proto, &d);
+	}
+	pthread_rwlock_unlock(&g->lock);
+
+	if (allow && pc->proto[0] == 'h' && before_forward_http(pc) < 0)
+		allow = false;
+	if (allow) {
+		pc->up = dial(target, pc->dport);
+		if (pc->up >= 0 && (pc->n == 0 || write_all(pc->up, pc->head, pc->n) == 0))
+			relay(pc->fd, pc->up);
+	} else if (!strcmp(pc->proto, "http")) {
+		deny_http(pc);
+	}
+	if (pc->up >= 0)
+		close(pc->up);
+	close(pc->fd);
+	free(pc);
+	return NULL;
+}
+
+void *gw_proxy_main(void *arg)
+{
+	struct gw *g = arg;
+	pthread_attr_t at;
+
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	while (!__atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE)) {
+		struct sockaddr_in peer, orig;
+		socklen_t pl = sizeof(peer), ol = sizeof(orig);
+		struct pconn *pc;
+		pthread_t t;
+		int one = 1;
+
+		if (wait_in(g->proxy_fd, 500) <= 0)
+			continue;
+		int fd = accept4(g->proxy_fd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		/* Only redirected connections from a known sandbox address are
+		 * served; the original destination is what the sandbox dialled. */
+		if (peer.sin_family != AF_INET ||
+		    getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &ol) < 0) {
+			close(fd);
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		pc = xcalloc(1, sizeof(*pc));
+		pc->g = g;
+		pc->fd = fd;
+		pc->up = -1;
+		pc->src = ntohl(peer.sin_addr.s_addr);
+		pc->dst = ntohl(orig.sin_addr.s_addr);
+		pc->dport = ntohs(orig.sin_port);
+		pthread_rwlock_rdlock(&g->lock);
+		bool known = gw_find_locked(g, pc->src) != NULL;
+		pthread_rwlock_unlock(&g->lock);
+		if (!known || pthread_create(&t, &at, conn_main, pc) != 0) {
+			close(fd);
+			free(pc);
+		}
+	}
+	pthread_attr_destroy(&at);
+	return NULL;
+}
