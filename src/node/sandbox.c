@@ -1188,7 +1188,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	/* Until the gateway knows the sandbox, all its traffic is refused:
 	 * a create that cannot install the policy fails rather than hand
 	 * out a sandbox without a network. */
-	if ((r = sandbox_net_push(n, sb, &err)) < 0)
+	if ((r = sandbox_net_push(n, sb, &err)) < 0 || (r = sandbox_net_resolv(n, sb, &err)) < 0)
 		goto fail;
 
 	sandbox_schedule_timeout(n, sb);

@@ -166,12 +166,12 @@ int net_init(struct nm_server *s, err_t *err)
 		"delete table inet %1$s\n"
 		"table inet %1$s {\n"
 		"  set sources { type ifname . ipv4_addr; }\n"
-		"  chain pre {\n"
+		"  chain prerouting {\n"
 		"    type nat hook prerouting priority dstnat; policy accept;\n"
 		"    iifname \"%2$s-*\" meta nfproto ipv4 meta l4proto tcp redirect to :%3$u\n"
 		"    iifname \"%2$s-*\" meta nfproto ipv4 udp dport 53 redirect to :%4$u\n"
 		"  }\n"
-		"  chain in {\n"
+		"  chain input {\n"
 		"    type filter hook input priority filter; policy accept;\n"
 		"    iifname \"%2$s-*\" jump from_sandbox\n"
 		"    meta l4proto tcp th dport %3$u drop\n"
@@ -184,7 +184,7 @@ int net_init(struct nm_server *s, err_t *err)
 		"    ct status dnat udp dport %4$u accept\n"
 		"    drop\n"
 		"  }\n"
-		"  chain fwd {\n"
+		"  chain forward {\n"
 		"    type filter hook forward priority filter; policy accept;\n"
 		"    iifname \"%2$s-*\" drop\n"
 		"    oifname \"%2$s-*\" drop\n"
@@ -263,11 +263,11 @@ int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
 	return 0;
 fail:
 	err_wrap(err, "sandbox %s network", j->id);
-	net_detach(s, j);
+	net_detach(s, j, true);
 	return r;
 }
 
-void net_detach(struct nm_server *s, struct jail *j)
+void net_detach(struct nm_server *s, struct jail *j, bool reaper)
 {
 	static const char *const nft[] = { "nft", "-f", "-", NULL };
 	_cleanup_free_ char *ifn = NULL, *elem = NULL;
@@ -282,11 +282,11 @@ void net_detach(struct nm_server *s, struct jail *j)
 		/* Deleting one end of a veth deletes the pair; the jail's
 		 * namespace going away would too, but only once it is freed. */
 		const char *del[] = { "ip", "link", "del", ifn, NULL };
-		(void)run_cmd(s, del, NULL, -1, true, &e);
+		(void)run_cmd(s, del, NULL, -1, reaper, &e);
 	}
 	elem = xasprintf("delete element inet %s sources { \"%s\" . %s }\n", s->cfg->net_table,
 			 ifn, sbx);
-	(void)run_cmd(s, nft, elem, -1, true, &e);
+	(void)run_cmd(s, nft, elem, -1, reaper, &e);
 }
 
 int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err)
