@@ -146,8 +146,10 @@ class NetworkTest(AirlockTestCase):
             ["ip", "netns", "exec", NS, sys.executable, f"{d}/world.py", WORLD_IP, d,
              cls.world_log], start_new_session=True, stderr=subprocess.DEVNULL)
         for _ in range(200):
-            if os.path.exists(cls.world_log) and "ready" in open(cls.world_log).read():
-                return
+            if os.path.exists(cls.world_log):
+                with open(cls.world_log) as f:
+                    if "ready" in f.read():
+                        return
             time.sleep(0.05)
         raise RuntimeError("test world did not start")
 
@@ -332,6 +334,43 @@ class NetworkTest(AirlockTestCase):
         rules = [e["rule"] for e in self.log(sid) if e["host"] == "denied.test"]
         self.assertIn("default", rules)
         self.assertIn("allow.domains denied.test", rules)
+
+    def wait_restarted(self, role, old_pid):
+        sock = os.path.join(self.server.dir, "run", role + ".sock")
+        for _ in range(600):
+            try:
+                pid = self.server.pid_of(role)
+            except (OSError, ValueError):
+                pid = old_pid
+            if pid != old_pid and os.path.exists(sock):
+                return pid
+            time.sleep(0.05)
+        self.fail(f"{role} was not restarted")
+
+    def test_policy_survives_gateway_and_node_restart(self):
+        sid = self.sandbox({"allow": {"domains": ["allowed.test"]}})
+        self.assertEqual(self.get(sid, "http://allowed.test/")[0], 0)
+        # a killed gateway is restarted by `up` and pulls the policies from
+        # the node; without them every connection would be refused
+        old = self.server.pid_of("gateway")
+        os.kill(old, signal.SIGKILL)
+        self.wait_restarted("gateway", old)
+        code, out, _ = self.get(sid, "http://allowed.test/")
+        self.assertEqual(code, 0, out)
+        self.assertNotEqual(self.get(sid, "http://denied.test/")[0], 0)
+        # a restarted node re-adopts the sandbox and pushes its policy again
+        self.api.call("PATCH", f"/v1/sandboxes/{sid}/network",
+                      {"allow": {"domains": ["denied.test"]}})
+        old = self.server.pid_of("node")
+        os.kill(old, signal.SIGKILL)
+        self.wait_restarted("node", old)
+        for _ in range(200):
+            st, _, _ = self.api.raw("GET", f"/v1/sandboxes/{sid}")
+            if st == 200:
+                break
+            time.sleep(0.05)
+        self.assertEqual(self.get(sid, "http://denied.test/")[0], 0)
+        self.assertNotEqual(self.get(sid, "http://allowed.test/")[0], 0)
 
     def test_bad_policies(self):
         for bad in ({"default": "maybe"}, {"allow": {"domains": ["bad name"]}},
