@@ -32,7 +32,7 @@
 #define FIRST_BYTE_MS 1000           /* server-speaks-first protocols wait this long */
 #define SNIFF_MS 5000                /* a slow ClientHello / head */
 #define CONNECT_MS 10000
-#define RELAY_BUF (128 * 1024)
+#define RELAY_BUF (128 * 1024)       /* x8: the pipe of each direction */
 
 struct pconn {
 	struct gw *g;
@@ -133,41 +133,80 @@ static int before_forward_http(struct pconn *pc)
 	return 0;
 }
 
-/* Both directions in one thread: poll, read what is there, write it all.
- * EOF on one side half-closes the other; done when both have ended. */
+/* One direction of a relay: bytes move socket -> pipe -> socket with
+ * splice, so they never enter user space. */
+struct half {
+	int from, to;
+	int pipe[2];
+	size_t pending;       /* bytes in the pipe, not yet written to `to` */
+	bool eof;             /* `from` ended (its FIN was passed on) */
+};
+
+/* Both directions in one thread. Each half reads only when its pipe is
+ * empty and writes when it holds bytes; EOF on one side half-closes the
+ * other; an error on either side ends both. */
 static void relay(int a, int b)
 {
-	uint8_t *buf = xmalloc(RELAY_BUF);
-	bool a_open = true, b_open = true;
+	struct half h[2] = { { .from = a, .to = b, .pipe = { -1, -1 } },
+			     { .from = b, .to = a, .pipe = { -1, -1 } } };
+	bool failed = false;
 
-	while (a_open || b_open) {
-		struct pollfd p[2] = { { .fd = a_open ? a : -1, .events = POLLIN },
-				       { .fd = b_open ? b : -1, .events = POLLIN } };
-		if (poll(p, 2, -1) < 0) {
+	for (int i = 0; i < 2; i++) {
+		if (pipe2(h[i].pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+			goto out;
+		fcntl(h[i].pipe[1], F_SETPIPE_SZ, RELAY_BUF * 8);
+	}
+	fcntl(a, F_SETFL, fcntl(a, F_GETFL) | O_NONBLOCK);
+	fcntl(b, F_SETFL, fcntl(b, F_GETFL) | O_NONBLOCK);
+	while (!failed && (!h[0].eof || h[0].pending || !h[1].eof || h[1].pending)) {
+		struct pollfd p[4];
+		int np = 0, idx[2][2] = { { -1, -1 }, { -1, -1 } };
+
+		for (int i = 0; i < 2; i++) {
+			if (!h[i].eof && !h[i].pending) {
+				idx[i][0] = np;
+				p[np++] = (struct pollfd){ .fd = h[i].from, .events = POLLIN };
+			}
+			if (h[i].pending) {
+				idx[i][1] = np;
+				p[np++] = (struct pollfd){ .fd = h[i].to, .events = POLLOUT };
+			}
+		}
+		if (poll(p, (nfds_t)np, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		for (int i = 0; i < 2; i++) {
-			int from = i ? b : a, to = i ? a : b;
-			bool *open = i ? &b_open : &a_open;
-			if (!*open || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			ssize_t k = read(from, buf, RELAY_BUF);
-			if (k <= 0) {
-				*open = false;
-				shutdown(to, SHUT_WR);
-				if (k < 0) {
-					/* a reset: end both directions */
-					a_open = b_open = false;
+		for (int i = 0; i < 2 && !failed; i++) {
+			struct half *d = &h[i];
+			if (idx[i][0] >= 0 && p[idx[i][0]].revents) {
+				ssize_t k = splice(d->from, NULL, d->pipe[1], NULL, RELAY_BUF * 8,
+						   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+				if (k == 0) {
+					d->eof = true;
+					shutdown(d->to, SHUT_WR);
+				} else if (k > 0) {
+					d->pending += (size_t)k;
+				} else if (errno != EAGAIN && errno != EINTR) {
+					failed = true;  /* a reset: end both directions */
 				}
-				continue;
 			}
-			if (write_all(to, buf, (size_t)k) < 0)
-				a_open = b_open = false;
+			/* Write at once what was just read (EAGAIN waits for POLLOUT). */
+			if (d->pending) {
+				ssize_t k = splice(d->pipe[0], NULL, d->to, NULL, d->pending,
+						   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+				if (k > 0)
+					d->pending -= (size_t)k;
+				else if (k < 0 && errno != EAGAIN && errno != EINTR)
+					failed = true;
+			}
 		}
 	}
-	free(buf);
+out:
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 2; k++)
+			if (h[i].pipe[k] >= 0)
+				close(h[i].pipe[k]);
 }
 
 static void deny_http(struct pconn *pc)
