@@ -15,6 +15,8 @@
  * (<prefix>-*), so it is installed once and each sandbox only adds its
  * (interface, address) pair to the `sources` set (no spoofed source is
  * accepted, the gateway identifies sandboxes by it):
+ *   prerouting/raw     IPv6 and anything to 169.254.0.0/16 (link-local,
+ *                      cloud metadata) -> drop, before any redirect
  *   prerouting/dstnat  TCP -> redirect to the gateway's proxy port,
  *                      UDP/53 -> redirect to the gateway's DNS port
  *   input              only those two redirected flows are accepted; IPv6,
@@ -166,6 +168,11 @@ int net_init(struct nm_server *s, err_t *err)
 		"delete table inet %1$s\n"
 		"table inet %1$s {\n"
 		"  set sources { type ifname . ipv4_addr; }\n"
+		"  chain early {\n"
+		"    type filter hook prerouting priority raw; policy accept;\n"
+		"    iifname \"%2$s-*\" meta nfproto != ipv4 drop\n"
+		"    iifname \"%2$s-*\" ip daddr 169.254.0.0/16 drop\n"
+		"  }\n"
 		"  chain prerouting {\n"
 		"    type nat hook prerouting priority dstnat; policy accept;\n"
 		"    iifname \"%2$s-*\" meta nfproto ipv4 meta l4proto tcp redirect to :%3$u\n"
