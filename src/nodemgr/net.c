@@ -199,7 +199,9 @@ int net_init(struct nm_server *s, err_t *err)
 		"}\n",
 		c->net_table, c->net_prefix, c->net_proxy_port, c->net_dns_port);
 	if (run_cmd(s, nft, rules, -1, false, err) < 0)
-		return err_wrap(err, "install nftables table %s", c->net_table);
+		return err_wrap(err, "install nftables table %s (is the nftables package "
+				"installed? `network = false` runs without a sandbox network)",
+				c->net_table);
 	log_info("nodemgr: nftables table inet %s, sandboxes %s/%u on %s-*", c->net_table, base,
 		 32 - __builtin_ctz(c->net_size), c->net_prefix);
 	return 0;

@@ -409,5 +409,21 @@ class NetworkTest(AirlockTestCase):
         self.assertIn(st, (404, 409))
 
 
+class NetworkOffTest(AirlockTestCase):
+    """`network = false`: no table, no gateway, sandboxes keep only lo."""
+    extra_args = ("--set", "network=false")
+
+    def test_no_network(self):
+        h = fnv(self.server.dir)
+        self.assertNotIn(f"airlock-{h:08x}", run("nft", "list", "tables").stdout)
+        self.assertFalse(os.path.exists(os.path.join(self.server.dir, "run", "gateway.sock")))
+        sb = self.api.create(template="busybox")
+        self.addCleanup(self.api.delete, sb["id"])
+        code, out, _, _ = self.api.exec(sb["id"], ["sh", "-c", "cat /proc/net/dev | tail -n +3 | cut -d: -f1"])
+        self.assertEqual(out.split(), [b"lo"])
+        st, body, _ = self.api.raw("GET", f"/v1/sandboxes/{sb['id']}/network")
+        self.assertEqual(st, 501, body)
+
+
 if __name__ == "__main__":
     main()
