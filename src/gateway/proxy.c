@@ -35,6 +35,7 @@
 #define RELAY_BUF (128 * 1024)       /* x8: the pipe of each direction */
 
 struct pconn {
+	struct pconn *next;              /* the pool's queue */
 	struct gw *g;
 	int fd;                          /* the sandbox's side */
 	int up;                          /* upstream, -1 until connected */
@@ -217,9 +218,8 @@ static void deny_http(struct pconn *pc)
 	(void)!write(pc->fd, resp, sizeof(resp) - 1);
 }
 
-static void *conn_main(void *arg)
+static void serve(struct pconn *pc)
 {
-	struct pconn *pc = arg;
 	struct gw *g = pc->g;
 	struct gw_sbx *s;
 	uint32_t ips[GW_MAX_HOSTS_IPS], target;
@@ -266,7 +266,65 @@ static void *conn_main(void *arg)
 		close(pc->up);
 	close(pc->fd);
 	free(pc);
+}
+
+static void *conn_main(void *arg)
+{
+	serve(arg);
 	return NULL;
+}
+
+/* Prestarted workers take new connections without a thread start (the
+ * latency bench counts every microsecond of a new connection). A worker
+ * serves one connection at a time, relays included, so when none is idle
+ * the connection gets a thread of its own, as before. */
+#define POOL_WORKERS 16
+
+struct pool {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct pconn *head, *tail;
+	int idle;                        /* workers waiting and not yet claimed */
+};
+
+static void *worker_main(void *arg)
+{
+	struct pool *p = arg;
+
+	for (;;) {
+		struct pconn *pc;
+		pthread_mutex_lock(&p->mu);
+		p->idle++;
+		while (!p->head)
+			pthread_cond_wait(&p->cv, &p->mu);
+		pc = p->head;
+		p->head = pc->next;
+		if (!p->head)
+			p->tail = NULL;
+		pthread_mutex_unlock(&p->mu);
+		serve(pc);
+	}
+	return NULL;
+}
+
+static bool pool_offer(struct pool *p, struct pconn *pc)
+{
+	bool taken = false;
+
+	pthread_mutex_lock(&p->mu);
+	if (p->idle > 0) {
+		p->idle--;
+		pc->next = NULL;
+		if (p->tail)
+			p->tail->next = pc;
+		else
+			p->head = pc;
+		p->tail = pc;
+		pthread_cond_signal(&p->cv);
+		taken = true;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return taken;
 }
 
 void *gw_proxy_main(void *arg)
@@ -277,6 +335,15 @@ void *gw_proxy_main(void *arg)
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&at, 256 * 1024);
+	/* The pool lives as long as the process (workers never exit). */
+	struct pool *pool = xcalloc(1, sizeof(*pool));
+	pthread_mutex_init(&pool->mu, NULL);
+	pthread_cond_init(&pool->cv, NULL);
+	for (int i = 0; i < POOL_WORKERS; i++) {
+		pthread_t t;
+		if (pthread_create(&t, &at, worker_main, pool) != 0)
+			break;
+	}
 	while (!__atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE)) {
 		struct sockaddr_in peer, orig;
 		socklen_t pl = sizeof(peer), ol = sizeof(orig);
@@ -307,7 +374,7 @@ void *gw_proxy_main(void *arg)
 		pthread_rwlock_rdlock(&g->lock);
 		bool known = gw_find_locked(g, pc->src) != NULL;
 		pthread_rwlock_unlock(&g->lock);
-		if (!known || pthread_create(&t, &at, conn_main, pc) != 0) {
+		if (!known || (!pool_offer(pool, pc) && pthread_create(&t, &at, conn_main, pc) != 0)) {
 			close(fd);
 			free(pc);
 		}
