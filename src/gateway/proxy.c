@@ -35,7 +35,6 @@
 #define RELAY_BUF (128 * 1024)       /* x8: the pipe of each direction */
 
 struct pconn {
-	struct pconn *next;              /* the pool's queue */
 	struct gw *g;
 	int fd;                          /* the sandbox's side */
 	int up;                          /* upstream, -1 until connected */
@@ -268,117 +267,116 @@ static void serve(struct pconn *pc)
 	free(pc);
 }
 
-static void *conn_main(void *arg)
-{
-	serve(arg);
-	return NULL;
-}
-
-/* Prestarted workers take new connections without a thread start (the
- * latency bench counts every microsecond of a new connection). A worker
- * serves one connection at a time, relays included, so when none is idle
- * the connection gets a thread of its own, as before. */
-#define POOL_WORKERS 16
+/* Acceptors: every worker thread blocks in poll+accept on the listening
+ * socket itself, so a new connection costs no hand-off between threads.
+ * A worker serves one connection at a time, relay included; the last idle
+ * worker starts another before it serves, so somebody always accepts, and
+ * a worker that finds more than POOL_IDLE_MAX others idle exits. */
+#define POOL_START 8
+#define POOL_IDLE_MAX 16
 
 struct pool {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct pconn *head, *tail;
-	int idle;                        /* workers waiting and not yet claimed */
+	struct gw *g;
+	pthread_attr_t at;
+	int idle;                        /* atomic: workers waiting in accept */
+	int threads;                     /* atomic */
 };
+
+/* Take one connection; NULL when there is none (timeout, stop, error). */
+static struct pconn *accept_one(struct gw *g)
+{
+	struct sockaddr_in peer, orig;
+	socklen_t pl = sizeof(peer), ol = sizeof(orig);
+	struct pconn *pc;
+	int one = 1, fd;
+
+	/* A blocking accept: the kernel wakes exactly one waiting worker
+	 * (poll would wake them all). gateway_run's shutdown() of the
+	 * listening socket ends every wait at stop. */
+	fd = accept4(g->proxy_fd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
+			usleep(10000);  /* EMFILE and the like: do not spin */
+		return NULL;
+	}
+	/* Only redirected connections from a known sandbox address are
+	 * served; the original destination is what the sandbox dialled. */
+	if (peer.sin_family != AF_INET ||
+	    getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &ol) < 0) {
+		close(fd);
+		return NULL;
+	}
+	pthread_rwlock_rdlock(&g->lock);
+	bool known = gw_find_locked(g, ntohl(peer.sin_addr.s_addr)) != NULL;
+	pthread_rwlock_unlock(&g->lock);
+	if (!known) {
+		close(fd);
+		return NULL;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	pc = xcalloc(1, sizeof(*pc));
+	pc->g = g;
+	pc->fd = fd;
+	pc->up = -1;
+	pc->src = ntohl(peer.sin_addr.s_addr);
+	pc->dst = ntohl(orig.sin_addr.s_addr);
+	pc->dport = ntohs(orig.sin_port);
+	return pc;
+}
+
+static void *worker_main(void *arg);
+
+static void spawn_worker(struct pool *p)
+{
+	pthread_t t;
+
+	__atomic_add_fetch(&p->threads, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&p->idle, 1, __ATOMIC_ACQ_REL);
+	if (pthread_create(&t, &p->at, worker_main, p) != 0) {
+		__atomic_sub_fetch(&p->threads, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL);
+	}
+}
 
 static void *worker_main(void *arg)
 {
 	struct pool *p = arg;
+	struct gw *g = p->g;
 
-	for (;;) {
-		struct pconn *pc;
-		pthread_mutex_lock(&p->mu);
-		p->idle++;
-		while (!p->head)
-			pthread_cond_wait(&p->cv, &p->mu);
-		pc = p->head;
-		p->head = pc->next;
-		if (!p->head)
-			p->tail = NULL;
-		pthread_mutex_unlock(&p->mu);
+	/* idle counts this thread from its spawn on */
+	while (!__atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE)) {
+		struct pconn *pc = accept_one(g);
+		if (!pc)
+			continue;
+		if (__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) == 0)
+			spawn_worker(p);
 		serve(pc);
+		if (__atomic_add_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) > POOL_IDLE_MAX) {
+			__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL);
+			break;
+		}
 	}
+	__atomic_sub_fetch(&p->threads, 1, __ATOMIC_ACQ_REL);
 	return NULL;
-}
-
-static bool pool_offer(struct pool *p, struct pconn *pc)
-{
-	bool taken = false;
-
-	pthread_mutex_lock(&p->mu);
-	if (p->idle > 0) {
-		p->idle--;
-		pc->next = NULL;
-		if (p->tail)
-			p->tail->next = pc;
-		else
-			p->head = pc;
-		p->tail = pc;
-		pthread_cond_signal(&p->cv);
-		taken = true;
-	}
-	pthread_mutex_unlock(&p->mu);
-	return taken;
 }
 
 void *gw_proxy_main(void *arg)
 {
 	struct gw *g = arg;
-	pthread_attr_t at;
+	/* The pool lives as long as the process. */
+	struct pool *p = xcalloc(1, sizeof(*p));
 
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&at, 256 * 1024);
-	/* The pool lives as long as the process (workers never exit). */
-	struct pool *pool = xcalloc(1, sizeof(*pool));
-	pthread_mutex_init(&pool->mu, NULL);
-	pthread_cond_init(&pool->cv, NULL);
-	for (int i = 0; i < POOL_WORKERS; i++) {
-		pthread_t t;
-		if (pthread_create(&t, &at, worker_main, pool) != 0)
-			break;
-	}
+	p->g = g;
+	pthread_attr_init(&p->at);
+	pthread_attr_setdetachstate(&p->at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&p->at, 256 * 1024);
+	for (int i = 0; i < POOL_START; i++)
+		spawn_worker(p);
+	/* This thread only waits for the stop; workers see it when the
+	 * listening socket is shut down. */
 	while (!__atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE)) {
-		struct sockaddr_in peer, orig;
-		socklen_t pl = sizeof(peer), ol = sizeof(orig);
-		struct pconn *pc;
-		pthread_t t;
-		int one = 1;
-
-		if (wait_in(g->proxy_fd, 500) <= 0)
-			continue;
-		int fd = accept4(g->proxy_fd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		/* Only redirected connections from a known sandbox address are
-		 * served; the original destination is what the sandbox dialled. */
-		if (peer.sin_family != AF_INET ||
-		    getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &ol) < 0) {
-			close(fd);
-			continue;
-		}
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		pc = xcalloc(1, sizeof(*pc));
-		pc->g = g;
-		pc->fd = fd;
-		pc->up = -1;
-		pc->src = ntohl(peer.sin_addr.s_addr);
-		pc->dst = ntohl(orig.sin_addr.s_addr);
-		pc->dport = ntohs(orig.sin_port);
-		pthread_rwlock_rdlock(&g->lock);
-		bool known = gw_find_locked(g, pc->src) != NULL;
-		pthread_rwlock_unlock(&g->lock);
-		if (!known || (!pool_offer(pool, pc) && pthread_create(&t, &at, conn_main, pc) != 0)) {
-			close(fd);
-			free(pc);
-		}
+		struct pollfd pfd = { .fd = g->proxy_fd, .events = 0 };
+		poll(&pfd, 1, 500);
 	}
-	pthread_attr_destroy(&at);
 	return NULL;
 }
