@@ -1,8 +1,9 @@
 /* net.c - the per-sandbox network (ns backend) and this instance's nftables
- * table. Privileged work: it runs in nodemgr (root) and drives the `ip` and
- * `nft` commands (iproute2, nftables) with arguments built only from a
- * validated sandbox id's slot and the operator's configuration; nothing
- * that came from a sandbox reaches a command line.
+ * table. Privileged work: it runs in nodemgr (root). Links, addresses and
+ * routes are made over rtnetlink (netlink.c: no process start on the
+ * create path); the table is loaded once with the `nft` command. Nothing
+ * built here comes from a sandbox: names and addresses follow from a
+ * validated sandbox id's slot and the operator's configuration.
  *
  * Model. Slot N (the jail's uid range) owns the /31 at net_base + 2N: the
  * host end of a veth pair (<prefix>-<N>, IPv6 disabled) holds .2N, the
@@ -12,19 +13,19 @@
  * nothing needs persisting.
  *
  * The table (inet <table>) matches packets by input interface name
- * (<prefix>-*), so it is installed once and each sandbox only adds its
- * (interface, address) pair to the `sources` set (no spoofed source is
- * accepted, the gateway identifies sandboxes by it):
- *   prerouting/raw     IPv6 and anything to 169.254.0.0/16 (link-local,
- *                      cloud metadata) -> drop, before any redirect
+ * (<prefix>-*), so it is installed once and a sandbox adds no rule:
+ *   prerouting/raw     IPv6, anything to 169.254.0.0/16 (link-local, cloud
+ *                      metadata), and any source address that does not
+ *                      route back through the interface it came in on
+ *                      (fib: no spoofing; the gateway knows sandboxes by
+ *                      source address) -> drop, before any redirect
  *   prerouting/dstnat  TCP -> redirect to the gateway's proxy port,
  *                      UDP/53 -> redirect to the gateway's DNS port
- *   input              only those two redirected flows are accepted; IPv6,
- *                      ICMP, other UDP, any other host port are dropped;
- *                      the proxy/DNS ports are closed to every other
- *                      interface
- *   forward            everything from a sandbox is dropped (no ip_forward
- *                      is needed: the gateway dials upstream itself)
+ *   input              only those two redirected flows are accepted; ICMP,
+ *                      other UDP, any other host port are dropped; the
+ *                      proxy/DNS ports are closed to every other interface
+ *   forward            everything from or to a sandbox is dropped (no
+ *                      ip_forward is needed: the gateway dials upstream)
  * Redirected traffic to other sandboxes, the host's own addresses, private
  * and link-local ranges is then refused by the gateway's policy. */
 #include "nodemgr-internal.h"
@@ -41,15 +42,12 @@
 
 #include "../lib/log.h"
 #include "../lib/util.h"
+#include "netlink.h"
 
-#define CMD_TIMEOUT_MS 10000
-
-/* Run argv (PATH lookup), with stdin_text on stdin, in the network
- * namespace of netns_fd (-1 = ours). While the server loop runs
- * (reaper = true) the exit status comes through nm_wait_child; before
- * and after it, through waitpid. stderr ends up in err on failure. */
-static int run_cmd(struct nm_server *s, const char *const *argv, const char *stdin_text,
-		   int netns_fd, bool reaper, err_t *err)
+/* Run argv (PATH lookup) with stdin_text on stdin and wait for it. Only
+ * before and after the server loop (which reaps every child otherwise).
+ * Its output ends up in err on failure. */
+static int run_cmd(const char *const *argv, const char *stdin_text, err_t *err)
 {
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, st = 0, r;
 	char msg[512];
@@ -66,8 +64,6 @@ static int run_cmd(struct nm_server *s, const char *const *argv, const char *std
 		goto close_all;
 	}
 	if (pid == 0) {
-		if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) < 0)
-			_exit(126);
 		dup2(in[0], 0);
 		dup2(out[1], 1);
 		dup2(out[1], 2);
@@ -92,15 +88,8 @@ static int run_cmd(struct nm_server *s, const char *const *argv, const char *std
 			n = 0; /* keep the tail */
 	}
 	msg[n] = '\0';
-	if (reaper) {
-		if ((r = nm_wait_child(s, pid, &st, CMD_TIMEOUT_MS)) < 0) {
-			r = err_set(err, ETIMEDOUT, "%s timed out", argv[0]);
-			goto close_all;
-		}
-	} else {
-		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-			;
-	}
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
 	r = 0;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 		while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
@@ -167,11 +156,11 @@ int net_init(struct nm_server *s, err_t *err)
 		"add table inet %1$s\n"
 		"delete table inet %1$s\n"
 		"table inet %1$s {\n"
-		"  set sources { type ifname . ipv4_addr; }\n"
 		"  chain early {\n"
 		"    type filter hook prerouting priority raw; policy accept;\n"
 		"    iifname \"%2$s-*\" meta nfproto != ipv4 drop\n"
 		"    iifname \"%2$s-*\" ip daddr 169.254.0.0/16 drop\n"
+		"    iifname \"%2$s-*\" fib saddr . iif oif missing drop\n"
 		"  }\n"
 		"  chain prerouting {\n"
 		"    type nat hook prerouting priority dstnat; policy accept;\n"
@@ -186,7 +175,6 @@ int net_init(struct nm_server *s, err_t *err)
 		"  }\n"
 		"  chain from_sandbox {\n"
 		"    meta nfproto != ipv4 drop\n"
-		"    iifname . ip saddr != @sources drop\n"
 		"    ct status dnat tcp dport %3$u accept\n"
 		"    ct status dnat udp dport %4$u accept\n"
 		"    drop\n"
@@ -198,7 +186,7 @@ int net_init(struct nm_server *s, err_t *err)
 		"  }\n"
 		"}\n",
 		c->net_table, c->net_prefix, c->net_proxy_port, c->net_dns_port);
-	if (run_cmd(s, nft, rules, -1, false, err) < 0)
+	if (run_cmd(nft, rules, err) < 0)
 		return err_wrap(err, "install nftables table %s (is the nftables package "
 				"installed? `network = false` runs without a sandbox network)",
 				c->net_table);
@@ -212,18 +200,16 @@ void net_fini(struct nm_server *s)
 	const char *argv[] = { "nft", "delete", "table", "inet", s->cfg->net_table, NULL };
 	err_t e = { 0 };
 
-	if (net_on(s) && run_cmd(s, argv, NULL, -1, false, &e) < 0)
+	if (net_on(s) && run_cmd(argv, NULL, &e) < 0)
 		log_warn("nodemgr: %s", e.msg);
 }
 
 int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
 {
-	static const char *const ip_batch[] = { "ip", "-batch", "-", NULL };
-	static const char *const nft[] = { "nft", "-f", "-", NULL };
-	_cleanup_free_ char *ifn = NULL, *host_cmds = NULL, *jail_cmds = NULL, *elem = NULL;
-	_cleanup_free_ char *nsp = NULL, *v6 = NULL;
-	_cleanup_close_ int ns = -1;
-	char host[16], sbx[16];
+	_cleanup_free_ char *ifn = NULL, *nsp = NULL, *v6 = NULL;
+	_cleanup_close_ int ns = -1, host = -1, jail = -1;
+	uint32_t base;
+	err_t e = { 0 };
 	int r;
 
 	if (!net_on(s))
@@ -231,71 +217,55 @@ int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
 	if (2u * (uint32_t)j->slot + 1 >= s->cfg->net_size)
 		return err_set(err, ENOSPC, "the sandbox network has no address for slot %d",
 			       j->slot);
+	base = s->cfg->net_base + 2u * (uint32_t)j->slot;
 	ifn = ifname(s, j->slot);
-	slot_addrs(s, j->slot, host, sbx);
 	nsp = xasprintf("/proc/%d/ns/net", (int)pid);
 	ns = open(nsp, O_RDONLY | O_CLOEXEC);
 	if (ns < 0)
 		return err_sys(err, "open %s", nsp);
+	if ((host = nl_open(-1, err)) < 0)
+		return host;
 	/* A leftover host end of this slot (a crashed run) would block the
 	 * name: remove it first; ENODEV is the normal case. */
-	{
-		const char *del[] = { "ip", "link", "del", ifn, NULL };
-		err_t e = { 0 };
-		(void)run_cmd(s, del, NULL, -1, true, &e);
-	}
-	host_cmds = xasprintf("link add %1$s type veth peer name eth0 netns %2$d\n"
-			      "addr add %3$s/31 dev %1$s\n",
-			      ifn, (int)pid, host);
-	if ((r = run_cmd(s, ip_batch, host_cmds, -1, true, err)) < 0)
+	(void)nl_link_del(host, ifn, &e);
+	if ((r = nl_veth_add(host, ifn, "eth0", ns, err)) < 0)
 		goto fail;
 	/* The host end has no IPv6 at all: no link-local address a sandbox
 	 * could reach. Set before the link goes up. */
 	v6 = xasprintf("/proc/sys/net/ipv6/conf/%s/disable_ipv6", ifn);
 	if (write_proc(v6, "1\n") < 0)
 		log_warn("sandbox %s: cannot disable IPv6 on %s", j->id, ifn);
-	{
-		const char *up[] = { "ip", "link", "set", ifn, "up", NULL };
-		if ((r = run_cmd(s, up, NULL, -1, true, err)) < 0)
-			goto fail;
-	}
-	jail_cmds = xasprintf("addr add %1$s/31 dev eth0\n"
-			      "link set eth0 up\n"
-			      "route add default via %2$s dev eth0\n",
-			      sbx, host);
-	if ((r = run_cmd(s, ip_batch, jail_cmds, ns, true, err)) < 0)
+	if ((r = nl_addr_add(host, ifn, base, 31, err)) < 0 ||
+	    (r = nl_link_up(host, ifn, err)) < 0)
 		goto fail;
-	elem = xasprintf("add element inet %s sources { \"%s\" . %s }\n", s->cfg->net_table, ifn,
-			 sbx);
-	if ((r = run_cmd(s, nft, elem, -1, true, err)) < 0)
+	if ((jail = nl_open(ns, err)) < 0) {
+		r = jail;
+		goto fail;
+	}
+	if ((r = nl_addr_add(jail, "eth0", base + 1, 31, err)) < 0 ||
+	    (r = nl_link_up(jail, "eth0", err)) < 0 ||
+	    (r = nl_route_default(jail, "eth0", base, err)) < 0)
 		goto fail;
 	return 0;
 fail:
 	err_wrap(err, "sandbox %s network", j->id);
-	net_detach(s, j, true);
+	(void)nl_link_del(host, ifn, &e);
 	return r;
 }
 
-void net_detach(struct nm_server *s, struct jail *j, bool reaper)
+void net_detach(struct nm_server *s, struct jail *j)
 {
-	static const char *const nft[] = { "nft", "-f", "-", NULL };
-	_cleanup_free_ char *ifn = NULL, *elem = NULL;
-	char host[16], sbx[16];
+	_cleanup_free_ char *ifn = NULL;
+	_cleanup_close_ int host = -1;
 	err_t e = { 0 };
 
 	if (!net_on(s) || j->slot < 0 || 2u * (uint32_t)j->slot + 1 >= s->cfg->net_size)
 		return;
+	/* Deleting one end of a veth deletes the pair; the jail's namespace
+	 * going away would too, but only once the kernel frees it. */
 	ifn = ifname(s, j->slot);
-	slot_addrs(s, j->slot, host, sbx);
-	{
-		/* Deleting one end of a veth deletes the pair; the jail's
-		 * namespace going away would too, but only once it is freed. */
-		const char *del[] = { "ip", "link", "del", ifn, NULL };
-		(void)run_cmd(s, del, NULL, -1, reaper, &e);
-	}
-	elem = xasprintf("delete element inet %s sources { \"%s\" . %s }\n", s->cfg->net_table,
-			 ifn, sbx);
-	(void)run_cmd(s, nft, elem, -1, reaper, &e);
+	if ((host = nl_open(-1, &e)) >= 0 && nl_link_del(host, ifn, &e) < 0 && e.code != ENODEV)
+		log_warn("sandbox %s: %s", j->id, e.msg);
 }
 
 int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err)

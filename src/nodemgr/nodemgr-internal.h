@@ -149,14 +149,14 @@ void vm_accel_detect(struct nm_server *s, char *accel, size_t acap, char *reason
 
 /* net.c: the sandbox network (see the comment at its top). init installs
  * this instance's nftables table (replacing a leftover one), fini deletes
- * it. attach gives the live jail j (init pid) its veth, addresses, route
- * and source entry; detach removes them (idempotent; reaper false once the
- * server loop, which collects children, has ended). net_addr: the
+ * it; both run the `nft` command outside the server loop. attach gives the
+ * live jail j (init pid) its veth, addresses, route
+ * (over rtnetlink); detach removes them (idempotent). net_addr: the
  * sandbox address of live ns jail id. */
 int net_init(struct nm_server *s, err_t *err);
 void net_fini(struct nm_server *s);
 int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err);
-void net_detach(struct nm_server *s, struct jail *j, bool reaper);
+void net_detach(struct nm_server *s, struct jail *j);
 int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err);
 
 /* template.c */

@@ -384,7 +384,7 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	if (j) {
 		kill_init(s, j);
 		if (!j->vm)
-			net_detach(s, j, true);
+			net_detach(s, j);
 	}
 	/* Also for ids we hold no jail for: a leftover cgroup from an earlier
 	 * run, or a half-done destroy. Each step is idempotent. */
@@ -486,7 +486,7 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	}
 	/* 2 */
 	kill_init(s, j);
-	net_detach(s, j, true);
+	net_detach(s, j);
 	for (int i = 0; i < 5000; i++) {
 		bool alive;
 		pthread_mutex_lock(&s->lock);
@@ -667,7 +667,7 @@ void sandbox_kill_all(struct nm_server *s)
 			return;
 		kill_init(s, j);
 		if (!j->vm && !j->hidden)
-			net_detach(s, j, false);  /* after the server loop */
+			net_detach(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
 			log_warn("stop %s: %s", j->id, e.msg);
 		{
