@@ -8,7 +8,6 @@
  *                                          restarted gateway; the api never
  *                                          forwards this path)
  * Only ns sandboxes have a network today; vm sandboxes have no NIC. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,27 +62,6 @@ int sandbox_net_push(struct node *n, struct sandbox *sb, err_t *err)
 		r = err_set(err, EIO, "gateway answered %d", resp.status);
 	http_resp_free(&resp);
 	return r < 0 ? err_wrap(err, "tell the gateway") : 0;
-}
-
-int sandbox_net_resolv(struct node *n, struct sandbox *sb, err_t *err)
-{
-	struct guestconn *gc;
-	struct in_addr a;
-	char host[16], text[64];
-	int r;
-
-	if (!has_network(n, sb) || inet_pton(AF_INET, sb->addr, &a) != 1)
-		return 0;
-	/* The host end of the /31. Any address would do (every UDP/53 goes to
-	 * the gateway), but not a loopback one: that never leaves the sandbox. */
-	a.s_addr = htonl(ntohl(a.s_addr) - 1);
-	inet_ntop(AF_INET, &a, host, sizeof(host));
-	snprintf(text, sizeof(text), "nameserver %s\n", host);
-	if (!(gc = sandbox_gc_get(sb)))
-		return err_set(err, EPIPE, "sandbox %s: no guest channel", sb->id);
-	r = guestconn_file_write(gc, "/etc/resolv.conf", text, strlen(text), 0644, err);
-	sandbox_gc_put(sb);
-	return r < 0 ? err_wrap(err, "write /etc/resolv.conf") : 0;
 }
 
 void sandbox_net_forget(struct node *n, struct sandbox *sb)

@@ -154,8 +154,6 @@ bool node_name_valid(const char *s);  /* [a-z0-9][a-z0-9._-]{0,63} */
  * /network endpoints and the gateway's start-up list. */
 int sandbox_net_push(struct node *n, struct sandbox *sb, err_t *err);
 void sandbox_net_forget(struct node *n, struct sandbox *sb);
-/* At create: point the guest's /etc/resolv.conf at the gateway. */
-int sandbox_net_resolv(struct node *n, struct sandbox *sb, err_t *err);
 void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_req *req,
 		    struct http_conn *c);
 void handle_internal_network(struct node *n, struct http_conn *c);

@@ -1181,14 +1181,14 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 		goto fail;
 	}
 	created = true;
+	/* Until the gateway knows the sandbox, all its traffic is refused: a
+	 * create that cannot install the policy fails rather than hand out a
+	 * sandbox without a network. Done while the guest starts up. */
+	if ((r = sandbox_net_push(n, sb, &err)) < 0)
+		goto fail;
 	r = sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, "guest ready", "guest agent",
 			     &err);
 	if (r < 0)
-		goto fail;
-	/* Until the gateway knows the sandbox, all its traffic is refused:
-	 * a create that cannot install the policy fails rather than hand
-	 * out a sandbox without a network. */
-	if ((r = sandbox_net_push(n, sb, &err)) < 0 || (r = sandbox_net_resolv(n, sb, &err)) < 0)
 		goto fail;
 
 	sandbox_schedule_timeout(n, sb);

@@ -217,6 +217,7 @@ int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
 	if (2u * (uint32_t)j->slot + 1 >= s->cfg->net_size)
 		return err_set(err, ENOSPC, "the sandbox network has no address for slot %d",
 			       j->slot);
+	uint64_t t0 = now_us();
 	base = s->cfg->net_base + 2u * (uint32_t)j->slot;
 	ifn = ifname(s, j->slot);
 	nsp = xasprintf("/proc/%d/ns/net", (int)pid);
@@ -246,6 +247,7 @@ int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
 	    (r = nl_link_up(jail, "eth0", err)) < 0 ||
 	    (r = nl_route_default(jail, "eth0", base, err)) < 0)
 		goto fail;
+	log_debug("sandbox %s: network %s in %.2f ms", j->id, ifn, (now_us() - t0) / 1000.0);
 	return 0;
 fail:
 	err_wrap(err, "sandbox %s network", j->id);
@@ -266,6 +268,18 @@ void net_detach(struct nm_server *s, struct jail *j)
 	ifn = ifname(s, j->slot);
 	if ((host = nl_open(-1, &e)) >= 0 && nl_link_del(host, ifn, &e) < 0 && e.code != ENODEV)
 		log_warn("sandbox %s: %s", j->id, e.msg);
+}
+
+char *net_resolv_conf(struct nm_server *s, int slot)
+{
+	char host[16], sbx[16];
+
+	if (!net_on(s) || 2u * (uint32_t)slot + 1 >= s->cfg->net_size)
+		return NULL;
+	/* Any address would do (every UDP/53 goes to the gateway), but not a
+	 * loopback one: that never leaves the sandbox. */
+	slot_addrs(s, slot, host, sbx);
+	return xasprintf("nameserver %s\n", host);
 }
 
 int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err)

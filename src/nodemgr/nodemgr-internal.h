@@ -158,6 +158,8 @@ void net_fini(struct nm_server *s);
 int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err);
 void net_detach(struct nm_server *s, struct jail *j);
 int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err);
+/* "nameserver <host end>\n" for slot (caller frees); NULL when off. */
+char *net_resolv_conf(struct nm_server *s, int slot);
 
 /* template.c */
 typedef int (*progress_fn)(void *arg, const char *line);  /* <0: client gone */

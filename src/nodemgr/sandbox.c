@@ -252,6 +252,7 @@ static int spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox
 	_cleanup_free_ char *mnt_dir = xasprintf("%s/mnt", s->run_dir);
 	_cleanup_free_ char *mnt = xasprintf("%s/%s", mnt_dir, spec->id);
 	_cleanup_close_ int guest = -1;
+	_cleanup_free_ char *resolv = net_resolv_conf(s, j->slot);
 	int chan[2] = { -1, -1 };
 	pid_t init = -1;
 	int r;
@@ -275,6 +276,7 @@ static int spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox
 		.chan_fd = chan[1],
 		.seccomp = &s->seccomp,
 		.cg = &s->cg,
+		.resolv_conf = resolv,
 	};
 	r = jail_spawn(&jp, &init, err);
 	close(chan[1]);
