@@ -384,9 +384,13 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	pthread_mutex_unlock(&s->lock);
 
 	if (j) {
-		kill_init(s, j);
+		/* The veth first, while its namespace lives: deleting it here
+		 * keeps its unregistration out of the kernel's asynchronous
+		 * namespace cleanup, which would otherwise hold the RTNL lock
+		 * against the next create. */
 		if (!j->vm)
 			net_detach(s, j);
+		kill_init(s, j);
 	}
 	/* Also for ids we hold no jail for: a leftover cgroup from an earlier
 	 * run, or a half-done destroy. Each step is idempotent. */
@@ -487,8 +491,8 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 		return r;
 	}
 	/* 2 */
-	kill_init(s, j);
 	net_detach(s, j);
+	kill_init(s, j);
 	for (int i = 0; i < 5000; i++) {
 		bool alive;
 		pthread_mutex_lock(&s->lock);
@@ -667,9 +671,9 @@ void sandbox_kill_all(struct nm_server *s)
 		pthread_mutex_unlock(&s->lock);
 		if (!j)
 			return;
-		kill_init(s, j);
 		if (!j->vm && !j->hidden)
 			net_detach(s, j);
+		kill_init(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
 			log_warn("stop %s: %s", j->id, e.msg);
 		{
