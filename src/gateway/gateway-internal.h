@@ -32,8 +32,8 @@ struct gw_sbx {
 	uint32_t addr;                /* host order */
 	struct policy pol;
 	pthread_mutex_t log_mu;
-	struct gw_logent *log;        /* ring of GW_LOG_KEEP */
-	size_t log_head, log_n;
+	struct gw_logent *log;        /* ring, grown up to GW_LOG_KEEP */
+	size_t log_head, log_n, log_cap;
 };
 
 struct gw_host {

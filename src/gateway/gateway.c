@@ -85,6 +85,14 @@ void gw_log(struct gw_sbx *s, const char *proto, const struct dest *d, bool allo
 	struct gw_logent *e;
 
 	pthread_mutex_lock(&s->log_mu);
+	/* Grow until GW_LOG_KEEP (the ring only wraps at full size, so the
+	 * head is still 0 while it grows): a quiet sandbox costs little. */
+	if (s->log_n == s->log_cap && s->log_cap < GW_LOG_KEEP) {
+		s->log_cap = s->log_cap ? s->log_cap * 2 : 16;
+		if (s->log_cap > GW_LOG_KEEP)
+			s->log_cap = GW_LOG_KEEP;
+		s->log = xrealloc(s->log, s->log_cap * sizeof(*s->log));
+	}
 	e = &s->log[(s->log_head + s->log_n) % GW_LOG_KEEP];
 	if (s->log_n == GW_LOG_KEEP)
 		s->log_head = (s->log_head + 1) % GW_LOG_KEEP;
@@ -164,7 +172,6 @@ static void handle_put(struct gw *g, const char *id, struct http_req *req, struc
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->addr = ip;
 	pthread_mutex_init(&s->log_mu, NULL);
-	s->log = xcalloc(GW_LOG_KEEP, sizeof(*s->log));
 	if (policy_parse(json_get(body, "network"), &s->pol, msg, sizeof(msg)) < 0) {
 		http_respond_error(c, 400, "invalid_field", "%s", msg);
 		sbx_free(s);
@@ -194,6 +201,7 @@ static void handle_put(struct gw *g, const char *id, struct http_req *req, struc
 		s->log = old->log;
 		s->log_head = old->log_head;
 		s->log_n = old->log_n;
+		s->log_cap = old->log_cap;
 		old->log = NULL;
 		pthread_mutex_unlock(&old->log_mu);
 		sbx_free(old);
@@ -378,7 +386,6 @@ static void pull_from_node(struct gw *g)
 		snprintf(s->id, sizeof(s->id), "%s", id);
 		s->addr = ip;
 		pthread_mutex_init(&s->log_mu, NULL);
-		s->log = xcalloc(GW_LOG_KEEP, sizeof(*s->log));
 		if (policy_parse(json_get(e, "network"), &s->pol, msg, sizeof(msg)) < 0) {
 			sbx_free(s);
 			continue;

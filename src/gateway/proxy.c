@@ -274,6 +274,7 @@ static void serve(struct pconn *pc)
  * a worker that finds more than POOL_IDLE_MAX others idle exits. */
 #define POOL_START 8
 #define POOL_IDLE_MAX 16
+#define POOL_MAX_THREADS 4096
 
 struct pool {
 	struct gw *g;
@@ -348,7 +349,11 @@ static void *worker_main(void *arg)
 		struct pconn *pc = accept_one(g);
 		if (!pc)
 			continue;
-		if (__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) == 0)
+		/* Past POOL_MAX_THREADS busy connections, nobody accepts until
+		 * one ends: the listen backlog holds the rest (back-pressure,
+		 * so one sandbox cannot make the gateway spawn without end). */
+		if (__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) == 0 &&
+		    __atomic_load_n(&p->threads, __ATOMIC_ACQUIRE) < POOL_MAX_THREADS)
 			spawn_worker(p);
 		serve(pc);
 		if (__atomic_add_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) > POOL_IDLE_MAX) {
