@@ -88,7 +88,8 @@ def net_leftovers(data_dir):
     tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     left = [l for l in tables.splitlines() if l.strip().endswith(f"airlock-{h:08x}")]
-    left += [l.split(":")[1].strip() for l in links.splitlines() if f"al{h & 0xfffff:05x}-" in l]
+    names = [l.split(":")[1].strip() for l in links.splitlines() if l.count(":") >= 2]
+    left += [n for n in names if n.startswith(f"al{h & 0xfffff:05x}-")]
     return left
 
 
