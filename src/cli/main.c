@@ -10,6 +10,7 @@ static const char usage[] =
 	"Sandboxes:\n"
 	"  create [--template T] [--backend B] [--memory MB] [--cpus N] [--pids N]\n"
 	"         [--disk MB] [--env K=V]... [--meta K=V]... [--timeout S]\n"
+	"         [--network allow-all|deny-all|JSON]\n"
 	"         [--idempotency-key K]           create a sandbox, print its id\n"
 	"  ls [--state S] [--template T] [--meta K=V]...   list sandboxes\n"
 	"  get SBX                                show one sandbox\n"
@@ -30,6 +31,8 @@ static const char usage[] =
 	"  logs SBX PID [--offset N] [--no-follow]   replay and follow a process's output\n"
 	"  kill SBX PID [--signal SIG]            signal a process (default TERM)\n"
 	"  console SBX                            the last 64 KiB of a vm sandbox's serial console\n"
+	"  network SBX | network set SBX POLICY | network log SBX\n"
+	"                                         egress policy (allow-all, deny-all or JSON) and decisions\n"
 	"\n"
 	"Files (inside a sandbox):\n"
 	"  files read SBX PATH                    write the file to stdout\n"
@@ -75,6 +78,7 @@ static const struct verb {
 	{ "tenant", cmd_tenant }, { "key", cmd_key },	     { "health", cmd_health },
 	{ "node", cmd_node },	  { "pause", cmd_pause },   { "resume", cmd_resume },
 	{ "connect", cmd_connect }, { "console", cmd_console },
+	{ "network", cmd_network },
 	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
 };
 

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 
+import harness
 from harness import AirlockTestCase, main
 
 SUB = 100 + os.getpid() % 100
@@ -374,6 +375,34 @@ class NetworkTest(AirlockTestCase):
             time.sleep(0.05)
         self.assertEqual(self.get(sid, "http://denied.test/")[0], 0)
         self.assertNotEqual(self.get(sid, "http://allowed.test/")[0], 0)
+
+    def test_cli(self):
+        cli = os.path.join(os.path.dirname(harness.AIRLOCKD), "airlock")
+        cfg = os.path.join(self.server.dir, "cli.json")
+
+        def airlock(*a):
+            r = subprocess.run([cli, "--config", cfg] + list(a), capture_output=True, text=True)
+            return r.returncode, r.stdout, r.stderr
+        code, out, err = airlock("create", "--template", "busybox",
+                                 "--network", '{"allow":{"domains":["allowed.test"]}}')
+        self.assertEqual(code, 0, err)
+        sid = out.strip()
+        self.addCleanup(self.api.delete, sid)
+        code, out, err = airlock("--json", "network", sid)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["network"]["allow"]["domains"], ["allowed.test"])
+        code, out, err = airlock("network", "set", sid, "deny-all")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{sid}/network")["network"]["default"],
+                         "deny")
+        self.sh(sid, f"printf '{WORLD_IP} allowed.test\\n' >> /etc/hosts")
+        self.get(sid, "http://allowed.test/")
+        code, out, err = airlock("network", "log", sid)
+        self.assertEqual(code, 0, err)
+        self.assertIn("allowed.test", out)
+        self.assertIn("deny", out)
+        code, out, err = airlock("network", "set", sid, "{not json")
+        self.assertEqual(code, 2)
 
     def test_bad_policies(self):
         for bad in ({"default": "maybe"}, {"allow": {"domains": ["bad name"]}},
