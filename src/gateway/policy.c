@@ -343,3 +343,18 @@ bool policy_decide(const struct policy *p, const struct policy_env *env, const s
 	snprintf(rule, rcap, "default");
 	return false;
 }
+
+bool policy_name_gate(const struct policy *p, const char *host, char *rule, size_t rcap)
+{
+	const char *dom;
+
+	if ((dom = match_domain(&p->deny, host))) {
+		snprintf(rule, rcap, "deny.domains %s", dom);
+		return false;
+	}
+	if (!p->default_allow && !match_domain(&p->allow, host)) {
+		snprintf(rule, rcap, "default");
+		return false;
+	}
+	return true;
+}

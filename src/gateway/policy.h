@@ -81,6 +81,14 @@ struct policy_env {
 bool policy_decide(const struct policy *p, const struct policy_env *env, const struct dest *d,
 		   char *rule, size_t rcap);
 
+/* Whether a destination named host could be allowed at all, decided on
+ * the name alone (deny.domains; with default deny, allow.domains). The
+ * gateway asks this before it resolves a name, so a sandbox that may not
+ * reach a name cannot make the host's resolver look it up (a DNS
+ * exfiltration channel). With default deny a name is reached only through
+ * allow.domains; allow.cidrs open connections made to an IP. */
+bool policy_name_gate(const struct policy *p, const char *host, char *rule, size_t rcap);
+
 bool domain_match(const char *pattern, const char *host);
 
 #endif

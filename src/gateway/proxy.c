@@ -217,6 +217,23 @@ static void deny_http(struct pconn *pc)
 	(void)!write(pc->fd, resp, sizeof(resp) - 1);
 }
 
+/* The name gate, logged when it refuses. */
+static bool name_may_pass(struct gw *g, struct pconn *pc)
+{
+	struct gw_sbx *s;
+	char rule[96];
+	bool ok = false;
+
+	pthread_rwlock_rdlock(&g->lock);
+	s = gw_find_locked(g, pc->src);
+	if (s && !(ok = policy_name_gate(&s->pol, pc->host, rule, sizeof(rule)))) {
+		struct dest d = { .host = pc->host, .ip = pc->dst, .port = pc->dport };
+		gw_log(s, pc->proto, &d, false, rule);
+	}
+	pthread_rwlock_unlock(&g->lock);
+	return ok;
+}
+
 static void serve(struct pconn *pc)
 {
 	struct gw *g = pc->g;
@@ -227,6 +244,14 @@ static void serve(struct pconn *pc)
 
 	sniff(pc);
 	target = pc->dst;
+	if (pc->host[0] && !name_may_pass(g, pc)) {
+		/* refused on the name: never resolved (see policy_name_gate) */
+		if (!strcmp(pc->proto, "http"))
+			deny_http(pc);
+		close(pc->fd);
+		free(pc);
+		return;
+	}
 	if (pc->host[0]) {
 		n = gw_resolve(g, pc->host, ips, GW_MAX_HOSTS_IPS);
 		if (n) {

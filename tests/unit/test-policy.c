@@ -83,6 +83,26 @@ static void test_policy(void)
 	CHECK(!decide("\"deny-all\"", &env, "x.com", "1.2.3.4", 443, rule, sizeof(rule)));
 	CHECK(decide("\"allow-all\"", &env, "x.com", "1.2.3.4", 443, rule, sizeof(rule)));
 
+	/* the name gate: decided before any lookup */
+	{
+		err_t err = { 0 };
+		json *j = json_parse(pol, strlen(pol), &err);
+		struct policy p;
+		char msg[256];
+		CHECK(j && policy_parse(j, &p, msg, sizeof(msg)) == 0);
+		CHECK(policy_name_gate(&p, "api.example.com", rule, sizeof(rule)));
+		CHECK(policy_name_gate(&p, "x.example.org", rule, sizeof(rule)));
+		CHECK(!policy_name_gate(&p, "exfil-data.attacker.test", rule, sizeof(rule)));
+		CHECK(!strcmp(rule, "default"));
+		CHECK(!policy_name_gate(&p, "bad.example.org", rule, sizeof(rule)));
+		CHECK(!strcmp(rule, "deny.domains bad.example.org"));
+		policy_free(&p);
+		json_free(j);
+		CHECK(policy_parse(NULL, &p, msg, sizeof(msg)) == 0);
+		CHECK(policy_name_gate(&p, "anything.test", rule, sizeof(rule)));
+		policy_free(&p);
+	}
+
 	/* bad input */
 	static const char *const bad[] = {
 		"{\"default\":\"maybe\"}", "{\"allow\":{\"domains\":[\"a b\"]}}",
