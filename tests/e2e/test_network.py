@@ -407,6 +407,17 @@ class NetworkTest(AirlockTestCase):
         code, out, err = airlock("network", "set", sid, "{not json")
         self.assertEqual(code, 2)
 
+    def test_other_tenant_gets_404(self):
+        sid = self.sandbox()
+        _, other = self.new_tenant(f"net-other-{os.getpid()}")
+        for method, path, body in (("GET", "network", None), ("GET", "network/log", None),
+                                   ("PATCH", "network", "allow-all")):
+            st, _, _ = other.raw(method, f"/v1/sandboxes/{sid}/{path}",
+                                 json.dumps(body) if body else None)
+            self.assertEqual(st, 404, (method, path))
+        self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{sid}/network")["network"]["default"],
+                         "allow")
+
     def test_bad_policies(self):
         for bad in ({"default": "maybe"}, {"allow": {"domains": ["bad name"]}},
                     {"deny": {"cidrs": ["10.0.0.0/33"]}}, {"allow": {"ports": [0]}},
