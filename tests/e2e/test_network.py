@@ -407,6 +407,41 @@ class NetworkTest(AirlockTestCase):
         code, out, err = airlock("network", "set", sid, "{not json")
         self.assertEqual(code, 2)
 
+    def test_debian_curl_and_python(self):
+        # the one test on the debian template (built on demand here): real
+        # name resolution through the gateway's DNS, and verified TLS to the
+        # test CA's server, from curl and from python's urllib
+        sb = self.api.create(template="debian",
+                             network={"allow": {"domains": ["allowed.test"]}})
+        sid = sb["id"]
+        self.addCleanup(self.api.delete, sid)
+        with open(os.path.join(self.tmp, "ca.pem"), "rb") as f:
+            self.api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/ca.pem", f.read())
+        code, out, err = self.sh(sid, "curl -sS --max-time 10 --cacert /tmp/ca.pem "
+                                      "https://allowed.test/")
+        self.assertEqual((code, out), (0, "hello from allowed.test\n"), err)
+        code, out, err = self.sh(sid, "curl -sS --max-time 10 http://allowed.test/")
+        self.assertEqual((code, out), (0, "hello from allowed.test\n"), err)
+        code, out, err = self.sh(sid, "curl -sS --max-time 10 --cacert /tmp/ca.pem "
+                                      "https://denied.test/")
+        self.assertNotEqual(code, 0)
+        py = ("import ssl, sys, urllib.request\n"
+              "ctx = ssl.create_default_context(cafile='/tmp/ca.pem')\n"
+              "try:\n"
+              "    print(urllib.request.urlopen(sys.argv[1], context=ctx, timeout=10).read().decode(), end='')\n"
+              "except Exception as e:\n"
+              "    print('failed', type(e).__name__); sys.exit(3)\n")
+        self.api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/get.py", py)
+        code, out, err = self.sh(sid, "python3 /tmp/get.py https://allowed.test/")
+        self.assertEqual((code, out), (0, "hello from allowed.test\n"), err)
+        code, out, err = self.sh(sid, "python3 /tmp/get.py https://denied.test/")
+        self.assertEqual(code, 3, out + err)
+        log = self.log(sid)
+        self.assertTrue([e for e in log if e["proto"] == "tls" and e["host"] == "allowed.test"
+                         and e["decision"] == "allow"], log)
+        self.assertTrue([e for e in log if e["host"] == "denied.test"
+                         and e["decision"] == "deny"], log)
+
     def test_other_tenant_gets_404(self):
         sid = self.sandbox()
         _, other = self.new_tenant(f"net-other-{os.getpid()}")
