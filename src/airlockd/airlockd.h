@@ -11,6 +11,7 @@ int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_
 int airlockd_up(const struct airlockd_config *cfg, err_t *err);
 int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err);
 int airlockd_node(const struct airlockd_config *cfg, err_t *err);
+int airlockd_gateway(const struct airlockd_config *cfg, err_t *err);
 int airlockd_api(const struct airlockd_config *cfg, err_t *err);
 
 /* Paths under the data directory; caller owns the result. */

@@ -39,6 +39,7 @@ void config_defaults(struct airlockd_config *c)
 	/* Off by default: a server waiting for connections uses no CPU and
 	 * would look idle. */
 	c->idle_timeout_s = 0;
+	c->network = true;
 }
 
 static int set_str(char *dst, size_t cap, const char *key, const char *val, err_t *err)
@@ -153,6 +154,26 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		c->cgroup_favordynmods = !strcmp(val, "true");
 		return 0;
 	}
+	if (!strcmp(key, "network")) {
+		if (strcmp(val, "true") && strcmp(val, "false"))
+			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
+		c->network = !strcmp(val, "true");
+		return 0;
+	}
+	if (!strcmp(key, "net_cidr"))
+		return set_str(c->net_cidr, sizeof(c->net_cidr), key, val, err);
+	if (!strcmp(key, "gateway_proxy_port") || !strcmp(key, "gateway_dns_port")) {
+		uint64_t v;
+		int r = set_u64(&v, key, val, 65535, err);
+		if (r == 0)
+			*(key[8] == 'p' ? &c->gateway_proxy_port : &c->gateway_dns_port) = (uint32_t)v;
+		return r;
+	}
+	if (!strcmp(key, "gateway_hosts"))
+		return set_str(c->gateway_hosts, sizeof(c->gateway_hosts), key, val, err);
+	if (!strcmp(key, "network_allow_private_cidrs"))
+		return set_str(c->network_allow_private_cidrs,
+			       sizeof(c->network_allow_private_cidrs), key, val, err);
 	if (!strcmp(key, "vm_accel")) {
 		if (strcmp(val, "auto") && strcmp(val, "kvm") && strcmp(val, "tcg"))
 			return err_set(err, EINVAL, "%s: `%s` is not auto|kvm|tcg", key, val);
@@ -198,7 +219,7 @@ static char *trim(char *s)
 int config_load(struct airlockd_config *c, const char *path, err_t *err)
 {
 	FILE *f = fopen(path, "re");
-	char line[1024];
+	char line[4096];
 	int lineno = 0, r = 0;
 
 	if (!f)

@@ -32,6 +32,14 @@ struct airlockd_config {
 	uint32_t snapshot_keep_all_s, snapshot_keep_hourly_s, snapshot_keep_daily_s;
 	uint32_t idle_timeout_s;
 	bool debug_clock;          /* tests: POST /v1/debug/clock on the node socket */
+	/* The sandbox network (ns backend): nodemgr's veths and nftables, the
+	 * gateway. net_cidr "" and ports 0 are derived from data_dir (see
+	 * up.c: net_settings). */
+	bool network;
+	char net_cidr[32];
+	uint32_t gateway_proxy_port, gateway_dns_port;
+	char gateway_hosts[2048];              /* "name=ip,..." for tests and overrides */
+	char network_allow_private_cidrs[1024];
 	uint32_t ready_timeout_ms;  /* how long a create waits for the guest's READY */  /* let nodemgr remount cgroup2 with favordynmods */
 };
 

@@ -3,6 +3,7 @@
  *   airlockd up        root: prepare DATA, start nodemgr + node + api, supervise
  *   airlockd nodemgr   root: privileged verbs (normally started by `up`)
  *   airlockd node      drops to the airlock user: sandbox manager
+ *   airlockd gateway   drops to the airlock user: egress proxy and DNS
  *   airlockd api       drops to the airlock user: HTTP API
  *
  * main() stays thin: parse the configuration, then call the component's run
@@ -17,7 +18,7 @@
 
 static void usage(FILE *f)
 {
-	fputs("usage: airlockd up|nodemgr|node|api [--config FILE] [--data-dir DIR] [--listen ADDR]\n"
+	fputs("usage: airlockd up|nodemgr|gateway|node|api [--config FILE] [--data-dir DIR] [--listen ADDR]\n"
 	      "                [--templates a,b] [--set key=value]...\n"
 	      "       airlockd version\n",
 	      f);
@@ -56,6 +57,8 @@ int main(int argc, char **argv)
 		r = airlockd_nodemgr(&cfg, &err);
 	else if (!strcmp(cmd, "node"))
 		r = airlockd_node(&cfg, &err);
+	else if (!strcmp(cmd, "gateway"))
+		r = airlockd_gateway(&cfg, &err);
 	else if (!strcmp(cmd, "api"))
 		r = airlockd_api(&cfg, &err);
 	else {

@@ -7,12 +7,14 @@
  * sandbox sent. The parent supervises: a child that dies is restarted (node
  * re-adopts its sandboxes), and SIGTERM/SIGINT stops api, node, nodemgr in
  * that order and unmounts the pool if we mounted it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -23,6 +25,7 @@
 #include "../api/api.h"
 #include "../cred/ca.h"
 #include "../cred/seal.h"
+#include "../gateway/gateway.h"
 #include "../lib/http.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
@@ -154,6 +157,69 @@ static int drop_privileges(const char *user, err_t *err)
 	return 0;
 }
 
+/* FNV-1a of the data dir: names this instance's host-wide objects (cgroup
+ * parent, nftables table, interface prefix), so instances never touch each
+ * other's. */
+static uint32_t instance_hash(const struct airlockd_config *cfg)
+{
+	uint32_t h = 2166136261u;
+
+	for (const char *c = cfg->data_dir; *c; c++)
+		h = (h ^ (unsigned char)*c) * 16777619u;
+	return h;
+}
+
+static bool default_instance(const struct airlockd_config *cfg)
+{
+	return strcmp(cfg->data_dir, "/var/lib/airlock") == 0;
+}
+
+/* The sandbox network's settings. The default instance uses 10.213.0.0/16
+ * and ports 7071 (proxy) and 7072 (DNS); another data dir gets its own /20
+ * inside 10.128.0.0/10 and ports in 20000..29999 from its hash, so test
+ * instances side by side do not collide (configure them to be sure). */
+struct net_settings {
+	char table[32], prefix[12], cidr[32];
+	uint32_t base, size;
+	uint16_t proxy_port, dns_port;
+};
+
+static int net_settings(const struct airlockd_config *cfg, struct net_settings *ns, err_t *err)
+{
+	uint32_t h = instance_hash(cfg);
+	char ip[40];
+	struct in_addr a;
+	const char *slash;
+	long bits;
+
+	memset(ns, 0, sizeof(*ns));
+	snprintf(ns->table, sizeof(ns->table), "airlock-%08x", h);
+	snprintf(ns->prefix, sizeof(ns->prefix), "al%05x", h & 0xfffff);
+	if (cfg->net_cidr[0])
+		snprintf(ns->cidr, sizeof(ns->cidr), "%s", cfg->net_cidr);
+	else if (default_instance(cfg))
+		snprintf(ns->cidr, sizeof(ns->cidr), "10.213.0.0/16");
+	else
+		snprintf(ns->cidr, sizeof(ns->cidr), "10.%u.%u.0/20", 128 + (h >> 8) % 64,
+			 ((h >> 4) & 0xf) << 4);
+	slash = strchr(ns->cidr, '/');
+	bits = slash ? strtol(slash + 1, NULL, 10) : -1;
+	if (!slash || (size_t)(slash - ns->cidr) >= sizeof(ip) || bits < 8 || bits > 30)
+		return err_set(err, EINVAL, "net_cidr: `%s` is not an IPv4 CIDR of /8../30",
+			       ns->cidr);
+	memcpy(ip, ns->cidr, (size_t)(slash - ns->cidr));
+	ip[slash - ns->cidr] = '\0';
+	if (inet_pton(AF_INET, ip, &a) != 1)
+		return err_set(err, EINVAL, "net_cidr: bad address in `%s`", ns->cidr);
+	ns->size = 1u << (32 - bits);
+	ns->base = ntohl(a.s_addr) & ~(ns->size - 1);
+	ns->proxy_port = (uint16_t)(cfg->gateway_proxy_port ? cfg->gateway_proxy_port
+				   : default_instance(cfg) ? 7071 : 20000 + (h % 5000) * 2);
+	ns->dns_port = (uint16_t)(cfg->gateway_dns_port ? cfg->gateway_dns_port
+				 : default_instance(cfg) ? 7072 : 20001 + (h % 5000) * 2);
+	return 0;
+}
+
 int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 {
 	_cleanup_free_ char *sock = data_path(cfg, "run/nodemgr.sock");
@@ -175,12 +241,11 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 	 * kills whatever it finds under it, which must never be another
 	 * instance's jails. The default data dir keeps the plain name. */
 	_cleanup_free_ char *cg = NULL;
-	if (strcmp(cfg->data_dir, "/var/lib/airlock") != 0) {
-		uint32_t h = 2166136261u;  /* FNV-1a of the data dir */
-		for (const char *c = cfg->data_dir; *c; c++)
-			h = (h ^ (unsigned char)*c) * 16777619u;
-		cg = xasprintf("airlock-%08x", h);
-	}
+	struct net_settings net;
+	if (!default_instance(cfg))
+		cg = xasprintf("airlock-%08x", instance_hash(cfg));
+	if ((r = net_settings(cfg, &net, err)) < 0)
+		return r;
 	struct nodemgr_config nc = {
 		.cgroup_parent = cg,
 		.cgroup_favordynmods = cfg->cgroup_favordynmods,
@@ -194,13 +259,47 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 		.vm_dir = vm_dir,
 		.vm_accel = cfg->vm_accel,
 		.vm_warm_pool = cfg->vm_warm_pool,
+		.net_prefix = cfg->network ? net.prefix : NULL,
+		.net_table = net.table,
+		.net_base = net.base,
+		.net_size = net.size,
+		.net_proxy_port = net.proxy_port,
+		.net_dns_port = net.dns_port,
 	};
 	return nodemgr_run(&nc, err);
+}
+
+int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
+{
+	_cleanup_free_ char *sock = data_path(cfg, "run/gateway.sock");
+	_cleanup_free_ char *admin = xasprintf("unix:%s", sock);
+	_cleanup_free_ char *nsock = data_path(cfg, "run/node.sock");
+	_cleanup_free_ char *node = xasprintf("unix:%s", nsock);
+	struct net_settings net;
+	int r = net_settings(cfg, &net, err);
+
+	if (r < 0)
+		return r;
+	/* Bind as root is not needed (ports > 1024); drop first. */
+	if ((r = drop_privileges(cfg->user, err)) < 0)
+		return r;
+	struct gateway_config gc = {
+		.admin_sock = admin,
+		.proxy_port = net.proxy_port,
+		.dns_port = net.dns_port,
+		.sandbox_net = net.cidr,
+		.allow_private = cfg->network_allow_private_cidrs,
+		.hosts = cfg->gateway_hosts,
+		.node_sock = node,
+	};
+	return gateway_run(&gc, err);
 }
 
 int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 {
 	_cleanup_free_ char *sock = data_path(cfg, "run/node.sock");
+	_cleanup_free_ char *gw_path = data_path(cfg, "run/gateway.sock");
+	_cleanup_free_ char *gw = xasprintf("unix:%s", gw_path);
 	_cleanup_free_ char *listen = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
 	_cleanup_free_ char *nm = data_path(cfg, "run/nodemgr.sock");
@@ -229,6 +328,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 		.snapshot_keep_daily_s = cfg->snapshot_keep_daily_s,
 		.idle_timeout_s = cfg->idle_timeout_s,
 		.debug_clock = cfg->debug_clock,
+		.gateway_sock = cfg->network ? gw : NULL,
 	};
 	return node_run(&nc, err);
 }
@@ -258,9 +358,10 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 
 /* ---- supervision ---- */
 
-enum role { ROLE_NODEMGR, ROLE_NODE, ROLE_API, N_ROLES };
-static const char *const role_names[N_ROLES] = { "nodemgr", "node", "api" };
-static const char *const role_socks[N_ROLES] = { "run/nodemgr.sock", "run/node.sock", NULL };
+enum role { ROLE_NODEMGR, ROLE_GATEWAY, ROLE_NODE, ROLE_API, N_ROLES };
+static const char *const role_names[N_ROLES] = { "nodemgr", "gateway", "node", "api" };
+static const char *const role_socks[N_ROLES] = { "run/nodemgr.sock", "run/gateway.sock",
+						 "run/node.sock", NULL };
 
 static volatile sig_atomic_t stop_requested;
 static void on_stop(int sig) { stop_requested = sig; }
@@ -284,6 +385,8 @@ static pid_t spawn_role(const struct airlockd_config *cfg, enum role role)
 	log_init(role_names[role], (enum log_level)cfg->log_level);
 	if (role == ROLE_NODEMGR)
 		r = airlockd_nodemgr(cfg, &err);
+	else if (role == ROLE_GATEWAY)
+		r = airlockd_gateway(cfg, &err);
 	else if (role == ROLE_NODE)
 		r = airlockd_node(cfg, &err);
 	else
@@ -521,6 +624,8 @@ int airlockd_up(const struct airlockd_config *cfg, err_t *err)
 	signal(SIGPIPE, SIG_IGN);
 
 	for (int i = 0; i < N_ROLES && !stop_requested; i++) {
+		if (i == ROLE_GATEWAY && !cfg->network)
+			continue;  /* no sandbox network: nothing to proxy */
 		pids[i] = spawn_role(cfg, (enum role)i);
 		if (pids[i] < 0) {
 			r = err_sys(err, "fork %s", role_names[i]);

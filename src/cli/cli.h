@@ -130,6 +130,11 @@ int cmd_ps(struct cli *cli, int argc, char **argv);
 int cmd_logs(struct cli *cli, int argc, char **argv);
 int cmd_console(struct cli *cli, int argc, char **argv);
 int cmd_port_forward(struct cli *cli, int argc, char **argv);
+int cmd_network(struct cli *cli, int argc, char **argv);
+/* network.c: a --network / `network set` argument as JSON text (caller
+ * owns): allow-all and deny-all as strings, else the JSON as given; NULL
+ * when it is not JSON. */
+char *cli_policy_json(const char *arg);
 int cmd_kill(struct cli *cli, int argc, char **argv);
 int cmd_files(struct cli *cli, int argc, char **argv);
 int cmd_template(struct cli *cli, int argc, char **argv);

@@ -10,6 +10,7 @@ static const char usage[] =
 	"Sandboxes:\n"
 	"  create [--template T] [--backend B] [--memory MB] [--cpus N] [--pids N]\n"
 	"         [--disk MB] [--env K=V]... [--meta K=V]... [--timeout S]\n"
+	"         [--network allow-all|deny-all|JSON]\n"
 	"         [--idempotency-key K]           create a sandbox, print its id\n"
 	"  ls [--state S] [--template T] [--meta K=V]...   list sandboxes\n"
 	"  get SBX                                show one sandbox\n"
@@ -35,6 +36,8 @@ static const char usage[] =
 	"  console SBX                            the last 64 KiB of a vm sandbox's serial console\n"
 	"  port-forward SBX [LOCAL:]REMOTE        listen on 127.0.0.1:LOCAL (0: any free port) and\n"
 	"                                         tunnel each connection to port REMOTE in SBX\n"
+	"  network SBX | network set SBX POLICY | network log SBX\n"
+	"                                         egress policy (allow-all, deny-all or JSON) and decisions\n"
 	"\n"
 	"Files (inside a sandbox):\n"
 	"  files read SBX PATH                    write the file to stdout\n"
@@ -81,6 +84,7 @@ static const struct verb {
 	{ "node", cmd_node },	  { "pause", cmd_pause },   { "resume", cmd_resume },
 	{ "connect", cmd_connect }, { "console", cmd_console },
 	{ "port-forward", cmd_port_forward },
+	{ "network", cmd_network },
 	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
 	{ "fork", cmd_fork },
 };

@@ -51,12 +51,13 @@ int cmd_create(struct cli *cli, int argc, char **argv)
 		{ "meta", required_argument, NULL, 'M' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "idempotency-key", required_argument, NULL, 'k' },
+		{ "network", required_argument, NULL, 'n' },
 		CLI_COMMON_OPTS,
 		{ 0 },
 	};
 	const char *tmpl = NULL, *backend = NULL, *idem = NULL, *cpus = NULL;
 	long long memory = -1, pids = -1, disk = -1, timeout = -1, v;
-	_cleanup_free_ char *raw = NULL, *extra = NULL;
+	_cleanup_free_ char *raw = NULL, *extra = NULL, *network = NULL;
 	struct kv_list env = { 0 }, meta = { 0 };
 	struct buf body;
 	struct jw w;
@@ -71,6 +72,11 @@ int cmd_create(struct cli *cli, int argc, char **argv)
 		case 'e': r = kv_add(&env, optarg, "--env", "create"); break;
 		case 'M': r = kv_add(&meta, optarg, "--meta", "create"); break;
 		case 'k': idem = optarg; break;
+		case 'n':
+			free(network);
+			if (!(network = cli_policy_json(optarg)))
+				r = cli_usage("create", "--network is allow-all, deny-all or JSON");
+			break;
 		case 'c': {
 			char *end;
 			double d = strtod(optarg, &end);
@@ -147,6 +153,10 @@ int cmd_create(struct cli *cli, int argc, char **argv)
 	if (timeout >= 0) {
 		jw_key(&w, "timeout_s");
 		jw_int(&w, timeout);
+	}
+	if (network) {
+		jw_key(&w, "network");
+		jw_raw(&w, network);
 	}
 	jw_end(&w);
 	if (idem)

@@ -77,6 +77,10 @@ struct sandbox {
 	json *recovered_from;   /* {snapshot, kind, at} of the last crash recovery, under mu */
 	int64_t recovered_ms;   /* wall ms of this process's last recovery of it (reaper only) */
 	struct sb_policy pol;   /* snapshots, retention, idle, on_timeout (schedule.h) */
+	/* The egress policy as given (NULL = the default), and the sandbox's
+	 * address on the node's network ("" = none); both under mu. */
+	json *network;
+	char addr[16];
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;      /* state changes; gc_users reaching 0 */
@@ -154,6 +158,15 @@ void node_query_each(const char *query, void (*fn)(void *arg, const char *k, con
 		     void *arg);
 int node_info_get(struct node *n, struct nm_node_info *out, err_t *err);
 bool node_name_valid(const char *s);  /* [a-z0-9][a-z0-9._-]{0,63} */
+
+/* network.c: tell the gateway sb's address and policy (ns only; a no-op
+ * for other backends or with the network off), or forget it; the
+ * /network endpoints and the gateway's start-up list. */
+int sandbox_net_push(struct node *n, struct sandbox *sb, err_t *err);
+void sandbox_net_forget(struct node *n, struct sandbox *sb);
+void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_req *req,
+		    struct http_conn *c);
+void handle_internal_network(struct node *n, struct http_conn *c);
 
 /* sandbox.c */
 struct sandbox *sandbox_new(struct node *n, const char *id);

@@ -379,6 +379,9 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 			handle_rollback(n, sb, req, c);
 		else
 			not_allowed(c, req);
+	} else if (strcmp(segs[3], "network") == 0 && (nseg == 4 ||
+						       (nseg == 5 && strcmp(segs[4], "log") == 0))) {
+		handle_network(n, sb, nseg == 5, req, c);
 	} else if (strcmp(segs[3], "exec") == 0 && nseg == 4) {
 		if (method_is(req, "POST"))
 			handle_exec(n, sb, req, c);
@@ -451,6 +454,11 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 	if (ports_route(n, req, c, tenant))
 		return;
 	nseg = split_path(path, segs);
+	if (nseg == 2 && strcmp(segs[0], "internal") == 0 && strcmp(segs[1], "network") == 0 &&
+	    method_is(req, "GET")) {
+		handle_internal_network(n, c);
+		return;
+	}
 	if (nseg < 2 || strcmp(segs[0], "v1") != 0) {
 		http_respond_error(c, 404, "not_found", "no such endpoint");
 		return;

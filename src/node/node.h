@@ -35,6 +35,7 @@ struct node_config {
 	uint32_t snapshot_keep_daily_s;      /* 604800 */
 	uint32_t idle_timeout_s;             /* 0 = never */
 	bool debug_clock;                    /* POST /v1/debug/clock on the node socket (tests) */
+	const char *gateway_sock;      /* "unix:DATA/run/gateway.sock"; NULL = no sandbox network */
 };
 
 /* Runs until SIGTERM/SIGINT (blocked in every thread and taken with

@@ -86,6 +86,8 @@ static void adopt(struct node *n, struct sandbox *sb)
 	pthread_mutex_unlock(&sb->mu);
 	if (state_event(n->db, sb->id, SB_RUNNING, "re-adopted after restart", &err) < 0)
 		log_warn("%s", err.msg);
+	if (sandbox_net_push(n, sb, &err) < 0)
+		log_warn("sandbox %s: %s", sb->id, err.msg);
 	log_info("sandbox %s re-adopted (jail pid %d)", sb->id, (int)pid);
 }
 

@@ -13,6 +13,7 @@
 #include "../lib/log.h"
 #include "../cred/cred.h"
 #include "node-internal.h"
+#include "../gateway/policy.h"
 
 /* ---- map and refcounts ------------------------------------------------ */
 
@@ -55,6 +56,7 @@ void sandbox_unref(struct sandbox *sb)
 	procs_free_all(sb);
 	json_free(sb->env);
 	json_free(sb->metadata);
+	json_free(sb->network);
 	free(sb->tenant);
 	free(sb->template_name);
 	free(sb->backend_name);
@@ -180,7 +182,7 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 	}
 	jw_key(w, "timeout_s");
 	jw_uint(w, sb->timeout_s);
-	policy_render(w, &sb->pol);
+	sched_policy_render(w, &sb->pol);
 	jw_key(w, "created_at");
 	jw_str(w, created);
 	jw_key(w, "parent");
@@ -523,6 +525,8 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 	 * fast instead of waiting for their timeouts. */
 	if (sb->be) {
 		r = sb->be->destroy(&n->bctx, sb->id, err);
+		if (r == 0)
+			sandbox_net_forget(n, sb);
 	} else {
 		r = 0;  /* unknown backend: nothing of ours can be running */
 	}
@@ -736,7 +740,7 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 	if (err_text)
 		sb->error = xstrdup(err_text);
 	sb->created_at = db_cell_int(rows, row, 11);
-	policy_defaults(n, &sb->pol);
+	sched_policy_defaults(n, &sb->pol);
 	sb->sched.known_since = sb->sched.active_at = sched_now(n);
 	/* Our own rows, but parse defensively: a bad row loads with defaults. */
 	j = spec ? json_parse(spec, strlen(spec), &err) : NULL;
@@ -750,7 +754,16 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 			sb->limits.disk_mb = json_u32(l, "disk_mb");
 		}
 		sb->timeout_s = json_u32(j, "timeout_s");
-		policy_load(j, &sb->pol);
+		sched_policy_load(j, &sb->pol);
+		if (json_get(j, "network")) {
+			struct buf b;
+			struct jw w;
+			buf_init(&b);
+			jw_init(&w, &b);
+			jw_value(&w, json_get(j, "network"));
+			sb->network = json_parse(b.data, b.len, &err);
+			buf_free(&b);
+		}
 		if (env && env->type == JSON_OBJ) {
 			struct buf b;
 			struct jw w;
@@ -789,7 +802,7 @@ struct create_req {
 	const char *template_name;
 	const struct backend_ops *be;
 	struct nm_limits limits;
-	const json *env, *metadata;
+	const json *env, *metadata, *network;
 	uint32_t timeout_s;
 	struct sb_policy pol;
 };
@@ -900,14 +913,21 @@ static const char *parse_create(struct node *n, const json *body, struct create_
 			return code;
 		cr->metadata = v;
 	}
+	if ((v = json_get(body, "network"))) {
+		struct policy p;
+		if (policy_parse(v, &p, msg, sz) < 0)
+			return "invalid_field";
+		policy_free(&p);
+		cr->network = v;
+	}
 	if ((v = json_get(body, "timeout_s"))) {
 		if (v->type != JSON_NUM || !v->is_int || v->i < 0 || v->i > 10LL * 365 * 86400)
 			return bad(msg, sz, "invalid_field",
 				   "`timeout_s` must be a non-negative integer");
 		cr->timeout_s = (uint32_t)v->i;
 	}
-	policy_defaults(n, &cr->pol);
-	return policy_parse(body, &cr->pol, msg, sz);
+	sched_policy_defaults(n, &cr->pol);
+	return sched_policy_parse(body, &cr->pol, msg, sz);
 }
 
 static char *spec_text(const struct create_req *cr)
@@ -938,7 +958,11 @@ static char *spec_text(const struct create_req *cr)
 	}
 	jw_key(&w, "timeout_s");
 	jw_uint(&w, cr->timeout_s);
-	policy_render(&w, &cr->pol);
+	sched_policy_render(&w, &cr->pol);
+	if (cr->network) {
+		jw_key(&w, "network");
+		jw_value(&w, cr->network);
+	}
 	jw_end(&w);
 	return buf_steal(&b);
 }
@@ -1132,7 +1156,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 {
 	static const char *const keys[] = { "template", "backend", "limits", "env",
 					    "metadata", "timeout_s", "snapshots", "idle_timeout_s",
-					    "on_timeout", NULL };
+					    "on_timeout", "network", NULL };
 	_cleanup_free_ char *spec = NULL, *meta = NULL;
 	const char *key = http_req_header(req, "Idempotency-Key");
 	struct create_req cr = { 0 };
@@ -1219,6 +1243,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	sb->limits = cr.limits;
 	sb->env = json_dup(cr.env);
 	sb->metadata = json_dup(cr.metadata);
+	sb->network = json_dup(cr.network);
 	sb->timeout_s = cr.timeout_s;
 	sb->pol = cr.pol;
 	sb->created_at = wall_ms();
@@ -1315,6 +1340,11 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 		goto fail;
 	}
 	created = true;
+	/* Until the gateway knows the sandbox, all its traffic is refused: a
+	 * create that cannot install the policy fails rather than hand out a
+	 * sandbox without a network. Done while the guest starts up. */
+	if ((r = sandbox_net_push(n, sb, &err)) < 0)
+		goto fail;
 	r = sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, "guest ready", "guest agent",
 			     &err);
 	if (r < 0)

@@ -39,7 +39,7 @@
 
 /* ---- policy ----------------------------------------------------------- */
 
-void policy_defaults(const struct node *n, struct sb_policy *pol)
+void sched_policy_defaults(const struct node *n, struct sb_policy *pol)
 {
 	const struct node_config *c = n->cfg;
 
@@ -72,7 +72,7 @@ static const char *get_secs(const json *obj, const char *key, uint32_t *out, cha
 	return NULL;
 }
 
-const char *policy_parse(const json *body, struct sb_policy *pol, char *msg, size_t sz)
+const char *sched_policy_parse(const json *body, struct sb_policy *pol, char *msg, size_t sz)
 {
 	static const char *const snap_keys[] = { "disk_interval_s", "full_interval_s",
 						 "retention", NULL };
@@ -117,7 +117,7 @@ const char *policy_parse(const json *body, struct sb_policy *pol, char *msg, siz
 	return NULL;
 }
 
-void policy_render(struct jw *w, const struct sb_policy *pol)
+void sched_policy_render(struct jw *w, const struct sb_policy *pol)
 {
 	jw_key(w, "snapshots");
 	jw_obj(w);
@@ -141,14 +141,14 @@ void policy_render(struct jw *w, const struct sb_policy *pol)
 	jw_str(w, pol->timeout_pause ? "pause" : "delete");
 }
 
-void policy_load(const json *spec, struct sb_policy *pol)
+void sched_policy_load(const json *spec, struct sb_policy *pol)
 {
 	char msg[200];
 	struct sb_policy p = *pol;
 
 	/* Our own row: a bad value (impossible unless edited) keeps the
 	 * defaults rather than failing the load. */
-	if (!policy_parse(spec, &p, msg, sizeof(msg)))
+	if (!sched_policy_parse(spec, &p, msg, sizeof(msg)))
 		*pol = p;
 	else
 		log_warn("stored sandbox policy ignored: %s", msg);

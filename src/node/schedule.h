@@ -69,14 +69,14 @@ struct sb_sched {
 };
 
 /* The node's defaults (config) into *pol. */
-void policy_defaults(const struct node *n, struct sb_policy *pol);
+void sched_policy_defaults(const struct node *n, struct sb_policy *pol);
 /* Fields of a create body over *pol (after policy_defaults). NULL, or the
  * error code for a 400 with msg filled. */
-const char *policy_parse(const json *body, struct sb_policy *pol, char *msg, size_t sz);
+const char *sched_policy_parse(const json *body, struct sb_policy *pol, char *msg, size_t sz);
 /* The policy as keys of the object being written (spec row, sandbox JSON). */
-void policy_render(struct jw *w, const struct sb_policy *pol);
+void sched_policy_render(struct jw *w, const struct sb_policy *pol);
 /* From a stored spec object (missing keys keep *pol's values). */
-void policy_load(const json *spec, struct sb_policy *pol);
+void sched_policy_load(const json *spec, struct sb_policy *pol);
 
 int64_t sched_now(struct node *n);
 /* A client used the sandbox (exec, files, connect): counts as activity. */

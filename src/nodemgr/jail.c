@@ -79,6 +79,18 @@ static __attribute__((noreturn)) void jail_init(const struct jail_params *p, int
 	jmsg_send(sync, 'R', 0, -1, NULL);
 	if (jail_net_lo_up(msg, sizeof(msg)) < 0)
 		child_fail(sync, "net: %s", msg);
+	if (p->resolv_conf) {
+		/* Replace (not follow) whatever is there: a distribution's link
+		 * to a stub resolver on 127.0.0.x would never leave the jail. */
+		int fd;
+		unlink("/etc/resolv.conf");
+		fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			  0644);
+		if (fd >= 0) {
+			(void)!write(fd, p->resolv_conf, strlen(p->resolv_conf));
+			close(fd);
+		}
+	}
 
 	/* fds: 0-2 the jail's /dev/null, 3 the channel, nothing else survives
 	 * exec except the guest binary fd (CLOEXEC; execveat still runs it). */

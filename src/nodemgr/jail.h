@@ -56,6 +56,9 @@ struct jail_params {
 	int chan_fd;                  /* guest end of the channel, becomes fd 3 (borrowed) */
 	const struct sock_fprog *seccomp;
 	const struct cgroups *cg;
+	/* Written to the jail's /etc/resolv.conf by init, inside its own root
+	 * (so links resolve there), before the guest starts; NULL = untouched. */
+	const char *resolv_conf;
 };
 
 /* Spawn the jail; returns once the guest is exec'd (or failed). *init_pid is

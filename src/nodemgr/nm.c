@@ -375,3 +375,18 @@ int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, co
 		*pid = res.pid;
 	return 0;
 }
+
+int nm_sandbox_addr(const char *sock, const char *id, char out[16], err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+	int r;
+
+	req_init(&q, NM_SANDBOX_ADDR);
+	if ((r = put_str(q.u.sandbox.id, sizeof(q.u.sandbox.id), id, "sandbox id", err)) < 0)
+		return r;
+	if ((r = nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err)) < 0)
+		return r;
+	snprintf(out, 16, "%.15s", res.text);
+	return 0;
+}

@@ -168,6 +168,20 @@ void vm_node_info(struct nm_server *s, struct nm_node_info *out);
 void vm_accel_detect(struct nm_server *s, char *accel, size_t acap, char *reason,
 		     size_t rcap);
 
+/* net.c: the sandbox network (see the comment at its top). init installs
+ * this instance's nftables table (replacing a leftover one), fini deletes
+ * it; both run the `nft` command outside the server loop. attach gives the
+ * live jail j (init pid) its veth, addresses, route
+ * (over rtnetlink); detach removes them (idempotent). net_addr: the
+ * sandbox address of live ns jail id. */
+int net_init(struct nm_server *s, err_t *err);
+void net_fini(struct nm_server *s);
+int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err);
+void net_detach(struct nm_server *s, struct jail *j);
+int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err);
+/* "nameserver <host end>\n" for slot (caller frees); NULL when off. */
+char *net_resolv_conf(struct nm_server *s, int slot);
+
 /* template.c */
 typedef int (*progress_fn)(void *arg, const char *line);  /* <0: client gone */
 int template_build(struct nm_server *s, const struct nm_template_spec *spec, uid_t peer_uid,

@@ -33,6 +33,15 @@ struct nodemgr_config {
 	const char *vm_dir;
 	const char *vm_accel;
 	uint32_t vm_warm_pool;
+	/* The sandbox network (net.c). net_prefix NULL or "": off (ns jails
+	 * get only lo). Interfaces are <net_prefix>-<slot> (<= 15 bytes),
+	 * addresses /31s from net_base (host order) within net_size
+	 * addresses, the nftables table `inet <net_table>` redirects to the
+	 * gateway's ports. */
+	const char *net_prefix;
+	const char *net_table;
+	uint32_t net_base, net_size;
+	uint16_t net_proxy_port, net_dns_port;
 };
 
 /* Ensure the pool, clean up leftovers of a previous run (kill processes in

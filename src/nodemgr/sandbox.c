@@ -252,6 +252,7 @@ static int spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox
 	_cleanup_free_ char *mnt_dir = xasprintf("%s/mnt", s->run_dir);
 	_cleanup_free_ char *mnt = xasprintf("%s/%s", mnt_dir, spec->id);
 	_cleanup_close_ int guest = -1;
+	_cleanup_free_ char *resolv = net_resolv_conf(s, j->slot);
 	int chan[2] = { -1, -1 };
 	pid_t init = -1;
 	int r;
@@ -275,10 +276,18 @@ static int spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox
 		.chan_fd = chan[1],
 		.seccomp = &s->seccomp,
 		.cg = &s->cg,
+		.resolv_conf = resolv,
 	};
 	r = jail_spawn(&jp, &init, err);
 	close(chan[1]);
 	if (r < 0) {
+		close(chan[0]);
+		return r;
+	}
+	/* The network is in place before the node hears of the sandbox, so
+	 * nothing the client runs in it can see it without eth0. On failure
+	 * the caller's cgroup removal kills the jail. */
+	if ((r = net_attach(s, j, init, err)) < 0) {
 		close(chan[0]);
 		return r;
 	}
@@ -374,8 +383,15 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 		j->busy = true;
 	pthread_mutex_unlock(&s->lock);
 
-	if (j)
+	if (j) {
+		/* The veth first, while its namespace lives: deleting it here
+		 * keeps its unregistration out of the kernel's asynchronous
+		 * namespace cleanup, which would otherwise hold the RTNL lock
+		 * against the next create. */
+		if (!j->vm)
+			net_detach(s, j);
 		kill_init(s, j);
+	}
 	/* Also for ids we hold no jail for: a leftover cgroup from an earlier
 	 * run, or a half-done destroy. Each step is idempotent. */
 	r = cgroup_destroy(&s->cg, id, err);
@@ -507,6 +523,7 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 		return r;
 	}
 	/* 2 */
+	net_detach(s, j);
 	kill_init(s, j);
 	for (int i = 0; i < 5000; i++) {
 		bool alive;
@@ -742,6 +759,8 @@ void sandbox_kill_all(struct nm_server *s)
 		pthread_mutex_unlock(&s->lock);
 		if (!j)
 			return;
+		if (!j->vm && !j->hidden)
+			net_detach(s, j);
 		kill_init(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
 			log_warn("stop %s: %s", j->id, e.msg);

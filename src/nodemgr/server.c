@@ -282,6 +282,8 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	sandbox_sweep_leftovers(s);
 	if ((r = vm_init(s, err)) < 0)
 		goto out;
+	if ((r = net_init(s, err)) < 0)
+		goto out;
 	if ((lfd = listen_on(cfg, err)) < 0) {
 		r = lfd;
 		goto out;
@@ -334,6 +336,7 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	}
 	sandbox_kill_all(s);
 	reap(s);
+	net_fini(s);
 	cgroup_release(&s->cg);
 	r = 0;
 out:

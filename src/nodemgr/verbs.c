@@ -237,6 +237,23 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		close(fd);
 		return;
 	}
+	case NM_SANDBOX_ADDR: {
+		/* Safe: read-only; the address follows from the slot of a live
+		 * ns jail nodemgr started for this pattern-checked id. */
+		struct nm_resp res;
+		char addr[16];
+		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
+			r = err_set(&err, EINVAL, "bad sandbox id");
+			break;
+		}
+		if ((r = net_addr(s, q.u.sandbox.id, addr, &err)) < 0)
+			break;
+		resp_init(&res, NM_MSG_RESULT);
+		snprintf(res.text, sizeof(res.text), "%s", addr);
+		wire_send(fd, &res, sizeof(res), -1);
+		close(fd);
+		return;
+	}
 	case NM_VM_CREATE:
 	case NM_VM_TEMPLATE_SAVE:
 		/* Safe: the same checks as sandbox create (id, template name and

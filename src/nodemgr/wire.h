@@ -35,6 +35,7 @@ enum nm_verb {
 	NM_SNAPSHOT_DELETE,
 	NM_SANDBOX_ROLLBACK,
 	NM_SANDBOX_FORK,
+	NM_SANDBOX_ADDR,
 };
 
 struct nm_req {

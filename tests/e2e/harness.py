@@ -74,6 +74,25 @@ def cgroup_dirs(data_dir):
     return glob.glob(f"/sys/fs/cgroup/*/{name}") + glob.glob(f"/sys/fs/cgroup/{name}")
 
 
+def instance_hash(data_dir):
+    """FNV-1a of the data dir, as airlockd names this instance's host objects."""
+    h = 2166136261
+    for c in data_dir.encode():
+        h = ((h ^ c) * 16777619) & 0xffffffff
+    return h
+
+
+def net_leftovers(data_dir):
+    """This instance's nftables table and sandbox links, if any are left."""
+    h = instance_hash(data_dir)
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    left = [l for l in tables.splitlines() if l.strip().endswith(f"airlock-{h:08x}")]
+    names = [l.split(":")[1].strip() for l in links.splitlines() if l.count(":") >= 2]
+    left += [n for n in names if n.startswith(f"al{h & 0xfffff:05x}-")]
+    return left
+
+
 def loops_for(image):
     r = subprocess.run(["losetup", "-j", image], capture_output=True, text=True)
     return [l.split(":")[0] for l in r.stdout.splitlines() if l.strip()]
@@ -175,6 +194,14 @@ class Server:
                 os.rmdir(parent)
             except OSError:
                 pass
+        # This instance's network, if its nodemgr could not remove it.
+        h = instance_hash(self.dir)
+        for name in net_leftovers(self.dir):
+            if name.startswith("table "):
+                subprocess.run(["nft", "delete", "table", "inet", f"airlock-{h:08x}"],
+                               capture_output=True)
+            else:
+                subprocess.run(["ip", "link", "del", name.split("@")[0]], capture_output=True)
         pool = os.path.join(self.dir, "pool")
         for mp in sorted(mounts_under(self.dir), key=len, reverse=True):
             subprocess.run(["umount", "-l", mp], capture_output=True)
@@ -312,12 +339,14 @@ class AirlockTestCase(unittest.TestCase):
                 if not loops:
                     break
                 time.sleep(0.1)
+            net = net_leftovers(d)
             cls.server.cleanup()
             # A clean shutdown must leave no mount and no loop device behind.
             assert not procs, f"processes left after shutdown: {procs}"
             assert not cgroups, f"cgroups left after shutdown: {cgroups}"
             assert not leftover, f"mounts left after shutdown: {leftover}"
             assert not loops, f"loop devices left after shutdown: {loops}"
+            assert not net, f"nftables table or sandbox links left after shutdown: {net}"
 
     def new_tenant(self, name):
         t = self.api.call("POST", "/v1/tenants", {"name": name})

@@ -1,0 +1,77 @@
+/* gateway-internal.h - shared by the gateway's files. */
+#ifndef AIRLOCK_GATEWAY_INTERNAL_H
+#define AIRLOCK_GATEWAY_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gateway.h"
+#include "policy.h"
+#include "sniff.h"
+
+#define GW_LOG_KEEP 1000          /* decisions kept per sandbox */
+#define GW_MAX_HOSTS_IPS 8
+
+struct gw_logent {
+	int64_t at;                   /* wall ms */
+	char proto[8];                /* "tcp", "tls", "http", "dns" */
+	char host[SNIFF_HOST_MAX + 1];/* SNI / Host / DNS name, "" when none */
+	uint32_t ip;                  /* host order; 0 = none */
+	uint16_t port;
+	bool allow;
+	char rule[96];
+};
+
+/* One sandbox the node told us about. Entries are replaced whole on PUT
+ * and freed on DELETE under gw->lock (write); readers hold it for read
+ * while they decide. The log has its own mutex. */
+struct gw_sbx {
+	struct gw_sbx *next;
+	char id[65];
+	uint32_t addr;                /* host order */
+	struct policy pol;
+	pthread_mutex_t log_mu;
+	struct gw_logent *log;        /* ring, grown up to GW_LOG_KEEP */
+	size_t log_head, log_n, log_cap;
+};
+
+struct gw_host {
+	char *name;
+	uint32_t ip;                  /* host order */
+};
+
+struct gw {
+	const struct gateway_config *cfg;
+	pthread_rwlock_t lock;        /* sbx list */
+	struct gw_sbx *sbx;
+	struct policy_env env;
+	struct cidr4 *allow_private;
+	struct gw_host *hosts;
+	size_t n_hosts;
+	int proxy_fd, dns_fd;
+	int stopping;                 /* atomic */
+	pthread_mutex_t local_mu;     /* the host's own addresses, refreshed */
+	uint32_t *local;
+	size_t n_local;
+	uint64_t local_at;
+};
+
+/* gateway.c */
+/* Under gw->lock (read): the sandbox with source address ip, or NULL. */
+struct gw_sbx *gw_find_locked(struct gw *g, uint32_t ip);
+/* Decide d for s (rdlock held by the caller), and log it. */
+bool gw_decide_log(struct gw *g, struct gw_sbx *s, const char *proto, const struct dest *d);
+/* Append one decision to s's log (caller holds gw->lock for read). */
+void gw_log(struct gw_sbx *s, const char *proto, const struct dest *d, bool allow,
+	    const char *rule);
+/* The gateway's own resolution: gateway_hosts first, then the host's
+ * resolver (IPv4 only). Returns the number of addresses (host order). */
+size_t gw_resolve(struct gw *g, const char *name, uint32_t *out, size_t max);
+
+/* proxy.c: accept loop (a thread per connection). */
+void *gw_proxy_main(void *arg);
+/* dns.c: one thread answering queries. */
+void *gw_dns_main(void *arg);
+
+#endif

@@ -1,0 +1,35 @@
+/* gateway.h - `airlockd gateway`, the network gateway (unprivileged).
+ *
+ * Every TCP connection a sandbox opens is redirected here by nodemgr's
+ * nftables table (transparent proxy, SO_ORIGINAL_DST), and every UDP/53
+ * datagram to the DNS port. The gateway identifies the sandbox by source
+ * address, reads the TLS SNI or the HTTP Host header, applies the sandbox's
+ * policy (policy.h), logs the decision, and makes the upstream connection
+ * itself. The node tells it which address belongs to which sandbox and
+ * policy over a unix HTTP socket (admin_sock) that no sandbox can reach:
+ *   PUT    /sandboxes/{id}      {"addr": "10.x.y.z", "network": <policy>}
+ *   DELETE /sandboxes/{id}
+ *   GET    /sandboxes/{id}/log  {"entries": [...]} (oldest first)
+ *   GET    /health
+ */
+#ifndef AIRLOCK_GATEWAY_H
+#define AIRLOCK_GATEWAY_H
+
+#include <stdint.h>
+
+#include "../lib/err.h"
+
+struct gateway_config {
+	const char *admin_sock;       /* "unix:DATA/run/gateway.sock" */
+	uint16_t proxy_port;          /* TCP, all interfaces; sandbox sources only */
+	uint16_t dns_port;            /* UDP */
+	const char *sandbox_net;      /* CIDR of the sandbox addresses (always denied) */
+	const char *allow_private;    /* comma-separated CIDRs the operator allows */
+	const char *hosts;            /* "name=ip,name=ip": answered before the host resolver */
+	const char *node_sock;        /* "unix:DATA/run/node.sock": policies pulled at start */
+};
+
+/* Serve until SIGTERM/SIGINT. cfg is borrowed for the duration. */
+int gateway_run(const struct gateway_config *cfg, err_t *err);
+
+#endif

@@ -1,0 +1,412 @@
+/* proxy.c - the transparent TCP proxy. One detached thread per connection:
+ *   1. who: the source address names the sandbox (unknown source: close);
+ *   2. where: SO_ORIGINAL_DST, the address the sandbox dialled;
+ *   3. what: the first bytes, read with a size limit and a timeout, are a TLS
+ *      ClientHello (SNI), an HTTP request head (Host), or anything else;
+ *   4. decide (policy.h) and log; a named destination is dialled at the
+ *      address the gateway itself resolves for that name (the dialled IP
+ *      when it is one of them), so a forged SNI or Host cannot steer the
+ *      connection to an address the policy never saw;
+ *   5. connect upstream, replay the sniffed bytes, relay until both sides
+ *      closed.
+ * Bytes from the sandbox are untrusted: only sniff.c parses them. */
+#include "gateway-internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/util.h"
+
+#define SNIFF_MAX (16384 + 5)        /* one TLS record, or an HTTP head */
+#define FIRST_BYTE_MS 1000           /* server-speaks-first protocols wait this long */
+#define SNIFF_MS 5000                /* a slow ClientHello / head */
+#define CONNECT_MS 10000
+#define RELAY_BUF (128 * 1024)       /* x8: the pipe of each direction */
+
+struct pconn {
+	struct gw *g;
+	int fd;                          /* the sandbox's side */
+	int up;                          /* upstream, -1 until connected */
+	uint32_t src, dst;               /* host order */
+	uint16_t dport;
+	uint8_t head[SNIFF_MAX];
+	size_t n;
+	const char *proto;               /* "tcp", "tls", "http" */
+	char host[SNIFF_HOST_MAX + 1];
+};
+
+static int wait_in(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+
+	do
+		r = poll(&p, 1, ms);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+/* Read what identifies the protocol. Never fails: what cannot be read in
+ * time is decided as plain TCP on the original destination. */
+static void sniff(struct pconn *pc)
+{
+	uint64_t deadline;
+	ssize_t k;
+
+	pc->proto = "tcp";
+	if (wait_in(pc->fd, FIRST_BYTE_MS) <= 0)
+		return;
+	deadline = now_ms() + SNIFF_MS;
+	for (;;) {
+		k = read(pc->fd, pc->head + pc->n, sizeof(pc->head) - pc->n);
+		if (k <= 0)
+			return;
+		pc->n += (size_t)k;
+		if (sniff_is_tls(pc->head, pc->n)) {
+			int r = sniff_tls_sni(pc->head, pc->n, pc->host);
+			if (r != 0) {
+				pc->proto = "tls";
+				if (r < 0)
+					pc->host[0] = '\0';
+				return;
+			}
+		} else if (sniff_is_http(pc->head, pc->n)) {
+			int r = sniff_http_host(pc->head, pc->n, pc->host);
+			if (r != 0) {
+				pc->proto = "http";
+				if (r < 0)
+					pc->host[0] = '\0';
+				return;
+			}
+		} else {
+			return;
+		}
+		if (pc->n == sizeof(pc->head))
+			return;
+		uint64_t now = now_ms();
+		if (now >= deadline || wait_in(pc->fd, (int)(deadline - now)) <= 0)
+			return;
+	}
+}
+
+static int dial(uint32_t ip, uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(ip) };
+	struct pollfd p;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e = 0, one = 1;
+	socklen_t el = sizeof(e);
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
+		goto fail;
+	p = (struct pollfd){ .fd = fd, .events = POLLOUT };
+	if (poll(&p, 1, CONNECT_MS) <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0 ||
+	    e != 0)
+		goto fail;
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
+/* The hook point for request-time work on plain HTTP (credential injection
+ * comes here): it sees the sniffed request head before anything is sent
+ * upstream and may rewrite pc->head. Today it forwards unchanged. */
+static int before_forward_http(struct pconn *pc)
+{
+	(void)pc;
+	return 0;
+}
+
+/* One direction of a relay: bytes move socket -> pipe -> socket with
+ * splice, so they never enter user space. */
+struct half {
+	int from, to;
+	int pipe[2];
+	size_t pending;       /* bytes in the pipe, not yet written to `to` */
+	bool eof;             /* `from` ended (its FIN was passed on) */
+};
+
+/* Both directions in one thread. Each half reads only when its pipe is
+ * empty and writes when it holds bytes; EOF on one side half-closes the
+ * other; an error on either side ends both. */
+static void relay(int a, int b)
+{
+	struct half h[2] = { { .from = a, .to = b, .pipe = { -1, -1 } },
+			     { .from = b, .to = a, .pipe = { -1, -1 } } };
+	bool failed = false;
+
+	for (int i = 0; i < 2; i++) {
+		if (pipe2(h[i].pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+			goto out;
+		fcntl(h[i].pipe[1], F_SETPIPE_SZ, RELAY_BUF * 8);
+	}
+	fcntl(a, F_SETFL, fcntl(a, F_GETFL) | O_NONBLOCK);
+	fcntl(b, F_SETFL, fcntl(b, F_GETFL) | O_NONBLOCK);
+	while (!failed && (!h[0].eof || h[0].pending || !h[1].eof || h[1].pending)) {
+		struct pollfd p[4];
+		int np = 0, idx[2][2] = { { -1, -1 }, { -1, -1 } };
+
+		for (int i = 0; i < 2; i++) {
+			if (!h[i].eof && !h[i].pending) {
+				idx[i][0] = np;
+				p[np++] = (struct pollfd){ .fd = h[i].from, .events = POLLIN };
+			}
+			if (h[i].pending) {
+				idx[i][1] = np;
+				p[np++] = (struct pollfd){ .fd = h[i].to, .events = POLLOUT };
+			}
+		}
+		if (poll(p, (nfds_t)np, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (int i = 0; i < 2 && !failed; i++) {
+			struct half *d = &h[i];
+			if (idx[i][0] >= 0 && p[idx[i][0]].revents) {
+				ssize_t k = splice(d->from, NULL, d->pipe[1], NULL, RELAY_BUF * 8,
+						   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+				if (k == 0) {
+					d->eof = true;
+					shutdown(d->to, SHUT_WR);
+				} else if (k > 0) {
+					d->pending += (size_t)k;
+				} else if (errno != EAGAIN && errno != EINTR) {
+					failed = true;  /* a reset: end both directions */
+				}
+			}
+			/* Write at once what was just read (EAGAIN waits for POLLOUT). */
+			if (d->pending) {
+				ssize_t k = splice(d->pipe[0], NULL, d->to, NULL, d->pending,
+						   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+				if (k > 0)
+					d->pending -= (size_t)k;
+				else if (k < 0 && errno != EAGAIN && errno != EINTR)
+					failed = true;
+			}
+		}
+	}
+out:
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 2; k++)
+			if (h[i].pipe[k] >= 0)
+				close(h[i].pipe[k]);
+}
+
+static void deny_http(struct pconn *pc)
+{
+	static const char resp[] = "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\n"
+				   "Content-Length: 37\r\nConnection: close\r\n\r\n"
+				   "airlock: blocked by egress policy\r\n\r\n";
+	(void)!write(pc->fd, resp, sizeof(resp) - 1);
+}
+
+/* The name gate, logged when it refuses. */
+static bool name_may_pass(struct gw *g, struct pconn *pc)
+{
+	struct gw_sbx *s;
+	char rule[96];
+	bool ok = false;
+
+	pthread_rwlock_rdlock(&g->lock);
+	s = gw_find_locked(g, pc->src);
+	if (s && !(ok = policy_name_gate(&s->pol, pc->host, rule, sizeof(rule)))) {
+		struct dest d = { .host = pc->host, .ip = pc->dst, .port = pc->dport };
+		gw_log(s, pc->proto, &d, false, rule);
+	}
+	pthread_rwlock_unlock(&g->lock);
+	return ok;
+}
+
+static void serve(struct pconn *pc)
+{
+	struct gw *g = pc->g;
+	struct gw_sbx *s;
+	uint32_t ips[GW_MAX_HOSTS_IPS], target;
+	size_t n = 0;
+	bool allow;
+
+	sniff(pc);
+	target = pc->dst;
+	if (pc->host[0] && !name_may_pass(g, pc)) {
+		/* refused on the name: never resolved (see policy_name_gate) */
+		if (!strcmp(pc->proto, "http"))
+			deny_http(pc);
+		close(pc->fd);
+		free(pc);
+		return;
+	}
+	if (pc->host[0]) {
+		n = gw_resolve(g, pc->host, ips, GW_MAX_HOSTS_IPS);
+		if (n) {
+			target = ips[0];
+			for (size_t i = 0; i < n; i++)
+				if (ips[i] == pc->dst)
+					target = pc->dst;
+		}
+	}
+	pthread_rwlock_rdlock(&g->lock);
+	s = gw_find_locked(g, pc->src);
+	if (!s) {
+		allow = false;
+	} else if (pc->host[0] && n == 0) {
+		/* a name nobody can resolve: there is no address to allow */
+		struct dest d = { .host = pc->host, .ip = pc->dst, .port = pc->dport };
+		gw_log(s, pc->proto, &d, false, "unresolved");
+		allow = false;
+	} else {
+		struct dest d = { .host = pc->host[0] ? pc->host : NULL, .ip = target,
+				  .port = pc->dport };
+		allow = gw_decide_log(g, s, pc->proto, &d);
+	}
+	pthread_rwlock_unlock(&g->lock);
+
+	if (allow && pc->proto[0] == 'h' && before_forward_http(pc) < 0)
+		allow = false;
+	if (allow) {
+		pc->up = dial(target, pc->dport);
+		if (pc->up >= 0 && (pc->n == 0 || write_all(pc->up, pc->head, pc->n) == 0))
+			relay(pc->fd, pc->up);
+	} else if (!strcmp(pc->proto, "http")) {
+		deny_http(pc);
+	}
+	if (pc->up >= 0)
+		close(pc->up);
+	close(pc->fd);
+	free(pc);
+}
+
+/* Acceptors: every worker thread blocks in poll+accept on the listening
+ * socket itself, so a new connection costs no hand-off between threads.
+ * A worker serves one connection at a time, relay included; the last idle
+ * worker starts another before it serves, so somebody always accepts, and
+ * a worker that finds more than POOL_IDLE_MAX others idle exits. */
+#define POOL_START 8
+#define POOL_IDLE_MAX 16
+#define POOL_MAX_THREADS 4096
+
+struct pool {
+	struct gw *g;
+	pthread_attr_t at;
+	int idle;                        /* atomic: workers waiting in accept */
+	int threads;                     /* atomic */
+};
+
+/* Take one connection; NULL when there is none (timeout, stop, error). */
+static struct pconn *accept_one(struct gw *g)
+{
+	struct sockaddr_in peer, orig;
+	socklen_t pl = sizeof(peer), ol = sizeof(orig);
+	struct pconn *pc;
+	int one = 1, fd;
+
+	/* A blocking accept: the kernel wakes exactly one waiting worker
+	 * (poll would wake them all). gateway_run's shutdown() of the
+	 * listening socket ends every wait at stop. */
+	fd = accept4(g->proxy_fd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
+			usleep(10000);  /* EMFILE and the like: do not spin */
+		return NULL;
+	}
+	/* Only redirected connections from a known sandbox address are
+	 * served; the original destination is what the sandbox dialled. */
+	if (peer.sin_family != AF_INET ||
+	    getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &ol) < 0) {
+		close(fd);
+		return NULL;
+	}
+	pthread_rwlock_rdlock(&g->lock);
+	bool known = gw_find_locked(g, ntohl(peer.sin_addr.s_addr)) != NULL;
+	pthread_rwlock_unlock(&g->lock);
+	if (!known) {
+		close(fd);
+		return NULL;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	pc = xcalloc(1, sizeof(*pc));
+	pc->g = g;
+	pc->fd = fd;
+	pc->up = -1;
+	pc->src = ntohl(peer.sin_addr.s_addr);
+	pc->dst = ntohl(orig.sin_addr.s_addr);
+	pc->dport = ntohs(orig.sin_port);
+	return pc;
+}
+
+static void *worker_main(void *arg);
+
+static void spawn_worker(struct pool *p)
+{
+	pthread_t t;
+
+	__atomic_add_fetch(&p->threads, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&p->idle, 1, __ATOMIC_ACQ_REL);
+	if (pthread_create(&t, &p->at, worker_main, p) != 0) {
+		__atomic_sub_fetch(&p->threads, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct pool *p = arg;
+	struct gw *g = p->g;
+
+	/* idle counts this thread from its spawn on */
+	while (!__atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE)) {
+		struct pconn *pc = accept_one(g);
+		if (!pc)
+			continue;
+		/* Past POOL_MAX_THREADS busy connections, nobody accepts until
+		 * one ends: the listen backlog holds the rest (back-pressure,
+		 * so one sandbox cannot make the gateway spawn without end). */
+		if (__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) == 0 &&
+		    __atomic_load_n(&p->threads, __ATOMIC_ACQUIRE) < POOL_MAX_THREADS)
+			spawn_worker(p);
+		serve(pc);
+		if (__atomic_add_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) > POOL_IDLE_MAX) {
+			__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL);
+			break;
+		}
+	}
+	__atomic_sub_fetch(&p->threads, 1, __ATOMIC_ACQ_REL);
+	return NULL;
+}
+
+void *gw_proxy_main(void *arg)
+{
+	struct gw *g = arg;
+	/* The pool lives as long as the process. */
+	struct pool *p = xcalloc(1, sizeof(*p));
+
+	p->g = g;
+	pthread_attr_init(&p->at);
+	pthread_attr_setdetachstate(&p->at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&p->at, 256 * 1024);
+	for (int i = 0; i < POOL_START; i++)
+		spawn_worker(p);
+	/* This thread only waits for the stop; workers see it when the
+	 * listening socket is shut down. */
+	while (!__atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE)) {
+		struct pollfd pfd = { .fd = g->proxy_fd, .events = 0 };
+		poll(&pfd, 1, 500);
+	}
+	return NULL;
+}

@@ -1,0 +1,262 @@
+/* network.c - the node's side of the sandbox network: it keeps each
+ * sandbox's egress policy (in its spec row), tells the gateway which
+ * address belongs to which sandbox and policy, and serves
+ *   GET   /v1/sandboxes/{id}/network       the policy in force
+ *   PATCH /v1/sandboxes/{id}/network       replace it on a live sandbox
+ *   GET   /v1/sandboxes/{id}/network/log   the gateway's decisions
+ *   GET   /internal/network                every pushed sandbox (for a
+ *                                          restarted gateway; the api never
+ *                                          forwards this path)
+ * Only ns sandboxes have a network today; vm sandboxes have no NIC. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../gateway/policy.h"
+#include "../lib/log.h"
+#include "node-internal.h"
+
+static bool has_network(struct node *n, struct sandbox *sb)
+{
+	return n->cfg->gateway_sock && sb->be && strcmp(sb->be->name, "ns") == 0;
+}
+
+/* The canonical JSON of sb's policy (caller frees). Called with sb->mu. */
+static char *policy_text_locked(struct sandbox *sb)
+{
+	struct policy p;
+	struct buf b;
+	struct jw w;
+	char msg[256];
+
+	if (policy_parse(sb->network, &p, msg, sizeof(msg)) < 0)
+		policy_parse(NULL, &p, msg, sizeof(msg));
+	buf_init(&b);
+	jw_init(&w, &b);
+	policy_write(&w, &p);
+	policy_free(&p);
+	return buf_steal(&b);
+}
+
+int sandbox_net_push(struct node *n, struct sandbox *sb, err_t *err)
+{
+	_cleanup_free_ char *pol = NULL, *body = NULL, *target = NULL;
+	struct http_resp resp;
+	char addr[16];
+	int r;
+
+	if (!has_network(n, sb))
+		return 0;
+	if ((r = nm_sandbox_addr(n->cfg->nm_sock, sb->id, addr, err)) < 0)
+		return r;
+	pthread_mutex_lock(&sb->mu);
+	snprintf(sb->addr, sizeof(sb->addr), "%s", addr);
+	pol = policy_text_locked(sb);
+	pthread_mutex_unlock(&sb->mu);
+	body = xasprintf("{\"addr\":\"%s\",\"network\":%s}", addr, pol);
+	target = xasprintf("/sandboxes/%s", sb->id);
+	memset(&resp, 0, sizeof(resp));
+	r = http_request(n->cfg->gateway_sock, "PUT", target,
+			 "Content-Type: application/json\r\n", body, strlen(body), &resp, err);
+	if (r == 0 && resp.status != 204)
+		r = err_set(err, EIO, "gateway answered %d", resp.status);
+	http_resp_free(&resp);
+	return r < 0 ? err_wrap(err, "tell the gateway") : 0;
+}
+
+void sandbox_net_forget(struct node *n, struct sandbox *sb)
+{
+	_cleanup_free_ char *target = NULL;
+	struct http_resp resp;
+	err_t err = { 0 };
+
+	if (!has_network(n, sb))
+		return;
+	target = xasprintf("/sandboxes/%s", sb->id);
+	memset(&resp, 0, sizeof(resp));
+	if (http_request(n->cfg->gateway_sock, "DELETE", target, NULL, NULL, 0, &resp, &err) < 0)
+		log_warn("sandbox %s: gateway forget: %s", sb->id, err.msg);
+	http_resp_free(&resp);
+}
+
+/* Write the spec row with a new "network" value (NULL: default). */
+static int store_policy(struct node *n, struct sandbox *sb, const json *v, err_t *err)
+{
+	struct db_rows rows;
+	json *spec;
+	struct buf b;
+	struct jw w;
+	int r;
+
+	if (db_query(n->db, &rows, err, "SELECT spec FROM sandboxes WHERE id=?", "s", sb->id) < 0)
+		return -err->code;
+	spec = rows.n_rows && db_cell(&rows, 0, 0)
+		       ? json_parse(db_cell(&rows, 0, 0), strlen(db_cell(&rows, 0, 0)), err)
+		       : NULL;
+	db_rows_free(&rows);
+	if (!spec || spec->type != JSON_OBJ) {
+		json_free(spec);
+		return err_set(err, EIO, "sandbox %s: unreadable spec row", sb->id);
+	}
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	for (size_t i = 0; i < spec->n; i++) {
+		if (strcmp(spec->keys[i], "network") == 0)
+			continue;
+		jw_key(&w, spec->keys[i]);
+		jw_value(&w, spec->items[i]);
+	}
+	if (v) {
+		jw_key(&w, "network");
+		jw_value(&w, v);
+	}
+	jw_end(&w);
+	json_free(spec);
+	r = db_exec(n->db, err, "UPDATE sandboxes SET spec=? WHERE id=?", "ss", b.data, sb->id);
+	buf_free(&b);
+	return r < 0 ? r : 0;
+}
+
+static void respond_policy(struct http_conn *c, struct sandbox *sb)
+{
+	_cleanup_free_ char *pol = NULL, *body = NULL;
+
+	pthread_mutex_lock(&sb->mu);
+	pol = policy_text_locked(sb);
+	body = xasprintf("{\"network\":%s,\"addr\":%s%s%s}", pol, sb->addr[0] ? "\"" : "",
+			 sb->addr[0] ? sb->addr : "null", sb->addr[0] ? "\"" : "");
+	pthread_mutex_unlock(&sb->mu);
+	http_respond_json(c, 200, body);
+}
+
+void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_req *req,
+		    struct http_conn *c)
+{
+	err_t err = { 0 };
+
+	if (!has_network(n, sb)) {
+		http_respond_error(c, 501, "not_supported",
+				   "sandbox %s has no network (%s)", sb->id,
+				   n->cfg->gateway_sock ? "vm sandboxes have no NIC yet"
+							: "the network is off on this node");
+		return;
+	}
+	if (log) {
+		_cleanup_free_ char *target = xasprintf("/sandboxes/%s/log", sb->id);
+		struct http_resp resp;
+		memset(&resp, 0, sizeof(resp));
+		if (strcmp(req->method, "GET") != 0) {
+			http_respond_error(c, 405, "method_not_allowed", "%s is not allowed here",
+					   req->method);
+		} else if (http_request(n->cfg->gateway_sock, "GET", target, NULL, NULL, 0, &resp,
+					&err) < 0) {
+			http_respond_error(c, 503, "unavailable", "gateway: %s", err.msg);
+		} else if (resp.status != 200) {
+			http_respond_error(c, 503, "unavailable", "gateway answered %d", resp.status);
+		} else {
+			buf_addc(&resp.body, '\0');
+			http_respond_json(c, 200, resp.body.data);
+		}
+		http_resp_free(&resp);
+		return;
+	}
+	if (strcmp(req->method, "GET") == 0) {
+		respond_policy(c, sb);
+		return;
+	}
+	if (strcmp(req->method, "PATCH") != 0) {
+		http_respond_error(c, 405, "method_not_allowed", "%s is not allowed here",
+				   req->method);
+		return;
+	}
+	{
+		json *body = json_parse(req->body, req->body_len, &err);
+		const json *v;
+		struct policy p;
+		char msg[256];
+		json *old;
+		enum sb_state st;
+
+		if (!body) {
+			http_respond_error(c, 400, "bad_json", "%s", err.msg);
+			return;
+		}
+		/* The body is the policy itself, or {"network": policy}. */
+		v = body->type == JSON_OBJ && json_get(body, "network") && body->n == 1
+			    ? json_get(body, "network")
+			    : body;
+		if (policy_parse(v, &p, msg, sizeof(msg)) < 0) {
+			http_respond_error(c, 400, "invalid_field", "%s", msg);
+			json_free(body);
+			return;
+		}
+		policy_free(&p);
+		pthread_mutex_lock(&sb->mu);
+		st = sb->state;
+		pthread_mutex_unlock(&sb->mu);
+		if (st != SB_RUNNING && st != SB_PAUSED) {
+			node_respond_conflict(c, st, "sandbox %s is not running", sb->id);
+			json_free(body);
+			return;
+		}
+		if (store_policy(n, sb, v, &err) < 0) {
+			node_respond_err(c, &err);
+			json_free(body);
+			return;
+		}
+		{
+			struct buf b;
+			struct jw w;
+			buf_init(&b);
+			jw_init(&w, &b);
+			jw_value(&w, v);
+			pthread_mutex_lock(&sb->mu);
+			old = sb->network;
+			sb->network = json_parse(b.data, b.len, &err);
+			pthread_mutex_unlock(&sb->mu);
+			buf_free(&b);
+			json_free(old);
+		}
+		json_free(body);
+		if (sandbox_net_push(n, sb, &err) < 0) {
+			http_respond_error(c, 503, "unavailable", "%s", err.msg);
+			return;
+		}
+		respond_policy(c, sb);
+	}
+}
+
+void handle_internal_network(struct node *n, struct http_conn *c)
+{
+	struct buf b;
+	struct jw w;
+
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	jw_key(&w, "sandboxes");
+	jw_arr(&w);
+	pthread_mutex_lock(&n->mu);
+	for (int k = 0; k < NODE_BUCKETS; k++)
+		for (struct sandbox *sb = n->buckets[k]; sb; sb = sb->hnext) {
+			pthread_mutex_lock(&sb->mu);
+			if (sb->addr[0] && state_is_live(sb->state)) {
+				_cleanup_free_ char *pol = policy_text_locked(sb);
+				jw_obj(&w);
+				jw_key(&w, "id");
+				jw_str(&w, sb->id);
+				jw_key(&w, "addr");
+				jw_str(&w, sb->addr);
+				jw_key(&w, "network");
+				jw_raw(&w, pol);
+				jw_end(&w);
+			}
+			pthread_mutex_unlock(&sb->mu);
+		}
+	pthread_mutex_unlock(&n->mu);
+	jw_end(&w);
+	jw_end(&w);
+	http_respond_json(c, 200, b.data);
+	buf_free(&b);
+}

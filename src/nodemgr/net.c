@@ -1,0 +1,302 @@
+/* net.c - the per-sandbox network (ns backend) and this instance's nftables
+ * table. Privileged work: it runs in nodemgr (root). Links, addresses and
+ * routes are made over rtnetlink (netlink.c: no process start on the
+ * create path); the table is loaded once with the `nft` command. Nothing
+ * built here comes from a sandbox: names and addresses follow from a
+ * validated sandbox id's slot and the operator's configuration.
+ *
+ * Model. Slot N (the jail's uid range) owns the /31 at net_base + 2N: the
+ * host end of a veth pair (<prefix>-<N>, IPv6 disabled) holds .2N, the
+ * sandbox's eth0 holds .2N+1 with the host end as its default route. The
+ * slot is unique while the jail lives and nodemgr's start-up sweep kills
+ * every jail of an earlier run, so no live address is handed out twice and
+ * nothing needs persisting.
+ *
+ * The table (inet <table>) matches packets by input interface name
+ * (<prefix>-*), so it is installed once and a sandbox adds no rule:
+ *   prerouting/raw     IPv6, anything to 169.254.0.0/16 (link-local, cloud
+ *                      metadata), and any source address that does not
+ *                      route back through the interface it came in on
+ *                      (fib: no spoofing; the gateway knows sandboxes by
+ *                      source address) -> drop, before any redirect
+ *   prerouting/dstnat  TCP -> redirect to the gateway's proxy port,
+ *                      UDP/53 -> redirect to the gateway's DNS port
+ *   input              only those two redirected flows are accepted; ICMP,
+ *                      other UDP, any other host port are dropped; the
+ *                      proxy/DNS ports are closed to every other interface
+ *   forward            everything from or to a sandbox is dropped (no
+ *                      ip_forward is needed: the gateway dials upstream)
+ * Redirected traffic to other sandboxes, the host's own addresses, private
+ * and link-local ranges is then refused by the gateway's policy. */
+#include "nodemgr-internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/util.h"
+#include "netlink.h"
+
+/* Run argv (PATH lookup) with stdin_text on stdin and wait for it. Only
+ * before and after the server loop (which reaps every child otherwise).
+ * Its output ends up in err on failure. */
+static int run_cmd(const char *const *argv, const char *stdin_text, err_t *err)
+{
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, st = 0, r;
+	char msg[512];
+	size_t n = 0;
+	pid_t pid;
+
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
+		r = err_sys(err, "pipe");
+		goto close_all;
+	}
+	pid = fork();
+	if (pid < 0) {
+		r = err_sys(err, "fork");
+		goto close_all;
+	}
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		dup2(out[1], 2);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	in[0] = out[1] = -1;
+	if (stdin_text)
+		(void)write_all(in[1], stdin_text, strlen(stdin_text));
+	close(in[1]);
+	in[1] = -1;
+	for (;;) {
+		ssize_t k = read(out[0], msg + n, sizeof(msg) - 1 - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+		if (n == sizeof(msg) - 1)
+			n = 0; /* keep the tail */
+	}
+	msg[n] = '\0';
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	r = 0;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+			msg[--n] = '\0';
+		r = err_set(err, EIO, "%s %s: status %d: %s", argv[0], argv[1] ? argv[1] : "",
+			    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), msg);
+	}
+close_all:
+	for (int i = 0; i < 2; i++) {
+		if (in[i] >= 0)
+			close(in[i]);
+		if (out[i] >= 0)
+			close(out[i]);
+	}
+	return r;
+}
+
+/* /proc/sys files take one write; write_file's tmp + rename cannot. */
+static int write_proc(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), r;
+
+	if (fd < 0)
+		return -errno;
+	r = write_all(fd, text, strlen(text));
+	close(fd);
+	return r;
+}
+
+static void slot_addrs(struct nm_server *s, int slot, char host[16], char sbx[16])
+{
+	struct in_addr a;
+
+	a.s_addr = htonl(s->cfg->net_base + 2u * (uint32_t)slot);
+	inet_ntop(AF_INET, &a, host, 16);
+	a.s_addr = htonl(s->cfg->net_base + 2u * (uint32_t)slot + 1);
+	inet_ntop(AF_INET, &a, sbx, 16);
+}
+
+static char *ifname(struct nm_server *s, int slot)
+{
+	return xasprintf("%s-%d", s->cfg->net_prefix, slot);
+}
+
+static bool net_on(struct nm_server *s)
+{
+	return s->cfg->net_prefix && s->cfg->net_prefix[0];
+}
+
+int net_init(struct nm_server *s, err_t *err)
+{
+	const struct nodemgr_config *c = s->cfg;
+	static const char *const nft[] = { "nft", "-f", "-", NULL };
+	_cleanup_free_ char *rules = NULL;
+	struct in_addr a = { htonl(c->net_base) };
+	char base[16];
+
+	if (!net_on(s))
+		return 0;
+	inet_ntop(AF_INET, &a, base, sizeof(base));
+	/* "add" then "delete" empties whatever an earlier run left, in the
+	 * same atomic transaction that installs the new table. */
+	rules = xasprintf(
+		"add table inet %1$s\n"
+		"delete table inet %1$s\n"
+		"table inet %1$s {\n"
+		"  chain early {\n"
+		"    type filter hook prerouting priority raw; policy accept;\n"
+		"    iifname \"%2$s-*\" meta nfproto != ipv4 drop\n"
+		"    iifname \"%2$s-*\" ip daddr 169.254.0.0/16 drop\n"
+		"    iifname \"%2$s-*\" fib saddr . iif oif missing drop\n"
+		"  }\n"
+		"  chain prerouting {\n"
+		"    type nat hook prerouting priority dstnat; policy accept;\n"
+		"    iifname \"%2$s-*\" meta nfproto ipv4 meta l4proto tcp redirect to :%3$u\n"
+		"    iifname \"%2$s-*\" meta nfproto ipv4 udp dport 53 redirect to :%4$u\n"
+		"  }\n"
+		"  chain input {\n"
+		"    type filter hook input priority filter; policy accept;\n"
+		"    iifname \"%2$s-*\" jump from_sandbox\n"
+		"    meta l4proto tcp th dport %3$u drop\n"
+		"    meta l4proto udp th dport %4$u drop\n"
+		"  }\n"
+		"  chain from_sandbox {\n"
+		"    meta nfproto != ipv4 drop\n"
+		"    ct status dnat tcp dport %3$u accept\n"
+		"    ct status dnat udp dport %4$u accept\n"
+		"    drop\n"
+		"  }\n"
+		"  chain forward {\n"
+		"    type filter hook forward priority filter; policy accept;\n"
+		"    iifname \"%2$s-*\" drop\n"
+		"    oifname \"%2$s-*\" drop\n"
+		"  }\n"
+		"}\n",
+		c->net_table, c->net_prefix, c->net_proxy_port, c->net_dns_port);
+	if (run_cmd(nft, rules, err) < 0)
+		return err_wrap(err, "install nftables table %s (is the nftables package "
+				"installed? `network = false` runs without a sandbox network)",
+				c->net_table);
+	log_info("nodemgr: nftables table inet %s, sandboxes %s/%u on %s-*", c->net_table, base,
+		 32 - __builtin_ctz(c->net_size), c->net_prefix);
+	return 0;
+}
+
+void net_fini(struct nm_server *s)
+{
+	const char *argv[] = { "nft", "delete", "table", "inet", s->cfg->net_table, NULL };
+	err_t e = { 0 };
+
+	if (net_on(s) && run_cmd(argv, NULL, &e) < 0)
+		log_warn("nodemgr: %s", e.msg);
+}
+
+int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
+{
+	_cleanup_free_ char *ifn = NULL, *nsp = NULL, *v6 = NULL;
+	_cleanup_close_ int ns = -1, host = -1, jail = -1;
+	uint32_t base;
+	err_t e = { 0 };
+	int r;
+
+	if (!net_on(s))
+		return 0;
+	if (2u * (uint32_t)j->slot + 1 >= s->cfg->net_size)
+		return err_set(err, ENOSPC, "the sandbox network has no address for slot %d",
+			       j->slot);
+	uint64_t t0 = now_us();
+	base = s->cfg->net_base + 2u * (uint32_t)j->slot;
+	ifn = ifname(s, j->slot);
+	nsp = xasprintf("/proc/%d/ns/net", (int)pid);
+	ns = open(nsp, O_RDONLY | O_CLOEXEC);
+	if (ns < 0)
+		return err_sys(err, "open %s", nsp);
+	if ((host = nl_open(-1, err)) < 0)
+		return host;
+	/* A leftover host end of this slot (a crashed run) would block the
+	 * name: remove it first; ENODEV is the normal case. */
+	(void)nl_link_del(host, ifn, &e);
+	if ((r = nl_veth_add(host, ifn, "eth0", ns, err)) < 0)
+		goto fail;
+	/* The host end has no IPv6 at all: no link-local address a sandbox
+	 * could reach. Set before the link goes up. */
+	v6 = xasprintf("/proc/sys/net/ipv6/conf/%s/disable_ipv6", ifn);
+	if (write_proc(v6, "1\n") < 0)
+		log_warn("sandbox %s: cannot disable IPv6 on %s", j->id, ifn);
+	if ((r = nl_addr_add(host, ifn, base, 31, err)) < 0 ||
+	    (r = nl_link_up(host, ifn, err)) < 0)
+		goto fail;
+	if ((jail = nl_open(ns, err)) < 0) {
+		r = jail;
+		goto fail;
+	}
+	if ((r = nl_addr_add(jail, "eth0", base + 1, 31, err)) < 0 ||
+	    (r = nl_link_up(jail, "eth0", err)) < 0 ||
+	    (r = nl_route_default(jail, "eth0", base, err)) < 0)
+		goto fail;
+	log_debug("sandbox %s: network %s in %.2f ms", j->id, ifn, (now_us() - t0) / 1000.0);
+	return 0;
+fail:
+	err_wrap(err, "sandbox %s network", j->id);
+	(void)nl_link_del(host, ifn, &e);
+	return r;
+}
+
+void net_detach(struct nm_server *s, struct jail *j)
+{
+	_cleanup_free_ char *ifn = NULL;
+	_cleanup_close_ int host = -1;
+	err_t e = { 0 };
+
+	if (!net_on(s) || j->slot < 0 || 2u * (uint32_t)j->slot + 1 >= s->cfg->net_size)
+		return;
+	/* Deleting one end of a veth deletes the pair; the jail's namespace
+	 * going away would too, but only once the kernel frees it. */
+	ifn = ifname(s, j->slot);
+	if ((host = nl_open(-1, &e)) >= 0 && nl_link_del(host, ifn, &e) < 0 && e.code != ENODEV)
+		log_warn("sandbox %s: %s", j->id, e.msg);
+}
+
+char *net_resolv_conf(struct nm_server *s, int slot)
+{
+	char host[16], sbx[16];
+
+	if (!net_on(s) || 2u * (uint32_t)slot + 1 >= s->cfg->net_size)
+		return NULL;
+	/* Any address would do (every UDP/53 goes to the gateway), but not a
+	 * loopback one: that never leaves the sandbox. */
+	slot_addrs(s, slot, host, sbx);
+	return xasprintf("nameserver %s\n", host);
+}
+
+int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err)
+{
+	char host[16];
+	struct jail *j;
+	int slot = -1;
+
+	if (!net_on(s))
+		return err_set(err, EOPNOTSUPP, "the sandbox network is off on this node");
+	pthread_mutex_lock(&s->lock);
+	for (j = s->jails; j; j = j->next)
+		if (!j->hidden && !j->vm && j->alive && strcmp(j->id, id) == 0)
+			slot = j->slot;
+	pthread_mutex_unlock(&s->lock);
+	if (slot < 0)
+		return err_set(err, ENOENT, "no live ns jail for sandbox %s", id);
+	slot_addrs(s, slot, host, out);
+	return 0;
+}
