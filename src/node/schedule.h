@@ -70,7 +70,7 @@ struct sb_sched {
 
 /* The node's defaults (config) into *pol. */
 void sched_policy_defaults(const struct node *n, struct sb_policy *pol);
-/* Fields of a create body over *pol (after policy_defaults). NULL, or the
+/* Fields of a create body over *pol (after sched_policy_defaults). NULL, or the
  * error code for a 400 with msg filled. */
 const char *sched_policy_parse(const json *body, struct sb_policy *pol, char *msg, size_t sz);
 /* The policy as keys of the object being written (spec row, sandbox JSON). */
