@@ -171,6 +171,8 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 	}
 	if (!strcmp(key, "gateway_hosts"))
 		return set_str(c->gateway_hosts, sizeof(c->gateway_hosts), key, val, err);
+	if (!strcmp(key, "gateway_upstream_ca"))
+		return set_str(c->gateway_upstream_ca, sizeof(c->gateway_upstream_ca), key, val, err);
 	if (!strcmp(key, "network_allow_private_cidrs"))
 		return set_str(c->network_allow_private_cidrs,
 			       sizeof(c->network_allow_private_cidrs), key, val, err);

@@ -275,12 +275,23 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *admin = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *nsock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", nsock);
+	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_free_ char *vault_key = data_path(cfg, "keys/vault.key");
+	_cleanup_free_ char *ca_key = data_path(cfg, "keys/ca.key");
+	_cleanup_free_ char *ca_crt = data_path(cfg, "ca.crt");
 	struct net_settings net;
+	struct seal_key key;
+	struct ca *ca;
 	int r = net_settings(cfg, &net, err);
 
 	if (r < 0)
 		return r;
-	/* Bind as root is not needed (ports > 1024); drop first. */
+	/* The vault's private key and the CA's key are root's files: read them
+	 * now, then drop (binding needs no root either: ports > 1024). */
+	if ((r = seal_key_load_private(&key, vault_key, err)) < 0)
+		return r;
+	if (!(ca = ca_load(ca_key, ca_crt, err)))
+		return -err->code;
 	if ((r = drop_privileges(cfg->user, err)) < 0)
 		return r;
 	struct gateway_config gc = {
@@ -291,8 +302,15 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 		.allow_private = cfg->network_allow_private_cidrs,
 		.hosts = cfg->gateway_hosts,
 		.node_sock = node,
+		.db_path = db,
+		.vault_key = &key,
+		.ca = ca,
+		.upstream_ca = cfg->gateway_upstream_ca[0] ? cfg->gateway_upstream_ca : NULL,
 	};
-	return gateway_run(&gc, err);
+	r = gateway_run(&gc, err);
+	explicit_bzero(&key, sizeof(key));
+	ca_free(ca);
+	return r;
 }
 
 int airlockd_node(const struct airlockd_config *cfg, err_t *err)

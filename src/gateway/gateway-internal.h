@@ -41,8 +41,11 @@ struct gw_host {
 	uint32_t ip;                  /* host order */
 };
 
+struct gw_cred;
+
 struct gw {
 	const struct gateway_config *cfg;
+	struct gw_cred *cred;         /* credential injection; NULL = none */
 	pthread_rwlock_t lock;        /* sbx list */
 	struct gw_sbx *sbx;
 	struct policy_env env;

@@ -1,6 +1,7 @@
 /* gateway.c - the gateway's sandbox table, its admin socket and its main
  * loop. See gateway.h for the model and proxy.c / dns.c for the data paths. */
 #include "gateway-internal.h"
+#include "cred.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -437,6 +438,10 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 	g->env.arg = g;
 	if ((r = parse_hosts(g, cfg->hosts, err)) < 0)
 		goto out;
+	if (cfg->db_path && !(g->cred = gw_cred_open(cfg, err))) {
+		r = -err->code;
+		goto out;
+	}
 	if ((g->proxy_fd = bind_port(SOCK_STREAM, cfg->proxy_port, err)) < 0 ||
 	    (g->dns_fd = bind_port(SOCK_DGRAM, cfg->dns_port, err)) < 0) {
 		r = -err->code;

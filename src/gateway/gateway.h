@@ -19,6 +19,9 @@
 
 #include "../lib/err.h"
 
+struct seal_key;
+struct ca;
+
 struct gateway_config {
 	const char *admin_sock;       /* "unix:DATA/run/gateway.sock" */
 	uint16_t proxy_port;          /* TCP, all interfaces; sandbox sources only */
@@ -27,6 +30,12 @@ struct gateway_config {
 	const char *allow_private;    /* comma-separated CIDRs the operator allows */
 	const char *hosts;            /* "name=ip,name=ip": answered before the host resolver */
 	const char *node_sock;        /* "unix:DATA/run/node.sock": policies pulled at start */
+	/* Credential injection (cred.h); all NULL: none. The keys are loaded by
+	 * `up` as root before it drops privileges and handed over here. */
+	const char *db_path;
+	const struct seal_key *vault_key;   /* with the private half */
+	struct ca *ca;                      /* the interception CA */
+	const char *upstream_ca;            /* extra CA file trusted upstream (NULL: none) */
 };
 
 /* Serve until SIGTERM/SIGINT. cfg is borrowed for the duration. */

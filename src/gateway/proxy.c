@@ -7,7 +7,9 @@
  *      address the gateway itself resolves for that name (the dialled IP
  *      when it is one of them), so a forged SNI or Host cannot steer the
  *      connection to an address the policy never saw;
- *   5. connect upstream, replay the sniffed bytes, relay until both sides
+ *   5. with a credential for the name (cred.h): rewrite the request head,
+ *      intercepting TLS for it; otherwise
+ *   6. connect upstream, replay the sniffed bytes, relay until both sides
  *      closed.
  * Bytes from the sandbox are untrusted: only sniff.c parses them. */
 #include "gateway-internal.h"
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "cred.h"
 #include "../lib/util.h"
 
 #define SNIFF_MAX (16384 + 5)        /* one TLS record, or an HTTP head */
@@ -124,14 +127,6 @@ fail:
 	return -1;
 }
 
-/* The hook point for request-time work on plain HTTP (credential injection
- * comes here): it sees the sniffed request head before anything is sent
- * upstream and may rewrite pc->head. Today it forwards unchanged. */
-static int before_forward_http(struct pconn *pc)
-{
-	(void)pc;
-	return 0;
-}
 
 /* One direction of a relay: bytes move socket -> pipe -> socket with
  * splice, so they never enter user space. */
@@ -234,11 +229,55 @@ static bool name_may_pass(struct gw *g, struct pconn *pc)
 	return ok;
 }
 
+/* Credential injection (cred.h) on an allowed connection. Returns true when
+ * it served the connection itself (intercepted TLS, a rewritten HTTP head
+ * then relayed, or an answer of its own); false to relay as usual. */
+static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t target)
+{
+	struct gw_cred *gc = pc->g->cred;
+	bool http = !strcmp(pc->proto, "http");
+	struct buf out;
+	int r;
+
+	if (!gc || !pc->host[0])
+		return false;
+	if (!strcmp(pc->proto, "tls")) {
+		if (!gw_cred_wants(gc, sbx, pc->host))
+			return false;
+		pc->up = dial(target, pc->dport);
+		if (pc->up >= 0)
+			gw_cred_tls(gc, sbx, pc->host, pc->fd, pc->head, pc->n, pc->up);
+		return true;
+	}
+	/* A placeholder toward a host without credentials is audited too. */
+	if (!http || (!gw_cred_wants(gc, sbx, pc->host) &&
+		      !memmem(pc->head, pc->n, CRED_PLACEHOLDER_MARK, strlen(CRED_PLACEHOLDER_MARK))))
+		return false;
+	buf_init(&out);
+	r = gw_cred_http(gc, sbx, pc->host, pc->fd, pc->head, pc->n, &out);
+	if (r == 1) {
+		(void)!write_all(pc->fd, out.data, out.len);
+	} else if (r < 0) {
+		static const char bad[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
+					  "Connection: close\r\n\r\n";
+		(void)!write_all(pc->fd, bad, sizeof(bad) - 1);
+	} else {
+		pc->up = dial(target, pc->dport);
+		if (pc->up >= 0 && write_all(pc->up, out.data, out.len) == 0)
+			relay(pc->fd, pc->up);
+	}
+	if (out.data)
+		explicit_bzero(out.data, out.len);   /* it may hold an injected value */
+	buf_free(&out);
+	return true;
+}
+
 static void serve(struct pconn *pc)
 {
 	struct gw *g = pc->g;
 	struct gw_sbx *s;
 	uint32_t ips[GW_MAX_HOSTS_IPS], target;
+	char sbx[65] = "";
 	size_t n = 0;
 	bool allow;
 
@@ -263,6 +302,8 @@ static void serve(struct pconn *pc)
 	}
 	pthread_rwlock_rdlock(&g->lock);
 	s = gw_find_locked(g, pc->src);
+	if (s)
+		snprintf(sbx, sizeof(sbx), "%s", s->id);
 	if (!s) {
 		allow = false;
 	} else if (pc->host[0] && n == 0) {
@@ -277,9 +318,9 @@ static void serve(struct pconn *pc)
 	}
 	pthread_rwlock_unlock(&g->lock);
 
-	if (allow && pc->proto[0] == 'h' && before_forward_http(pc) < 0)
-		allow = false;
-	if (allow) {
+	if (allow && serve_with_credentials(pc, sbx, target)) {
+		/* served */
+	} else if (allow) {
 		pc->up = dial(target, pc->dport);
 		if (pc->up >= 0 && (pc->n == 0 || write_all(pc->up, pc->head, pc->n) == 0))
 			relay(pc->fd, pc->up);

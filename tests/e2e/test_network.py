@@ -42,6 +42,8 @@ def note(line):
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         note("http host=%s" % self.headers.get("Host"))
+        note("req host=%s path=%s auth=%s xkey=%s" % (self.headers.get("Host"), self.path,
+             self.headers.get("Authorization"), self.headers.get("X-Key")))
         body = b"hello from " + (self.headers.get("Host") or "?").encode() + b"\n"
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -110,7 +112,11 @@ class NetworkTest(AirlockTestCase):
     def setUpClass(cls):
         cls.world = None
         cls.tmp = tempfile.mkdtemp(prefix="airlock-net-")
+        os.chmod(cls.tmp, 0o755)   # the gateway (airlock user) reads the test CA
         cls.world_log = os.path.join(cls.tmp, "world.log")
+        # the gateway verifies the test servers (TLS it intercepts) against the test CA
+        cls.extra_args = NetworkTest.extra_args + (
+            "--set", f"gateway_upstream_ca={cls.tmp}/ca.pem")
         try:
             cls.make_world()
             super().setUpClass()
@@ -141,6 +147,7 @@ class NetworkTest(AirlockTestCase):
         run("openssl", "x509", "-req", "-in", f"{d}/server.csr", "-CA", f"{d}/ca.pem",
             "-CAkey", f"{d}/ca.key", "-CAcreateserial", "-days", "2",
             "-extfile", f"{d}/ext.cnf", "-out", f"{d}/server.pem")
+        os.chmod(f"{d}/ca.pem", 0o644)
         with open(f"{d}/world.py", "w") as f:
             f.write(WORLD)
         cls.world = subprocess.Popen(
@@ -441,6 +448,119 @@ class NetworkTest(AirlockTestCase):
                          and e["decision"] == "allow"], log)
         self.assertTrue([e for e in log if e["host"] == "denied.test"
                          and e["decision"] == "deny"], log)
+
+    # ---- credential injection (the gateway's side of /v1/credentials) ----
+
+    def credential(self, project, **kw):
+        body = {"name": f"c-{os.urandom(4).hex()}", "value": "s3cr3t-" + os.urandom(8).hex(),
+                "env": "TEST_KEY", "inject": {"type": "header"}, "hosts": ["allowed.test"],
+                "bindings": [{"project": project}]}
+        body.update(kw)
+        c = self.api.call("POST", "/v1/credentials", body)
+        self.addCleanup(self.api.call, "DELETE", f"/v1/credentials/{c['id']}")
+        return c, body["value"]
+
+    def sandbox_in(self, project, template="busybox"):
+        sb = self.api.create(template=template, metadata={"project": project},
+                             network={"allow": {"domains": ["allowed.test", "*.allowed.test"]}})
+        self.addCleanup(self.api.delete, sb["id"])
+        hosts = "".join(f"{WORLD_IP} {n}\n" for n in ("allowed.test", "other.allowed.test"))
+        self.sh(sb["id"], f"printf '{hosts}' >> /etc/hosts")
+        return sb["id"]
+
+    def requests_seen(self, path):
+        return [l for l in self.world_lines() if l.startswith("req ") and f" path={path} " in l]
+
+    def audit(self, cred_id):
+        return self.api.call("GET", f"/v1/credentials/audit?credential={cred_id}")["records"]
+
+    def test_credential_injected_over_http(self):
+        project = "inj-" + os.urandom(3).hex()
+        c, secret = self.credential(project)
+        sid = self.sandbox_in(project)
+        code, ph, _ = self.sh(sid, "printf %s \"$TEST_KEY\"")
+        self.assertTrue(ph.startswith("airlock-ph-"), ph)
+        # the placeholder in the client's own header is replaced
+        code, out, err = self.sh(sid, 'timeout 10 wget -q -O - --header "Authorization: Bearer '
+                                      '$TEST_KEY" http://allowed.test/p1')
+        self.assertEqual((code, out), (0, "hello from allowed.test\n"), err)
+        self.assertIn(f"auth=Bearer {secret}", self.requests_seen("/p1")[-1])
+        # no placeholder at all: the gateway adds the header
+        code, out, _ = self.sh(sid, "timeout 10 wget -q -O - http://allowed.test/p2")
+        self.assertEqual(code, 0)
+        self.assertIn(f"auth=Bearer {secret}", self.requests_seen("/p2")[-1])
+        # toward a host it is not bound to: never replaced, audited
+        code, out, _ = self.sh(sid, 'timeout 10 wget -q -O - --header "X-Key: $TEST_KEY" '
+                                    'http://other.allowed.test/p3')
+        self.assertEqual(code, 0)
+        seen = self.requests_seen("/p3")[-1]
+        self.assertIn(f"xkey={ph}", seen)
+        self.assertNotIn(secret, seen)
+        self.assertIn("auth=None", seen)
+        decisions = [a["decision"] for a in self.audit(c["id"])]
+        self.assertEqual(decisions.count("injected"), 2, decisions)
+        self.assertIn("exfiltration_attempt", decisions)
+        rec = [a for a in self.audit(c["id"]) if a["decision"] == "exfiltration_attempt"][0]
+        self.assertEqual((rec["sandbox"], rec["host"], rec["path"]),
+                         (sid, "other.allowed.test", "/p3"))
+        # the secret is nowhere in the sandbox
+        code, out, _ = self.sh(sid, f"env; grep -rl {secret} /etc /root /tmp /work 2>/dev/null; true")
+        self.assertNotIn(secret, out)
+
+    def test_credential_rate_limit_and_expiry(self):
+        project = "rl-" + os.urandom(3).hex()
+        c, secret = self.credential(project, rate_limit={"per_minute": 2})
+        sid = self.sandbox_in(project)
+        codes = []
+        for i in range(3):
+            _, out, _ = self.sh(sid, f"printf 'GET /rl{i} HTTP/1.1\\r\\nHost: allowed.test\\r\\n"
+                                     f"\\r\\n' | timeout 10 nc allowed.test 80 | head -1")
+            codes.append(out.split(" ")[1] if out.startswith("HTTP/") else out)
+        self.assertEqual(codes, ["200", "200", "429"])
+        self.assertEqual(self.requests_seen("/rl2"), [])   # never reached the server
+        self.assertIn("rate_limited", [a["decision"] for a in self.audit(c["id"])])
+
+        # a credential that expires: injected before, never after
+        project = "ex-" + os.urandom(3).hex()
+        expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 4))
+        c2, secret2 = self.credential(project, expires_at=expires)
+        sid2 = self.sandbox_in(project)
+        self.sh(sid2, 'timeout 10 wget -q -O - --header "Authorization: Bearer $TEST_KEY" '
+                      'http://allowed.test/ex1')
+        self.assertIn(f"auth=Bearer {secret2}", self.requests_seen("/ex1")[-1])
+        deadline = time.time() + 30
+        while time.time() < deadline and self.api.call(
+                "GET", f"/v1/credentials/{c2['id']}")["status"] != "expired":
+            time.sleep(0.5)
+        self.sh(sid2, 'timeout 10 wget -q -O - --header "Authorization: Bearer $TEST_KEY" '
+                      'http://allowed.test/ex2')
+        seen = self.requests_seen("/ex2")[-1]
+        self.assertNotIn(secret2, seen)
+        self.assertIn("auth=Bearer airlock-ph-", seen)
+        self.assertIn("expired", [a["decision"] for a in self.audit(c2["id"])])
+
+    def test_credential_injected_over_https(self):
+        # python's urllib in the debian template, trusting only the system
+        # store (which holds the gateway CA): the gateway intercepts TLS for
+        # the bound host, injects, and verifies the real server itself
+        project = "tls-" + os.urandom(3).hex()
+        c, secret = self.credential(project)
+        sid = self.sandbox_in(project, template="debian")
+        py = ("import os, sys, urllib.request\n"
+              "req = urllib.request.Request(sys.argv[1], headers={'Authorization': "
+              "'Bearer ' + os.environ['TEST_KEY']})\n"
+              "try:\n"
+              "    print(urllib.request.urlopen(req, timeout=10).read().decode(), end='')\n"
+              "except Exception as e:\n"
+              "    print('failed', e); sys.exit(3)\n")
+        self.api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/get.py", py)
+        code, out, err = self.sh(sid, "python3 /tmp/get.py https://allowed.test/tls1")
+        self.assertEqual((code, out), (0, "hello from allowed.test\n"), err)
+        self.assertIn(f"auth=Bearer {secret}", self.requests_seen("/tls1")[-1])
+        self.assertIn("injected", [a["decision"] for a in self.audit(c["id"])])
+        code, out, _ = self.sh(sid, "env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; "
+                                    f"grep -rl {secret} /etc /root /tmp /work /usr/local 2>/dev/null; true")
+        self.assertNotIn(secret, out)
 
     def test_other_tenant_gets_404(self):
         sid = self.sandbox()

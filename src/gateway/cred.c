@@ -1,0 +1,205 @@
+/* The gateway's side of credential injection: see cred.h. */
+#include "cred.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "../cred/ca.h"
+#include "../cred/cred.h"
+#include "../cred/inject.h"
+#include "../cred/mitm.h"
+#include "../cred/vault.h"
+#include "../lib/json.h"
+#include "../lib/log.h"
+
+#define WHO_MAX 4096          /* cached sandbox identities */
+#define HOSTS_TTL_MS 1000
+
+struct who {
+	struct who *next;
+	char id[65];
+	char *tenant, *project;
+	char **hosts;             /* patterns of the sandbox's credentials */
+	size_t n_hosts;
+	uint64_t hosts_at;        /* now_ms() of the last refresh; 0 = never */
+};
+
+struct gw_cred {
+	struct db *db;
+	struct vault *vault;
+	struct ca *ca;
+	SSL_CTX *upstream;
+	struct inject_rl *rl;
+	pthread_mutex_t mu;
+	struct who *whos;
+	size_t n_whos;
+};
+
+struct gw_cred *gw_cred_open(const struct gateway_config *cfg, err_t *err)
+{
+	struct gw_cred *gc;
+
+	if (!cfg->db_path || !cfg->vault_key || !cfg->ca) {
+		err_set(err, EINVAL, "gateway: credentials need the DB, the vault key and the CA");
+		return NULL;
+	}
+	gc = xcalloc(1, sizeof(*gc));
+	pthread_mutex_init(&gc->mu, NULL);
+	gc->db = db_open(cfg->db_path, err);
+	gc->upstream = gc->db ? mitm_upstream_ctx(cfg->upstream_ca, err) : NULL;
+	if (!gc->db || !gc->upstream) {
+		db_close(gc->db);
+		free(gc);
+		return NULL;
+	}
+	gc->vault = vault_local_open(gc->db, cfg->vault_key);
+	gc->ca = cfg->ca;
+	gc->rl = inject_rl_new();
+	return gc;
+}
+
+static void who_hosts_free(struct who *w)
+{
+	for (size_t i = 0; i < w->n_hosts; i++)
+		free(w->hosts[i]);
+	free(w->hosts);
+	w->hosts = NULL;
+	w->n_hosts = 0;
+}
+
+/* The cached identity of a sandbox (gc->mu held); NULL when the DB does not
+ * know it. */
+static struct who *who_get_locked(struct gw_cred *gc, const char *sandbox_id)
+{
+	struct db_rows rows;
+	struct who *w;
+	const char *meta;
+	json *m;
+
+	for (w = gc->whos; w; w = w->next)
+		if (strcmp(w->id, sandbox_id) == 0)
+			return w;
+	if (db_query(gc->db, &rows, NULL, "SELECT tenant_id, metadata FROM sandboxes WHERE id = ?",
+		     "s", sandbox_id) < 0)
+		return NULL;
+	if (rows.n_rows == 0) {
+		db_rows_free(&rows);
+		return NULL;
+	}
+	if (gc->n_whos >= WHO_MAX) {      /* bounded: start over */
+		for (struct who *x = gc->whos, *next; x; x = next) {
+			next = x->next;
+			who_hosts_free(x);
+			free(x->tenant);
+			free(x->project);
+			free(x);
+		}
+		gc->whos = NULL;
+		gc->n_whos = 0;
+	}
+	w = xcalloc(1, sizeof(*w));
+	snprintf(w->id, sizeof(w->id), "%s", sandbox_id);
+	w->tenant = xstrdup(db_cell(&rows, 0, 0));
+	meta = db_cell(&rows, 0, 1);
+	m = meta ? json_parse(meta, strlen(meta), NULL) : NULL;
+	if (m && json_get_str(m, "project"))
+		w->project = xstrdup(json_get_str(m, "project"));
+	json_free(m);
+	db_rows_free(&rows);
+	w->next = gc->whos;
+	gc->whos = w;
+	gc->n_whos++;
+	return w;
+}
+
+bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host)
+{
+	struct who *w;
+	bool found = false;
+
+	if (!host || !host[0])
+		return false;
+	pthread_mutex_lock(&gc->mu);
+	w = who_get_locked(gc, sandbox_id);
+	if (w && (!w->hosts_at || now_ms() - w->hosts_at > HOSTS_TTL_MS)) {
+		struct cred *creds = NULL;
+		size_t n = 0;
+
+		who_hosts_free(w);
+		if (cred_resolve(gc->db, w->tenant, w->id, w->project, &creds, &n, NULL) == 0) {
+			for (size_t i = 0; i < n; i++)
+				for (size_t k = 0; k < creds[i].n_hosts; k++) {
+					w->hosts = xrealloc(w->hosts, (w->n_hosts + 1) * sizeof(char *));
+					w->hosts[w->n_hosts++] = xstrdup(creds[i].hosts[k]);
+				}
+			cred_list_free(creds, n);
+		}
+		w->hosts_at = now_ms();
+	}
+	for (size_t i = 0; w && i < w->n_hosts && !found; i++)
+		found = cred_host_matches(w->hosts[i], host);
+	pthread_mutex_unlock(&gc->mu);
+	return found;
+}
+
+struct hook_arg {
+	struct gw_cred *gc;
+	const char *sandbox_id, *host;
+};
+
+/* Rewrite one request head; a refusal is a whole answer in reply. */
+static int hook(void *arg, struct http_head *h, struct buf *reply)
+{
+	struct hook_arg *a = arg;
+	struct inject_who who = { .sandbox_id = a->sandbox_id, .host = a->host };
+	struct inject_ctx ctx = { .db = a->gc->db, .vault = a->gc->vault, .rl = a->gc->rl,
+				  .now_ms = wall_ms() };
+	_cleanup_free_ char *tenant = NULL, *project = NULL;
+	enum inject_verdict v = INJECT_FORWARD;
+	err_t err = { 0 };
+	int n = 0;
+
+	pthread_mutex_lock(&a->gc->mu);
+	{
+		struct who *w = who_get_locked(a->gc, a->sandbox_id);
+		if (w) {
+			tenant = xstrdup(w->tenant);
+			project = w->project ? xstrdup(w->project) : NULL;
+		}
+	}
+	pthread_mutex_unlock(&a->gc->mu);
+	if (!tenant)
+		return 0;           /* unknown sandbox: nothing to inject */
+	who.tenant = tenant;
+	who.project = project;
+	if (cred_inject(&ctx, &who, h, &v, &n, &err) < 0)
+		log_warn("gateway: sandbox %s: injection: %s", a->sandbox_id, err.msg);
+	if (v == INJECT_RATE_LIMITED) {
+		static const char body[] = "airlock: credential rate limit reached\n";
+		buf_printf(reply, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain\r\n"
+			   "Retry-After: 60\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+			   sizeof(body) - 1, body);
+		return 1;
+	}
+	return 0;
+}
+
+int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int fd,
+		 const void *pre, size_t n, struct buf *out)
+{
+	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host };
+	err_t err = { 0 };
+
+	return mitm_http_head(fd, pre, n, hook, &a, out, &err);
+}
+
+void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int fd,
+		 const void *pre, size_t n, int up)
+{
+	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host };
+	err_t err = { 0 };
+
+	if (mitm_serve(gc->ca, gc->upstream, fd, pre, n, up, host, hook, &a, &err) < 0)
+		log_info("gateway: sandbox %s: intercepted TLS to %s: %s", sandbox_id, host, err.msg);
+}

@@ -1,0 +1,44 @@
+/* cred.h - the gateway's side of credential injection (src/cred).
+ *
+ * For a connection the policy allowed:
+ *   - plain HTTP: when the sandbox has a credential for the Host, or the
+ *     sniffed bytes carry a placeholder, the whole request head is read and
+ *     rewritten (cred_inject) before it goes upstream, with
+ *     "Connection: close" so the next request comes through here again;
+ *   - TLS: when the sandbox has a credential for the SNI name, the gateway
+ *     terminates TLS with a certificate from the deployment CA, rewrites the
+ *     request head the same way, and talks verified TLS upstream (mitm.h).
+ *     Every other TLS connection is relayed untouched.
+ * Which sandbox belongs to which tenant and project is read from the shared
+ * DB once per sandbox; which hosts have credentials is cached for a second
+ * (injection itself always reads the current state, so a revoked or expired
+ * credential is never injected).
+ */
+#ifndef AIRLOCK_GATEWAY_CRED_H
+#define AIRLOCK_GATEWAY_CRED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../lib/err.h"
+#include "../lib/util.h"
+#include "gateway.h"
+
+struct gw_cred;
+
+/* What every placeholder starts with (cred.h's CRED_PLACEHOLDER_PREFIX). */
+#define CRED_PLACEHOLDER_MARK "airlock-ph-"
+
+/* NULL with err when a key, the CA or the DB cannot be used. */
+struct gw_cred *gw_cred_open(const struct gateway_config *cfg, err_t *err);
+/* Does the sandbox have a credential whose hosts match host? */
+bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host);
+/* Plain HTTP: 0 with out = what to send upstream; 1 with out = the answer
+ * for the sandbox (429); -errno for a malformed head (answer 400). */
+int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int fd,
+		 const void *pre, size_t n, struct buf *out);
+/* TLS interception of one connection; up is connected to the real host. */
+void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int fd,
+		 const void *pre, size_t n, int up);
+
+#endif
