@@ -36,6 +36,8 @@ static const char usage[] =
 	"  console SBX                            the last 64 KiB of a vm sandbox's serial console\n"
 	"  port-forward SBX [LOCAL:]REMOTE        listen on 127.0.0.1:LOCAL (0: any free port) and\n"
 	"                                         tunnel each connection to port REMOTE in SBX\n"
+	"  credential create NAME --host H [...]  a secret the gateway injects (value on stdin)\n"
+	"  credential ls | rotate ID | rm ID | audit\n"
 	"  network SBX | network set SBX POLICY | network log SBX\n"
 	"                                         egress policy (allow-all, deny-all or JSON) and decisions\n"
 	"\n"
@@ -85,6 +87,7 @@ static const struct verb {
 	{ "connect", cmd_connect }, { "console", cmd_console },
 	{ "port-forward", cmd_port_forward },
 	{ "network", cmd_network },
+	{ "credential", cmd_credential },
 	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
 	{ "fork", cmd_fork },
 };

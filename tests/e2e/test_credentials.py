@@ -5,8 +5,9 @@ placeholders in a sandbox's environment, tenancy, audit, bad input."""
 import os
 import sqlite3
 import stat
+import subprocess
 
-from harness import AirlockTestCase, ApiError, main
+from harness import BIN, AirlockTestCase, ApiError, main
 
 SECRET = "sk-test-" + os.urandom(12).hex()
 
@@ -185,6 +186,38 @@ class CredentialTest(AirlockTestCase):
             self.assertEqual(alice.call("GET", f"/v1/credentials/{c['id']}")["status"], "active")
         finally:
             bob.delete(bob_sb["id"])
+
+    def test_cli(self):
+        def cli(*args, stdin=None):
+            return subprocess.run([os.path.join(BIN, "airlock"), "--config",
+                                   os.path.join(self.server.dir, "cli.json")] + list(args),
+                                  input=stdin, capture_output=True, text=True)
+        name = "cli-" + os.urandom(3).hex()
+        r = cli("credential", "create", name, "--host", "api.example.com", "--env", "EX_KEY",
+                "--project", "p1", "--rate-per-minute", "5", stdin=SECRET + "\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        cid = r.stdout.strip()
+        got = self.api.call("GET", f"/v1/credentials/{cid}")
+        self.assertEqual((got["name"], got["env"], got["bindings"], got["rate_limit"]),
+                         (name, "EX_KEY", [{"project": "p1"}], {"per_minute": 5}))
+        # the value went to the vault without its newline (sealed: length + overhead)
+        self.assertEqual(len(self.boxes(cid)[cid + ":1"]), len(__import__("base64").b64encode(
+            b"x" * (len(SECRET) + 61))))
+        r = cli("credential", "ls")
+        self.assertIn(name, r.stdout)
+        self.assertNotIn(SECRET, r.stdout + r.stderr)
+        r = cli("credential", "rotate", cid, stdin="new-value")
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, cid))
+        self.assertEqual(self.api.call("GET", f"/v1/credentials/{cid}")["version"], 2)
+        r = cli("credential", "rm", cid)
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(self.api.call("GET", f"/v1/credentials/{cid}")["status"], "revoked")
+        r = cli("credential", "audit")
+        self.assertIn("revoked", r.stdout)
+        r = cli("credential", "create", "x", stdin="v")          # no --host
+        self.assertEqual(r.returncode, 2)
+        r = cli("credential", "create", "y", "--host", "a.com", stdin="")   # no value
+        self.assertNotEqual(r.returncode, 0)
 
     def test_bad_input(self):
         cases = [
