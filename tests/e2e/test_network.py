@@ -349,14 +349,21 @@ class NetworkTest(AirlockTestCase):
         self.assertIn("default", rules)
         self.assertIn("allow.domains denied.test", rules)
 
-    def wait_restarted(self, role, old_pid):
+    def kill_and_wait_restarted(self, role):
+        """kill -9 the role; return once `up` restarted it and the new process
+        made its socket (the old socket file stays behind until then, so wait
+        for a new inode, not just for the file)."""
         sock = os.path.join(self.server.dir, "run", role + ".sock")
+        old_pid = self.server.pid_of(role)
+        old_ino = os.stat(sock).st_ino
+        os.kill(old_pid, signal.SIGKILL)
         for _ in range(600):
             try:
                 pid = self.server.pid_of(role)
+                ino = os.stat(sock).st_ino
             except (OSError, ValueError):
-                pid = old_pid
-            if pid != old_pid and os.path.exists(sock):
+                pid, ino = old_pid, old_ino
+            if pid != old_pid and ino != old_ino:
                 return pid
             time.sleep(0.05)
         self.fail(f"{role} was not restarted")
@@ -366,18 +373,14 @@ class NetworkTest(AirlockTestCase):
         self.assertEqual(self.get(sid, "http://allowed.test/")[0], 0)
         # a killed gateway is restarted by `up` and pulls the policies from
         # the node; without them every connection would be refused
-        old = self.server.pid_of("gateway")
-        os.kill(old, signal.SIGKILL)
-        self.wait_restarted("gateway", old)
+        self.kill_and_wait_restarted("gateway")
         code, out, _ = self.get(sid, "http://allowed.test/")
         self.assertEqual(code, 0, out)
         self.assertNotEqual(self.get(sid, "http://denied.test/")[0], 0)
         # a restarted node re-adopts the sandbox and pushes its policy again
         self.api.call("PATCH", f"/v1/sandboxes/{sid}/network",
                       {"allow": {"domains": ["denied.test"]}})
-        old = self.server.pid_of("node")
-        os.kill(old, signal.SIGKILL)
-        self.wait_restarted("node", old)
+        self.kill_and_wait_restarted("node")
         for _ in range(200):
             st, _, _ = self.api.raw("GET", f"/v1/sandboxes/{sid}")
             if st == 200:
