@@ -5,11 +5,22 @@
  *   get   HOST IP PORT PATH          one GET; prints "bytes seconds"
  *   conns HOST IP PORT PATH SECS THR THR threads do connect+GET+close for
  *                                    SECS seconds; prints the total count
- * Built static by bench/gateway so it runs in any template. */
+ *   serve CERT KEY IP PORT DIR       the bench's HTTPS test server: one
+ *                                    process per connection, HTTP/1.0 GET of
+ *                                    a file under DIR, 1 MiB writes
+ * With -t CAFILE first, every connection is TLS (SNI and name check for
+ * HOST, verified against CAFILE only; a handshake that fails verification
+ * is an error). Built static (with OpenSSL) by bench/gateway so it runs in
+ * any template. */
 #include <arpa/inet.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +31,41 @@
 static const char *host, *ip, *path;
 static int port;
 static double secs;
+static SSL_CTX *tls;	/* NULL: plain HTTP */
 
 static double now(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* The whole response over TLS; a peer that closes without close_notify
+ * (SSL_OP_IGNORE_UNEXPECTED_EOF) ends it like a plain EOF. */
+static long long fetch_tls(int fd, const char *req, int n, char *buf, size_t cap)
+{
+	SSL *ssl = SSL_new(tls);
+	long long total = 0;
+	int k;
+
+	if (!ssl)
+		return -1;
+	SSL_set_fd(ssl, fd);
+	SSL_set_tlsext_host_name(ssl, host);
+	SSL_set1_host(ssl, host);
+	if (SSL_connect(ssl) != 1 || SSL_write(ssl, req, n) != n) {
+		ERR_print_errors_fp(stderr);
+		SSL_free(ssl);
+		return -1;
+	}
+	while ((k = SSL_read(ssl, buf, cap > INT_MAX ? INT_MAX : (int)cap)) > 0)
+		total += k;
+	if (SSL_get_error(ssl, k) != SSL_ERROR_ZERO_RETURN) {
+		ERR_print_errors_fp(stderr);
+		total = -1;
+	}
+	SSL_free(ssl);
+	return total;
 }
 
 /* One request on a new connection; returns body+head bytes read, -1 on error. */
@@ -44,6 +84,11 @@ static long long fetch(char *buf, size_t cap)
 		return -1;
 	}
 	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host);
+	if (tls) {
+		total = fetch_tls(fd, req, n, buf, cap);
+		close(fd);
+		return total;
+	}
 	if (write(fd, req, n) != n) {
 		close(fd);
 		return -1;
@@ -66,13 +111,93 @@ static void *conns_thread(void *arg)
 	return NULL;
 }
 
+/* One HTTPS request on fd, served from the current directory. */
+static void serve_one(SSL_CTX *ctx, int fd)
+{
+	static char buf[1 << 20];
+	char head[4096], file[1024];
+	SSL *ssl = SSL_new(ctx);
+	int n = 0, k, f;
+	ssize_t r;
+
+	SSL_set_fd(ssl, fd);
+	if (SSL_accept(ssl) != 1)
+		return;
+	while (n < (int)sizeof(head) - 1 && (k = SSL_read(ssl, head + n, sizeof(head) - 1 - n)) > 0) {
+		n += k;
+		head[n] = 0;
+		if (strstr(head, "\r\n\r\n"))
+			break;
+	}
+	head[n] = 0;
+	if (sscanf(head, "GET /%1023s ", file) != 1 || strstr(file, "..") ||
+	    (f = open(file, O_RDONLY)) < 0) {
+		SSL_write(ssl, "HTTP/1.0 404 Not Found\r\n\r\n", 26);
+	} else {
+		n = snprintf(head, sizeof(head), "HTTP/1.0 200 OK\r\nContent-Length: %lld\r\n\r\n",
+			     (long long)lseek(f, 0, SEEK_END));
+		lseek(f, 0, SEEK_SET);
+		if (SSL_write(ssl, head, n) == n)
+			while ((r = read(f, buf, sizeof(buf))) > 0 && SSL_write(ssl, buf, r) == r)
+				;
+		close(f);
+	}
+	SSL_shutdown(ssl);
+	SSL_free(ssl);
+}
+
+static int serve(char **argv)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[5])) };
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+
+	if (!ctx || SSL_CTX_use_certificate_chain_file(ctx, argv[2]) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, argv[3], SSL_FILETYPE_PEM) != 1 || chdir(argv[6])) {
+		ERR_print_errors_fp(stderr);
+		return 1;
+	}
+	inet_pton(AF_INET, argv[4], &sa.sin_addr);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 512) < 0) {
+		perror("bind");
+		return 1;
+	}
+	signal(SIGCHLD, SIG_IGN);	/* no zombies */
+	printf("ready\n");
+	fflush(stdout);
+	while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+		if (fork() == 0) {
+			close(lfd);
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			serve_one(ctx, fd);
+			_exit(0);
+		}
+		close(fd);
+	}
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	static char buf[1 << 20];
 
+	if (argc == 7 && !strcmp(argv[1], "serve"))
+		return serve(argv);
+	if (argc > 2 && !strcmp(argv[1], "-t")) {
+		tls = SSL_CTX_new(TLS_client_method());
+		if (!tls || SSL_CTX_load_verify_locations(tls, argv[2], NULL) != 1) {
+			ERR_print_errors_fp(stderr);
+			return 2;
+		}
+		SSL_CTX_set_verify(tls, SSL_VERIFY_PEER, NULL);
+		SSL_CTX_set_options(tls, SSL_OP_IGNORE_UNEXPECTED_EOF);
+		argv += 2;
+		argc -= 2;
+	}
 	if (argc < 6) {
-		fprintf(stderr, "usage: %s lat|get|conns HOST IP PORT PATH [N | SECS THREADS]\n",
-			argv[0]);
+		fprintf(stderr, "usage: %s [-t CAFILE] lat|get|conns HOST IP PORT PATH "
+			"[N | SECS THREADS]\n", argv[0]);
 		return 2;
 	}
 	host = argv[2];
