@@ -173,14 +173,7 @@ static int tenant_create(struct cli *cli, int argc, char **argv)
 	jw_end(&w);
 	r = cli_call_json(cli, "POST", "/v1/tenants", body.data, NULL, &resp, &raw);
 	buf_free(&body);
-	if (r == 0) {
-		if (cli->json || !resp || !json_get_str(resp, "id"))
-			cli_print_raw(raw);
-		else
-			printf("%s\n", json_get_str(resp, "id"));
-	}
-	json_free(resp);
-	return r;
+	return cli_print_id(cli, r, resp, raw);
 }
 
 static int tenant_ls(struct cli *cli, int argc, char **argv)

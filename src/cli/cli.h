@@ -89,6 +89,9 @@ int cli_stream_to_fd(struct cli *cli, const char *method, const char *target, in
 /* Percent-encode for a query value or path segment. Caller owns. */
 char *cli_escape(const char *s);
 
+/* After cli_call_json: on success print the answer's "id" (the whole JSON
+ * with --json or when it has none). Frees resp; returns r. */
+int cli_print_id(struct cli *cli, int r, json *resp, const char *raw);
 /* Print a JSON text as the server sent it, plus a newline. */
 void cli_print_raw(const char *text);
 /* Indented JSON for humans. */

@@ -388,6 +388,18 @@ char *cli_escape(const char *s)
 	return buf_steal(&b);
 }
 
+int cli_print_id(struct cli *cli, int r, json *resp, const char *raw)
+{
+	if (r == 0) {
+		if (cli->json || !resp || !json_get_str(resp, "id"))
+			cli_print_raw(raw);
+		else
+			printf("%s\n", json_get_str(resp, "id"));
+	}
+	json_free(resp);
+	return r;
+}
+
 void cli_print_raw(const char *text)
 {
 	size_t n = strlen(text);

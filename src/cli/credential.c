@@ -44,19 +44,6 @@ static void scrub(struct buf *b)
 	buf_free(b);
 }
 
-/* Print the id (or the JSON with --json) of a credential answer. */
-static int print_id(struct cli *cli, int r, json *resp, const char *raw)
-{
-	if (r == 0) {
-		if (cli->json || !resp || !json_get_str(resp, "id"))
-			cli_print_raw(raw);
-		else
-			printf("%s\n", json_get_str(resp, "id"));
-	}
-	json_free(resp);
-	return r;
-}
-
 static int cred_create(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -195,7 +182,7 @@ static int cred_create(struct cli *cli, int argc, char **argv)
 	jw_end(&w);
 	r = cli_call_json(cli, "POST", "/v1/credentials", body.data, NULL, &resp, &raw);
 	scrub(&body);
-	return print_id(cli, r, resp, raw);
+	return cli_print_id(cli, r, resp, raw);
 }
 
 static int cred_rotate(struct cli *cli, int argc, char **argv)
@@ -224,7 +211,7 @@ static int cred_rotate(struct cli *cli, int argc, char **argv)
 	target = xasprintf("/v1/credentials/%s/rotate", id);
 	r = cli_call_json(cli, "POST", target, body.data, NULL, &resp, &raw);
 	scrub(&body);
-	return print_id(cli, r, resp, raw);
+	return cli_print_id(cli, r, resp, raw);
 }
 
 static int cred_rm(struct cli *cli, int argc, char **argv)
@@ -238,7 +225,7 @@ static int cred_rm(struct cli *cli, int argc, char **argv)
 	id = cli_escape(argv[optind]);
 	target = xasprintf("/v1/credentials/%s", id);
 	r = cli_call_json(cli, "DELETE", target, NULL, NULL, &resp, &raw);
-	return print_id(cli, r, resp, raw);
+	return cli_print_id(cli, r, resp, raw);
 }
 
 int cmd_credential(struct cli *cli, int argc, char **argv)
