@@ -130,14 +130,20 @@ class SnapshotTest(AirlockTestCase):
         # the snapshot does not pay for flushing it.
         mb = 64 if BACKEND == "vm" else 200
         self.sh(f"dd if=/dev/zero of=/work/big bs=1M count={mb} 2>/dev/null && sync")
+        pool = os.statvfs(os.path.join(self.server.dir, "pool"))
         t0 = time.monotonic()
         full = self.snap("full")
         t_full = time.monotonic() - t0
+        after = os.statvfs(os.path.join(self.server.dir, "pool"))
+        # Times are printed, not asserted (a shared machine is noisy; the
+        # figures are bench/lifecycle's). What is asserted: the snapshot
+        # copied nothing, so the pool's free space hardly moved although the
+        # sandbox holds mb MiB more than at the first snapshot.
+        used = (pool.f_bfree - after.f_bfree) * pool.f_frsize
         print(f"\nsnapshot: empty {t_empty * 1000:.1f} ms, after {mb} MiB {t_full * 1000:.1f} ms;"
-              f" size_bytes {empty['size_bytes']} / {full['size_bytes']}")
-        if BACKEND != "vm":  # vm: a guest sync and QMP round trips under TCG
-            self.assertLess(t_empty, 0.1)
-            self.assertLess(t_full, 0.1)
+              f" size_bytes {empty['size_bytes']} / {full['size_bytes']}; pool space used"
+              f" by the snapshot {used >> 10} KiB")
+        self.assertLess(used, 16 << 20)
         # The delta follows what was written, not the disk: ~mb MiB here,
         # next to nothing for the first one and for one right after (vm:
         # ext4's journal and metadata inside the image add a few MiB).
