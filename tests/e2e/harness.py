@@ -248,7 +248,9 @@ class Client:
         self.key = key
 
     def _conn(self):
-        return http.client.HTTPConnection(self.host, self.port, timeout=120)
+        # generous: a create may wait for an on-demand debian build (minutes
+        # on a loaded machine)
+        return http.client.HTTPConnection(self.host, self.port, timeout=900)
 
     def raw(self, method, path, body=None, headers=None, auth=True):
         h = dict(headers or {})
