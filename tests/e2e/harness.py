@@ -362,7 +362,9 @@ class AirlockTestCase(unittest.TestCase):
             # its autoclear loop device goes once the last user is gone
             # (seen after big writes, e.g. full vm snapshots): wait for
             # that, but not forever.
-            for _ in range(100):
+            # (btrfs's teardown of a lazily detached pool can take a while
+            # after many deleted subvolumes, e.g. vm images: up to 30 s.)
+            for _ in range(300):
                 loops = loops_for(os.path.join(d, "pool.img"))
                 if not loops:
                     break
