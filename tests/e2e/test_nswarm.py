@@ -77,7 +77,8 @@ class WarmPoolTest(AirlockTestCase):
                     # the warm-up exec ran before; this is the second one
                     self.assertNotEqual(self.sh(s["id"], "echo $$"), "2")
                     self.assertEqual(self.sh(s["id"], "hostname"), s["id"])
-                log = self.server.log()  # every daemon's log (up.log)
+                with open(self.server.log_path, errors="replace") as f:
+                    log = f.read()  # every daemon's log (up.log), whole
                 for s in (a, b):
                     self.assertRegex(log, f"sandbox {s['id']}: jail pid \\d+ from the warm pool")
 
