@@ -27,6 +27,7 @@ void config_defaults(struct airlockd_config *c)
 	c->log_level = 2;
 	snprintf(c->vm_accel, sizeof(c->vm_accel), "auto");
 	c->vm_warm_pool = 2;
+	c->ns_warm_pool = 2;
 	c->vm_snapshots = true;
 	c->cgroup_favordynmods = true;
 	/* A clone under TCG on a busy 2-core host can take seconds to answer. */
@@ -194,6 +195,14 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 	}
 	if (!strcmp(key, "vm_warm_pool"))
 		return set_u32(&c->vm_warm_pool, key, val, err);
+	if (!strcmp(key, "ns_warm_pool")) {
+		/* Each waiting jail holds a uid range, a veth and its processes. */
+		if (set_u32(&c->ns_warm_pool, key, val, err) < 0)
+			return -err->code;
+		if (c->ns_warm_pool > 64)
+			return err_set(err, EINVAL, "%s: at most 64", key);
+		return 0;
+	}
 	if (!strcmp(key, "log_level")) {
 		static const char *names[] = { "error", "warn", "info", "debug" };
 		for (int i = 0; i < 4; i++)

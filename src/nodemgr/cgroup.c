@@ -124,12 +124,26 @@ const char *cgroup_mode(const struct cgroups *cg)
 int cgroup_create(const struct cgroups *cg, const char *id, const struct cgroup_limits *l,
 		  err_t *err)
 {
-	char v[64];
-
 	if (cg->v2) {
 		_cleanup_free_ char *dir = cgroup_file(cg, NULL, id, NULL);
 		if (mkdir(dir, 0755) < 0)
 			return err_sys(err, "mkdir %s", dir);
+		return cgroup_set_limits(cg, id, l, err);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
+		_cleanup_free_ char *dir = cgroup_file(cg, v1_ctrls[i], id, NULL);
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return err_sys(err, "mkdir %s", dir);
+	}
+	return cgroup_set_limits(cg, id, l, err);
+}
+
+int cgroup_set_limits(const struct cgroups *cg, const char *id, const struct cgroup_limits *l,
+		      err_t *err)
+{
+	char v[64];
+
+	if (cg->v2) {
 		if (l->memory_bytes) {
 			snprintf(v, sizeof(v), "%" PRIu64, l->memory_bytes);
 			if (set_file(cg, NULL, id, "memory.max", v, err) < 0)
@@ -152,19 +166,19 @@ int cgroup_create(const struct cgroups *cg, const char *id, const struct cgroup_
 		}
 		return 0;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
-		_cleanup_free_ char *dir = cgroup_file(cg, v1_ctrls[i], id, NULL);
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-			return err_sys(err, "mkdir %s", dir);
-	}
 	if (l->memory_bytes) {
 		_cleanup_free_ char *sw = cgroup_file(cg, "memory", id, "memory.memsw.limit_in_bytes");
+		bool memsw = access(sw, F_OK) == 0;
 		snprintf(v, sizeof(v), "%" PRIu64, l->memory_bytes);
+		/* memsw = memory + swap; equal to the memory limit means no swap.
+		 * The kernel keeps memsw >= memory at every step: raising an
+		 * existing limit (a warm jail's) must write memsw first, lowering
+		 * it memory first. Try memsw first; on EINVAL it was a lowering. */
+		if (memsw && write_str(sw, v) == 0)
+			memsw = false;
 		if (set_file(cg, "memory", id, "memory.limit_in_bytes", v, err) < 0)
 			return -err->code;
-		/* memsw = memory + swap; equal to the memory limit means no swap. */
-		if (access(sw, F_OK) == 0 &&
-		    set_file(cg, "memory", id, "memory.memsw.limit_in_bytes", v, err) < 0)
+		if (memsw && set_file(cg, "memory", id, "memory.memsw.limit_in_bytes", v, err) < 0)
 			return -err->code;
 	}
 	if (l->cpu_millis) {

@@ -32,6 +32,10 @@ const char *cgroup_mode(const struct cgroups *cg);   /* "v1" / "v2" */
 /* Create airlock/<id> (in each v1 hierarchy) and write the limits. */
 int cgroup_create(const struct cgroups *cg, const char *id, const struct cgroup_limits *l,
 		  err_t *err);
+/* (Re)write the limits of an existing airlock/<id> (a warm jail taken for a
+ * sandbox); the fields left 0 are not touched. */
+int cgroup_set_limits(const struct cgroups *cg, const char *id, const struct cgroup_limits *l,
+		      err_t *err);
 /* Move pid (and later its children) into the sandbox cgroup. */
 int cgroup_attach(const struct cgroups *cg, const char *id, pid_t pid, err_t *err);
 /* Rename airlock/<from> to airlock/<to> (processes and limits stay). */

@@ -41,9 +41,10 @@ struct jail {
 	bool alive;
 	bool busy;            /* a create or destroy owns it */
 	bool vm;              /* a QEMU process (vm.c), not an ns jail */
-	/* vm.c internal jails (template boot, warm pool): not listed, not
-	 * adoptable, not known to the node. warm_key names the template and
-	 * shape a warm QEMU waits for ("" once taken). */
+	/* Internal jails (vm.c template boot, vm and ns warm pools): not
+	 * listed, not adoptable, not known to the node. warm_key names the
+	 * template (and shape) a warm QEMU or ns jail waits for ("" once
+	 * taken, or while it is being warmed). */
 	bool hidden;
 	char warm_key[96];
 	struct qmp *qmp;      /* vm: the monitor connection; NULL otherwise */
@@ -73,6 +74,10 @@ struct nm_server {
 	int nthreads;
 	bool stopping;
 	struct nm_vm *vm;     /* vm.c: accel, paths, template locks */
+	/* nswarm.c: one refill thread at a time (counted in nthreads); a
+	 * take of another template meanwhile queues that one (the latest). */
+	bool ns_refilling, ns_refill_queued;
+	struct nm_sandbox_spec ns_refill_next;
 };
 
 /* server.c: wait for a direct child's exit status (collected by the reaper).
@@ -100,6 +105,10 @@ int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err)
 int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err);
 int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
 		   pid_t *pid, err_t *err);
+/* Start the ns jail of claimed entry j on rootfs (NULL: the sandbox's own,
+ * sandboxes/<id>/rootfs) with spec's id, hostname and limits; see sandbox.c. */
+int sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+		     const char *rootfs, int *chan_dup, pid_t *pid, err_t *err);
 int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err);
 int sandbox_destroy(struct nm_server *s, const char *id, err_t *err);
 /* Pause (freeze) or resume a live jail; dispatches on its kind (ns: cgroup
@@ -181,6 +190,23 @@ void net_detach(struct nm_server *s, struct jail *j);
 int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err);
 /* "nameserver <host end>\n" for slot (caller frees); NULL when off. */
 char *net_resolv_conf(struct nm_server *s, int slot);
+
+/* nswarm.c: the ns warm pool (see the comment at its top).
+ * take: hand a waiting jail of spec's template over to spec (id, limits,
+ * hostname) as a cold create would; -EAGAIN when none waits (or the pool is
+ * off), -EEXIST when the id is taken; on any other failure the jail is gone
+ * and the caller may create cold. refill: top the template's pool up in the
+ * background. warm_guest: run the fresh guest on chan (borrowed) through
+ * its first exec and drain every byte it sent, so the node's HELLO is the
+ * first thing it answers. remove_subvol: delete pool/warm/<wid>
+ * (retrying while a dead jail's mount namespace still pins it). */
+int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
+		pid_t *pid, err_t *err);
+void nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec);
+void nswarm_warm_guest(int chan, const char *wid);
+void nswarm_remove_subvol(struct nm_server *s, const char *wid);
+/* Remove the waiting jails of a template version (it is being deleted). */
+void nswarm_drop_template(struct nm_server *s, const char *name, uint32_t version);
 
 /* template.c */
 typedef int (*progress_fn)(void *arg, const char *line);  /* <0: client gone */

@@ -33,6 +33,9 @@ struct nodemgr_config {
 	const char *vm_dir;
 	const char *vm_accel;
 	uint32_t vm_warm_pool;
+	/* How many ns jails wait per template, spawned and warmed, for a
+	 * create to take (0 = none; see nswarm.c). */
+	uint32_t ns_warm_pool;
 	/* The sandbox network (net.c). net_prefix NULL or "": off (ns jails
 	 * get only lo). Interfaces are <net_prefix>-<slot> (<= 15 bytes),
 	 * addresses /31s from net_base (host order) within net_size

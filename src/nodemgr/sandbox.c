@@ -236,9 +236,10 @@ int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err
 /* Start the ns jail of a claimed (busy) entry j whose subvolume exists:
  * cgroup with the spec's limits, channel, jail_spawn, publish. On failure
  * the caller destroys the cgroup (which kills whatever was started). Used
- * by create and by rollback (same id, same slot). */
-static int spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-		    int *chan_dup, pid_t *pid, err_t *err)
+ * by create and by rollback (same id, same slot), and by the warm pool
+ * (rootfs under pool/warm; a hidden j is warmed before it is published). */
+int sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+		     const char *rootfs_path, int *chan_dup, pid_t *pid, err_t *err)
 {
 	const struct nm_limits *lim = &spec->limits;
 	struct cgroup_limits cl = {
@@ -248,7 +249,8 @@ static int spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox
 		.pids = lim->pids ? lim->pids : NM_DEFAULT_PIDS,
 	};
 	const char *hostname = spec->hostname[0] ? spec->hostname : spec->id;
-	_cleanup_free_ char *rootfs = xasprintf("%s/sandboxes/%s/rootfs", s->pool, spec->id);
+	_cleanup_free_ char *rootfs = rootfs_path ? xstrdup(rootfs_path)
+				    : xasprintf("%s/sandboxes/%s/rootfs", s->pool, spec->id);
 	_cleanup_free_ char *mnt_dir = xasprintf("%s/mnt", s->run_dir);
 	_cleanup_free_ char *mnt = xasprintf("%s/%s", mnt_dir, spec->id);
 	_cleanup_close_ int guest = -1;
@@ -291,6 +293,8 @@ static int spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox
 		close(chan[0]);
 		return r;
 	}
+	if (j->hidden)
+		nswarm_warm_guest(chan[0], spec->id);
 	if ((r = jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
 		return r;
 	*pid = init;
@@ -309,6 +313,15 @@ int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int 
 	bool made_subvol = false, made_cgroup = false;
 	struct jail *j;
 	int r;
+
+	/* A jail of the warm pool when one waits for this template; every
+	 * failure but a taken id falls back to the cold path below. */
+	r = nswarm_take(s, spec, chan_dup, pid, err);
+	if (r == 0 || r == -EEXIST)
+		return r;
+	if (r != -EAGAIN)
+		log_warn("sandbox %s: warm jail not usable, cold create: %s", spec->id, err->msg);
+	*err = (err_t){ 0 };
 
 	/* Claim the id and a uid range. */
 	if (!(j = jail_claim(s, spec->id, err)))
@@ -330,8 +343,9 @@ int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int 
 	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
 		goto fail;
 	made_cgroup = true; /* even a partial create must be removed */
-	if ((r = spawn_ns(s, j, spec, chan_dup, pid, err)) < 0)
+	if ((r = sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err)) < 0)
 		goto fail;
+	nswarm_refill(s, spec);
 	return 0;
 
 fail:
@@ -562,7 +576,7 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	if (is_vm)
 		r = vm_boot_from(s, j, spec, id, snap, chan_dup, pid, err);
 	else
-		r = spawn_ns(s, j, spec, chan_dup, pid, err);
+		r = sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
 	if (r < 0)
 		goto dead;
 	log_info("sandbox %s: rolled back to %s in %.1f ms", id, snap, (now_us() - t0) / 1000.0);
@@ -610,7 +624,7 @@ int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const 
 	if (vm)
 		r = vm_boot_from(s, j, spec, parent, snap, chan_dup, pid, err);
 	else
-		r = spawn_ns(s, j, spec, chan_dup, pid, err);
+		r = sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
 	if (r < 0)
 		goto fail;
 	log_info("sandbox %s: forked from %s/%s in %.1f ms", spec->id, parent, snap,
@@ -759,11 +773,14 @@ void sandbox_kill_all(struct nm_server *s)
 		pthread_mutex_unlock(&s->lock);
 		if (!j)
 			return;
-		if (!j->vm && !j->hidden)
+		if (!j->vm)
 			net_detach(s, j);
 		kill_init(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
 			log_warn("stop %s: %s", j->id, e.msg);
+		/* A waiting ns jail's subvolume is nobody's data. */
+		if (!j->vm && j->hidden)
+			nswarm_remove_subvol(s, j->id);
 		{
 			_cleanup_free_ char *st = state_path(s, j->id);
 			unlink(st);

@@ -202,7 +202,9 @@ int template_delete(struct nm_server *s, const char *name, uint32_t version, err
 	_cleanup_free_ char *namedir = xasprintf("%s/templates/%s", s->pool, name);
 	_cleanup_free_ char *sub = xasprintf("%s/%u", namedir, version);
 
-	/* Sandboxes are independent snapshots: deleting their template is safe. */
+	/* Sandboxes are independent snapshots: deleting their template is safe.
+	 * Jails waiting for it in the ns warm pool would never be asked for. */
+	nswarm_drop_template(s, name, version);
 	if (pool_subvol_delete(sub, err) < 0)
 		return -err->code;
 	/* The vm backend's memory snapshots of this version (vm.c). While a

@@ -1,0 +1,425 @@
+/* nswarm.c - the ns warm pool: jails spawned before anyone asks.
+ *
+ * An ns create costs a btrfs snapshot, a jail spawn (mounts, namespaces),
+ * a veth and the guest's first exec, which is slower than the later ones
+ * (its code and the template's binaries are faulted in then). Per template,
+ * up to cfg->ns_warm_pool jails wait with all of that done:
+ *
+ *   pool/warm/<wid>         a writable snapshot of the template (no quota yet)
+ *   cgroup airlock/<wid>    with the node defaults as limits
+ *   jail                    spawned on it, hostname <wid>, veth + address of
+ *                           its slot, the guest's unprompted HELLO/READY and
+ *                           one exec of `true` consumed here
+ *   entry                   hidden (not listed, adoptable or destroyable by
+ *                           the node), warm_key "ns:<template>/<version>"
+ *
+ * The id is assigned at take, not ahead: the node picks it in the request.
+ * A take renames what carries the id (entry, subvolume to sandboxes/<id>,
+ * cgroup to airlock/<id>, the state file), writes the request's limits
+ * (cgroup, qgroup) and sets the hostname from inside the jail's UTS
+ * namespace. The channel then has nothing unread in it, so the node's
+ * HELLO gets the same HELLO + READY answer as from a cold jail. The slot,
+ * and with it the uid range, the veth name and the address, stays the
+ * jail's: they are per slot, not per id. Whatever the sandbox does later
+ * starts after the take, so nothing of the warm-up outlives it but the
+ * guest's pid counter (the first exec is not pid 2).
+ *
+ * One refill thread at a time tops the pool up after each take or cold
+ * create, off the create path. Warm jails die with nodemgr like every jail
+ * and their subvolumes are removed at shutdown (sandbox_kill_all); the
+ * startup sweeps remove what a crashed run left (cgroups and state files in
+ * sandbox_sweep_leftovers, pool/warm/warm-* in vm.c's warm_sweep). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/util.h"
+#include "../proto/proto.h"
+#include "../storage/pool.h"
+#include "nodemgr-internal.h"
+
+#define WARM_EXEC_MAX_MS 5000
+
+static void ns_key(const struct nm_sandbox_spec *spec, char *out, size_t cap)
+{
+	snprintf(out, cap, "ns:%s/%u", spec->template_name, spec->template_version);
+}
+
+void nswarm_remove_subvol(struct nm_server *s, const char *wid)
+{
+	_cleanup_free_ char *p = xasprintf("%s/warm/%s", s->pool, wid);
+	err_t e = { 0 };
+
+	/* Right after the jail died its mount namespace may pin it a moment. */
+	for (int i = 0; i < 500; i++) {
+		if (access(p, F_OK) < 0 || pool_subvol_delete(p, &e) == 0)
+			return;
+		if (e.code != EBUSY)
+			break;
+		usleep(1000);
+	}
+	log_warn("warm %s: delete subvolume: %s", wid, e.msg);
+}
+
+/* The guest is our agent, freshly exec'd: nothing else has run in the jail
+ * but the `true` asked for here, whose output reaches us only framed by the
+ * agent. Done at its EXIT; a guest that does not get there in time is
+ * published anyway (whatever it sends later the node's reader skips: an
+ * EXIT of a pid it never started). */
+void nswarm_warm_guest(int chan, const char *wid)
+{
+	char *argv[] = { "true", NULL };
+	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			 NULL };
+	struct proto_exec x = { .argv = argv, .argc = 1, .env = envp, .envc = 1 };
+	uint64_t t0 = now_ms();
+	struct proto_rx rx;
+	struct buf b;
+	bool done = false;
+
+	buf_init(&b);
+	if (proto_enc_exec(&b, 1, &x) < 0 ||
+	    send(chan, b.data, b.len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)b.len) {
+		buf_free(&b);
+		log_warn("warm %s: cannot send the warm-up exec", wid);
+		return;
+	}
+	buf_free(&b);
+	proto_rx_init(&rx);
+	while (!done) {
+		int left = (int)(t0 + WARM_EXEC_MAX_MS - now_ms());
+		struct pollfd pfd = { .fd = chan, .events = POLLIN };
+		struct proto_frame f;
+		int r;
+
+		if (left <= 0)
+			break;
+		r = poll(&pfd, 1, left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		ssize_t n = proto_rx_fill(&rx, chan);
+		if (n == 0 || (n < 0 && n != -EAGAIN && n != -EINTR))
+			break;
+		while ((r = proto_rx_next(&rx, &f)) != 0)
+			if (r > 0 && f.type == PT_EXIT)
+				done = true;
+	}
+	proto_rx_free(&rx);
+	log_debug("warm %s: first exec %s in %llu ms", wid, done ? "done" : "NOT done",
+		  (unsigned long long)(now_ms() - t0));
+}
+
+/* One more waiting jail for spec's template. */
+static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *tspec, err_t *err)
+{
+	_cleanup_free_ char *wid = random_id("warm-", 8);
+	_cleanup_free_ char *tmpl = xasprintf("%s/templates/%s/%u", s->pool, tspec->template_name,
+					      tspec->template_version);
+	_cleanup_free_ char *wdir = xasprintf("%s/warm", s->pool);
+	_cleanup_free_ char *sbx = xasprintf("%s/%s", wdir, wid);
+	_cleanup_free_ char *rootfs = xasprintf("%s/rootfs", sbx);
+	struct nm_sandbox_spec ws = { .template_version = tspec->template_version };
+	uint64_t t0 = now_us();
+	struct jail *j;
+	int dup = -1, r;
+	pid_t pid;
+
+	snprintf(ws.id, sizeof(ws.id), "%s", wid);
+	snprintf(ws.template_name, sizeof(ws.template_name), "%s", tspec->template_name);
+	if (!(j = jail_claim(s, wid, err)))
+		return -err->code;
+	j->hidden = true;
+	ns_key(&ws, j->warm_key, sizeof(j->warm_key));  /* busy: not takeable yet */
+	if (pool_is_subvol(tmpl) != 1) {
+		r = err_set(err, ENOENT, "template %s/%u not found", ws.template_name,
+			    ws.template_version);
+		goto fail;
+	}
+	if (mkdir(wdir, 0700) < 0 && errno != EEXIST) {
+		r = err_sys(err, "mkdir %s", wdir);
+		goto fail;
+	}
+	if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
+		goto fail;
+	if ((r = sandbox_spawn_ns(s, j, &ws, rootfs, &dup, &pid, err)) < 0)
+		goto fail_subvol;
+	if (dup >= 0)
+		close(dup);
+	log_debug("warm %s: ns jail pid %d ready for %s in %.1f ms", wid, (int)pid, j->warm_key,
+		  (now_us() - t0) / 1000.0);
+	return 0;
+fail_subvol: {
+	err_t e2 = { 0 };
+	net_detach(s, j);
+	if (cgroup_destroy(&s->cg, wid, &e2) < 0)
+		log_warn("warm %s cleanup: %s", wid, e2.msg);
+	nswarm_remove_subvol(s, wid);
+}
+fail:
+	jail_unclaim(s, j);
+	return r;
+}
+
+/* Remove the waiting jails of key: only those whose init died (none should:
+ * nothing runs in them but the agent), or all (their template is deleted). */
+static void drop_warm(struct nm_server *s, const char *key, bool dead_only)
+{
+	for (;;) {
+		struct jail *j;
+		err_t e = { 0 };
+
+		pthread_mutex_lock(&s->lock);
+		for (j = s->jails; j; j = j->next)
+			if (j->hidden && !j->vm && (!dead_only || !j->alive) && !j->busy &&
+			    !strcmp(j->warm_key, key))
+				break;
+		if (j)
+			j->busy = true;
+		pthread_mutex_unlock(&s->lock);
+		if (!j)
+			return;
+		if (!j->alive)
+			log_warn("warm %s: its jail died while waiting; removed", j->id);
+		net_detach(s, j);
+		if (j->pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
+			log_warn("warm %s cleanup: %s", j->id, e.msg);
+		nswarm_remove_subvol(s, j->id);
+		{
+			_cleanup_free_ char *st = xasprintf("%s/%s.state", s->run_dir, j->id);
+			unlink(st);
+		}
+		jail_unclaim(s, j);
+	}
+}
+
+void nswarm_drop_template(struct nm_server *s, const char *name, uint32_t version)
+{
+	struct nm_sandbox_spec spec = { .template_version = version };
+	char key[96];
+
+	snprintf(spec.template_name, sizeof(spec.template_name), "%s", name);
+	ns_key(&spec, key, sizeof(key));
+	drop_warm(s, key, false);
+}
+
+static void *refill_main(void *arg)
+{
+	struct nm_server *s = arg;
+	struct nm_sandbox_spec spec;
+
+	pthread_mutex_lock(&s->lock);
+	spec = s->ns_refill_next;
+	s->ns_refill_queued = false;
+	pthread_mutex_unlock(&s->lock);
+	for (;;) {
+		char key[96];
+		uint32_t n = 0;
+		err_t err = { 0 };
+		bool stop;
+
+		ns_key(&spec, key, sizeof(key));
+		drop_warm(s, key, true);
+		pthread_mutex_lock(&s->lock);
+		for (struct jail *j = s->jails; j; j = j->next)
+			if (j->hidden && !j->vm && j->alive && !strcmp(j->warm_key, key))
+				n++;
+		stop = s->stopping || n >= s->cfg->ns_warm_pool;
+		if (stop && !s->stopping && s->ns_refill_queued) {
+			/* This one is full: on to the template queued meanwhile. */
+			spec = s->ns_refill_next;
+			s->ns_refill_queued = false;
+			stop = false;
+			pthread_mutex_unlock(&s->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (stop)
+			break;
+		if (warm_spawn(s, &spec, &err) < 0) {
+			log_warn("warm pool %s: %s", key, err.msg);
+			pthread_mutex_lock(&s->lock);
+			bool more = s->ns_refill_queued && !s->stopping;
+			if (more) {
+				spec = s->ns_refill_next;
+				s->ns_refill_queued = false;
+			}
+			pthread_mutex_unlock(&s->lock);
+			if (!more)
+				break;
+		}
+	}
+	pthread_mutex_lock(&s->lock);
+	s->ns_refilling = false;
+	s->ns_refill_queued = false;
+	s->nthreads--;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+void nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec)
+{
+	pthread_attr_t attr;
+	pthread_t th;
+
+	if (!s->cfg->ns_warm_pool)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->stopping) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	memset(&s->ns_refill_next, 0, sizeof(s->ns_refill_next));
+	snprintf(s->ns_refill_next.template_name, sizeof(s->ns_refill_next.template_name), "%s",
+		 spec->template_name);
+	s->ns_refill_next.template_version = spec->template_version;
+	s->ns_refill_queued = true;
+	if (s->ns_refilling) {
+		/* The running thread picks it up when it is done. */
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	s->ns_refilling = true;
+	s->nthreads++;  /* shutdown waits for it like for a verb */
+	pthread_mutex_unlock(&s->lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, refill_main, s) != 0) {
+		pthread_mutex_lock(&s->lock);
+		s->ns_refilling = false;
+		s->ns_refill_queued = false;
+		s->nthreads--;
+		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* sethostname inside the jail's UTS namespace (owned by its user namespace,
+ * in which host root has every capability), from this thread only: setns
+ * of a UTS namespace changes the calling thread, and we go back at once. */
+static int set_hostname(int pidfd, const char *name, err_t *err)
+{
+	_cleanup_close_ int self = open("/proc/thread-self/ns/uts", O_RDONLY | O_CLOEXEC);
+	int r = 0;
+
+	if (self < 0)
+		return err_sys(err, "open own uts namespace");
+	if (setns(pidfd, CLONE_NEWUTS) < 0)
+		return err_sys(err, "enter the jail's uts namespace");
+	if (sethostname(name, strlen(name)) < 0)
+		r = err_sys(err, "sethostname %s", name);
+	if (setns(self, CLONE_NEWUTS) < 0) {
+		/* This thread would name the next jails' hosts wrongly. */
+		log_err("nswarm: cannot return to nodemgr's uts namespace: %s",
+			  strerror(errno));
+		abort();
+	}
+	return r;
+}
+
+int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
+		pid_t *pid, err_t *err)
+{
+	const struct nm_limits *lim = &spec->limits;
+	struct cgroup_limits cl = {
+		.memory_bytes = (uint64_t)(lim->memory_mb ? lim->memory_mb : NM_DEFAULT_MEMORY_MB)
+				<< 20,
+		.cpu_millis = lim->cpu_millis ? lim->cpu_millis : NM_DEFAULT_CPU_MILLIS,
+		.pids = lim->pids ? lim->pids : NM_DEFAULT_PIDS,
+	};
+	uint64_t disk = (uint64_t)(lim->disk_mb ? lim->disk_mb : NM_DEFAULT_DISK_MB) << 20;
+	const char *hostname = spec->hostname[0] ? spec->hostname : spec->id;
+	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
+	_cleanup_free_ char *wsbx = NULL;
+	bool renamed = false, moved = false, cg_moved = false;
+	uint64_t t0 = now_us();
+	char key[96], wid[65];
+	struct jail *j;
+	int r;
+
+	if (!s->cfg->ns_warm_pool)
+		return -EAGAIN;
+	/* A leftover subvolume is the node's data: never overwrite it. */
+	if (access(sbx, F_OK) == 0)
+		return err_set(err, EEXIST, "subvolume for sandbox %s exists", spec->id);
+	ns_key(spec, key, sizeof(key));
+	pthread_mutex_lock(&s->lock);
+	for (j = s->jails; j; j = j->next)
+		if (j->hidden && !j->vm && j->alive && !j->busy && !strcmp(j->warm_key, key))
+			break;
+	if (j) {
+		j->busy = true;
+		j->warm_key[0] = '\0';
+		snprintf(wid, sizeof(wid), "%s", j->id);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!j)
+		return -EAGAIN;  /* the cold create refills after it is done */
+	wsbx = xasprintf("%s/warm/%s", s->pool, wid);
+
+	if ((r = jail_rename(s, j, spec->id, err)) < 0) {
+		/* The id is taken (by a create racing this one): the jail is
+		 * still as good as it was. */
+		pthread_mutex_lock(&s->lock);
+		ns_key(spec, j->warm_key, sizeof(j->warm_key));
+		j->busy = false;
+		pthread_mutex_unlock(&s->lock);
+		return r;
+	}
+	renamed = true;
+	if (rename(wsbx, sbx) < 0) {
+		r = err_sys(err, "rename %s", wsbx);
+		goto fail;
+	}
+	moved = true;
+	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0 ||
+	    (r = cgroup_rename(&s->cg, wid, spec->id, err)) < 0)
+		goto fail;
+	cg_moved = true;
+	if ((r = cgroup_set_limits(&s->cg, spec->id, &cl, err)) < 0 ||
+	    (r = set_hostname(j->pidfd, hostname, err)) < 0 ||
+	    (r = jail_activate(s, j, chan_dup, err)) < 0)
+		goto fail;
+	*pid = j->pid;
+	log_info("sandbox %s: jail pid %d from the warm pool (%s) in %.1f ms", spec->id,
+		 (int)*pid, wid, (now_us() - t0) / 1000.0);
+	nswarm_refill(s, spec);
+	return 0;
+fail:
+	log_warn("sandbox %s: take warm %s: %s", spec->id, wid, err->msg);
+	{
+		err_t e2 = { 0 };
+		net_detach(s, j);
+		if (j->pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+		if (cgroup_destroy(&s->cg, cg_moved ? spec->id : wid, &e2) < 0)
+			log_warn("warm %s cleanup: %s", wid, e2.msg);
+		if (moved) {
+			for (int i = 0; i < 500 && pool_subvol_delete(sbx, &e2) < 0 &&
+					e2.code == EBUSY; i++)
+				usleep(1000);
+		} else {
+			nswarm_remove_subvol(s, wid);
+		}
+		if (renamed) {
+			_cleanup_free_ char *st = xasprintf("%s/%s.state", s->run_dir, spec->id);
+			unlink(st);
+		}
+	}
+	jail_unclaim(s, j);
+	nswarm_refill(s, spec);
+	return r == -EEXIST ? -EIO : r;
+}
