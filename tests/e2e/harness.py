@@ -388,6 +388,28 @@ class AirlockTestCase(unittest.TestCase):
             assert not loops, f"loop devices left after shutdown: {loops}"
             assert not net, f"nftables table or sandbox links left after shutdown: {net}"
 
+    def kill_and_wait_restarted(self, role, timeout=60):
+        """kill -9 the role; return its new pid once `up` restarted it and the
+        new process made its socket (the old socket file stays behind until
+        then, so wait for a new inode, not just for the file). For the node,
+        also until the API answers through it again."""
+        sock = os.path.join(self.server.dir, "run", role + ".sock")
+        old_pid = self.server.pid_of(role)
+        old_ino = os.stat(sock).st_ino
+        os.kill(old_pid, signal.SIGKILL)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                pid = self.server.pid_of(role)
+                ino = os.stat(sock).st_ino
+            except (OSError, ValueError):
+                pid, ino = old_pid, old_ino
+            if pid != old_pid and ino != old_ino and \
+                    (role != "node" or self.api.raw("GET", "/v1/sandboxes")[0] == 200):
+                return pid
+            time.sleep(0.05)
+        self.fail(f"{role} was not restarted")
+
     def new_tenant(self, name):
         t = self.api.call("POST", "/v1/tenants", {"name": name})
         k = self.api.call("POST", "/v1/keys", {"tenant": t["id"]})

@@ -337,17 +337,7 @@ class LifecycleTest(AirlockTestCase):
         pid = self.start_bg(COUNTER)
         time.sleep(0.5)
         self.post("pause")
-        old = self.server.pid_of("node")
-        os.kill(old, signal.SIGKILL)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                if self.server.pid_of("node") != old and \
-                        self.api.raw("GET", "/v1/sandboxes")[0] == 200:
-                    break
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.1)
+        self.kill_and_wait_restarted("node")
         self.assertEqual(self.state(), "running")
         code, out, _, _ = self.api.exec(self.sid, ["sh", "-c", "echo back"])
         self.assertEqual((code, out), (0, b"back\n"))

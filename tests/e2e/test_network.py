@@ -349,24 +349,6 @@ class NetworkTest(AirlockTestCase):
         self.assertIn("default", rules)
         self.assertIn("allow.domains denied.test", rules)
 
-    def kill_and_wait_restarted(self, role):
-        """kill -9 the role; return once `up` restarted it and the new process
-        made its socket (the old socket file stays behind until then, so wait
-        for a new inode, not just for the file)."""
-        sock = os.path.join(self.server.dir, "run", role + ".sock")
-        old_pid = self.server.pid_of(role)
-        old_ino = os.stat(sock).st_ino
-        os.kill(old_pid, signal.SIGKILL)
-        for _ in range(600):
-            try:
-                pid = self.server.pid_of(role)
-                ino = os.stat(sock).st_ino
-            except (OSError, ValueError):
-                pid, ino = old_pid, old_ino
-            if pid != old_pid and ino != old_ino:
-                return pid
-            time.sleep(0.05)
-        self.fail(f"{role} was not restarted")
 
     def test_policy_survives_gateway_and_node_restart(self):
         sid = self.sandbox({"allow": {"domains": ["allowed.test"]}})

@@ -10,7 +10,6 @@ timeouts and poll the state with generous deadlines."""
 import http.client
 import json
 import os
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -249,17 +248,7 @@ class ScheduleTest(AirlockTestCase):
         sb = self.new(on_timeout="pause", timeout_s=36000, idle_timeout_s=0,
                       snapshots={"disk_interval_s": 120, "retention": {"keep_all_s": 10}})
         sid = sb["id"]
-        old = self.server.pid_of("node")
-        os.kill(old, signal.SIGKILL)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if self.server.pid_of("node") != old and \
-                        self.api.raw("GET", "/v1/sandboxes")[0] == 200:
-                    break
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.1)
+        self.kill_and_wait_restarted("node")
         got = self.api.call("GET", f"/v1/sandboxes/{sid}")
         self.assertEqual(got["state"], "running")
         for k in ("snapshots", "on_timeout", "timeout_s", "idle_timeout_s"):

@@ -153,17 +153,7 @@ class VmTest(AirlockTestCase):
         sb, _ = self.create()
         sid = sb["id"]
         self.sh(sid, "echo before > /work/f")
-        old = self.server.pid_of("node")
-        os.kill(old, signal.SIGKILL)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                if self.server.pid_of("node") != old and \
-                        self.api.raw("GET", "/v1/sandboxes")[0] == 200:
-                    break
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.05)
+        self.kill_and_wait_restarted("node")
         time.sleep(0.5)
         got = self.api.call("GET", f"/v1/sandboxes/{sid}")
         self.assertEqual(got["state"], "running")
