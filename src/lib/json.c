@@ -554,6 +554,22 @@ int json_check_keys(const json *obj, const char *const *allowed, err_t *err)
 	return 0;
 }
 
+json *json_dup(const json *v)
+{
+	struct buf b;
+	struct jw w;
+	json *j;
+
+	if (!v)
+		return NULL;
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_value(&w, v);
+	j = json_parse(b.data, b.len, NULL);
+	buf_free(&b);
+	return j;
+}
+
 /* ---- writer ---- */
 
 void jw_init(struct jw *w, struct buf *b)

@@ -75,5 +75,7 @@ void jw_null(struct jw *w);
 void jw_raw(struct jw *w, const char *json_text); /* already-valid JSON value */
 /* Write a parsed value back out (for echoing metadata maps etc). */
 void jw_value(struct jw *w, const json *v);
+/* A deep copy (NULL stays NULL); caller owns. */
+json *json_dup(const json *v);
 
 #endif

@@ -54,24 +54,6 @@ static int load_src(struct node *n, struct sandbox *sb, struct fork_src *src, er
 	return 0;
 }
 
-/* A deep copy (NULL stays NULL). */
-static json *json_copy(const json *v)
-{
-	err_t err = { 0 };
-	struct buf b;
-	struct jw w;
-	json *j;
-
-	if (!v)
-		return NULL;
-	buf_init(&b);
-	jw_init(&w, &b);
-	jw_value(&w, v);
-	j = json_parse(b.data, b.len, &err);
-	buf_free(&b);
-	return j;
-}
-
 /* A new sandbox like parent, registered in the map (NULL with err when the
  * node is full) and in the DB as starting. */
 static struct sandbox *child_new(struct node *n, struct sandbox *parent,
@@ -93,8 +75,8 @@ static struct sandbox *child_new(struct node *n, struct sandbox *parent,
 	sb->timeout_s = parent->timeout_s;
 	sb->created_at = wall_ms();
 	sb->parent = xstrdup(parent->id);
-	sb->env = json_copy(parent->env);
-	sb->metadata = json_copy(parent->metadata);
+	sb->env = json_dup(parent->env);
+	sb->metadata = json_dup(parent->metadata);
 
 	pthread_mutex_lock(&n->mu);
 	for (int b = 0; b < NODE_BUCKETS; b++)

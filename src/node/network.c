@@ -206,16 +206,11 @@ void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_re
 			return;
 		}
 		{
-			struct buf b;
-			struct jw w;
-			buf_init(&b);
-			jw_init(&w, &b);
-			jw_value(&w, v);
+			json *copy = json_dup(v);
 			pthread_mutex_lock(&sb->mu);
 			old = sb->network;
-			sb->network = json_parse(b.data, b.len, &err);
+			sb->network = copy;
 			pthread_mutex_unlock(&sb->mu);
-			buf_free(&b);
 			json_free(old);
 		}
 		json_free(body);

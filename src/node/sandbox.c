@@ -755,24 +755,9 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 		}
 		sb->timeout_s = json_u32(j, "timeout_s");
 		sched_policy_load(j, &sb->pol);
-		if (json_get(j, "network")) {
-			struct buf b;
-			struct jw w;
-			buf_init(&b);
-			jw_init(&w, &b);
-			jw_value(&w, json_get(j, "network"));
-			sb->network = json_parse(b.data, b.len, &err);
-			buf_free(&b);
-		}
-		if (env && env->type == JSON_OBJ) {
-			struct buf b;
-			struct jw w;
-			buf_init(&b);
-			jw_init(&w, &b);
-			jw_value(&w, env);
-			sb->env = json_parse(b.data, b.len, &err);
-			buf_free(&b);
-		}
+		sb->network = json_dup(json_get(j, "network"));
+		if (env && env->type == JSON_OBJ)
+			sb->env = json_dup(env);
 	}
 	json_free(j);
 	{
@@ -967,24 +952,6 @@ static char *spec_text(const struct create_req *cr)
 	return buf_steal(&b);
 }
 
-/* A deep copy that outlives the request body. */
-static json *json_dup(const json *v)
-{
-	struct buf b;
-	err_t err = { 0 };
-	json *j;
-
-	if (!v)
-		return NULL;
-	buf_init(&b);
-	struct jw w;
-	jw_init(&w, &b);
-	jw_value(&w, v);
-	j = json_parse(b.data, b.len, &err);
-	buf_free(&b);
-	return j;
-}
-
 /* The sandbox of (tenant, key), ref'd, or NULL. Called with n->mu held. */
 static struct sandbox *find_idem_locked(struct node *n, const char *tenant, const char *key)
 {
@@ -1104,6 +1071,10 @@ static json *env_with_credentials(struct node *n, const char *tenant, const char
 
 	if (cred_resolve(n->db, tenant, sandbox_id, project, &creds, &n_creds, &err) < 0) {
 		log_warn("sandbox %s: credentials not resolved: %s", sandbox_id, err.msg);
+		return NULL;
+	}
+	if (!n_creds) {   /* the usual case: the request's env stands, nothing to copy */
+		cred_list_free(creds, 0);
 		return NULL;
 	}
 	buf_init(&b);
