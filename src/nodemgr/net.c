@@ -291,9 +291,9 @@ int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err)
 	if (!net_on(s))
 		return err_set(err, EOPNOTSUPP, "the sandbox network is off on this node");
 	pthread_mutex_lock(&s->lock);
-	for (j = s->jails; j; j = j->next)
-		if (!j->hidden && !j->vm && j->alive && strcmp(j->id, id) == 0)
-			slot = j->slot;
+	j = jail_find_locked(s, id);
+	if (j && !j->hidden && !j->vm && j->alive)
+		slot = j->slot;
 	pthread_mutex_unlock(&s->lock);
 	if (slot < 0)
 		return err_set(err, ENOENT, "no live ns jail for sandbox %s", id);

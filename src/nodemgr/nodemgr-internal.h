@@ -91,6 +91,11 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid);
 /* Insert a busy entry for id with a free uid range (slot). -EEXIST when id
  * is taken, -ENOSPC when no slot is free. */
 struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err);
+/* The jail of id in s->jails, or NULL. Holds s->lock. */
+struct jail *jail_find_locked(struct nm_server *s, const char *id);
+/* pool_subvol_delete, retried for up to 0.5 s while it is EBUSY (a mount
+ * namespace that just died may pin the subvolume a moment). */
+int subvol_delete_retry(const char *path, err_t *err);
 /* Remove an entry jail_claim made (closes its fds, frees the slot). */
 void jail_unclaim(struct nm_server *s, struct jail *j);
 /* The process is up: record pid (pidfd, start time), take chan (consumed)

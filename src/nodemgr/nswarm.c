@@ -59,14 +59,8 @@ void nswarm_remove_subvol(struct nm_server *s, const char *wid)
 	_cleanup_free_ char *p = xasprintf("%s/warm/%s", s->pool, wid);
 	err_t e = { 0 };
 
-	/* Right after the jail died its mount namespace may pin it a moment. */
-	for (int i = 0; i < 500; i++) {
-		if (access(p, F_OK) < 0 || pool_subvol_delete(p, &e) == 0)
-			return;
-		if (e.code != EBUSY)
-			break;
-		usleep(1000);
-	}
+	if (access(p, F_OK) < 0 || subvol_delete_retry(p, &e) == 0)
+		return;
 	log_warn("warm %s: delete subvolume: %s", wid, e.msg);
 }
 
@@ -408,9 +402,8 @@ fail:
 		if (cgroup_destroy(&s->cg, cg_moved ? spec->id : wid, &e2) < 0)
 			log_warn("warm %s cleanup: %s", wid, e2.msg);
 		if (moved) {
-			for (int i = 0; i < 500 && pool_subvol_delete(sbx, &e2) < 0 &&
-					e2.code == EBUSY; i++)
-				usleep(1000);
+			if (subvol_delete_retry(sbx, &e2) < 0)
+				log_warn("warm %s cleanup: %s", wid, e2.msg);
 		} else {
 			nswarm_remove_subvol(s, wid);
 		}

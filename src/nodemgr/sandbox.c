@@ -23,7 +23,7 @@
 #include "jail.h"
 #include "nodemgr-internal.h"
 
-static struct jail *find_locked(struct nm_server *s, const char *id)
+struct jail *jail_find_locked(struct nm_server *s, const char *id)
 {
 	for (struct jail *j = s->jails; j; j = j->next)
 		if (!strcmp(j->id, id))
@@ -115,7 +115,7 @@ static void kill_init(struct nm_server *s, struct jail *j)
 
 /* Delete the sandbox subvolume. Right after the jail died its mount
  * namespace may still pin the subvolume for a moment: retry EBUSY. */
-static int delete_subvol(const char *path, err_t *err)
+int subvol_delete_retry(const char *path, err_t *err)
 {
 	for (int i = 0;; i++) {
 		int r = pool_subvol_delete(path, err);
@@ -131,7 +131,7 @@ struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err)
 	int slot = -1;
 
 	pthread_mutex_lock(&s->lock);
-	if (find_locked(s, id)) {
+	if (jail_find_locked(s, id)) {
 		pthread_mutex_unlock(&s->lock);
 		err_set(err, EEXIST, "sandbox %s exists", id);
 		return NULL;
@@ -203,7 +203,7 @@ int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err)
 	_cleanup_free_ char *old_state = NULL;
 
 	pthread_mutex_lock(&s->lock);
-	if (find_locked(s, id)) {
+	if (jail_find_locked(s, id)) {
 		pthread_mutex_unlock(&s->lock);
 		return err_set(err, EEXIST, "sandbox %s exists", id);
 	}
@@ -354,7 +354,7 @@ fail:
 		err_t e2 = { 0 };
 		if (made_cgroup && cgroup_destroy(&s->cg, spec->id, &e2) < 0)
 			log_warn("create %s cleanup: %s", spec->id, e2.msg);
-		if (made_subvol && delete_subvol(sbx, &e2) < 0)
+		if (made_subvol && subvol_delete_retry(sbx, &e2) < 0)
 			log_warn("create %s cleanup: %s", spec->id, e2.msg);
 	}
 	jail_unclaim(s, j);
@@ -367,7 +367,7 @@ int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid
 	int r = 0;
 
 	pthread_mutex_lock(&s->lock);
-	j = find_locked(s, id);
+	j = jail_find_locked(s, id);
 	if (!j || j->busy || j->hidden || !j->alive || j->chan_fd < 0) {
 		r = err_set(err, ENOENT, "no live jail for sandbox %s", id);
 	} else {
@@ -388,7 +388,7 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	int r;
 
 	pthread_mutex_lock(&s->lock);
-	j = find_locked(s, id);
+	j = jail_find_locked(s, id);
 	if (j && j->busy) {
 		pthread_mutex_unlock(&s->lock);
 		return err_set(err, EBUSY, "sandbox %s is being created or destroyed", id);
@@ -410,7 +410,7 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	 * run, or a half-done destroy. Each step is idempotent. */
 	r = cgroup_destroy(&s->cg, id, err);
 	if (r == 0)
-		r = delete_subvol(sbx, err);
+		r = subvol_delete_retry(sbx, err);
 	if (r == 0)
 		r = snapshot_delete_all(s, id, err);
 	if (r == 0) {
@@ -433,7 +433,7 @@ struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_
 	struct jail *j;
 
 	pthread_mutex_lock(&s->lock);
-	j = find_locked(s, id);
+	j = jail_find_locked(s, id);
 	if (!j || j->hidden || (!j->alive && !j->busy)) {
 		err_set(err, ENOENT, "no live jail for sandbox %s", id);
 		j = NULL;
@@ -454,7 +454,7 @@ struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, 
 	struct jail *j;
 
 	pthread_mutex_lock(&s->lock);
-	j = find_locked(s, id);
+	j = jail_find_locked(s, id);
 	if (!j || j->hidden) {
 		err_set(err, ENOENT, "no jail for sandbox %s", id);
 		j = NULL;
@@ -528,10 +528,10 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 		return err_set(err, ENOENT, "sandbox %s has no snapshot %s", id, snap);
 	}
 	/* 1 */
-	if ((r = delete_subvol(tmp, err)) < 0 ||
+	if ((r = subvol_delete_retry(tmp, err)) < 0 ||
 	    (r = pool_subvol_snapshot(src, tmp, false, err)) < 0 ||
 	    (r = pool_qgroup_limit(tmp, disk, err)) < 0) {
-		if (delete_subvol(tmp, &e2) < 0)
+		if (subvol_delete_retry(tmp, &e2) < 0)
 			log_warn("rollback %s cleanup: %s", id, e2.msg);
 		jail_release(s, j);
 		return r;
@@ -569,7 +569,7 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 		goto dead;
 	}
 	/* 4: the snapshot is in place; a leftover old subvolume is only space. */
-	if (delete_subvol(tmp, &e2) < 0)
+	if (subvol_delete_retry(tmp, &e2) < 0)
 		log_warn("rollback %s: delete old subvolume: %s", id, e2.msg);
 	/* 5: vm: a fresh QEMU restores the snapshot's memory when it is a
 	 * full one, else boots the guest kernel on the swapped disk */
@@ -585,7 +585,7 @@ dead:
 	/* No jail runs any more; the node fails the sandbox and destroys it. */
 	if (cgroup_destroy(&s->cg, id, &e2) < 0)
 		log_warn("rollback %s cleanup: %s", id, e2.msg);
-	delete_subvol(tmp, &e2);
+	subvol_delete_retry(tmp, &e2);
 	jail_release(s, j);
 	return r;
 }
@@ -633,7 +633,7 @@ int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const 
 fail:
 	if (cgroup_destroy(&s->cg, spec->id, &e2) < 0)
 		log_warn("fork %s cleanup: %s", spec->id, e2.msg);
-	if (made_subvol && delete_subvol(sbx, &e2) < 0)
+	if (made_subvol && subvol_delete_retry(sbx, &e2) < 0)
 		log_warn("fork %s cleanup: %s", spec->id, e2.msg);
 	jail_unclaim(s, j);
 	return r;
@@ -645,7 +645,7 @@ int sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err)
 	int r;
 
 	pthread_mutex_lock(&s->lock);
-	j = find_locked(s, id);
+	j = jail_find_locked(s, id);
 	if (!j || j->hidden || !j->alive) {
 		pthread_mutex_unlock(&s->lock);
 		return err_set(err, ENOENT, "no live jail for sandbox %s", id);

@@ -661,9 +661,7 @@ int vm_console_open(struct nm_server *s, const char *id, int *fd, err_t *err)
 	if (!s->vm)
 		return err_set(err, ENOTSUP, "vm backend not initialised");
 	pthread_mutex_lock(&s->lock);
-	for (j = s->jails; j; j = j->next)
-		if (!strcmp(j->id, id))
-			break;
+	j = jail_find_locked(s, id);
 	if (j && j->vm && !j->hidden) {
 		uid = NM_UID_BASE + (uid_t)j->slot * JAIL_ID_RANGE;
 		found = true;
@@ -1386,8 +1384,7 @@ static struct jail *find_claim(struct nm_server *s, const char *id)
 	struct jail *j;
 
 	pthread_mutex_lock(&s->lock);
-	for (j = s->jails; j && strcmp(j->id, id); j = j->next)
-		;
+	j = jail_find_locked(s, id);
 	if (j && (j->busy || !j->vm))
 		j = NULL;
 	if (j)
