@@ -85,6 +85,16 @@ static void node_info(struct nm_server *s, struct nm_node_info *out)
 	vm_node_info(s, out);
 }
 
+/* The sandbox spec of a create, rollback, fork or vm verb: id (when the
+ * verb names a sandbox), template name and optional hostname by pattern, so
+ * every path built from them stays under the pool. */
+static bool valid_spec(const struct nm_sandbox_spec *sp, bool need_id)
+{
+	return (!need_id || valid_sandbox_id(sp->id, sizeof(sp->id))) &&
+	       valid_template_name(sp->template_name, sizeof(sp->template_name)) &&
+	       (!sp->hostname[0] || valid_hostname(sp->hostname, sizeof(sp->hostname)));
+}
+
 void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 {
 	struct nm_req q;
@@ -108,11 +118,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		 * template must be a finished subvolume under templates/; the new
 		 * subvolume goes to sandboxes/<id>, which must not exist. The
 		 * jail gets a fresh uid range no other jail has. */
-		if (!valid_sandbox_id(q.u.create.id, sizeof(q.u.create.id)) ||
-		    !valid_template_name(q.u.create.template_name,
-					 sizeof(q.u.create.template_name)) ||
-		    (q.u.create.hostname[0] &&
-		     !valid_hostname(q.u.create.hostname, sizeof(q.u.create.hostname)))) {
+		if (!valid_spec(&q.u.create, true)) {
 			r = err_set(&err, EINVAL, "bad sandbox id, template name or hostname");
 			break;
 		}
@@ -174,12 +180,8 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		 * this id, reusing its uid range. The old subvolume is replaced
 		 * by rename within sandboxes/, and the new jail is spawned
 		 * exactly as a create would spawn it. */
-		if (!valid_sandbox_id(q.u.snap.spec.id, sizeof(q.u.snap.spec.id)) ||
-		    !valid_sandbox_id(q.u.snap.snap, sizeof(q.u.snap.snap)) ||
-		    !valid_template_name(q.u.snap.spec.template_name,
-					 sizeof(q.u.snap.spec.template_name)) ||
-		    (q.u.snap.spec.hostname[0] &&
-		     !valid_hostname(q.u.snap.spec.hostname, sizeof(q.u.snap.spec.hostname)))) {
+		if (!valid_spec(&q.u.snap.spec, true) ||
+		    !valid_sandbox_id(q.u.snap.snap, sizeof(q.u.snap.snap))) {
 			r = err_set(&err, EINVAL, "bad sandbox id, snapshot id or hostname");
 			break;
 		}
@@ -190,13 +192,9 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		 * snapshot ids are pattern-checked, so the source is
 		 * snapshots/<parent>/<snap> under the pool only, and the child
 		 * gets a new subvolume, slot and jail exactly as a create. */
-		if (!valid_sandbox_id(q.u.snap.spec.id, sizeof(q.u.snap.spec.id)) ||
+		if (!valid_spec(&q.u.snap.spec, true) ||
 		    !valid_sandbox_id(q.u.snap.snap, sizeof(q.u.snap.snap)) ||
-		    !valid_sandbox_id(q.u.snap.prev, sizeof(q.u.snap.prev)) ||
-		    !valid_template_name(q.u.snap.spec.template_name,
-					 sizeof(q.u.snap.spec.template_name)) ||
-		    (q.u.snap.spec.hostname[0] &&
-		     !valid_hostname(q.u.snap.spec.hostname, sizeof(q.u.snap.spec.hostname)))) {
+		    !valid_sandbox_id(q.u.snap.prev, sizeof(q.u.snap.prev))) {
 			r = err_set(&err, EINVAL, "bad sandbox id, snapshot id or hostname");
 			break;
 		}
@@ -262,12 +260,8 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		 * mount namespace (vm.c); its QMP replies are parsed by the
 		 * size-limited, fuzzed src/qmp parser, and the guest channel is
 		 * only passed on, never read. */
-		if ((q.verb == NM_VM_CREATE && q.u.vm.mode != NM_VM_TEMPLATE &&
-		     !valid_sandbox_id(q.u.vm.spec.id, sizeof(q.u.vm.spec.id))) ||
-		    !valid_template_name(q.u.vm.spec.template_name,
-					 sizeof(q.u.vm.spec.template_name)) ||
-		    (q.u.vm.spec.hostname[0] &&
-		     !valid_hostname(q.u.vm.spec.hostname, sizeof(q.u.vm.spec.hostname)))) {
+		if (!valid_spec(&q.u.vm.spec,
+				q.verb == NM_VM_CREATE && q.u.vm.mode != NM_VM_TEMPLATE)) {
 			r = err_set(&err, EINVAL, "bad sandbox id, template name or hostname");
 			break;
 		}
