@@ -130,11 +130,10 @@ void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
 	buf_printf(&head, "Content-Length: %zu\r\n\r\n", req->body_len);
 	buf_add(&head, req->body, req->body_len);
 	cfd = http_conn_takeover(c, &pending);
-	if (send(nfd, head.data, head.len, MSG_NOSIGNAL) < 0) {
-		r = -errno;
-	} else {
+	/* head + body may be many MiB: write it all (SIGPIPE is ignored) */
+	r = write_all(nfd, head.data, head.len);
+	if (r == 0)
 		r = relay_fds(cfd, nfd, pending.data, pending.len, NULL, 0);
-	}
 	if (r < 0 && r != -ECONNRESET && r != -EPIPE)
 		log_debug("%s %s: relay ended: %s", req->method, req->path, strerror(-r));
 	close(nfd);

@@ -37,7 +37,7 @@ void *gw_dns_main(void *arg)
 		struct dns_query q;
 		uint32_t ips[GW_MAX_HOSTS_IPS], ok[GW_MAX_HOSTS_IPS];
 		size_t n, n_ok = 0;
-		int rcode = 5, len;
+		int len;
 		struct gw_sbx *s;
 
 		if (poll(&p, 1, 500) <= 0)
@@ -100,7 +100,7 @@ void *gw_dns_main(void *arg)
 		else if (n_ok)
 			len = dns_build_answer(in, &q, 0, NULL, 0, DNS_TTL, out, sizeof(out));
 		else
-			len = dns_build_answer(in, &q, rcode, NULL, 0, 0, out, sizeof(out));
+			len = dns_build_answer(in, &q, 5, NULL, 0, 0, out, sizeof(out));
 		if (len > 0)
 			sendto(g->dns_fd, out, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&peer,
 			       pl);
