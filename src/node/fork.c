@@ -224,26 +224,6 @@ static int fork_all(struct node *n, struct sandbox *parent, const struct fork_sr
 	return made;
 }
 
-/* The snapshot of parent named ref (id or name) into snap_id. */
-static int find_snap(struct node *n, struct sandbox *sb, const char *ref, char *snap_id,
-		     size_t cap, err_t *err)
-{
-	struct db_rows rows;
-	int r = db_query(n->db, &rows, err,
-			 "SELECT id FROM snapshots WHERE sandbox_id=? AND (id=? OR name=?) LIMIT 1",
-			 "sss", sb->id, ref, ref);
-
-	if (r < 0)
-		return r;
-	if (rows.n_rows == 0) {
-		db_rows_free(&rows);
-		return err_set(err, ENOENT, "sandbox %s has no snapshot `%s`", sb->id, ref);
-	}
-	snprintf(snap_id, cap, "%s", db_cell(&rows, 0, 0));
-	db_rows_free(&rows);
-	return 0;
-}
-
 static void respond_children(struct http_conn *c, struct sandbox **kids, int count)
 {
 	struct buf b;
@@ -296,9 +276,14 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 				   sb->backend_name);
 		goto out;
 	}
-	if (v && v->type == JSON_STR && find_snap(n, sb, v->str, snap, sizeof(snap), &err) < 0) {
-		node_respond_err(c, &err);
-		goto out;
+	if (v && v->type == JSON_STR) {
+		struct db_rows rows;
+		if (snapshot_find(n, sb, v->str, &rows, &err) < 0) {
+			node_respond_err(c, &err);
+			goto out;
+		}
+		snprintf(snap, sizeof(snap), "%s", db_cell(&rows, 0, 0));   /* SNAP_COLS: id first */
+		db_rows_free(&rows);
 	}
 
 	/* The parent: running or paused, and held still for the whole fork. */

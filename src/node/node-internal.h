@@ -273,6 +273,10 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
  * running or paused). *out_id (may be NULL; caller owns) gets its id. */
 int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const char *kind,
 		  bool scheduled, char **out_id, err_t *err);
+/* Snapshot ref (id or name) of sb: rows holds one row of SNAP_COLS (id
+ * first; caller frees), or -ENOENT naming it. */
+int snapshot_find(struct node *n, struct sandbox *sb, const char *ref, struct db_rows *rows,
+		  err_t *err);
 /* Delete snapshot snap_id of sb: the backend's copy, then the row. */
 int snapshot_remove(struct node *n, struct sandbox *sb, const char *snap_id, err_t *err);
 

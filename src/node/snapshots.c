@@ -59,8 +59,8 @@ static void render_snapshot(struct jw *w, const char *sandbox_id, const struct d
 
 /* The snapshot of sb named by id or name, into *rows (one row, SNAP_COLS).
  * -ENOENT when there is none. */
-static int find_snapshot(struct node *n, struct sandbox *sb, const char *ref,
-			 struct db_rows *rows, err_t *err)
+int snapshot_find(struct node *n, struct sandbox *sb, const char *ref, struct db_rows *rows,
+		  err_t *err)
 {
 	int r = db_query(n->db, rows, err,
 			 "SELECT " SNAP_COLS " FROM snapshots WHERE sandbox_id=? AND (id=? OR name=?)"
@@ -256,7 +256,7 @@ static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req 
 	{
 		struct buf b;
 		struct jw w;
-		if (find_snapshot(n, sb, snap_id, &rows, &err) < 0) {
+		if (snapshot_find(n, sb, snap_id, &rows, &err) < 0) {
 			node_respond_err(c, &err);
 			goto out;
 		}
@@ -321,7 +321,7 @@ static void snapshot_delete(struct node *n, struct sandbox *sb, const char *ref,
 	struct db_rows rows;
 	err_t err = { 0 };
 
-	if (find_snapshot(n, sb, ref, &rows, &err) < 0) {
+	if (snapshot_find(n, sb, ref, &rows, &err) < 0) {
 		node_respond_err(c, &err);
 		return;
 	}
@@ -399,7 +399,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	}
 	if (!has_disk_snapshots(c, sb))
 		goto out;
-	if (find_snapshot(n, sb, ref, &rows, &err) < 0) {
+	if (snapshot_find(n, sb, ref, &rows, &err) < 0) {
 		node_respond_err(c, &err);
 		goto out;
 	}
