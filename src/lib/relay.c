@@ -16,6 +16,7 @@ struct dir {
 	size_t len, off;
 	bool eof;        /* read side ended */
 	bool shut;       /* shutdown(to, SHUT_WR) done */
+	bool sink;       /* the receiver is gone: read and drop until EOF */
 };
 
 static void set_nonblock(int fd)
@@ -34,6 +35,18 @@ static int step(struct dir *d)
 			if (w < 0) {
 				if (errno == EINTR)
 					continue;
+				if (errno == EPIPE || errno == ECONNRESET) {
+					/* The receiver closed: this direction is
+					 * over, but what it sent the other way
+					 * still has to get through. Keep reading
+					 * ours and drop it, so closing our end
+					 * later does not reset the connection
+					 * (a reset can discard an answer the
+					 * sender has not read yet). */
+					d->sink = true;
+					d->len = d->off = 0;
+					continue;
+				}
 				return errno == EAGAIN ? 0 : -errno;
 			}
 			d->off += (size_t)w;
@@ -48,6 +61,8 @@ static int step(struct dir *d)
 			return 0;
 		}
 		ssize_t n = recv(d->from, d->buf, RELAY_BUF, 0);
+		if (n < 0 && errno == ECONNRESET)
+			n = 0; /* gone, after everything it sent was read: its end */
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -55,7 +70,7 @@ static int step(struct dir *d)
 		}
 		if (n == 0)
 			d->eof = true;
-		d->len = (size_t)n;
+		d->len = d->sink ? 0 : (size_t)n;
 	}
 }
 

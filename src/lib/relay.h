@@ -3,7 +3,10 @@
  * For raw tunnels and upgraded HTTP connections (WebSocket, airlock-tcp):
  * each direction ends on its own (EOF -> shutdown(SHUT_WR) on the other
  * side, as TCP half-close); the relay returns when both have ended or either
- * side failed. It holds at most RELAY_BUF bytes per direction: a slow reader
+ * side failed. A side that closes while the other still sends to it ends only
+ * that direction: what it sent back is still delivered, and the rest of the
+ * other side's input is read and dropped until its EOF (no reset that could
+ * discard an answer not read yet). It holds at most RELAY_BUF bytes per direction: a slow reader
  * slows the writer down. Both fds are borrowed and left open.
  */
 #ifndef AIRLOCK_RELAY_H
