@@ -36,6 +36,10 @@
 #define NODE_PROC_STRAYS 16             /* records for pids the node never exec'd */
 #define NODE_BUCKETS 256
 #define NODE_CHUNK (48u * 1024)         /* raw bytes per stdout/stderr line */
+/* Event reasons of re-adopting a paused sandbox after a node restart: it is
+ * thawed to say HELLO, then paused again. The TTL replay skips the pair. */
+#define REASON_READOPT_RESUME "resumed to re-adopt after restart"
+#define REASON_READOPT_PAUSE "paused again after restart"
 
 /* One process started by exec (or a stray record for a pid the guest reported
  * output for before the exec reply arrived; exec claims it). All fields are
@@ -258,6 +262,7 @@ void handle_files(struct node *n, struct sandbox *sb, const char *sub, struct ht
 
 /* console.c: GET .../console (501 when the backend has none) */
 void handle_console(struct node *n, struct sandbox *sb, struct http_conn *c);
+void handle_events(struct node *n, struct sandbox *sb, struct http_conn *c);
 
 /* snapshots.c: .../snapshots (snap NULL: POST create, GET list) and
  * .../snapshots/{snap} (DELETE); POST .../rollback. 501 when the backend

@@ -387,6 +387,11 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 			handle_exec(n, sb, req, c);
 		else
 			not_allowed(c, req);
+	} else if (strcmp(segs[3], "events") == 0 && nseg == 4) {
+		if (method_is(req, "GET"))
+			handle_events(n, sb, c);
+		else
+			not_allowed(c, req);
 	} else if (strcmp(segs[3], "console") == 0 && nseg == 4) {
 		if (method_is(req, "GET"))
 			handle_console(n, sb, c);

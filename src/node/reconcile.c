@@ -56,11 +56,12 @@ static void adopt(struct node *n, struct sandbox *sb)
 		return;
 	}
 	/* A paused jail cannot say HELLO: thaw it first, and say so in the
-	 * lifecycle (paused -> running), since the node that paused it is gone. */
-	if (sb->state == SB_PAUSED) {
+	 * lifecycle (paused -> running); it is paused again once adopted. */
+	bool was_paused = sb->state == SB_PAUSED;
+	if (was_paused) {
 		if (!sb->be->resume || sb->be->resume(&n->bctx, sb->id, &err) < 0 ||
 		    state_transition(n->db, sb->id, &sb->state, SB_RUNNING,
-				     "resumed to re-adopt after restart", 0, &err) < 0) {
+				     REASON_READOPT_RESUME, 0, &err) < 0) {
 			snprintf(reason, sizeof(reason), "lost after restart: resume: %s",
 				 sb->be->resume ? err.msg : "backend cannot resume");
 			destroy_quiet(n, sb);
@@ -88,6 +89,9 @@ static void adopt(struct node *n, struct sandbox *sb)
 		log_warn("%s", err.msg);
 	if (sandbox_net_push(n, sb, &err) < 0)
 		log_warn("sandbox %s: %s", sb->id, err.msg);
+	/* Paused by a client, idle or its timeout: it stays paused. */
+	if (was_paused && sandbox_pause_why(n, sb, REASON_READOPT_PAUSE, &err) < 0)
+		log_warn("sandbox %s: %s (left running)", sb->id, err.msg);
 	log_info("sandbox %s re-adopted (jail pid %d)", sb->id, (int)pid);
 }
 
@@ -144,6 +148,9 @@ void node_reconcile(struct node *n)
 			sandbox_unref(sb);
 			continue;
 		}
+		if (sched_ttl_replay(n, sb, &err) < 0)
+			log_warn("reconcile: sandbox %s: %s (its TTL counts paused time)", sb->id,
+				 err.msg);
 		sandbox_map_insert(n, sb);
 		sandbox_schedule_timeout(n, sb);
 		kept++;

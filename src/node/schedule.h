@@ -83,6 +83,10 @@ int64_t sched_now(struct node *n);
 void sched_touch(struct sandbox *sb);
 /* sb->mu held: the sandbox moved to `to` (pause/resume accounting). */
 void sched_on_state_locked(struct sandbox *sb, int to);
+/* A sandbox loaded at a node start: its TTL clock (paused time, a fresh
+ * budget after a timeout pause) rebuilt from its event log, so a restart
+ * does not count paused time as active. -1 with err on a DB error. */
+int sched_ttl_replay(struct node *n, struct sandbox *sb, err_t *err);
 /* Wall ms at which the TTL runs out (sb->mu held); 0 when none. */
 int64_t sched_ttl_deadline_locked(const struct sandbox *sb);
 

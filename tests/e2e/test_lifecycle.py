@@ -332,13 +332,18 @@ class LifecycleTest(AirlockTestCase):
 
     def test_node_restart_while_paused(self):
         # kill -9 the node (our own server's, by pid) while a sandbox is
-        # paused: the restarted node thaws it to re-adopt it (paused ->
-        # running, recorded), and the process carried on from where it was.
+        # paused: the restarted node thaws it to re-adopt it and pauses it
+        # again (both recorded); an exec then resumes it, and the process
+        # carried on from where it was.
         pid = self.start_bg(COUNTER)
         time.sleep(0.5)
         self.post("pause")
         self.kill_and_wait_restarted("node")
-        self.assertEqual(self.state(), "running")
+        self.assertEqual(self.state(), "paused")
+        reasons = [e["reason"] for e in self.api.call("GET", f"/v1/sandboxes/{self.sid}/events")
+                   ["events"]]
+        self.assertIn("resumed to re-adopt after restart", reasons)
+        self.assertIn("paused again after restart", reasons)
         code, out, _, _ = self.api.exec(self.sid, ["sh", "-c", "echo back"])
         self.assertEqual((code, out), (0, b"back\n"))
         # The process table did not survive the node, but the process did.

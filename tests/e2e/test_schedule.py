@@ -128,11 +128,15 @@ class ScheduleTest(AirlockTestCase):
         self.fail(f"{sid} never became {want} (still {self.state(sid)})")
 
     def events(self, sid):
+        return [e[1:] for e in self.timed_events(sid)]
+
+    def timed_events(self, sid):
+        """(at ms, from, to, reason) of every event of sid, oldest first."""
         db = sqlite3.connect(f"file:{os.path.join(self.server.dir, 'db', 'airlock.db')}?mode=ro",
                              uri=True, timeout=30)
         try:
-            return db.execute("SELECT from_state, to_state, reason FROM events WHERE sandbox_id=?"
-                              " ORDER BY id", (sid,)).fetchall()
+            return db.execute("SELECT at, from_state, to_state, reason FROM events"
+                              " WHERE sandbox_id=? ORDER BY id", (sid,)).fetchall()
         finally:
             db.close()
 
@@ -286,8 +290,10 @@ class ScheduleTest(AirlockTestCase):
     def test_ttl_counts_active_time_only(self):
         sid = self.new(timeout_s=6, snapshots={"disk_interval_s": 0})["id"]
         self.api.call("POST", f"/v1/sandboxes/{sid}/pause")
-        # Paused for longer than the whole TTL: still there.
+        # Paused for longer than the whole TTL, and the node restarted
+        # meanwhile (the paused time must survive it): still there.
         time.sleep(8)
+        self.kill_and_wait_restarted("node")
         self.assertEqual(self.state(sid), "paused")
         self.api.call("POST", f"/v1/sandboxes/{sid}/resume")
         # Active again: the rest of the budget runs out and it is deleted.
@@ -299,6 +305,14 @@ class ScheduleTest(AirlockTestCase):
             time.sleep(0.2)
         self.assertEqual(status, 404)
         self.assertIn(("stopped", "deleted", "timeout"), self.events(sid))
+        # The event log shows it had its 6 s of running, paused time and
+        # the restart not counted: running before the pause plus running
+        # after the resume until the timeout stop.
+        ev = self.timed_events(sid)
+        ran = first(ev, lambda e: e[2] == "paused") - first(ev, lambda e: e[2] == "running")
+        ran += first(ev, lambda e: e[3] == "timeout") - \
+            first(ev, lambda e: e[1:3] == ("paused", "running"))
+        self.assertGreaterEqual(ran, 6000 - 250, ev)
 
     def test_ttl_on_timeout_pause(self):
         sid = self.new(timeout_s=2, on_timeout="pause", snapshots={"disk_interval_s": 0})["id"]
@@ -310,6 +324,12 @@ class ScheduleTest(AirlockTestCase):
         self.wait_state(sid, "paused")
         self.assertEqual([e for e in self.events(sid) if e[2] == "timeout"],
                          [("running", "paused", "timeout")] * 2)
+
+
+def first(events, pred):
+    """When (ms) the first of the (at, from, to, reason) events matching
+    pred happened."""
+    return next(e[0] for e in events if pred(e))
 
 
 def iso_ms(s):
