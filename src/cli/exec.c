@@ -567,3 +567,18 @@ int cmd_console(struct cli *cli, int argc, char **argv)
 	target = xasprintf("/v1/sandboxes/%s/console", id);
 	return cli_stream_to_fd(cli, "GET", target, 1);
 }
+
+/* airlock events SBX: the sandbox's lifecycle log, one transition a line. */
+int cmd_events(struct cli *cli, int argc, char **argv)
+{
+	static const char *const head[] = { "AT", "FROM", "TO", "REASON" };
+	static const char *const fields[] = { "at", "from", "to", "reason" };
+	_cleanup_free_ char *id = NULL, *target = NULL;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "events", 1, 1)))
+		return r;
+	id = cli_escape(argv[optind]);
+	target = xasprintf("/v1/sandboxes/%s/events", id);
+	return cli_list_table(cli, target, "events", "events", 4, head, fields);
+}

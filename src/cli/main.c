@@ -34,6 +34,7 @@ static const char usage[] =
 	"  logs SBX PID [--offset N] [--no-follow]   replay and follow a process's output\n"
 	"  kill SBX PID [--signal SIG]            signal a process (default TERM)\n"
 	"  console SBX                            the last 64 KiB of a vm sandbox's serial console\n"
+	"  events SBX                             the sandbox's lifecycle log (time, from, to, reason)\n"
 	"  port-forward SBX [LOCAL:]REMOTE        listen on 127.0.0.1:LOCAL (0: any free port) and\n"
 	"                                         tunnel each connection to port REMOTE in SBX\n"
 	"  credential create NAME --host H [...]  a secret the gateway injects (value on stdin)\n"
@@ -85,6 +86,7 @@ static const struct verb {
 	{ "tenant", cmd_tenant }, { "key", cmd_key },	     { "health", cmd_health },
 	{ "node", cmd_node },	  { "pause", cmd_pause },   { "resume", cmd_resume },
 	{ "connect", cmd_connect }, { "console", cmd_console },
+	{ "events", cmd_events },
 	{ "port-forward", cmd_port_forward },
 	{ "network", cmd_network },
 	{ "credential", cmd_credential },

@@ -44,6 +44,14 @@ class CliTest(AirlockTestCase):
             self.assertIn(sid, ids)
             r = self.cli("template", "ls")
             self.assertIn(b"busybox", r.stdout)
+            self.cli("pause", sid)
+            self.cli("resume", sid)
+            lines = self.cli("events", sid).stdout.decode().splitlines()
+            self.assertEqual(lines[0].split(), ["AT", "FROM", "TO", "REASON"])
+            rows = [l.split(None, 3) for l in lines[1:]]
+            self.assertEqual([r[1:] for r in rows[-2:]],
+                             [["running", "paused", "paused by client"],
+                              ["paused", "running", "resumed by client"]])
         finally:
             self.cli("rm", sid)
         r = self.cli("ls")
