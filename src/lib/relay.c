@@ -133,7 +133,7 @@ int relay_fds_pipes(struct relay_pipes *rp, int a, int b, const void *a_pending,
 	};
 	const void *pending[2] = { a_pending, b_pending };
 	size_t pending_n[2] = { a_n, b_n };
-	bool hup[2] = { false, false };
+	bool hup[2] = { false, false }, go[2] = { true, true };
 	int r = 0;
 
 	for (int i = 0; i < 2; i++) {
@@ -149,25 +149,41 @@ int relay_fds_pipes(struct relay_pipes *rp, int a, int b, const void *a_pending,
 	set_nonblock(b);
 	while (!(d[0].shut && d[1].shut)) {
 		struct pollfd p[2] = { { .fd = a }, { .fd = b } };
+		int wait_on[2] = { -1, -1 };   /* the p[] index d[i] waits for */
+
+		/* Only a direction whose fd polled ready moves: a splice
+		 * that can only say EAGAIN costs as much as one that moves
+		 * bytes, and a short request would pay a few per wakeup. */
 		for (int i = 0; i < 2 && r == 0; i++)
-			r = step(&d[i]);
+			if (go[i])
+				r = step(&d[i]);
 		if (r < 0 || (d[0].shut && d[1].shut))
 			break;
 		for (int i = 0; i < 2; i++) {
 			/* d[i] reads from p[i] and writes to p[1 - i]. */
-			if (d[i].off < d[i].len || d[i].inpipe)
+			if (d[i].off < d[i].len || d[i].inpipe) {
 				p[1 - i].events |= POLLOUT;
-			else if (!d[i].eof)
+				wait_on[i] = 1 - i;
+			} else if (!d[i].eof) {
 				p[i].events |= POLLIN;
+				wait_on[i] = i;
+			}
 		}
 		/* A hung-up fd polls ready for ever: leave it out unless we
 		 * still read from it (the read then sees the EOF). */
 		for (int i = 0; i < 2; i++)
 			if (hup[i] && !(p[i].events & POLLIN))
 				p[i].fd = -1;
-		if (poll(p, 2, -1) < 0 && errno != EINTR) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
 			r = -errno;
 			break;
+		}
+		for (int i = 0; i < 2; i++) {
+			int w = wait_on[i];
+			short want = w == i ? POLLIN : POLLOUT;
+			go[i] = w >= 0 && (p[w].revents & (want | POLLERR | POLLHUP | POLLNVAL));
 		}
 		for (int i = 0; i < 2; i++) {
 			if (!(p[i].revents & (POLLHUP | POLLERR)))
