@@ -103,6 +103,8 @@ static int step(struct dir *d)
 			}
 		} else {
 			if (d->cap < RELAY_BUF) {
+				if (d->buf)   /* held pending bytes (see below) */
+					explicit_bzero(d->buf, d->cap);
 				free(d->buf);
 				d->buf = xmalloc(RELAY_BUF);
 				d->cap = RELAY_BUF;
