@@ -21,6 +21,8 @@ struct dir {
 	size_t cap, len, off;
 	bool eof;        /* read side ended */
 	bool shut;       /* shutdown(to, SHUT_WR) done */
+	bool sink;       /* the receiver is gone: read and drop until EOF */
+	bool dirty;      /* the pipe kept bytes nobody will read: not reusable */
 };
 
 static void set_nonblock(int fd)
@@ -57,6 +59,20 @@ void relay_pipes_close(struct relay_pipes *rp)
 	close_pipe(rp->p[1]);
 }
 
+/* The receiver closed: this direction is over, but what it sent the other
+ * way still has to get through. Keep reading ours and drop it (through the
+ * buffer), so closing our end later does not reset the connection (a reset
+ * can discard an answer the sender has not read yet). */
+static void to_sink(struct dir *d)
+{
+	d->sink = d->copy = true;
+	d->len = d->off = 0;
+	if (d->inpipe) {
+		d->inpipe = 0;
+		d->dirty = true;
+	}
+}
+
 /* Move what can be moved now: write what is held, then read more, until
  * one side would block. Returns 0 or -errno. */
 static int step(struct dir *d)
@@ -69,6 +85,10 @@ static int step(struct dir *d)
 			if (n < 0) {
 				if (errno == EINTR)
 					continue;
+				if (errno == EPIPE || errno == ECONNRESET) {
+					to_sink(d);
+					continue;
+				}
 				return errno == EAGAIN ? 0 : -errno;
 			}
 			d->off += (size_t)n;
@@ -81,6 +101,10 @@ static int step(struct dir *d)
 			if (n < 0) {
 				if (errno == EINTR)
 					continue;
+				if (errno == EPIPE || errno == ECONNRESET) {
+					to_sink(d);
+					continue;
+				}
 				return errno == EAGAIN ? 0 : -errno;
 			}
 			d->inpipe -= (size_t)n;
@@ -111,6 +135,8 @@ static int step(struct dir *d)
 			}
 			n = recv(d->from, d->buf, RELAY_BUF, 0);
 		}
+		if (n < 0 && errno == ECONNRESET)
+			n = 0;  /* gone, after everything it sent was read: its end */
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -118,6 +144,8 @@ static int step(struct dir *d)
 		}
 		if (n == 0)
 			d->eof = true;
+		else if (d->sink)
+			;       /* dropped */
 		else if (d->copy)
 			d->len = (size_t)n;
 		else
@@ -205,7 +233,7 @@ int relay_fds_pipes(struct relay_pipes *rp, int a, int b, const void *a_pending,
 			explicit_bzero(d[i].buf, d[i].cap);
 		free(d[i].buf);
 		/* bytes left behind must not reach the next connection */
-		if (d[i].inpipe)
+		if (d[i].inpipe || d[i].dirty)
 			close_pipe(d[i].pipe);
 	}
 	if (!rp)

@@ -3,10 +3,13 @@
  * For raw tunnels and upgraded HTTP connections (WebSocket, airlock-tcp)
  * and the gateway's TCP proxy: each direction ends on its own (EOF ->
  * shutdown(SHUT_WR) on the other side, as TCP half-close); the relay
- * returns when both have ended or either side failed. Bytes move
- * socket -> pipe -> socket with splice(2), so they never enter user space;
- * a pair that splice cannot move (EINVAL) is copied through a buffer
- * instead. Each direction holds at most one pipe (RELAY_PIPE bytes when
+ * returns when both have ended or either side failed. A side that closes
+ * while the other still sends to it ends only that direction: what it sent
+ * back is still delivered, and the rest of the other side's input is read
+ * and dropped until its EOF (no reset that could discard an answer not read
+ * yet). Bytes move socket -> pipe -> socket with splice(2), so they never
+ * enter user space; a pair that splice cannot move (EINVAL), and a
+ * direction read only to be dropped, go through a buffer instead. Each direction holds at most one pipe (RELAY_PIPE bytes when
  * the pipe may grow that far) or RELAY_BUF bytes: a slow reader slows the
  * writer down. Both fds are borrowed and left open (set O_NONBLOCK).
  */
