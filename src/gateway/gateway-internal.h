@@ -12,6 +12,7 @@
 
 #define GW_LOG_KEEP 1000          /* decisions kept per sandbox */
 #define GW_MAX_HOSTS_IPS 8
+#define FIRST_BYTE_MS 1000        /* server-speaks-first protocols wait this long */
 
 struct gw_logent {
 	int64_t at;                   /* wall ms */
@@ -53,6 +54,7 @@ struct gw {
 	struct gw_host *hosts;
 	size_t n_hosts;
 	int proxy_fd, dns_fd;
+	bool defer_accept;            /* TCP_DEFER_ACCEPT set on proxy_fd */
 	int stopping;                 /* atomic */
 	pthread_mutex_t local_mu;     /* the host's own addresses, refreshed */
 	uint32_t *local;

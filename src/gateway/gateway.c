@@ -8,6 +8,7 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -447,6 +448,11 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 		r = -err->code;
 		goto out;
 	}
+	/* Accept only once the first bytes are there (or after a second
+	 * without any, a server-speaks-first protocol): the worker then
+	 * sniffs at once instead of waking twice. */
+	g->defer_accept = setsockopt(g->proxy_fd, IPPROTO_TCP, TCP_DEFER_ACCEPT,
+				     &(int){ FIRST_BYTE_MS / 1000 }, sizeof(int)) == 0;
 	pull_from_node(g);
 	if (pthread_create(&proxy_t, NULL, gw_proxy_main, g) != 0) {
 		r = err_set(err, EAGAIN, "gateway: start proxy thread");

@@ -29,13 +29,12 @@
 
 #include "../lib/log.h"
 #include "cred.h"
+#include "../lib/relay.h"
 #include "../lib/util.h"
 
 #define SNIFF_MAX (16384 + 5)        /* one TLS record, or an HTTP head */
-#define FIRST_BYTE_MS 1000           /* server-speaks-first protocols wait this long */
 #define SNIFF_MS 5000                /* a slow ClientHello / head */
 #define CONNECT_MS 10000
-#define RELAY_BUF (128 * 1024)       /* x8: the pipe of each direction */
 
 struct pconn {
 	struct gw *g;
@@ -43,6 +42,7 @@ struct pconn {
 	int up;                          /* upstream, -1 until connected */
 	uint32_t src, dst;               /* host order */
 	uint16_t dport;
+	struct relay_pipes *pipes;       /* the worker's, kept across connections */
 	uint8_t head[SNIFF_MAX];
 	size_t n;
 	const char *proto;               /* "tcp", "tls", "http" */
@@ -64,17 +64,39 @@ static int wait_in(int fd, int ms)
  * time is decided as plain TCP on the original destination. */
 static void sniff(struct pconn *pc)
 {
-	uint64_t deadline;
+	uint64_t deadline = 0;
 	ssize_t k;
 
 	pc->proto = "tcp";
-	if (wait_in(pc->fd, FIRST_BYTE_MS) <= 0)
-		return;
-	deadline = now_ms() + SNIFF_MS;
 	for (;;) {
-		k = read(pc->fd, pc->head + pc->n, sizeof(pc->head) - pc->n);
+		/* Read first, wait only when nothing is there: with
+		 * TCP_DEFER_ACCEPT on the listener the first bytes usually
+		 * came with the connection. */
+		k = recv(pc->fd, pc->head + pc->n, sizeof(pc->head) - pc->n, MSG_DONTWAIT);
+		if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+			uint64_t now = now_ms();
+			int ms;
+			if (pc->n == 0) {
+				/* nothing yet: a server-speaks-first protocol,
+				 * once the listener's defer has waited */
+				ms = pc->g->defer_accept ? 0 : FIRST_BYTE_MS;
+			} else {
+				if (!deadline)
+					deadline = now + SNIFF_MS;
+				if (now >= deadline)
+					return;
+				ms = (int)(deadline - now);
+			}
+			if (wait_in(pc->fd, ms) <= 0)
+				return;
+			if (pc->n == 0)
+				deadline = now_ms() + SNIFF_MS;
+			continue;
+		}
 		if (k <= 0)
 			return;
+		if (!deadline)
+			deadline = now_ms() + SNIFF_MS;
 		pc->n += (size_t)k;
 		if (sniff_is_tls(pc->head, pc->n)) {
 			int r = sniff_tls_sni(pc->head, pc->n, pc->host);
@@ -97,13 +119,12 @@ static void sniff(struct pconn *pc)
 		}
 		if (pc->n == sizeof(pc->head))
 			return;
-		uint64_t now = now_ms();
-		if (now >= deadline || wait_in(pc->fd, (int)(deadline - now)) <= 0)
-			return;
 	}
 }
 
-static int dial(uint32_t ip, uint16_t port)
+/* A connected socket, or -1. nonblock: leave it O_NONBLOCK (the relay
+ * wants it so; the credential paths read and write it blocking). */
+static int dial(uint32_t ip, uint16_t port, bool nonblock)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
 				  .sin_addr.s_addr = htonl(ip) };
@@ -120,89 +141,14 @@ static int dial(uint32_t ip, uint16_t port)
 	if (poll(&p, 1, CONNECT_MS) <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0 ||
 	    e != 0)
 		goto fail;
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	if (!nonblock)
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	return fd;
 fail:
 	close(fd);
 	return -1;
 }
 
-
-/* One direction of a relay: bytes move socket -> pipe -> socket with
- * splice, so they never enter user space. */
-struct half {
-	int from, to;
-	int pipe[2];
-	size_t pending;       /* bytes in the pipe, not yet written to `to` */
-	bool eof;             /* `from` ended (its FIN was passed on) */
-};
-
-/* Both directions in one thread. Each half reads only when its pipe is
- * empty and writes when it holds bytes; EOF on one side half-closes the
- * other; an error on either side ends both. */
-static void relay(int a, int b)
-{
-	struct half h[2] = { { .from = a, .to = b, .pipe = { -1, -1 } },
-			     { .from = b, .to = a, .pipe = { -1, -1 } } };
-	bool failed = false;
-
-	for (int i = 0; i < 2; i++) {
-		if (pipe2(h[i].pipe, O_CLOEXEC | O_NONBLOCK) < 0)
-			goto out;
-		fcntl(h[i].pipe[1], F_SETPIPE_SZ, RELAY_BUF * 8);
-	}
-	fcntl(a, F_SETFL, fcntl(a, F_GETFL) | O_NONBLOCK);
-	fcntl(b, F_SETFL, fcntl(b, F_GETFL) | O_NONBLOCK);
-	while (!failed && (!h[0].eof || h[0].pending || !h[1].eof || h[1].pending)) {
-		struct pollfd p[4];
-		int np = 0, idx[2][2] = { { -1, -1 }, { -1, -1 } };
-
-		for (int i = 0; i < 2; i++) {
-			if (!h[i].eof && !h[i].pending) {
-				idx[i][0] = np;
-				p[np++] = (struct pollfd){ .fd = h[i].from, .events = POLLIN };
-			}
-			if (h[i].pending) {
-				idx[i][1] = np;
-				p[np++] = (struct pollfd){ .fd = h[i].to, .events = POLLOUT };
-			}
-		}
-		if (poll(p, (nfds_t)np, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		for (int i = 0; i < 2 && !failed; i++) {
-			struct half *d = &h[i];
-			if (idx[i][0] >= 0 && p[idx[i][0]].revents) {
-				ssize_t k = splice(d->from, NULL, d->pipe[1], NULL, RELAY_BUF * 8,
-						   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-				if (k == 0) {
-					d->eof = true;
-					shutdown(d->to, SHUT_WR);
-				} else if (k > 0) {
-					d->pending += (size_t)k;
-				} else if (errno != EAGAIN && errno != EINTR) {
-					failed = true;  /* a reset: end both directions */
-				}
-			}
-			/* Write at once what was just read (EAGAIN waits for POLLOUT). */
-			if (d->pending) {
-				ssize_t k = splice(d->pipe[0], NULL, d->to, NULL, d->pending,
-						   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-				if (k > 0)
-					d->pending -= (size_t)k;
-				else if (k < 0 && errno != EAGAIN && errno != EINTR)
-					failed = true;
-			}
-		}
-	}
-out:
-	for (int i = 0; i < 2; i++)
-		for (int k = 0; k < 2; k++)
-			if (h[i].pipe[k] >= 0)
-				close(h[i].pipe[k]);
-}
 
 static void deny_http(struct pconn *pc)
 {
@@ -244,7 +190,7 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 	if (!strcmp(pc->proto, "tls")) {
 		if (!gw_cred_wants(gc, sbx, pc->host))
 			return false;
-		pc->up = dial(target, pc->dport);
+		pc->up = dial(target, pc->dport, false);
 		if (pc->up >= 0)
 			gw_cred_tls(gc, sbx, pc->host, pc->fd, pc->head, pc->n, pc->up);
 		return true;
@@ -262,9 +208,9 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 					  "Connection: close\r\n\r\n";
 		(void)!write_all(pc->fd, bad, sizeof(bad) - 1);
 	} else {
-		pc->up = dial(target, pc->dport);
+		pc->up = dial(target, pc->dport, false);
 		if (pc->up >= 0 && write_all(pc->up, out.data, out.len) == 0)
-			relay(pc->fd, pc->up);
+			relay_fds_pipes(pc->pipes, pc->fd, pc->up, NULL, 0, NULL, 0);
 	}
 	if (out.data)
 		explicit_bzero(out.data, out.len);   /* it may hold an injected value */
@@ -321,9 +267,10 @@ static void serve(struct pconn *pc)
 	if (allow && serve_with_credentials(pc, sbx, target)) {
 		/* served */
 	} else if (allow) {
-		pc->up = dial(target, pc->dport);
-		if (pc->up >= 0 && (pc->n == 0 || write_all(pc->up, pc->head, pc->n) == 0))
-			relay(pc->fd, pc->up);
+		/* the sniffed bytes go first, written by the relay */
+		pc->up = dial(target, pc->dport, true);
+		if (pc->up >= 0)
+			relay_fds_pipes(pc->pipes, pc->fd, pc->up, pc->head, pc->n, NULL, 0);
 	} else if (!strcmp(pc->proto, "http")) {
 		deny_http(pc);
 	}
@@ -409,6 +356,7 @@ static void *worker_main(void *arg)
 {
 	struct pool *p = arg;
 	struct gw *g = p->g;
+	struct relay_pipes pipes = RELAY_PIPES_INIT;
 
 	/* idle counts this thread from its spawn on */
 	while (!__atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE)) {
@@ -421,6 +369,7 @@ static void *worker_main(void *arg)
 		if (__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) == 0 &&
 		    __atomic_load_n(&p->threads, __ATOMIC_ACQUIRE) < POOL_MAX_THREADS)
 			spawn_worker(p);
+		pc->pipes = &pipes;
 		serve(pc);
 		if (__atomic_add_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) > POOL_IDLE_MAX) {
 			__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL);
@@ -428,6 +377,7 @@ static void *worker_main(void *arg)
 		}
 	}
 	__atomic_sub_fetch(&p->threads, 1, __ATOMIC_ACQ_REL);
+	relay_pipes_close(&pipes);
 	return NULL;
 }
 

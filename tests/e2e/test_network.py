@@ -85,7 +85,26 @@ def udp(port, answer):
                 resp += b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04" + bytes([6, 6, 6, 6])
                 s.sendto(resp, peer)
     return loop
-for fn in (plain.serve_forever, tls.serve_forever, udp(53, True), udp(5353, False)):
+def banner(port):
+    # a server-speaks-first protocol (SMTP-like): the banner, then an echo
+    # of one line
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((ip, port))
+    s.listen(16)
+    def one(c):
+        with c:
+            note("banner accepted")
+            c.sendall(b"220 world ready\r\n")
+            line = c.makefile("rb").readline()
+            c.sendall(b"250 got " + line)
+    def loop():
+        while True:
+            c, _ = s.accept()
+            T(lambda: one(c)).start()
+    return loop
+for fn in (plain.serve_forever, tls.serve_forever, udp(53, True), udp(5353, False),
+           banner(2525)):
     T(fn).start()
 note("ready")
 threading.Event().wait()
@@ -275,6 +294,25 @@ class NetworkTest(AirlockTestCase):
         code, out, _ = self.get(sid2, "http://allowed.test/")
         self.assertNotEqual(code, 0)
         self.assertIn(f"deny.cidrs {NET}.0/24", [e["rule"] for e in self.log(sid2)])
+
+    def test_server_speaks_first(self):
+        # The gateway accepts only once the first bytes are there or the
+        # listener's defer ran out (TCP_DEFER_ACCEPT): a protocol whose
+        # server speaks first still gets its banner to a silent client, and
+        # the client's answer after it reaches the server.
+        sid = self.sandbox({"default": "allow"})
+        # the client answers only once it has read the banner (a bounded
+        # wait for it, no assertion on time)
+        wait = ('i=0; while ! grep -q "$1" out && [ $i -lt 150 ]; do '
+                'sleep 0.2; i=$((i+1)); done; grep -q "$1" out')
+        code, out, err = self.sh(sid, (
+            f"w() {{ {wait}; }}; cd /tmp && rm -f in out && mkfifo in && "
+            f"(timeout 60 nc {WORLD_IP} 2525 <in >out &) && exec 3>in && "
+            f"w 220 && echo HELO sandbox >&3 && w 250; exec 3>&-; cat out"))
+        self.assertIn("220 world ready", out, err)
+        self.assertIn("250 got HELO sandbox", out, err)
+        self.assertTrue([e for e in self.log(sid) if e["proto"] == "tcp" and e["port"] == 2525
+                         and e["decision"] == "allow"], self.log(sid))
 
     def test_blocked_paths(self):
         sid = self.sandbox()  # the default: allow-all minus private ranges (ours allowed)
