@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -153,16 +154,17 @@ struct child_fds {
 	bool pty;
 };
 
-static void child_fail(int status_fd, int stage)
+static void __attribute__((noreturn)) child_fail(int status_fd, int stage)
 {
 	int msg[2] = { errno, stage };
 	(void)!write(status_fd, msg, sizeof(msg));
 	_exit(127);
 }
 
-/* In the child, between fork and exec: the parent is single-threaded, so the
- * usual libc calls are safe here. Never returns. */
-static void child_exec(const struct child_fds *c, const struct proto_exec *x, char **env)
+/* In the child, between spawn_child and exec: the parent is single-threaded
+ * and asleep, so the usual libc calls are safe here. Never returns. */
+static void __attribute__((noreturn))
+child_exec(const struct child_fds *c, const struct proto_exec *x, char **env)
 {
 	sigset_t none;
 
@@ -198,6 +200,43 @@ static void child_exec(const struct child_fds *c, const struct proto_exec *x, ch
 	environ = env;
 	execvp(x->argv[0], x->argv);
 	child_fail(c->status, STAGE_EXEC);
+}
+
+struct spawn_args {
+	const struct child_fds *c;
+	const struct proto_exec *x;
+	char **env;
+};
+
+static int spawn_main(void *arg)
+{
+	const struct spawn_args *sa = arg;
+
+	child_exec(sa->c, sa->x, sa->env);
+}
+
+/* Start child_exec like posix_spawn does: the child shares our memory
+ * (CLONE_VM) and we sleep until it has exec'd or exited (CLONE_VFORK). A
+ * fork would copy the agent's page tables and then take a copy-on-write
+ * fault for every page either side writes, all of it thrown away by the
+ * exec; under TCG that is a few ms of every exec. The child gets its own
+ * signal handlers, fd table, cwd and credentials (no CLONE_SIGHAND,
+ * CLONE_FILES, CLONE_FS), so what child_exec changes stays its own, except
+ * memory: the one global it writes, environ, is put back here, and errno
+ * is ours again once it is gone. One child at a time (the agent is
+ * single-threaded and sleeps meanwhile), so one static stack will do. */
+static pid_t spawn_child(const struct child_fds *c, const struct proto_exec *x, char **env)
+{
+	static uint8_t stack[256 << 10] __attribute__((aligned(16)));
+	struct spawn_args sa = { .c = c, .x = x, .env = env };
+	char **saved = environ;
+	pid_t pid;
+
+	pid = clone(spawn_main, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &sa);
+	int e = errno;
+	environ = saved;
+	errno = e;
+	return pid;
 }
 
 static const char *stage_name(int stage)
@@ -279,13 +318,11 @@ void proc_exec(struct agent *a, const struct proto_frame *f)
 	c.status = sp[1];
 	c.pty = x.pty;
 
-	pid = fork();
+	pid = spawn_child(&c, &x, env);
 	if (pid < 0) {
 		agent_send_error(a, f->req_id, errno, "fork: %s", strerror(errno));
 		goto out;
 	}
-	if (pid == 0)
-		child_exec(&c, &x, env);
 
 	/* Parent: wait for exec (status pipe closes) or the child's errno. */
 	xclose(&sp[1]);
