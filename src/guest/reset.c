@@ -53,11 +53,12 @@ static int reseed(const uint8_t *p, size_t n)
 /* Overwrite an existing /etc/machine-id of exactly the new id's length in
  * place: one pwrite into a page that is already allocated. Creating a
  * temporary file and renaming it over the old one (below) allocates an
- * inode, frees the old one and journals both; under TCG that was 9-16 ms of
- * a ~12 ms RESET (measured inside the guest), and a clone always has the
- * template's id file there. 0 when done, 1 when the file is not such a file
- * (then the caller replaces it). Nothing in the guest reads the id while
- * RESET runs: the sandbox is not handed out before RESET answers. */
+ * inode, frees the old one and journals both; under TCG that was 9-16 ms,
+ * nearly all of RESET (timed inside the guest). After a clone's first RESET
+ * (the warm pool's) the file is always of this shape. 0 when done, 1 when
+ * the file is not such a file (then the caller replaces it). Nothing in the
+ * guest reads the id while RESET runs: the sandbox is not handed out before
+ * RESET answers. */
 static int overwrite_machine_id(const char *line, size_t n)
 {
 	struct stat st;
