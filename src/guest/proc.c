@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -202,40 +201,25 @@ child_exec(const struct child_fds *c, const struct proto_exec *x, char **env)
 	child_fail(c->status, STAGE_EXEC);
 }
 
-struct spawn_args {
-	const struct child_fds *c;
-	const struct proto_exec *x;
-	char **env;
-};
-
-static int spawn_main(void *arg)
-{
-	const struct spawn_args *sa = arg;
-
-	child_exec(sa->c, sa->x, sa->env);
-}
-
-/* Start child_exec like posix_spawn does: the child shares our memory
- * (CLONE_VM) and we sleep until it has exec'd or exited (CLONE_VFORK). A
- * fork would copy the agent's page tables and then take a copy-on-write
- * fault for every page either side writes, all of it thrown away by the
- * exec; under TCG that is a few ms of every exec. The child gets its own
- * signal handlers, fd table, cwd and credentials (no CLONE_SIGHAND,
- * CLONE_FILES, CLONE_FS), so what child_exec changes stays its own, except
- * memory: the one global it writes, environ, is put back here, and errno
- * is ours again once it is gone. One child at a time (the agent is
- * single-threaded and sleeps meanwhile), so one static stack will do. */
+/* Start child_exec the way posix_spawn does: vfork, so the child borrows
+ * our memory and stack and we sleep until it has exec'd or exited. A fork
+ * would copy the agent's page tables and then take a copy-on-write fault
+ * for every page either side writes, all of it thrown away by the exec;
+ * under TCG that is a few ms of every exec. The child gets its own signal
+ * handlers, fd table, cwd and credentials, so what child_exec changes
+ * stays its own, except memory: the one global it writes, environ, is put
+ * back here (errno too is shared, and only read by us when vfork failed,
+ * i.e. when no child ran). vfork rather than clone with a stack of our
+ * own: AddressSanitizer knows vfork (build-asan runs this code) and loses
+ * track of a stack it did not see allocated. */
 static pid_t spawn_child(const struct child_fds *c, const struct proto_exec *x, char **env)
 {
-	static uint8_t stack[256 << 10] __attribute__((aligned(16)));
-	struct spawn_args sa = { .c = c, .x = x, .env = env };
-	char **saved = environ;
-	pid_t pid;
+	char **volatile saved = environ;
+	pid_t pid = vfork();
 
-	pid = clone(spawn_main, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &sa);
-	int e = errno;
+	if (pid == 0)
+		child_exec(c, x, env);
 	environ = saved;
-	errno = e;
 	return pid;
 }
 
