@@ -153,16 +153,17 @@ struct child_fds {
 	bool pty;
 };
 
-static void child_fail(int status_fd, int stage)
+static void __attribute__((noreturn)) child_fail(int status_fd, int stage)
 {
 	int msg[2] = { errno, stage };
 	(void)!write(status_fd, msg, sizeof(msg));
 	_exit(127);
 }
 
-/* In the child, between fork and exec: the parent is single-threaded, so the
- * usual libc calls are safe here. Never returns. */
-static void child_exec(const struct child_fds *c, const struct proto_exec *x, char **env)
+/* In the child, between spawn_child and exec: the parent is single-threaded
+ * and asleep, so the usual libc calls are safe here. Never returns. */
+static void __attribute__((noreturn))
+child_exec(const struct child_fds *c, const struct proto_exec *x, char **env)
 {
 	sigset_t none;
 
@@ -198,6 +199,28 @@ static void child_exec(const struct child_fds *c, const struct proto_exec *x, ch
 	environ = env;
 	execvp(x->argv[0], x->argv);
 	child_fail(c->status, STAGE_EXEC);
+}
+
+/* Start child_exec the way posix_spawn does: vfork, so the child borrows
+ * our memory and stack and we sleep until it has exec'd or exited. A fork
+ * would copy the agent's page tables and then take a copy-on-write fault
+ * for every page either side writes, all of it thrown away by the exec;
+ * under TCG that is a few ms of every exec. The child gets its own signal
+ * handlers, fd table, cwd and credentials, so what child_exec changes
+ * stays its own, except memory: the one global it writes, environ, is put
+ * back here (errno too is shared, and only read by us when vfork failed,
+ * i.e. when no child ran). vfork rather than clone with a stack of our
+ * own: AddressSanitizer knows vfork (build-asan runs this code) and loses
+ * track of a stack it did not see allocated. */
+static pid_t spawn_child(const struct child_fds *c, const struct proto_exec *x, char **env)
+{
+	char **volatile saved = environ;
+	pid_t pid = vfork();
+
+	if (pid == 0)
+		child_exec(c, x, env);
+	environ = saved;
+	return pid;
 }
 
 static const char *stage_name(int stage)
@@ -279,13 +302,11 @@ void proc_exec(struct agent *a, const struct proto_frame *f)
 	c.status = sp[1];
 	c.pty = x.pty;
 
-	pid = fork();
+	pid = spawn_child(&c, &x, env);
 	if (pid < 0) {
 		agent_send_error(a, f->req_id, errno, "fork: %s", strerror(errno));
 		goto out;
 	}
-	if (pid == 0)
-		child_exec(&c, &x, env);
 
 	/* Parent: wait for exec (status pipe closes) or the child's errno. */
 	xclose(&sp[1]);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +50,32 @@ static int reseed(const uint8_t *p, size_t n)
 	return r;
 }
 
+/* Overwrite an existing /etc/machine-id of exactly the new id's length in
+ * place: one pwrite into a page that is already allocated. Creating a
+ * temporary file and renaming it over the old one (below) allocates an
+ * inode, frees the old one and journals both; under TCG that was 9-16 ms,
+ * nearly all of RESET (timed inside the guest). After a clone's first RESET
+ * (the warm pool's) the file is always of this shape. 0 when done, 1 when
+ * the file is not such a file (then the caller replaces it). Nothing in the
+ * guest reads the id while RESET runs: the sandbox is not handed out before
+ * RESET answers. */
+static int overwrite_machine_id(const char *line, size_t n)
+{
+	struct stat st;
+	int fd = open(MACHINE_ID_PATH, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	int r = 1;
+
+	if (fd < 0)
+		return 1;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+	    st.st_size == (off_t)n) {
+		errno = 0;
+		r = pwrite(fd, line, n, 0) == (ssize_t)n ? 0 : (errno ? -errno : -EIO);
+	}
+	close(fd);
+	return r;
+}
+
 /* Replace /etc/machine-id atomically (write a temporary file, rename it
  * over), without fsync: the id only has to hold for this boot of this
  * clone, and an fsync here is an ext4 journal commit plus a flush of the
@@ -58,9 +85,12 @@ static int write_machine_id(const char *line)
 {
 	static const char tmp[] = MACHINE_ID_PATH ".tmp";
 	size_t n = strlen(line);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
-	int r = 0;
+	int fd, r = overwrite_machine_id(line, n);
 
+	if (r <= 0)
+		return r;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
+	r = 0;
 	if (fd < 0)
 		return -errno;
 	errno = 0;

@@ -570,6 +570,7 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	char msg[256];
 	json *body;
 	int r;
+	uint64_t t_req = now_us();
 
 	body = node_body_object(req, c, keys);
 	if (!body)
@@ -621,7 +622,9 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	spec.rows = er.rows;
 	spec.cols = er.cols;
 	spec.stdin_open = er.stdin_open;
+	uint64_t t_x = now_us();
 	r = guestconn_exec(gc, &spec, &pid, &err);
+	uint64_t t_ok = now_us();
 	sandbox_gc_put(sb);
 	gc = NULL;
 	if (r < 0) {
@@ -662,6 +665,9 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	buf_printf(&out, "{\"type\":\"start\",\"pid\":%u}\n", pid);
 	if (http_stream_begin(c, 200, "application/x-ndjson", NULL) == 0)
 		stream_proc(n, sb, p, c, off, true, &out);
+	log_debug("sandbox %s: exec %s: parsed %.2f ms, started %.2f ms, streamed to exit %.2f ms",
+		  sb->id, p->argv[0], (t_x - t_req) / 1000.0, (t_ok - t_x) / 1000.0,
+		  (now_us() - t_ok) / 1000.0);
 	buf_free(&out);
 	pthread_mutex_lock(&sb->mu);
 	proc_unref_locked(p);

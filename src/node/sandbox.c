@@ -1015,9 +1015,11 @@ int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox
 	int r;
 
 	/* The guest always speaks first: HELLO, then READY once it can serve. */
+	uint64_t t0 = now_us();
 	gc = guestconn_open(chan_fd, &sandbox_guest_cbs, sb, n->cfg->ready_timeout_ms, &hello, err);
 	if (!gc)
 		return err_wrap(err, "%s", what);
+	log_debug("sandbox %s: guest hello in %.2f ms", sb->id, (now_us() - t0) / 1000.0);
 	if (sb->be->post_ready && sb->be->post_ready(&n->bctx, nspec, gc, err) < 0) {
 		guestconn_close(gc);
 		return err_wrap(err, "%s backend", sb->be->name);
@@ -1143,6 +1145,8 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	err_t err = { 0 };
 	char msg[512];
 	json *body, *cred_env = NULL;
+
+	uint64_t t_req = now_us();
 
 	body = node_body_object(req, c, keys);
 	if (!body)
@@ -1305,7 +1309,9 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	snprintf(nspec.template_name, sizeof(nspec.template_name), "%s", sb->template_name);
 	nspec.template_version = sb->template_version;
 	nspec.limits = sb->limits;
+	uint64_t t_be = now_us();
 	r = sb->be->create(&n->bctx, &nspec, &chan_fd, &jail_pid, &err);
+	uint64_t t_nm = now_us();
 	if (r < 0) {
 		err_wrap(&err, "%s backend", sb->be->name);
 		goto fail;
@@ -1316,10 +1322,14 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	 * sandbox without a network. Done while the guest starts up. */
 	if ((r = sandbox_net_push(n, sb, &err)) < 0)
 		goto fail;
+	uint64_t t_net = now_us();
 	r = sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, "guest ready", "guest agent",
 			     &err);
 	if (r < 0)
 		goto fail;
+	log_debug("sandbox %s: create: row %.2f ms, backend %.2f ms, net push %.2f ms, guest up %.2f ms",
+		  sb->id, (t_be - t_req) / 1000.0, (t_nm - t_be) / 1000.0, (t_net - t_nm) / 1000.0,
+		  (now_us() - t_net) / 1000.0);
 
 	sandbox_schedule_timeout(n, sb);
 	respond_sandbox(c, 201, sb);

@@ -70,6 +70,22 @@ class CoreTest(AirlockTestCase):
                                         env={"FOO": "bar"}, cwd="/tmp")
         self.assertEqual(out, b"bar\n/tmp\n")
 
+    def test_exec_path_is_each_execs_own(self):
+        # The agent starts the child in its own memory (CLONE_VM) and the
+        # child searches PATH in the exec's env: that PATH must not stick.
+        self.api.exec(self.sid, ["sh", "-c", "mkdir -p /tmp/pathx && printf '#!/bin/sh\\necho found\\n'"
+                                 " > /tmp/pathx/airlock-probe && chmod 755 /tmp/pathx/airlock-probe"])
+        code, out, _, _ = self.api.exec(self.sid, ["airlock-probe"], env={"PATH": "/tmp/pathx:/bin"})
+        self.assertEqual((code, out), (0, b"found\n"))
+        with self.assertRaises(ApiError) as cm:
+            self.api.exec(self.sid, ["airlock-probe"])
+        self.assertEqual(cm.exception.status, 400)
+        with self.assertRaises(ApiError) as cm:
+            self.api.exec(self.sid, ["true"], env={"PATH": "/nonexistent"})
+        self.assertEqual(cm.exception.status, 400)
+        code, _, _, _ = self.api.exec(self.sid, ["true"])
+        self.assertEqual(code, 0)
+
     def test_stdin_and_reconnect(self):
         events = self.api.stream("POST", f"/v1/sandboxes/{self.sid}/exec",
                                  {"cmd": ["cat"], "stdin": True})
