@@ -363,8 +363,9 @@ class AirlockTestCase(unittest.TestCase):
             # (seen after big writes, e.g. full vm snapshots): wait for
             # that, but not forever.
             # (btrfs's teardown of a lazily detached pool can take a while
-            # after many deleted subvolumes, e.g. vm images: up to 30 s.)
-            for _ in range(300):
+            # after many deleted subvolumes, e.g. vm images: up to 30 s on
+            # a quiet machine, more when other jobs load it; 90 s here.)
+            for _ in range(900):
                 loops = loops_for(os.path.join(d, "pool.img"))
                 if not loops:
                     break
