@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <linux/random.h>
 #include <net/if.h>
+#include <net/if_arp.h>
 #include <net/route.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -119,7 +120,10 @@ static void sin_set(struct sockaddr *sa, uint32_t host_order)
 /* eth0 = addr/prefix, up, default route via gw (the classic ioctls, as
  * vminit brings lo up: no netlink code in the guest). SIOCSIFADDR replaces
  * an address eth0 already has, which takes that address's routes with it;
- * the default route is deleted first in case its gateway stays reachable. */
+ * the default route is deleted first in case its gateway stays reachable.
+ * The gateway's ARP entry goes too: after a rollback or a recovery the
+ * host end is a new veth with a new MAC, and a restored guest would keep
+ * sending to the old one until its entry went stale (half a minute). */
 static int net_config(const struct proto_reset *x, const char **step)
 {
 	struct ifreq ifr;
@@ -135,6 +139,13 @@ static int net_config(const struct proto_reset *x, const char **step)
 	sin_set(&rt.rt_genmask, 0);
 	sin_set(&rt.rt_gateway, 0);
 	(void)ioctl(s, SIOCDELRT, &rt);   /* ESRCH: none yet (a clone) */
+	{
+		struct arpreq ar;
+		memset(&ar, 0, sizeof(ar));
+		sin_set(&ar.arp_pa, x->net_gateway);
+		snprintf(ar.arp_dev, sizeof(ar.arp_dev), NET_IF);
+		(void)ioctl(s, SIOCDARP, &ar);   /* ENXIO: no entry */
+	}
 	memset(&ifr, 0, sizeof(ifr));
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), NET_IF);
 	sin_set(&ifr.ifr_addr, x->net_addr);

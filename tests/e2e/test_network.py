@@ -582,6 +582,65 @@ class NetworkTest(AirlockTestCase):
             del data
         self.api.call("DELETE", f"/v1/sandboxes/{sid}/snapshots/{snap['id']}")
 
+    def test_network_after_rollback_fork_and_recovery(self):
+        # every way a guest comes up again has its network: a fork child
+        # (an address of its own; vm: the parent's memory, eth0 readdressed
+        # by the clone reset), a rollback (vm full: memory restored; disk: a
+        # fresh boot) and crash recovery (the jail killed)
+        vm = harness.BACKEND == "vm"
+        sid = self.sandbox({"allow": {"domains": ["allowed.test"]}})
+        addr = self.addr(sid)
+
+        def reaches(s, path):
+            code, out, err = self.get(s, f"http://allowed.test/{path}")
+            self.assertEqual((code, out), (0, "hello from allowed.test\n"), (path, err))
+            self.assertTrue([e for e in self.log(s) if e["host"] == "allowed.test"
+                             and e["decision"] == "allow"], self.log(s))
+            self.assertNotEqual(self.get(s, "http://denied.test/")[0], 0)
+
+        reaches(sid, "lc0")
+        snap = self.api.call("POST", f"/v1/sandboxes/{sid}/snapshots",
+                             {"kind": "full" if vm else "disk", "name": "lc"}, expect=(201,))
+        kid = self.api.call("POST", f"/v1/sandboxes/{sid}/fork", {"from_snapshot": "lc"},
+                            expect=(201,))["sandboxes"][0]["id"]
+        self.addCleanup(self.api.delete, kid)
+        kid_addr = self.addr(kid)
+        self.assertNotEqual(kid_addr, addr)
+        code, out, _ = self.sh(kid, "ip -4 addr show eth0")
+        self.assertIn(f"inet {kid_addr}/31", out)
+        self.assertNotIn(f"inet {addr}/", out)
+        reaches(kid, "lc-fork")
+        reaches(sid, "lc1")     # the parent still has its own
+        self.api.call("POST", f"/v1/sandboxes/{sid}/rollback", {"snapshot": "lc"})
+        reaches(sid, "lc-rollback")
+        if vm:
+            # a disk snapshot rolls a vm back by booting it afresh
+            self.api.call("POST", f"/v1/sandboxes/{sid}/snapshots",
+                          {"kind": "disk", "name": "lcd"}, expect=(201,))
+            self.api.call("POST", f"/v1/sandboxes/{sid}/rollback", {"snapshot": "lcd"})
+            reaches(sid, "lc-boot")
+        pid = self.jail_pid(sid)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 300
+        while True:
+            sb = self.api.call("GET", f"/v1/sandboxes/{sid}")
+            if sb["state"] == "running" and sb["recovered_from"]:
+                break
+            self.assertLess(time.monotonic(), deadline, sb)
+            time.sleep(0.1)
+        self.assertEqual(self.addr(sid), addr)
+        reaches(sid, "lc-recovered")
+
+    def jail_pid(self, sid):
+        import sqlite3
+        db = sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"))
+        try:
+            (pid,) = db.execute("SELECT jail_pid FROM sandboxes WHERE id=?", (sid,)).fetchone()
+        finally:
+            db.close()
+        self.assertTrue(pid and pid > 1, pid)
+        return pid
+
     def test_other_tenant_gets_404(self):
         sid = self.sandbox()
         _, other = self.new_tenant(f"net-other-{os.getpid()}")
