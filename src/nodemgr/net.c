@@ -372,6 +372,15 @@ void net_detach(struct nm_server *s, struct jail *j)
 	net_detach_slot(s, j->slot, j->id);
 }
 
+bool net_guest_addr(struct nm_server *s, int slot, uint32_t *addr, uint32_t *gw)
+{
+	if (!net_on(s) || slot < 0 || 2u * (uint32_t)slot + 1 >= s->cfg->net_size)
+		return false;
+	*gw = s->cfg->net_base + 2u * (uint32_t)slot;
+	*addr = *gw + 1;
+	return true;
+}
+
 char *net_resolv_conf(struct nm_server *s, int slot)
 {
 	char host[16], sbx[16];

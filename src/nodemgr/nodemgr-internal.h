@@ -198,6 +198,9 @@ void net_detach(struct nm_server *s, struct jail *j);
 int net_attach_vm(struct nm_server *s, int slot, const char *id, pid_t pid, err_t *err);
 void net_detach_slot(struct nm_server *s, int slot, const char *id);
 int net_vm_tap(void);
+/* The sandbox end's address of slot and its gateway (host order); false
+ * when the network is off. */
+bool net_guest_addr(struct nm_server *s, int slot, uint32_t *addr, uint32_t *gw);
 int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err);
 /* "nameserver <host end>\n" for slot (caller frees); NULL when off. */
 char *net_resolv_conf(struct nm_server *s, int slot);

@@ -802,7 +802,7 @@ static void warm_key(const struct nm_sandbox_spec *spec, const struct vm_shape *
 #define WARM_ROUNDS 2      /* the second round runs paths the first one only faulted in:
 			    * RESET after one round 40-50 ms, after two ~10 ms */
 
-static void warm_guest(int chan, const char *wid)
+static void warm_guest(int chan, const char *wid, uint32_t net_addr, uint32_t net_gw)
 {
 	char *argv[] = { "true", NULL };
 	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -821,6 +821,13 @@ static void warm_guest(int chan, const char *wid)
 	rs.wall_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	random_bytes(rs.entropy, rs.entropy_len);
 	snprintf(rs.hostname, sizeof(rs.hostname), "warm");
+	/* The jail's own address (its slot, kept through the take): the real
+	 * RESET then finds eth0 as it wants it, and the path ran warm. */
+	if (net_addr) {
+		rs.net_addr = net_addr;
+		rs.net_prefix = 31;
+		rs.net_gateway = rs.net_dns = net_gw;
+	}
 	{
 		uint8_t id[PROTO_MACHINE_ID_LEN / 2];
 		random_bytes(id, sizeof(id));
@@ -922,7 +929,12 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 		if ((r = restore_state(q, vmstate, err)) < 0)
 			goto fail_started;
 	}
-	warm_guest(chan, rnd);
+	{
+		uint32_t na = 0, ng = 0;
+		if (!net_guest_addr(s, j->slot, &na, &ng))
+			na = ng = 0;
+		warm_guest(chan, rnd, na, ng);
+	}
 	if ((r = qmp_exec(q, "stop", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0) {
 		err_wrap(err, "park warm vm");
 		goto fail_started;
