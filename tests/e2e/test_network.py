@@ -611,6 +611,11 @@ class NetworkTest(AirlockTestCase):
         self.assertNotIn(f"inet {addr}/", out)
         reaches(kid, "lc-fork")
         reaches(sid, "lc1")     # the parent still has its own
+        if vm:
+            # every clone restores the template's MAC: harmless, as each
+            # sandbox is an L2 segment of its own (its bridge, its veth)
+            macs = {self.sh(s, "cat /sys/class/net/eth0/address")[1] for s in (sid, kid)}
+            self.assertEqual(len(macs), 1, macs)
         self.api.call("POST", f"/v1/sandboxes/{sid}/rollback", {"snapshot": "lc"})
         reaches(sid, "lc-rollback")
         if vm:
