@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 import harness
 from harness import AirlockTestCase, main
@@ -725,6 +726,27 @@ class NetworkTest(AirlockTestCase):
                  f"timeout 10 nc -w 3 {WORLD_IP} 80")
         self.assertNotIn("hello", out)
         self.assertTrue([e for e in self.log(sid) if e["decision"] == "deny"], self.log(sid))
+
+
+@unittest.skipUnless(harness.BACKEND == "vm", "vm_snapshots is a setting of the vm backend")
+class VmColdBootNetworkTest(AirlockTestCase):
+    """vm_snapshots = false: every vm boots cold (no template memory
+    snapshot, no pool) and still gets its address from the clone reset.
+    The gateway's DNS answering a name it was told proves the whole path:
+    guest eth0, tap, bridge, veth, nftables redirect, gateway."""
+    extra_args = ("--set", "vm_snapshots=false", "--set", "gateway_hosts=cold.test=192.0.2.7",
+                  "--set", "network_allow_private_cidrs=192.0.2.0/24")
+
+    def test_cold_boot_has_network(self):
+        sb = self.api.create(template="busybox")
+        self.addCleanup(self.api.delete, sb["id"])
+        addr = self.api.call("GET", f"/v1/sandboxes/{sb['id']}/network")["addr"]
+        code, out, _, _ = self.api.exec(sb["id"], ["sh", "-c", "ip -4 addr show eth0; ip route"])
+        self.assertIn(f"inet {addr}/31".encode(), out)
+        self.assertIn(b"default via", out)
+        code, out, _, _ = self.api.exec(sb["id"], ["nslookup", "cold.test"])
+        self.assertEqual(code, 0, out)
+        self.assertIn(b"192.0.2.7", out)
 
 
 class NetworkOffTest(AirlockTestCase):
