@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -86,12 +87,25 @@ static int write_machine_id(const char *line)
 }
 
 /* Replace path with text atomically (tmp + rename; a symlink at path is
- * replaced, not followed). No fsync, as for the machine-id. */
+ * replaced, not followed). No fsync, as for the machine-id. A regular file
+ * that already says exactly that is left alone (a pooled clone was warmed
+ * with its own address): no create and rename on the create path. */
 static int replace_file(const char *path, const char *text, mode_t mode)
 {
-	char tmp[128];
+	char tmp[128], cur[128];
 	size_t n = strlen(text);
 	int fd, r = 0;
+
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t k = n < sizeof(cur) ? read(fd, cur, sizeof(cur)) : -1;
+		struct stat st;
+		bool same = k == (ssize_t)n && !memcmp(cur, text, n) && fstat(fd, &st) == 0 &&
+			    S_ISREG(st.st_mode) && (st.st_mode & 07777) == mode;
+		close(fd);
+		if (same)
+			return 0;
+	}
 
 	snprintf(tmp, sizeof(tmp), "%s.airlock-tmp", path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
