@@ -12,6 +12,10 @@
  * every jail of an earlier run, so no live address is handed out twice and
  * nothing needs persisting.
  *
+ * vm: the same pair, its sandbox end ("veth0") in QEMU's own namespace,
+ * bridged there to the tap QEMU's NIC uses (net_attach_vm); the guest sets
+ * .2N+1 on its eth0 itself, from the node's RESET.
+ *
  * The table (inet <table>) matches packets by input interface name
  * (<prefix>-*), so it is installed once and a sandbox adds no rule:
  *   prerouting/raw     IPv6, anything to 169.254.0.0/16 (link-local, cloud
@@ -31,10 +35,10 @@
 #include "nodemgr-internal.h"
 
 #include <arpa/inet.h>
-#include <linux/if.h>
-#include <linux/if_tun.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
