@@ -1131,6 +1131,10 @@ int guestconn_reset(struct guestconn *gc, const struct guest_reset *rq, err_t *e
 		x.entropy_len = 64;
 		random_bytes(x.entropy, x.entropy_len);
 	}
+	x.net_addr = rq->net_addr;
+	x.net_prefix = rq->net_prefix;
+	x.net_gateway = rq->net_gateway;
+	x.net_dns = rq->net_dns;
 	w = waiter_new(gc, W_SINGLE, PT_OK);
 	buf_init(&b);
 	/* The clock is read last, as close to the send as we can. */

@@ -121,6 +121,10 @@ struct guest_reset {
 	size_t entropy_len;      /* 32..512 when entropy is given */
 	const char *hostname;    /* required: letters, digits, '-', '.'; at most 64 */
 	const char *machine_id;  /* NULL: a fresh random one; else 32 lowercase hex */
+	/* eth0 and /etc/resolv.conf (vm): IPv4 in host order; net_addr 0 =
+	 * leave the guest's network alone. */
+	uint32_t net_addr, net_gateway, net_dns;
+	uint8_t net_prefix;
 };
 int guestconn_reset(struct guestconn *gc, const struct guest_reset *r, err_t *err);
 

@@ -8,22 +8,33 @@
  * reported the sandbox ready.
  *
  * Order: the RNG first (it is what clones must never share), then the clock,
- * the hostname and /etc/machine-id. A failed step is reported as ERROR and
- * the later steps are not attempted; the host treats that as a failed create.
+ * the hostname and /etc/machine-id, then (when the host sends an address)
+ * eth0 and /etc/resolv.conf: the address is per sandbox, the NIC's state
+ * came with the snapshot (a clone's eth0 is down without an address; a fork
+ * child's holds its parent's). A failed step is reported as ERROR and the
+ * later steps are not attempted; the host treats that as a failed create.
  */
 #include "guest.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <linux/random.h>
+#include <net/if.h>
+#include <net/if_arp.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MACHINE_ID_PATH "/etc/machine-id"
+#define RESOLV_CONF_PATH "/etc/resolv.conf"
+#define NET_IF "eth0"
 
 /* Mix the host's bytes into the pool, credit them, and force the CRNG to
  * reseed from it now (otherwise it would keep serving the snapshot's key
@@ -104,6 +115,119 @@ static int write_machine_id(const char *line)
 	return r;
 }
 
+/* Replace path with text atomically (tmp + rename; a symlink at path is
+ * replaced, not followed). No fsync, as for the machine-id. A regular file
+ * that already says exactly that is left alone (a pooled clone was warmed
+ * with its own address): no create and rename on the create path. */
+static int replace_file(const char *path, const char *text, mode_t mode)
+{
+	char tmp[128], cur[128];
+	size_t n = strlen(text);
+	int fd, r = 0;
+
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t k = n < sizeof(cur) ? read(fd, cur, sizeof(cur)) : -1;
+		struct stat st;
+		bool same = k == (ssize_t)n && !memcmp(cur, text, n) && fstat(fd, &st) == 0 &&
+			    S_ISREG(st.st_mode) && (st.st_mode & 07777) == mode;
+		close(fd);
+		if (same)
+			return 0;
+	}
+
+	snprintf(tmp, sizeof(tmp), "%s.airlock-tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	errno = 0;
+	if (write(fd, text, n) != (ssize_t)n)
+		r = errno ? -errno : -EIO;
+	close(fd);
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0)
+		unlink(tmp);
+	return r;
+}
+
+static void sin_set(struct sockaddr *sa, uint32_t host_order)
+{
+	struct sockaddr_in *in = (struct sockaddr_in *)sa;
+
+	memset(in, 0, sizeof(*in));
+	in->sin_family = AF_INET;
+	in->sin_addr.s_addr = htonl(host_order);
+}
+
+/* eth0 = addr/prefix, up, default route via gw (the classic ioctls, as
+ * vminit brings lo up: no netlink code in the guest). SIOCSIFADDR replaces
+ * an address eth0 already has, which takes that address's routes with it;
+ * the default route is deleted first in case its gateway stays reachable.
+ * The gateway's ARP entry goes too: after a rollback or a recovery the
+ * host end is a new veth with a new MAC, and a restored guest would keep
+ * sending to the old one until its entry went stale (half a minute). */
+static int net_config(const struct proto_reset *x, const char **step)
+{
+	struct ifreq ifr;
+	struct rtentry rt;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), r = 0;
+
+	if (s < 0) {
+		*step = "socket";
+		return -errno;
+	}
+	memset(&rt, 0, sizeof(rt));
+	sin_set(&rt.rt_dst, 0);
+	sin_set(&rt.rt_genmask, 0);
+	sin_set(&rt.rt_gateway, 0);
+	(void)ioctl(s, SIOCDELRT, &rt);   /* ESRCH: none yet (a clone) */
+	{
+		struct arpreq ar;
+		memset(&ar, 0, sizeof(ar));
+		sin_set(&ar.arp_pa, x->net_gateway);
+		snprintf(ar.arp_dev, sizeof(ar.arp_dev), NET_IF);
+		(void)ioctl(s, SIOCDARP, &ar);   /* ENXIO: no entry */
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), NET_IF);
+	sin_set(&ifr.ifr_addr, x->net_addr);
+	if (ioctl(s, SIOCSIFADDR, &ifr) < 0) {
+		*step = "set the address of " NET_IF;
+		goto fail;
+	}
+	sin_set(&ifr.ifr_netmask, x->net_prefix ? ~0u << (32 - x->net_prefix) : 0);
+	if (ioctl(s, SIOCSIFNETMASK, &ifr) < 0) {
+		*step = "set the netmask of " NET_IF;
+		goto fail;
+	}
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
+		*step = "read the flags of " NET_IF;
+		goto fail;
+	}
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) {
+		*step = "bring " NET_IF " up";
+		goto fail;
+	}
+	memset(&rt, 0, sizeof(rt));
+	sin_set(&rt.rt_dst, 0);
+	sin_set(&rt.rt_genmask, 0);
+	sin_set(&rt.rt_gateway, x->net_gateway);
+	rt.rt_flags = RTF_UP | RTF_GATEWAY;
+	rt.rt_dev = (char *)NET_IF;
+	if (ioctl(s, SIOCADDRT, &rt) < 0 && errno != EEXIST) {
+		*step = "add the default route";
+		goto fail;
+	}
+	close(s);
+	return 0;
+fail:
+	r = -errno;
+	close(s);
+	return r;
+}
+
 void guest_reset(struct agent *a, const struct proto_frame *f)
 {
 	struct proto_reset x;
@@ -145,6 +269,23 @@ void guest_reset(struct agent *a, const struct proto_frame *f)
 		agent_send_error(a, f->req_id, -r, "reset: write " MACHINE_ID_PATH ": %s",
 				 strerror(-r));
 		return;
+	}
+	if (x.net_addr) {
+		const char *step = "";
+		char dns[INET_ADDRSTRLEN], conf[64];
+		struct in_addr in = { htonl(x.net_dns) };
+
+		if ((r = net_config(&x, &step)) < 0) {
+			agent_send_error(a, f->req_id, -r, "reset: %s: %s", step, strerror(-r));
+			return;
+		}
+		inet_ntop(AF_INET, &in, dns, sizeof(dns));
+		snprintf(conf, sizeof(conf), "nameserver %s\n", dns);
+		if ((r = replace_file(RESOLV_CONF_PATH, conf, 0644)) < 0) {
+			agent_send_error(a, f->req_id, -r, "reset: write " RESOLV_CONF_PATH ": %s",
+					 strerror(-r));
+			return;
+		}
 	}
 	agent_send_ok(a, f->req_id);
 }

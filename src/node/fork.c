@@ -77,6 +77,10 @@ static struct sandbox *child_new(struct node *n, struct sandbox *parent,
 	sb->parent = xstrdup(parent->id);
 	sb->env = json_dup(parent->env);
 	sb->metadata = json_dup(parent->metadata);
+	/* The parent's egress policy (its spec row, copied below, holds it too). */
+	pthread_mutex_lock(&parent->mu);
+	sb->network = json_dup(parent->network);
+	pthread_mutex_unlock(&parent->mu);
 
 	pthread_mutex_lock(&n->mu);
 	for (int b = 0; b < NODE_BUCKETS; b++)
@@ -156,6 +160,10 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 		goto fail;
 	}
 	created = true;
+	/* The child has an address of its own: until the gateway knows it, all
+	 * its traffic is refused (as for a create). */
+	if (sandbox_net_push(n, sb, err) < 0)
+		goto fail;
 	snprintf(why, sizeof(why), "guest ready (fork of %s)", parent->id);
 	if (sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why, "guest agent",
 			     err) < 0)
@@ -169,6 +177,8 @@ fail: {
 	log_warn("sandbox %s: fork of %s failed: %s", sb->id, parent->id, err->msg);
 	if (created && sb->be->destroy(&n->bctx, sb->id, &e2) < 0)
 		log_err("sandbox %s: destroy after failed fork: %s", sb->id, e2.msg);
+	else if (created)
+		sandbox_net_forget(n, sb);
 	snprintf(reason, sizeof(reason), "fork failed: %s", err->msg);
 	sandbox_fail(n, sb, reason);
 	sandbox_unref(sb);

@@ -1,4 +1,4 @@
-/* net.c - the per-sandbox network (ns backend) and this instance's nftables
+/* net.c - the per-sandbox network (ns and vm backends) and this instance's nftables
  * table. Privileged work: it runs in nodemgr (root). Links, addresses and
  * routes are made over rtnetlink (netlink.c: no process start on the
  * create path); the table is loaded once with the `nft` command. Nothing
@@ -11,6 +11,10 @@
  * slot is unique while the jail lives and nodemgr's start-up sweep kills
  * every jail of an earlier run, so no live address is handed out twice and
  * nothing needs persisting.
+ *
+ * vm: the same pair, its sandbox end ("veth0") in QEMU's own namespace,
+ * bridged there to the tap QEMU's NIC uses (net_attach_vm); the guest sets
+ * .2N+1 on its eth0 itself, from the node's RESET.
  *
  * The table (inet <table>) matches packets by input interface name
  * (<prefix>-*), so it is installed once and a sandbox adds no rule:
@@ -33,10 +37,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -204,41 +211,61 @@ void net_fini(struct nm_server *s)
 		log_warn("nodemgr: %s", e.msg);
 }
 
-int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
+/* The host end of slot's veth pair (<prefix>-<slot>, base/31, no IPv6,
+ * up) with its other end, peer, created in the namespace ns. */
+static int host_end(struct nm_server *s, int slot, const char *peer, int ns, err_t *err)
 {
-	_cleanup_free_ char *ifn = NULL, *nsp = NULL, *v6 = NULL;
-	_cleanup_close_ int ns = -1, host = -1, jail = -1;
-	uint32_t base;
+	_cleanup_free_ char *ifn = ifname(s, slot), *v6 = NULL;
+	_cleanup_close_ int host = -1;
+	uint32_t base = s->cfg->net_base + 2u * (uint32_t)slot;
 	err_t e = { 0 };
 	int r;
 
-	if (!net_on(s))
-		return 0;
-	if (2u * (uint32_t)j->slot + 1 >= s->cfg->net_size)
-		return err_set(err, ENOSPC, "the sandbox network has no address for slot %d",
-			       j->slot);
-	uint64_t t0 = now_us();
-	base = s->cfg->net_base + 2u * (uint32_t)j->slot;
-	ifn = ifname(s, j->slot);
-	nsp = xasprintf("/proc/%d/ns/net", (int)pid);
-	ns = open(nsp, O_RDONLY | O_CLOEXEC);
-	if (ns < 0)
-		return err_sys(err, "open %s", nsp);
 	if ((host = nl_open(-1, err)) < 0)
 		return host;
-	/* A leftover host end of this slot (a crashed run) would block the
-	 * name: remove it first; ENODEV is the normal case. */
+	/* A leftover host end of this slot (a crashed run, or a dead QEMU's
+	 * namespace not yet freed) would block the name: remove it first;
+	 * ENODEV is the normal case. */
 	(void)nl_link_del(host, ifn, &e);
-	if ((r = nl_veth_add(host, ifn, "eth0", ns, err)) < 0)
-		goto fail;
+	if ((r = nl_veth_add(host, ifn, peer, ns, err)) < 0)
+		return r;
 	/* The host end has no IPv6 at all: no link-local address a sandbox
 	 * could reach. Set before the link goes up. */
 	v6 = xasprintf("/proc/sys/net/ipv6/conf/%s/disable_ipv6", ifn);
 	if (write_proc(v6, "1\n") < 0)
-		log_warn("sandbox %s: cannot disable IPv6 on %s", j->id, ifn);
+		log_warn("slot %d: cannot disable IPv6 on %s", slot, ifn);
 	if ((r = nl_addr_add(host, ifn, base, 31, err)) < 0 ||
 	    (r = nl_link_up(host, ifn, err)) < 0)
-		goto fail;
+		(void)nl_link_del(host, ifn, &e);
+	return r;
+}
+
+static int slot_ok(struct nm_server *s, int slot, err_t *err)
+{
+	if (slot < 0 || 2u * (uint32_t)slot + 1 >= s->cfg->net_size)
+		return err_set(err, ENOSPC, "the sandbox network has no address for slot %d", slot);
+	return 0;
+}
+
+int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
+{
+	_cleanup_free_ char *nsp = NULL;
+	_cleanup_close_ int ns = -1, jail = -1;
+	uint32_t base;
+	int r;
+
+	if (!net_on(s))
+		return 0;
+	if ((r = slot_ok(s, j->slot, err)) < 0)
+		return r;
+	uint64_t t0 = now_us();
+	base = s->cfg->net_base + 2u * (uint32_t)j->slot;
+	nsp = xasprintf("/proc/%d/ns/net", (int)pid);
+	ns = open(nsp, O_RDONLY | O_CLOEXEC);
+	if (ns < 0)
+		return err_sys(err, "open %s", nsp);
+	if ((r = host_end(s, j->slot, "eth0", ns, err)) < 0)
+		return err_wrap(err, "sandbox %s network", j->id);
 	if ((jail = nl_open(ns, err)) < 0) {
 		r = jail;
 		goto fail;
@@ -247,27 +274,115 @@ int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
 	    (r = nl_link_up(jail, "eth0", err)) < 0 ||
 	    (r = nl_route_default(jail, "eth0", base, err)) < 0)
 		goto fail;
-	log_debug("sandbox %s: network %s in %.2f ms", j->id, ifn, (now_us() - t0) / 1000.0);
+	log_debug("sandbox %s: network slot %d in %.2f ms", j->id, j->slot,
+		  (now_us() - t0) / 1000.0);
 	return 0;
 fail:
 	err_wrap(err, "sandbox %s network", j->id);
-	(void)nl_link_del(host, ifn, &e);
+	net_detach(s, j);
 	return r;
 }
 
-void net_detach(struct nm_server *s, struct jail *j)
+/* vm: the guest's NIC is QEMU's tap. QEMU runs in a network namespace of
+ * its own (vm.c's child_main made it, with the tap "tap0" in it and IPv6
+ * off, before exec). Here, from outside, the same veth pair as for an ns
+ * jail, its sandbox end ("veth0") moved into that namespace, and a bridge
+ * "br0" joining veth0 and tap0: the guest's eth0 is then on one L2 segment
+ * with the host end, and the guest configures base+1/31 on it itself (the
+ * node's RESET carries the address). Nothing in that namespace has an
+ * address: QEMU, the only process in it, has no socket to use one. */
+int net_attach_vm(struct nm_server *s, int slot, const char *id, pid_t pid, err_t *err)
+{
+	_cleanup_free_ char *nsp = NULL;
+	_cleanup_close_ int ns = -1, jail = -1;
+	int r;
+
+	if (!net_on(s))
+		return 0;
+	if ((r = slot_ok(s, slot, err)) < 0)
+		return r;
+	uint64_t t0 = now_us();
+	nsp = xasprintf("/proc/%d/ns/net", (int)pid);
+	ns = open(nsp, O_RDONLY | O_CLOEXEC);
+	if (ns < 0)
+		return err_sys(err, "open %s", nsp);
+	if ((r = host_end(s, slot, "veth0", ns, err)) < 0)
+		return err_wrap(err, "vm %s network", id);
+	if ((jail = nl_open(ns, err)) < 0) {
+		r = jail;
+		goto fail;
+	}
+	if ((r = nl_bridge_add(jail, "br0", err)) < 0 ||
+	    (r = nl_link_master_up(jail, "veth0", "br0", err)) < 0 ||
+	    (r = nl_link_master_up(jail, "tap0", "br0", err)) < 0 ||
+	    (r = nl_link_up(jail, "br0", err)) < 0)
+		goto fail;
+	log_debug("vm %s: network slot %d in %.2f ms", id, slot, (now_us() - t0) / 1000.0);
+	return 0;
+fail:
+	err_wrap(err, "vm %s network", id);
+	net_detach_slot(s, slot, id);
+	return r;
+}
+
+/* In the QEMU child after unshare(CLONE_NEWNET), still root, before exec:
+ * IPv6 off for every link of this namespace (so the tap, the bridge and
+ * veth0 get none), then the tap. The fd is what QEMU gets (-netdev
+ * tap,fd=N): it needs no CAP_NET_ADMIN and never opens /dev/net/tun.
+ * vnet_hdr: virtio-net's offloads (checksum, TSO) pass through. Only
+ * syscalls: this runs between fork and exec. */
+int net_vm_tap(void)
+{
+	static const char *const v6[] = { "/proc/sys/net/ipv6/conf/all/disable_ipv6",
+					  "/proc/sys/net/ipv6/conf/default/disable_ipv6" };
+	struct ifreq ifr;
+	int fd;
+
+	for (size_t i = 0; i < ARRAY_SIZE(v6); i++)
+		if (write_proc(v6[i], "1\n") < 0 && errno != ENOENT)
+			return -1;
+	fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "tap0");
+	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+void net_detach_slot(struct nm_server *s, int slot, const char *id)
 {
 	_cleanup_free_ char *ifn = NULL;
 	_cleanup_close_ int host = -1;
 	err_t e = { 0 };
 
-	if (!net_on(s) || j->slot < 0 || 2u * (uint32_t)j->slot + 1 >= s->cfg->net_size)
+	if (!net_on(s) || slot < 0 || 2u * (uint32_t)slot + 1 >= s->cfg->net_size)
 		return;
 	/* Deleting one end of a veth deletes the pair; the jail's namespace
 	 * going away would too, but only once the kernel frees it. */
-	ifn = ifname(s, j->slot);
+	ifn = ifname(s, slot);
 	if ((host = nl_open(-1, &e)) >= 0 && nl_link_del(host, ifn, &e) < 0 && e.code != ENODEV)
-		log_warn("sandbox %s: %s", j->id, e.msg);
+		log_warn("sandbox %s: %s", id, e.msg);
+}
+
+void net_detach(struct nm_server *s, struct jail *j)
+{
+	net_detach_slot(s, j->slot, j->id);
+}
+
+bool net_guest_addr(struct nm_server *s, int slot, uint32_t *addr, uint32_t *gw)
+{
+	if (!net_on(s) || slot < 0 || 2u * (uint32_t)slot + 1 >= s->cfg->net_size)
+		return false;
+	*gw = s->cfg->net_base + 2u * (uint32_t)slot;
+	*addr = *gw + 1;
+	return true;
 }
 
 char *net_resolv_conf(struct nm_server *s, int slot)
@@ -292,11 +407,11 @@ int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err)
 		return err_set(err, EOPNOTSUPP, "the sandbox network is off on this node");
 	pthread_mutex_lock(&s->lock);
 	j = jail_find_locked(s, id);
-	if (j && !j->hidden && !j->vm && j->alive)
+	if (j && !j->hidden && j->alive)
 		slot = j->slot;
 	pthread_mutex_unlock(&s->lock);
 	if (slot < 0)
-		return err_set(err, ENOENT, "no live ns jail for sandbox %s", id);
+		return err_set(err, ENOENT, "no live jail for sandbox %s", id);
 	slot_addrs(s, slot, host, out);
 	return 0;
 }

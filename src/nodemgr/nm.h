@@ -145,9 +145,9 @@ int nm_vm_template_save(const char *sock, const struct nm_sandbox_spec *spec, bo
  * nodemgr holds no vm jail for id. */
 int nm_vm_console(const char *sock, const char *id, int *fd, err_t *err);
 
-/* The IPv4 address (dotted) of live ns sandbox id on the node's sandbox
- * network; the gateway knows the sandbox by it. -ENOENT for no live ns
- * jail, -EOPNOTSUPP when the network is off. */
+/* The IPv4 address (dotted) of live sandbox id (ns or vm) on the node's
+ * sandbox network; the gateway knows the sandbox by it. -ENOENT for no
+ * live jail, -EOPNOTSUPP when the network is off. */
 int nm_sandbox_addr(const char *sock, const char *id, char out[16], err_t *err);
 
 #endif

@@ -187,11 +187,20 @@ void vm_accel_detect(struct nm_server *s, char *accel, size_t acap, char *reason
  * it; both run the `nft` command outside the server loop. attach gives the
  * live jail j (init pid) its veth, addresses, route
  * (over rtnetlink); detach removes them (idempotent). net_addr: the
- * sandbox address of live ns jail id. */
+ * sandbox address of live jail id (ns or vm). */
 int net_init(struct nm_server *s, err_t *err);
 void net_fini(struct nm_server *s);
 int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err);
 void net_detach(struct nm_server *s, struct jail *j);
+/* vm: attach the veth of slot to the QEMU pid's namespace, bridged with
+ * the tap that net_vm_tap made there (in the child, before exec; an fd, or
+ * -1 with errno). detach_slot: net_detach by slot. */
+int net_attach_vm(struct nm_server *s, int slot, const char *id, pid_t pid, err_t *err);
+void net_detach_slot(struct nm_server *s, int slot, const char *id);
+int net_vm_tap(void);
+/* The sandbox end's address of slot and its gateway (host order); false
+ * when the network is off. */
+bool net_guest_addr(struct nm_server *s, int slot, uint32_t *addr, uint32_t *gw);
 int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err);
 /* "nameserver <host end>\n" for slot (caller frees); NULL when off. */
 char *net_resolv_conf(struct nm_server *s, int slot);

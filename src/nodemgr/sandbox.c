@@ -402,8 +402,7 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 		 * keeps its unregistration out of the kernel's asynchronous
 		 * namespace cleanup, which would otherwise hold the RTNL lock
 		 * against the next create. */
-		if (!j->vm)
-			net_detach(s, j);
+		net_detach(s, j);
 		kill_init(s, j);
 	}
 	/* Also for ids we hold no jail for: a leftover cgroup from an earlier
@@ -773,8 +772,7 @@ void sandbox_kill_all(struct nm_server *s)
 		pthread_mutex_unlock(&s->lock);
 		if (!j)
 			return;
-		if (!j->vm)
-			net_detach(s, j);
+		net_detach(s, j);
 		kill_init(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
 			log_warn("stop %s: %s", j->id, e.msg);

@@ -237,7 +237,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 	}
 	case NM_SANDBOX_ADDR: {
 		/* Safe: read-only; the address follows from the slot of a live
-		 * ns jail nodemgr started for this pattern-checked id. */
+		 * jail nodemgr started for this pattern-checked id. */
 		struct nm_resp res;
 		char addr[16];
 		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {

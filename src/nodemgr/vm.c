@@ -74,6 +74,11 @@
  * QEMU's heap and the page cache of its disk. */
 #define VM_MEM_OVERHEAD_MB 192
 #define VM_PIDS 256
+/* Part of a template's memory snapshot dir name: change it whenever the
+ * QEMU device set or the guest's boot changes, so a snapshot saved by an
+ * older build is not loaded into a machine it does not match (n1: the
+ * virtio-net NIC). */
+#define VM_CACHE_TAG "n1"
 
 struct nm_vm {
 	char accel[8];
@@ -277,6 +282,10 @@ child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_
 		child_fail(efd, "setsid");
 	if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
 		child_fail(efd, "unshare");
+	/* The NIC's tap, in this new namespace (net.c wires it up from outside). */
+	int tap = net_vm_tap();
+	if (tap < 0)
+		child_fail(efd, "tap");
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail(efd, "make / private");
 	if (mount("tmpfs", vm->root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
@@ -312,17 +321,19 @@ child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_
 	    0)
 		child_fail(efd, "remount / read-only");
 
-	/* fds: 0-2 /dev/null, 3 QMP, 4 channel, 5 the error pipe (cloexec). */
+	/* fds: 0-2 /dev/null, 3 QMP, 4 channel, 5 the error pipe (cloexec),
+	 * 6 the tap. */
 	int hi_q = fcntl(qmp_fd, F_DUPFD, 10), hi_c = fcntl(chan_fd, F_DUPFD, 10),
-	    hi_e = fcntl(efd, F_DUPFD_CLOEXEC, 10), dn = open("/dev/null", O_RDWR);
-	if (hi_q < 0 || hi_c < 0 || hi_e < 0 || dn < 0)
+	    hi_e = fcntl(efd, F_DUPFD_CLOEXEC, 10), hi_t = fcntl(tap, F_DUPFD, 10),
+	    dn = open("/dev/null", O_RDWR);
+	if (hi_q < 0 || hi_c < 0 || hi_e < 0 || hi_t < 0 || dn < 0)
 		child_fail(efd, "dup");
 	efd = hi_e;
 	if (dup2(dn, 0) < 0 || dup2(dn, 1) < 0 || dup2(dn, 2) < 0 || dup2(hi_q, 3) < 0 ||
-	    dup2(hi_c, 4) < 0 || dup3(hi_e, 5, O_CLOEXEC) < 0)
+	    dup2(hi_c, 4) < 0 || dup3(hi_e, 5, O_CLOEXEC) < 0 || dup2(hi_t, 6) < 0)
 		child_fail(efd, "dup2");
 	efd = 5;
-	if (syscall(SYS_close_range, 6, ~0u, 0) < 0)
+	if (syscall(SYS_close_range, 7, ~0u, 0) < 0)
 		child_fail(efd, "close_range");
 
 	groups[ng++] = VM_SHARED_GID;
@@ -400,10 +411,10 @@ static char **build_argv(struct nm_server *s, const struct vm_launch *l)
 				snprintf(tsc, sizeof(tsc), " tsc_early_khz=%" PRIu32 " tsc=reliable",
 					 vm->tsc_khz);
 			if (l->hostname)
-				AF("console=ttyS0 loglevel=6 panic=-1%s airlock.hostname=%s", tsc,
-				   l->hostname);
+				AF("console=ttyS0 loglevel=6 panic=-1 ipv6.disable=1%s "
+				   "airlock.hostname=%s", tsc, l->hostname);
 			else
-				AF("console=ttyS0 loglevel=6 panic=-1%s", tsc);
+				AF("console=ttyS0 loglevel=6 panic=-1 ipv6.disable=1%s", tsc);
 		}
 	}
 	/* cache=writeback honours the guest's flushes (fdatasync on the host),
@@ -420,6 +431,15 @@ static char **build_argv(struct nm_server *s, const struct vm_launch *l)
 	A("socket,id=ch,fd=4");
 	A("-device");
 	A("virtserialport,chardev=ch,name=airlock");
+	/* The NIC (net.c: the tap is fd 6, bridged to the sandbox's veth).
+	 * Every QEMU has it, network on or off, so a template's saved device
+	 * state loads into every clone. The MAC is fixed: a clone restores the
+	 * template's anyway, and each sandbox is an L2 segment of its own
+	 * (its bridge holds its tap and its veth end only). */
+	A("-netdev");
+	A("tap,id=n0,fd=6");
+	A("-device");
+	A("virtio-net-device,netdev=n0,mac=52:54:00:a1:0c:01");
 	/* append=on: a clone's log starts with the boot of the template it was
 	 * cloned from (vm_start copies it in). loglevel=6 (not quiet): the
 	 * kernel's banner and notices reach the log that GET .../console
@@ -535,7 +555,7 @@ static int reflink(const char *src, const char *dst, err_t *err)
 static char *cache_dir(struct nm_server *s, const struct nm_sandbox_spec *spec,
 		       const struct vm_shape *sh)
 {
-	return xasprintf("%s/templates/%s/%u.vm/m%" PRIu32 "-c%" PRIu32, s->pool,
+	return xasprintf("%s/templates/%s/%u.vm/m%" PRIu32 "-c%" PRIu32 "-" VM_CACHE_TAG, s->pool,
 			 spec->template_name, spec->template_version, sh->mem_mb, sh->cpus);
 }
 
@@ -686,8 +706,15 @@ int vm_console_open(struct nm_server *s, const char *id, int *fd, err_t *err)
 
 /* ---- starting QEMU ------------------------------------------------------ */
 
-/* cgroup, run dir, QEMU, monitor. On failure everything this made is gone
- * (the subvolume and the jail entry are the caller's). */
+/* A jail's slot, from its uid (NM_UID_BASE + slot * JAIL_ID_RANGE). */
+static int vm_slot(const struct vm_launch *l)
+{
+	return (int)((l->uid - NM_UID_BASE) / JAIL_ID_RANGE);
+}
+
+/* cgroup, run dir, QEMU, its network, monitor. On failure everything this
+ * made is gone (the subvolume and the jail entry are the caller's); once it
+ * succeeded, the caller's cleanup must net_detach too. */
 static int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu_millis,
 		    pid_t *qpid, int *chan, struct qmp **q, err_t *err)
 {
@@ -714,12 +741,17 @@ static int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu
 		seed_console(l->boot_log, run, l->uid);
 	if ((r = spawn_qemu(s, l, qpid, &qfd, chan, err)) < 0)
 		goto fail;
+	/* The NIC's wiring, in place before the guest runs: a clone waits in
+	 * -incoming, a cold guest takes longer to boot than this. */
+	if ((r = net_attach_vm(s, vm_slot(l), l->id, *qpid, err)) < 0)
+		goto fail;
 	if ((r = qmp_open_fd(qfd, VM_QMP_TIMEOUT_MS, q, err)) < 0) {
 		err_wrap(err, "qemu monitor");
 		goto fail;
 	}
 	return 0;
 fail:
+	net_detach_slot(s, vm_slot(l), l->id);
 	if (*chan >= 0)
 		close(*chan);
 	*chan = -1;
@@ -770,7 +802,7 @@ static void warm_key(const struct nm_sandbox_spec *spec, const struct vm_shape *
 #define WARM_ROUNDS 2      /* the second round runs paths the first one only faulted in:
 			    * RESET after one round 40-50 ms, after two ~10 ms */
 
-static void warm_guest(int chan, const char *wid)
+static void warm_guest(int chan, const char *wid, uint32_t net_addr, uint32_t net_gw)
 {
 	char *argv[] = { "true", NULL };
 	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -789,6 +821,13 @@ static void warm_guest(int chan, const char *wid)
 	rs.wall_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	random_bytes(rs.entropy, rs.entropy_len);
 	snprintf(rs.hostname, sizeof(rs.hostname), "warm");
+	/* The jail's own address (its slot, kept through the take): the real
+	 * RESET then finds eth0 as it wants it, and the path ran warm. */
+	if (net_addr) {
+		rs.net_addr = net_addr;
+		rs.net_prefix = 31;
+		rs.net_gateway = rs.net_dns = net_gw;
+	}
 	{
 		uint8_t id[PROTO_MACHINE_ID_LEN / 2];
 		random_bytes(id, sizeof(id));
@@ -890,7 +929,12 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 		if ((r = restore_state(q, vmstate, err)) < 0)
 			goto fail_started;
 	}
-	warm_guest(chan, rnd);
+	{
+		uint32_t na = 0, ng = 0;
+		if (!net_guest_addr(s, j->slot, &na, &ng))
+			na = ng = 0;
+		warm_guest(chan, rnd, na, ng);
+	}
 	if ((r = qmp_exec(q, "stop", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0) {
 		err_wrap(err, "park warm vm");
 		goto fail_started;
@@ -908,6 +952,7 @@ fail_started: {
 	qmp_close(q);
 	if (chan >= 0)
 		close(chan);
+	net_detach(s, j);
 	cgroup_destroy(&s->cg, rnd, &e2);
 	vm_cleanup_run(s, rnd);
 }
@@ -1051,6 +1096,7 @@ static int warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	return 0;
 fail: {
 	err_t e2 = { 0 };
+	net_detach(s, j);
 	if (j->pidfd >= 0)
 		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 	cgroup_destroy(&s->cg, cg_moved ? spec->id : wid, &e2);
@@ -1239,6 +1285,7 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 
 fail_started: {
 	err_t e2 = { 0 };
+	net_detach(s, j);
 	if (cgroup_destroy(&s->cg, id, &e2) < 0)
 		log_warn("vm create %s cleanup: %s", id, e2.msg);
 	vm_cleanup_run(s, id);
@@ -1290,6 +1337,7 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
 		err_t e2 = { 0 };
 		qmp_close(q);
 		close(chan);
+		net_detach(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e2) < 0)
 			log_warn("vm restore %s cleanup: %s", j->id, e2.msg);
 		vm_cleanup_run(s, j->id);
@@ -1300,6 +1348,7 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
 	r = jail_publish(s, j, qpid, chan, chan_dup, err);
 	if (r < 0) {
 		err_t e2 = { 0 };
+		net_detach(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e2) < 0)
 			log_warn("vm boot %s cleanup: %s", j->id, e2.msg);
 		vm_cleanup_run(s, j->id);
@@ -1478,6 +1527,7 @@ int vm_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bo
 out:
 	{
 		err_t e2 = { 0 };
+		net_detach(s, j);
 		if (j->pidfd >= 0)
 			syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 		if (cgroup_destroy(&s->cg, id, &e2) < 0)

@@ -363,8 +363,39 @@ bool proto_machine_id_ok(const char *s)
 	return nonzero;
 }
 
+/* A unicast IPv4 address a guest could have or route to. */
+static bool unicast_ok(uint32_t a)
+{
+	return a != 0 && (a >> 24) != 127 && (a >> 28) != 0xe && (a >> 28) != 0xf;
+}
+
+static bool reset_net_ok(const struct proto_reset *x)
+{
+	uint32_t mask;
+
+	if (!x->net_addr)
+		return !x->net_gateway && !x->net_dns && !x->net_prefix;
+	if (x->net_prefix < 1 || x->net_prefix > 32 || !unicast_ok(x->net_addr) ||
+	    !unicast_ok(x->net_gateway) || !unicast_ok(x->net_dns) ||
+	    x->net_gateway == x->net_addr)
+		return false;
+	mask = x->net_prefix == 32 ? ~0u : ~(~0u >> x->net_prefix);
+	if ((x->net_addr & mask) != (x->net_gateway & mask) && x->net_prefix < 32)
+		return false;
+	/* On a /30 or wider, not the subnet's own network or broadcast. */
+	if (x->net_prefix < 31) {
+		uint32_t host = ~mask;
+		if ((x->net_addr & host) == 0 || (x->net_addr & host) == host ||
+		    (x->net_gateway & host) == 0 || (x->net_gateway & host) == host)
+			return false;
+	}
+	return true;
+}
+
 static bool reset_ok(const struct proto_reset *x)
 {
+	if (!reset_net_ok(x))
+		return false;
 	if (x->wall_ns && (x->wall_ns / 1000000000ull < RESET_WALL_MIN_S ||
 			   x->wall_ns / 1000000000ull >= RESET_WALL_MAX_S))
 		return false;
@@ -384,6 +415,12 @@ int proto_enc_reset(struct buf *out, uint32_t req_id, const struct proto_reset *
 	proto_enc_bytes(&e, PTAG_ENTROPY, x->entropy, x->entropy_len);
 	proto_enc_str(&e, PTAG_HOSTNAME, x->hostname);
 	proto_enc_str(&e, PTAG_MACHINE_ID, x->machine_id);
+	if (x->net_addr) {
+		proto_enc_u32(&e, PTAG_NET_ADDR, x->net_addr);
+		proto_enc_u8(&e, PTAG_NET_PREFIX, x->net_prefix);
+		proto_enc_u32(&e, PTAG_NET_GATEWAY, x->net_gateway);
+		proto_enc_u32(&e, PTAG_NET_DNS, x->net_dns);
+	}
 	return proto_enc_end(&e);
 }
 
@@ -410,6 +447,18 @@ int proto_dec_reset(const struct proto_frame *f, struct proto_reset *x)
 		return -EBADMSG;
 	if (r < 0)
 		return r;
+	/* The network: all four fields or none (an older host sends none). */
+	r = proto_get_u32(f->payload, f->len, PTAG_NET_ADDR, &x->net_addr);
+	if (r == 0) {
+		if (proto_get_u8(f->payload, f->len, PTAG_NET_PREFIX, &x->net_prefix) < 0 ||
+		    proto_get_u32(f->payload, f->len, PTAG_NET_GATEWAY, &x->net_gateway) < 0 ||
+		    proto_get_u32(f->payload, f->len, PTAG_NET_DNS, &x->net_dns) < 0)
+			return -EBADMSG;
+		if (!x->net_addr)
+			return -EINVAL;
+	} else if (r != -ENOENT) {
+		return -EBADMSG;
+	}
 	return reset_ok(x) ? 0 : -EINVAL;
 }
 

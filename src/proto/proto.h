@@ -66,11 +66,17 @@
  *                  the node compares it between polls to see activity)}
  *   RESET    h->g  WALLCLOCK u64 (ns since the epoch; 0 = leave the clock),
  *                  ENTROPY bytes (PROTO_RESET_ENTROPY_MIN..MAX), HOSTNAME str,
- *                  MACHINE_ID str (32 lowercase hex) -> OK once the guest has
- *                  set the clock, reseeded its RNG, set the hostname and
- *                  written /etc/machine-id. Sent after a VM is restored or
- *                  forked from a memory snapshot: clones must not share any
- *                  of these. Nothing is changed when a field is invalid.
+ *                  MACHINE_ID str (32 lowercase hex), and optionally
+ *                  NET_ADDR u32, NET_PREFIX u8 (1..32), NET_GATEWAY u32,
+ *                  NET_DNS u32 (IPv4, host order; all four or none) -> OK
+ *                  once the guest has set the clock, reseeded its RNG, set
+ *                  the hostname and written /etc/machine-id, and with the
+ *                  NET_ fields given, given eth0 that address (replacing
+ *                  any other), set it up with the default route via the
+ *                  gateway and written /etc/resolv.conf. Sent after a VM is
+ *                  restored or forked from a memory snapshot: clones must
+ *                  not share any of these. Nothing is changed when a field
+ *                  is invalid.
  *   SYNC     h->g  (none) -> OK once the guest's sync(2) returned: every
  *                  filesystem's dirty data is on its disk. Sent before a
  *                  disk snapshot of a VM, so the image holds what the guest
@@ -209,6 +215,11 @@ enum proto_tag {
 	PTAG_ENTROPY = 37,
 	PTAG_HOSTNAME = 38,
 	PTAG_MACHINE_ID = 39,
+	/* 40..49: the guest's network (RESET) */
+	PTAG_NET_ADDR = 40,
+	PTAG_NET_PREFIX = 41,
+	PTAG_NET_GATEWAY = 42,
+	PTAG_NET_DNS = 43,
 	/* 60..69: lifecycle (scheduler, idle handling). */
 	PTAG_CPU_MS = 60,
 	/* 50..59: port streams */
@@ -390,6 +401,12 @@ struct proto_reset {
 	size_t entropy_len;   /* PROTO_RESET_ENTROPY_MIN..MAX */
 	char hostname[PROTO_HOSTNAME_MAX + 1];    /* letters, digits, '-', '.' */
 	char machine_id[PROTO_MACHINE_ID_LEN + 1]; /* 32 lowercase hex, not all zero */
+	/* eth0 (vm): net_addr 0 = leave the network alone. Otherwise
+	 * net_addr/net_prefix with the gateway inside that subnet, neither
+	 * being its network or broadcast address unless prefix >= 31, none
+	 * of them 0, loopback, multicast or broadcast. */
+	uint32_t net_addr, net_gateway, net_dns;
+	uint8_t net_prefix;
 };
 /* -EINVAL when a field is out of range (see above). */
 int proto_enc_reset(struct buf *out, uint32_t req_id, const struct proto_reset *x);

@@ -38,7 +38,9 @@ static void decode_all(const struct proto_frame *f)
 	(void)proto_dec_exit(f, &ex);
 	(void)proto_dec_status(f, &s);
 	if (proto_dec_reset(f, &rs) == 0 && (rs.entropy_len < PROTO_RESET_ENTROPY_MIN ||
-					     rs.entropy_len > PROTO_RESET_ENTROPY_MAX))
+					     rs.entropy_len > PROTO_RESET_ENTROPY_MAX ||
+					     (rs.net_addr && (rs.net_prefix < 1 || rs.net_prefix > 32 ||
+							      !rs.net_gateway || !rs.net_dns))))
 		abort();
 	if (proto_dec_port(f, &pp) == 0 && pp.type == PT_PORT_DATA) {
 		if (pp.len == 0 || pp.len > PROTO_CHUNK)

@@ -386,6 +386,17 @@ static void test_reset(void)
 	CHECK(proto_enc_reset(&b, 7, &x) == 0);
 	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == 0 && y.wall_ns == 0);
 
+	/* The network (vm): round trip; absent stays 0. */
+	CHECK(y.net_addr == 0 && y.net_prefix == 0);
+	x.net_addr = 0x0afe0007;      /* 10.254.0.7/31 via .6, resolver .6 */
+	x.net_prefix = 31;
+	x.net_gateway = x.net_dns = 0x0afe0006;
+	buf_reset(&b);
+	CHECK(proto_enc_reset(&b, 7, &x) == 0);
+	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == 0);
+	CHECK(y.net_addr == 0x0afe0007 && y.net_prefix == 31 && y.net_gateway == 0x0afe0006 &&
+	      y.net_dns == 0x0afe0006);
+
 	/* The encoder refuses what the decoder would. */
 	struct proto_reset bad;
 	size_t before = b.len;
@@ -401,6 +412,16 @@ static void test_reset(void)
 	ENC_BAD(strcpy(bad.machine_id, "0123456789ABCDEF0123456789abcdef"));
 	ENC_BAD(strcpy(bad.machine_id, "0123"));
 	ENC_BAD(strcpy(bad.machine_id, "00000000000000000000000000000000"));
+	ENC_BAD(bad.net_prefix = 0);
+	ENC_BAD(bad.net_prefix = 33);
+	ENC_BAD(bad.net_gateway = 0x0afe0009);             /* outside the /31 */
+	ENC_BAD(bad.net_gateway = bad.net_addr);
+	ENC_BAD(bad.net_dns = 0);
+	ENC_BAD(bad.net_addr = 0x7f000001);                /* loopback */
+	ENC_BAD(bad.net_addr = 0xe0000001);                /* multicast */
+	ENC_BAD((bad.net_addr = 0x0a000000, bad.net_gateway = 0x0a000001,
+		 bad.net_prefix = 24));                    /* the network address */
+	ENC_BAD((bad.net_addr = 0, bad.net_prefix = 31));  /* no address, other fields */
 #undef ENC_BAD
 	char h64[65];
 	memset(h64, 'a', 64);
@@ -432,6 +453,26 @@ static void test_reset(void)
 	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EBADMSG);
 	reset_frame(&b, 5, 64, "a", mid);
 	CHECK(parse_one(&b, &f) == 0 && proto_dec_reset(&f, &y) == -EINVAL);
+	/* an address without the other network fields, and one of 0 */
+	for (int k = 0; k < 2; k++) {
+		struct proto_enc e;
+		uint8_t ent[64] = { 0 };
+		buf_reset(&b);
+		proto_enc_begin(&e, &b, PT_RESET, 0, 9);
+		proto_enc_u64(&e, PTAG_WALLCLOCK, now_ns);
+		proto_enc_bytes(&e, PTAG_ENTROPY, ent, sizeof(ent));
+		proto_enc_str(&e, PTAG_HOSTNAME, "a");
+		proto_enc_str(&e, PTAG_MACHINE_ID, mid);
+		proto_enc_u32(&e, PTAG_NET_ADDR, k ? 0 : 0x0afe0007);
+		if (k) {
+			proto_enc_u8(&e, PTAG_NET_PREFIX, 31);
+			proto_enc_u32(&e, PTAG_NET_GATEWAY, 0x0afe0006);
+			proto_enc_u32(&e, PTAG_NET_DNS, 0x0afe0006);
+		}
+		CHECK(proto_enc_end(&e) == 0);
+		CHECK(parse_one(&b, &f) == 0 &&
+		      proto_dec_reset(&f, &y) == (k ? -EINVAL : -EBADMSG));
+	}
 	/* a NUL inside the hostname */
 	{
 		struct proto_enc e;
