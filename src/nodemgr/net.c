@@ -240,9 +240,15 @@ static int host_end(struct nm_server *s, int slot, const char *peer, int ns, err
 	return r;
 }
 
+/* Whether slot has its two addresses in the sandbox range. */
+static bool slot_fits(struct nm_server *s, int slot)
+{
+	return slot >= 0 && 2u * (uint32_t)slot + 1 < s->cfg->net_size;
+}
+
 static int slot_ok(struct nm_server *s, int slot, err_t *err)
 {
-	if (slot < 0 || 2u * (uint32_t)slot + 1 >= s->cfg->net_size)
+	if (!slot_fits(s, slot))
 		return err_set(err, ENOSPC, "the sandbox network has no address for slot %d", slot);
 	return 0;
 }
@@ -362,7 +368,7 @@ void net_detach_slot(struct nm_server *s, int slot, const char *id)
 	_cleanup_close_ int host = -1;
 	err_t e = { 0 };
 
-	if (!net_on(s) || slot < 0 || 2u * (uint32_t)slot + 1 >= s->cfg->net_size)
+	if (!net_on(s) || !slot_fits(s, slot))
 		return;
 	/* Deleting one end of a veth deletes the pair; the jail's namespace
 	 * going away would too, but only once the kernel frees it. */
@@ -378,7 +384,7 @@ void net_detach(struct nm_server *s, struct jail *j)
 
 bool net_guest_addr(struct nm_server *s, int slot, uint32_t *addr, uint32_t *gw)
 {
-	if (!net_on(s) || slot < 0 || 2u * (uint32_t)slot + 1 >= s->cfg->net_size)
+	if (!net_on(s) || !slot_fits(s, slot))
 		return false;
 	*gw = s->cfg->net_base + 2u * (uint32_t)slot;
 	*addr = *gw + 1;
