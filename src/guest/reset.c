@@ -92,27 +92,13 @@ static int overwrite_machine_id(const char *line, size_t n)
  * clone, and an fsync here is an ext4 journal commit plus a flush of the
  * virtio-blk disk, i.e. an fdatasync on the host: measured 60-100 ms of a
  * ~130 ms RESET under TCG, on the create path. */
+static int replace_file(const char *path, const char *text, mode_t mode);
+
 static int write_machine_id(const char *line)
 {
-	static const char tmp[] = MACHINE_ID_PATH ".tmp";
-	size_t n = strlen(line);
-	int fd, r = overwrite_machine_id(line, n);
+	int r = overwrite_machine_id(line, strlen(line));
 
-	if (r <= 0)
-		return r;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
-	r = 0;
-	if (fd < 0)
-		return -errno;
-	errno = 0;
-	if (write(fd, line, n) != (ssize_t)n)
-		r = errno ? -errno : -EIO;
-	close(fd);
-	if (r == 0 && rename(tmp, MACHINE_ID_PATH) < 0)
-		r = -errno;
-	if (r < 0)
-		unlink(tmp);
-	return r;
+	return r <= 0 ? r : replace_file(MACHINE_ID_PATH, line, 0444);
 }
 
 /* Replace path with text atomically (tmp + rename; a symlink at path is
