@@ -130,6 +130,18 @@ int nl_open(int netns_fd, err_t *err)
 	return fd;
 }
 
+/* A link request for `name`: header, ifinfomsg (returned) and IFLA_IFNAME. */
+static struct ifinfomsg *link_req(struct nlreq *r, int type, int flags, const char *name)
+{
+	struct ifinfomsg *ifi;
+
+	req_init(r, type, flags);
+	ifi = put(r, sizeof(*ifi));
+	ifi->ifi_family = AF_UNSPEC;
+	attr(r, IFLA_IFNAME, name, strlen(name) + 1);
+	return ifi;
+}
+
 int nl_veth_add(int sock, const char *name, const char *peer, int peer_netns_fd, err_t *err)
 {
 	struct nlreq r;
@@ -137,10 +149,7 @@ int nl_veth_add(int sock, const char *name, const char *peer, int peer_netns_fd,
 	struct rtattr *li, *data, *pe;
 	uint32_t nsfd = (uint32_t)peer_netns_fd;
 
-	req_init(&r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
-	ifi = put(&r, sizeof(*ifi));
-	ifi->ifi_family = AF_UNSPEC;
-	attr(&r, IFLA_IFNAME, name, strlen(name) + 1);
+	link_req(&r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, name);
 	li = attr(&r, IFLA_LINKINFO, NULL, 0);
 	attr(&r, IFLA_INFO_KIND, "veth", 4);
 	data = attr(&r, IFLA_INFO_DATA, NULL, 0);
@@ -158,12 +167,8 @@ int nl_veth_add(int sock, const char *name, const char *peer, int peer_netns_fd,
 int nl_link_del(int sock, const char *name, err_t *err)
 {
 	struct nlreq r;
-	struct ifinfomsg *ifi;
 
-	req_init(&r, RTM_DELLINK, 0);
-	ifi = put(&r, sizeof(*ifi));
-	ifi->ifi_family = AF_UNSPEC;
-	attr(&r, IFLA_IFNAME, name, strlen(name) + 1);
+	link_req(&r, RTM_DELLINK, 0, name);
 	return talk(sock, &r, "delete link", err);
 }
 
@@ -172,25 +177,18 @@ int nl_link_up(int sock, const char *name, err_t *err)
 	struct nlreq r;
 	struct ifinfomsg *ifi;
 
-	req_init(&r, RTM_NEWLINK, 0);
-	ifi = put(&r, sizeof(*ifi));
-	ifi->ifi_family = AF_UNSPEC;
+	ifi = link_req(&r, RTM_NEWLINK, 0, name);
 	ifi->ifi_flags = IFF_UP;
 	ifi->ifi_change = IFF_UP;
-	attr(&r, IFLA_IFNAME, name, strlen(name) + 1);
 	return talk(sock, &r, "link up", err);
 }
 
 int nl_bridge_add(int sock, const char *name, err_t *err)
 {
 	struct nlreq r;
-	struct ifinfomsg *ifi;
 	struct rtattr *li;
 
-	req_init(&r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
-	ifi = put(&r, sizeof(*ifi));
-	ifi->ifi_family = AF_UNSPEC;
-	attr(&r, IFLA_IFNAME, name, strlen(name) + 1);
+	link_req(&r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, name);
 	li = attr(&r, IFLA_LINKINFO, NULL, 0);
 	attr(&r, IFLA_INFO_KIND, "bridge", 6);
 	nest_end(&r, li);
@@ -209,12 +207,9 @@ int nl_link_master_up(int sock, const char *name, const char *master, err_t *err
 	if ((rc = index_of(sock, master, &index, err)) < 0)
 		return rc;
 	m = (uint32_t)index;
-	req_init(&r, RTM_NEWLINK, 0);
-	ifi = put(&r, sizeof(*ifi));
-	ifi->ifi_family = AF_UNSPEC;
+	ifi = link_req(&r, RTM_NEWLINK, 0, name);
 	ifi->ifi_flags = IFF_UP;
 	ifi->ifi_change = IFF_UP;
-	attr(&r, IFLA_IFNAME, name, strlen(name) + 1);
 	attr(&r, IFLA_MASTER, &m, sizeof(m));
 	return talk(sock, &r, "enslave link", err);
 }
@@ -224,15 +219,11 @@ int nl_link_master_up(int sock, const char *name, const char *master, err_t *err
 static int index_of(int sock, const char *name, int *index, err_t *err)
 {
 	struct nlreq r;
-	struct ifinfomsg *ifi;
 	char ans[4096];
 	ssize_t k;
 
-	req_init(&r, RTM_GETLINK, 0);
+	link_req(&r, RTM_GETLINK, 0, name);
 	r.h->nlmsg_flags = NLM_F_REQUEST;
-	ifi = put(&r, sizeof(*ifi));
-	ifi->ifi_family = AF_UNSPEC;
-	attr(&r, IFLA_IFNAME, name, strlen(name) + 1);
 	r.h->nlmsg_seq = 0x7fffffff;
 	if (send(sock, r.buf, r.h->nlmsg_len, 0) < 0)
 		return err_sys(err, "netlink get link %s", name);
