@@ -79,6 +79,7 @@ static void record(struct node *n, struct sandbox *sb, const char *snap, const c
 bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 {
 	char snap[65], kind[16], why[400];
+	_cleanup_free_ char *procs = NULL;
 	struct nm_sandbox_spec nspec;
 	struct guestconn *old;
 	int chan_fd = -1, r;
@@ -117,9 +118,12 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 	nspec.limits = sb->limits;
 	r = sb->be->rollback(&n->bctx, &nspec, snap, &chan_fd, &jail_pid, &err);
 
-	/* The dead guest's channel and processes are gone either way. */
+	/* The dead guest's channel and processes are gone either way; from a
+	 * full snapshot, its processes of that moment carry on. */
+	procs = r == 0 && strcmp(kind, "full") == 0 ? snapshot_procs(n, snap) : NULL;
 	pthread_mutex_lock(&sb->mu);
 	procs_mark_lost(sb, "the sandbox crashed");
+	procs_restore_locked(sb, procs);
 	old = sb->gc;
 	sb->gc = NULL;
 	while (sb->gc_users > 0)

@@ -131,7 +131,7 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 		  bool scheduled, char **out_id, err_t *err)
 {
 	_cleanup_free_ char *snap_id = random_id("sn-", 8);
-	_cleanup_free_ char *prev = NULL;
+	_cleanup_free_ char *prev = NULL, *procs = NULL;
 	struct db_rows rows;
 	int64_t size = -1, now;
 	enum sb_state st;
@@ -171,8 +171,16 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 	/* A full snapshot needs no sync: the page cache is in the memory it
 	 * captures. */
 	r = full ? 0 : quiesce(n, sb, err);
-	if (r == 0 && full)
+	/* The node's side of the memory: which processes the guest runs and
+	 * where their output streams stand, so a rollback to this snapshot can
+	 * follow them again. Taken just before the guest stops: output of the
+	 * last moments in between shows as a gap, never as a repeat. */
+	if (r == 0 && full) {
+		pthread_mutex_lock(&sb->mu);
+		procs = procs_image_locked(sb);
+		pthread_mutex_unlock(&sb->mu);
 		r = sb->be->snapshot_full(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, err);
+	}
 	else if (r == 0)
 		r = sb->be->snapshot(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, err);
 	/* The scheduler's clock (wall time unless a test moved it), so that
@@ -188,6 +196,9 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 		else  /* 'n' binds NULL and takes no argument */
 			r = db_exec(n->db, err, ins, "ssssnii", snap_id, sb->id, name, kind, now,
 				    (int64_t)scheduled);
+		if (r >= 0 && procs)
+			r = db_exec(n->db, err, "UPDATE snapshots SET procs=? WHERE id=?", "ss", procs,
+				    snap_id);
 		if (r < 0) {
 			err_t e2 = { 0 };
 			if (sb->be->snapshot_delete(&n->bctx, sb->id, snap_id, &e2) < 0)
@@ -373,11 +384,28 @@ static void rollback_failed(struct node *n, struct sandbox *sb, const err_t *cau
 	sandbox_fail(n, sb, reason);
 }
 
+char *snapshot_procs(struct node *n, const char *snap_id)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	char *out = NULL;
+
+	if (db_query(n->db, &rows, &err, "SELECT procs FROM snapshots WHERE id=?", "s",
+		     snap_id) < 0) {
+		log_warn("snapshot %s: process table: %s", snap_id, err.msg);
+		return NULL;
+	}
+	if (rows.n_rows && db_cell(&rows, 0, 0))
+		out = xstrdup(db_cell(&rows, 0, 0));
+	db_rows_free(&rows);
+	return out;
+}
+
 void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 		     struct http_conn *c)
 {
 	static const char *const keys[] = { "snapshot", NULL };
-	_cleanup_free_ char *snap_id = NULL, *snap_name = NULL, *snap_kind = NULL;
+	_cleanup_free_ char *snap_id = NULL, *snap_name = NULL, *snap_kind = NULL, *procs = NULL;
 	struct nm_sandbox_spec nspec;
 	struct guestconn *old;
 	struct db_rows rows;
@@ -407,6 +435,8 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	snap_name = xstrdup(db_cell(&rows, 0, 1));
 	snap_kind = xstrdup(db_cell(&rows, 0, 2));
 	db_rows_free(&rows);
+	if (strcmp(snap_kind, "full") == 0)
+		procs = snapshot_procs(n, snap_id);
 
 	/* A paused sandbox is resumed first, so a rollback that fails before
 	 * it changed anything leaves a running sandbox, as the table says. */
@@ -450,10 +480,11 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	 * reader ends on EOF; guestconn_close waits for it, so no callback of
 	 * the old guest runs after this) and what it was running. */
 	/* After a full rollback the guest's processes are the ones of the
-	 * snapshot and carry on there, but this table cannot follow them (its
-	 * output offsets are from after the snapshot). */
+	 * snapshot and carry on there: the table gets the records kept with
+	 * the snapshot (fresh ones, output from the snapshot's offsets on). */
 	pthread_mutex_lock(&sb->mu);
 	procs_mark_lost(sb, "the sandbox was rolled back");
+	procs_restore_locked(sb, procs);
 	old = sb->gc;
 	sb->gc = NULL;
 	guestconn_ports_abort(old);

@@ -5,6 +5,7 @@ the process carries on from there), and through a fork with memory: each
 child carries on counting, gets its own hostname, machine-id and RNG, and
 the children then diverge. On the ns backend, kind "full" is 501 with a
 message saying why, and a bad kind is 400 everywhere."""
+import base64
 import json
 import time
 import unittest
@@ -13,7 +14,7 @@ from harness import BACKEND, AirlockTestCase, ApiError, main
 
 VM_ONLY = unittest.skipUnless(BACKEND == "vm", "full snapshots are a vm capability")
 
-COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new && "
+COUNTER = ("i=0; while :; do i=$((i+1)); echo $i; echo $i > /tmp/count.new && "
            "mv /tmp/count.new /tmp/count; sleep 0.2; done")
 
 
@@ -52,8 +53,9 @@ class FullSnapshotTest(AirlockTestCase):
     def start_counter(self):
         ev = self.api.stream("POST", f"/v1/sandboxes/{self.sid}/exec",
                              {"cmd": ["sh", "-c", COUNTER]})
-        next(ev)
+        pid = next(ev)["pid"]
         ev.close()
+        return pid
 
     def status(self, method, path, body=None):
         status, data, _ = self.api.raw(method, path, body)
@@ -81,7 +83,7 @@ class FullSnapshotTest(AirlockTestCase):
         node = self.api.call("GET", "/v1/node")
         caps = {b["name"]: b["caps"] for b in node["backends"]}
         self.assertTrue(caps["vm"]["full_snapshot"])
-        self.start_counter()
+        pid = self.start_counter()
         self.wait_count(5)
         self.sh("echo before > /work-marker")
         s0 = self.count()
@@ -107,6 +109,24 @@ class FullSnapshotTest(AirlockTestCase):
         c2 = self.wait_count(c1 + 5)
         self.assertGreater(c2, c1)
         self.assertEqual(self.sh("hostname").strip(), self.sid)
+        # The process table follows it again: the counter is a running
+        # process, and its output goes on from the snapshot's point.
+        procs = {p["pid"]: p for p in
+                 self.api.call("GET", f"/v1/sandboxes/{self.sid}/processes")["processes"]}
+        self.assertIn(pid, procs)
+        self.assertTrue(procs[pid]["running"], procs[pid])
+        nums = []
+        ev = self.api.stream("GET", f"/v1/sandboxes/{self.sid}/processes/{pid}/output"
+                             "?offset=0&follow=1")
+        for e in ev:
+            if e["type"] == "stdout":
+                nums += [int(x) for x in base64.b64decode(e["data"]).split()]
+            if len(nums) >= 6:
+                break
+        ev.close()
+        self.assertEqual(nums, sorted(nums), nums)
+        self.assertGreaterEqual(nums[0], s0, nums)
+        self.assertGreater(nums[-1], c2 - 1, nums)
         import os
         import sqlite3
         db = sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"))
