@@ -31,9 +31,11 @@
 
 #define FORK_MAX 16
 
-/* What the children copy from the parent's row. */
+/* What the children copy from the parent's row, and (memory forks) the
+ * process table of the point they start from. */
 struct fork_src {
 	char *spec, *metadata;
+	char *procs;
 };
 
 static int load_src(struct node *n, struct sandbox *sb, struct fork_src *src, err_t *err)
@@ -149,6 +151,13 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 
 	if (!(sb = child_new(n, parent, src, err)))
 		return NULL;
+	/* Memory fork: the parent's processes carry on in the child; its
+	 * table follows them (before the guest can say anything about them). */
+	if (src->procs) {
+		pthread_mutex_lock(&sb->mu);
+		procs_restore_locked(sb, src->procs);
+		pthread_mutex_unlock(&sb->mu);
+	}
 	memset(&nspec, 0, sizeof(nspec));
 	snprintf(nspec.id, sizeof(nspec.id), "%s", sb->id);
 	snprintf(nspec.template_name, sizeof(nspec.template_name), "%s", sb->template_name);
@@ -293,6 +302,8 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 			goto out;
 		}
 		snprintf(snap, sizeof(snap), "%s", db_cell(&rows, 0, 0));   /* SNAP_COLS: id first */
+		if (strcmp(db_cell(&rows, 0, 2), "full") == 0)
+			src.procs = snapshot_procs(n, snap);
 		db_rows_free(&rows);
 	}
 
@@ -326,6 +337,9 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		snprintf(snap, sizeof(snap), "%s", id);
 		r = 0;
 		if (sb->be->caps.full_snapshot && sb->be->snapshot_full) {
+			pthread_mutex_lock(&sb->mu);
+			src.procs = procs_image_locked(sb);
+			pthread_mutex_unlock(&sb->mu);
 			r = sb->be->snapshot_full(&n->bctx, sb->id, snap, "", &size, &err);
 		} else {
 			if (sb->be->quiesce && (gc = sandbox_gc_get(sb))) {
@@ -386,5 +400,6 @@ out:
 		sandbox_unref(kids[i]);
 	free(src.spec);
 	free(src.metadata);
+	free(src.procs);
 	json_free(body);
 }

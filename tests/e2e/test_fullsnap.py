@@ -139,7 +139,7 @@ class FullSnapshotTest(AirlockTestCase):
 
     @VM_ONLY
     def test_fork_with_memory(self):
-        self.start_counter()
+        pid = self.start_counter()
         s0 = self.wait_count(5)
         kids = self.api.call("POST", f"/v1/sandboxes/{self.sid}/fork", {"count": 2},
                              expect=(201,))["sandboxes"]
@@ -150,8 +150,12 @@ class FullSnapshotTest(AirlockTestCase):
             self.assertEqual((k["parent"], k["state"]), (self.sid, "running"))
             c1 = self.count(k["id"])
             self.assertGreaterEqual(c1, s0)
-            # The forked process carries on counting in the child.
+            # The forked process carries on counting in the child, and is
+            # in the child's process table.
             self.assertGreater(self.wait_count(c1 + 5, k["id"]), c1)
+            procs = {p["pid"]: p for p in self.api.call(
+                "GET", f"/v1/sandboxes/{k['id']}/processes")["processes"]}
+            self.assertTrue(pid in procs and procs[pid]["running"], procs)
             seen[k["id"]] = (self.sh("hostname", k["id"]).strip(),
                              self.sh("cat /etc/machine-id", k["id"]).strip(),
                              self.sh("head -c 16 /dev/urandom | od -An -tx1", k["id"]))
