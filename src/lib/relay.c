@@ -73,23 +73,34 @@ static void to_sink(struct dir *d)
 	}
 }
 
+/* A write to d->to failed (errno): 1 to go on (interrupted, or the
+ * receiver is gone and d now drops what it reads), 0 when it would block,
+ * else -errno. */
+static int write_failed(struct dir *d)
+{
+	if (errno == EINTR)
+		return 1;
+	if (errno == EPIPE || errno == ECONNRESET) {
+		to_sink(d);
+		return 1;
+	}
+	return errno == EAGAIN ? 0 : -errno;
+}
+
 /* Move what can be moved now: write what is held, then read more, until
  * one side would block. Returns 0 or -errno. */
 static int step(struct dir *d)
 {
 	ssize_t n;
+	int r;
 
 	for (;;) {
 		if (d->off < d->len) {
 			n = send(d->to, d->buf + d->off, d->len - d->off, MSG_NOSIGNAL);
 			if (n < 0) {
-				if (errno == EINTR)
+				if ((r = write_failed(d)) > 0)
 					continue;
-				if (errno == EPIPE || errno == ECONNRESET) {
-					to_sink(d);
-					continue;
-				}
-				return errno == EAGAIN ? 0 : -errno;
+				return r;
 			}
 			d->off += (size_t)n;
 			continue;
@@ -99,13 +110,9 @@ static int step(struct dir *d)
 			n = splice(d->pipe[0], NULL, d->to, NULL, d->inpipe,
 				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n < 0) {
-				if (errno == EINTR)
+				if ((r = write_failed(d)) > 0)
 					continue;
-				if (errno == EPIPE || errno == ECONNRESET) {
-					to_sink(d);
-					continue;
-				}
-				return errno == EAGAIN ? 0 : -errno;
+				return r;
 			}
 			d->inpipe -= (size_t)n;
 			continue;

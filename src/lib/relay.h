@@ -9,9 +9,9 @@
  * and dropped until its EOF (no reset that could discard an answer not read
  * yet). Bytes move socket -> pipe -> socket with splice(2), so they never
  * enter user space; a pair that splice cannot move (EINVAL), and a
- * direction read only to be dropped, go through a buffer instead. Each direction holds at most one pipe (RELAY_PIPE bytes when
- * the pipe may grow that far) or RELAY_BUF bytes: a slow reader slows the
- * writer down. Both fds are borrowed and left open (set O_NONBLOCK).
+ * direction read only to be dropped, go through a buffer instead. Each
+ * direction holds at most one pipe (RELAY_PIPE bytes when the pipe may grow
+ * that far) or RELAY_BUF bytes: a slow reader slows the writer down. Both fds are borrowed and left open (set O_NONBLOCK).
  */
 #ifndef AIRLOCK_RELAY_H
 #define AIRLOCK_RELAY_H
