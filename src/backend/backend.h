@@ -40,9 +40,11 @@ struct backend_ops {
 	int (*destroy)(const struct backend_ctx *ctx, const char *id, err_t *err);
 	/* Optional: runs after create, once the guest said READY and before the
 	 * sandbox is reported running (vm: the clone reset of clock, RNG,
-	 * hostname and machine-id). gc is borrowed. A failure fails the create. */
+	 * hostname, machine-id and network). addr: the sandbox's address on the
+	 * node's network as the node already knows it ("" = none). gc is
+	 * borrowed. A failure fails the create. */
 	int (*post_ready)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-			  struct guestconn *gc, err_t *err);
+			  const char *addr, struct guestconn *gc, err_t *err);
 	/* Optional: a read-only fd (caller owns) on the sandbox's serial
 	 * console log. NULL: the backend has none (the API answers 501). */
 	int (*console)(const struct backend_ctx *ctx, const char *id, int *fd, err_t *err);

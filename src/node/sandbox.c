@@ -1012,6 +1012,7 @@ int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox
 {
 	struct guest_hello hello;
 	struct guestconn *gc;
+	char addr[sizeof(sb->addr)];
 	int r;
 
 	/* The guest always speaks first: HELLO, then READY once it can serve. */
@@ -1020,7 +1021,10 @@ int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox
 	if (!gc)
 		return err_wrap(err, "%s", what);
 	log_debug("sandbox %s: guest hello in %.2f ms", sb->id, (now_us() - t0) / 1000.0);
-	if (sb->be->post_ready && sb->be->post_ready(&n->bctx, nspec, gc, err) < 0) {
+	pthread_mutex_lock(&sb->mu);
+	snprintf(addr, sizeof(addr), "%s", sb->addr);
+	pthread_mutex_unlock(&sb->mu);
+	if (sb->be->post_ready && sb->be->post_ready(&n->bctx, nspec, addr, gc, err) < 0) {
 		guestconn_close(gc);
 		return err_wrap(err, "%s backend", sb->be->name);
 	}

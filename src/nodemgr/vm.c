@@ -930,9 +930,8 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 			goto fail_started;
 	}
 	{
-		uint32_t na = 0, ng = 0;
-		if (!net_guest_addr(s, j->slot, &na, &ng))
-			na = ng = 0;
+		uint32_t na = 0, ng = 0;   /* stay 0 when the network is off */
+		(void)net_guest_addr(s, j->slot, &na, &ng);
 		warm_guest(chan, rnd, na, ng);
 	}
 	if ((r = qmp_exec(q, "stop", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0) {

@@ -165,25 +165,17 @@ static int vm_destroy(const struct backend_ctx *ctx, const char *id, err_t *err)
 	return nm_sandbox_destroy(ctx->nm_sock, id, err);
 }
 
-/* The guest's eth0: the sandbox end of the /31 of its slot, the host end
- * being its gateway and resolver (nodemgr's net.c; every UDP/53 goes to the
- * gateway's DNS anyway). No address when the node runs without a sandbox
- * network (nodemgr answers EOPNOTSUPP): eth0 then stays down. */
-static int guest_net(const struct backend_ctx *ctx, const char *id, struct guest_reset *rq,
-		     err_t *err)
+/* The guest's eth0: addr is the sandbox end of the /31 of its slot (the
+ * node learnt it from nodemgr when it told the gateway), the host end being
+ * its gateway and resolver (nodemgr's net.c; every UDP/53 goes to the
+ * gateway's DNS anyway). No address (the node runs without a sandbox
+ * network): eth0 stays down. */
+static int guest_net(const char *addr, struct guest_reset *rq, err_t *err)
 {
-	char addr[16];
 	struct in_addr in;
-	err_t e = { 0 };
-	int r;
 
-	r = nm_sandbox_addr(ctx->nm_sock, id, addr, &e);
-	if (r == -EOPNOTSUPP)
+	if (!addr[0])
 		return 0;
-	if (r < 0) {
-		*err = e;
-		return err_wrap(err, "sandbox address");
-	}
 	if (inet_pton(AF_INET, addr, &in) != 1 || !(ntohl(in.s_addr) & 1))
 		return err_set(err, EPROTO, "sandbox address %s is not the odd end of a /31", addr);
 	rq->net_addr = ntohl(in.s_addr);
@@ -194,13 +186,13 @@ static int guest_net(const struct backend_ctx *ctx, const char *id, struct guest
 
 /* Fresh clock (ours, read just before sending), 64 bytes of host entropy,
  * the sandbox's hostname, a new random machine-id and its network. */
-static int vm_reset_guest(const struct backend_ctx *ctx, struct guestconn *gc, const char *id,
-			  const char *hostname, err_t *err)
+static int vm_reset_guest(struct guestconn *gc, const char *addr, const char *hostname,
+			  err_t *err)
 {
 	struct guest_reset rq = { .set_clock = true, .hostname = hostname };
 	uint64_t t0 = now_us();
 
-	if (guest_net(ctx, id, &rq, err) < 0)
+	if (guest_net(addr, &rq, err) < 0)
 		return err_wrap(err, "clone reset");
 
 	if (guestconn_reset(gc, &rq, err) < 0)
@@ -214,10 +206,10 @@ static int vm_reset_guest(const struct backend_ctx *ctx, struct guestconn *gc, c
  * values (guestconn_reset). A cold-booted VM gets the same reset, which is
  * harmless and keeps one path. */
 static int vm_post_ready(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-			 struct guestconn *gc, err_t *err)
+			 const char *addr, struct guestconn *gc, err_t *err)
 {
-	return vm_reset_guest(ctx, gc, spec->id, spec->hostname[0] ? spec->hostname : spec->id,
-			      err);
+	(void)ctx;
+	return vm_reset_guest(gc, addr, spec->hostname[0] ? spec->hostname : spec->id, err);
 }
 
 static int vm_pause(const struct backend_ctx *ctx, const char *id, err_t *err)
