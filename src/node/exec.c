@@ -912,7 +912,7 @@ out:
 
 /* ---- the table across a full snapshot ------------------------------------ */
 
-char *procs_image_locked(struct sandbox *sb)
+char *procs_image(struct sandbox *sb)
 {
 	struct buf b;
 	struct jw w;
@@ -920,6 +920,7 @@ char *procs_image_locked(struct sandbox *sb)
 	buf_init(&b);
 	jw_init(&w, &b);
 	jw_arr(&w);
+	pthread_mutex_lock(&sb->mu);
 	for (struct proc *p = sb->procs; p; p = p->next) {
 		if (!p->running || !p->claimed)
 			continue;
@@ -941,6 +942,7 @@ char *procs_image_locked(struct sandbox *sb)
 		jw_uint(&w, p->out[1].end);
 		jw_end(&w);
 	}
+	pthread_mutex_unlock(&sb->mu);
 	jw_end(&w);
 	return buf_steal(&b);
 }

@@ -302,9 +302,8 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 			goto out;
 		}
 		snprintf(snap, sizeof(snap), "%s", db_cell(&rows, 0, 0));   /* SNAP_COLS: id first */
-		if (strcmp(db_cell(&rows, 0, 2), "full") == 0)
-			src.procs = snapshot_procs(n, snap);
 		db_rows_free(&rows);
+		src.procs = snapshot_procs(n, snap);
 	}
 
 	/* The parent: running or paused, and held still for the whole fork. */
@@ -337,9 +336,7 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		snprintf(snap, sizeof(snap), "%s", id);
 		r = 0;
 		if (sb->be->caps.full_snapshot && sb->be->snapshot_full) {
-			pthread_mutex_lock(&sb->mu);
-			src.procs = procs_image_locked(sb);
-			pthread_mutex_unlock(&sb->mu);
+			src.procs = procs_image(sb);
 			r = sb->be->snapshot_full(&n->bctx, sb->id, snap, "", &size, &err);
 		} else {
 			if (sb->be->quiesce && (gc = sandbox_gc_get(sb))) {

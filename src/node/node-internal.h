@@ -247,11 +247,11 @@ void proc_on_output(struct sandbox *sb, uint32_t pid, int fd, uint64_t off, cons
 		    size_t len);
 void proc_on_exit(struct sandbox *sb, uint32_t pid, int exit_code, int sig);
 void procs_mark_lost(struct sandbox *sb, const char *why);    /* holds sb->mu */
-/* sb->mu held. The running processes as JSON (pid, argv, pty, start, stream
- * offsets; caller frees), kept with a full snapshot; and back into the table
- * after a rollback to it, as running records whose output goes on from those
- * offsets (NULL or bad text restores nothing). */
-char *procs_image_locked(struct sandbox *sb);
+/* The running processes as JSON (pid, argv, pty, start, stream offsets;
+ * caller frees; takes sb->mu), kept with a full snapshot; and (sb->mu held)
+ * back into the table after a rollback to it, as running records whose
+ * output goes on from those offsets (NULL or bad text restores nothing). */
+char *procs_image(struct sandbox *sb);
 void procs_restore_locked(struct sandbox *sb, const char *image);
 void procs_free_all(struct sandbox *sb);
 void proc_on_timeout(struct node *n, const char *sb_id, uint64_t serial);
@@ -284,7 +284,8 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
  * running or paused). *out_id (may be NULL; caller owns) gets its id. */
 int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const char *kind,
 		  bool scheduled, char **out_id, err_t *err);
-/* The process table kept with full snapshot snap_id (NULL: none). Caller frees. */
+/* The process table kept with snapshot snap_id (NULL: none, as for every
+ * disk snapshot). Caller frees. */
 char *snapshot_procs(struct node *n, const char *snap_id);
 /* Snapshot ref (id or name) of sb: rows holds one row of SNAP_COLS (id
  * first; caller frees), or -ENOENT naming it. */

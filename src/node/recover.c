@@ -120,7 +120,7 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 
 	/* The dead guest's channel and processes are gone either way; from a
 	 * full snapshot, its processes of that moment carry on. */
-	procs = r == 0 && strcmp(kind, "full") == 0 ? snapshot_procs(n, snap) : NULL;
+	procs = r == 0 ? snapshot_procs(n, snap) : NULL;
 	pthread_mutex_lock(&sb->mu);
 	procs_mark_lost(sb, "the sandbox crashed");
 	procs_restore_locked(sb, procs);

@@ -176,12 +176,9 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 	 * follow them again. Taken just before the guest stops: output of the
 	 * last moments in between shows as a gap, never as a repeat. */
 	if (r == 0 && full) {
-		pthread_mutex_lock(&sb->mu);
-		procs = procs_image_locked(sb);
-		pthread_mutex_unlock(&sb->mu);
+		procs = procs_image(sb);
 		r = sb->be->snapshot_full(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, err);
-	}
-	else if (r == 0)
+	} else if (r == 0)
 		r = sb->be->snapshot(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, err);
 	/* The scheduler's clock (wall time unless a test moved it), so that
 	 * retention compares like with like. */
@@ -189,16 +186,14 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 	if (r == 0) {
 		static const char ins[] =
 			"INSERT INTO snapshots(id, sandbox_id, name, kind, size_bytes, created_at,"
-			" scheduled) VALUES(?,?,?,?,?,?,?)";
+			" scheduled, procs) VALUES(?,?,?,?,?,?,?,?)";
+		/* 'n' binds NULL and takes no argument; a NULL 's' binds NULL */
 		if (size >= 0)
-			r = db_exec(n->db, err, ins, "ssssiii", snap_id, sb->id, name, kind, size,
-				    now, (int64_t)scheduled);
-		else  /* 'n' binds NULL and takes no argument */
-			r = db_exec(n->db, err, ins, "ssssnii", snap_id, sb->id, name, kind, now,
-				    (int64_t)scheduled);
-		if (r >= 0 && procs)
-			r = db_exec(n->db, err, "UPDATE snapshots SET procs=? WHERE id=?", "ss", procs,
-				    snap_id);
+			r = db_exec(n->db, err, ins, "ssssiiis", snap_id, sb->id, name, kind, size,
+				    now, (int64_t)scheduled, procs);
+		else
+			r = db_exec(n->db, err, ins, "ssssniis", snap_id, sb->id, name, kind, now,
+				    (int64_t)scheduled, procs);
 		if (r < 0) {
 			err_t e2 = { 0 };
 			if (sb->be->snapshot_delete(&n->bctx, sb->id, snap_id, &e2) < 0)
@@ -435,8 +430,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	snap_name = xstrdup(db_cell(&rows, 0, 1));
 	snap_kind = xstrdup(db_cell(&rows, 0, 2));
 	db_rows_free(&rows);
-	if (strcmp(snap_kind, "full") == 0)
-		procs = snapshot_procs(n, snap_id);
+	procs = snapshot_procs(n, snap_id);
 
 	/* A paused sandbox is resumed first, so a rollback that fails before
 	 * it changed anything leaves a running sandbox, as the table says. */
