@@ -48,6 +48,8 @@ struct jail {
 	bool hidden;
 	char warm_key[96];
 	struct qmp *qmp;      /* vm: the monitor connection; NULL otherwise */
+	uint32_t vm_mem_mb;   /* vm: the guest's RAM (its QEMU's size) */
+	bool vm_devices_only; /* vm: restored from a memory-delta snapshot */
 };
 
 /* An exit status the reaper collected that nobody claimed yet. */
@@ -136,8 +138,16 @@ void sandbox_kill_all(struct nm_server *s);
 
 /* snapshot.c: disk snapshots under DATA/pool/snapshots/<id>/ (see nm.h). */
 /* full: vm only, memory too: snapshots/<id>/<snap> VM_FULL_SUFFIX holds the
- * migration stream (guest RAM and device state) beside the disk snapshot. */
+ * migration stream (guest RAM and device state) beside the disk snapshot;
+ * or, for a guest whose RAM maps a file, the device state only and
+ * <snap> VM_MEM_SUFFIX its RAM file (vm-delta.c). */
 #define VM_FULL_SUFFIX ".vmstate"
+#define VM_MEM_SUFFIX ".mem"
+/* The group of every RAM file a QEMU maps (a template's, a delta
+ * snapshot's): QEMU 7.2 must open it O_RDWR even though it maps it
+ * MAP_PRIVATE (it has no way to map a read-only fd writable-private), so
+ * every vm jail gets this supplementary group. */
+#define VM_SHARED_GID (NM_UID_BASE - 1)
 int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
 		    bool full, int64_t *size, err_t *err);
 int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err);
@@ -164,11 +174,19 @@ int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err);
  * subvolume holds now (rollback to a disk snapshot: same id, slot, uid).
  * On failure nothing of the new QEMU is left; j stays the caller's. */
 int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-		     const char *vmstate, int *chan_dup, pid_t *pid, err_t *err);
-/* Full snapshots: with j's vCPUs stopped (vm_hold_still), write its whole
- * migration stream (guest RAM and device state) to path. vm_boot_in_place
- * with vmstate = that file restores it instead of booting. */
-int vm_save_full(struct nm_server *s, struct jail *j, const char *path, err_t *err);
+		     const char *vmstate, const char *mem, int *chan_dup, pid_t *pid, err_t *err);
+/* Full snapshots: with j's vCPUs stopped (vm_hold_still), save its memory
+ * and device state: as the RAM file mem plus the device state in state
+ * (vm_save_delta) when its RAM maps a file, else as the whole migration
+ * stream in state (mem not made). *bytes: what was written. vm_boot_in_place
+ * with vmstate = state (and mem when it exists) restores it. */
+int vm_save_full(struct nm_server *s, struct jail *j, uint32_t mem_mb, const char *state,
+		 const char *mem, uint64_t *bytes, err_t *err);
+/* vm-delta.c: the RAM-file form only; -ENOTSUP (nothing made) when j's RAM
+ * is not a private file mapping of mem_mb MiB. dev: the host path of
+ * /run/devstate in j's QEMU (its run dir), where QEMU writes the devices. */
+int vm_save_delta(struct jail *j, uint32_t mem_mb, const char *dev, const char *state,
+		  const char *mem, uint64_t *bytes, err_t *err);
 /* Disk snapshots of a vm: stop its vCPUs (QMP stop drains the block layer,
  * so the image is consistent) unless they already are; *stopped says
  * whether the caller must vm_freeze(..., false) afterwards. */

@@ -485,9 +485,11 @@ static int vm_boot_from(struct nm_server *s, struct jail *j, const struct nm_san
 {
 	_cleanup_free_ char *state =
 		xasprintf("%s/snapshots/%s/%s" VM_FULL_SUFFIX, s->pool, owner, snap);
+	_cleanup_free_ char *mem = xasprintf("%s/snapshots/%s/%s" VM_MEM_SUFFIX, s->pool, owner, snap);
 	bool full = access(state, F_OK) == 0;
 
-	return vm_boot_in_place(s, j, spec, full ? state : NULL, chan_dup, pid, err);
+	return vm_boot_in_place(s, j, spec, full ? state : NULL, access(mem, F_OK) == 0 ? mem : NULL,
+				chan_dup, pid, err);
 }
 
 /* Rollback, in order (j busy throughout, so no freeze, destroy or second

@@ -44,11 +44,12 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 {
 	_cleanup_free_ char *state =
 		xasprintf("%s/snapshots/%s/%s" VM_FULL_SUFFIX, s->pool, id, snap);
+	_cleanup_free_ char *mem = xasprintf("%s/snapshots/%s/%s" VM_MEM_SUFFIX, s->pool, id, snap);
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
 	_cleanup_free_ char *dir = xasprintf("%s/snapshots/%s", s->pool, id);
 	_cleanup_free_ char *dst = xasprintf("%s/%s", dir, snap);
 	_cleanup_free_ char *prev_path = prev[0] ? xasprintf("%s/%s", dir, prev) : NULL;
-	uint64_t t0 = now_us(), t1, since = 0, bytes = 0;
+	uint64_t t0 = now_us(), t1, since = 0, bytes = 0, mem_bytes = 0;
 	struct jail *j;
 	err_t e2 = { 0 };
 	bool stopped = false;
@@ -83,18 +84,22 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 		r = err_set(err, EEXIST, "sandbox %s already has a snapshot %s", id, snap);
 		goto out;
 	}
-	/* Full: memory and device state go to <snap>.vmstate beside the disk
-	 * snapshot, both while the vCPUs are stopped: one point. Not inside
-	 * the subvolume: the btrfs snapshot would first write back the whole
-	 * freshly written stream (measured: about half of a full snapshot's
-	 * time), while beside it the stream stays in the page cache. */
-	if (full && (r = vm_save_full(s, j, state, err)) < 0) {
+	/* Full: memory and device state go to <snap>.vmstate (and <snap>.mem)
+	 * beside the disk snapshot, both while the vCPUs are stopped: one
+	 * point. Not inside the subvolume: the btrfs snapshot would first
+	 * write back the whole freshly written memory (measured: about half
+	 * of a full snapshot's time), while beside it it stays in the page
+	 * cache. */
+	if (full && (r = vm_save_full(s, j, j->vm_mem_mb, state, mem, &mem_bytes, err)) < 0) {
 		unlink(state);
+		unlink(mem);
 		goto out;
 	}
 	r = pool_subvol_snapshot(sbx, dst, true, err);
-	if (r < 0 && full)
+	if (r < 0 && full) {
 		unlink(state);
+		unlink(mem);
+	}
 	if (stopped && vm_freeze(s, j, false, &e2) < 0)
 		log_warn("snapshot %s/%s: resume: %s", id, snap, e2.msg);
 	stopped = false;
@@ -107,10 +112,9 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 	if (pool_subvol_otransid(prev_path && pool_is_subvol(prev_path) == 1 ? prev_path : sbx,
 				 &since, &e2) == 0 &&
 	    pool_changed_bytes(dst, since, &bytes, &e2) == 0) {
-		struct stat st;
 		*size = (int64_t)bytes;
-		if (full && stat(state, &st) == 0)
-			*size += st.st_size;  /* the memory is new data each time */
+		if (full)
+			*size += (int64_t)mem_bytes;  /* the memory written is new data each time */
 	}
 	else
 		log_warn("snapshot %s/%s: size of the delta unknown: %s", id, snap, e2.msg);
@@ -128,12 +132,23 @@ int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t
 {
 	_cleanup_free_ char *dst = xasprintf("%s/snapshots/%s/%s", s->pool, id, snap);
 	_cleanup_free_ char *state = xasprintf("%s" VM_FULL_SUFFIX, dst);
+	_cleanup_free_ char *mem = xasprintf("%s" VM_MEM_SUFFIX, dst);
 
 	/* Only a read-only subvolume nobody mounts (and a full one's memory
-	 * file, which a restore reads through its own fd): no jail lock. */
+	 * files, which a restore reads through its own fd, and a QEMU that
+	 * maps <snap>.mem keeps mapped after the unlink): no jail lock. */
 	if (unlink(state) < 0 && errno != ENOENT)
 		return err_sys(err, "remove %s", state);
+	if (unlink(mem) < 0 && errno != ENOENT)
+		return err_sys(err, "remove %s", mem);
 	return pool_subvol_delete(dst, err);
+}
+
+static bool has_suffix(const char *name, const char *suffix)
+{
+	size_t nl = strlen(name), sl = strlen(suffix);
+
+	return nl > sl && !strcmp(name + nl - sl, suffix);
 }
 
 int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err)
@@ -147,8 +162,7 @@ int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err)
 		return errno == ENOENT ? 0 : err_sys(err, "open %s", dir);
 	while ((de = readdir(d))) {
 		_cleanup_free_ char *p = NULL;
-		size_t nl = strlen(de->d_name), sl = strlen(VM_FULL_SUFFIX);
-		if (nl > sl && !strcmp(de->d_name + nl - sl, VM_FULL_SUFFIX)) {
+		if (has_suffix(de->d_name, VM_FULL_SUFFIX) || has_suffix(de->d_name, VM_MEM_SUFFIX)) {
 			/* a full snapshot's memory (its subvolume is deleted too) */
 			unlinkat(dirfd(d), de->d_name, 0);
 			continue;

@@ -65,10 +65,6 @@
 #include "jail.h"
 #include "nodemgr-internal.h"
 
-/* The group of every template RAM file: clone QEMUs must open it O_RDWR
- * even though they map it MAP_PRIVATE (QEMU 7.2 has no way to map a
- * read-only fd writable-private), so they get this supplementary group. */
-#define VM_SHARED_GID (NM_UID_BASE - 1)
 #define VM_QMP_TIMEOUT_MS 10000
 /* cgroup memory on top of guest RAM: the TCG code buffer (tb-size 64 MiB),
  * QEMU's heap and the page cache of its disk. */
@@ -228,6 +224,7 @@ struct vm_launch {
 	const char *mem;         /* host path of the RAM file; NULL = anonymous RAM */
 	bool mem_shared;         /* share=on (template boot) or off (clone) */
 	bool incoming;           /* -incoming defer -S (clone) */
+	bool devices_only;       /* incoming: the devices of a memory-delta snapshot */
 	const char *run;         /* host run dir (console.log) */
 	const char *hostname;    /* cold boot only: on the kernel command line */
 	const char *boot_log;    /* clone: the template boot's console log, copied in first */
@@ -388,6 +385,15 @@ static char **build_argv(struct nm_server *s, const struct vm_launch *l)
 	A("-display");
 	A("none");
 	A("-no-reboot");
+	/* The device state of a memory-delta snapshot (vm-delta.c,
+	 * xen-save-devices-state) has no configuration section, and a loader
+	 * expecting one refuses it. Only a QEMU loading one is told; every
+	 * full snapshot of such a QEMU is a delta again, so its own streams
+	 * (which this drops the section from too) are never made. */
+	if (l->devices_only) {
+		A("-global");
+		A("migration.send-configuration=off");
+	}
 	A("-sandbox");
 	A("on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
 	/* Only a booting QEMU gets the kernel. QEMU reads -kernel into a
@@ -902,6 +908,7 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	if (!(j = jail_claim(s, rnd, err)))
 		return -err->code;
 	j->vm = true;
+	j->vm_mem_mb = sh->mem_mb;
 	j->hidden = true;
 	warm_key(spec, sh, j->warm_key, sizeof(j->warm_key));
 	uid_t uid = NM_UID_BASE + (uid_t)j->slot * JAIL_ID_RANGE;
@@ -1195,6 +1202,7 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 	if (!(j = jail_claim(s, id, err)))
 		return -err->code;
 	j->vm = true;
+	j->vm_mem_mb = sh.mem_mb;
 	j->hidden = mode == NM_VM_TEMPLATE;
 	uid_t uid = NM_UID_BASE + (uid_t)j->slot * JAIL_ID_RANGE;
 
@@ -1303,7 +1311,7 @@ fail:
 }
 
 int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-		     const char *vmstate, int *chan_dup, pid_t *pid, err_t *err)
+		     const char *vmstate, const char *mem, int *chan_dup, pid_t *pid, err_t *err)
 {
 	_cleanup_free_ char *disk = xasprintf("%s/sandboxes/%s/rootfs.ext4", s->pool, j->id);
 	_cleanup_free_ char *run = xasprintf("%s/%s", s->vm->run, j->id);
@@ -1325,13 +1333,17 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
 		.run = run,
 		.hostname = vmstate ? NULL : spec->hostname[0] ? spec->hostname : spec->id,
 		.incoming = vmstate != NULL,
+		.mem = vmstate ? mem : NULL,
+		.devices_only = vmstate && mem,
 		.sh = sh,
 	};
 	uint64_t t0 = now_us();
 	if ((r = vm_start(s, &l, spec->limits.cpu_millis, &qpid, &chan, &q, err)) < 0)
 		return r;
 	/* A full snapshot's stream holds all of guest RAM (and the device
-	 * state); this QEMU's RAM is anonymous and takes it whole. */
+	 * state); this QEMU's RAM is anonymous and takes it whole. A delta
+	 * snapshot's RAM is its file, mapped private as a clone maps the
+	 * template's; the state is the devices only. */
 	if (vmstate && (r = restore_state(q, vmstate, err)) < 0) {
 		err_t e2 = { 0 };
 		qmp_close(q);
@@ -1354,8 +1366,10 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
 		return r;
 	}
 	*pid = qpid;
+	j->vm_mem_mb = sh.mem_mb;
+	j->vm_devices_only = l.devices_only;
 	log_info("vm %s: qemu pid %d (%s, in place, %u MiB, %u vCPU): %.1f ms", j->id, (int)qpid,
-		 vmstate ? "restored" : "cold", sh.mem_mb, sh.cpus, (now_us() - t0) / 1000.0);
+		 vmstate ? (mem ? "restored from a memory file" : "restored from a stream") : "cold", sh.mem_mb, sh.cpus, (now_us() - t0) / 1000.0);
 	return 0;
 }
 
@@ -1371,7 +1385,8 @@ int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err)
 	return 0;
 }
 
-int vm_save_full(struct nm_server *s, struct jail *j, const char *path, err_t *err)
+/* The whole migration stream to path. */
+static int save_stream(struct jail *j, const char *path, err_t *err)
 {
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	uint64_t t0 = now_us();
@@ -1402,6 +1417,27 @@ int vm_save_full(struct nm_server *s, struct jail *j, const char *path, err_t *e
 		return err_wrap(err, "vm %s: save memory", j->id);
 	log_debug("vm %s: memory and device state saved in %.1f ms", j->id,
 		  (now_us() - t0) / 1000.0);
+	return 0;
+}
+
+int vm_save_full(struct nm_server *s, struct jail *j, uint32_t mem_mb, const char *state,
+		 const char *mem, uint64_t *bytes, err_t *err)
+{
+	_cleanup_free_ char *dev = xasprintf("%s/%s/devstate", s->vm->run, j->id);
+	struct stat st;
+	int r;
+
+	*bytes = 0;
+	r = vm_save_delta(j, mem_mb, dev, state, mem, bytes, err);
+	if (r == 0 || j->vm_devices_only)
+		return r;   /* its stream would lack the configuration section */
+	log_info("vm %s: full snapshot as a stream: %s", j->id, err->msg);
+	err_clear(err);
+	unlink(mem);
+	if ((r = save_stream(j, state, err)) < 0)
+		return r;
+	if (stat(state, &st) == 0)
+		*bytes = (uint64_t)st.st_size;
 	return 0;
 }
 

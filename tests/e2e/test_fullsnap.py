@@ -7,6 +7,8 @@ the children then diverge. On the ns backend, kind "full" is 501 with a
 message saying why, and a bad kind is 400 everywhere."""
 import base64
 import json
+import os
+import sqlite3
 import time
 import unittest
 
@@ -61,6 +63,10 @@ class FullSnapshotTest(AirlockTestCase):
         status, data, _ = self.api.raw(method, path, body)
         return status, (json.loads(data) if data else None)
 
+    def snap_file(self, snap_id, suffix, sid=None):
+        return os.path.join(self.server.dir, "pool", "snapshots", sid or self.sid,
+                            snap_id + suffix)
+
     def test_bad_kind(self):
         for bad in ["memory", "", 1, ["full"]]:
             st, body = self.status("POST", f"/v1/sandboxes/{self.sid}/snapshots", {"kind": bad})
@@ -91,6 +97,11 @@ class FullSnapshotTest(AirlockTestCase):
                              {"kind": "full", "name": "mem1"}, expect=(201,))
         s1 = self.count()
         self.assertEqual(snap["kind"], "full")
+        # A clone's RAM maps the template's file: the snapshot is that file
+        # plus the pages the guest wrote (MiBs), not the whole memory in a
+        # stream (~100 MB for this 256 MiB guest).
+        self.assertTrue(os.path.exists(self.snap_file(snap["id"], ".mem")))
+        self.assertLess(snap["size_bytes"], 48 << 20, snap)
         self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{self.sid}/snapshots")
                          ["snapshots"][0]["kind"], "full")
         # The sandbox runs on after the snapshot.
@@ -127,8 +138,6 @@ class FullSnapshotTest(AirlockTestCase):
         self.assertEqual(nums, sorted(nums), nums)
         self.assertGreaterEqual(nums[0], s0, nums)
         self.assertGreater(nums[-1], c2 - 1, nums)
-        import os
-        import sqlite3
         db = sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"))
         ev = [r[0] for r in db.execute("SELECT reason FROM events WHERE sandbox_id=? ORDER BY id",
                                        (self.sid,))]
@@ -136,6 +145,29 @@ class FullSnapshotTest(AirlockTestCase):
         self.assertTrue(any(r.startswith("full snapshot " + snap["id"]) for r in ev), ev)
         self.assertTrue(any(r.startswith("rolled back to full snapshot " + snap["id"])
                             for r in ev), ev)
+
+    @VM_ONLY
+    def test_cold_booted_guest_gets_a_stream(self):
+        """A guest whose RAM is not a file (cold-booted here by a rollback to
+        a disk snapshot) is saved as a whole migration stream, and comes back
+        from it with its memory."""
+        self.sh("echo one > /work-marker")
+        disk = self.api.call("POST", f"/v1/sandboxes/{self.sid}/snapshots", {"kind": "disk"},
+                             expect=(201,))
+        self.api.call("POST", f"/v1/sandboxes/{self.sid}/rollback", {"snapshot": disk["id"]})
+        self.start_counter()
+        s0 = self.wait_count(3)
+        snap = self.api.call("POST", f"/v1/sandboxes/{self.sid}/snapshots", {"kind": "full"},
+                             expect=(201,))
+        self.assertFalse(os.path.exists(self.snap_file(snap["id"], ".mem")))
+        self.assertTrue(os.path.exists(self.snap_file(snap["id"], ".vmstate")))
+        b = self.wait_count(self.count() + 10)
+        self.api.call("POST", f"/v1/sandboxes/{self.sid}/rollback", {"snapshot": snap["id"]})
+        c1 = self.count()
+        self.assertGreaterEqual(c1, s0)
+        self.assertLess(c1, b)
+        self.assertGreater(self.wait_count(c1 + 3), c1)
+        self.assertEqual(self.sh("cat /work-marker"), "one\n")
 
     @VM_ONLY
     def test_fork_with_memory(self):
@@ -169,6 +201,21 @@ class FullSnapshotTest(AirlockTestCase):
         self.assertEqual(self.sh("cat /tmp/mine 2>/dev/null || echo none", kb), "none\n")
         cb = self.count(kb)
         self.assertGreater(self.wait_count(cb + 3, kb), cb)
+        # A child's own full snapshot: its RAM maps the fork's memory file
+        # (deleted with the fork's throw-away snapshot by now), so it is a
+        # memory file of its own again; a rollback to it keeps the count.
+        snap = self.api.call("POST", f"/v1/sandboxes/{ka}/snapshots", {"kind": "full"},
+                             expect=(201,))
+        self.assertTrue(os.path.exists(self.snap_file(snap["id"], ".mem", ka)))
+        self.assertLess(snap["size_bytes"], 48 << 20, snap)
+        a0 = self.count(ka)
+        a1 = self.wait_count(a0 + 10, ka)
+        self.api.call("POST", f"/v1/sandboxes/{ka}/rollback", {"snapshot": snap["id"]})
+        c = self.count(ka)
+        self.assertGreaterEqual(c, a0 - 1)
+        self.assertLess(c, a1)
+        self.assertGreater(self.wait_count(c + 3, ka), c)
+        self.assertEqual(self.sh("cat /tmp/mine", ka), "only-a\n")
         # The parent runs on too.
         self.assertGreater(self.wait_count(s0 + 5), s0)
 

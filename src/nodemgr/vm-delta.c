@@ -1,0 +1,284 @@
+/* vm-delta.c - a full snapshot of a vm whose guest RAM is a private map of
+ * a file, taken as a RAM file plus the device state instead of a migration
+ * stream.
+ *
+ * A clone maps the template's RAM file MAP_PRIVATE (vm.c), so its guest
+ * memory is that file plus the pages the guest wrote since, which the
+ * kernel keeps as anonymous copy-on-write pages. A full snapshot therefore
+ * only needs those pages:
+ *
+ *   snapshots/<id>/<snap>.mem      FICLONE of the file the RAM maps (shared
+ *                                  extents: no copy), then every anonymous
+ *                                  page of the mapping written over it
+ *   snapshots/<id>/<snap>.vmstate  QMP xen-save-devices-state: every device
+ *                                  section, no RAM (tens of KB)
+ *
+ * and a restore is a clone of that file: QEMU maps <snap>.mem MAP_PRIVATE
+ * and loads the device state in -incoming, exactly as a template clone. The
+ * pages come from /proc/<qemu>/pagemap (present and not a file page: the
+ * guest wrote it) and /proc/<qemu>/mem; the file from
+ * /proc/<qemu>/map_files, so it is found even when it was unlinked since
+ * (the throw-away snapshot of a fork is deleted while its children map it).
+ *
+ * One point in time: with the vCPUs stopped the guest writes nothing, but
+ * QEMU's main loop still may (virtio-serial puts bytes from the host into
+ * the guest's buffers while stopped). So the pages are written first, the
+ * device state saved, and then every page is checked again: the same set of
+ * written pages with the same bytes means memory did not move while the
+ * devices were saved. Otherwise it is tried again, and after a few tries the
+ * caller falls back to the stream.
+ *
+ * Needs the RAM to be one file-backed private mapping of the guest's size:
+ * a cold-booted guest (anonymous RAM) or one restored from a stream is
+ * -ENOTSUP here and gets the stream (vm.c, vm_save_full).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/util.h"
+#include "../qmp/qmp.h"
+#include "nodemgr-internal.h"
+
+#define PAGE 4096ull
+#define PM_PRESENT (1ull << 63)
+#define PM_SWAP (1ull << 62)
+#define PM_FILE (1ull << 61)
+#define DELTA_TRIES 3
+#define CHUNK (1u << 20)
+
+/* The guest RAM mapping of QEMU pid: the one private, writable, file-backed
+ * mapping at file offset 0 that is exactly size bytes long. */
+struct ram_map {
+	uint64_t start, len;
+	char range[40];   /* "start-end" as in maps, for map_files */
+};
+
+static int find_ram(pid_t pid, uint64_t size, struct ram_map *m, err_t *err)
+{
+	_cleanup_free_ char *path = xasprintf("/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	char line[512];
+	int found = 0;
+
+	if (!f)
+		return err_sys(err, "open %s", path);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long a, b, off, ino;
+		char perms[8];
+		unsigned maj, mnr;
+		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &a, &b, perms, &off, &maj, &mnr,
+			   &ino) != 7)
+			continue;
+		if (!ino || off || b - a != size || strncmp(perms, "rw-p", 4))
+			continue;
+		m->start = a;
+		m->len = b - a;
+		snprintf(m->range, sizeof(m->range), "%llx-%llx", a, b);
+		found++;
+	}
+	fclose(f);
+	if (found != 1)
+		return err_set(err, ENOTSUP, "qemu %d: %s file-backed RAM mapping of %" PRIu64
+			       " bytes", (int)pid, found ? "more than one" : "no", size);
+	return 0;
+}
+
+static inline bool written(uint64_t e)
+{
+	return (e & PM_SWAP) || ((e & PM_PRESENT) && !(e & PM_FILE));
+}
+
+/* The pagemap entries of m (one per page). */
+static int read_pagemap(int pmfd, const struct ram_map *m, uint64_t *pm, err_t *err)
+{
+	size_t n = (size_t)(m->len / PAGE) * sizeof(*pm);
+	ssize_t got = pread(pmfd, pm, n, (off_t)(m->start / PAGE * sizeof(*pm)));
+
+	if (got != (ssize_t)n)
+		return err_sys(err, "read pagemap");
+	return 0;
+}
+
+/* pread that fills the whole buffer (memory and files both). */
+static int pread_full(int fd, void *p, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t r = pread(fd, p, n, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		p = (char *)p + r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+/* The next run of written pages of pm at or after i: its first page, and
+ * its length in *len; npages when there is none. */
+static size_t next_run(const uint64_t *pm, size_t npages, size_t i, size_t *len)
+{
+	while (i < npages && !written(pm[i]))
+		i++;
+	*len = 0;
+	while (i + *len < npages && written(pm[i + *len]))
+		(*len)++;
+	return i;
+}
+
+/* Pass 1: the written pages of m into dst at the same offsets. */
+static int copy_pages(int memfd, int dst, const struct ram_map *m, const uint64_t *pm,
+		      uint8_t *buf, uint64_t *bytes, err_t *err)
+{
+	size_t npages = (size_t)(m->len / PAGE);
+
+	*bytes = 0;
+	for (size_t first = 0, count; (first = next_run(pm, npages, first, &count)) < npages;
+	     first += count) {
+		for (size_t k = 0; k < count;) {
+			size_t step = count - k < CHUNK / PAGE ? count - k : CHUNK / PAGE;
+			uint64_t off = (first + k) * PAGE;
+			int r = pread_full(memfd, buf, step * PAGE, m->start + off);
+			if (r < 0)
+				return err_set(err, -r, "read guest memory at %#" PRIx64, off);
+			if (pwrite(dst, buf, step * PAGE, (off_t)off) != (ssize_t)(step * PAGE))
+				return err_sys(err, "write memory file");
+			*bytes += step * PAGE;
+			k += step;
+		}
+	}
+	return 0;
+}
+
+/* Pass 2: true when the written pages are the same set with the same bytes
+ * as dst holds. */
+static bool unchanged(int pmfd, int memfd, int dst, const struct ram_map *m, const uint64_t *pm1,
+		      uint64_t *pm2, uint8_t *a, uint8_t *b)
+{
+	size_t npages = (size_t)(m->len / PAGE);
+	err_t e = { 0 };
+
+	if (read_pagemap(pmfd, m, pm2, &e) < 0)
+		return false;
+	for (size_t i = 0; i < npages; i++)
+		if (written(pm1[i]) != written(pm2[i]))
+			return false;
+	for (size_t first = 0, count; (first = next_run(pm2, npages, first, &count)) < npages;
+	     first += count) {
+		for (size_t k = 0; k < count;) {
+			size_t step = count - k < CHUNK / PAGE ? count - k : CHUNK / PAGE;
+			uint64_t off = (first + k) * PAGE;
+			if (pread_full(memfd, a, step * PAGE, m->start + off) < 0 ||
+			    pread_full(dst, b, step * PAGE, off) < 0 || memcmp(a, b, step * PAGE))
+				return false;
+			k += step;
+		}
+	}
+	return true;
+}
+
+static int copy_file(const char *src, const char *dst, err_t *err)
+{
+	_cleanup_close_ int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int out = -1;
+	char buf[65536];
+	ssize_t n;
+
+	if (in < 0)
+		return err_sys(err, "open %s", src);
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0)
+		return err_sys(err, "create %s", dst);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write_all(out, buf, (size_t)n) < 0)
+			return err_sys(err, "write %s", dst);
+	if (n < 0)
+		return err_sys(err, "read %s", src);
+	return 0;
+}
+
+int vm_save_delta(struct jail *j, uint32_t mem_mb, const char *dev, const char *state,
+		  const char *mem, uint64_t *bytes, err_t *err)
+{
+	_cleanup_free_ char *pm_path = xasprintf("/proc/%d/pagemap", (int)j->pid);
+	_cleanup_free_ char *mem_path = xasprintf("/proc/%d/mem", (int)j->pid);
+	_cleanup_free_ char *src_path = NULL;
+	_cleanup_free_ uint64_t *pm1 = NULL, *pm2 = NULL;
+	_cleanup_free_ uint8_t *a = NULL, *b = NULL;
+	_cleanup_close_ int pmfd = -1, memfd = -1, src = -1, dst = -1;
+	struct ram_map m;
+	uint64_t t0 = now_us();
+	int r, tries;
+
+	if (!j->qmp || j->pid <= 0)
+		return err_set(err, ENOENT, "vm %s has no running qemu", j->id);
+	if ((r = find_ram(j->pid, (uint64_t)mem_mb << 20, &m, err)) < 0)
+		return r;
+	src_path = xasprintf("/proc/%d/map_files/%s", (int)j->pid, m.range);
+	if ((src = open(src_path, O_RDONLY | O_CLOEXEC)) < 0)
+		return err_sys(err, "open %s", src_path);
+	if ((pmfd = open(pm_path, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    (memfd = open(mem_path, O_RDONLY | O_CLOEXEC)) < 0)
+		return err_sys(err, "open /proc/%d", (int)j->pid);
+	pm1 = xmalloc((size_t)(m.len / PAGE) * sizeof(*pm1));
+	pm2 = xmalloc((size_t)(m.len / PAGE) * sizeof(*pm2));
+	a = xmalloc(CHUNK);
+	b = xmalloc(CHUNK);
+	unlink(mem);
+	/* Read by the restoring QEMU (its jail uid is in the shared group) as
+	 * the template's RAM file is. */
+	if ((dst = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660)) < 0)
+		return err_sys(err, "create %s", mem);
+	if (fchown(dst, 0, VM_SHARED_GID) < 0 || fchmod(dst, 0660) < 0) {
+		r = err_sys(err, "chown %s", mem);
+		goto fail;
+	}
+	for (tries = 0; tries < DELTA_TRIES; tries++) {
+		_cleanup_free_ char *args = NULL;
+		/* The file the RAM maps, shared extents only; then the pages
+		 * the guest wrote over it. */
+		if (ioctl(dst, FICLONE, src) < 0) {
+			r = err_sys(err, "reflink the RAM file of vm %s", j->id);
+			goto fail;
+		}
+		if ((r = read_pagemap(pmfd, &m, pm1, err)) < 0 ||
+		    (r = copy_pages(memfd, dst, &m, pm1, a, bytes, err)) < 0)
+			goto fail;
+		/* live=false: the block devices stay active (a live save
+		 * hands them over, as for an outgoing migration). */
+		unlink(dev);
+		if ((r = qmp_exec(j->qmp, "xen-save-devices-state",
+				  "{\"filename\":\"/run/devstate\",\"live\":false}", -1, 10000, NULL,
+				  err)) < 0) {
+			err_wrap(err, "vm %s: save device state", j->id);
+			goto fail;
+		}
+		if (unchanged(pmfd, memfd, dst, &m, pm1, pm2, a, b))
+			break;
+		log_info("vm %s: guest memory moved while its devices were saved; again", j->id);
+	}
+	if (tries == DELTA_TRIES) {
+		r = err_set(err, EAGAIN, "vm %s: guest memory kept moving while stopped", j->id);
+		goto fail;
+	}
+	if ((r = copy_file(dev, state, err)) < 0)
+		goto fail;
+	unlink(dev);
+	log_debug("vm %s: memory delta %" PRIu64 " KiB of %u MiB and device state saved in %.1f ms",
+		  j->id, *bytes >> 10, mem_mb, (now_us() - t0) / 1000.0);
+	return 0;
+fail:
+	unlink(dev);
+	unlink(mem);
+	unlink(state);
+	return r;
+}
