@@ -305,13 +305,15 @@ class ScheduleTest(AirlockTestCase):
             time.sleep(0.2)
         self.assertEqual(status, 404)
         self.assertIn(("stopped", "deleted", "timeout"), self.events(sid))
-        # The event log shows it had its 6 s of running, paused time and
-        # the restart not counted: running before the pause plus running
-        # after the resume until the timeout stop.
+        # The event log shows it had its 6 s of active time (counted from
+        # the create, as the TTL is), paused time and the restart not
+        # counted: create until the pause, plus the client's resume until
+        # the timeout stop (the node's own thaw to re-adopt it is not a
+        # resume).
         ev = self.timed_events(sid)
-        ran = first(ev, lambda e: e[2] == "paused") - first(ev, lambda e: e[2] == "running")
+        ran = first(ev, lambda e: e[2] == "paused") - first(ev, lambda e: e[1] == "pending")
         ran += first(ev, lambda e: e[3] == "timeout") - \
-            first(ev, lambda e: e[1:3] == ("paused", "running"))
+            first(ev, lambda e: e[1:3] == ("paused", "running") and e[3] == "resumed by client")
         self.assertGreaterEqual(ran, 6000 - 250, ev)
 
     def test_ttl_on_timeout_pause(self):
