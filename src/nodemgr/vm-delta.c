@@ -64,13 +64,16 @@ struct ram_map {
 static int find_ram(pid_t pid, uint64_t size, struct ram_map *m, err_t *err)
 {
 	_cleanup_free_ char *path = xasprintf("/proc/%d/maps", (int)pid);
+	_cleanup_free_ char *line = NULL;
 	FILE *f = fopen(path, "re");
-	char line[512];
+	size_t cap = 0;
 	int found = 0;
 
 	if (!f)
 		return err_sys(err, "open %s", path);
-	while (fgets(line, sizeof(line), f)) {
+	/* getline: a line is read whole however long its path is, so no
+	 * tail of a long file name can pass for a line of its own. */
+	while (getline(&line, &cap, f) > 0) {
 		unsigned long long a, b, off, ino;
 		char perms[8];
 		unsigned maj, mnr;
@@ -186,15 +189,22 @@ static bool unchanged(int pmfd, int memfd, int dst, const struct ram_map *m, con
 	return true;
 }
 
-static int copy_file(const char *src, const char *dst, err_t *err)
+/* The device state QEMU wrote into its run dir, which QEMU can write too:
+ * only a regular file (never a FIFO to block on, nor a link) of sane size. */
+#define DEVSTATE_MAX (64u << 20)
+
+static int copy_devstate(const char *src, const char *dst, err_t *err)
 {
-	_cleanup_close_ int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int in = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	_cleanup_close_ int out = -1;
 	char buf[65536];
+	struct stat st;
 	ssize_t n;
 
 	if (in < 0)
 		return err_sys(err, "open %s", src);
+	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > DEVSTATE_MAX)
+		return err_set(err, EINVAL, "%s: not a device state file", src);
 	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (out < 0)
 		return err_sys(err, "create %s", dst);
@@ -270,7 +280,7 @@ int vm_save_delta(struct jail *j, uint32_t mem_mb, const char *dev, const char *
 		r = err_set(err, EAGAIN, "vm %s: guest memory kept moving while stopped", j->id);
 		goto fail;
 	}
-	if ((r = copy_file(dev, state, err)) < 0)
+	if ((r = copy_devstate(dev, state, err)) < 0)
 		goto fail;
 	unlink(dev);
 	log_debug("vm %s: memory delta %" PRIu64 " KiB of %u MiB and device state saved in %.1f ms",
