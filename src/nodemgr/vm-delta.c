@@ -46,6 +46,7 @@
 #include "../lib/util.h"
 #include "../qmp/qmp.h"
 #include "nodemgr-internal.h"
+#include "vm-delta.h"
 
 #define PAGE 4096ull
 #define PM_PRESENT (1ull << 63)
@@ -216,79 +217,99 @@ static int copy_devstate(const char *src, const char *dst, err_t *err)
 	return 0;
 }
 
-int vm_save_delta(struct jail *j, uint32_t mem_mb, const char *dev, const char *state,
-		  const char *mem, uint64_t *bytes, err_t *err)
+int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
+		   int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes, err_t *err)
 {
-	_cleanup_free_ char *pm_path = xasprintf("/proc/%d/pagemap", (int)j->pid);
-	_cleanup_free_ char *mem_path = xasprintf("/proc/%d/mem", (int)j->pid);
+	_cleanup_free_ char *pm_path = xasprintf("/proc/%d/pagemap", (int)pid);
+	_cleanup_free_ char *mem_path = xasprintf("/proc/%d/mem", (int)pid);
 	_cleanup_free_ char *src_path = NULL;
 	_cleanup_free_ uint64_t *pm1 = NULL, *pm2 = NULL;
 	_cleanup_free_ uint8_t *a = NULL, *b = NULL;
 	_cleanup_close_ int pmfd = -1, memfd = -1, src = -1, dst = -1;
 	struct ram_map m;
-	uint64_t t0 = now_us();
 	int r, tries;
 
-	if (!j->qmp || j->pid <= 0)
-		return err_set(err, ENOENT, "vm %s has no running qemu", j->id);
-	if ((r = find_ram(j->pid, (uint64_t)mem_mb << 20, &m, err)) < 0)
+	*bytes = 0;
+	if ((r = find_ram(pid, size, &m, err)) < 0)
 		return r;
-	src_path = xasprintf("/proc/%d/map_files/%s", (int)j->pid, m.range);
+	src_path = xasprintf("/proc/%d/map_files/%s", (int)pid, m.range);
 	if ((src = open(src_path, O_RDONLY | O_CLOEXEC)) < 0)
 		return err_sys(err, "open %s", src_path);
 	if ((pmfd = open(pm_path, O_RDONLY | O_CLOEXEC)) < 0 ||
 	    (memfd = open(mem_path, O_RDONLY | O_CLOEXEC)) < 0)
-		return err_sys(err, "open /proc/%d", (int)j->pid);
+		return err_sys(err, "open /proc/%d", (int)pid);
 	pm1 = xmalloc((size_t)(m.len / PAGE) * sizeof(*pm1));
 	pm2 = xmalloc((size_t)(m.len / PAGE) * sizeof(*pm2));
 	a = xmalloc(CHUNK);
 	b = xmalloc(CHUNK);
 	unlink(mem);
-	/* Read by the restoring QEMU (its jail uid is in the shared group) as
-	 * the template's RAM file is. */
 	if ((dst = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660)) < 0)
 		return err_sys(err, "create %s", mem);
-	if (fchown(dst, 0, VM_SHARED_GID) < 0 || fchmod(dst, 0660) < 0) {
+	if (fchown(dst, 0, gid) < 0 || fchmod(dst, 0660) < 0) {
 		r = err_sys(err, "chown %s", mem);
 		goto fail;
 	}
 	for (tries = 0; tries < DELTA_TRIES; tries++) {
-		_cleanup_free_ char *args = NULL;
-		/* The file the RAM maps, shared extents only; then the pages
-		 * the guest wrote over it. */
+		/* The file the RAM maps, shared extents only (a whole-file
+		 * clone replaces what an earlier try wrote); then the pages
+		 * written over it. */
 		if (ioctl(dst, FICLONE, src) < 0) {
-			r = err_sys(err, "reflink the RAM file of vm %s", j->id);
+			r = err_sys(err, "reflink %s", src_path);
 			goto fail;
 		}
 		if ((r = read_pagemap(pmfd, &m, pm1, err)) < 0 ||
-		    (r = copy_pages(memfd, dst, &m, pm1, a, bytes, err)) < 0)
+		    (r = copy_pages(memfd, dst, &m, pm1, a, bytes, err)) < 0 ||
+		    (r = save(arg, err)) < 0)
 			goto fail;
-		/* live=false: the block devices stay active (a live save
-		 * hands them over, as for an outgoing migration). */
-		unlink(dev);
-		if ((r = qmp_exec(j->qmp, "xen-save-devices-state",
-				  "{\"filename\":\"/run/devstate\",\"live\":false}", -1, 10000, NULL,
-				  err)) < 0) {
-			err_wrap(err, "vm %s: save device state", j->id);
-			goto fail;
-		}
 		if (unchanged(pmfd, memfd, dst, &m, pm1, pm2, a, b))
-			break;
-		log_info("vm %s: guest memory moved while its devices were saved; again", j->id);
+			return 0;
+		log_info("process %d: memory moved while its devices were saved; again", (int)pid);
 	}
-	if (tries == DELTA_TRIES) {
-		r = err_set(err, EAGAIN, "vm %s: guest memory kept moving while stopped", j->id);
-		goto fail;
-	}
-	if ((r = copy_devstate(dev, state, err)) < 0)
-		goto fail;
+	r = err_set(err, EAGAIN, "process %d: memory kept moving while stopped", (int)pid);
+fail:
+	unlink(mem);
+	return r;
+}
+
+struct qemu_save {
+	struct jail *j;
+	const char *dev;
+};
+
+/* QEMU's devices, no RAM, into its run dir. live=false: the block devices
+ * stay active (a live save hands them over, as for an outgoing migration). */
+static int save_devices(void *arg, err_t *err)
+{
+	struct qemu_save *q = arg;
+
+	unlink(q->dev);
+	if (qmp_exec(q->j->qmp, "xen-save-devices-state",
+		     "{\"filename\":\"/run/devstate\",\"live\":false}", -1, 10000, NULL, err) < 0)
+		return err_wrap(err, "vm %s: save device state", q->j->id);
+	return 0;
+}
+
+int vm_save_delta(struct jail *j, uint32_t mem_mb, const char *dev, const char *state,
+		  const char *mem, uint64_t *bytes, err_t *err)
+{
+	struct qemu_save q = { .j = j, .dev = dev };
+	uint64_t t0 = now_us();
+	int r;
+
+	if (!j->qmp || j->pid <= 0)
+		return err_set(err, ENOENT, "vm %s has no running qemu", j->id);
+	/* The RAM file is read by the restoring QEMU (its jail uid is in the
+	 * shared group) as the template's is. */
+	r = ram_delta_save(j->pid, (uint64_t)mem_mb << 20, mem, VM_SHARED_GID, save_devices, &q,
+			   bytes, err);
+	if (r == 0 && (r = copy_devstate(dev, state, err)) < 0)
+		unlink(mem);
 	unlink(dev);
+	if (r < 0) {
+		unlink(state);
+		return r;
+	}
 	log_debug("vm %s: memory delta %" PRIu64 " KiB of %u MiB and device state saved in %.1f ms",
 		  j->id, *bytes >> 10, mem_mb, (now_us() - t0) / 1000.0);
 	return 0;
-fail:
-	unlink(dev);
-	unlink(mem);
-	unlink(state);
-	return r;
 }

@@ -1,0 +1,24 @@
+/* vm-delta.h - the memory of a process whose RAM is a private map of a
+ * file, saved as a reflink of that file plus the pages it wrote (see
+ * vm-delta.c). Split from vm_save_delta so it can be tested on any
+ * process, without QEMU. */
+#ifndef AIRLOCK_NODEMGR_VM_DELTA_H
+#define AIRLOCK_NODEMGR_VM_DELTA_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../lib/err.h"
+
+/* Process pid (stopped, so only save may move its memory) maps a file
+ * MAP_PRIVATE, read-write, at offset 0, exactly size bytes long, and no
+ * other mapping fits that. Make mem (new; mode 0660, owner root, group
+ * gid) = that file with every page pid wrote since written over it, call
+ * save(arg) (which saves whatever must go with the memory at the same
+ * point), and check the pages did not move meanwhile; when they did, all
+ * again (three tries, then -EAGAIN). *bytes: the pages written. -ENOTSUP
+ * when no mapping fits. On failure mem is gone. */
+int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
+		   int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes, err_t *err);
+
+#endif
