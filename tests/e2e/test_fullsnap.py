@@ -145,6 +145,17 @@ class FullSnapshotTest(AirlockTestCase):
         self.assertTrue(any(r.startswith("full snapshot " + snap["id"]) for r in ev), ev)
         self.assertTrue(any(r.startswith("rolled back to full snapshot " + snap["id"])
                             for r in ev), ev)
+        # A child forked from the named full snapshot maps its memory file;
+        # deleting the snapshot under it changes nothing for the child.
+        kid = self.api.call("POST", f"/v1/sandboxes/{self.sid}/fork",
+                            {"count": 1, "from_snapshot": "mem1"}, expect=(201,))["sandboxes"][0]
+        self.made.append(kid["id"])
+        k0 = self.count(kid["id"])
+        self.assertGreaterEqual(k0, s0)
+        self.api.call("DELETE", f"/v1/sandboxes/{self.sid}/snapshots/{snap['id']}", expect=(204,))
+        self.assertFalse(os.path.exists(self.snap_file(snap["id"], ".mem")))
+        self.assertGreater(self.wait_count(k0 + 5, kid["id"]), k0)
+        self.assertEqual(self.sh("cat /work-marker", kid["id"]), "before\n")
 
     @VM_ONLY
     def test_cold_booted_guest_gets_a_stream(self):
