@@ -1378,7 +1378,8 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
 	j->vm_mem_mb = sh.mem_mb;
 	j->vm_devices_only = l.devices_only;
 	log_info("vm %s: qemu pid %d (%s, in place, %u MiB, %u vCPU): %.1f ms", j->id, (int)qpid,
-		 vmstate ? (mem ? "restored from a memory file" : "restored from a stream") : "cold", sh.mem_mb, sh.cpus, (now_us() - t0) / 1000.0);
+		 !vmstate ? "cold" : mem ? "restored from a memory file" : "restored from a stream",
+		 sh.mem_mb, sh.cpus, (now_us() - t0) / 1000.0);
 	return 0;
 }
 
