@@ -361,10 +361,13 @@ child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_
 	 * A clone's guest RAM is a file mapping, which THP does not back. */
 	if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) < 0)
 		child_fail(efd, "thp_disable");
-	/* LD_LIBRARY_PATH: ld.so takes libcapstone.so.4 from /vm/lib, the
-	 * stand-in (1.3 MiB less private memory per QEMU); a QEMU that does
-	 * not link Capstone ignores it. */
-	char *envp[] = { "PATH=/usr/bin", vm->capstone ? "LD_LIBRARY_PATH=/vm/lib" : NULL, NULL };
+	/* G_SLICE=always-malloc: glib 2.74's slice allocator (GTree and GList
+	 * nodes) keeps slabs and per-thread magazines of its own; plain malloc
+	 * left an idle clone ~0.3 MiB smaller. LD_LIBRARY_PATH: ld.so takes
+	 * libcapstone.so.4 from /vm/lib, the stand-in (1.3 MiB less private
+	 * memory per QEMU); a QEMU that does not link Capstone ignores it. */
+	char *envp[] = { "PATH=/usr/bin", "G_SLICE=always-malloc",
+			 vm->capstone ? "LD_LIBRARY_PATH=/vm/lib" : NULL, NULL };
 	execve("/usr/bin/qemu-system-x86_64", argv, envp);
 	child_fail(efd, "exec qemu");
 }
