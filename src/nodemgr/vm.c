@@ -77,7 +77,8 @@
 /* Part of a template's memory snapshot dir name: change it whenever the
  * QEMU device set or the guest's boot changes, so a snapshot saved by an
  * older build is not loaded into a machine it does not match (n1: the
- * virtio-net NIC; n2: microvm ioapic2=off). */
+ * virtio-net NIC; n2: microvm ioapic2=off, the guest's root mounted
+ * without ext4's lazyinit). */
 #define VM_CACHE_TAG "n2"
 
 struct nm_vm {
