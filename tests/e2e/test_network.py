@@ -597,18 +597,19 @@ class NetworkTest(AirlockTestCase):
         self.assertNotIn(secret, out)
 
     def assert_not_in_vm(self, sid, secret):
-        """The guest's whole memory (a full snapshot's stream holds every
-        page of guest RAM) and its disk image, read from the host, hold
-        the placeholder the guest used but never the secret. (Checked
-        before anything of the test sends the secret into the guest.)"""
+        """The guest's whole memory (a full snapshot's memory file, or its
+        stream, holds every page of guest RAM) and its disk image, read
+        from the host, hold the placeholder the guest used but never the
+        secret. (Checked before anything of the test sends the secret into
+        the guest.)"""
         code, ph, _ = self.sh(sid, "printf %s \"$TEST_KEY\"")
         self.assertTrue(ph.startswith("airlock-ph-"), ph)
         snap = self.api.call("POST", f"/v1/sandboxes/{sid}/snapshots",
                              {"kind": "full", "name": "memgrep"}, expect=(201,))
         pool = os.path.join(self.server.dir, "pool")
-        state = os.path.join(pool, "snapshots", sid, snap["id"] + ".vmstate")
+        state = os.path.join(pool, "snapshots", sid, snap["id"] + ".mem")
         if not os.path.exists(state):
-            state = os.path.join(pool, "snapshots", sid, snap["name"] + ".vmstate")
+            state = os.path.join(pool, "snapshots", sid, snap["id"] + ".vmstate")
         disk = os.path.join(pool, "sandboxes", sid, "rootfs.ext4")
         for path, what in ((state, "memory"), (disk, "disk")):
             with open(path, "rb") as f:
