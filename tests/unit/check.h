@@ -4,9 +4,12 @@
 #ifndef AIRLOCK_TEST_CHECK_H
 #define AIRLOCK_TEST_CHECK_H
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-static int failures;
+static int failures __attribute__((unused));
 
 #define CHECK(cond)                                                                 \
 	do {                                                                        \
@@ -14,6 +17,19 @@ static int failures;
 			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
 				#cond);                                             \
 			failures++;                                                 \
+		}                                                                   \
+	} while (0)
+
+/* REQUIRE: for a test that cannot go on after a failure (a pool to unmount,
+ * a child to kill): reports like CHECK, with errno, runs cleanup() and
+ * exits 1. */
+#define REQUIRE(cond, cleanup)                                                      \
+	do {                                                                        \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "%s:%d: REQUIRE failed: %s (errno %s)\n",     \
+				__FILE__, __LINE__, #cond, strerror(errno));        \
+			cleanup();                                                  \
+			exit(1);                                                    \
 		}                                                                   \
 	} while (0)
 

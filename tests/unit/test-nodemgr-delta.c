@@ -25,46 +25,29 @@
 #include <unistd.h>
 
 #include "../../src/lib/util.h"
+#include "check.h"
+#include "tmp-pool.h"
 #include "../../src/nodemgr/vm-delta.h"
 #include "../../src/storage/pool.h"
 
 #define PG 4096
 #define NPAGES 512   /* a 2 MiB "guest" */
 
-static char tmpdir[] = "/tmp/airlock-test-delta.XXXXXX";
-static bool have_tmp;
 static pid_t child = -1;
 static int to_child = -1, from_child = -1;
 
 static void cleanup(void)
 {
-	err_t e = { 0 };
-	char cmd[256];
-
 	if (child > 0) {
 		kill(child, SIGKILL);
 		waitpid(child, NULL, 0);
 		child = -1;
 	}
-	if (!have_tmp)
-		return;
-	if (pool_release(tmpdir, &e) < 0)
-		fprintf(stderr, "cleanup: %s\n", e.msg);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cleanup: %s failed\n", cmd);
-	have_tmp = false;
+	tmp_pool_remove();
 }
 
-#define CHECK(c)                                                                   \
-	do {                                                                       \
-		if (!(c)) {                                                        \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed (errno %s)\n",    \
-				__FILE__, __LINE__, #c, strerror(errno));          \
-			cleanup();                                                 \
-			exit(1);                                                   \
-		}                                                                  \
-	} while (0)
+#undef CHECK
+#define CHECK(c) REQUIRE(c, cleanup)
 
 /* The byte every page of the "template" starts with, and what the child
  * writes: page i of the template is filled with tmpl_byte(i). */
@@ -186,9 +169,7 @@ int main(void)
 		fprintf(stderr, "test-nodemgr-delta: needs root, skipping\n");
 		return 77;
 	}
-	CHECK(mkdtemp(tmpdir) != NULL);
-	have_tmp = true;
-	CHECK(pool_ensure(tmpdir, 1024, &mounted, &e) == 0);
+	CHECK(tmp_pool_make(1024, &mounted, &e) == 0);
 	snprintf(pool, sizeof(pool), "%s/pool", tmpdir);
 	snprintf(ram, sizeof(ram), "%s/ram", pool);
 	snprintf(mem, sizeof(mem), "%s/snap.mem", pool);

@@ -13,35 +13,13 @@
 #include <unistd.h>
 
 #include "../../src/lib/util.h"
+#include "check.h"
+#include "tmp-pool.h"
 #include "../../src/storage/pool.h"
 
-static char tmpdir[] = "/tmp/airlock-test-pool.XXXXXX";
-static bool have_tmp;
-
-static void cleanup(void)
-{
-	err_t e = { 0 };
-	char cmd[256];
-
-	if (!have_tmp)
-		return;
-	if (pool_release(tmpdir, &e) < 0)
-		fprintf(stderr, "cleanup: %s\n", e.msg);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cleanup: %s failed\n", cmd);
-	have_tmp = false;
-}
-
-#define CHECK(c)                                                                   \
-	do {                                                                       \
-		if (!(c)) {                                                        \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed (errno %s)\n",    \
-				__FILE__, __LINE__, #c, strerror(errno));          \
-			cleanup();                                                 \
-			exit(1);                                                   \
-		}                                                                  \
-	} while (0)
+#define cleanup tmp_pool_remove
+#undef CHECK
+#define CHECK(c) REQUIRE(c, cleanup)
 #define OK(call)                                                                   \
 	do {                                                                       \
 		err_t _e = { 0 };                                                  \
