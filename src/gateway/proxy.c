@@ -74,28 +74,25 @@ static void sniff(struct pconn *pc)
 		 * came with the connection. */
 		k = recv(pc->fd, pc->head + pc->n, sizeof(pc->head) - pc->n, MSG_DONTWAIT);
 		if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
-			uint64_t now = now_ms();
 			int ms;
 			if (pc->n == 0) {
 				/* nothing yet: a server-speaks-first protocol,
 				 * once the listener's defer has waited */
 				ms = pc->g->defer_accept ? 0 : FIRST_BYTE_MS;
 			} else {
-				if (!deadline)
-					deadline = now + SNIFF_MS;
+				/* the rest of a head: SNIFF_MS from its first bytes */
+				uint64_t now = now_ms();
 				if (now >= deadline)
 					return;
 				ms = (int)(deadline - now);
 			}
 			if (wait_in(pc->fd, ms) <= 0)
 				return;
-			if (pc->n == 0)
-				deadline = now_ms() + SNIFF_MS;
 			continue;
 		}
 		if (k <= 0)
 			return;
-		if (!deadline)
+		if (pc->n == 0)
 			deadline = now_ms() + SNIFF_MS;
 		pc->n += (size_t)k;
 		if (sniff_is_tls(pc->head, pc->n)) {

@@ -11,7 +11,8 @@
  * enter user space; a pair that splice cannot move (EINVAL), and a
  * direction read only to be dropped, go through a buffer instead. Each
  * direction holds at most one pipe (RELAY_PIPE bytes when the pipe may grow
- * that far) or RELAY_BUF bytes: a slow reader slows the writer down. Both fds are borrowed and left open (set O_NONBLOCK).
+ * that far) or RELAY_BUF bytes: a slow reader slows the writer down. Both
+ * fds are borrowed and left open (set O_NONBLOCK).
  */
 #ifndef AIRLOCK_RELAY_H
 #define AIRLOCK_RELAY_H

@@ -1395,6 +1395,7 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
 		return r;
 	}
 	*pid = qpid;
+	/* A fork child's or a restored jail was not made by vm_create. */
 	j->vm_mem_mb = sh.mem_mb;
 	j->vm_devices_only = l.devices_only;
 	log_info("vm %s: qemu pid %d (%s, in place, %u MiB, %u vCPU): %.1f ms", j->id, (int)qpid,
@@ -1461,9 +1462,9 @@ int vm_save_full(struct nm_server *s, struct jail *j, uint32_t mem_mb, const cha
 	r = vm_save_delta(j, mem_mb, dev, state, mem, bytes, err);
 	if (r == 0 || j->vm_devices_only)
 		return r;   /* its stream would lack the configuration section */
+	/* vm_save_delta left nothing behind */
 	log_info("vm %s: full snapshot as a stream: %s", j->id, err->msg);
 	err_clear(err);
-	unlink(mem);
 	if ((r = save_stream(j, state, err)) < 0)
 		return r;
 	if (stat(state, &st) == 0)
