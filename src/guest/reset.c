@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <arpa/inet.h>
 #include <linux/random.h>
 #include <net/if.h>
@@ -29,6 +30,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -87,13 +89,15 @@ static int overwrite_machine_id(const char *line, size_t n)
 	return r;
 }
 
-/* Replace path with text atomically (tmp + rename; a symlink at path is
- * replaced, not followed). No fsync (see write_machine_id). A regular file
- * that already says exactly that is left alone (a pooled clone was warmed
- * with its own address): no create and rename on the create path. */
+/* Replace path with text: in place when it is in memory, else atomically
+ * (tmp + rename; a symlink at path is replaced, not followed). No fsync
+ * (see write_machine_id). A regular file that already says exactly that is
+ * left alone (a pooled clone was warmed with its own address): no write on
+ * the create path. */
 static int replace_file(const char *path, const char *text, mode_t mode)
 {
 	char tmp[128], cur[128];
+	struct statfs sf;
 	size_t n = strlen(text);
 	int fd, r = 0;
 
@@ -108,6 +112,19 @@ static int replace_file(const char *path, const char *text, mode_t mode)
 			return 0;
 	}
 
+	/* In memory (vminit's etc_in_memory bind-mounts a tmpfs file over
+	 * it): rewritten in place, as a rename over a mount point fails.
+	 * Nothing in the guest reads it while RESET runs. */
+	if (statfs(path, &sf) == 0 && sf.f_type == TMPFS_MAGIC) {
+		fd = open(path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		errno = 0;
+		if (write(fd, text, n) != (ssize_t)n)
+			r = errno ? -errno : -EIO;
+		close(fd);
+		return r;
+	}
 	snprintf(tmp, sizeof(tmp), "%s.airlock-tmp", path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)

@@ -14,7 +14,8 @@
  *   5. mount the disk (ext4) on /newroot, move /dev /proc /sys into it, delete
  *      the initramfs' files (they would hold RAM for nothing) and make
  *      /newroot the root: the classic switch_root (MS_MOVE onto /, chroot);
- *   6. devpts, /dev/shm, the /dev/fd links, lo up, the hostname.
+ *   6. devpts, /dev/shm, the /dev/fd links, /etc/machine-id and
+ *      /etc/resolv.conf in memory, lo up, the hostname.
  *
  * We stay PID 1 afterwards and run the ordinary agent with the port as the
  * channel. Any failure here is fatal: the message goes to the console and we
@@ -352,8 +353,11 @@ static int switch_root(const char *root)
 	 * under TCG, ~0.3 MiB of freshly translated code in its first idle
 	 * seconds. ext4 tracks uninitialised inode tables itself, so leaving
 	 * them unzeroed is safe; the allocator reads a group's bitmap when it
-	 * first needs it. */
-	if (mount_dir(root, NEWROOT, "ext4", 0, "noinit_itable,no_prefetch_block_bitmaps") < 0)
+	 * first needs it. noatime: with relatime, the first read of a file
+	 * whose atime is a day old (every file of a template a day after it
+	 * was built) dirties its inode, and every clone then ran a journal
+	 * commit, and translated it, a few seconds into its idle time. */
+	if (mount_dir(root, NEWROOT, "ext4", MS_NOATIME, "noinit_itable,no_prefetch_block_bitmaps") < 0)
 		return -1;
 	for (size_t i = 0; i < ARRAY_SIZE(moves); i++) {
 		char dst[64];
@@ -399,6 +403,71 @@ static int finish_dev(void)
 		if (symlink(links[i][0], links[i][1]) < 0 && errno != EEXIST)
 			return FAIL("symlink %s: %s", links[i][1], strerror(errno));
 	return 0;
+}
+
+/* /etc/machine-id and /etc/resolv.conf as files of a small tmpfs, each
+ * bind-mounted over its path (as a container runtime mounts resolv.conf),
+ * holding what the image had. RESET writes both in every clone and every
+ * fork child; on the disk, each write was a dirty page, an inode in the
+ * journal and, for resolv.conf's tmp + rename, a new block: ~5 s later the
+ * clone ran ext4 writeback and a jbd2 commit for the first time in its
+ * QEMU, which under TCG is ~1.5 MiB of freshly translated code per idle
+ * sandbox, and a disk delta in every one. In memory, a clone's disk stays
+ * as its template's until the sandbox itself writes. The tmpfs is detached
+ * from /dev again; only the two mounts hold it. Best effort: a path that
+ * cannot be mounted over stays on the disk, and RESET writes it there. */
+static void etc_in_memory(void)
+{
+	static const struct {
+		const char *path, *name;
+		mode_t mode;
+	} files[] = {
+		{ "/etc/machine-id", "machine-id", 0444 },
+		{ "/etc/resolv.conf", "resolv.conf", 0644 },
+	};
+	const char *dir = "/dev/.airlock-etc";
+
+	(void)mkdir_p("/etc", 0755);
+	if (mkdir(dir, 0700) < 0 ||
+	    mount("airlock-etc", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "mode=0755,size=64k") < 0) {
+		vlog("in-memory /etc files: %s", strerror(errno));
+		(void)rmdir(dir);
+		return;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		char src[64], text[4096];
+		ssize_t n = 0;
+		struct stat st;
+		int fd;
+
+		/* The image's content, when it is a regular file (a symlink,
+		 * e.g. to systemd-resolved's stub, is replaced, as RESET did). */
+		fd = open(files[i].path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+			n = read(fd, text, sizeof(text));
+		if (fd >= 0)
+			close(fd);
+		if (lstat(files[i].path, &st) < 0 || !S_ISREG(st.st_mode)) {
+			(void)unlink(files[i].path);
+			fd = open(files[i].path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+				  files[i].mode);
+			if (fd < 0) {
+				vlog("create %s: %s", files[i].path, strerror(errno));
+				continue;
+			}
+			close(fd);
+		}
+		snprintf(src, sizeof(src), "%s/%s", dir, files[i].name);
+		fd = open(src, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, files[i].mode);
+		if (fd < 0 || (n > 0 && write(fd, text, (size_t)n) != n) ||
+		    mount(src, files[i].path, NULL, MS_BIND, NULL) < 0)
+			vlog("in-memory %s: %s", files[i].path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	}
+	if (umount2(dir, MNT_DETACH) < 0 || rmdir(dir) < 0)
+		vlog("detach %s: %s", dir, strerror(errno));
 }
 
 /* lo, and eth0 (the NIC, when QEMU has one) without an address: the
@@ -470,6 +539,7 @@ int vm_init(void)
 		close(port);
 		return -1;
 	}
+	etc_in_memory();
 	lo_up();
 	set_hostname(&o);
 	vlog("vm init done in %llu ms (modules %llu ms, devices %llu ms)",

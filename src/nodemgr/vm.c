@@ -74,8 +74,9 @@
  * QEMU device set or the guest's boot changes, so a snapshot saved by an
  * older build is not loaded into a machine it does not match (n1: the
  * virtio-net NIC; n2: microvm ioapic2=off, the guest's root mounted
- * without ext4's lazyinit). */
-#define VM_CACHE_TAG "n2"
+ * without ext4's lazyinit; n3: root noatime, /etc/machine-id and
+ * /etc/resolv.conf in memory). */
+#define VM_CACHE_TAG "n3"
 
 struct nm_vm {
 	char accel[8];

@@ -1,6 +1,8 @@
 """The vm backend end to end: sandboxes are QEMU microVMs with the guest
 kernel, cloned from the template's memory snapshot. Skips (77) when QEMU or
 the guest kernel (<build>/vm/vmlinuz) is missing."""
+import glob
+import hashlib
 import os
 import signal
 import subprocess
@@ -21,6 +23,14 @@ def qemu_pid(data_dir, sid):
             if line.startswith("pid="):
                 return int(line[4:])
     return None
+
+
+def digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def alive(pid):
@@ -121,6 +131,27 @@ class VmTest(AirlockTestCase):
         self.assertEqual(out_a[-3], a["id"])
         self.assertEqual(out_b[-3], b["id"])
         self.assertNotEqual(out_a[-2], out_b[-2], "clones share a machine-id")
+
+    def test_a_clone_leaves_its_disk_unwritten(self):
+        """RESET's per-clone files live in memory (a tmpfs file bind-mounted over
+        /etc/machine-id and /etc/resolv.conf) and the root is mounted noatime: a
+        clone that only reads writes nothing to its disk, which stays the bytes of
+        the template's saved disk even after a sync. A write of its own changes it."""
+        sb, _ = self.create()
+        sid = sb["id"]
+        mounts = self.sh(sid, "cat /proc/mounts")
+        for path in ("/etc/machine-id", "/etc/resolv.conf"):
+            self.assertRegex(mounts, rf"\S+ {path} tmpfs ", f"{path} is not in memory")
+        self.sh(sid, "cat /etc/machine-id /etc/resolv.conf /etc/hostname >/dev/null 2>&1; "
+                     "ls -l / /bin >/dev/null; sync")
+        pool = os.path.join(self.server.dir, "pool")
+        saved = {digest(p) for p in glob.glob(os.path.join(pool, "templates", "*", "*.vm", "m*",
+                                                           "rootfs.ext4"))}
+        self.assertTrue(saved, "no saved template disk found")
+        disk = os.path.join(pool, "sandboxes", sid, "rootfs.ext4")
+        self.assertIn(digest(disk), saved, "a fresh clone wrote to its disk")
+        self.sh(sid, "echo mine > /work/written && sync")
+        self.assertNotIn(digest(disk), saved)
 
     def test_delete_kills_qemu_and_cleans_up(self):
         sb, _ = self.create()
