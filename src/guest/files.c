@@ -156,6 +156,32 @@ static void upload_free(struct upload *u, bool unlink_tmp)
 	free(u);
 }
 
+/* The target of a finished upload is a mount point (rename says EBUSY):
+ * a file bind-mounted over its path, as the vm guest's /etc/resolv.conf
+ * and /etc/machine-id are. Its content is replaced in place instead, from
+ * the written temp file (which the caller then removes), and synced. */
+static int copy_over(const char *from, const char *to)
+{
+	_cleanup_close_ int in = open(from, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int out = -1;
+	char buf[16384];
+	ssize_t n;
+
+	if (in < 0)
+		return -errno;
+	out = open(to, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+	if (out < 0)
+		return -errno;
+	while ((n = read(in, buf, sizeof(buf))) > 0) {
+		int r = write_all(out, buf, (size_t)n);
+		if (r < 0)
+			return r;
+	}
+	if (n < 0 || fsync(out) < 0)
+		return -errno;
+	return 0;
+}
+
 static void upload_drop(struct agent *a, struct upload *u)
 {
 	for (struct upload **pp = &a->uploads; *pp; pp = &(*pp)->next) {
@@ -282,9 +308,15 @@ void file_write(struct agent *a, const struct proto_frame *f)
 	}
 	u->fd = -1;
 	if (rename(u->tmp, u->path) < 0) {
-		agent_send_error(a, f->req_id, errno, "rename to %s: %s", u->path, strerror(errno));
-		upload_drop(a, u);
-		return;
+		int e = errno;
+
+		if (e == EBUSY && (e = -copy_over(u->tmp, u->path)) == 0)
+			(void)unlink(u->tmp);
+		if (e) {
+			agent_send_error(a, f->req_id, e, "rename to %s: %s", u->path, strerror(e));
+			upload_drop(a, u);
+			return;
+		}
 	}
 	/* The rename itself is durable once the directory is synced. */
 	char *slash = strrchr(u->path, '/');

@@ -152,6 +152,11 @@ class VmTest(AirlockTestCase):
         self.assertIn(digest(disk), saved, "a fresh clone wrote to its disk")
         self.sh(sid, "echo mine > /work/written && sync")
         self.assertNotIn(digest(disk), saved)
+        # The files API still replaces a file that is a mount point (in place).
+        self.api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/etc/resolv.conf",
+                      b"nameserver 192.0.2.53\n")
+        self.assertEqual(self.sh(sid, "cat /etc/resolv.conf; ls -a /etc | grep airlock-tmp; true"),
+                         "nameserver 192.0.2.53\n")
 
     def test_delete_kills_qemu_and_cleans_up(self):
         sb, _ = self.create()
