@@ -112,6 +112,10 @@ void agent_flush(struct agent *a);
 
 /* reset.c: RESET (clock, RNG, hostname, machine-id of a clone). */
 void guest_reset(struct agent *a, const struct proto_frame *f);
+/* eth0 = addr/prefix with the default route via gw, unless it has exactly
+ * that address already, and /etc/resolv.conf naming dns. Host byte order.
+ * On failure -errno, *step says what failed. */
+int guest_net_setup(uint32_t addr, uint8_t prefix, uint32_t gw, uint32_t dns, const char **step);
 
 /* vminit.c: init of a microVM. */
 /* PID 1 with no channel handed over (no AIRLOCK_CHANNEL_FD, fd 3 not a socket). */

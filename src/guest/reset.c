@@ -9,10 +9,12 @@
  *
  * Order: the RNG first (it is what clones must never share), then the clock,
  * the hostname and /etc/machine-id, then (when the host sends an address)
- * eth0 and /etc/resolv.conf: the address is per sandbox, the NIC's state
- * came with the snapshot (a clone's eth0 is down without an address; a fork
- * child's holds its parent's). A failed step is reported as ERROR and the
- * later steps are not attempted; the host treats that as a failed create.
+ * eth0 and /etc/resolv.conf. The host sends the fixed vm network
+ * (PROTO_VM_NET_*), which the guest set at boot, so a clone or a fork child
+ * already has it and changes nothing; only a guest restored from a snapshot
+ * made before that (its own sandbox's address on eth0) is readdressed. A
+ * failed step is reported as ERROR and the later steps are not attempted;
+ * the host treats that as a failed create.
  */
 #include "guest.h"
 
@@ -164,68 +166,92 @@ static void sin_set(struct sockaddr *sa, uint32_t host_order)
 /* eth0 = addr/prefix, up, default route via gw (the classic ioctls, as
  * vminit brings lo up: no netlink code in the guest). SIOCSIFADDR replaces
  * an address eth0 already has, which takes that address's routes with it;
- * the default route is deleted first in case its gateway stays reachable.
- * The gateway's ARP entry goes too: after a rollback or a recovery the
- * host end is a new veth with a new MAC, and a restored guest would keep
- * sending to the old one until its entry went stale (half a minute). */
-static int net_config(const struct proto_reset *x, const char **step)
+ * the default route is deleted first in case its gateway stays reachable,
+ * and the gateway's ARP entry too (a guest restored from a snapshot made
+ * before the fixed network had another gateway there). */
+static int net_config(int s, uint32_t addr, uint8_t prefix, uint32_t gw, const char **step)
 {
 	struct ifreq ifr;
 	struct rtentry rt;
+	struct arpreq ar;
+
+	memset(&rt, 0, sizeof(rt));
+	sin_set(&rt.rt_dst, 0);
+	sin_set(&rt.rt_genmask, 0);
+	sin_set(&rt.rt_gateway, 0);
+	(void)ioctl(s, SIOCDELRT, &rt);   /* ESRCH: none yet */
+	memset(&ar, 0, sizeof(ar));
+	sin_set(&ar.arp_pa, gw);
+	snprintf(ar.arp_dev, sizeof(ar.arp_dev), NET_IF);
+	(void)ioctl(s, SIOCDARP, &ar);   /* ENXIO: no entry */
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), NET_IF);
+	sin_set(&ifr.ifr_addr, addr);
+	if (ioctl(s, SIOCSIFADDR, &ifr) < 0) {
+		*step = "set the address of " NET_IF;
+		return -errno;
+	}
+	sin_set(&ifr.ifr_netmask, prefix ? ~0u << (32 - prefix) : 0);
+	if (ioctl(s, SIOCSIFNETMASK, &ifr) < 0) {
+		*step = "set the netmask of " NET_IF;
+		return -errno;
+	}
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
+		*step = "read the flags of " NET_IF;
+		return -errno;
+	}
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) {
+		*step = "bring " NET_IF " up";
+		return -errno;
+	}
+	memset(&rt, 0, sizeof(rt));
+	sin_set(&rt.rt_dst, 0);
+	sin_set(&rt.rt_genmask, 0);
+	sin_set(&rt.rt_gateway, gw);
+	rt.rt_flags = RTF_UP | RTF_GATEWAY;
+	rt.rt_dev = (char *)NET_IF;
+	if (ioctl(s, SIOCADDRT, &rt) < 0 && errno != EEXIST) {
+		*step = "add the default route";
+		return -errno;
+	}
+	return 0;
+}
+
+/* Whether eth0 holds exactly addr/prefix. */
+static bool net_has(int s, uint32_t addr, uint8_t prefix)
+{
+	struct ifreq ifr;
+	uint32_t mask = prefix ? ~0u << (32 - prefix) : 0;
+
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), NET_IF);
+	if (ioctl(s, SIOCGIFADDR, &ifr) < 0 ||
+	    ntohl(((struct sockaddr_in *)&ifr.ifr_addr)->sin_addr.s_addr) != addr)
+		return false;
+	return ioctl(s, SIOCGIFNETMASK, &ifr) == 0 &&
+	       ntohl(((struct sockaddr_in *)&ifr.ifr_netmask)->sin_addr.s_addr) == mask;
+}
+
+int guest_net_setup(uint32_t addr, uint8_t prefix, uint32_t gw, uint32_t dns, const char **step)
+{
+	char text[64], ip[INET_ADDRSTRLEN];
+	struct in_addr in = { htonl(dns) };
 	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), r = 0;
 
 	if (s < 0) {
 		*step = "socket";
 		return -errno;
 	}
-	memset(&rt, 0, sizeof(rt));
-	sin_set(&rt.rt_dst, 0);
-	sin_set(&rt.rt_genmask, 0);
-	sin_set(&rt.rt_gateway, 0);
-	(void)ioctl(s, SIOCDELRT, &rt);   /* ESRCH: none yet (a clone) */
-	{
-		struct arpreq ar;
-		memset(&ar, 0, sizeof(ar));
-		sin_set(&ar.arp_pa, x->net_gateway);
-		snprintf(ar.arp_dev, sizeof(ar.arp_dev), NET_IF);
-		(void)ioctl(s, SIOCDARP, &ar);   /* ENXIO: no entry */
-	}
-	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), NET_IF);
-	sin_set(&ifr.ifr_addr, x->net_addr);
-	if (ioctl(s, SIOCSIFADDR, &ifr) < 0) {
-		*step = "set the address of " NET_IF;
-		goto fail;
-	}
-	sin_set(&ifr.ifr_netmask, x->net_prefix ? ~0u << (32 - x->net_prefix) : 0);
-	if (ioctl(s, SIOCSIFNETMASK, &ifr) < 0) {
-		*step = "set the netmask of " NET_IF;
-		goto fail;
-	}
-	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
-		*step = "read the flags of " NET_IF;
-		goto fail;
-	}
-	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) {
-		*step = "bring " NET_IF " up";
-		goto fail;
-	}
-	memset(&rt, 0, sizeof(rt));
-	sin_set(&rt.rt_dst, 0);
-	sin_set(&rt.rt_genmask, 0);
-	sin_set(&rt.rt_gateway, x->net_gateway);
-	rt.rt_flags = RTF_UP | RTF_GATEWAY;
-	rt.rt_dev = (char *)NET_IF;
-	if (ioctl(s, SIOCADDRT, &rt) < 0 && errno != EEXIST) {
-		*step = "add the default route";
-		goto fail;
-	}
+	if (!net_has(s, addr, prefix))
+		r = net_config(s, addr, prefix, gw, step);
 	close(s);
-	return 0;
-fail:
-	r = -errno;
-	close(s);
+	if (r < 0)
+		return r;
+	inet_ntop(AF_INET, &in, ip, sizeof(ip));
+	snprintf(text, sizeof(text), "nameserver %s\n", ip);
+	if ((r = replace_file(RESOLV_CONF_PATH, text, 0644)) < 0)
+		*step = "write " RESOLV_CONF_PATH;
 	return r;
 }
 
@@ -273,18 +299,10 @@ void guest_reset(struct agent *a, const struct proto_frame *f)
 	}
 	if (x.net_addr) {
 		const char *step = "";
-		char dns[INET_ADDRSTRLEN], conf[64];
-		struct in_addr in = { htonl(x.net_dns) };
 
-		if ((r = net_config(&x, &step)) < 0) {
+		r = guest_net_setup(x.net_addr, x.net_prefix, x.net_gateway, x.net_dns, &step);
+		if (r < 0) {
 			agent_send_error(a, f->req_id, -r, "reset: %s: %s", step, strerror(-r));
-			return;
-		}
-		inet_ntop(AF_INET, &in, dns, sizeof(dns));
-		snprintf(conf, sizeof(conf), "nameserver %s\n", dns);
-		if ((r = replace_file(RESOLV_CONF_PATH, conf, 0644)) < 0) {
-			agent_send_error(a, f->req_id, -r, "reset: write " RESOLV_CONF_PATH ": %s",
-					 strerror(-r));
 			return;
 		}
 	}

@@ -7,9 +7,10 @@
  *   GET   /internal/network                every pushed sandbox (for a
  *                                          restarted gateway; the api never
  *                                          forwards this path)
- * Both backends have the same network: an ns jail's eth0 and a vm guest's
- * eth0 (bridged to the same kind of veth, nodemgr's net.c) hold the odd
- * address of their slot's /31, so the gateway sees the same source. */
+ * Both backends have the same network: an ns jail's eth0 holds the odd
+ * address of its slot's /31, and a vm guest's traffic leaves QEMU's network
+ * namespace from that address (nodemgr's net.c translates the guest's fixed
+ * one), so the gateway sees the same source. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

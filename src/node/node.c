@@ -271,7 +271,7 @@ static void handle_node(struct node *n, struct http_conn *c)
 		jw_key(&w, "memory_fork");
 		jw_bool(&w, be->caps.memory_fork);
 		/* Both backends get the same sandbox network (an ns jail's veth,
-		 * a vm guest's NIC bridged to one); it is off node-wide or on. */
+		 * a vm guest's NIC routed to one); it is off node-wide or on. */
 		jw_key(&w, "network");
 		jw_bool(&w, n->cfg->gateway_sock != NULL);
 		jw_end(&w);

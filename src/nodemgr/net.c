@@ -12,9 +12,12 @@
  * every jail of an earlier run, so no live address is handed out twice and
  * nothing needs persisting.
  *
- * vm: the same pair, its sandbox end ("veth0") in QEMU's own namespace,
- * bridged there to the tap QEMU's NIC uses (net_attach_vm); the guest sets
- * .2N+1 on its eth0 itself, from the node's RESET.
+ * vm: the same pair, its sandbox end ("veth0", holding .2N+1) in QEMU's
+ * own namespace, which routes between it and the tap QEMU's NIC uses
+ * ("tap0", 100.96.0.1/30) and translates: the guest has the same address
+ * in every VM (100.96.0.2, proto.h PROTO_VM_NET_*, set in the template's
+ * boot), leaves that namespace as .2N+1 and is reached there (port
+ * forwards) by .2N+1. So the host sees exactly what an ns jail sends.
  *
  * The table (inet <table>) matches packets by input interface name
  * (<prefix>-*), so it is installed once and a sandbox adds no rule:
@@ -38,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/if.h>
+#include <linux/if_arp.h>
 #include <linux/if_tun.h>
 #include <sched.h>
 #include <stdio.h>
@@ -49,6 +53,7 @@
 
 #include "../lib/log.h"
 #include "../lib/util.h"
+#include "../proto/proto.h"
 #include "netlink.h"
 
 /* Run argv (PATH lookup) with stdin_text on stdin and wait for it. Only
@@ -290,17 +295,18 @@ fail:
 }
 
 /* vm: the guest's NIC is QEMU's tap. QEMU runs in a network namespace of
- * its own (vm.c's child_main made it, with the tap "tap0" in it and IPv6
- * off, before exec). Here, from outside, the same veth pair as for an ns
- * jail, its sandbox end ("veth0") moved into that namespace, and a bridge
- * "br0" joining veth0 and tap0: the guest's eth0 is then on one L2 segment
- * with the host end, and the guest configures base+1/31 on it itself (the
- * node's RESET carries the address). Nothing in that namespace has an
- * address: QEMU, the only process in it, has no socket to use one. */
+ * its own (vm.c's child_main made it before exec, with the tap "tap0", IPv6
+ * off, forwarding on and the nat table of net_vm_nat_rules). Here, from
+ * outside, the same veth pair as for an ns jail, its sandbox end ("veth0")
+ * moved into that namespace with the sandbox's address base+1/31 and the
+ * default route via the host end, and tap0 with the guest's gateway
+ * address. QEMU, the only process there, opens no socket: the namespace
+ * only routes and translates between the guest and the host end. */
 int net_attach_vm(struct nm_server *s, int slot, const char *id, pid_t pid, err_t *err)
 {
 	_cleanup_free_ char *nsp = NULL;
 	_cleanup_close_ int ns = -1, jail = -1;
+	uint32_t base;
 	int r;
 
 	if (!net_on(s))
@@ -318,10 +324,12 @@ int net_attach_vm(struct nm_server *s, int slot, const char *id, pid_t pid, err_
 		r = jail;
 		goto fail;
 	}
-	if ((r = nl_bridge_add(jail, "br0", err)) < 0 ||
-	    (r = nl_link_master_up(jail, "veth0", "br0", err)) < 0 ||
-	    (r = nl_link_master_up(jail, "tap0", "br0", err)) < 0 ||
-	    (r = nl_link_up(jail, "br0", err)) < 0)
+	base = s->cfg->net_base + 2u * (uint32_t)slot;
+	if ((r = nl_addr_add(jail, "tap0", PROTO_VM_NET_GATEWAY, PROTO_VM_NET_PREFIX, err)) < 0 ||
+	    (r = nl_link_up(jail, "tap0", err)) < 0 ||
+	    (r = nl_addr_add(jail, "veth0", base + 1, 31, err)) < 0 ||
+	    (r = nl_link_up(jail, "veth0", err)) < 0 ||
+	    (r = nl_route_default(jail, "veth0", base, err)) < 0)
 		goto fail;
 	log_debug("vm %s: network slot %d in %.2f ms", id, slot, (now_us() - t0) / 1000.0);
 	return 0;
@@ -331,12 +339,111 @@ fail:
 	return r;
 }
 
+/* A locally administered MAC, fixed (net_vm_tap). */
+static const uint8_t VM_TAP_MAC[6] = { 0x02, 0x61, 0x69, 0x72, 0x6c, 0x01 };
+
+static int set_mac(const char *name, const uint8_t mac[6])
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), r, e;
+
+	if (s < 0)
+		return -1;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+	memcpy(ifr.ifr_hwaddr.sa_data, mac, 6);
+	r = ioctl(s, SIOCSIFHWADDR, &ifr);
+	e = errno;
+	close(s);
+	errno = e;
+	return r;
+}
+
+/* The vm jail namespace's nat table for slot (caller frees; NULL when the
+ * network is off). New connections from the guest leave veth0 as the
+ * sandbox's address; new ones to that address (port forwards) go to the
+ * guest; DNS to the guest's gateway goes to the host end, whose every
+ * UDP/53 the host redirects to the gateway. Replies follow conntrack. The
+ * guest's own address never leaves the namespace, so a guest that takes
+ * another (its root may) still leaves as its sandbox. */
+char *net_vm_nat_rules(struct nm_server *s, int slot)
+{
+	char host[16], sbx[16], gw[16], guest[16];
+	struct in_addr a;
+
+	if (!net_on(s) || !slot_fits(s, slot))
+		return NULL;
+	slot_addrs(s, slot, host, sbx);
+	a.s_addr = htonl(PROTO_VM_NET_GATEWAY);
+	inet_ntop(AF_INET, &a, gw, sizeof(gw));
+	a.s_addr = htonl(PROTO_VM_NET_ADDR);
+	inet_ntop(AF_INET, &a, guest, sizeof(guest));
+	return xasprintf("table ip airlock-vm {\n"
+			 " chain pre {\n"
+			 "  type nat hook prerouting priority dstnat; policy accept;\n"
+			 "  iifname \"tap0\" ip daddr %s meta l4proto { tcp, udp } th dport 53"
+			 " dnat to %s\n"
+			 "  iifname \"veth0\" ip daddr %s dnat to %s\n"
+			 " }\n"
+			 " chain post {\n"
+			 "  type nat hook postrouting priority srcnat; policy accept;\n"
+			 "  iifname \"tap0\" oifname \"veth0\" snat to %s\n"
+			 " }\n"
+			 "}\n",
+			 gw, host, sbx, guest, sbx);
+}
+
+/* In the QEMU child, in its new namespace, still root, before exec:
+ * forwarding on and the rules loaded by `nft -f -`, a process of the
+ * child's own (waited for here, so nodemgr's loop never sees it). Only
+ * system calls: this runs between fork and exec of a threaded process.
+ * 0, or -1 with errno. */
+int net_vm_nat(const char *rules)
+{
+	char *const argv[] = { "nft", "-f", "-", NULL };
+	int p[2], st = 0, r;
+	pid_t pid;
+
+	if ((r = write_proc("/proc/sys/net/ipv4/ip_forward", "1\n")) < 0) {
+		errno = -r;
+		return -1;
+	}
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		if (dup2(p[0], 0) < 0)
+			_exit(126);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(p[0]);
+	r = write_all(p[1], rules, strlen(rules));
+	close(p[1]);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		errno = r < 0 ? -r : EPROTO;
+		return -1;
+	}
+	return 0;
+}
+
 /* In the QEMU child after unshare(CLONE_NEWNET), still root, before exec:
- * IPv6 off for every link of this namespace (so the tap, the bridge and
- * veth0 get none), then the tap. The fd is what QEMU gets (-netdev
- * tap,fd=N): it needs no CAP_NET_ADMIN and never opens /dev/net/tun.
- * vnet_hdr: virtio-net's offloads (checksum, TSO) pass through. Only
- * syscalls: this runs between fork and exec. */
+ * IPv6 off for every link of this namespace (so the tap and veth0 get
+ * none), then the tap, with the same MAC in every jail: a clone's guest
+ * keeps its template's ARP entry for its gateway (tap0), and a fork child
+ * its parent's. The fd is what QEMU gets (-netdev tap,fd=N): it needs no
+ * CAP_NET_ADMIN and never opens /dev/net/tun. vnet_hdr: virtio-net's
+ * offloads (checksum, TSO) pass through. Only syscalls: this runs between
+ * fork and exec. */
 int net_vm_tap(void)
 {
 	static const char *const v6[] = { "/proc/sys/net/ipv6/conf/all/disable_ipv6",
@@ -353,7 +460,7 @@ int net_vm_tap(void)
 	memset(&ifr, 0, sizeof(ifr));
 	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "tap0");
-	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+	if (ioctl(fd, TUNSETIFF, &ifr) < 0 || set_mac("tap0", VM_TAP_MAC) < 0) {
 		int e = errno;
 		close(fd);
 		errno = e;
@@ -380,15 +487,6 @@ void net_detach_slot(struct nm_server *s, int slot, const char *id)
 void net_detach(struct nm_server *s, struct jail *j)
 {
 	net_detach_slot(s, j->slot, j->id);
-}
-
-bool net_guest_addr(struct nm_server *s, int slot, uint32_t *addr, uint32_t *gw)
-{
-	if (!net_on(s) || !slot_fits(s, slot))
-		return false;
-	*gw = s->cfg->net_base + 2u * (uint32_t)slot;
-	*addr = *gw + 1;
-	return true;
 }
 
 char *net_resolv_conf(struct nm_server *s, int slot)

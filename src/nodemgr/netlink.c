@@ -183,37 +183,6 @@ int nl_link_up(int sock, const char *name, err_t *err)
 	return talk(sock, &r, "link up", err);
 }
 
-int nl_bridge_add(int sock, const char *name, err_t *err)
-{
-	struct nlreq r;
-	struct rtattr *li;
-
-	link_req(&r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, name);
-	li = attr(&r, IFLA_LINKINFO, NULL, 0);
-	attr(&r, IFLA_INFO_KIND, "bridge", 6);
-	nest_end(&r, li);
-	return talk(sock, &r, "add bridge", err);
-}
-
-static int index_of(int sock, const char *name, int *index, err_t *err);
-
-int nl_link_master_up(int sock, const char *name, const char *master, err_t *err)
-{
-	struct nlreq r;
-	struct ifinfomsg *ifi;
-	uint32_t m;
-	int index, rc;
-
-	if ((rc = index_of(sock, master, &index, err)) < 0)
-		return rc;
-	m = (uint32_t)index;
-	ifi = link_req(&r, RTM_NEWLINK, 0, name);
-	ifi->ifi_flags = IFF_UP;
-	ifi->ifi_change = IFF_UP;
-	attr(&r, IFLA_MASTER, &m, sizeof(m));
-	return talk(sock, &r, "enslave link", err);
-}
-
 /* RTM_NEWADDR and RTM_NEWROUTE take an index, not a name: look it up in
  * the socket's own namespace with RTM_GETLINK. */
 static int index_of(int sock, const char *name, int *index, err_t *err)

@@ -18,8 +18,5 @@ int nl_link_del(int sock, const char *name, err_t *err);   /* -ENODEV when absen
 int nl_link_up(int sock, const char *name, err_t *err);
 int nl_addr_add(int sock, const char *name, uint32_t addr, int prefix, err_t *err);
 int nl_route_default(int sock, const char *name, uint32_t gw, err_t *err);
-/* A bridge (down, no address); a link made a port of master and set up. */
-int nl_bridge_add(int sock, const char *name, err_t *err);
-int nl_link_master_up(int sock, const char *name, const char *master, err_t *err);
 
 #endif

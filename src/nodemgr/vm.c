@@ -75,8 +75,8 @@
  * older build is not loaded into a machine it does not match (n1: the
  * virtio-net NIC; n2: microvm ioapic2=off, the guest's root mounted
  * without ext4's lazyinit; n3: root noatime, /etc/machine-id and
- * /etc/resolv.conf in memory). */
-#define VM_CACHE_TAG "n3"
+ * /etc/resolv.conf in memory; n4: eth0 has the fixed vm network). */
+#define VM_CACHE_TAG "n4"
 
 struct nm_vm {
 	char accel[8];
@@ -240,6 +240,12 @@ struct vm_launch {
 	struct vm_shape sh;
 };
 
+/* A jail's slot, from its uid (NM_UID_BASE + slot * JAIL_ID_RANGE). */
+static int vm_slot(const struct vm_launch *l)
+{
+	return (int)((l->uid - NM_UID_BASE) / JAIL_ID_RANGE);
+}
+
 static void __attribute__((noreturn)) child_fail(int efd, const char *what)
 {
 	char msg[256];
@@ -273,7 +279,7 @@ static int bind_at(const char *src, const char *dst, bool dir, bool ro)
 /* Runs in the child between fork and exec: no locks, no return. */
 static void __attribute__((noreturn))
 child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_fd, int efd,
-	   char *const *argv)
+	   char *const *argv, const char *nat)
 {
 	struct nm_vm *vm = s->vm;
 	err_t e = { 0 };
@@ -292,6 +298,8 @@ child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_
 	int tap = net_vm_tap();
 	if (tap < 0)
 		child_fail(efd, "tap");
+	if (nat && net_vm_nat(nat) < 0)
+		child_fail(efd, "load the namespace's nat table (nft)");
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail(efd, "make / private");
 	if (mount("tmpfs", vm->root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
@@ -458,11 +466,11 @@ static char **build_argv(struct nm_server *s, const struct vm_launch *l)
 	A("socket,id=ch,fd=4");
 	A("-device");
 	A("virtserialport,chardev=ch,name=airlock");
-	/* The NIC (net.c: the tap is fd 6, bridged to the sandbox's veth).
-	 * Every QEMU has it, network on or off, so a template's saved device
-	 * state loads into every clone. The MAC is fixed: a clone restores the
-	 * template's anyway, and each sandbox is an L2 segment of its own
-	 * (its bridge holds its tap and its veth end only). */
+	/* The NIC (net.c: the tap is fd 6, routed to the sandbox's veth in
+	 * QEMU's namespace). Every QEMU has it, network on or off, so a
+	 * template's saved device state loads into every clone. The MAC is
+	 * fixed: a clone restores the template's anyway, and each sandbox's
+	 * tap is an L2 segment of its own. */
 	A("-netdev");
 	A("tap,id=n0,fd=6");
 	A("-device");
@@ -503,6 +511,7 @@ static int spawn_qemu(struct nm_server *s, const struct vm_launch *l, pid_t *pid
 {
 	int qsp[2] = { -1, -1 }, csp[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	char **argv = build_argv(s, l);
+	_cleanup_free_ char *nat = net_vm_nat_rules(s, vm_slot(l));
 	char msg[256];
 	ssize_t n;
 	pid_t c;
@@ -521,7 +530,7 @@ static int spawn_qemu(struct nm_server *s, const struct vm_launch *l, pid_t *pid
 	}
 	if (c == 0) {
 		close(ep[0]);
-		child_main(s, l, qsp[1], csp[1], ep[1], argv);
+		child_main(s, l, qsp[1], csp[1], ep[1], argv, nat);
 	}
 	close(ep[1]);
 	ep[1] = -1;
@@ -742,12 +751,6 @@ int vm_console_open(struct nm_server *s, const char *id, int *fd, err_t *err)
 
 /* ---- starting QEMU ------------------------------------------------------ */
 
-/* A jail's slot, from its uid (NM_UID_BASE + slot * JAIL_ID_RANGE). */
-static int vm_slot(const struct vm_launch *l)
-{
-	return (int)((l->uid - NM_UID_BASE) / JAIL_ID_RANGE);
-}
-
 /* cgroup, run dir, QEMU, its network, monitor. On failure everything this
  * made is gone (the subvolume and the jail entry are the caller's); once it
  * succeeded, the caller's cleanup must net_detach too. */
@@ -838,7 +841,7 @@ static void warm_key(const struct nm_sandbox_spec *spec, const struct vm_shape *
 #define WARM_ROUNDS 2      /* the second round runs paths the first one only faulted in:
 			    * RESET after one round 40-50 ms, after two ~10 ms */
 
-static void warm_guest(int chan, const char *wid, uint32_t net_addr, uint32_t net_gw)
+static void warm_guest(int chan, const char *wid, bool net)
 {
 	char *argv[] = { "true", NULL };
 	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -857,12 +860,12 @@ static void warm_guest(int chan, const char *wid, uint32_t net_addr, uint32_t ne
 	rs.wall_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	random_bytes(rs.entropy, rs.entropy_len);
 	snprintf(rs.hostname, sizeof(rs.hostname), "warm");
-	/* The jail's own address (its slot, kept through the take): the real
-	 * RESET then finds eth0 as it wants it, and the path ran warm. */
-	if (net_addr) {
-		rs.net_addr = net_addr;
-		rs.net_prefix = 31;
-		rs.net_gateway = rs.net_dns = net_gw;
+	/* The fixed vm network the guest has had since the template's boot,
+	 * as the real RESET sends it: its check runs warm. */
+	if (net) {
+		rs.net_addr = PROTO_VM_NET_ADDR;
+		rs.net_prefix = PROTO_VM_NET_PREFIX;
+		rs.net_gateway = rs.net_dns = PROTO_VM_NET_GATEWAY;
 	}
 	{
 		uint8_t id[PROTO_MACHINE_ID_LEN / 2];
@@ -966,11 +969,7 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 		if ((r = restore_state(q, vmstate, err)) < 0)
 			goto fail_started;
 	}
-	{
-		uint32_t na = 0, ng = 0;   /* stay 0 when the network is off */
-		(void)net_guest_addr(s, j->slot, &na, &ng);
-		warm_guest(chan, rnd, na, ng);
-	}
+	warm_guest(chan, rnd, s->cfg->net_prefix && s->cfg->net_prefix[0]);
 	if ((r = qmp_exec(q, "stop", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0) {
 		err_wrap(err, "park warm vm");
 		goto fail_started;

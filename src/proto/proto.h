@@ -393,6 +393,17 @@ struct proto_status {
 int proto_enc_status(struct buf *out, uint32_t req_id, const struct proto_status *s);
 int proto_dec_status(const struct proto_frame *f, struct proto_status *s);
 
+/* The vm guest's network, the same in every VM: eth0 100.96.0.2/30, its
+ * gateway and resolver 100.96.0.1 (the tap's end, in QEMU's network
+ * namespace, which translates it to and from the sandbox's own address;
+ * nodemgr net.c). The guest sets it at boot (vminit), so a template's
+ * memory snapshot holds it and no clone or fork child configures its
+ * network. From the shared address space (RFC 6598), which no upstream a
+ * sandbox dials is expected to use. Host byte order. */
+#define PROTO_VM_NET_ADDR 0x64600002u    /* 100.96.0.2 */
+#define PROTO_VM_NET_GATEWAY 0x64600001u /* 100.96.0.1 */
+#define PROTO_VM_NET_PREFIX 30
+
 /* RESET (host -> guest). Both ends validate: the encoder refuses what the
  * decoder would refuse, so a bad request fails on the host with EINVAL. */
 struct proto_reset {

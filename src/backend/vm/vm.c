@@ -15,7 +15,6 @@
  * RNG, hostname, machine-id) and gives the guest its network address before
  * the sandbox is reported running.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 #include "../../chan/guestconn.h"
 #include "../../lib/log.h"
 #include "../../lib/util.h"
+#include "../../proto/proto.h"
 #include "../backend.h"
 
 #define TEMPLATE_BOOT_TIMEOUT_MS 60000
@@ -165,23 +165,18 @@ static int vm_destroy(const struct backend_ctx *ctx, const char *id, err_t *err)
 	return nm_sandbox_destroy(ctx->nm_sock, id, err);
 }
 
-/* The guest's eth0: addr is the sandbox end of the /31 of its slot (the
- * node learnt it from nodemgr when it told the gateway), the host end being
- * its gateway and resolver (nodemgr's net.c; every UDP/53 goes to the
- * gateway's DNS anyway). No address (the node runs without a sandbox
- * network): eth0 stays down. */
-static int guest_net(const char *addr, struct guest_reset *rq, err_t *err)
+/* The guest's eth0: the fixed vm network (proto.h), which every guest has
+ * set at boot, so a clone or a fork child changes nothing; a guest restored
+ * from a snapshot made before it is readdressed. QEMU's namespace
+ * translates it to the sandbox's own address addr (nodemgr net.c). No
+ * address (the node runs without a sandbox network): nothing sent. */
+static void guest_net(const char *addr, struct guest_reset *rq)
 {
-	struct in_addr in;
-
 	if (!addr[0])
-		return 0;
-	if (inet_pton(AF_INET, addr, &in) != 1 || !(ntohl(in.s_addr) & 1))
-		return err_set(err, EPROTO, "sandbox address %s is not the odd end of a /31", addr);
-	rq->net_addr = ntohl(in.s_addr);
-	rq->net_prefix = 31;
-	rq->net_gateway = rq->net_dns = rq->net_addr - 1;
-	return 0;
+		return;
+	rq->net_addr = PROTO_VM_NET_ADDR;
+	rq->net_prefix = PROTO_VM_NET_PREFIX;
+	rq->net_gateway = rq->net_dns = PROTO_VM_NET_GATEWAY;
 }
 
 /* Fresh clock (ours, read just before sending), 64 bytes of host entropy,
@@ -192,9 +187,7 @@ static int vm_reset_guest(struct guestconn *gc, const char *addr, const char *ho
 	struct guest_reset rq = { .set_clock = true, .hostname = hostname };
 	uint64_t t0 = now_us();
 
-	if (guest_net(addr, &rq, err) < 0)
-		return err_wrap(err, "clone reset");
-
+	guest_net(addr, &rq);
 	if (guestconn_reset(gc, &rq, err) < 0)
 		return err_wrap(err, "clone reset");
 	log_debug("vm %s: clone reset in %.1f ms", hostname, (now_us() - t0) / 1000.0);
