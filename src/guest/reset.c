@@ -24,7 +24,6 @@
 #include <arpa/inet.h>
 #include <linux/random.h>
 #include <net/if.h>
-#include <net/if_arp.h>
 #include <net/route.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -94,8 +93,8 @@ static int overwrite_machine_id(const char *line, size_t n)
 /* Replace path with text: in place when it is in memory, else atomically
  * (tmp + rename; a symlink at path is replaced, not followed). No fsync
  * (see write_machine_id). A regular file that already says exactly that is
- * left alone (a pooled clone was warmed with its own address): no write on
- * the create path. */
+ * left alone (a vm guest's resolv.conf names the fixed resolver from its
+ * boot on): no write on the create path. */
 static int replace_file(const char *path, const char *text, mode_t mode)
 {
 	char tmp[128], cur[128];
@@ -166,24 +165,19 @@ static void sin_set(struct sockaddr *sa, uint32_t host_order)
 /* eth0 = addr/prefix, up, default route via gw (the classic ioctls, as
  * vminit brings lo up: no netlink code in the guest). SIOCSIFADDR replaces
  * an address eth0 already has, which takes that address's routes with it;
- * the default route is deleted first in case its gateway stays reachable,
- * and the gateway's ARP entry too (a guest restored from a snapshot made
- * before the fixed network had another gateway there). */
+ * the default route is deleted first in case its gateway stays reachable.
+ * (No ARP entry to drop: the gateway is QEMU's namespace's tap, whose MAC
+ * is the same in every jail.) */
 static int net_config(int s, uint32_t addr, uint8_t prefix, uint32_t gw, const char **step)
 {
 	struct ifreq ifr;
 	struct rtentry rt;
-	struct arpreq ar;
 
 	memset(&rt, 0, sizeof(rt));
 	sin_set(&rt.rt_dst, 0);
 	sin_set(&rt.rt_genmask, 0);
 	sin_set(&rt.rt_gateway, 0);
 	(void)ioctl(s, SIOCDELRT, &rt);   /* ESRCH: none yet */
-	memset(&ar, 0, sizeof(ar));
-	sin_set(&ar.arp_pa, gw);
-	snprintf(ar.arp_dev, sizeof(ar.arp_dev), NET_IF);
-	(void)ioctl(s, SIOCDARP, &ar);   /* ENXIO: no entry */
 	memset(&ifr, 0, sizeof(ifr));
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), NET_IF);
 	sin_set(&ifr.ifr_addr, addr);

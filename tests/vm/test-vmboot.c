@@ -8,6 +8,11 @@
  *     the one from airlock.hostname= on the command line;
  *   - RESET: a clock one day ahead is applied, then the true time; the
  *     hostname and /etc/machine-id change; /dev/urandom reads differ;
+ *   - eth0 (a NIC on a hub with no other port: nothing leaves) has the
+ *     fixed vm network from the guest's boot, /etc/resolv.conf and
+ *     /etc/machine-id are in memory; a RESET with another address
+ *     readdresses it (a guest restored from an older snapshot), one with
+ *     the fixed network puts it back;
  *   - the host end disconnects and reconnects: the guest says HELLO again.
  *
  * QEMU is killed by its pid on every path (and by PDEATHSIG if we die).
@@ -29,6 +34,7 @@
 #include <x86intrin.h>
 
 #include "../../src/chan/guestconn.h"
+#include "../../src/proto/proto.h"
 #include "../unit/check.h"
 
 #define QEMU "/usr/bin/qemu-system-x86_64"
@@ -160,6 +166,7 @@ static pid_t spawn_qemu(const char *vmdir, const char *disk, const char *sock, c
 		"-device", "virtio-blk-device,drive=d", "-drive", drive,
 		"-device", "virtio-serial-device", "-chardev", chardev,
 		"-device", "virtserialport,chardev=ch,name=airlock",
+		"-netdev", "hubport,id=n0,hubid=0", "-device", "virtio-net-device,netdev=n0",
 		"-serial", serial, NULL,
 	};
 	pid = fork();
@@ -257,6 +264,49 @@ static void test_reset(struct guestconn *gc)
 	CHECK(guestconn_reset(gc, &x, &err) < 0 && err.code == EINVAL);
 }
 
+/* run(cmd) contains want (and says what it got when not). */
+static void check_has(struct guestconn *gc, const char *cmd, const char *want)
+{
+	char *s = run(gc, cmd);
+
+	if (!s || !strstr(s, want))
+		fprintf(stderr, "`%s` lacks \"%s\":\n%s\n", cmd, want, s ? s : "(no output)");
+	CHECK(s && strstr(s, want));
+	free(s);
+}
+
+static void test_net(struct guestconn *gc)
+{
+	const char *show = "ip -4 addr show eth0; ip route; cat /etc/resolv.conf";
+	struct guest_reset x = { .hostname = "net-one" };
+	err_t err = { 0 };
+
+	check_has(gc, show, "inet 100.96.0.2/30");
+	check_has(gc, show, "default via 100.96.0.1 dev eth0");
+	check_has(gc, show, "nameserver 100.96.0.1");
+	check_has(gc, "grep -c -E ' /etc/(machine-id|resolv.conf) tmpfs ' /proc/mounts", "2");
+	/* Another address (as an older snapshot's guest holds its sandbox's). */
+	x.net_addr = 0x0afe0007;  /* 10.254.0.7/31 via .6 */
+	x.net_prefix = 31;
+	x.net_gateway = x.net_dns = 0x0afe0006;
+	CHECK(guestconn_reset(gc, &x, &err) == 0);
+	check_has(gc, show, "inet 10.254.0.7/31");
+	check_has(gc, show, "default via 10.254.0.6 dev eth0");
+	check_has(gc, show, "nameserver 10.254.0.6");
+	/* The fixed network again, as the node sends it. */
+	x = (struct guest_reset){ .hostname = "net-two", .net_addr = PROTO_VM_NET_ADDR,
+				  .net_prefix = PROTO_VM_NET_PREFIX,
+				  .net_gateway = PROTO_VM_NET_GATEWAY,
+				  .net_dns = PROTO_VM_NET_GATEWAY };
+	CHECK(guestconn_reset(gc, &x, &err) == 0);
+	check_has(gc, show, "inet 100.96.0.2/30");
+	check_has(gc, show, "default via 100.96.0.1 dev eth0");
+	check_has(gc, show, "nameserver 100.96.0.1");
+	char *s = run(gc, show);
+	CHECK(s && !strstr(s, "10.254.0."));
+	free(s);
+}
+
 int main(void)
 {
 	const char *bin = getenv("AIRLOCK_BIN"), *src = getenv("AIRLOCK_SRC");
@@ -342,6 +392,7 @@ int main(void)
 	free(s);
 
 	test_reset(gc);
+	test_net(gc);
 
 	/* The host end goes away and comes back: the guest speaks first again. */
 	guestconn_close(gc);
