@@ -95,12 +95,25 @@ static int overwrite_machine_id(const char *line, size_t n)
  * (see write_machine_id). A regular file that already says exactly that is
  * left alone (a vm guest's resolv.conf names the fixed resolver from its
  * boot on): no write on the create path. */
+static int write_text(const char *path, int flags, mode_t mode, const char *text, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | flags, mode), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	errno = 0;
+	if (write(fd, text, n) != (ssize_t)n)
+		r = errno ? -errno : -EIO;
+	close(fd);
+	return r;
+}
+
 static int replace_file(const char *path, const char *text, mode_t mode)
 {
 	char tmp[128], cur[128];
 	struct statfs sf;
 	size_t n = strlen(text);
-	int fd, r = 0;
+	int fd, r;
 
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd >= 0) {
@@ -112,28 +125,13 @@ static int replace_file(const char *path, const char *text, mode_t mode)
 		if (same)
 			return 0;
 	}
-
 	/* In memory (vminit's etc_in_memory bind-mounts a tmpfs file over
 	 * it): rewritten in place, as a rename over a mount point fails.
 	 * Nothing in the guest reads it while RESET runs. */
-	if (statfs(path, &sf) == 0 && sf.f_type == TMPFS_MAGIC) {
-		fd = open(path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		errno = 0;
-		if (write(fd, text, n) != (ssize_t)n)
-			r = errno ? -errno : -EIO;
-		close(fd);
-		return r;
-	}
+	if (statfs(path, &sf) == 0 && sf.f_type == TMPFS_MAGIC)
+		return write_text(path, O_TRUNC, 0, text, n);
 	snprintf(tmp, sizeof(tmp), "%s.airlock-tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
-	if (fd < 0)
-		return -errno;
-	errno = 0;
-	if (write(fd, text, n) != (ssize_t)n)
-		r = errno ? -errno : -EIO;
-	close(fd);
+	r = write_text(tmp, O_CREAT | O_TRUNC, mode, text, n);
 	if (r == 0 && rename(tmp, path) < 0)
 		r = -errno;
 	if (r < 0)
