@@ -97,13 +97,11 @@ static int overwrite_machine_id(const char *line, size_t n)
  * boot on): no write on the create path. */
 static int write_text(const char *path, int flags, mode_t mode, const char *text, size_t n)
 {
-	int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | flags, mode), r = 0;
+	int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | flags, mode), r;
 
 	if (fd < 0)
 		return -errno;
-	errno = 0;
-	if (write(fd, text, n) != (ssize_t)n)
-		r = errno ? -errno : -EIO;
+	r = write_all(fd, text, n);
 	close(fd);
 	return r;
 }

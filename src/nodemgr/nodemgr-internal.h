@@ -180,13 +180,13 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
  * (vm_save_delta) when its RAM maps a file, else as the whole migration
  * stream in state (mem not made). *bytes: what was written. vm_boot_in_place
  * with vmstate = state (and mem when it exists) restores it. */
-int vm_save_full(struct nm_server *s, struct jail *j, uint32_t mem_mb, const char *state,
-		 const char *mem, uint64_t *bytes, err_t *err);
+int vm_save_full(struct nm_server *s, struct jail *j, const char *state, const char *mem,
+		 uint64_t *bytes, err_t *err);
 /* vm-delta.c: the RAM-file form only; -ENOTSUP (nothing made) when j's RAM
- * is not a private file mapping of mem_mb MiB. dev: the host path of
+ * is not a private file mapping of j->vm_mem_mb MiB. dev: the host path of
  * /run/devstate in j's QEMU (its run dir), where QEMU writes the devices. */
-int vm_save_delta(struct jail *j, uint32_t mem_mb, const char *dev, const char *state,
-		  const char *mem, uint64_t *bytes, err_t *err);
+int vm_save_delta(struct jail *j, const char *dev, const char *state, const char *mem,
+		  uint64_t *bytes, err_t *err);
 /* Disk snapshots of a vm: stop its vCPUs (QMP stop drains the block layer,
  * so the image is consistent) unless they already are; *stopped says
  * whether the caller must vm_freeze(..., false) afterwards. */

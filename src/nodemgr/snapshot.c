@@ -90,7 +90,7 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 	 * write back the whole freshly written memory (measured: about half
 	 * of a full snapshot's time), while beside it it stays in the page
 	 * cache. */
-	if (full && (r = vm_save_full(s, j, j->vm_mem_mb, state, mem, &mem_bytes, err)) < 0) {
+	if (full && (r = vm_save_full(s, j, state, mem, &mem_bytes, err)) < 0) {
 		unlink(state);
 		unlink(mem);
 		goto out;

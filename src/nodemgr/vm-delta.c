@@ -127,14 +127,14 @@ static int pread_full(int fd, void *p, size_t n, uint64_t off)
 	return 0;
 }
 
-/* The next run of written pages of pm at or after i: its first page, and
- * its length in *len; npages when there is none. */
+/* The next run of written pages of pm at or after i, at most CHUNK bytes
+ * long: its first page, and its length in *len; npages when there is none. */
 static size_t next_run(const uint64_t *pm, size_t npages, size_t i, size_t *len)
 {
 	while (i < npages && !written(pm[i]))
 		i++;
 	*len = 0;
-	while (i + *len < npages && written(pm[i + *len]))
+	while (i + *len < npages && *len < CHUNK / PAGE && written(pm[i + *len]))
 		(*len)++;
 	return i;
 }
@@ -148,17 +148,14 @@ static int copy_pages(int memfd, int dst, const struct ram_map *m, const uint64_
 	*bytes = 0;
 	for (size_t first = 0, count; (first = next_run(pm, npages, first, &count)) < npages;
 	     first += count) {
-		for (size_t k = 0; k < count;) {
-			size_t step = count - k < CHUNK / PAGE ? count - k : CHUNK / PAGE;
-			uint64_t off = (first + k) * PAGE;
-			int r = pread_full(memfd, buf, step * PAGE, m->start + off);
-			if (r < 0)
-				return err_set(err, -r, "read guest memory at %#" PRIx64, off);
-			if (pwrite(dst, buf, step * PAGE, (off_t)off) != (ssize_t)(step * PAGE))
-				return err_sys(err, "write memory file");
-			*bytes += step * PAGE;
-			k += step;
-		}
+		uint64_t off = first * PAGE, n = count * PAGE;
+		int r = pread_full(memfd, buf, n, m->start + off);
+
+		if (r < 0)
+			return err_set(err, -r, "read guest memory at %#" PRIx64, off);
+		if (pwrite(dst, buf, n, (off_t)off) != (ssize_t)n)
+			return err_sys(err, "write memory file");
+		*bytes += n;
 	}
 	return 0;
 }
@@ -178,14 +175,11 @@ static bool unchanged(int pmfd, int memfd, int dst, const struct ram_map *m, con
 			return false;
 	for (size_t first = 0, count; (first = next_run(pm2, npages, first, &count)) < npages;
 	     first += count) {
-		for (size_t k = 0; k < count;) {
-			size_t step = count - k < CHUNK / PAGE ? count - k : CHUNK / PAGE;
-			uint64_t off = (first + k) * PAGE;
-			if (pread_full(memfd, a, step * PAGE, m->start + off) < 0 ||
-			    pread_full(dst, b, step * PAGE, off) < 0 || memcmp(a, b, step * PAGE))
-				return false;
-			k += step;
-		}
+		uint64_t off = first * PAGE, n = count * PAGE;
+
+		if (pread_full(memfd, a, n, m->start + off) < 0 || pread_full(dst, b, n, off) < 0 ||
+		    memcmp(a, b, n))
+			return false;
 	}
 	return true;
 }
@@ -288,9 +282,10 @@ static int save_devices(void *arg, err_t *err)
 	return 0;
 }
 
-int vm_save_delta(struct jail *j, uint32_t mem_mb, const char *dev, const char *state,
-		  const char *mem, uint64_t *bytes, err_t *err)
+int vm_save_delta(struct jail *j, const char *dev, const char *state, const char *mem,
+		  uint64_t *bytes, err_t *err)
 {
+	uint32_t mem_mb = j->vm_mem_mb;
 	struct qemu_save q = { .j = j, .dev = dev };
 	uint64_t t0 = now_us();
 	int r;

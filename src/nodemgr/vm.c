@@ -1460,15 +1460,15 @@ static int save_stream(struct jail *j, const char *path, err_t *err)
 	return 0;
 }
 
-int vm_save_full(struct nm_server *s, struct jail *j, uint32_t mem_mb, const char *state,
-		 const char *mem, uint64_t *bytes, err_t *err)
+int vm_save_full(struct nm_server *s, struct jail *j, const char *state, const char *mem,
+		 uint64_t *bytes, err_t *err)
 {
 	_cleanup_free_ char *dev = xasprintf("%s/%s/devstate", s->vm->run, j->id);
 	struct stat st;
 	int r;
 
 	*bytes = 0;
-	r = vm_save_delta(j, mem_mb, dev, state, mem, bytes, err);
+	r = vm_save_delta(j, dev, state, mem, bytes, err);
 	if (r == 0 || j->vm_devices_only)
 		return r;   /* its stream would lack the configuration section */
 	/* vm_save_delta left nothing behind */
