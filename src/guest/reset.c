@@ -44,23 +44,25 @@
  * until its next scheduled reseed). */
 static int reseed(const uint8_t *p, size_t n)
 {
-	struct {
-		struct rand_pool_info info;
-		uint32_t words[PROTO_RESET_ENTROPY_MAX / 4];
-	} req;
+	/* struct rand_pool_info ends in a flexible array: room for it and
+	 * the bytes, aligned for its int fields */
+	uint32_t req[(sizeof(struct rand_pool_info) + PROTO_RESET_ENTROPY_MAX) / 4 + 1];
+	struct rand_pool_info *info = (struct rand_pool_info *)req;
 	int fd, r = 0;
 
-	memset(&req, 0, sizeof(req));
-	memcpy(req.words, p, n);
-	req.info.entropy_count = (int)(n * 8);
-	req.info.buf_size = (int)n;
+	if (n > PROTO_RESET_ENTROPY_MAX)
+		return -EINVAL;
+	memset(req, 0, sizeof(req));
+	memcpy(info->buf, p, n);
+	info->entropy_count = (int)(n * 8);
+	info->buf_size = (int)n;
 	fd = open("/dev/urandom", O_RDONLY | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (ioctl(fd, RNDADDENTROPY, &req.info) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0)
+	if (ioctl(fd, RNDADDENTROPY, info) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0)
 		r = -errno;
 	close(fd);
-	explicit_bzero(&req, sizeof(req));
+	explicit_bzero(req, sizeof(req));
 	return r;
 }
 
