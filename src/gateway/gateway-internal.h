@@ -44,6 +44,17 @@ struct gw_host {
 
 struct gw_cred;
 
+/* Counters since the gateway started, added to atomically: what the
+ * admin socket's GET /stats answers. The times are sums in microseconds:
+ * from accept to a decided first read (sniff), from there to the
+ * decision, and of every upstream connect (dial). */
+struct gw_stats {
+	uint64_t conns;               /* accepted from a known sandbox */
+	uint64_t denied;              /* of those, refused */
+	uint64_t dials, dial_fails;
+	uint64_t sniff_us, decide_us, dial_us;
+};
+
 struct gw {
 	const struct gateway_config *cfg;
 	struct gw_cred *cred;         /* credential injection; NULL = none */
@@ -60,7 +71,13 @@ struct gw {
 	uint32_t *local;
 	size_t n_local;
 	uint64_t local_at;
+	struct gw_stats stats;
 };
+
+static inline void gw_count(uint64_t *counter, uint64_t n)
+{
+	__atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
+}
 
 /* gateway.c */
 /* Under gw->lock (read): the sandbox with source address ip, or NULL. */

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,33 @@ static void handle_log(struct gw *g, const char *id, struct http_conn *c)
 	buf_free(&b);
 }
 
+static void handle_stats(struct gw *g, struct http_conn *c)
+{
+	static const struct { const char *key; size_t off; } fields[] = {
+		{ "connections", offsetof(struct gw_stats, conns) },
+		{ "denied", offsetof(struct gw_stats, denied) },
+		{ "dials", offsetof(struct gw_stats, dials) },
+		{ "dial_fails", offsetof(struct gw_stats, dial_fails) },
+		{ "sniff_us", offsetof(struct gw_stats, sniff_us) },
+		{ "decide_us", offsetof(struct gw_stats, decide_us) },
+		{ "dial_us", offsetof(struct gw_stats, dial_us) },
+	};
+	struct buf b;
+	struct jw w;
+
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		jw_key(&w, fields[i].key);
+		jw_uint(&w, __atomic_load_n((uint64_t *)((char *)&g->stats + fields[i].off),
+					    __ATOMIC_RELAXED));
+	}
+	jw_end(&w);
+	http_respond_json(c, 200, b.data);
+	buf_free(&b);
+}
+
 static void admin_handler(void *ctx, struct http_req *req, struct http_conn *c)
 {
 	struct gw *g = ctx;
@@ -291,6 +319,10 @@ static void admin_handler(void *ctx, struct http_req *req, struct http_conn *c)
 
 	if (strcmp(p, "/health") == 0) {
 		http_respond_json(c, 200, "{\"ok\":true}");
+		return;
+	}
+	if (strcmp(p, "/stats") == 0 && strcmp(req->method, "GET") == 0) {
+		handle_stats(g, c);
 		return;
 	}
 	if (strncmp(p, "/sandboxes/", 11) != 0) {

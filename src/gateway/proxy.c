@@ -42,6 +42,7 @@ struct pconn {
 	int up;                          /* upstream, -1 until connected */
 	uint32_t src, dst;               /* host order */
 	uint16_t dport;
+	uint64_t accepted_us;            /* now_us() at accept */
 	struct relay_pipes *pipes;       /* the worker's, kept across connections */
 	uint8_t head[SNIFF_MAX];
 	size_t n;
@@ -120,9 +121,11 @@ static void sniff(struct pconn *pc)
 }
 
 /* A connected socket, or -1. nonblock: leave it O_NONBLOCK (the relay
- * wants it so; the credential paths read and write it blocking). */
-static int dial(uint32_t ip, uint16_t port, bool nonblock)
+ * wants it so; the credential paths read and write it blocking). Counted
+ * and timed in g->stats. */
+static int dial(struct gw *g, uint32_t ip, uint16_t port, bool nonblock)
 {
+	uint64_t t0 = now_us();
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
 				  .sin_addr.s_addr = htonl(ip) };
 	struct pollfd p;
@@ -140,9 +143,12 @@ static int dial(uint32_t ip, uint16_t port, bool nonblock)
 		goto fail;
 	if (!nonblock)
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	gw_count(&g->stats.dials, 1);
+	gw_count(&g->stats.dial_us, now_us() - t0);
 	return fd;
 fail:
 	close(fd);
+	gw_count(&g->stats.dial_fails, 1);
 	return -1;
 }
 
@@ -187,7 +193,7 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 	if (!strcmp(pc->proto, "tls")) {
 		if (!gw_cred_wants(gc, sbx, pc->host))
 			return false;
-		pc->up = dial(target, pc->dport, false);
+		pc->up = dial(pc->g, target, pc->dport, false);
 		if (pc->up >= 0)
 			gw_cred_tls(gc, sbx, pc->host, pc->fd, pc->head, pc->n, pc->up);
 		return true;
@@ -205,7 +211,7 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 					  "Connection: close\r\n\r\n";
 		(void)!write_all(pc->fd, bad, sizeof(bad) - 1);
 	} else {
-		pc->up = dial(target, pc->dport, false);
+		pc->up = dial(pc->g, target, pc->dport, false);
 		if (pc->up >= 0 && write_all(pc->up, out.data, out.len) == 0)
 			relay_fds_pipes(pc->pipes, pc->fd, pc->up, NULL, 0, NULL, 0);
 	}
@@ -222,11 +228,16 @@ static void serve(struct pconn *pc)
 	uint32_t ips[GW_MAX_HOSTS_IPS], target;
 	char sbx[65] = "";
 	size_t n = 0;
+	uint64_t sniffed;
 	bool allow;
 
 	sniff(pc);
+	sniffed = now_us();
+	gw_count(&g->stats.sniff_us, sniffed - pc->accepted_us);
 	target = pc->dst;
 	if (pc->host[0] && !name_may_pass(g, pc)) {
+		gw_count(&g->stats.denied, 1);
+		gw_count(&g->stats.decide_us, now_us() - sniffed);
 		/* refused on the name: never resolved (see policy_name_gate) */
 		if (!strcmp(pc->proto, "http"))
 			deny_http(pc);
@@ -260,12 +271,15 @@ static void serve(struct pconn *pc)
 		allow = gw_decide_log(g, s, pc->proto, &d);
 	}
 	pthread_rwlock_unlock(&g->lock);
+	gw_count(&g->stats.decide_us, now_us() - sniffed);
+	if (!allow)
+		gw_count(&g->stats.denied, 1);
 
 	if (allow && serve_with_credentials(pc, sbx, target)) {
 		/* served */
 	} else if (allow) {
 		/* the sniffed bytes go first, written by the relay */
-		pc->up = dial(target, pc->dport, true);
+		pc->up = dial(pc->g, target, pc->dport, true);
 		if (pc->up >= 0)
 			relay_fds_pipes(pc->pipes, pc->fd, pc->up, pc->head, pc->n, NULL, 0);
 	} else if (!strcmp(pc->proto, "http")) {
@@ -332,6 +346,8 @@ static struct pconn *accept_one(struct gw *g)
 	pc->src = ntohl(peer.sin_addr.s_addr);
 	pc->dst = ntohl(orig.sin_addr.s_addr);
 	pc->dport = ntohs(orig.sin_port);
+	pc->accepted_us = now_us();
+	gw_count(&g->stats.conns, 1);
 	return pc;
 }
 

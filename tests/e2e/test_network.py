@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -243,6 +244,19 @@ class NetworkTest(AirlockTestCase):
     def addr(self, sid):
         return self.api.call("GET", f"/v1/sandboxes/{sid}/network")["addr"]
 
+    def gateway_stats(self):
+        """GET /stats on the gateway's admin socket (root may connect)."""
+        path = os.path.join(self.server.dir, "run", "gateway.sock")
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(path)
+            s.sendall(b"GET /stats HTTP/1.0\r\nHost: gateway\r\n\r\n")
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        self.assertIn(b" 200 ", head.split(b"\r\n")[0])
+        return json.loads(body)
+
     # ---- tests ----
 
     def test_allowed_and_denied_http(self):
@@ -265,6 +279,21 @@ class NetworkTest(AirlockTestCase):
         deny = [e for e in log if e["host"] == "denied.test" and e["proto"] == "http"]
         self.assertTrue(deny and deny[0]["decision"] == "deny", log)
         self.assertIn("time_ms", deny[0])
+
+    def test_gateway_stats(self):
+        sid = self.sandbox({"allow": {"domains": ["allowed.test"]}})
+        before = self.gateway_stats()
+        for url in ("http://allowed.test/", "http://allowed.test/", "http://denied.test/"):
+            self.get(sid, url)
+        after = self.gateway_stats()
+        d = {k: after[k] - before[k] for k in after}
+        # three connections, one refused on its name (never dialled)
+        self.assertEqual(d["connections"], 3, d)
+        self.assertEqual(d["denied"], 1, d)
+        self.assertEqual(d["dials"], 2, d)
+        self.assertEqual(d["dial_fails"], 0, d)
+        self.assertGreater(d["dial_us"], 0, d)
+        self.assertGreaterEqual(d["sniff_us"], 0, d)
 
     def test_https_sni(self):
         sid = self.sandbox({"allow": {"domains": ["allowed.test"]}})
