@@ -27,6 +27,7 @@ void config_defaults(struct airlockd_config *c)
 	c->log_level = 2;
 	snprintf(c->vm_accel, sizeof(c->vm_accel), "auto");
 	c->vm_warm_pool = 2;
+	c->gateway_max_conns = 256;
 	c->ns_warm_pool = 2;
 	c->vm_snapshots = true;
 	c->cgroup_favordynmods = true;
@@ -168,6 +169,16 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		int r = set_u64(&v, key, val, 65535, err);
 		if (r == 0)
 			*(key[8] == 'p' ? &c->gateway_proxy_port : &c->gateway_dns_port) = (uint32_t)v;
+		return r;
+	}
+	if (!strcmp(key, "gateway_max_conns")) {
+		/* each live connection holds one of the gateway's 4096 workers */
+		uint64_t v;
+		int r = set_u64(&v, key, val, 4096, err);
+		if (r == 0 && v == 0)
+			r = err_set(err, EINVAL, "%s: must be 1..4096", key);
+		if (r == 0)
+			c->gateway_max_conns = (uint32_t)v;
 		return r;
 	}
 	if (!strcmp(key, "gateway_hosts"))

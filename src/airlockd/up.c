@@ -307,6 +307,7 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 		.vault_key = &key,
 		.ca = ca,
 		.upstream_ca = cfg->gateway_upstream_ca[0] ? cfg->gateway_upstream_ca : NULL,
+		.max_conns = cfg->gateway_max_conns,
 	};
 	r = gateway_run(&gc, err);
 	explicit_bzero(&key, sizeof(key));

@@ -50,9 +50,16 @@ struct gw_cred;
  * decision, and of every upstream connect (dial). */
 struct gw_stats {
 	uint64_t conns;               /* accepted from a known sandbox */
+	uint64_t over_limit;          /* closed at accept: the sandbox had max_conns */
 	uint64_t denied;              /* of those, refused */
 	uint64_t dials, dial_fails;
 	uint64_t sniff_us, decide_us, dial_us;
+};
+
+struct gw_conns {
+	struct gw_conns *next;
+	uint32_t addr;                /* host order */
+	unsigned n;
 };
 
 struct gw {
@@ -72,6 +79,12 @@ struct gw {
 	size_t n_local;
 	uint64_t local_at;
 	struct gw_stats stats;
+	/* Live connections per sandbox address (proxy.c conn_take): each
+	 * holds a worker until it ends, so one sandbox may hold at most
+	 * max_conns of them and can never take every worker from the rest. */
+	unsigned max_conns;
+	pthread_mutex_t conns_mu;
+	struct gw_conns *conns[64];   /* hash of the address; entries with n > 0 */
 };
 
 static inline void gw_count(uint64_t *counter, uint64_t n)

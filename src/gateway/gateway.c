@@ -286,6 +286,7 @@ static void handle_stats(struct gw *g, struct http_conn *c)
 {
 	static const struct { const char *key; size_t off; } fields[] = {
 		{ "connections", offsetof(struct gw_stats, conns) },
+		{ "over_limit", offsetof(struct gw_stats, over_limit) },
 		{ "denied", offsetof(struct gw_stats, denied) },
 		{ "dials", offsetof(struct gw_stats, dials) },
 		{ "dial_fails", offsetof(struct gw_stats, dial_fails) },
@@ -450,6 +451,8 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 	g->proxy_fd = g->dns_fd = -1;
 	pthread_rwlock_init(&g->lock, NULL);
 	pthread_mutex_init(&g->local_mu, NULL);
+	pthread_mutex_init(&g->conns_mu, NULL);
+	g->max_conns = cfg->max_conns ? cfg->max_conns : 256;
 	sigemptyset(&stop_set);
 	sigaddset(&stop_set, SIGTERM);
 	sigaddset(&stop_set, SIGINT);

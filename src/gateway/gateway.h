@@ -10,6 +10,7 @@
  *   PUT    /sandboxes/{id}      {"addr": "10.x.y.z", "network": <policy>}
  *   DELETE /sandboxes/{id}
  *   GET    /sandboxes/{id}/log  {"entries": [...]} (oldest first)
+ *   GET    /stats               counters since start (gateway-internal.h)
  *   GET    /health
  */
 #ifndef AIRLOCK_GATEWAY_H
@@ -30,6 +31,7 @@ struct gateway_config {
 	const char *allow_private;    /* comma-separated CIDRs the operator allows */
 	const char *hosts;            /* "name=ip,name=ip": answered before the host resolver */
 	const char *node_sock;        /* "unix:DATA/run/node.sock": policies pulled at start */
+	unsigned max_conns;           /* live TCP connections per sandbox; 0: 256 */
 	/* Credential injection (cred.h); all NULL: none. The keys are loaded by
 	 * `up` as root before it drops privileges and handed over here. */
 	const char *db_path;

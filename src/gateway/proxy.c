@@ -307,6 +307,49 @@ struct pool {
 	int threads;                     /* atomic */
 };
 
+static struct gw_conns **conn_bucket(struct gw *g, uint32_t addr)
+{
+	return &g->conns[(addr * 2654435761u) >> 26];   /* 64 buckets */
+}
+
+/* Count one more live connection of addr; false (nothing counted) when it
+ * already has g->max_conns. */
+static bool conn_take(struct gw *g, uint32_t addr)
+{
+	struct gw_conns **pp = conn_bucket(g, addr), *c;
+	bool ok = true;
+
+	pthread_mutex_lock(&g->conns_mu);
+	for (c = *pp; c && c->addr != addr; c = c->next)
+		;
+	if (!c) {
+		c = xcalloc(1, sizeof(*c));
+		c->addr = addr;
+		c->next = *pp;
+		*pp = c;
+	}
+	if (c->n < g->max_conns)
+		c->n++;
+	else
+		ok = false;
+	pthread_mutex_unlock(&g->conns_mu);
+	return ok;
+}
+
+static void conn_give(struct gw *g, uint32_t addr)
+{
+	struct gw_conns **pp = conn_bucket(g, addr), *c;
+
+	pthread_mutex_lock(&g->conns_mu);
+	while ((c = *pp) && c->addr != addr)
+		pp = &c->next;
+	if (c && --c->n == 0) {
+		*pp = c->next;
+		free(c);
+	}
+	pthread_mutex_unlock(&g->conns_mu);
+}
+
 /* Take one connection; NULL when there is none (timeout, stop, error). */
 static struct pconn *accept_one(struct gw *g)
 {
@@ -331,10 +374,22 @@ static struct pconn *accept_one(struct gw *g)
 		close(fd);
 		return NULL;
 	}
+	/* A sandbox at its cap is refused here, before any worker serves
+	 * it, and the refusal is in its decision log. */
+	uint32_t src = ntohl(peer.sin_addr.s_addr);
 	pthread_rwlock_rdlock(&g->lock);
-	bool known = gw_find_locked(g, ntohl(peer.sin_addr.s_addr)) != NULL;
+	struct gw_sbx *s = gw_find_locked(g, src);
+	bool known = s != NULL, ok = known && conn_take(g, src);
+	if (known && !ok) {
+		struct dest d = { .ip = ntohl(orig.sin_addr.s_addr), .port = ntohs(orig.sin_port) };
+		gw_log(s, "tcp", &d, false, "connection limit");
+		gw_count(&g->stats.over_limit, 1);
+	}
 	pthread_rwlock_unlock(&g->lock);
-	if (!known) {
+	if (!ok) {
+		if (known)   /* a reset: the client fails at once, no answer to mistake */
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 },
+				   sizeof(struct linger));
 		close(fd);
 		return NULL;
 	}
@@ -343,7 +398,7 @@ static struct pconn *accept_one(struct gw *g)
 	pc->g = g;
 	pc->fd = fd;
 	pc->up = -1;
-	pc->src = ntohl(peer.sin_addr.s_addr);
+	pc->src = src;
 	pc->dst = ntohl(orig.sin_addr.s_addr);
 	pc->dport = ntohs(orig.sin_port);
 	pc->accepted_us = now_us();
@@ -383,7 +438,9 @@ static void *worker_main(void *arg)
 		    __atomic_load_n(&p->threads, __ATOMIC_ACQUIRE) < POOL_MAX_THREADS)
 			spawn_worker(p);
 		pc->pipes = &pipes;
-		serve(pc);
+		uint32_t src = pc->src;
+		serve(pc);   /* frees pc */
+		conn_give(g, src);
 		if (__atomic_add_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) > POOL_IDLE_MAX) {
 			__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL);
 			break;

@@ -137,6 +137,7 @@ def run(*cmd, check=True):
 
 class NetworkTest(AirlockTestCase):
     extra_args = ("--set", f"network_allow_private_cidrs={NET}.0/24",
+                  "--set", "gateway_max_conns=8",
                   "--set", f"gateway_hosts=allowed.test={WORLD_IP},denied.test={WORLD_IP},"
                            f"other.allowed.test={WORLD_IP}")
 
@@ -294,6 +295,40 @@ class NetworkTest(AirlockTestCase):
         self.assertEqual(d["dial_fails"], 0, d)
         self.assertGreater(d["dial_us"], 0, d)
         self.assertGreaterEqual(d["sniff_us"], 0, d)
+
+    def test_connection_limit(self):
+        # A sandbox holds at most gateway_max_conns (8 here) live connections
+        # through the gateway, each a worker; past that it is refused at
+        # once, and other sandboxes are not.
+        sid = self.sandbox({"default": "allow"})
+        other = self.sandbox({"default": "allow"})
+        before = self.gateway_stats()
+        # 8 silent connections: accepted after the listener's 1 s defer,
+        # relayed to the world's HTTP server, which waits for a request
+        self.sh(sid, "rm -f /tmp/pids; for i in $(seq 8); do "
+                     f"(sleep 120 | nc {WORLD_IP} 80 >/dev/null 2>&1 & echo $! >> /tmp/pids); "
+                     "done")
+        for _ in range(100):
+            if self.gateway_stats()["connections"] - before["connections"] >= 8:
+                break
+            time.sleep(0.1)
+        code, out, _ = self.get(sid, "http://allowed.test/")
+        self.assertNotEqual(code, 0, out)
+        d = {k: v - before[k] for k, v in self.gateway_stats().items()}
+        self.assertEqual(d["connections"], 8, d)
+        self.assertGreaterEqual(d["over_limit"], 1, d)
+        self.assertTrue([e for e in self.log(sid) if e["rule"] == "connection limit"
+                         and e["decision"] == "deny"], self.log(sid))
+        code, out, _ = self.get(other, "http://allowed.test/")
+        self.assertEqual((code, out), (0, "hello from allowed.test\n"))
+        # the held ones end: the sandbox gets through again
+        self.sh(sid, "kill $(cat /tmp/pids)")
+        for _ in range(100):
+            code, out, _ = self.get(sid, "http://allowed.test/")
+            if code == 0:
+                break
+            time.sleep(0.1)
+        self.assertEqual((code, out), (0, "hello from allowed.test\n"))
 
     def test_https_sni(self):
         sid = self.sandbox({"allow": {"domains": ["allowed.test"]}})
