@@ -113,6 +113,24 @@ static void kill_init(struct nm_server *s, struct jail *j)
 		;
 }
 
+/* Wait (up to 5 s) until the reaper (server.c) has collected j's init,
+ * which kill_init only saw exit: then no zombie of the sandbox is left and
+ * the entry holds no pid or channel. Returns whether it is still alive. */
+static bool wait_reaped(struct nm_server *s, struct jail *j)
+{
+	bool alive = true;
+
+	for (int i = 0; i < 5000; i++) {
+		pthread_mutex_lock(&s->lock);
+		alive = j->alive;
+		pthread_mutex_unlock(&s->lock);
+		if (!alive)
+			break;
+		usleep(1000);
+	}
+	return alive;
+}
+
 /* Delete the sandbox subvolume. Right after the jail died its mount
  * namespace may still pin the subvolume for a moment: retry EBUSY. */
 int subvol_delete_retry(const char *path, err_t *err)
@@ -404,6 +422,8 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 		 * against the next create. */
 		net_detach(s, j);
 		kill_init(s, j);
+		if (wait_reaped(s, j))
+			log_warn("sandbox %s: jail init not reaped 5 s after its kill", id);
 	}
 	/* Also for ids we hold no jail for: a leftover cgroup from an earlier
 	 * run, or a half-done destroy. Each step is idempotent. */
@@ -540,15 +560,7 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	/* 2 */
 	net_detach(s, j);
 	kill_init(s, j);
-	for (int i = 0; i < 5000; i++) {
-		bool alive;
-		pthread_mutex_lock(&s->lock);
-		alive = j->alive;
-		pthread_mutex_unlock(&s->lock);
-		if (!alive)
-			break;
-		usleep(1000);
-	}
+	(void)wait_reaped(s, j);
 	pthread_mutex_lock(&s->lock);
 	if (j->alive) {
 		pthread_mutex_unlock(&s->lock);
