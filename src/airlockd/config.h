@@ -27,7 +27,7 @@ struct airlockd_config {
 	uint32_t vm_warm_pool;     /* QEMU processes waiting per template (vm) */
 	uint32_t ns_warm_pool;     /* ns jails waiting per template */
 	bool vm_snapshots;         /* vm: clone from a memory snapshot (false = always boot cold) */
-	bool cgroup_favordynmods;
+	bool cgroup_favordynmods;  /* let nodemgr remount cgroup2 with favordynmods */
 	/* Snapshot scheduler, retention and idle defaults (per sandbox overridable). */
 	uint32_t snapshot_disk_interval_s, snapshot_full_interval_s;
 	uint32_t snapshot_keep_all_s, snapshot_keep_hourly_s, snapshot_keep_daily_s;
@@ -43,7 +43,7 @@ struct airlockd_config {
 	char gateway_upstream_ca[512];         /* extra CA file the gateway trusts upstream */
 	uint32_t gateway_max_conns;            /* live TCP connections per sandbox */
 	char network_allow_private_cidrs[1024];
-	uint32_t ready_timeout_ms;  /* how long a create waits for the guest's READY */  /* let nodemgr remount cgroup2 with favordynmods */
+	uint32_t ready_timeout_ms;  /* how long a create waits for the guest's READY */
 };
 
 void config_defaults(struct airlockd_config *c);

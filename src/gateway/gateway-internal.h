@@ -50,8 +50,8 @@ struct gw_cred;
  * decision, and of every upstream connect (dial). */
 struct gw_stats {
 	uint64_t conns;               /* accepted from a known sandbox */
-	uint64_t over_limit;          /* closed at accept: the sandbox had max_conns */
 	uint64_t denied;              /* of those, refused */
+	uint64_t over_limit;          /* reset at accept: the sandbox had max_conns */
 	uint64_t dials, dial_fails;
 	uint64_t sniff_us, decide_us, dial_us;
 };

@@ -132,8 +132,10 @@ static int dial(struct gw *g, uint32_t ip, uint16_t port, bool nonblock)
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e = 0, one = 1;
 	socklen_t el = sizeof(e);
 
-	if (fd < 0)
+	if (fd < 0) {
+		gw_count(&g->stats.dial_fails, 1);
 		return -1;
+	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
 		goto fail;

@@ -293,8 +293,8 @@ class NetworkTest(AirlockTestCase):
         self.assertEqual(d["denied"], 1, d)
         self.assertEqual(d["dials"], 2, d)
         self.assertEqual(d["dial_fails"], 0, d)
-        self.assertGreater(d["dial_us"], 0, d)
-        self.assertGreaterEqual(d["sniff_us"], 0, d)
+        for k in ("sniff_us", "decide_us", "dial_us"):   # each took some time
+            self.assertGreater(d[k], 0, d)
 
     def test_connection_limit(self):
         # A sandbox holds at most gateway_max_conns (8 here) live connections
