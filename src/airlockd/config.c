@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../gateway/gateway.h"
 #include "../lib/util.h"
 
 void config_defaults(struct airlockd_config *c)
@@ -27,7 +28,7 @@ void config_defaults(struct airlockd_config *c)
 	c->log_level = 2;
 	snprintf(c->vm_accel, sizeof(c->vm_accel), "auto");
 	c->vm_warm_pool = 2;
-	c->gateway_max_conns = 256;
+	c->gateway_max_conns = GATEWAY_MAX_CONNS_DEFAULT;
 	c->ns_warm_pool = 2;
 	c->vm_snapshots = true;
 	c->cgroup_favordynmods = true;
@@ -172,11 +173,11 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return r;
 	}
 	if (!strcmp(key, "gateway_max_conns")) {
-		/* each live connection holds one of the gateway's 4096 workers */
+		/* each live connection holds one of the gateway's workers */
 		uint64_t v;
-		int r = set_u64(&v, key, val, 4096, err);
+		int r = set_u64(&v, key, val, GATEWAY_WORKERS_MAX, err);
 		if (r == 0 && v == 0)
-			r = err_set(err, EINVAL, "%s: must be 1..4096", key);
+			r = err_set(err, EINVAL, "%s: must be 1..%d", key, GATEWAY_WORKERS_MAX);
 		if (r == 0)
 			c->gateway_max_conns = (uint32_t)v;
 		return r;

@@ -452,7 +452,7 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 	pthread_rwlock_init(&g->lock, NULL);
 	pthread_mutex_init(&g->local_mu, NULL);
 	pthread_mutex_init(&g->conns_mu, NULL);
-	g->max_conns = cfg->max_conns ? cfg->max_conns : 256;
+	g->max_conns = cfg->max_conns ? cfg->max_conns : GATEWAY_MAX_CONNS_DEFAULT;
 	sigemptyset(&stop_set);
 	sigaddset(&stop_set, SIGTERM);
 	sigaddset(&stop_set, SIGINT);

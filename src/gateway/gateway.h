@@ -23,6 +23,9 @@
 struct seal_key;
 struct ca;
 
+#define GATEWAY_WORKERS_MAX 4096      /* proxy threads, one per live connection */
+#define GATEWAY_MAX_CONNS_DEFAULT 256 /* live connections per sandbox */
+
 struct gateway_config {
 	const char *admin_sock;       /* "unix:DATA/run/gateway.sock" */
 	uint16_t proxy_port;          /* TCP, all interfaces; sandbox sources only */
@@ -31,7 +34,7 @@ struct gateway_config {
 	const char *allow_private;    /* comma-separated CIDRs the operator allows */
 	const char *hosts;            /* "name=ip,name=ip": answered before the host resolver */
 	const char *node_sock;        /* "unix:DATA/run/node.sock": policies pulled at start */
-	unsigned max_conns;           /* live TCP connections per sandbox; 0: 256 */
+	unsigned max_conns;           /* live TCP connections per sandbox, 1..GATEWAY_WORKERS_MAX */
 	/* Credential injection (cred.h); all NULL: none. The keys are loaded by
 	 * `up` as root before it drops privileges and handed over here. */
 	const char *db_path;

@@ -223,6 +223,14 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 	return true;
 }
 
+/* The decision's time since the sniff ended, and whether it refused. */
+static void count_decision(struct gw *g, bool allow, uint64_t sniffed)
+{
+	gw_count(&g->stats.decide_us, now_us() - sniffed);
+	if (!allow)
+		gw_count(&g->stats.denied, 1);
+}
+
 static void serve(struct pconn *pc)
 {
 	struct gw *g = pc->g;
@@ -238,8 +246,7 @@ static void serve(struct pconn *pc)
 	gw_count(&g->stats.sniff_us, sniffed - pc->accepted_us);
 	target = pc->dst;
 	if (pc->host[0] && !name_may_pass(g, pc)) {
-		gw_count(&g->stats.denied, 1);
-		gw_count(&g->stats.decide_us, now_us() - sniffed);
+		count_decision(g, false, sniffed);
 		/* refused on the name: never resolved (see policy_name_gate) */
 		if (!strcmp(pc->proto, "http"))
 			deny_http(pc);
@@ -273,15 +280,13 @@ static void serve(struct pconn *pc)
 		allow = gw_decide_log(g, s, pc->proto, &d);
 	}
 	pthread_rwlock_unlock(&g->lock);
-	gw_count(&g->stats.decide_us, now_us() - sniffed);
-	if (!allow)
-		gw_count(&g->stats.denied, 1);
+	count_decision(g, allow, sniffed);
 
 	if (allow && serve_with_credentials(pc, sbx, target)) {
 		/* served */
 	} else if (allow) {
 		/* the sniffed bytes go first, written by the relay */
-		pc->up = dial(pc->g, target, pc->dport, true);
+		pc->up = dial(g, target, pc->dport, true);
 		if (pc->up >= 0)
 			relay_fds_pipes(pc->pipes, pc->fd, pc->up, pc->head, pc->n, NULL, 0);
 	} else if (!strcmp(pc->proto, "http")) {
@@ -300,7 +305,7 @@ static void serve(struct pconn *pc)
  * a worker that finds more than POOL_IDLE_MAX others idle exits. */
 #define POOL_START 8
 #define POOL_IDLE_MAX 16
-#define POOL_MAX_THREADS 4096
+#define POOL_MAX_THREADS GATEWAY_WORKERS_MAX
 
 struct pool {
 	struct gw *g;

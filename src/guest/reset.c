@@ -92,11 +92,8 @@ static int overwrite_machine_id(const char *line, size_t n)
 	return r;
 }
 
-/* Replace path with text: in place when it is in memory, else atomically
- * (tmp + rename; a symlink at path is replaced, not followed). No fsync
- * (see write_machine_id). A regular file that already says exactly that is
- * left alone (a vm guest's resolv.conf names the fixed resolver from its
- * boot on): no write on the create path. */
+/* open(path, O_WRONLY | flags) and write all of text; no fsync (see
+ * write_machine_id; lib's write_file syncs). */
 static int write_text(const char *path, int flags, mode_t mode, const char *text, size_t n)
 {
 	int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | flags, mode), r;
@@ -108,6 +105,11 @@ static int write_text(const char *path, int flags, mode_t mode, const char *text
 	return r;
 }
 
+/* Replace path with text: in place when it is in memory, else atomically
+ * (tmp + rename; a symlink at path is replaced, not followed). No fsync
+ * (see write_machine_id). A regular file that already says exactly that is
+ * left alone (a vm guest's resolv.conf names the fixed resolver from its
+ * boot on): no write on the create path. */
 static int replace_file(const char *path, const char *text, mode_t mode)
 {
 	char tmp[128], cur[128];

@@ -453,12 +453,9 @@ static char **build_argv(struct nm_server *s, const struct vm_launch *l)
 			 * clone: without them an idle clone's PSS was 0.3-1.0 MiB
 			 * lower (README, third PSS pass). Landlock and Yama stay: a
 			 * program in the sandbox may use them itself. */
-			if (l->hostname)
-				AF("console=ttyS0 loglevel=6 panic=-1 ipv6.disable=1 "
-				   "lsm=landlock,yama%s airlock.hostname=%s", tsc, l->hostname);
-			else
-				AF("console=ttyS0 loglevel=6 panic=-1 ipv6.disable=1 "
-				   "lsm=landlock,yama%s", tsc);
+			AF("console=ttyS0 loglevel=6 panic=-1 ipv6.disable=1 lsm=landlock,yama%s%s%s",
+			   tsc, l->hostname ? " airlock.hostname=" : "",
+			   l->hostname ? l->hostname : "");
 		}
 	}
 	/* cache=writeback honours the guest's flushes (fdatasync on the host),
