@@ -292,6 +292,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, &old);
 	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit();
 
 	a.db = db_open(cfg->db_path, err);
 	if (!a.db) {

@@ -79,9 +79,12 @@ struct gw {
 	size_t n_local;
 	uint64_t local_at;
 	struct gw_stats stats;
-	/* Live connections per sandbox address (proxy.c conn_take): each
-	 * holds a worker until it ends, so one sandbox may hold at most
-	 * max_conns of them and can never take every worker from the rest. */
+	struct relay_loop *relay;     /* carries connections once dialled */
+	int workers, workers_idle;    /* atomic: proxy.c's pool */
+	/* Live connections per sandbox address (proxy.c conn_take): one
+	 * sandbox may hold at most max_conns of them, so it can never take
+	 * every worker (a connection before its hand-off, intercepted TLS
+	 * for its life) or every fd from the rest. */
 	unsigned max_conns;
 	pthread_mutex_t conns_mu;
 	struct gw_conns *conns[64];   /* hash of the address; entries with n > 0 */
@@ -104,7 +107,7 @@ void gw_log(struct gw_sbx *s, const char *proto, const struct dest *d, bool allo
  * resolver (IPv4 only). Returns the number of addresses (host order). */
 size_t gw_resolve(struct gw *g, const char *name, uint32_t *out, size_t max);
 
-/* proxy.c: accept loop (a thread per connection). */
+/* proxy.c: accept loop (worker threads, then the relay loop). */
 void *gw_proxy_main(void *arg);
 /* dns.c: one thread answering queries. */
 void *gw_dns_main(void *arg);

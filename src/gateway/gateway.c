@@ -20,6 +20,7 @@
 #include "../lib/http.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
+#include "../lib/relay.h"
 #include "../lib/util.h"
 
 /* ---- the host's own addresses (never a destination) ------------------- */
@@ -305,6 +306,16 @@ static void handle_stats(struct gw *g, struct http_conn *c)
 		jw_uint(&w, __atomic_load_n((uint64_t *)((char *)&g->stats + fields[i].off),
 					    __ATOMIC_RELAXED));
 	}
+	/* and what is held now: pairs on the relay loop, worker threads
+	 * and those of them waiting for a connection */
+	jw_key(&w, "relayed");
+	jw_uint(&w, relay_loop_pairs(g->relay));
+	jw_key(&w, "workers");
+	jw_uint(&w, (uint64_t)__atomic_load_n(&g->workers, __ATOMIC_RELAXED));
+	jw_key(&w, "workers_idle");
+	jw_uint(&w, (uint64_t)__atomic_load_n(&g->workers_idle, __ATOMIC_RELAXED));
+	jw_key(&w, "pid");
+	jw_uint(&w, (uint64_t)getpid());
 	jw_end(&w);
 	http_respond_json(c, 200, b.data);
 	buf_free(&b);
@@ -458,6 +469,7 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 	sigaddset(&stop_set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &stop_set, &old_set);
 	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit();
 
 	if (cidr4_parse(cfg->sandbox_net, &g->env.sandbox_net) < 0) {
 		r = err_set(err, EINVAL, "gateway: bad sandbox network `%s`", cfg->sandbox_net);
@@ -488,6 +500,13 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 	 * sniffs at once instead of waking twice. */
 	g->defer_accept = setsockopt(g->proxy_fd, IPPROTO_TCP, TCP_DEFER_ACCEPT,
 				     &(int){ FIRST_BYTE_MS / 1000 }, sizeof(int)) == 0;
+	/* A thread per CPU carries the relayed connections (up to 4: the
+	 * splice work is the kernel's, and a few threads keep up with it). */
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (!(g->relay = relay_loop_start(cpus < 1 ? 1 : cpus > 4 ? 4 : (unsigned)cpus, err))) {
+		r = -err->code;
+		goto out;
+	}
 	pull_from_node(g);
 	if (pthread_create(&proxy_t, NULL, gw_proxy_main, g) != 0) {
 		r = err_set(err, EAGAIN, "gateway: start proxy thread");

@@ -1,4 +1,5 @@
-/* proxy.c - the transparent TCP proxy. One detached thread per connection:
+/* proxy.c - the transparent TCP proxy. A worker thread takes a connection
+ * through its first steps:
  *   1. who: the source address names the sandbox (unknown source: close);
  *   2. where: SO_ORIGINAL_DST, the address the sandbox dialled;
  *   3. what: the first bytes, read with a size limit and a timeout, are a TLS
@@ -9,8 +10,10 @@
  *      connection to an address the policy never saw;
  *   5. with a credential for the name (cred.h): rewrite the request head,
  *      intercepting TLS for it; otherwise
- *   6. connect upstream, replay the sniffed bytes, relay until both sides
- *      closed.
+ *   6. connect upstream, replay the sniffed bytes, and hand the pair to the
+ *      relay loop (relay.h), which carries it until both sides closed; the
+ *      worker is free for the next connection.
+ * Intercepted TLS is the exception: its worker serves it to the end.
  * Bytes from the sandbox are untrusted: only sniff.c parses them. */
 #include "gateway-internal.h"
 
@@ -44,6 +47,7 @@ struct pconn {
 	uint16_t dport;
 	uint64_t accepted_us;            /* now_us() at accept */
 	struct relay_pipes *pipes;       /* the worker's, kept across connections */
+	bool handed;                     /* to the relay loop: it closes both */
 	uint8_t head[SNIFF_MAX];
 	size_t n;
 	const char *proto;               /* "tcp", "tls", "http" */
@@ -180,6 +184,37 @@ static bool name_may_pass(struct gw *g, struct pconn *pc)
 	return ok;
 }
 
+/* A relayed connection's end: its sandbox may open another. */
+struct relayed {
+	struct gw *g;
+	uint32_t src;
+};
+
+static void conn_give(struct gw *g, uint32_t addr);
+
+static void relayed_done(void *arg, int a, int b, int r)
+{
+	struct relayed *x = arg;
+
+	(void)r;
+	close(a);
+	close(b);
+	conn_give(x->g, x->src);
+	free(x);
+}
+
+/* Relay the sandbox's side and upstream, pending bytes first, on the loop. */
+static void hand_over(struct pconn *pc, const void *pending, size_t n)
+{
+	struct relayed *x = xmalloc(sizeof(*x));
+
+	x->g = pc->g;
+	x->src = pc->src;
+	relay_loop_add(pc->g->relay, pc->pipes, pc->fd, pc->up, pending, n, relayed_done, x);
+	pc->fd = pc->up = -1;
+	pc->handed = true;
+}
+
 /* Credential injection (cred.h) on an allowed connection. Returns true when
  * it served the connection itself (intercepted TLS, a rewritten HTTP head
  * then relayed, or an answer of its own); false to relay as usual. */
@@ -213,9 +248,9 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 					  "Connection: close\r\n\r\n";
 		(void)!write_all(pc->fd, bad, sizeof(bad) - 1);
 	} else {
-		pc->up = dial(pc->g, target, pc->dport, false);
-		if (pc->up >= 0 && write_all(pc->up, out.data, out.len) == 0)
-			relay_fds_pipes(pc->pipes, pc->fd, pc->up, NULL, 0, NULL, 0);
+		pc->up = dial(pc->g, target, pc->dport, true);
+		if (pc->up >= 0)
+			hand_over(pc, out.data, out.len);
 	}
 	if (out.data)
 		explicit_bzero(out.data, out.len);   /* it may hold an injected value */
@@ -231,7 +266,9 @@ static void count_decision(struct gw *g, bool allow, uint64_t sniffed)
 		gw_count(&g->stats.denied, 1);
 }
 
-static void serve(struct pconn *pc)
+/* Serve one connection; true when the relay loop took it over (and gives
+ * its sandbox's count back at the end). */
+static bool serve(struct pconn *pc)
 {
 	struct gw *g = pc->g;
 	struct gw_sbx *s;
@@ -252,7 +289,7 @@ static void serve(struct pconn *pc)
 			deny_http(pc);
 		close(pc->fd);
 		free(pc);
-		return;
+		return false;
 	}
 	if (pc->host[0]) {
 		n = gw_resolve(g, pc->host, ips, GW_MAX_HOSTS_IPS);
@@ -288,20 +325,24 @@ static void serve(struct pconn *pc)
 		/* the sniffed bytes go first, written by the relay */
 		pc->up = dial(g, target, pc->dport, true);
 		if (pc->up >= 0)
-			relay_fds_pipes(pc->pipes, pc->fd, pc->up, pc->head, pc->n, NULL, 0);
+			hand_over(pc, pc->head, pc->n);
 	} else if (!strcmp(pc->proto, "http")) {
 		deny_http(pc);
 	}
+	bool handed = pc->handed;
 	if (pc->up >= 0)
 		close(pc->up);
-	close(pc->fd);
+	if (pc->fd >= 0)
+		close(pc->fd);
 	free(pc);
+	return handed;
 }
 
 /* Acceptors: every worker thread blocks in poll+accept on the listening
  * socket itself, so a new connection costs no hand-off between threads.
- * A worker serves one connection at a time, relay included; the last idle
- * worker starts another before it serves, so somebody always accepts, and
+ * A worker serves one connection at a time, until it hands it to the relay
+ * loop (or to its end: intercepted TLS); the last idle worker starts
+ * another before it serves, so somebody always accepts, and
  * a worker that finds more than POOL_IDLE_MAX others idle exits. */
 #define POOL_START 8
 #define POOL_IDLE_MAX 16
@@ -310,8 +351,6 @@ static void serve(struct pconn *pc)
 struct pool {
 	struct gw *g;
 	pthread_attr_t at;
-	int idle;                        /* atomic: workers waiting in accept */
-	int threads;                     /* atomic */
 };
 
 static struct gw_conns **conn_bucket(struct gw *g, uint32_t addr)
@@ -419,11 +458,11 @@ static void spawn_worker(struct pool *p)
 {
 	pthread_t t;
 
-	__atomic_add_fetch(&p->threads, 1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&p->idle, 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&p->g->workers, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&p->g->workers_idle, 1, __ATOMIC_ACQ_REL);
 	if (pthread_create(&t, &p->at, worker_main, p) != 0) {
-		__atomic_sub_fetch(&p->threads, 1, __ATOMIC_RELAXED);
-		__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL);
+		__atomic_sub_fetch(&p->g->workers, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&p->g->workers_idle, 1, __ATOMIC_ACQ_REL);
 	}
 }
 
@@ -441,19 +480,19 @@ static void *worker_main(void *arg)
 		/* Past POOL_MAX_THREADS busy connections, nobody accepts until
 		 * one ends: the listen backlog holds the rest (back-pressure,
 		 * so one sandbox cannot make the gateway spawn without end). */
-		if (__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) == 0 &&
-		    __atomic_load_n(&p->threads, __ATOMIC_ACQUIRE) < POOL_MAX_THREADS)
+		if (__atomic_sub_fetch(&p->g->workers_idle, 1, __ATOMIC_ACQ_REL) == 0 &&
+		    __atomic_load_n(&p->g->workers, __ATOMIC_ACQUIRE) < POOL_MAX_THREADS)
 			spawn_worker(p);
 		pc->pipes = &pipes;
 		uint32_t src = pc->src;
-		serve(pc);   /* frees pc */
-		conn_give(g, src);
-		if (__atomic_add_fetch(&p->idle, 1, __ATOMIC_ACQ_REL) > POOL_IDLE_MAX) {
-			__atomic_sub_fetch(&p->idle, 1, __ATOMIC_ACQ_REL);
+		if (!serve(pc))   /* frees pc */
+			conn_give(g, src);
+		if (__atomic_add_fetch(&p->g->workers_idle, 1, __ATOMIC_ACQ_REL) > POOL_IDLE_MAX) {
+			__atomic_sub_fetch(&p->g->workers_idle, 1, __ATOMIC_ACQ_REL);
 			break;
 		}
 	}
-	__atomic_sub_fetch(&p->threads, 1, __ATOMIC_ACQ_REL);
+	__atomic_sub_fetch(&p->g->workers, 1, __ATOMIC_ACQ_REL);
 	relay_pipes_close(&pipes);
 	return NULL;
 }

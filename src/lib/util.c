@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -147,6 +148,16 @@ char *buf_steal(struct buf *b)
 	char *p = b->data ? b->data : xstrdup("");
 	buf_init(b);
 	return p;
+}
+
+void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }
 
 uint64_t now_us(void)

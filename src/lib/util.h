@@ -54,6 +54,12 @@ uint64_t now_ms(void);        /* CLOCK_MONOTONIC, milliseconds */
 uint64_t now_us(void);        /* CLOCK_MONOTONIC, microseconds */
 int64_t wall_ms(void);        /* CLOCK_REALTIME, ms since epoch */
 
+/* Raise the soft open-files limit to the hard one: a server holding an fd
+ * or two per connection would stop at 1024 (a login shell's soft limit)
+ * long before the hard limit. Servers call it for themselves; nodemgr does
+ * not, so sandboxes keep the limit they were given. */
+void raise_fd_limit(void);
+
 /* Fill with bytes from getrandom(2); aborts if the kernel cannot supply them. */
 void random_bytes(void *p, size_t n);
 /* Random id: prefix + n_bytes of randomness as lowercase hex. Caller owns. */

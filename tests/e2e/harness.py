@@ -9,6 +9,7 @@ import base64
 import http.client
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -124,6 +125,13 @@ def loop_holders(dev):
     return found
 
 
+def login_fd_limit():
+    """The daemons start as from a fresh root login: a soft open-files limit
+    of 1024 under the hard one (the servers raise their own)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+
+
 class ApiError(Exception):
     def __init__(self, status, body):
         self.status = status
@@ -154,7 +162,8 @@ class Server:
             self.proc = subprocess.Popen(
                 [AIRLOCKD, "up", "--data-dir", self.dir, "--listen", self.addr,
                  "--templates", self.templates, "--pool-size-mb", "16384"] + self.extra_args,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=login_fd_limit)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -330,6 +330,41 @@ class NetworkTest(AirlockTestCase):
             time.sleep(0.1)
         self.assertEqual((code, out), (0, "hello from allowed.test\n"))
 
+    def test_relayed_connections_hold_no_worker(self):
+        # Once dialled, a connection is carried by the relay loop: three
+        # sandboxes at their cap hold 24 connections and no worker thread
+        # is busy, and the gateway may hold far more fds than it was
+        # started with (the harness starts the daemons with a soft limit
+        # of 1024, as a login shell does).
+        sids = [self.sandbox({"default": "allow"}) for _ in range(3)]
+        other = self.sandbox({"default": "allow"})
+        before = self.gateway_stats()
+        for sid in sids:
+            self.sh(sid, "rm -f /tmp/pids; for i in $(seq 8); do "
+                         f"(sleep 120 | nc {WORLD_IP} 80 >/dev/null 2>&1 & echo $! >> /tmp/pids); "
+                         "done")
+        for _ in range(100):
+            st = self.gateway_stats()
+            if st["relayed"] - before["relayed"] >= 24:
+                break
+            time.sleep(0.1)
+        self.assertEqual(st["relayed"] - before["relayed"], 24, st)
+        self.assertEqual(st["workers"] - st["workers_idle"], 0, st)
+        # another sandbox is served meanwhile, and that one is not kept
+        code, out, _ = self.get(other, "http://allowed.test/")
+        self.assertEqual((code, out), (0, "hello from allowed.test\n"))
+        with open(f"/proc/{st['pid']}/limits") as f:
+            soft, hard = next(l for l in f if l.startswith("Max open files")).split()[3:5]
+        self.assertEqual(soft, hard)
+        for sid in sids:
+            self.sh(sid, "kill $(cat /tmp/pids)")
+        for _ in range(100):
+            st = self.gateway_stats()
+            if st["relayed"] == before["relayed"]:
+                break
+            time.sleep(0.1)
+        self.assertEqual(st["relayed"], before["relayed"], st)
+
     def test_https_sni(self):
         sid = self.sandbox({"allow": {"domains": ["allowed.test"]}})
         # busybox's TLS may not finish a handshake with this server; what
