@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../lib/json.h"
 #include "cred.h"
 
 /* ---- the request head ------------------------------------------------- */
@@ -24,6 +25,9 @@ void head_free(struct http_head *h)
 		free(h->f[i].name);
 		free(h->f[i].value);
 	}
+	if (h->body.data)
+		explicit_bzero(h->body.data, h->body.len);
+	buf_free(&h->body);
 	memset(h, 0, sizeof(*h));
 }
 
@@ -158,6 +162,21 @@ void head_set(struct http_head *h, const char *name, const char *value)
 		h->f[h->n].value = xstrdup(value);
 		h->n++;
 	}
+}
+
+void head_del(struct http_head *h, const char *name)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < h->n; i++) {
+		if (strcasecmp(h->f[i].name, name) == 0) {
+			free(h->f[i].name);
+			free(h->f[i].value);
+			continue;
+		}
+		h->f[j++] = h->f[i];
+	}
+	h->n = j;
 }
 
 /* ---- rate limits: a fixed one-minute window per (sandbox, credential) --- */
@@ -303,10 +322,77 @@ static bool cred_applies(const struct cred *c, const char *host, const struct ht
 	return host_ok && path_matches(c, h);
 }
 
-/* Replace ph by value throughout the head; inside "Basic" credentials too. */
+/* Binary-safe: every from in b (not empty) becomes to. */
+static void buf_replace_all(struct buf *b, const char *from, const char *to)
+{
+	size_t fl = strlen(from);
+	const char *p = b->data, *end = b->data + b->len, *hit;
+	struct buf o;
+
+	if (!b->len || !memmem(b->data, b->len, from, fl))
+		return;
+	buf_init(&o);
+	while ((hit = memmem(p, (size_t)(end - p), from, fl))) {
+		buf_add(&o, p, (size_t)(hit - p));
+		buf_adds(&o, to);
+		p = hit + fl;
+	}
+	buf_add(&o, p, (size_t)(end - p));
+	explicit_bzero(b->data, b->len);   /* an earlier credential's value */
+	buf_free(b);
+	*b = o;
+}
+
+/* Is the media type (parameters after ';' aside) application/json or any
+ * type ending in +json? */
+static bool json_type(const char *ct)
+{
+	size_t n = strcspn(ct, ";");
+
+	while (n && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+		n--;
+	return (n == 16 && strncasecmp(ct, "application/json", 16) == 0) ||
+	       (n > 5 && strncasecmp(ct + n - 5, "+json", 5) == 0);
+}
+
+/* value as the body spells it: percent-encoded in a form, with a JSON
+ * string's escapes in JSON (the placeholder sits inside a string), else as
+ * it is. Caller frees (and wipes: it is the value). */
+static char *body_spelling(const struct http_head *h, const char *value)
+{
+	const char *ct = head_get(h, "Content-Type");
+
+	if (ct && strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0 &&
+	    (ct[33] == '\0' || ct[33] == ';' || ct[33] == ' '))
+		return pct_encode(value);
+	if (ct && json_type(ct)) {
+		struct buf b;
+		struct jw w;
+		char *s;
+
+		buf_init(&b);
+		jw_init(&w, &b);
+		jw_str(&w, value);
+		s = xstrndup(b.data + 1, b.len - 2);   /* without the quotes */
+		explicit_bzero(b.data, b.len);
+		buf_free(&b);
+		return s;
+	}
+	return xstrdup(value);
+}
+
+/* Replace ph by value throughout the head; inside "Basic" credentials too;
+ * and in the body when it is here. */
 static void replace_placeholder(struct http_head *h, const char *ph, const char *value)
 {
 	_cleanup_free_ char *enc = pct_encode(value);
+
+	if (h->has_body && h->body.len && memmem(h->body.data, h->body.len, ph, strlen(ph))) {
+		char *b = body_spelling(h, value);
+		buf_replace_all(&h->body, ph, b);
+		explicit_bzero(b, strlen(b));
+		free(b);
+	}
 
 	str_replace_all(&h->target, ph, enc);
 	for (size_t i = 0; i < h->n; i++) {
@@ -387,8 +473,8 @@ static void audit(struct inject_ctx *ctx, const struct inject_who *who, const ch
 		   decision, detail, &err);
 }
 
-/* Audit each placeholder left in the head (after injection): whose it is
- * and why it was not replaced. */
+/* Audit each placeholder left in the head or the body read (after
+ * injection): whose it is and why it was not replaced. */
 static void audit_leftovers(struct inject_ctx *ctx, const struct inject_who *who,
 			    const struct http_head *h, const char *path)
 {
@@ -403,14 +489,20 @@ static void audit_leftovers(struct inject_ctx *ctx, const struct inject_who *who
 		buf_addc(&all, '\n');
 		buf_adds(&all, h->f[i].value);
 	}
-	for (p = all.data; seen < 8 && (p = strstr(p, CRED_PLACEHOLDER_PREFIX));) {
-		size_t n = strlen(CRED_PLACEHOLDER_PREFIX);
+	if (h->has_body) {
+		buf_addc(&all, '\n');
+		buf_add(&all, h->body.data, h->body.len);
+	}
+	const char *end = all.data + all.len;
+	size_t pl = strlen(CRED_PLACEHOLDER_PREFIX);
+	for (p = all.data; seen < 8 && (p = memmem(p, (size_t)(end - p), CRED_PLACEHOLDER_PREFIX, pl));) {
+		size_t n = pl;
 		_cleanup_free_ char *ph = NULL;
 		struct db_rows rows;
 		err_t err = { 0 };
 		bool dup = false;
 
-		while (isxdigit((unsigned char)p[n]))
+		while (p + n < end && isxdigit((unsigned char)p[n]))
 			n++;
 		ph = xstrndup(p, n);
 		p += n;

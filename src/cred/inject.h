@@ -1,16 +1,20 @@
 /* inject.h - credential injection into one HTTP/1.x request head.
  *
  * The gateway calls this for each plain-HTTP request and for each request
- * inside a TLS connection it intercepts, before forwarding it upstream. Only
- * the request head is looked at and rewritten (request line and headers);
- * bodies pass through untouched, so a placeholder in a body is never
- * replaced.
+ * inside a TLS connection it intercepts, before forwarding it upstream. The
+ * request head is looked at and rewritten (request line and headers), and
+ * the body too when the caller read it whole (h->has_body: mitm.c does for
+ * a Content-Length body of at most BODY_MAX); any other body passes
+ * through untouched, so a placeholder in it is never replaced.
  *
  * For the sandbox's credentials (cred_resolve) whose hosts, path prefix and
  * methods match the request:
  *   - every occurrence of the sandbox's placeholder for that credential is
  *     replaced by the value (in header values raw, in the target
- *     percent-encoded, inside "Authorization: Basic" after decoding);
+ *     percent-encoded, inside "Authorization: Basic" after decoding; in a
+ *     body percent-encoded for application/x-www-form-urlencoded, with a
+ *     JSON string's escapes for application/json and any +json type, raw
+ *     otherwise);
  *   - the credential's own header / basic auth / query parameter is then set
  *     (replacing what the client sent), so a client that never read the
  *     placeholder is served too.
@@ -34,6 +38,7 @@
 #include "vault.h"
 
 #define HEAD_MAX (32u * 1024)    /* request line + headers */
+#define BODY_MAX (1024u * 1024)  /* a body read whole for injection */
 #define HEAD_MAX_FIELDS 100
 
 struct head_field {
@@ -44,6 +49,10 @@ struct http_head {
 	char *method, *target, *version;
 	struct head_field f[HEAD_MAX_FIELDS];
 	size_t n;
+	/* The body, when the caller read it whole; else it is not here and
+	 * passes untouched. head_free wipes it (it may hold a value). */
+	bool has_body;
+	struct buf body;
 };
 
 /* Parse a request head from buf[0..len). Returns the head's length (through
@@ -55,6 +64,8 @@ void head_write(const struct http_head *h, struct buf *out);
 const char *head_get(const struct http_head *h, const char *name);
 /* Replace every field called name with one (or add it). */
 void head_set(struct http_head *h, const char *name, const char *value);
+/* Remove every field called name. */
+void head_del(struct http_head *h, const char *name);
 
 /* Per (sandbox, credential) request counters for rate limits. */
 struct inject_rl;

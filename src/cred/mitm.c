@@ -233,6 +233,68 @@ static void with_close(struct http_head *h, struct buf *out)
 	head_write(h, out);
 }
 
+/* The length of a body to read whole for injection, or -1 when it passes
+ * untouched: no Content-Length, or more than one, or one not all digits; a
+ * Transfer-Encoding (chunked: its framing stays the client's); more than
+ * BODY_MAX. */
+static long body_length(const struct http_head *h)
+{
+	const char *v = NULL;
+	int n = 0;
+
+	for (size_t i = 0; i < h->n; i++) {
+		if (strcasecmp(h->f[i].name, "Transfer-Encoding") == 0)
+			return -1;
+		if (strcasecmp(h->f[i].name, "Content-Length") == 0) {
+			v = h->f[i].value;
+			n++;
+		}
+	}
+	if (n != 1 || !v[0] || strlen(v) > 8 || strspn(v, "0123456789") != strlen(v))
+		return -1;
+	long len = strtol(v, NULL, 10);
+	return len <= (long)BODY_MAX ? len : -1;
+}
+
+static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+/* A client that waits for "100 Continue" before it sends its body: true
+ * when it should get it from us (we read the body before anything goes
+ * upstream); the field is dropped, as the upstream gets the body at once. */
+static bool wants_continue(struct http_head *h, const struct buf *hb, size_t body_end)
+{
+	const char *e = head_get(h, "Expect");
+
+	if (!e || strcasecmp(e, "100-continue") != 0 || hb->len >= body_end)
+		return false;
+	head_del(h, "Expect");
+	return true;
+}
+
+/* The body, read whole: hb[hl, body_end) into h->body. */
+static void take_body(struct http_head *h, const struct buf *hb, size_t hl, size_t body_end)
+{
+	buf_init(&h->body);
+	buf_add(&h->body, hb->data + hl, body_end - hl);
+	h->has_body = true;
+}
+
+/* What goes upstream after the hook: the head as with_close writes it
+ * (with the body's length, which injection may have changed), the body,
+ * then whatever followed in hb from offset rest. */
+static void request_out(struct http_head *h, const struct buf *hb, size_t rest, struct buf *out)
+{
+	if (h->has_body) {
+		char cl[24];
+		snprintf(cl, sizeof(cl), "%zu", h->body.len);
+		head_set(h, "Content-Length", cl);
+	}
+	with_close(h, out);
+	if (h->has_body)
+		buf_add(out, h->body.data, h->body.len);
+	buf_add(out, hb->data + rest, hb->len - rest);
+}
+
 int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix, size_t n,
 	       int up_fd, const char *host, mitm_head_fn fn, void *arg, err_t *err)
 {
@@ -277,13 +339,29 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 		}
 		goto out;
 	}
+	size_t rest = (size_t)hl;
+	long bl = body_length(&h);
+	if (bl >= 0) {
+		rest = (size_t)hl + (size_t)bl;
+		if (wants_continue(&h, &hb, rest))
+			SSL_write(cs, continue_100, sizeof(continue_100) - 1);
+		while (hb.len < rest) {
+			char tmp[16384];
+			int k = SSL_read(cs, tmp, sizeof(tmp));
+			if (k <= 0) {
+				r = err_set(err, EPIPE, "mitm: the request body did not arrive");
+				goto out;
+			}
+			buf_add(&hb, tmp, (size_t)k);
+		}
+		take_body(&h, &hb, (size_t)hl, rest);
+	}
 	if (fn(arg, &h, &out) == 1) {
 		SSL_write(cs, out.data, (int)out.len);
 		r = 0;
 		goto out;
 	}
-	with_close(&h, &out);
-	buf_add(&out, hb.data + hl, hb.len - (size_t)hl);   /* body bytes already read */
+	request_out(&h, &hb, rest, &out);
 
 	us = SSL_new(upstream);
 	if (!us || SSL_set_fd(us, up_fd) != 1 || SSL_set_tlsext_host_name(us, host) != 1 ||
@@ -352,10 +430,39 @@ int mitm_http_head(int fd, const void *prefix, size_t n, mitm_head_fn fn, void *
 		buf_free(&hb);
 		return err_set(err, (int)-hl, "mitm: no valid request head");
 	}
+	size_t rest = (size_t)hl;
+	long bl = body_length(&h);
+	if (bl >= 0) {
+		rest = (size_t)hl + (size_t)bl;
+		if (wants_continue(&h, &hb, rest) &&
+		    write_all(fd, continue_100, sizeof(continue_100) - 1) < 0)
+			hl = -EPIPE;
+		while (hl > 0 && hb.len < rest) {
+			char tmp[16384];
+			uint64_t now = now_ms();
+			struct pollfd pf = { .fd = fd, .events = POLLIN };
+			ssize_t k;
+
+			if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0) {
+				hl = -ETIMEDOUT;
+				break;
+			}
+			if ((k = read(fd, tmp, sizeof(tmp))) <= 0) {
+				hl = -EPIPE;
+				break;
+			}
+			buf_add(&hb, tmp, (size_t)k);
+		}
+		if (hl < 0) {
+			head_free(&h);
+			buf_free(&hb);
+			return err_set(err, (int)-hl, "mitm: the request body did not arrive");
+		}
+		take_body(&h, &hb, (size_t)hl, rest);
+	}
 	r = fn(arg, &h, out);
 	if (r != 1) {
-		with_close(&h, out);
-		buf_add(out, hb.data + hl, hb.len - (size_t)hl);
+		request_out(&h, &hb, rest, out);
 		r = 0;
 	}
 	head_free(&h);

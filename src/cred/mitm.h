@@ -8,7 +8,11 @@
  * the operator names, e.g. a test CA) with the SNI name checked. The request
  * gets "Connection: close", so every request on an intercepted connection
  * passes the hook: the client opens a new connection for the next one.
- * Everything after the head (body, response) is relayed as is.
+ * A body with a Content-Length of at most BODY_MAX is read whole first and
+ * goes through the hook with the head (h->has_body; its new length is
+ * written); a client that waits with "Expect: 100-continue" gets the 100
+ * from us. Any other body (chunked, larger) and the response are relayed
+ * as they are.
  */
 #ifndef AIRLOCK_MITM_H
 #define AIRLOCK_MITM_H
@@ -39,9 +43,10 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 
 /* Plain HTTP: read the rest of the first request head from fd after prefix
  * (prefix/n/cap: the bytes sniffed so far, in a buffer of cap bytes), parse
- * it and run fn. On 0, out holds what to send upstream (the rewritten head
- * with "Connection: close", then any body bytes already read); on 1, out is
- * the reply for the client. -errno when the head is malformed or too big. */
+ * it (and its body, as above) and run fn. On 0, out holds what to send
+ * upstream (the rewritten head with "Connection: close", the body, then any
+ * bytes read past it); on 1, out is the reply for the client. -errno when
+ * the head is malformed or too big, or the body does not arrive. */
 int mitm_http_head(int fd, const void *prefix, size_t n, mitm_head_fn fn, void *arg,
 		   struct buf *out, err_t *err);
 

