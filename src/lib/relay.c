@@ -270,6 +270,17 @@ static int pair_round(struct pair *p, short ev[2])
 			r = step(&p->d[i]);
 	if (r < 0)
 		return r;
+	/* Gone both ways after its EOF: nothing can reach fd[k] any more, so
+	 * the direction toward it is over too. (Here, after the steps: an
+	 * edge-triggered wait reports the hang-up once, maybe before the
+	 * step that reads the EOF.) */
+	for (int k = 0; k < 2; k++) {
+		struct dir *o = &p->d[1 - k];
+		if (p->hup[k] && p->d[k].eof && !pending(o)) {
+			o->eof = o->shut = true;
+			o->len = o->off = 0;
+		}
+	}
 	if (p->d[0].shut && p->d[1].shut)
 		return 1;
 	ev[0] = ev[1] = 0;
@@ -299,16 +310,8 @@ static void pair_ready(struct pair *p, int k, short revents)
 		if (p->wait_on[i] == k && (revents & (want | POLLERR | POLLHUP | POLLNVAL)))
 			p->go[i] = true;
 	}
-	if (!(revents & (POLLHUP | POLLERR)))
-		return;
-	p->hup[k] = true;
-	/* Gone both ways after its EOF: nothing can reach it any more, so
-	 * the other direction is over too. */
-	if (p->d[k].eof && !pending(&p->d[1 - k])) {
-		struct dir *o = &p->d[1 - k];
-		o->eof = o->shut = true;
-		o->len = o->off = 0;
-	}
+	if (revents & (POLLHUP | POLLERR))
+		p->hup[k] = true;
 }
 
 int relay_fds_pipes(struct relay_pipes *rp, int a, int b, const void *a_pending, size_t a_n,

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../src/lib/relay.h"
@@ -42,11 +43,18 @@ static void on_done(void *arg, int a, int b, int r)
 	close(b);
 }
 
+/* Until done was called n times in all; a pair never ended fails the
+ * check after 20 s rather than hang the test. */
 static void wait_calls(int n)
 {
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20;
 	pthread_mutex_lock(&rec.mu);
-	while (rec.calls < n)
-		pthread_cond_wait(&rec.cv, &rec.mu);
+	while (rec.calls < n && pthread_cond_timedwait(&rec.cv, &rec.mu, &until) == 0)
+		;
+	CHECK(rec.calls >= n);
 	pthread_mutex_unlock(&rec.mu);
 }
 
@@ -185,6 +193,26 @@ static void test_over_at_once(struct relay_loop *l)
 	close(e.s);
 }
 
+/* The server answers and is gone both ways while the client, silent,
+ * keeps its end open: the answer arrives, and the pair is over without the
+ * client doing anything (nothing it sends could reach the server). The
+ * hang-up is one edge, seen before the step that reads the EOF. */
+static void test_server_gone_client_idle(struct relay_loop *l)
+{
+	struct ends e = { 0 };
+	char got[16] = "";
+	int a, b, base = rec.calls;
+
+	new_pair(&e, &a, &b);
+	relay_loop_add(l, NULL, a, b, NULL, 0, on_done, &e.seen);
+	CHECK(write(e.s, "answer", 6) == 6);
+	close(e.s);
+	CHECK(recv(e.c, got, 6, MSG_WAITALL) == 6 && !strcmp(got, "answer"));
+	wait_calls(base + 1);
+	CHECK(e.seen == 1 && rec.last_r == 0);
+	close(e.c);
+}
+
 /* Idle pairs hold no thread; the stop ends them, each once. */
 static void test_idle_then_stop(struct relay_loop *l)
 {
@@ -226,6 +254,7 @@ int main(void)
 		return 1;
 	test_many_pairs(l);
 	test_over_at_once(l);
+	test_server_gone_client_idle(l);
 	test_idle_then_stop(l);
 	if (failures) {
 		fprintf(stderr, "test-relay-loop: %d failure(s)\n", failures);
