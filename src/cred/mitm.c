@@ -398,6 +398,23 @@ out:
 	return r;
 }
 
+/* Append what fd has to hb, waiting until deadline (ms). 0, or -ETIMEDOUT,
+ * or -EPIPE when the client is gone. */
+static long read_more(int fd, struct buf *hb, uint64_t deadline)
+{
+	char tmp[16384];
+	uint64_t now = now_ms();
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	ssize_t k;
+
+	if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0)
+		return -ETIMEDOUT;
+	if ((k = read(fd, tmp, sizeof(tmp))) <= 0)
+		return -EPIPE;
+	buf_add(hb, tmp, (size_t)k);
+	return 0;
+}
+
 int mitm_http_head(int fd, const void *prefix, size_t n, mitm_head_fn fn, void *arg,
 		   struct buf *out, err_t *err)
 {
@@ -409,23 +426,9 @@ int mitm_http_head(int fd, const void *prefix, size_t n, mitm_head_fn fn, void *
 
 	buf_init(&hb);
 	buf_add(&hb, prefix, n);
-	while ((hl = head_parse(hb.data, hb.len, &h)) == 0) {
-		char tmp[4096];
-		uint64_t now = now_ms();
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		ssize_t k;
-
-		if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0) {
-			hl = -ETIMEDOUT;
+	while ((hl = head_parse(hb.data, hb.len, &h)) == 0)
+		if ((hl = read_more(fd, &hb, deadline)) < 0)
 			break;
-		}
-		k = read(fd, tmp, sizeof(tmp));
-		if (k <= 0) {
-			hl = -EPIPE;
-			break;
-		}
-		buf_add(&hb, tmp, (size_t)k);
-	}
 	if (hl < 0) {
 		buf_free(&hb);
 		return err_set(err, (int)-hl, "mitm: no valid request head");
@@ -438,20 +441,9 @@ int mitm_http_head(int fd, const void *prefix, size_t n, mitm_head_fn fn, void *
 		    write_all(fd, continue_100, sizeof(continue_100) - 1) < 0)
 			hl = -EPIPE;
 		while (hl > 0 && hb.len < rest) {
-			char tmp[16384];
-			uint64_t now = now_ms();
-			struct pollfd pf = { .fd = fd, .events = POLLIN };
-			ssize_t k;
-
-			if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0) {
-				hl = -ETIMEDOUT;
-				break;
-			}
-			if ((k = read(fd, tmp, sizeof(tmp))) <= 0) {
-				hl = -EPIPE;
-				break;
-			}
-			buf_add(&hb, tmp, (size_t)k);
+			long e = read_more(fd, &hb, deadline);
+			if (e < 0)
+				hl = e;
 		}
 		if (hl < 0) {
 			head_free(&h);
