@@ -347,15 +347,19 @@ int relay_fds_pipes(struct relay_pipes *rp, int a, int b, const void *a_pending,
 
 /* ---- the loop ----
  * Each thread waits on its own epoll set, where both fds of each of its
- * pairs are registered once, edge-triggered, for input and output: a
- * direction always moves until it would block (step), so the next change
- * on either fd is an edge, and no wait needs a re-registration. */
+ * pairs are registered edge-triggered: a direction always moves until it
+ * would block (step), so the next change on either fd is an edge. An fd is
+ * registered for input, and for output too from the first time a direction
+ * waits to write to it (then kept: a socket reports writable as an edge
+ * only after it was full). A new socket is writable at once, so asking for
+ * output from the start would wake the thread for nothing on every pair. */
 
 struct lpair {
 	struct pair p;
 	struct lthread *t;
 	relay_done_fn done;
 	void *arg;
+	uint32_t reg[2];                 /* the events fd[k] is registered for */
 	pthread_mutex_t mu;              /* held by relay_loop_add while it registers */
 	bool dead;                       /* ended in this batch: skip its other events */
 	struct lpair *prev, *next;       /* t->live */
@@ -406,6 +410,28 @@ static void lpair_end(struct lpair *lp, int r)
 	lp->done(lp->arg, lp->p.fd[0], lp->p.fd[1], r < 0 ? r : 0);
 }
 
+/* The events fd[k] needs once it waits for ev (pair_round's). */
+static uint32_t wanted(const struct lpair *lp, int k, short ev)
+{
+	uint32_t e = EPOLLIN | EPOLLET | (lp->reg[k] & EPOLLOUT);
+
+	if (ev >= 0 && (ev & POLLOUT))
+		e |= EPOLLOUT;
+	return e;
+}
+
+/* After a round: ask for output where a direction now waits to write. */
+static void lpair_rearm(struct lpair *lp, const short ev[2])
+{
+	for (int k = 0; k < 2; k++) {
+		uint32_t e = wanted(lp, k, ev[k]);
+		struct epoll_event ee = { .events = e,
+					  .data.ptr = (void *)((uintptr_t)lp | (uintptr_t)k) };
+		if (e != lp->reg[k] && epoll_ctl(lp->t->ep, EPOLL_CTL_MOD, lp->p.fd[k], &ee) == 0)
+			lp->reg[k] = e;
+	}
+}
+
 static void free_lpair(struct lpair *lp)
 {
 	pthread_mutex_destroy(&lp->mu);
@@ -435,6 +461,8 @@ static void *lthread_main(void *arg)
 				/* EPOLLIN etc. have poll's values */
 				pair_ready(&lp->p, (int)(v & 1), (short)evs[i].events);
 				r = pair_round(&lp->p, ev);
+				if (r == 0)
+					lpair_rearm(lp, ev);
 			}
 			pthread_mutex_unlock(&lp->mu);
 			if (r != 0) {
@@ -514,6 +542,9 @@ void relay_loop_add(struct relay_loop *l, struct relay_pipes *rp, int a, int b,
 	 * leave now, not a thread switch later. A pipe still held after it
 	 * holds bytes, and goes with the pair. */
 	pair_init(&lp->p, rp ? rp : &own, a, b, a_pending, a_n, NULL, 0);
+	/* b's bytes, if any came already, are reported when b is registered:
+	 * a splice now could only say EAGAIN */
+	lp->p.go[1] = false;
 	r = pair_round(&lp->p, ev);
 	relay_pipes_close(&own);
 	for (int i = 0; i < 2; i++)
@@ -534,10 +565,12 @@ void relay_loop_add(struct relay_loop *l, struct relay_pipes *rp, int a, int b,
 		 * for lp->mu until both are. */
 		pthread_mutex_lock(&lp->mu);
 		for (int k = 0; k < 2 && r == 0; k++) {
-			struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLET,
+			struct epoll_event e = { .events = wanted(lp, k, ev[k]),
 						 .data.ptr = (void *)((uintptr_t)lp | (uintptr_t)k) };
 			if (epoll_ctl(t->ep, EPOLL_CTL_ADD, lp->p.fd[k], &e) < 0)
 				r = -errno;
+			else
+				lp->reg[k] = e.events;
 		}
 		if (r == 0) {
 			pthread_mutex_unlock(&lp->mu);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -175,8 +176,8 @@ static void test_many_pairs(struct relay_loop *l)
 	CHECK(relay_loop_pairs(l) == 0);
 }
 
-/* Pending bytes go first; a pair whose both sides already ended is over
- * in the caller's round, done called before relay_loop_add returns. */
+/* Pending bytes go first (in the caller's round); a pair whose both sides
+ * had already ended is over at once. */
 static void test_over_at_once(struct relay_loop *l)
 {
 	struct ends e = { 0 };
@@ -187,7 +188,8 @@ static void test_over_at_once(struct relay_loop *l)
 	CHECK(shutdown(e.c, SHUT_WR) == 0);
 	CHECK(shutdown(e.s, SHUT_WR) == 0);
 	relay_loop_add(l, NULL, a, b, "pending", 7, on_done, &e.seen);
-	CHECK(rec.calls == base + 1 && e.seen == 1);
+	wait_calls(base + 1);
+	CHECK(e.seen == 1 && rec.last_r == 0);
 	CHECK(recv(e.s, got, sizeof(got) - 1, 0) == 7 && !strcmp(got, "pending"));
 	close(e.c);
 	close(e.s);
@@ -211,6 +213,47 @@ static void test_server_gone_client_idle(struct relay_loop *l)
 	wait_calls(base + 1);
 	CHECK(e.seen == 1 && rec.last_r == 0);
 	close(e.c);
+}
+
+/* The client reads only once the relay is stuck with bytes for it: the
+ * server's whole answer (1 MiB, more than the client's socket holds) is
+ * written and closed first. Only the client's socket turning writable can
+ * move the rest, so the loop must wait for that too. */
+static void test_slow_reader(struct relay_loop *l)
+{
+	struct ends e = { 0 };
+	int a, b, big = 4 << 20, base = rec.calls, n = 0;
+	time_t until = time(NULL) + 20;
+
+	new_pair(&e, &a, &b);
+	CHECK(setsockopt(e.s, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)) == 0);
+	e.seed = 99;
+	e.down = 1u << 20;
+	e.up = 0;
+	while (e.ws < e.down && time(NULL) < until) {
+		ssize_t k;
+		char buf[65536];
+		size_t m = e.down - e.ws < sizeof(buf) ? e.down - e.ws : sizeof(buf);
+		for (size_t i = 0; i < m; i++)
+			buf[i] = ref(e.seed + 1, e.ws + i);
+		if ((k = send(e.s, buf, m, MSG_DONTWAIT)) > 0)
+			e.ws += (size_t)k;
+	}
+	CHECK(e.ws == e.down);
+	e.s_shut = shutdown(e.s, SHUT_WR) == 0;
+	relay_loop_add(l, NULL, a, b, NULL, 0, on_done, &e.seen);
+	/* the relay delivers what the client's socket holds, then waits */
+	while (n == 0 && time(NULL) < until)
+		if (ioctl(e.c, FIONREAD, &n) < 0 || n == 0)
+			usleep(1000);
+	usleep(50000);
+	while (!ends_step(&e) && time(NULL) < until)
+		usleep(200);
+	CHECK(e.ok && e.rc == e.down && e.rs == 0);
+	wait_calls(base + 1);
+	CHECK(e.seen == 1);
+	close(e.c);
+	close(e.s);
 }
 
 /* Idle pairs hold no thread; the stop ends them, each once. */
@@ -255,6 +298,7 @@ int main(void)
 	test_many_pairs(l);
 	test_over_at_once(l);
 	test_server_gone_client_idle(l);
+	test_slow_reader(l);
 	test_idle_then_stop(l);
 	if (failures) {
 		fprintf(stderr, "test-relay-loop: %d failure(s)\n", failures);
