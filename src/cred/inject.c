@@ -25,10 +25,21 @@ void head_free(struct http_head *h)
 		free(h->f[i].name);
 		free(h->f[i].value);
 	}
+	free(h->f);
 	if (h->body.data)
 		explicit_bzero(h->body.data, h->body.len);
 	buf_free(&h->body);
 	memset(h, 0, sizeof(*h));
+}
+
+/* Room for one more field. */
+static struct head_field *head_add(struct http_head *h)
+{
+	if (h->n == h->cap) {
+		h->cap = h->cap ? h->cap * 2 : 16;
+		h->f = xrealloc(h->f, h->cap * sizeof(*h->f));
+	}
+	return &h->f[h->n++];
 }
 
 /* One line of buf[0..len) ending in CRLF (a bare LF is refused: request
@@ -110,9 +121,9 @@ long head_parse(const char *buf, size_t len, struct http_head *h)
 		for (const char *p = v; p < e; p++)
 			if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
 				goto bad;
-		h->f[h->n].name = xstrndup(line, (size_t)(colon - line));
-		h->f[h->n].value = xstrndup(v, (size_t)(e - v));
-		h->n++;
+		struct head_field *f = head_add(h);
+		f->name = xstrndup(line, (size_t)(colon - line));
+		f->value = xstrndup(v, (size_t)(e - v));
 		pos += (size_t)n + 2;
 	}
 bad:
@@ -157,10 +168,10 @@ void head_set(struct http_head *h, const char *name, const char *value)
 		h->f[j++] = h->f[i];
 	}
 	h->n = j;
-	if (!done && h->n < HEAD_MAX_FIELDS) {
-		h->f[h->n].name = xstrdup(name);
-		h->f[h->n].value = xstrdup(value);
-		h->n++;
+	if (!done) {
+		struct head_field *f = head_add(h);
+		f->name = xstrdup(name);
+		f->value = xstrdup(value);
 	}
 }
 

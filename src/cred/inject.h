@@ -47,8 +47,11 @@ struct head_field {
 
 struct http_head {
 	char *method, *target, *version;
-	struct head_field f[HEAD_MAX_FIELDS];
-	size_t n;
+	/* At most HEAD_MAX_FIELDS parsed; head_set may add more (the
+	 * credential's header, Connection, ...): one never goes missing
+	 * because the client sent many. */
+	struct head_field *f;
+	size_t n, cap;
 	/* The body, when the caller read it whole; else it is not here and
 	 * passes untouched. head_free wipes it (it may hold a value). */
 	bool has_body;

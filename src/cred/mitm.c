@@ -218,17 +218,7 @@ static long read_head_tls(SSL *ssl, struct buf *hb, struct http_head *h)
  * comes on a new connection, through the hook again) and no Keep-Alive. */
 static void with_close(struct http_head *h, struct buf *out)
 {
-	size_t j = 0;
-
-	for (size_t i = 0; i < h->n; i++) {
-		if (strcasecmp(h->f[i].name, "Keep-Alive") == 0) {
-			free(h->f[i].name);
-			free(h->f[i].value);
-			continue;
-		}
-		h->f[j++] = h->f[i];
-	}
-	h->n = j;
+	head_del(h, "Keep-Alive");
 	head_set(h, "Connection", "close");
 	head_write(h, out);
 }

@@ -266,6 +266,21 @@ static void test_plain_head(void)
 				       "wxyz+REAL") == 0);
 		buf_reset(&out);
 	}
+	/* the most fields a client may send: ours are still added (the fuzz
+	 * target found them silently dropped once the array was full) */
+	{
+		struct buf many;
+		buf_init(&many);
+		buf_adds(&many, "GET /m HTTP/1.1\r\n");
+		for (int i = 0; i < HEAD_MAX_FIELDS; i++)
+			buf_printf(&many, "X-F%d: y\r\n", i);
+		buf_adds(&many, "\r\n");
+		CHECK(mitm_http_head(sp[0], many.data, many.len, hook, NULL, &out, &err) == 0);
+		CHECK(strstr(out.data, "\r\nAuthorization: Bearer REAL\r\n") != NULL);
+		CHECK(strstr(out.data, "\r\nConnection: close\r\n") != NULL);
+		buf_free(&many);
+		buf_reset(&out);
+	}
 	/* a body shorter than its length, then the client is gone */
 	{
 		static const char sh[] = "POST /s HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc";
