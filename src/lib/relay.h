@@ -68,10 +68,10 @@ typedef void (*relay_done_fn)(void *arg, int a, int b, int r);
 /* threads: how many (each with its own epoll set); at least 1. */
 struct relay_loop *relay_loop_start(unsigned threads, err_t *err);
 
-/* Hand a connected pair over: the caller's thread moves what can move now
- * (a_pending first, with its pipes rp, may be NULL), then a loop thread
- * carries it. From here on the loop owns a and b, and done(arg, ...) is
- * called exactly once, whatever happens. */
+/* Hand a connected pair over: the caller's thread sends a_pending to b and
+ * what a has for b now (with its pipes rp, may be NULL), then a loop thread
+ * carries the pair. From here on the loop owns a and b, and done(arg, ...)
+ * is called exactly once, whatever happens. */
 void relay_loop_add(struct relay_loop *l, struct relay_pipes *rp, int a, int b,
 		    const void *a_pending, size_t a_n, relay_done_fn done, void *arg);
 
