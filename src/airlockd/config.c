@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../gateway/gateway.h"
+#include "../lib/http.h"
 #include "../lib/util.h"
 
 void config_defaults(struct airlockd_config *c)
@@ -29,6 +30,7 @@ void config_defaults(struct airlockd_config *c)
 	snprintf(c->vm_accel, sizeof(c->vm_accel), "auto");
 	c->vm_warm_pool = 2;
 	c->gateway_max_conns = GATEWAY_MAX_CONNS_DEFAULT;
+	c->api_max_inflight = HTTP_MAX_CONNS / 4;
 	c->ns_warm_pool = 2;
 	c->vm_snapshots = true;
 	c->cgroup_favordynmods = true;
@@ -173,13 +175,21 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return r;
 	}
 	if (!strcmp(key, "gateway_max_conns")) {
-		/* each live connection holds one of the gateway's workers */
+		/* a sandbox's live connections through the gateway */
 		uint64_t v;
 		int r = set_u64(&v, key, val, GATEWAY_WORKERS_MAX, err);
 		if (r == 0 && v == 0)
 			r = err_set(err, EINVAL, "%s: must be 1..%d", key, GATEWAY_WORKERS_MAX);
 		if (r == 0)
 			c->gateway_max_conns = (uint32_t)v;
+		return r;
+	}
+	if (!strcmp(key, "api_max_inflight")) {
+		/* 0: no cap; at most all of the server's connections */
+		uint64_t v;
+		int r = set_u64(&v, key, val, HTTP_MAX_CONNS, err);
+		if (r == 0)
+			c->api_max_inflight = (uint32_t)v;
 		return r;
 	}
 	if (!strcmp(key, "gateway_hosts"))

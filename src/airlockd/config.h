@@ -42,6 +42,7 @@ struct airlockd_config {
 	char gateway_hosts[2048];              /* "name=ip,..." for tests and overrides */
 	char gateway_upstream_ca[512];         /* extra CA file the gateway trusts upstream */
 	uint32_t gateway_max_conns;            /* live TCP connections per sandbox */
+	uint32_t api_max_inflight;             /* requests to sandboxes in progress per tenant */
 	char network_allow_private_cidrs[1024];
 	uint32_t ready_timeout_ms;  /* how long a create waits for the guest's READY */
 };

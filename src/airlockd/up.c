@@ -370,6 +370,7 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 		.max_body = 16u << 20,
 		.rate_per_s = cfg->rate_per_s,
 		.rate_burst = cfg->rate_burst,
+		.max_inflight = cfg->api_max_inflight,
 		.vault_pub = vault_pub,
 		.ports_domain = cfg->ports_domain,
 	};

@@ -179,6 +179,22 @@ static const char *bearer(const struct http_req *req)
 	return *h ? h : NULL;
 }
 
+bool api_inflight_take(struct api *a, struct http_conn *c, const struct api_principal *who)
+{
+	if (who->admin || inflight_take(a->inflight, who->tenant))
+		return true;
+	respond_error_hdr(c, 429, "too_many_in_progress",
+			  "this tenant has api_max_inflight requests to sandboxes in progress",
+			  "Retry-After: 1\r\n");
+	return false;
+}
+
+void api_inflight_give(struct api *a, const struct api_principal *who)
+{
+	if (!who->admin)
+		inflight_give(a->inflight, who->tenant);
+}
+
 static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 {
 	static const char unauth_hdr[] = "WWW-Authenticate: Bearer\r\n";
@@ -309,6 +325,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 	}
 	a.cache = auth_cache_new();
 	a.rl = ratelimit_new(cfg->rate_per_s, cfg->rate_burst);
+	a.inflight = inflight_new(cfg->max_inflight);
 
 	srv = http_server_start(cfg->listen, cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY,
 				handle, &a, err);
@@ -335,6 +352,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 	r = 0;
 out:
 	ratelimit_free(a.rl);
+	inflight_free(a.inflight);
 	auth_cache_free(a.cache);
 	vault_close(a.vault);
 	db_close(a.db);

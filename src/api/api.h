@@ -22,6 +22,7 @@ struct api_config {
 	size_t max_body;        /* request body limit; 0 = 16 MiB (file writes) */
 	double rate_per_s;      /* per-key token bucket refill; <= 0 disables rate limiting */
 	double rate_burst;      /* bucket size; <= 0 means max(1, rate_per_s) */
+	unsigned max_inflight;  /* requests to sandboxes in progress per tenant; 0 = no cap */
 	const char *ports_domain; /* NULL/"": no host-routed port URLs; else {port}-{id}.<this> */
 	const char *addr_file;  /* NULL, or a file to write the bound address to ("127.0.0.1:43111\n") */
 	const char *vault_pub;  /* the vault's public key file; NULL: /v1/credentials answers 503 */

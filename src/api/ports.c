@@ -81,8 +81,8 @@ char *ports_cookie_without_token(const char *v)
 	return buf_steal(&b);
 }
 
-void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
-		     const struct api_principal *who, const char *target, bool host_routed)
+static void forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
+			const struct api_principal *who, const char *target, bool host_routed)
 {
 	_cleanup_(buf_free) struct buf head = { 0 };
 	_cleanup_(buf_free) struct buf pending = { 0 };
@@ -137,6 +137,15 @@ void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
 	if (r < 0 && r != -ECONNRESET && r != -EPIPE)
 		log_debug("%s %s: relay ended: %s", req->method, req->path, strerror(-r));
 	close(nfd);
+}
+
+void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
+		     const struct api_principal *who, const char *target, bool host_routed)
+{
+	if (!api_inflight_take(a, c, who))
+		return;
+	forward_raw(a, req, c, who, target, host_routed);
+	api_inflight_give(a, who);
 }
 
 /* ---- tokens ----------------------------------------------------------------- */

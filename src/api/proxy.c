@@ -123,8 +123,8 @@ static int on_idle(void *arg)
 	return 0;
 }
 
-void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
-		 const struct api_principal *who)
+static void forward(struct api *a, struct http_req *req, struct http_conn *c,
+		    const struct api_principal *who)
 {
 	static const struct http_stream_cbs cbs = {
 		.on_head = on_head, .on_data = on_data, .on_idle = on_idle, .idle_ms = 1000,
@@ -200,4 +200,13 @@ void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 	buf_free(&rl.extra);
 	buf_free(&rl.body);
 	buf_free(&hdr);
+}
+
+void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
+		 const struct api_principal *who)
+{
+	if (!api_inflight_take(a, c, who))
+		return;
+	forward(a, req, c, who);
+	api_inflight_give(a, who);
 }

@@ -1,4 +1,5 @@
-/* ratelimit.c - one token bucket per API key.
+/* ratelimit.c - one token bucket per API key, and a cap on each tenant's
+ * requests in progress.
  *
  * Buckets are created on first use by an authenticated key, so their number
  * is bounded by the number of keys in the DB, not by what clients send.
@@ -104,4 +105,98 @@ bool ratelimit_take(struct ratelimit *rl, const char *key_id, unsigned *retry_af
 	}
 	pthread_mutex_unlock(&rl->mu);
 	return ok;
+}
+
+/* ---- requests in progress, per tenant ----
+ * Every request to a sandbox (exec, files, ports, ...) holds a connection
+ * thread of the api until it ends, and an exec stream or a tunnel can last
+ * hours, while the HTTP server has HTTP_MAX_CONNS for everyone. A tenant
+ * may have at most max of them at once: it cannot take them all. Entries
+ * live while their count is above 0. */
+
+struct inflight_ent {
+	struct inflight_ent *next;
+	char tenant[64];
+	unsigned n;
+};
+
+struct inflight {
+	pthread_mutex_t mu;
+	unsigned max;
+	struct inflight_ent *chains[RL_BUCKETS];
+};
+
+struct inflight *inflight_new(unsigned max)
+{
+	struct inflight *f;
+
+	if (max == 0)
+		return NULL;
+	f = xcalloc(1, sizeof(*f));
+	pthread_mutex_init(&f->mu, NULL);
+	f->max = max;
+	return f;
+}
+
+void inflight_free(struct inflight *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < RL_BUCKETS; i++) {
+		struct inflight_ent *e = f->chains[i];
+		while (e) {
+			struct inflight_ent *n = e->next;
+			free(e);
+			e = n;
+		}
+	}
+	pthread_mutex_destroy(&f->mu);
+	free(f);
+}
+
+unsigned inflight_max(const struct inflight *f)
+{
+	return f ? f->max : 0;
+}
+
+bool inflight_take(struct inflight *f, const char *tenant)
+{
+	struct inflight_ent **pp, *e;
+	bool ok = true;
+
+	if (!f)
+		return true;
+	pp = &f->chains[hash_str(tenant)];
+	pthread_mutex_lock(&f->mu);
+	for (e = *pp; e && strcmp(e->tenant, tenant) != 0; e = e->next)
+		;
+	if (!e) {
+		e = xcalloc(1, sizeof(*e));
+		snprintf(e->tenant, sizeof(e->tenant), "%s", tenant);
+		e->next = *pp;
+		*pp = e;
+	}
+	if (e->n < f->max)
+		e->n++;
+	else
+		ok = false;
+	pthread_mutex_unlock(&f->mu);
+	return ok;
+}
+
+void inflight_give(struct inflight *f, const char *tenant)
+{
+	struct inflight_ent **pp, *e;
+
+	if (!f)
+		return;
+	pp = &f->chains[hash_str(tenant)];
+	pthread_mutex_lock(&f->mu);
+	while ((e = *pp) && strcmp(e->tenant, tenant) != 0)
+		pp = &e->next;
+	if (e && --e->n == 0) {
+		*pp = e->next;
+		free(e);
+	}
+	pthread_mutex_unlock(&f->mu);
 }

@@ -39,7 +39,6 @@
 #define HTTP_MAX_CHUNK_LINE 4096        /* chunk size line incl. extensions */
 #define HTTP_MAX_TRAILER (16 * 1024)
 #define HTTP_IO_CHUNK (64 * 1024)
-#define HTTP_MAX_CONNS 1024
 /* An idle keep-alive connection holds a thread; a started request must keep
  * making progress. Both bound what a slow or silent peer can tie up. */
 #define HTTP_IDLE_TIMEOUT_MS (120 * 1000)

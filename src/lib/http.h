@@ -19,6 +19,10 @@
 #include "err.h"
 #include "util.h"
 
+/* Connections one server holds at once (each a thread); past it a new one
+ * is refused. */
+#define HTTP_MAX_CONNS 1024
+
 #define HTTP_MAX_HEADERS 64
 
 struct http_header {

@@ -4,9 +4,11 @@ list/get/delete, idempotency, tenants, bad input, and no leaks."""
 import base64
 import json
 import os
+import signal
 import threading
 import time
 
+import harness
 from harness import AirlockTestCase, ApiError, main
 
 
@@ -311,6 +313,57 @@ class RateLimitTest(AirlockTestCase):
         self.assertIn(429, statuses)
         self.assertEqual(statuses[0], 200)
 
+
+class InFlightTest(AirlockTestCase):
+    extra_args = ("--set", "api_max_inflight=2")
+
+    def waiters(self, arg):
+        """Pids of the sandbox processes `sleep <arg>` (host view: ns only)."""
+        pids = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if f.read().split(b"\0")[:2] == [b"sleep", arg.encode()]:
+                        pids.append(int(pid))
+            except OSError:
+                pass
+        return pids
+
+    def test_tenant_requests_in_progress_capped(self):
+        # A tenant may have 2 requests to sandboxes in progress here: while
+        # two exec streams run, its third request gets 429; another tenant
+        # is served; once the streams end, so is it.
+        if harness.BACKEND == "vm":
+            self.skipTest("the streams are watched from the host's /proc (ns)")
+        _, alice = self.new_tenant("alice-" + os.urandom(3).hex())
+        _, bob = self.new_tenant("bob-" + os.urandom(3).hex())
+        a = alice.create()["id"]
+        b = bob.create()["id"]
+        arg = "600.%d" % (os.getpid() % 100000)   # names this test's sleeps
+        codes = []
+        streams = [threading.Thread(target=lambda: codes.append(alice.exec(a, ["sleep", arg])[0]))
+                   for _ in range(2)]
+        for t in streams:
+            t.start()
+        try:
+            for _ in range(400):
+                if len(self.waiters(arg)) == 2:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(len(self.waiters(arg)), 2)
+            status, data, _ = alice.raw("GET", f"/v1/sandboxes/{a}")
+            self.assertEqual(status, 429, data)
+            self.assertEqual(json.loads(data)["error"]["code"], "too_many_in_progress")
+            self.assertEqual(bob.exec(b, ["true"])[0], 0)
+        finally:
+            for pid in self.waiters(arg):   # ours, found by their argument
+                os.kill(pid, signal.SIGTERM)
+            for t in streams:
+                t.join(60)
+        self.assertEqual(len(codes), 2)
+        self.assertEqual(alice.exec(a, ["true"])[0], 0)
+        alice.delete(a)
+        bob.delete(b)
 
 if __name__ == "__main__":
     main()
