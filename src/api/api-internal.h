@@ -19,7 +19,7 @@ struct api_principal {
 
 struct auth_cache;
 struct ratelimit;
-struct inflight;
+struct quota;
 struct vault;
 
 /* One per api_run; borrowed by every connection thread. */
@@ -28,7 +28,11 @@ struct api {
 	struct db *db;              /* shared; db.c serialises calls */
 	struct auth_cache *cache;
 	struct ratelimit *rl;       /* NULL when rate limiting is off */
-	struct inflight *inflight;  /* per tenant; NULL: no cap */
+	/* Requests to sandboxes in progress per tenant (api_max_inflight):
+	 * each holds a connection thread until it ends, and an exec stream or
+	 * a tunnel can last hours, while the server has HTTP_MAX_CONNS for
+	 * everyone. NULL: no cap. */
+	struct quota *inflight;
 	struct vault *vault;        /* store-only (public key); NULL: no credentials */
 };
 
@@ -73,17 +77,9 @@ void api_handle_tenants(struct api *a, struct http_req *req, struct http_conn *c
 void api_handle_keys(struct api *a, struct http_req *req, struct http_conn *c,
 		     const struct api_principal *who);
 
-/* Requests in progress per tenant, at most max each (0: no cap, NULL). */
-struct inflight *inflight_new(unsigned max);
-void inflight_free(struct inflight *f);       /* accepts NULL */
-unsigned inflight_max(const struct inflight *f);
-/* Count one more for tenant; false (nothing counted) at the cap. */
-bool inflight_take(struct inflight *f, const char *tenant);
-void inflight_give(struct inflight *f, const char *tenant);
-
 /* api.c: take one of who's tenant's requests in progress for a request to
- * a sandbox; false when it has inflight_max already (answered 429). Admin
- * keys are not counted. Give it back when the request ends. */
+ * a sandbox; false when it has api_max_inflight already (answered 429).
+ * Admin keys are not counted. Give it back when the request ends. */
 bool api_inflight_take(struct api *a, struct http_conn *c, const struct api_principal *who);
 void api_inflight_give(struct api *a, const struct api_principal *who);
 

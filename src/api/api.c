@@ -25,6 +25,7 @@
 #include "../lib/json.h"
 #include "../lib/reqjson.h"
 #include "../lib/log.h"
+#include "../lib/quota.h"
 #include "../lib/util.h"
 #include "api-internal.h"
 
@@ -181,7 +182,7 @@ static const char *bearer(const struct http_req *req)
 
 bool api_inflight_take(struct api *a, struct http_conn *c, const struct api_principal *who)
 {
-	if (who->admin || inflight_take(a->inflight, who->tenant))
+	if (who->admin || quota_take(a->inflight, who->tenant, strlen(who->tenant)))
 		return true;
 	respond_error_hdr(c, 429, "too_many_in_progress",
 			  "this tenant has api_max_inflight requests to sandboxes in progress",
@@ -192,7 +193,7 @@ bool api_inflight_take(struct api *a, struct http_conn *c, const struct api_prin
 void api_inflight_give(struct api *a, const struct api_principal *who)
 {
 	if (!who->admin)
-		inflight_give(a->inflight, who->tenant);
+		quota_give(a->inflight, who->tenant, strlen(who->tenant));
 }
 
 static void handle(void *ctx, struct http_req *req, struct http_conn *c)
@@ -325,7 +326,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 	}
 	a.cache = auth_cache_new();
 	a.rl = ratelimit_new(cfg->rate_per_s, cfg->rate_burst);
-	a.inflight = inflight_new(cfg->max_inflight);
+	a.inflight = quota_new(cfg->max_inflight);
 
 	srv = http_server_start(cfg->listen, cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY,
 				handle, &a, err);
@@ -352,7 +353,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 	r = 0;
 out:
 	ratelimit_free(a.rl);
-	inflight_free(a.inflight);
+	quota_free(a.inflight);
 	auth_cache_free(a.cache);
 	vault_close(a.vault);
 	db_close(a.db);

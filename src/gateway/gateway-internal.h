@@ -56,12 +56,6 @@ struct gw_stats {
 	uint64_t sniff_us, decide_us, dial_us;
 };
 
-struct gw_conns {
-	struct gw_conns *next;
-	uint32_t addr;                /* host order */
-	unsigned n;
-};
-
 struct gw {
 	const struct gateway_config *cfg;
 	struct gw_cred *cred;         /* credential injection; NULL = none */
@@ -81,13 +75,11 @@ struct gw {
 	struct gw_stats stats;
 	struct relay_loop *relay;     /* carries connections once dialled */
 	int workers, workers_idle;    /* atomic: proxy.c's pool */
-	/* Live connections per sandbox address (proxy.c conn_take): one
-	 * sandbox may hold at most max_conns of them, so it can never take
-	 * every worker (a connection before its hand-off, intercepted TLS
-	 * for its life) or every fd from the rest. */
-	unsigned max_conns;
-	pthread_mutex_t conns_mu;
-	struct gw_conns *conns[64];   /* hash of the address; entries with n > 0 */
+	/* Live connections per sandbox address (max_conns each, keyed by
+	 * the address in host order): one sandbox can never take every
+	 * worker (a connection before its hand-off, intercepted TLS for its
+	 * life) or every fd from the rest. */
+	struct quota *conns;
 };
 
 static inline void gw_count(uint64_t *counter, uint64_t n)

@@ -23,7 +23,7 @@
 struct seal_key;
 struct ca;
 
-#define GATEWAY_WORKERS_MAX 4096      /* proxy threads, one per live connection */
+#define GATEWAY_WORKERS_MAX 4096      /* proxy threads: a connection until its hand-off */
 #define GATEWAY_MAX_CONNS_DEFAULT 256 /* live connections per sandbox */
 
 struct gateway_config {

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/quota.h"
 #include "cred.h"
 #include "../lib/relay.h"
 #include "../lib/util.h"
@@ -353,47 +354,15 @@ struct pool {
 	pthread_attr_t at;
 };
 
-static struct gw_conns **conn_bucket(struct gw *g, uint32_t addr)
-{
-	return &g->conns[(addr * 2654435761u) >> 26];   /* 64 buckets */
-}
-
-/* Count one more live connection of addr; false (nothing counted) when it
- * already has g->max_conns. */
+/* A connection of the sandbox at addr (host order) counted, or ended. */
 static bool conn_take(struct gw *g, uint32_t addr)
 {
-	struct gw_conns **pp = conn_bucket(g, addr), *c;
-	bool ok = true;
-
-	pthread_mutex_lock(&g->conns_mu);
-	for (c = *pp; c && c->addr != addr; c = c->next)
-		;
-	if (!c) {
-		c = xcalloc(1, sizeof(*c));
-		c->addr = addr;
-		c->next = *pp;
-		*pp = c;
-	}
-	if (c->n < g->max_conns)
-		c->n++;
-	else
-		ok = false;
-	pthread_mutex_unlock(&g->conns_mu);
-	return ok;
+	return quota_take(g->conns, &addr, sizeof(addr));
 }
 
 static void conn_give(struct gw *g, uint32_t addr)
 {
-	struct gw_conns **pp = conn_bucket(g, addr), *c;
-
-	pthread_mutex_lock(&g->conns_mu);
-	while ((c = *pp) && c->addr != addr)
-		pp = &c->next;
-	if (c && --c->n == 0) {
-		*pp = c->next;
-		free(c);
-	}
-	pthread_mutex_unlock(&g->conns_mu);
+	quota_give(g->conns, &addr, sizeof(addr));
 }
 
 /* Take one connection; NULL when there is none (timeout, stop, error). */
