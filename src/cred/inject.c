@@ -268,23 +268,37 @@ static bool rl_take(struct inject_rl *rl, const char *sandbox_id, const char *cr
 
 /* ---- injection --------------------------------------------------------- */
 
-static void str_replace_all(char **s, const char *from, const char *to)
+/* Binary-safe: every from in b becomes to. The old bytes are wiped: they
+ * may hold an earlier credential's value. */
+static void buf_replace_all(struct buf *b, const char *from, const char *to)
 {
 	size_t fl = strlen(from);
-	struct buf b;
-	const char *p = *s, *hit;
+	const char *p = b->data, *end = b->data + b->len, *hit;
+	struct buf o;
 
-	if (!strstr(*s, from))
+	if (!b->len || !memmem(b->data, b->len, from, fl))
 		return;
-	buf_init(&b);
-	while ((hit = strstr(p, from))) {
-		buf_add(&b, p, (size_t)(hit - p));
-		buf_adds(&b, to);
+	buf_init(&o);
+	while ((hit = memmem(p, (size_t)(end - p), from, fl))) {
+		buf_add(&o, p, (size_t)(hit - p));
+		buf_adds(&o, to);
 		p = hit + fl;
 	}
-	buf_adds(&b, p);
-	free(*s);
-	*s = buf_steal(&b);
+	buf_add(&o, p, (size_t)(end - p));
+	explicit_bzero(b->data, b->len);
+	buf_free(b);
+	*b = o;
+}
+
+/* The same on a string of ours (a target or a field value): a buf whose
+ * bytes are the string, its NUL the buf's own. */
+static void str_replace_all(char **s, const char *from, const char *to)
+{
+	size_t n = strlen(*s);
+	struct buf b = { .data = *s, .len = n, .cap = n + 1 };
+
+	buf_replace_all(&b, from, to);
+	*s = b.data;
 }
 
 static char *pct_encode(const char *s)
@@ -331,27 +345,6 @@ static bool cred_applies(const struct cred *c, const char *host, const struct ht
 	for (size_t i = 0; i < c->n_hosts && !host_ok; i++)
 		host_ok = cred_host_matches(c->hosts[i], host);
 	return host_ok && path_matches(c, h);
-}
-
-/* Binary-safe: every from in b (not empty) becomes to. */
-static void buf_replace_all(struct buf *b, const char *from, const char *to)
-{
-	size_t fl = strlen(from);
-	const char *p = b->data, *end = b->data + b->len, *hit;
-	struct buf o;
-
-	if (!b->len || !memmem(b->data, b->len, from, fl))
-		return;
-	buf_init(&o);
-	while ((hit = memmem(p, (size_t)(end - p), from, fl))) {
-		buf_add(&o, p, (size_t)(hit - p));
-		buf_adds(&o, to);
-		p = hit + fl;
-	}
-	buf_add(&o, p, (size_t)(end - p));
-	explicit_bzero(b->data, b->len);   /* an earlier credential's value */
-	buf_free(b);
-	*b = o;
 }
 
 /* Is the media type (parameters after ';' aside) application/json or any
