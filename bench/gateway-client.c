@@ -8,18 +8,27 @@
  *   serve CERT KEY IP PORT DIR       the bench's HTTPS test server: one
  *                                    process per connection, HTTP/1.0 GET of
  *                                    a file under DIR, 1 MiB writes
+ *   relay IP PORT TO_IP TO_PORT      the bench's floor: the least a proxy
+ *                                    that ends TCP does (a thread per
+ *                                    connection, splice both ways through a
+ *                                    1 MiB pipe, half-closes passed on); no
+ *                                    policy, no parsing
  * With -t CAFILE first, every connection is TLS (SNI and name check for
  * HOST, verified against CAFILE only; a handshake that fails verification
  * is an error). Built static (with OpenSSL) by bench/gateway so it runs in
  * any template. */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,12 +187,117 @@ static int serve(char **argv)
 	return 1;
 }
 
+static struct sockaddr_in relay_to;
+
+/* One relayed connection: each way, bytes go socket -> pipe -> socket
+ * (splice: no copy to user space), and an EOF one way is a shutdown of
+ * the write side of the other socket. */
+static void *relay_conn(void *arg)
+{
+	struct way {
+		int from, to, p[2];
+		size_t held;
+		int eof, done;
+	} w[2];
+	int a = (int)(intptr_t)arg, one = 1, b = socket(AF_INET, SOCK_STREAM, 0);
+
+	setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(b, (struct sockaddr *)&relay_to, sizeof(relay_to)) < 0) {
+		close(a);
+		close(b);
+		return NULL;
+	}
+	fcntl(a, F_SETFL, O_NONBLOCK);
+	fcntl(b, F_SETFL, O_NONBLOCK);
+	w[0] = (struct way){ .from = a, .to = b };
+	w[1] = (struct way){ .from = b, .to = a };
+	for (int i = 0; i < 2; i++)
+		if (pipe2(w[i].p, O_NONBLOCK) < 0 || fcntl(w[i].p[1], F_SETPIPE_SZ, 1 << 20) < 0)
+			abort();
+	while (!w[0].done || !w[1].done) {
+		struct pollfd pf[2] = { { .fd = a }, { .fd = b } };
+		for (int i = 0; i < 2; i++) {
+			if (w[i].held)
+				pf[i == 0 ? 1 : 0].events |= POLLOUT;
+			else if (!w[i].eof)
+				pf[i].events |= POLLIN;
+		}
+		if (poll(pf, 2, -1) < 0)
+			break;
+		int fail = 0;
+		for (int i = 0; i < 2; i++) {
+			struct way *d = &w[i];
+			ssize_t n;
+			if (d->done)
+				continue;
+			if (!d->held && !d->eof) {
+				n = splice(d->from, NULL, d->p[1], NULL, 1 << 20, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+				if (n == 0)
+					d->eof = 1;
+				else if (n > 0)
+					d->held = (size_t)n;
+				else if (errno != EAGAIN)
+					fail = 1;
+			}
+			while (d->held) {
+				n = splice(d->p[0], NULL, d->to, NULL, d->held, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+				if (n <= 0) {
+					fail |= n == 0 || errno != EAGAIN;
+					break;
+				}
+				d->held -= (size_t)n;
+			}
+			if (d->eof && !d->held) {
+				shutdown(d->to, SHUT_WR);
+				d->done = 1;
+			}
+		}
+		if (fail)
+			break;
+	}
+	for (int i = 0; i < 2; i++) {
+		close(w[i].p[0]);
+		close(w[i].p[1]);
+	}
+	close(a);
+	close(b);
+	return NULL;
+}
+
+static int relay(char **argv)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[3])) };
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	pthread_attr_t attr;
+	pthread_t t;
+
+	relay_to = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(atoi(argv[5])) };
+	inet_pton(AF_INET, argv[2], &sa.sin_addr);
+	inet_pton(AF_INET, argv[4], &relay_to.sin_addr);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 512) < 0) {
+		perror("bind");
+		return 1;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	printf("ready\n");
+	fflush(stdout);
+	while ((fd = accept(lfd, NULL, NULL)) >= 0)
+		if (pthread_create(&t, &attr, relay_conn, (void *)(intptr_t)fd) != 0)
+			close(fd);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	static char buf[1 << 20];
 
 	if (argc == 7 && !strcmp(argv[1], "serve"))
 		return serve(argv);
+	if (argc == 6 && !strcmp(argv[1], "relay"))
+		return relay(argv);
 	if (argc > 2 && !strcmp(argv[1], "-t")) {
 		tls = SSL_CTX_new(TLS_client_method());
 		if (!tls || SSL_CTX_load_verify_locations(tls, argv[2], NULL) != 1) {
