@@ -4,7 +4,7 @@
  * inside a TLS connection it intercepts, before forwarding it upstream. The
  * request head is looked at and rewritten (request line and headers), and
  * the body too when the caller read it whole (h->has_body: mitm.c does for
- * a Content-Length body of at most BODY_MAX); any other body passes
+ * a Content-Length or chunked body of at most BODY_MAX); any other body passes
  * through untouched, so a placeholder in it is never replaced.
  *
  * For the sandbox's credentials (cred_resolve) whose hosts, path prefix and

@@ -1,6 +1,7 @@
 /* TLS interception and plain-HTTP head rewriting for the gateway. */
 #include "mitm.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/err.h>
@@ -198,22 +199,6 @@ static void relay_tls(SSL *a, int afd, SSL *b, int bfd)
 	free(buf);
 }
 
-/* Read from ssl until a whole request head is in hb. Returns the head length. */
-static long read_head_tls(SSL *ssl, struct buf *hb, struct http_head *h)
-{
-	char tmp[4096];
-
-	for (;;) {
-		long r = hb->len ? head_parse(hb->data, hb->len, h) : 0;
-		if (r != 0)
-			return r;
-		int k = SSL_read(ssl, tmp, sizeof(tmp));
-		if (k <= 0)
-			return -EPIPE;
-		buf_add(hb, tmp, (size_t)k);
-	}
-}
-
 /* The head as it goes upstream: "Connection: close" (so the next request
  * comes on a new connection, through the hook again) and no Keep-Alive. */
 static void with_close(struct http_head *h, struct buf *out)
@@ -223,50 +208,221 @@ static void with_close(struct http_head *h, struct buf *out)
 	head_write(h, out);
 }
 
-/* The length of a body to read whole for injection, or -1 when it passes
- * untouched: no Content-Length, or more than one, or one not all digits; a
- * Transfer-Encoding (chunked: its framing stays the client's); more than
- * BODY_MAX. */
-static long body_length(const struct http_head *h)
+/* How the request's body is framed, for reading it whole: BODY_LENGTH
+ * (one Content-Length, all digits, at most BODY_MAX: *len), BODY_CHUNKED
+ * (Transfer-Encoding: chunked alone, and no Content-Length), or BODY_PASS:
+ * no body we read (none, or framing we leave to the client and the server:
+ * another transfer coding, both fields, a length past BODY_MAX). */
+enum body_kind { BODY_PASS, BODY_LENGTH, BODY_CHUNKED };
+
+static enum body_kind body_kind(const struct http_head *h, long *len)
 {
-	const char *v = NULL;
-	int n = 0;
+	const char *cl = NULL, *te = NULL;
+	int ncl = 0, nte = 0;
 
 	for (size_t i = 0; i < h->n; i++) {
-		if (strcasecmp(h->f[i].name, "Transfer-Encoding") == 0)
-			return -1;
-		if (strcasecmp(h->f[i].name, "Content-Length") == 0) {
-			v = h->f[i].value;
-			n++;
+		if (strcasecmp(h->f[i].name, "Transfer-Encoding") == 0) {
+			te = h->f[i].value;
+			nte++;
+		} else if (strcasecmp(h->f[i].name, "Content-Length") == 0) {
+			cl = h->f[i].value;
+			ncl++;
 		}
 	}
-	if (n != 1 || !v[0] || strlen(v) > 8 || strspn(v, "0123456789") != strlen(v))
-		return -1;
-	long len = strtol(v, NULL, 10);
-	return len <= (long)BODY_MAX ? len : -1;
+	if (nte)
+		return nte == 1 && !ncl && strcasecmp(te, "chunked") == 0 ? BODY_CHUNKED : BODY_PASS;
+	if (ncl != 1 || !cl[0] || strlen(cl) > 8 || strspn(cl, "0123456789") != strlen(cl))
+		return BODY_PASS;
+	*len = strtol(cl, NULL, 10);
+	return *len <= (long)BODY_MAX ? BODY_LENGTH : BODY_PASS;
+}
+
+/* A chunked body, decoded as its bytes come (RFC 9112 7.1): each call
+ * goes on from where the last one stopped, so a body that trickles in is
+ * parsed once. */
+#define CHUNK_LINE_MAX 1024              /* a size line, extensions included */
+#define CHUNKED_RAW_MAX (2 * BODY_MAX)   /* the framing too */
+
+struct dechunk {
+	enum { DC_SIZE, DC_DATA, DC_DATA_END, DC_TRAILER } state;
+	size_t off;    /* of the encoded body: parsed up to here */
+	size_t left;   /* of the current chunk's data */
+	struct buf body;
+};
+
+/* p[0, n): the encoded body so far. 1: whole (d->off is its encoded
+ * length, d->body the data); 0: more must come; -1: not a body read
+ * whole here (malformed, data past BODY_MAX, framing past
+ * CHUNKED_RAW_MAX, or trailer fields, which a Content-Length body cannot
+ * carry). */
+static int dechunk(struct dechunk *d, const char *p, size_t n)
+{
+	for (;;) {
+		const char *eol;
+		size_t avail = n - d->off, k;
+
+		if (d->off > CHUNKED_RAW_MAX)
+			return -1;
+		switch (d->state) {
+		case DC_SIZE: {
+			const char *q = p + d->off;
+			size_t size = 0, digits = 0;
+			eol = memmem(q, avail, "\r\n", 2);
+			if (!eol)
+				return avail > CHUNK_LINE_MAX ? -1 : 0;
+			if ((size_t)(eol - q) > CHUNK_LINE_MAX)
+				return -1;
+			for (; q < eol && isxdigit((unsigned char)*q); q++, digits++) {
+				size = size * 16 + (size_t)(*q <= '9' ? *q - '0' : (*q | 0x20) - 'a' + 10);
+				if (size > BODY_MAX)
+					return -1;
+			}
+			while (q < eol && (*q == ' ' || *q == '\t'))
+				q++;
+			if (!digits || (q < eol && *q != ';') || memchr(q, '\0', (size_t)(eol - q)))
+				return -1;
+			if (size > BODY_MAX - d->body.len)
+				return -1;
+			d->off = (size_t)(eol - p) + 2;
+			d->left = size;
+			d->state = size ? DC_DATA : DC_TRAILER;
+			break;
+		}
+		case DC_DATA:
+			k = d->left < avail ? d->left : avail;
+			if (!k)
+				return 0;
+			buf_add(&d->body, p + d->off, k);
+			d->off += k;
+			if (!(d->left -= k))
+				d->state = DC_DATA_END;
+			break;
+		case DC_DATA_END:
+			if (avail < 2)
+				return 0;
+			if (memcmp(p + d->off, "\r\n", 2) != 0)
+				return -1;
+			d->off += 2;
+			d->state = DC_SIZE;
+			break;
+		case DC_TRAILER:
+			if (avail < 2)
+				return 0;
+			if (memcmp(p + d->off, "\r\n", 2) != 0)
+				return -1;
+			d->off += 2;
+			return 1;
+		}
+	}
+}
+
+/* Where the request's bytes come from: the client's TLS, or its socket
+ * (until deadline). */
+struct source {
+	SSL *ssl;
+	int fd;
+	uint64_t deadline;
+};
+
+/* Append what the source has to hb: 0, -EPIPE (gone), -ETIMEDOUT. */
+static long source_more(struct source *src, struct buf *hb)
+{
+	char tmp[16384];
+
+	if (src->ssl) {
+		int k = SSL_read(src->ssl, tmp, sizeof(tmp));
+		if (k <= 0)
+			return -EPIPE;
+		buf_add(hb, tmp, (size_t)k);
+		return 0;
+	}
+	uint64_t now = now_ms();
+	struct pollfd pf = { .fd = src->fd, .events = POLLIN };
+	ssize_t k;
+	if (now >= src->deadline || poll(&pf, 1, (int)(src->deadline - now)) <= 0)
+		return -ETIMEDOUT;
+	if ((k = read(src->fd, tmp, sizeof(tmp))) <= 0)
+		return -EPIPE;
+	buf_add(hb, tmp, (size_t)k);
+	return 0;
+}
+
+/* Read until a whole request head is in hb: its length, or -errno
+ * (-EPIPE: the client is gone; -ETIMEDOUT; else head_parse's). */
+static long read_head(struct source *src, struct buf *hb, struct http_head *h)
+{
+	long hl;
+
+	while ((hl = hb->len ? head_parse(hb->data, hb->len, h) : 0) == 0)
+		if ((hl = source_more(src, hb)) < 0)
+			break;
+	return hl;
 }
 
 static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-/* A client that waits for "100 Continue" before it sends its body: true
- * when it should get it from us (we read the body before anything goes
- * upstream); the field is dropped, as the upstream gets the body at once. */
-static bool wants_continue(struct http_head *h, const struct buf *hb, size_t body_end)
+/* A client that waits for "100 Continue" before it sends its body gets it
+ * from us, as we read the body before anything goes upstream; the field is
+ * dropped, as the upstream gets the body at once. */
+static long answer_continue(struct source *src, struct http_head *h, bool have_body)
 {
 	const char *e = head_get(h, "Expect");
 
-	if (!e || strcasecmp(e, "100-continue") != 0 || hb->len >= body_end)
-		return false;
+	if (!e || strcasecmp(e, "100-continue") != 0 || have_body)
+		return 0;
 	head_del(h, "Expect");
-	return true;
+	if (src->ssl)
+		return SSL_write(src->ssl, continue_100, sizeof(continue_100) - 1) > 0 ? 0 : -EPIPE;
+	return write_all(src->fd, continue_100, sizeof(continue_100) - 1) < 0 ? -EPIPE : 0;
 }
 
-/* The body, read whole: hb[hl, body_end) into h->body. */
-static void take_body(struct http_head *h, const struct buf *hb, size_t hl, size_t body_end)
+/* Read the body after the head (hb[0, hl)) whole into h->body when its
+ * framing allows (body_kind): *rest is where the bytes after it start in
+ * hb. A chunked body goes on with a Content-Length (request_out), and one
+ * that is not read whole after all (dechunk's -1) passes untouched. 0, or
+ * -errno when the body did not arrive. */
+static long read_body(struct source *src, struct http_head *h, struct buf *hb, size_t hl,
+		      size_t *rest)
 {
-	buf_init(&h->body);
-	buf_add(&h->body, hb->data + hl, body_end - hl);
-	h->has_body = true;
+	struct dechunk d = { .state = DC_SIZE };
+	long len = 0, e;
+	int r;
+
+	*rest = hl;
+	switch (body_kind(h, &len)) {
+	case BODY_PASS:
+		return 0;
+	case BODY_LENGTH:
+		if ((e = answer_continue(src, h, hb->len >= hl + (size_t)len)) < 0)
+			return e;
+		while (hb->len < hl + (size_t)len)
+			if ((e = source_more(src, hb)) < 0)
+				return e;
+		buf_init(&h->body);
+		buf_add(&h->body, hb->data + hl, (size_t)len);
+		h->has_body = true;
+		*rest = hl + (size_t)len;
+		return 0;
+	case BODY_CHUNKED:
+		if ((e = answer_continue(src, h, hb->len > hl)) < 0)
+			return e;
+		buf_init(&d.body);
+		while ((r = dechunk(&d, hb->data + hl, hb->len - hl)) == 0)
+			if ((e = source_more(src, hb)) < 0) {
+				buf_free(&d.body);
+				return e;
+			}
+		if (r < 0) {
+			buf_free(&d.body);
+			return 0;
+		}
+		head_del(h, "Transfer-Encoding");
+		h->body = d.body;
+		h->has_body = true;
+		*rest = hl + d.off;
+		return 0;
+	}
+	return 0;
 }
 
 /* What goes upstream after the hook: the head as with_close writes it
@@ -293,7 +449,9 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 	SSL *cs = NULL, *us = NULL;
 	BIO *bio;
 	struct http_head h = { 0 };
+	struct source src = { 0 };
 	struct buf hb, out;
+	size_t rest;
 	long hl;
 	int r = -EPROTO;
 
@@ -318,7 +476,8 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 		r = tls_fail(err, "handshake with the sandbox");
 		goto out;
 	}
-	hl = read_head_tls(cs, &hb, &h);
+	src.ssl = cs;
+	hl = read_head(&src, &hb, &h);
 	if (hl < 0) {
 		r = err_set(err, hl == -EPIPE ? EPIPE : -hl, "mitm: %s request head from the sandbox",
 			    hl == -EPIPE ? "no" : "a malformed or oversized");
@@ -329,22 +488,9 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 		}
 		goto out;
 	}
-	size_t rest = (size_t)hl;
-	long bl = body_length(&h);
-	if (bl >= 0) {
-		rest = (size_t)hl + (size_t)bl;
-		if (wants_continue(&h, &hb, rest))
-			SSL_write(cs, continue_100, sizeof(continue_100) - 1);
-		while (hb.len < rest) {
-			char tmp[16384];
-			int k = SSL_read(cs, tmp, sizeof(tmp));
-			if (k <= 0) {
-				r = err_set(err, EPIPE, "mitm: the request body did not arrive");
-				goto out;
-			}
-			buf_add(&hb, tmp, (size_t)k);
-		}
-		take_body(&h, &hb, (size_t)hl, rest);
+	if (read_body(&src, &h, &hb, (size_t)hl, &rest) < 0) {
+		r = err_set(err, EPIPE, "mitm: the request body did not arrive");
+		goto out;
 	}
 	if (fn(arg, &h, &out) == 1) {
 		SSL_write(cs, out.data, (int)out.len);
@@ -388,59 +534,26 @@ out:
 	return r;
 }
 
-/* Append what fd has to hb, waiting until deadline (ms). 0, or -ETIMEDOUT,
- * or -EPIPE when the client is gone. */
-static long read_more(int fd, struct buf *hb, uint64_t deadline)
-{
-	char tmp[16384];
-	uint64_t now = now_ms();
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	ssize_t k;
-
-	if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0)
-		return -ETIMEDOUT;
-	if ((k = read(fd, tmp, sizeof(tmp))) <= 0)
-		return -EPIPE;
-	buf_add(hb, tmp, (size_t)k);
-	return 0;
-}
-
 int mitm_http_head(int fd, const void *prefix, size_t n, mitm_head_fn fn, void *arg,
 		   struct buf *out, err_t *err)
 {
 	struct http_head h = { 0 };
+	struct source src = { .fd = fd, .deadline = now_ms() + IO_MS };
 	struct buf hb;
-	uint64_t deadline = now_ms() + IO_MS;
+	size_t rest;
 	long hl;
 	int r;
 
 	buf_init(&hb);
 	buf_add(&hb, prefix, n);
-	while ((hl = head_parse(hb.data, hb.len, &h)) == 0)
-		if ((hl = read_more(fd, &hb, deadline)) < 0)
-			break;
-	if (hl < 0) {
+	if ((hl = read_head(&src, &hb, &h)) < 0) {
 		buf_free(&hb);
 		return err_set(err, (int)-hl, "mitm: no valid request head");
 	}
-	size_t rest = (size_t)hl;
-	long bl = body_length(&h);
-	if (bl >= 0) {
-		rest = (size_t)hl + (size_t)bl;
-		if (wants_continue(&h, &hb, rest) &&
-		    write_all(fd, continue_100, sizeof(continue_100) - 1) < 0)
-			hl = -EPIPE;
-		while (hl > 0 && hb.len < rest) {
-			long e = read_more(fd, &hb, deadline);
-			if (e < 0)
-				hl = e;
-		}
-		if (hl < 0) {
-			head_free(&h);
-			buf_free(&hb);
-			return err_set(err, (int)-hl, "mitm: the request body did not arrive");
-		}
-		take_body(&h, &hb, (size_t)hl, rest);
+	if ((hl = read_body(&src, &h, &hb, (size_t)hl, &rest)) < 0) {
+		head_free(&h);
+		buf_free(&hb);
+		return err_set(err, (int)-hl, "mitm: the request body did not arrive");
 	}
 	r = fn(arg, &h, out);
 	if (r != 1) {

@@ -8,11 +8,12 @@
  * the operator names, e.g. a test CA) with the SNI name checked. The request
  * gets "Connection: close", so every request on an intercepted connection
  * passes the hook: the client opens a new connection for the next one.
- * A body with a Content-Length of at most BODY_MAX is read whole first and
- * goes through the hook with the head (h->has_body; its new length is
- * written); a client that waits with "Expect: 100-continue" gets the 100
- * from us. Any other body (chunked, larger) and the response are relayed
- * as they are.
+ * A body with a Content-Length of at most BODY_MAX, or a chunked one of at
+ * most BODY_MAX of data (decoded; it goes on with a Content-Length), is
+ * read whole first and goes through the hook with the head (h->has_body;
+ * its new length is written); a client that waits with "Expect:
+ * 100-continue" gets the 100 from us. Any other body (larger, trailer
+ * fields, other codings) and the response are relayed as they are.
  */
 #ifndef AIRLOCK_MITM_H
 #define AIRLOCK_MITM_H

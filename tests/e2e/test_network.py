@@ -705,6 +705,8 @@ class NetworkTest(AirlockTestCase):
         py = ("import os, sys, urllib.request\n"
               "data = sys.argv[2].replace('PH', os.environ['TEST_KEY']).encode() "
               "if len(sys.argv) > 2 else None\n"
+              "if len(sys.argv) > 3:  # chunked: an iterable has no length\n"
+              "    data = iter([data[:7], data[7:]])\n"
               "req = urllib.request.Request(sys.argv[1], data=data, headers={'Authorization': "
               "'Bearer ' + os.environ['TEST_KEY'], 'Content-Type': "
               "'application/x-www-form-urlencoded'})\n"
@@ -723,6 +725,12 @@ class NetworkTest(AirlockTestCase):
         want = f"grant=x&client_secret={secret}"
         self.assertEqual((code, out), (0, "posted %d\n" % len(want)), err)
         self.assertIn(f"len={len(want)} body={want}", self.posts_seen("/tls2")[-1])
+        # the same, sent chunked (two chunks): decoded, replaced, and sent
+        # on with its length
+        code, out, err = self.sh(sid, "python3 /tmp/get.py https://allowed.test/tls3 "
+                                      "'grant=x&client_secret=PH' chunked")
+        self.assertEqual((code, out), (0, "posted %d\n" % len(want)), err)
+        self.assertIn(f"len={len(want)} body={want}", self.posts_seen("/tls3")[-1])
         # first from the host (the grep below sends the secret in, as its
         # own argument)
         if harness.BACKEND == "vm":

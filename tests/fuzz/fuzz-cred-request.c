@@ -1,6 +1,6 @@
 /* fuzz-cred-request: a whole plain-HTTP request as a sandbox sends it,
- * through mitm_http_head (head, then a Content-Length body read whole, an
- * Expect answered) with a hook that lengthens the body as an injection
+ * through mitm_http_head (head, then a Content-Length or chunked body read
+ * whole, an Expect answered) with a hook that lengthens the body as an injection
  * may. Must never crash, hang or leak; what goes upstream must be a head
  * that parses, and a body it declares must be all there, so a rewrite can
  * never change how the request is framed. */
