@@ -29,6 +29,7 @@ void config_defaults(struct airlockd_config *c)
 	c->log_level = 2;
 	snprintf(c->vm_accel, sizeof(c->vm_accel), "auto");
 	c->vm_warm_pool = 2;
+	c->vm_fork_pool = 1;
 	c->gateway_max_conns = GATEWAY_MAX_CONNS_DEFAULT;
 	c->api_max_inflight = HTTP_MAX_CONNS / 4;
 	c->ns_warm_pool = 2;
@@ -217,6 +218,8 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 	}
 	if (!strcmp(key, "vm_warm_pool"))
 		return set_u32(&c->vm_warm_pool, key, val, err);
+	if (!strcmp(key, "vm_fork_pool"))
+		return set_u32(&c->vm_fork_pool, key, val, err);
 	if (!strcmp(key, "ns_warm_pool")) {
 		/* Each waiting jail holds a uid range, a veth and its processes. */
 		if (set_u32(&c->ns_warm_pool, key, val, err) < 0)

@@ -259,6 +259,7 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 		.vm_dir = vm_dir,
 		.vm_accel = cfg->vm_accel,
 		.vm_warm_pool = cfg->vm_warm_pool,
+		.vm_fork_pool = cfg->vm_fork_pool,
 		.ns_warm_pool = cfg->ns_warm_pool,
 		.net_prefix = cfg->network ? net.prefix : NULL,
 		.net_table = net.table,

@@ -175,6 +175,12 @@ int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err);
  * On failure nothing of the new QEMU is left; j stays the caller's. */
 int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
 		     const char *vmstate, const char *mem, int *chan_dup, pid_t *pid, err_t *err);
+/* A vm fork child on a fork standby (vm.c): the child's QEMU already
+ * spawned, the snapshot's disk and RAM file cloned in. -EAGAIN when none
+ * fits (then one is made in the background for the next fork) or the
+ * snapshot is not a memory-file one: the caller spawns as before. */
+int vm_fork_standby(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
+		    const char *snap, int *chan_dup, pid_t *pid, err_t *err);
 /* Full snapshots: with j's vCPUs stopped (vm_hold_still), save its memory
  * and device state: as the RAM file mem plus the device state in state
  * (vm_save_delta) when its RAM maps a file, else as the whole migration

@@ -616,6 +616,12 @@ int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const 
 	struct jail *j;
 	int r;
 
+	if (vm && (r = vm_fork_standby(s, spec, parent, snap, chan_dup, pid, err)) != -EAGAIN) {
+		if (r == 0)
+			log_info("sandbox %s: forked from %s/%s on a standby qemu in %.1f ms",
+				 spec->id, parent, snap, (now_us() - t0) / 1000.0);
+		return r;
+	}
 	if (!(j = jail_claim(s, spec->id, err)))
 		return -err->code;
 	if (pool_is_subvol(src) != 1) {

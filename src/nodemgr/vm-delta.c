@@ -264,6 +264,27 @@ fail:
 	return r;
 }
 
+int ram_written(pid_t pid, uint64_t size, uint64_t *pages, err_t *err)
+{
+	_cleanup_free_ char *pm_path = xasprintf("/proc/%d/pagemap", (int)pid);
+	_cleanup_free_ uint64_t *pm = NULL;
+	_cleanup_close_ int pmfd = -1;
+	struct ram_map m;
+	int r;
+
+	*pages = 0;
+	if ((r = find_ram(pid, size, &m, err)) < 0)
+		return r;
+	if ((pmfd = open(pm_path, O_RDONLY | O_CLOEXEC)) < 0)
+		return err_sys(err, "open %s", pm_path);
+	pm = xmalloc((size_t)(m.len / PAGE) * sizeof(*pm));
+	if ((r = read_pagemap(pmfd, &m, pm, err)) < 0)
+		return r;
+	for (size_t i = 0; i < m.len / PAGE; i++)
+		*pages += written(pm[i]);
+	return 0;
+}
+
 struct qemu_save {
 	struct jail *j;
 	const char *dev;

@@ -21,4 +21,9 @@
 int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
 		   int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes, err_t *err);
 
+/* How many pages of that mapping pid has written (its own copies, not
+ * the file's): 0 means every page it reads comes from the file as the
+ * file is at that moment. -ENOTSUP when no mapping fits. */
+int ram_written(pid_t pid, uint64_t size, uint64_t *pages, err_t *err);
+
 #endif

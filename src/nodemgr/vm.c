@@ -64,6 +64,7 @@
 #include "../storage/pool.h"
 #include "jail.h"
 #include "nodemgr-internal.h"
+#include "vm-delta.h"
 
 #define VM_QMP_TIMEOUT_MS 10000
 /* cgroup memory on top of guest RAM: the TCG code buffer (tb-size 64 MiB),
@@ -89,7 +90,7 @@ struct nm_vm {
 	gid_t kvm_gid;
 	uint32_t tsc_khz;    /* host TSC rate, for the guest's tsc_early_khz (0 = unknown) */
 	bool usable;
-	bool refilling;      /* a warm pool refill thread runs (under s->lock) */
+	bool refilling[2];   /* a refill thread runs, warm pool / fork standbys (under s->lock) */
 };
 
 struct vm_shape {
@@ -98,6 +99,7 @@ struct vm_shape {
 
 static void warm_sweep(struct nm_server *s);
 static void warm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec);
+static void standby_refill(struct nm_server *s, const struct nm_sandbox_spec *spec);
 
 static void shape_of(const struct nm_sandbox_spec *spec, struct vm_shape *sh)
 {
@@ -1007,8 +1009,21 @@ fail:
 	return r;
 }
 
+/* A pool of parked QEMUs per key: the warm pool (restored, warmed) or the
+ * fork standbys (spawned, not restored; see below). */
+struct pool_kind {
+	const char *name;
+	void (*key)(const struct nm_sandbox_spec *spec, const struct vm_shape *sh, char *out,
+		    size_t cap);
+	int (*spawn)(struct nm_server *s, const struct nm_sandbox_spec *spec,
+		     const struct vm_shape *sh, err_t *err);
+	uint32_t (*size)(const struct nm_server *s);
+	int idx;   /* in nm_vm.refilling */
+};
+
 struct refill {
 	struct nm_server *s;
+	const struct pool_kind *kind;
 	struct nm_sandbox_spec spec;
 };
 
@@ -1016,11 +1031,12 @@ static void *refill_main(void *arg)
 {
 	struct refill *rf = arg;
 	struct nm_server *s = rf->s;
+	const struct pool_kind *k = rf->kind;
 	struct vm_shape sh;
 	char key[96];
 
 	shape_of(&rf->spec, &sh);
-	warm_key(&rf->spec, &sh, key, sizeof(key));
+	k->key(&rf->spec, &sh, key, sizeof(key));
 	for (;;) {
 		uint32_t n = 0;
 		err_t err = { 0 };
@@ -1029,65 +1045,79 @@ static void *refill_main(void *arg)
 		for (struct jail *j = s->jails; j; j = j->next)
 			if (j->hidden && j->alive && !strcmp(j->warm_key, key))
 				n++;
-		bool stop = s->stopping || n >= s->cfg->vm_warm_pool;
+		bool stop = s->stopping || n >= k->size(s);
 		pthread_mutex_unlock(&s->lock);
 		if (stop)
 			break;
-		if (warm_spawn(s, &rf->spec, &sh, &err) < 0) {
-			log_warn("warm pool %s: %s", key, err.msg);
+		if (k->spawn(s, &rf->spec, &sh, &err) < 0) {
+			log_warn("%s %s: %s", k->name, key, err.msg);
 			break;
 		}
 	}
 	free(rf);
 	pthread_mutex_lock(&s->lock);
-	s->vm->refilling = false;
+	s->vm->refilling[k->idx] = false;
 	s->nthreads--;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
 }
 
-/* Top the pool for spec's template and shape up, in the background. */
-static void warm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec)
+/* Top the pool of kind k for spec's template and shape up, in the
+ * background (one refill thread per kind at a time). */
+static void pool_refill(struct nm_server *s, const struct pool_kind *k,
+			const struct nm_sandbox_spec *spec)
 {
 	struct refill *rf;
 	pthread_attr_t attr;
 	pthread_t th;
 
-	if (!s->cfg->vm_warm_pool)
+	if (!k->size(s))
 		return;
 	pthread_mutex_lock(&s->lock);
-	if (s->stopping || s->vm->refilling) {
+	if (s->stopping || s->vm->refilling[k->idx]) {
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
-	s->vm->refilling = true;
+	s->vm->refilling[k->idx] = true;
 	s->nthreads++;  /* shutdown waits for it like for a verb */
 	pthread_mutex_unlock(&s->lock);
 	rf = xcalloc(1, sizeof(*rf));
 	rf->s = s;
+	rf->kind = k;
 	rf->spec = *spec;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&th, &attr, refill_main, rf) != 0) {
 		free(rf);
 		pthread_mutex_lock(&s->lock);
-		s->vm->refilling = false;
+		s->vm->refilling[k->idx] = false;
 		s->nthreads--;
 		pthread_mutex_unlock(&s->lock);
 	}
 	pthread_attr_destroy(&attr);
 }
 
-/* Make a warm QEMU sandbox id. -EAGAIN when none is waiting. */
-static int warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
-		     const struct vm_shape *sh, int *chan_dup, pid_t *pid, err_t *err)
+static uint32_t warm_size(const struct nm_server *s)
 {
-	char key[96], wid[65];
-	struct jail *j;
-	int r;
+	return s->cfg->vm_warm_pool;
+}
 
-	warm_key(spec, sh, key, sizeof(key));
+static const struct pool_kind warm_kind = {
+	.name = "warm pool", .key = warm_key, .spawn = warm_spawn, .size = warm_size, .idx = 0,
+};
+
+static void warm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec)
+{
+	pool_refill(s, &warm_kind, spec);
+}
+
+/* A parked QEMU of key, marked busy and taken out of its pool (its id in
+ * wid), or NULL when none waits. */
+static struct jail *pool_pick(struct nm_server *s, const char *key, char wid[65])
+{
+	struct jail *j;
+
 	pthread_mutex_lock(&s->lock);
 	for (j = s->jails; j; j = j->next)
 		if (j->hidden && j->alive && !j->busy && !strcmp(j->warm_key, key))
@@ -1095,12 +1125,21 @@ static int warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	if (j) {
 		j->busy = true;
 		j->warm_key[0] = '\0';
-		snprintf(wid, sizeof(wid), "%s", j->id);
+		snprintf(wid, 65, "%s", j->id);
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (!j)
-		return -EAGAIN;
+	return j;
+}
 
+/* Make the parked QEMU j (id wid, from pool_pick) sandbox spec->id: the
+ * jail entry, subvolume, cgroup and run dir renamed, then go(j, arg) runs
+ * it and the entry goes live. On failure all of it is gone. */
+static int pool_adopt(struct nm_server *s, struct jail *j, const char *wid,
+		      const struct nm_sandbox_spec *spec,
+		      int (*go)(struct nm_server *s, struct jail *j, void *arg, err_t *err),
+		      void *arg, int *chan_dup, pid_t *pid, err_t *err)
+{
+	int r;
 	_cleanup_free_ char *wsbx = xasprintf("%s/warm/%s", s->pool, wid);
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
 	_cleanup_free_ char *wrun = xasprintf("%s/%s", s->vm->run, wid);
@@ -1129,9 +1168,7 @@ static int warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
 		r = err_sys(err, "rename %s", wrun);
 		goto fail;
 	}
-	/* Its state was restored and the guest warmed at spawn (warm_guest). */
-	if ((r = qmp_exec(j->qmp, "cont", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0 ||
-	    (r = jail_activate(s, j, chan_dup, err)) < 0)
+	if ((r = go(s, j, arg, err)) < 0 || (r = jail_activate(s, j, chan_dup, err)) < 0)
 		goto fail;
 	*pid = j->pid;
 	return 0;
@@ -1151,6 +1188,225 @@ fail: {
 	return r;
 }
 
+/* A warm QEMU's state was restored and its guest warmed at spawn
+ * (warm_guest): it only needs its vCPUs. */
+static int warm_go(struct nm_server *s, struct jail *j, void *arg, err_t *err)
+{
+	(void)s;
+	(void)arg;
+	return qmp_exec(j->qmp, "cont", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err);
+}
+
+/* Make a warm QEMU sandbox id. -EAGAIN when none is waiting. */
+static int warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
+		     const struct vm_shape *sh, int *chan_dup, pid_t *pid, err_t *err)
+{
+	char key[96], wid[65];
+	struct jail *j;
+
+	warm_key(spec, sh, key, sizeof(key));
+	if (!(j = pool_pick(s, key, wid)))
+		return -EAGAIN;
+	return pool_adopt(s, j, wid, spec, warm_go, NULL, chan_dup, pid, err);
+}
+
+/* ---- fork standbys -----------------------------------------------------
+ *
+ * A vm fork child is a new QEMU that maps the fork snapshot's RAM file
+ * MAP_PRIVATE and loads its device state (vm_boot_in_place). Spawning that
+ * QEMU (jail, exec, machine init, monitor greeting) was 55-90 ms of a
+ * ~250 ms fork here, and with KVM, where the guest's own part is a few ms,
+ * it would be most of a fork. So per template and shape up to
+ * cfg->vm_fork_pool QEMUs wait already spawned and jailed in -incoming
+ * defer, on a subvolume made from the template (pool/warm/<wid>, its disk
+ * rootfs.ext4) and a RAM file of the guest's size (pool/warm/<wid>.mem),
+ * neither of them read by the QEMU yet. A fork clones the snapshot's disk
+ * and RAM file into those two files (FICLONE of the whole file: the
+ * destination's extents are replaced and its page cache dropped, so every
+ * page the QEMU has not written reads the new contents), renames the
+ * standby to the child as the warm pool does, loads the device state and
+ * starts the vCPUs. That the QEMU wrote no page of its RAM before that is
+ * checked when it is parked (ram_written: none, else it is not kept); the
+ * kernel's side of it by test-nodemgr-delta. The RAM file is unlinked once
+ * the fork has it (its mapping keeps it; a full snapshot of the child
+ * finds it through /proc/<pid>/map_files). A standby holds nothing of any
+ * parent before a fork takes it. */
+
+static void standby_key(const struct nm_sandbox_spec *spec, const struct vm_shape *sh, char *out,
+			size_t cap)
+{
+	snprintf(out, cap, "fork:%s/%u/m%" PRIu32 "-c%" PRIu32, spec->template_name,
+		 spec->template_version, sh->mem_mb, sh->cpus);
+}
+
+static int standby_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
+			 const struct vm_shape *sh, err_t *err)
+{
+	_cleanup_free_ char *rnd = random_id("warm-", 8);
+	_cleanup_free_ char *tmpl = xasprintf("%s/templates/%s/%u", s->pool, spec->template_name,
+					      spec->template_version);
+	_cleanup_free_ char *wdir = xasprintf("%s/warm", s->pool);
+	_cleanup_free_ char *sbx = xasprintf("%s/%s", wdir, rnd);
+	_cleanup_free_ char *disk = xasprintf("%s/rootfs.ext4", sbx);
+	_cleanup_free_ char *mem = xasprintf("%s.mem", sbx);
+	_cleanup_free_ char *run = xasprintf("%s/%s", s->vm->run, rnd);
+	uint64_t size = (uint64_t)sh->mem_mb << 20, written = 0;
+	struct qmp *q = NULL;
+	struct jail *j;
+	int chan = -1, dup = -1, r;
+	pid_t qpid;
+
+	if (!(j = jail_claim(s, rnd, err)))
+		return -err->code;
+	j->vm = true;
+	j->vm_mem_mb = sh->mem_mb;
+	j->vm_devices_only = true;
+	j->hidden = true;
+	standby_key(spec, sh, j->warm_key, sizeof(j->warm_key));
+	uid_t uid = NM_UID_BASE + (uid_t)j->slot * JAIL_ID_RANGE;
+	if ((mkdir(wdir, 0700) < 0 && errno != EEXIST)) {
+		r = err_sys(err, "mkdir %s", wdir);
+		goto fail;
+	}
+	if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
+		goto fail;
+	{
+		_cleanup_close_ int mfd = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (mfd < 0 || ftruncate(mfd, (off_t)size) < 0 || fchown(mfd, uid, uid) < 0 ||
+		    chown(disk, uid, uid) < 0 || chmod(disk, 0600) < 0) {
+			r = err_sys(err, "prepare %s", sbx);
+			goto fail_subvol;
+		}
+	}
+	struct vm_launch l = { .id = rnd, .uid = uid, .disk = disk, .mem = mem, .incoming = true,
+			       .devices_only = true, .run = run, .sh = *sh };
+	if ((r = vm_start(s, &l, sh->cpus * 1000, &qpid, &chan, &q, err)) < 0)
+		goto fail_subvol;
+	if ((r = ram_written(qpid, size, &written, err)) < 0)
+		goto fail_started;
+	if (written) {
+		r = err_set(err, EPROTO, "qemu wrote %" PRIu64 " pages of guest RAM before any "
+			    "restore; no fork standby kept", written);
+		goto fail_started;
+	}
+	j->qmp = TAKE_PTR(q);
+	r = jail_publish(s, j, qpid, chan, &dup, err);
+	chan = -1;
+	if (dup >= 0)
+		close(dup);
+	if (r < 0)
+		goto fail_started;
+	return 0;
+fail_started: {
+	err_t e2 = { 0 };
+	qmp_close(q);
+	if (chan >= 0)
+		close(chan);
+	net_detach(s, j);
+	cgroup_destroy(&s->cg, rnd, &e2);
+	vm_cleanup_run(s, rnd);
+}
+fail_subvol: {
+	err_t e2 = { 0 };
+	if (pool_subvol_delete(sbx, &e2) < 0)
+		log_warn("fork standby %s cleanup: %s", rnd, e2.msg);
+	unlink(mem);
+}
+fail:
+	jail_unclaim(s, j);
+	return r;
+}
+
+static uint32_t standby_size(const struct nm_server *s)
+{
+	return s->cfg->vm_fork_pool;
+}
+
+static const struct pool_kind standby_kind = {
+	.name = "fork standby", .key = standby_key, .spawn = standby_spawn, .size = standby_size,
+	.idx = 1,
+};
+
+static void standby_refill(struct nm_server *s, const struct nm_sandbox_spec *spec)
+{
+	pool_refill(s, &standby_kind, spec);
+}
+
+/* What a fork puts into a standby: the snapshot's files, and the
+ * standby's RAM file. */
+struct standby_fill {
+	const char *disk, *mem, *state, *wmem;
+};
+
+/* dst (existing, the same size) = src, extents shared. */
+static int clone_into(const char *src, const char *dst, err_t *err)
+{
+	_cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int out = open(dst, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (in < 0 || out < 0)
+		return err_sys(err, "open %s", in < 0 ? src : dst);
+	if (ioctl(out, FICLONE, in) < 0)
+		return err_sys(err, "reflink %s into %s", src, dst);
+	return 0;
+}
+
+static int standby_go(struct nm_server *s, struct jail *j, void *arg, err_t *err)
+{
+	struct standby_fill *f = arg;
+	_cleanup_free_ char *disk = xasprintf("%s/sandboxes/%s/rootfs.ext4", s->pool, j->id);
+	int r;
+
+	if ((r = clone_into(f->disk, disk, err)) < 0 || (r = clone_into(f->mem, f->wmem, err)) < 0)
+		return r;
+	return restore_state(j->qmp, f->state, err);
+}
+
+/* st_size of path, or -1. */
+static off_t size_of(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
+}
+
+int vm_fork_standby(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
+		    const char *snap, int *chan_dup, pid_t *pid, err_t *err)
+{
+	_cleanup_free_ char *snapdir = xasprintf("%s/snapshots/%s/%s", s->pool, parent, snap);
+	_cleanup_free_ char *disk = xasprintf("%s/rootfs.ext4", snapdir);
+	_cleanup_free_ char *mem = xasprintf("%s" VM_MEM_SUFFIX, snapdir);
+	_cleanup_free_ char *state = xasprintf("%s" VM_FULL_SUFFIX, snapdir);
+	_cleanup_free_ char *tdisk = xasprintf("%s/templates/%s/%u/rootfs.ext4", s->pool,
+					       spec->template_name, spec->template_version);
+	uint32_t cpu_millis = spec->limits.cpu_millis ? spec->limits.cpu_millis : 1000;
+	char key[96], wid[65];
+	struct vm_shape sh;
+	struct jail *j;
+	int r;
+
+	if (!s->vm || !s->vm->usable)
+		return -EAGAIN;
+	shape_of(spec, &sh);
+	/* A memory-file snapshot (a stream is loaded whole, vm_boot_in_place)
+	 * of a disk the template's size, and the CPU quota a standby has. */
+	if (cpu_millis != sh.cpus * 1000 || size_of(state) < 0 ||
+	    size_of(mem) != (off_t)((uint64_t)sh.mem_mb << 20) || size_of(disk) < 0 ||
+	    size_of(disk) != size_of(tdisk))
+		return -EAGAIN;
+	standby_key(spec, &sh, key, sizeof(key));
+	if (!(j = pool_pick(s, key, wid))) {
+		standby_refill(s, spec);
+		return -EAGAIN;
+	}
+	_cleanup_free_ char *wmem = xasprintf("%s/warm/%s.mem", s->pool, wid);
+	struct standby_fill f = { .disk = disk, .mem = mem, .state = state, .wmem = wmem };
+	r = pool_adopt(s, j, wid, spec, standby_go, &f, chan_dup, pid, err);
+	unlink(wmem);
+	standby_refill(s, spec);
+	return r;
+}
+
 /* Startup: warm subvolumes and run dirs of a previous run (their QEMUs were
  * killed with their cgroups by the sweep). */
 static void warm_sweep(struct nm_server *s)
@@ -1164,6 +1420,11 @@ static void warm_sweep(struct nm_server *s)
 			continue;
 		_cleanup_free_ char *p = xasprintf("%s/%s", wdir, de->d_name);
 		err_t e = { 0 };
+		size_t len = strlen(de->d_name);
+		if (len > 4 && !strcmp(de->d_name + len - 4, ".mem")) {
+			unlink(p);   /* a fork standby's RAM file */
+			continue;
+		}
 		if (pool_subvol_delete(p, &e) < 0)
 			log_warn("sweep %s: %s", p, e.msg);
 	}

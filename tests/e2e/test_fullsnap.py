@@ -3,7 +3,8 @@
 through a rollback to a full snapshot (the disk and the memory come back,
 the process carries on from there), and through a fork with memory: each
 child carries on counting, gets its own hostname, machine-id and RNG, and
-the children then diverge. On the ns backend, kind "full" is 501 with a
+the children then diverge; also when the child's QEMU was a fork standby
+(spawned before the fork, the snapshot's disk and RAM cloned into it). On the ns backend, kind "full" is 501 with a
 message saying why, and a bad kind is 400 everywhere."""
 import base64
 import json
@@ -179,6 +180,65 @@ class FullSnapshotTest(AirlockTestCase):
         self.assertLess(c1, b)
         self.assertGreater(self.wait_count(c1 + 3), c1)
         self.assertEqual(self.sh("cat /work-marker"), "one\n")
+
+    def standbys(self):
+        """The RAM files of the fork standbys parked now (vm.c: one per
+        standby, pool/warm/<wid>.mem, gone once a fork takes it)."""
+        d = os.path.join(self.server.dir, "pool", "warm")
+        return {f for f in os.listdir(d) if f.endswith(".mem")} if os.path.isdir(d) else set()
+
+    @VM_ONLY
+    def test_fork_on_a_standby(self):
+        """A fork that finds a parked QEMU (a fork standby) clones the
+        snapshot's disk and RAM file into it: the child carries on the
+        parent's process, reads the parent's disk from its own file (not
+        from its page cache), and writes go to the file in the child's own
+        subvolume."""
+        self.start_counter()
+        mark = os.urandom(16).hex()
+        self.sh(f"echo {mark} > /parent-mark && sync")
+        # The first fork of this template and shape finds no standby and
+        # asks for one.
+        first = self.api.call("POST", f"/v1/sandboxes/{self.sid}/fork", {"count": 1},
+                              expect=(201,))["sandboxes"][0]
+        self.made.append(first["id"])
+        end = time.monotonic() + 180
+        while not self.standbys():
+            self.assertLess(time.monotonic(), end, "no fork standby was parked")
+            time.sleep(0.2)
+        parked = self.standbys()
+        s0 = self.wait_count(self.count() + 3)
+        kid = self.api.call("POST", f"/v1/sandboxes/{self.sid}/fork", {"count": 1},
+                            expect=(201,))["sandboxes"][0]["id"]
+        self.made.append(kid)
+        self.assertIn(f"sandbox {kid}: forked from {self.sid}/", self.server.log())
+        self.assertIn(f"sandbox {kid}: forked from", "\n".join(
+            l for l in self.server.log().splitlines() if "on a standby qemu" in l))
+        self.assertFalse(parked & self.standbys(), "the standby's RAM file is still there")
+        # The parent's process carries on in the child, which is itself.
+        c1 = self.count(kid)
+        self.assertGreaterEqual(c1, s0)
+        self.assertGreater(self.wait_count(c1 + 5, kid), c1)
+        self.assertEqual(self.sh("hostname", kid).strip(), kid)
+        self.assertNotEqual(self.sh("cat /etc/machine-id", kid), self.sh("cat /etc/machine-id"))
+        # The parent's disk, read from the disk: the guest's page cache
+        # dropped first.
+        self.sh("sync; echo 3 > /proc/sys/vm/drop_caches", kid)
+        self.assertEqual(self.sh("cat /parent-mark", kid), mark + "\n")
+        # What the child writes is in the disk file of its own subvolume.
+        mine = os.urandom(24).hex()
+        self.sh(f"echo {mine} > /child-mark && sync", kid)
+        with open(os.path.join(self.server.dir, "pool", "sandboxes", kid, "rootfs.ext4"),
+                  "rb") as f:
+            found = False
+            tail = b""
+            while chunk := f.read(8 << 20):
+                if mine.encode() in tail + chunk:
+                    found = True
+                    break
+                tail = chunk[-64:]
+        self.assertTrue(found, "the child's write is not in its subvolume's disk file")
+        self.assertEqual(self.sh("cat /child-mark 2>/dev/null || echo none"), "none\n")
 
     @VM_ONLY
     def test_fork_with_memory(self):

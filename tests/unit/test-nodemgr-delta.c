@@ -10,15 +10,20 @@
  *   - memory that keeps moving: -EAGAIN and no file left;
  *   - the mapped file unlinked meanwhile (a fork's throw-away snapshot):
  *     still found through map_files;
- *   - no mapping of that size: -ENOTSUP, no file.
+ *   - no mapping of that size: -ENOTSUP, no file;
+ *   - ram_written counts the pages written, and a whole-file clone into
+ *     the mapped file (a fork standby's RAM, vm.c) is what every page not
+ *     written reads from then on.
  * Every exit path runs cleanup(): the child killed, the pool unmounted, the
  * temp dir removed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -57,8 +62,9 @@ static uint8_t tmpl_byte(size_t i)
 }
 
 /* The child: map path private, then obey one-byte commands from the
- * parent: 'w' <page> <byte>: fill that page with byte; every command is
- * answered with one byte once done. */
+ * parent: 'w' <page> <byte>: fill that page with byte; 'r' <page>: answer
+ * its first byte; every other command is answered with one byte once
+ * done. */
 static void __attribute__((noreturn)) child_main(const char *path, int in, int out)
 {
 	int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -77,11 +83,10 @@ static void __attribute__((noreturn)) child_main(const char *path, int in, int o
 	for (;;) {
 		if (read_all(in, cmd, sizeof(cmd)) < 0)
 			_exit(0);
-		if (cmd[0] == 'w') {
-			size_t page = (size_t)cmd[1] << 8 | cmd[2];
+		size_t page = (size_t)cmd[1] << 8 | cmd[2];
+		if (cmd[0] == 'w')
 			memset(ram + page * PG, cmd[3], PG);
-		}
-		if (write_all(out, "k", 1) < 0)
+		if (write_all(out, cmd[0] == 'r' ? ram + page * PG : (const uint8_t *)"k", 1) < 0)
 			_exit(4);
 	}
 }
@@ -92,6 +97,45 @@ static void child_write(size_t page, uint8_t byte)
 
 	CHECK(write_all(to_child, cmd, sizeof(cmd)) == 0);
 	CHECK(read_all(from_child, &ack, 1) == 0);
+}
+
+static uint8_t child_read(size_t page)
+{
+	uint8_t cmd[4] = { 'r', (uint8_t)(page >> 8), (uint8_t)page, 0 }, got = 0;
+
+	CHECK(write_all(to_child, cmd, sizeof(cmd)) == 0);
+	CHECK(read_all(from_child, &got, 1) == 0);
+	return got;
+}
+
+static void stop_child(void)
+{
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	child = -1;
+	close(to_child);
+	close(from_child);
+}
+
+/* A file of NPAGES pages, page i filled with byte(i). */
+static void make_ram(const char *path, uint8_t (*byte)(size_t))
+{
+	uint8_t *page = xmalloc(PG);
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	CHECK(fd >= 0);
+	for (size_t i = 0; i < NPAGES; i++) {
+		memset(page, byte(i), PG);
+		CHECK(pwrite(fd, page, PG, (off_t)(i * PG)) == PG);
+	}
+	CHECK(fsync(fd) == 0);
+	close(fd);
+	free(page);
+}
+
+static uint8_t other_byte(size_t i)
+{
+	return (uint8_t)(i * 5 + 3);
 }
 
 static void start_child(const char *path)
@@ -163,7 +207,6 @@ int main(void)
 	uint64_t bytes = 0;
 	struct saver sv;
 	err_t e = { 0 };
-	int fd;
 
 	if (geteuid() != 0) {
 		fprintf(stderr, "test-nodemgr-delta: needs root, skipping\n");
@@ -175,14 +218,7 @@ int main(void)
 	snprintf(mem, sizeof(mem), "%s/snap.mem", pool);
 
 	/* The "template RAM file", written and synced (as a template's is). */
-	fd = open(ram, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	CHECK(fd >= 0);
-	for (size_t i = 0; i < NPAGES; i++) {
-		memset(page, tmpl_byte(i), PG);
-		CHECK(pwrite(fd, page, PG, (off_t)(i * PG)) == PG);
-	}
-	CHECK(fsync(fd) == 0);
-	close(fd);
+	make_ram(ram, tmpl_byte);
 	start_child(ram);   /* it writes only on command: "stopped" in between */
 
 	/* 1. Nothing written yet: the file as it is, no page counted. */
@@ -191,6 +227,7 @@ int main(void)
 	CHECK(sv.calls == 1 && bytes == 0);
 	check_file(mem, want);
 	unlink(mem);
+	CHECK(ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 0);
 
 	/* 2. Three pages written, two of them next to each other. */
 	child_write(3, 0x11), want[3] = 0x11;
@@ -201,6 +238,7 @@ int main(void)
 	CHECK(sv.calls == 1 && bytes == 3 * PG);
 	check_file(mem, want);
 	unlink(mem);
+	CHECK(ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 3);
 
 	/* 3. Memory moves during the first save (a page written anew, and a
 	 * page written for the first time): done again, and the file is
@@ -238,6 +276,32 @@ int main(void)
 	CHECK(ram_delta_save(child, (NPAGES + 1) * PG, mem, 0, save_cb, &sv, &bytes, &e) ==
 	      -ENOTSUP);
 	CHECK(sv.calls == 0 && access(mem, F_OK) < 0);
+	CHECK(ram_written(child, (NPAGES + 1) * PG, &bytes, &e) == -ENOTSUP);
+	stop_child();
+
+	/* 7. A fork standby: a process maps a file it has not written (its
+	 * pages read, so present), and a whole-file clone into that file
+	 * replaces what it reads, every page. */
+	{
+		char ram2[300], other[300];
+		snprintf(ram2, sizeof(ram2), "%s/ram2", pool);
+		snprintf(other, sizeof(other), "%s/other", pool);
+		make_ram(ram2, tmpl_byte);
+		make_ram(other, other_byte);
+		start_child(ram2);
+		CHECK(child_read(9) == tmpl_byte(9));
+		CHECK(ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 0);
+		int src = open(other, O_RDONLY | O_CLOEXEC), dst = open(ram2, O_WRONLY | O_CLOEXEC);
+		CHECK(src >= 0 && dst >= 0 && ioctl(dst, FICLONE, src) == 0);
+		close(src);
+		close(dst);
+		for (size_t i = 0; i < NPAGES; i++)
+			if (child_read(i) != other_byte(i)) {
+				fprintf(stderr, "page %zu: %#x, want %#x\n", i, child_read(i),
+					other_byte(i));
+				CHECK(!"a page kept the file's old bytes");
+			}
+	}
 
 	free(page);
 	cleanup();
