@@ -298,20 +298,16 @@ static int dechunk(struct dechunk *d, const char *p, size_t n)
 				d->state = DC_DATA_END;
 			break;
 		case DC_DATA_END:
+		case DC_TRAILER:   /* no trailer fields: the empty line ends it */
 			if (avail < 2)
 				return 0;
 			if (memcmp(p + d->off, "\r\n", 2) != 0)
 				return -1;
 			d->off += 2;
+			if (d->state == DC_TRAILER)
+				return 1;
 			d->state = DC_SIZE;
 			break;
-		case DC_TRAILER:
-			if (avail < 2)
-				return 0;
-			if (memcmp(p + d->off, "\r\n", 2) != 0)
-				return -1;
-			d->off += 2;
-			return 1;
 		}
 	}
 }

@@ -931,20 +931,29 @@ static void warm_guest(int chan, const char *wid, bool net)
 		  (unsigned long long)(now_ms() - t0), round, total + got);
 }
 
-static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
-		      const struct vm_shape *sh, err_t *err)
+static void standby_key(const struct nm_sandbox_spec *spec, const struct vm_shape *sh, char *out,
+			size_t cap);
+
+/* One parked QEMU for spec's template and shape, hidden and keyed for its
+ * pool. Warm (standby false): its disk as the template's memory snapshot
+ * saw it, that snapshot restored and the guest warmed, then stopped. A
+ * fork standby: the template's disk and an empty RAM file beside the
+ * subvolume, nothing restored, at nice 19 (see "fork standbys" below). */
+static int park_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
+		      const struct vm_shape *sh, bool standby, err_t *err)
 {
 	_cleanup_free_ char *rnd = random_id("warm-", 8);
 	_cleanup_free_ char *tmpl = xasprintf("%s/templates/%s/%u", s->pool, spec->template_name,
 					      spec->template_version);
 	_cleanup_free_ char *cache = cache_dir(s, spec, sh);
 	_cleanup_free_ char *src = xasprintf("%s/rootfs.ext4", cache);
-	_cleanup_free_ char *mem = xasprintf("%s/mem", cache);
 	_cleanup_free_ char *wdir = xasprintf("%s/warm", s->pool);
 	_cleanup_free_ char *sbx = xasprintf("%s/%s", wdir, rnd);
+	_cleanup_free_ char *mem = standby ? xasprintf("%s.mem", sbx) : xasprintf("%s/mem", cache);
 	_cleanup_free_ char *disk = xasprintf("%s/rootfs.ext4", sbx);
 	_cleanup_free_ char *run = xasprintf("%s/%s", s->vm->run, rnd);
 	_cleanup_free_ char *boot_log = xasprintf("%s/console.log", cache);
+	uint64_t size = (uint64_t)sh->mem_mb << 20, written = 0;
 	struct qmp *q = NULL;
 	struct jail *j;
 	int chan = -1, dup = -1, r;
@@ -954,8 +963,9 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 		return -err->code;
 	j->vm = true;
 	j->vm_mem_mb = sh->mem_mb;
+	j->vm_devices_only = standby;
 	j->hidden = true;
-	warm_key(spec, sh, j->warm_key, sizeof(j->warm_key));
+	(standby ? standby_key : warm_key)(spec, sh, j->warm_key, sizeof(j->warm_key));
 	uid_t uid = NM_UID_BASE + (uid_t)j->slot * JAIL_ID_RANGE;
 	if ((mkdir(wdir, 0700) < 0 && errno != EEXIST)) {
 		r = err_sys(err, "mkdir %s", wdir);
@@ -963,28 +973,43 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	}
 	if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
 		goto fail;
-	if ((r = reflink(src, disk, err)) < 0)
+	if (standby) {
+		_cleanup_close_ int mfd = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (mfd < 0 || ftruncate(mfd, (off_t)size) < 0 || fchown(mfd, uid, uid) < 0) {
+			r = err_sys(err, "create %s", mem);
+			goto fail_subvol;
+		}
+	} else if ((r = reflink(src, disk, err)) < 0) {
 		goto fail_subvol;
+	}
 	if (chown(disk, uid, uid) < 0 || chmod(disk, 0600) < 0) {
 		r = err_sys(err, "chown %s", disk);
 		goto fail_subvol;
 	}
 	struct vm_launch l = { .id = rnd, .uid = uid, .disk = disk, .mem = mem, .incoming = true,
-			       .boot_log = boot_log, .sh = *sh };
-	l.run = run;
+			       .devices_only = standby, .background = standby,
+			       .boot_log = standby ? NULL : boot_log, .run = run, .sh = *sh };
 	if ((r = vm_start(s, &l, sh->cpus * 1000, &qpid, &chan, &q, err)) < 0)
 		goto fail_subvol;
-	/* Restored, warmed and parked (stopped) before anyone can take it:
-	 * a create then only needs `cont`. */
-	{
+	if (standby) {
+		if ((r = ram_written(qpid, size, &written, err)) < 0)
+			goto fail_started;
+		if (written) {
+			r = err_set(err, EPROTO, "qemu wrote %" PRIu64 " pages of guest RAM before "
+				    "any restore; no fork standby kept", written);
+			goto fail_started;
+		}
+	} else {
+		/* Restored, warmed and parked (stopped) before anyone can take
+		 * it: a create then only needs `cont`. */
 		_cleanup_free_ char *vmstate = xasprintf("%s/vmstate", cache);
 		if ((r = restore_state(q, vmstate, err)) < 0)
 			goto fail_started;
-	}
-	warm_guest(chan, rnd, s->cfg->net_prefix && s->cfg->net_prefix[0]);
-	if ((r = qmp_exec(q, "stop", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0) {
-		err_wrap(err, "park warm vm");
-		goto fail_started;
+		warm_guest(chan, rnd, s->cfg->net_prefix && s->cfg->net_prefix[0]);
+		if ((r = qmp_exec(q, "stop", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0) {
+			err_wrap(err, "park warm vm");
+			goto fail_started;
+		}
 	}
 	j->qmp = TAKE_PTR(q);
 	r = jail_publish(s, j, qpid, chan, &dup, err);
@@ -1006,11 +1031,19 @@ fail_started: {
 fail_subvol: {
 	err_t e2 = { 0 };
 	if (pool_subvol_delete(sbx, &e2) < 0)
-		log_warn("warm %s cleanup: %s", rnd, e2.msg);
+		log_warn("parked vm %s cleanup: %s", rnd, e2.msg);
+	if (standby)
+		unlink(mem);
 }
 fail:
 	jail_unclaim(s, j);
 	return r;
+}
+
+static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
+		      const struct vm_shape *sh, err_t *err)
+{
+	return park_spawn(s, spec, sh, false, err);
 }
 
 /* A pool of parked QEMUs per key: the warm pool (restored, warmed) or the
@@ -1249,79 +1282,7 @@ static void standby_key(const struct nm_sandbox_spec *spec, const struct vm_shap
 static int standby_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 			 const struct vm_shape *sh, err_t *err)
 {
-	_cleanup_free_ char *rnd = random_id("warm-", 8);
-	_cleanup_free_ char *tmpl = xasprintf("%s/templates/%s/%u", s->pool, spec->template_name,
-					      spec->template_version);
-	_cleanup_free_ char *wdir = xasprintf("%s/warm", s->pool);
-	_cleanup_free_ char *sbx = xasprintf("%s/%s", wdir, rnd);
-	_cleanup_free_ char *disk = xasprintf("%s/rootfs.ext4", sbx);
-	_cleanup_free_ char *mem = xasprintf("%s.mem", sbx);
-	_cleanup_free_ char *run = xasprintf("%s/%s", s->vm->run, rnd);
-	uint64_t size = (uint64_t)sh->mem_mb << 20, written = 0;
-	struct qmp *q = NULL;
-	struct jail *j;
-	int chan = -1, dup = -1, r;
-	pid_t qpid;
-
-	if (!(j = jail_claim(s, rnd, err)))
-		return -err->code;
-	j->vm = true;
-	j->vm_mem_mb = sh->mem_mb;
-	j->vm_devices_only = true;
-	j->hidden = true;
-	standby_key(spec, sh, j->warm_key, sizeof(j->warm_key));
-	uid_t uid = NM_UID_BASE + (uid_t)j->slot * JAIL_ID_RANGE;
-	if ((mkdir(wdir, 0700) < 0 && errno != EEXIST)) {
-		r = err_sys(err, "mkdir %s", wdir);
-		goto fail;
-	}
-	if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
-		goto fail;
-	{
-		_cleanup_close_ int mfd = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (mfd < 0 || ftruncate(mfd, (off_t)size) < 0 || fchown(mfd, uid, uid) < 0 ||
-		    chown(disk, uid, uid) < 0 || chmod(disk, 0600) < 0) {
-			r = err_sys(err, "prepare %s", sbx);
-			goto fail_subvol;
-		}
-	}
-	struct vm_launch l = { .id = rnd, .uid = uid, .disk = disk, .mem = mem, .incoming = true,
-			       .devices_only = true, .run = run, .background = true, .sh = *sh };
-	if ((r = vm_start(s, &l, sh->cpus * 1000, &qpid, &chan, &q, err)) < 0)
-		goto fail_subvol;
-	if ((r = ram_written(qpid, size, &written, err)) < 0)
-		goto fail_started;
-	if (written) {
-		r = err_set(err, EPROTO, "qemu wrote %" PRIu64 " pages of guest RAM before any "
-			    "restore; no fork standby kept", written);
-		goto fail_started;
-	}
-	j->qmp = TAKE_PTR(q);
-	r = jail_publish(s, j, qpid, chan, &dup, err);
-	chan = -1;
-	if (dup >= 0)
-		close(dup);
-	if (r < 0)
-		goto fail_started;
-	return 0;
-fail_started: {
-	err_t e2 = { 0 };
-	qmp_close(q);
-	if (chan >= 0)
-		close(chan);
-	net_detach(s, j);
-	cgroup_destroy(&s->cg, rnd, &e2);
-	vm_cleanup_run(s, rnd);
-}
-fail_subvol: {
-	err_t e2 = { 0 };
-	if (pool_subvol_delete(sbx, &e2) < 0)
-		log_warn("fork standby %s cleanup: %s", rnd, e2.msg);
-	unlink(mem);
-}
-fail:
-	jail_unclaim(s, j);
-	return r;
+	return park_spawn(s, spec, sh, true, err);
 }
 
 static uint32_t standby_size(const struct nm_server *s)
