@@ -72,7 +72,7 @@ static int set_u64(uint64_t *dst, const char *key, const char *val, uint64_t max
 
 static int set_u32(uint32_t *dst, const char *key, const char *val, err_t *err)
 {
-	uint64_t v;
+	uint64_t v = 0;
 	int r = set_u64(&v, key, val, UINT32_MAX, err);
 
 	if (r == 0)

@@ -32,8 +32,10 @@ char *cgroup_file(const struct cgroups *cg, const char *ctrl, const char *id, co
 	if (cg->v2)
 		return xasprintf("%s/%s%s%s%s%s", cg->root, cg->parent, id ? "/" : "",
 				 id ? id : "", file ? "/" : "", file ? file : "");
-	return xasprintf("%s/%s/%s%s%s%s%s", cg->root, ctrl, cg->parent, id ? "/" : "",
-			 id ? id : "", file ? "/" : "", file ? file : "");
+	/* v1 callers always name the controller; "" only keeps an optimising
+	 * build from seeing a NULL %s on the v2 callers' inlined paths. */
+	return xasprintf("%s/%s/%s%s%s%s%s", cg->root, ctrl ? ctrl : "", cg->parent,
+			 id ? "/" : "", id ? id : "", file ? "/" : "", file ? file : "");
 }
 
 static int write_str(const char *path, const char *val)
