@@ -242,6 +242,10 @@ static enum body_kind body_kind(const struct http_head *h, long *len)
  * parsed once. */
 #define CHUNK_LINE_MAX 1024              /* a size line, extensions included */
 #define CHUNKED_RAW_MAX (2 * BODY_MAX)   /* the framing too */
+/* How long a chunked body may take to end before it passes untouched: a
+ * small one comes at once; a stream (an upload of unknown length, say)
+ * must not be cut off by the head's timeout, nor wait on us. */
+#define CHUNKED_WAIT_MS 2000
 
 struct dechunk {
 	enum { DC_SIZE, DC_DATA, DC_DATA_END, DC_TRAILER } state;
@@ -312,8 +316,8 @@ static int dechunk(struct dechunk *d, const char *p, size_t n)
 	}
 }
 
-/* Where the request's bytes come from: the client's TLS, or its socket
- * (until deadline). */
+/* Where the request's bytes come from: the client's socket fd, through
+ * TLS when ssl is set; none are waited for past deadline. */
 struct source {
 	SSL *ssl;
 	int fd;
@@ -324,21 +328,21 @@ struct source {
 static long source_more(struct source *src, struct buf *hb)
 {
 	char tmp[16384];
-
-	if (src->ssl) {
-		int k = SSL_read(src->ssl, tmp, sizeof(tmp));
-		if (k <= 0)
-			return -EPIPE;
-		buf_add(hb, tmp, (size_t)k);
-		return 0;
-	}
 	uint64_t now = now_ms();
 	struct pollfd pf = { .fd = src->fd, .events = POLLIN };
 	ssize_t k;
-	if (now >= src->deadline || poll(&pf, 1, (int)(src->deadline - now)) <= 0)
+
+	if (!(src->ssl && SSL_has_pending(src->ssl)) &&
+	    (now >= src->deadline || poll(&pf, 1, (int)(src->deadline - now)) <= 0))
 		return -ETIMEDOUT;
-	if ((k = read(src->fd, tmp, sizeof(tmp))) <= 0)
+	if (src->ssl) {
+		int n = SSL_read(src->ssl, tmp, sizeof(tmp));
+		if (n <= 0)
+			return -EPIPE;
+		k = n;
+	} else if ((k = read(src->fd, tmp, sizeof(tmp))) <= 0) {
 		return -EPIPE;
+	}
 	buf_add(hb, tmp, (size_t)k);
 	return 0;
 }
@@ -374,8 +378,9 @@ static long answer_continue(struct source *src, struct http_head *h, bool have_b
 
 /* Read the body after the head (hb[0, hl)) whole into h->body when its
  * framing allows (body_kind): *rest is where the bytes after it start in
- * hb. A chunked body goes on with a Content-Length (request_out), and one
- * that is not read whole after all (dechunk's -1) passes untouched. 0, or
+ * hb. A chunked body goes on with a Content-Length (request_out); one that
+ * is not read whole after all (dechunk's -1, or not ended within
+ * CHUNKED_WAIT_MS) passes untouched, with what was read of it. 0, or
  * -errno when the body did not arrive. */
 static long read_body(struct source *src, struct http_head *h, struct buf *hb, size_t hl,
 		      size_t *rest)
@@ -402,11 +407,13 @@ static long read_body(struct source *src, struct http_head *h, struct buf *hb, s
 	case BODY_CHUNKED:
 		if ((e = answer_continue(src, h, hb->len > hl)) < 0)
 			return e;
+		if (src->deadline > now_ms() + CHUNKED_WAIT_MS)
+			src->deadline = now_ms() + CHUNKED_WAIT_MS;
 		buf_init(&d.body);
 		while ((r = dechunk(&d, hb->data + hl, hb->len - hl)) == 0)
 			if ((e = source_more(src, hb)) < 0) {
 				buf_free(&d.body);
-				return e;
+				return e == -ETIMEDOUT ? 0 : e;
 			}
 		if (r < 0) {
 			buf_free(&d.body);
@@ -472,12 +479,13 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 		r = tls_fail(err, "handshake with the sandbox");
 		goto out;
 	}
-	src.ssl = cs;
+	src = (struct source){ .ssl = cs, .fd = client_fd, .deadline = now_ms() + IO_MS };
 	hl = read_head(&src, &hb, &h);
 	if (hl < 0) {
-		r = err_set(err, hl == -EPIPE ? EPIPE : -hl, "mitm: %s request head from the sandbox",
-			    hl == -EPIPE ? "no" : "a malformed or oversized");
-		if (hl != -EPIPE) {
+		bool none = hl == -EPIPE || hl == -ETIMEDOUT;
+		r = err_set(err, (int)-hl, "mitm: %s request head from the sandbox",
+			    none ? "no" : "a malformed or oversized");
+		if (!none) {
 			static const char bad[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
 						  "Connection: close\r\n\r\n";
 			SSL_write(cs, bad, sizeof(bad) - 1);
