@@ -105,4 +105,3 @@ bool ratelimit_take(struct ratelimit *rl, const char *key_id, unsigned *retry_af
 	pthread_mutex_unlock(&rl->mu);
 	return ok;
 }
-

@@ -33,4 +33,15 @@ static int failures __attribute__((unused));
 		}                                                                   \
 	} while (0)
 
+/* The end of main(): every failure counted, or "<name>: ok". */
+static inline int check_done(const char *name)
+{
+	if (failures) {
+		fprintf(stderr, "%s: %d failure(s)\n", name, failures);
+		return 1;
+	}
+	printf("%s: ok\n", name);
+	return 0;
+}
+
 #endif

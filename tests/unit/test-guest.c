@@ -1007,10 +1007,5 @@ int main(void)
 		buf_free(&S.recs[i].out[0]);
 		buf_free(&S.recs[i].out[1]);
 	}
-	if (failures) {
-		fprintf(stderr, "test-guest: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test-guest: ok\n");
-	return 0;
+	return check_done("test-guest");
 }

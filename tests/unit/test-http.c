@@ -638,10 +638,5 @@ int main(void)
 	test_tcp(&x);
 	test_unix(&x);
 	test_ipv6(&x);
-	if (failures) {
-		fprintf(stderr, "test-http: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test-http: ok\n");
-	return 0;
+	return check_done("test-http");
 }

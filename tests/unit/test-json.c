@@ -336,10 +336,5 @@ int main(void)
 	test_writer();
 	test_writer_deep();
 	test_roundtrips();
-	if (failures) {
-		fprintf(stderr, "test-json: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test-json: ok\n");
-	return 0;
+	return check_done("test-json");
 }

@@ -644,10 +644,5 @@ int main(void)
 	test_reset();
 	test_port();
 	test_rx_resync();
-	if (failures) {
-		fprintf(stderr, "test-proto: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test-proto: ok\n");
-	return 0;
+	return check_done("test-proto");
 }

@@ -52,10 +52,5 @@ int main(void)
 	CHECK(quota_take(shared, "k1", 2) && quota_take(shared, "k2", 2));
 	CHECK(!quota_take(shared, "k1", 2));
 	quota_free(shared);
-	if (failures) {
-		fprintf(stderr, "test-quota: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test-quota: ok\n");
-	return 0;
+	return check_done("test-quota");
 }

@@ -300,10 +300,5 @@ int main(void)
 	test_server_gone_client_idle(l);
 	test_slow_reader(l);
 	test_idle_then_stop(l);
-	if (failures) {
-		fprintf(stderr, "test-relay-loop: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test-relay-loop: ok\n");
-	return 0;
+	return check_done("test-relay-loop");
 }

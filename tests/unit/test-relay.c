@@ -92,10 +92,5 @@ int main(void)
 {
 	test_both_ways();
 	test_peer_closes_with_unread_input();
-	if (failures) {
-		fprintf(stderr, "test-relay: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test-relay: ok\n");
-	return 0;
+	return check_done("test-relay");
 }
