@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../control/db.h"
+#include "../db/db.h"
 #include "../lib/http.h"
 #include "../lib/json.h"
 #include "api.h"
@@ -93,7 +93,7 @@ void api_handle_credentials(struct api *a, struct http_req *req, struct http_con
 void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 		 const struct api_principal *who);
 
-/* --- ports.c: port forwarding --- */
+/* --- portfwd.c: port forwarding --- */
 
 /* Write the request to the node as `target` (client headers minus our
  * credentials, plus identity), take the client connection over and relay

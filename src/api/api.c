@@ -7,7 +7,7 @@
  *   4. per-key token bucket    429 rate_limited + Retry-After
  *   5. admin-only route?       403 forbidden
  *   6. body over 1 MiB and not a file write: 413 body_too_large
- *   7. serve (admin.c, credentials.c) or forward to the node (proxy.c)
+ *   7. serve (admin.c, credentials.c) or forward to the node (forward.c)
  * The HTTP server has already refused bodies over max_body (413), so only
  * file writes can reach the node with more than 1 MiB.
  */

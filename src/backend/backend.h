@@ -11,7 +11,7 @@
 #include <sys/types.h>
 
 #include "../lib/err.h"
-#include "../nodemgr/nm.h"
+#include "../nmclient/nm.h"
 
 struct backend_caps {
 	bool pause;           /* freeze/thaw with memory kept */

@@ -136,7 +136,7 @@ int cmd_events(struct cli *cli, int argc, char **argv);
 int cmd_port_forward(struct cli *cli, int argc, char **argv);
 int cmd_network(struct cli *cli, int argc, char **argv);
 int cmd_credential(struct cli *cli, int argc, char **argv);
-/* network.c: a --network / `network set` argument as JSON text (caller
+/* cmd-network.c: a --network / `network set` argument as JSON text (caller
  * owns): allow-all and deny-all as strings, else the JSON as given; NULL
  * when it is not JSON. */
 char *cli_policy_json(const char *arg);

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../control/db.h"
+#include "../db/db.h"
 #include "../lib/err.h"
 #include "../lib/json.h"
 

@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "../control/db.h"
+#include "../db/db.h"
 #include "../lib/err.h"
 #include "../lib/util.h"
 #include "seal.h"

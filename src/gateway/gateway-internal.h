@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "gateway.h"
-#include "policy.h"
+#include "../policy/policy.h"
 #include "sniff.h"
 
 #define GW_LOG_KEEP 1000          /* decisions kept per sandbox */

@@ -1,7 +1,7 @@
 /* gateway.c - the gateway's sandbox table, its admin socket and its main
  * loop. See gateway.h for the model and proxy.c / dns.c for the data paths. */
 #include "gateway-internal.h"
-#include "cred.h"
+#include "gw-cred.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -374,7 +374,7 @@ static int parse_hosts(struct gw *g, const char *s, err_t *err)
 		if (!eq)
 			return err_set(err, EINVAL, "gateway_hosts: `%s` is not name=ip", t);
 		*eq = '\0';
-		if (!sniff_host_valid(t) || parse_addr(eq + 1, &ip) < 0)
+		if (!policy_host_valid(t) || parse_addr(eq + 1, &ip) < 0)
 			return err_set(err, EINVAL, "gateway_hosts: bad name or IPv4 in `%s`", t);
 		g->hosts = xrealloc(g->hosts, (g->n_hosts + 1) * sizeof(*g->hosts));
 		g->hosts[g->n_hosts].name = xstrdup(t);

@@ -32,7 +32,7 @@
 
 #include "../lib/log.h"
 #include "../lib/quota.h"
-#include "cred.h"
+#include "gw-cred.h"
 #include "../lib/relay.h"
 #include "../lib/util.h"
 

@@ -34,29 +34,6 @@ static void skip(struct cur *c, size_t n)
 		c->off += n;
 }
 
-int sniff_host_valid(char *h)
-{
-	size_t n = strlen(h), label = 0;
-
-	if (n && h[n - 1] == '.')
-		h[--n] = '\0';
-	if (n == 0 || n > SNIFF_HOST_MAX || h[0] == '.')
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)tolower((unsigned char)h[i]);
-		h[i] = (char)ch;
-		if (ch == '.') {
-			if (label == 0)
-				return 0;
-			label = 0;
-			continue;
-		}
-		if (!(isalnum(ch) || ch == '-' || ch == '_') || ++label > 63)
-			return 0;
-	}
-	return 1;
-}
-
 int sniff_is_tls(const uint8_t *p, size_t len)
 {
 	/* handshake record, SSL 3.0 .. TLS 1.3 record versions */
@@ -120,7 +97,7 @@ int sniff_tls_sni(const uint8_t *p, size_t len, char out[SNIFF_HOST_MAX + 1])
 				out[nl] = '\0';
 				if (memchr(out, '\0', nl))
 					return -1;
-				return sniff_host_valid(out) ? 1 : -1;
+				return policy_host_valid(out) ? 1 : -1;
 			}
 			c.off += nl;
 		}
@@ -181,7 +158,7 @@ int sniff_http_host(const uint8_t *p, size_t len, char out[SNIFF_HOST_MAX + 1])
 			out[ve - v] = '\0';
 			if (memchr(out, '\0', ve - v))
 				return -1;
-			return sniff_host_valid(out) ? 1 : -1;
+			return policy_host_valid(out) ? 1 : -1;
 		}
 	}
 	return -1;
@@ -222,7 +199,7 @@ int sniff_dns_query(const uint8_t *p, size_t len, struct dns_query *q)
 	q->qclass = (uint16_t)get(&c, 2);
 	if (c.bad || n == 0 || memchr(q->name, '\0', n))
 		return -1;
-	if (!sniff_host_valid(q->name))
+	if (!policy_host_valid(q->name))
 		return -1;
 	q->qend = c.off;
 	return 0;

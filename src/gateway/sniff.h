@@ -11,7 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SNIFF_HOST_MAX 253      /* a DNS name in text form */
+#include "../policy/policy.h"
+
+#define SNIFF_HOST_MAX POLICY_HOST_MAX
 
 /* A TLS record holding a ClientHello: the server_name (type host_name),
  * lower-cased, validated as a host name. -1 for a ClientHello without SNI
@@ -27,10 +29,6 @@ int sniff_http_host(const uint8_t *p, size_t len, char out[SNIFF_HOST_MAX + 1]);
  * request line, so the proxy knows which sniffer to wait for. */
 int sniff_is_tls(const uint8_t *p, size_t len);
 int sniff_is_http(const uint8_t *p, size_t len);
-
-/* A host name we are willing to look up and log: 1..253 bytes of
- * [a-z0-9-_.], labels 1..63, no leading/trailing dot. Lower-cases in place. */
-int sniff_host_valid(char *h);
 
 /* One DNS query (RFC 1035): header with QDCOUNT 1, the question name
  * (uncompressed labels only, lower-cased), type and class. -1 when malformed

@@ -3,7 +3,7 @@
  *
  * One thread, one poll(2) loop (agent.c) over: the channel, a signalfd
  * (SIGCHLD and termination signals), every started process's output and
- * stdin fds, and the TCP sockets of port streams (ports.c). Nothing in the
+ * stdin fds, and the TCP sockets of port streams (agent-ports.c). Nothing in the
  * loop blocks on a peer: the channel, process stdin and port sockets are
  * non-blocking with per-connection / per-process / per-stream buffers.
  *
@@ -60,7 +60,7 @@ struct download {               /* a READ in progress: chunks are produced as th
 	uint64_t off, size, max;
 };
 
-struct pstream {                /* a port stream (ports.c) */
+struct pstream {                /* a port stream (agent-ports.c) */
 	struct pstream *next;
 	uint32_t id;            /* chosen by the host */
 	int fd;                 /* TCP socket to 127.0.0.1:port, non-blocking */
@@ -151,7 +151,7 @@ void proc_kill_all(struct agent *a);
 /* Drop deferred STDIN acks (they belong to a previous node's requests). */
 void proc_forget_acks(struct agent *a);
 
-/* files.c */
+/* agent-files.c */
 void file_read(struct agent *a, const struct proto_frame *f);
 void file_write(struct agent *a, const struct proto_frame *f);
 void file_stat(struct agent *a, const struct proto_frame *f);
@@ -164,7 +164,7 @@ void file_pump_downloads(struct agent *a);
 /* Drop transfers of a previous host connection. */
 void file_reset_transfers(struct agent *a);
 
-/* ports.c */
+/* agent-ports.c */
 void port_open(struct agent *a, const struct proto_frame *f);
 /* PORT_DATA, PORT_CREDIT, PORT_SHUT, PORT_CLOSE from the host. */
 void port_frame(struct agent *a, const struct proto_frame *f);

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../gateway/policy.h"
+#include "../policy/policy.h"
 #include "../lib/log.h"
 #include "node-internal.h"
 

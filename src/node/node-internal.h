@@ -20,7 +20,7 @@
 
 #include "../backend/backend.h"
 #include "../chan/guestconn.h"
-#include "../control/db.h"
+#include "../db/db.h"
 #include "../lib/err.h"
 #include "../lib/http.h"
 #include "../lib/json.h"

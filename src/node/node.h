@@ -3,7 +3,7 @@
  * It serves the sandbox and template endpoints of docs/API.md on a unix HTTP
  * socket (the api daemon forwards authenticated requests with
  * X-Airlock-Tenant / X-Airlock-Admin), owns the `sandboxes`, `templates` and
- * `events` rows, asks the node manager for privileged work (src/nodemgr/nm.h)
+ * `events` rows, asks the node manager for privileged work (src/nmclient/nm.h)
  * through the backend ops table, and talks to each sandbox's guest agent over
  * its channel (src/chan/guestconn.h).
  */

@@ -13,7 +13,7 @@
 #include "../lib/log.h"
 #include "../cred/cred.h"
 #include "node-internal.h"
-#include "../gateway/policy.h"
+#include "../policy/policy.h"
 
 /* ---- map and refcounts ------------------------------------------------ */
 

@@ -11,14 +11,14 @@
  * An illegal transition changes nothing and fails with -EBUSY ("conflict"),
  * naming the current state; the HTTP layer answers 409.
  *
- * Depends only on lib/ and control/db, so unit tests link it alone.
+ * Depends only on lib/ and db/, so unit tests link it alone.
  */
 #ifndef AIRLOCK_NODE_STATE_H
 #define AIRLOCK_NODE_STATE_H
 
 #include <stdbool.h>
 
-#include "../control/db.h"
+#include "../db/db.h"
 #include "../lib/err.h"
 
 enum sb_state {

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "../lib/util.h"
-#include "wire.h"
+#include "../nmclient/wire.h"
 
 #define JAIL_STEP_TIMEOUT_MS 10000
 

@@ -10,9 +10,9 @@
 
 #include "../lib/err.h"
 #include "cgroup.h"
-#include "nm.h"
+#include "../nmclient/nm.h"
 #include "nodemgr.h"
-#include "wire.h"
+#include "../nmclient/wire.h"
 
 /* Host uid/gid ranges: slot N owns [BASE + N*65536, BASE + (N+1)*65536).
  * 0x40000000 is far above any uid a distribution or LDAS hands out, and

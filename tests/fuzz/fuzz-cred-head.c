@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/cred/inject.h"
+#include "../../src/gateway/inject.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../../src/cred/mitm.h"
+#include "../../src/gateway/mitm.h"
 
 static int hook(void *arg, struct http_head *h, struct buf *reply)
 {

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (sniff_http_host(p, n, host) == 1) {
 			char copy[SNIFF_HOST_MAX + 1];
 			memcpy(copy, host, sizeof(copy));
-			if (strlen(host) > SNIFF_HOST_MAX || !sniff_host_valid(copy))
+			if (strlen(host) > SNIFF_HOST_MAX || !policy_host_valid(copy))
 				abort();
 		}
 		free(p);

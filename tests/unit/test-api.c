@@ -22,7 +22,7 @@
 
 #include "../../src/api/api-internal.h"
 #include "../../src/api/api.h"
-#include "../../src/control/db.h"
+#include "../../src/db/db.h"
 #include "../../src/lib/http.h"
 #include "../../src/lib/json.h"
 #include "../../src/lib/log.h"

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "../../src/cred/cred.h"
-#include "../../src/cred/inject.h"
+#include "../../src/gateway/inject.h"
 #include "../../src/cred/seal.h"
 #include "../../src/cred/vault.h"
 #include "check.h"

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "../../src/cred/ca.h"
-#include "../../src/cred/mitm.h"
+#include "../../src/gateway/mitm.h"
 #include "check.h"
 
 static char dir[] = "/tmp/airlock-test-mitm-XXXXXX";

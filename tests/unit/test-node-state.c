@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../src/control/db.h"
+#include "../../src/db/db.h"
 #include "../../src/node/state.h"
 #include "check.h"
 

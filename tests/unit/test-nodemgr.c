@@ -27,7 +27,7 @@
 
 #include "../../src/lib/log.h"
 #include "../../src/lib/util.h"
-#include "../../src/nodemgr/nm.h"
+#include "../../src/nmclient/nm.h"
 #include "../../src/nodemgr/nodemgr.h"
 #include "../../src/storage/pool.h"
 

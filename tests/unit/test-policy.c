@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/gateway/policy.h"
+#include "../../src/policy/policy.h"
 #include "../../src/gateway/sniff.h"
 #include "../../src/lib/util.h"
 #include "check.h"

@@ -1,4 +1,4 @@
-/* snapshot.c - `snapshot create|ls|rm`, `rollback` and `fork`. */
+/* cmd-snapshot.c - `snapshot create|ls|rm`, `rollback` and `fork`. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -23,7 +23,7 @@
 
 #include "../lib/err.h"
 #include "../lib/util.h"
-#include "ca.h"
+#include "../cred/ca.h"
 #include "inject.h"
 
 /* The client context for upstream connections: system store + extra_ca_file

@@ -1,4 +1,4 @@
-/* files.c - `airlock files ...`: files inside a sandbox. */
+/* cmd-files.c - `airlock files ...`: files inside a sandbox. */
 #include <errno.h>
 #include <string.h>
 

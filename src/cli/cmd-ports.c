@@ -1,4 +1,4 @@
-/* ports.c - `airlock port-forward SBX [LOCAL:]REMOTE`.
+/* cmd-ports.c - `airlock port-forward SBX [LOCAL:]REMOTE`.
  *
  * Listens on 127.0.0.1:LOCAL (only loopback: the tunnel carries the
  * owner's authority, so it is not offered to the network) and, for each

@@ -80,7 +80,7 @@ static const char schema[] =
 	 * recovery. A table of its own, so older databases need no migration. */
 	"CREATE TABLE IF NOT EXISTS lineage("
 	"  sandbox_id TEXT PRIMARY KEY, parent TEXT, recovered_from TEXT);"
-	/* Access tokens of host-routed port URLs (api/ports.c): SHA-256 only. */
+	/* Access tokens of host-routed port URLs (api/portfwd.c): SHA-256 only. */
 	"CREATE TABLE IF NOT EXISTS port_tokens("
 	"  hash TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, sandbox_id TEXT NOT NULL,"
 	"  port INTEGER NOT NULL, expires_at INTEGER NOT NULL, created_at INTEGER NOT NULL);";

@@ -1,4 +1,4 @@
-/* credential.c - `airlock credential`: the credential manager from the shell.
+/* cmd-credential.c - `airlock credential`: the credential manager from the shell.
  * A value is read from stdin (one line; a trailing newline is dropped),
  * never taken from the command line, where ps and shell history would see it. */
 #include <getopt.h>

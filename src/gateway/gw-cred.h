@@ -1,4 +1,4 @@
-/* cred.h - the gateway's side of credential injection (src/cred).
+/* gw-cred.h - the gateway's side of credential injection (src/cred).
  *
  * For a connection the policy allowed:
  *   - plain HTTP: when the sandbox has a credential for the Host, or the

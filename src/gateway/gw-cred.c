@@ -1,5 +1,5 @@
-/* The gateway's side of credential injection: see cred.h. */
-#include "cred.h"
+/* The gateway's side of credential injection: see gw-cred.h. */
+#include "gw-cred.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -7,8 +7,8 @@
 
 #include "../cred/ca.h"
 #include "../cred/cred.h"
-#include "../cred/inject.h"
-#include "../cred/mitm.h"
+#include "inject.h"
+#include "mitm.h"
 #include "../cred/vault.h"
 #include "../lib/json.h"
 #include "../lib/log.h"

@@ -32,10 +32,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../control/db.h"
+#include "../db/db.h"
 #include "../lib/err.h"
 #include "../lib/util.h"
-#include "vault.h"
+#include "../cred/vault.h"
 
 #define HEAD_MAX (32u * 1024)    /* request line + headers */
 #define BODY_MAX (1024u * 1024)  /* a body read whole for injection */

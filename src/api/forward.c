@@ -1,4 +1,4 @@
-/* proxy.c - forward /v1/sandboxes*, /v1/templates* and /v1/node to the node.
+/* forward.c - forward /v1/sandboxes*, /v1/templates* and /v1/node to the node.
  *
  * The request goes out over the node's unix socket with the original method,
  * target and body, plus a fixed list of the client's headers and the two

@@ -120,7 +120,7 @@ discard: {
 	return r;
 }
 
-static int vm_create(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+static int vmb_create(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
 		     int *chan_fd, pid_t *pid, err_t *err)
 {
 	uint64_t t0 = now_us();
@@ -154,13 +154,13 @@ static int vm_create(const struct backend_ctx *ctx, const struct nm_sandbox_spec
 	return r;
 }
 
-static int vm_adopt(const struct backend_ctx *ctx, const char *id, int *chan_fd, pid_t *pid,
+static int vmb_adopt(const struct backend_ctx *ctx, const char *id, int *chan_fd, pid_t *pid,
 		    err_t *err)
 {
 	return nm_sandbox_adopt(ctx->nm_sock, id, chan_fd, pid, err);
 }
 
-static int vm_destroy(const struct backend_ctx *ctx, const char *id, err_t *err)
+static int vmb_destroy(const struct backend_ctx *ctx, const char *id, err_t *err)
 {
 	return nm_sandbox_destroy(ctx->nm_sock, id, err);
 }
@@ -181,7 +181,7 @@ static void guest_net(const char *addr, struct guest_reset *rq)
 
 /* Fresh clock (ours, read just before sending), 64 bytes of host entropy,
  * the sandbox's hostname, a new random machine-id and its network. */
-static int vm_reset_guest(struct guestconn *gc, const char *addr, const char *hostname,
+static int vmb_reset_guest(struct guestconn *gc, const char *addr, const char *hostname,
 			  err_t *err)
 {
 	struct guest_reset rq = { .set_clock = true, .hostname = hostname };
@@ -198,19 +198,19 @@ static int vm_reset_guest(struct guestconn *gc, const char *addr, const char *ho
  * the hostname and the machine-id: the guest agent resets them from host
  * values (guestconn_reset). A cold-booted VM gets the same reset, which is
  * harmless and keeps one path. */
-static int vm_post_ready(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+static int vmb_post_ready(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
 			 const char *addr, struct guestconn *gc, err_t *err)
 {
 	(void)ctx;
-	return vm_reset_guest(gc, addr, spec->hostname[0] ? spec->hostname : spec->id, err);
+	return vmb_reset_guest(gc, addr, spec->hostname[0] ? spec->hostname : spec->id, err);
 }
 
-static int vm_pause(const struct backend_ctx *ctx, const char *id, err_t *err)
+static int vmb_pause(const struct backend_ctx *ctx, const char *id, err_t *err)
 {
 	return nm_sandbox_freeze(ctx->nm_sock, id, true, err);
 }
 
-static int vm_resume(const struct backend_ctx *ctx, const char *id, err_t *err)
+static int vmb_resume(const struct backend_ctx *ctx, const char *id, err_t *err)
 {
 	return nm_sandbox_freeze(ctx->nm_sock, id, false, err);
 }
@@ -218,44 +218,44 @@ static int vm_resume(const struct backend_ctx *ctx, const char *id, err_t *err)
 /* Disk snapshots: the guest syncs first (quiesce), then nodemgr stops the
  * vCPUs around the btrfs snapshot, so the image is consistent at that
  * point. Rollback boots a fresh guest on a clone of the snapshot. */
-static int vm_quiesce(const struct backend_ctx *ctx, struct guestconn *gc, err_t *err)
+static int vmb_quiesce(const struct backend_ctx *ctx, struct guestconn *gc, err_t *err)
 {
 	if (guestconn_sync(gc, err) < 0)
 		return err_wrap(err, "sync in the guest");
 	return 0;
 }
 
-static int vm_snapshot(const struct backend_ctx *ctx, const char *id, const char *snap,
+static int vmb_snapshot(const struct backend_ctx *ctx, const char *id, const char *snap,
 		       const char *prev, int64_t *size, err_t *err)
 {
 	return nm_snapshot_create(ctx->nm_sock, id, snap, prev, size, err);
 }
 
-static int vm_snapshot_full(const struct backend_ctx *ctx, const char *id, const char *snap,
+static int vmb_snapshot_full(const struct backend_ctx *ctx, const char *id, const char *snap,
 			    const char *prev, int64_t *size, err_t *err)
 {
 	return nm_snapshot_create_full(ctx->nm_sock, id, snap, prev, size, err);
 }
 
-static int vm_snapshot_delete(const struct backend_ctx *ctx, const char *id, const char *snap,
+static int vmb_snapshot_delete(const struct backend_ctx *ctx, const char *id, const char *snap,
 			      err_t *err)
 {
 	return nm_snapshot_delete(ctx->nm_sock, id, snap, err);
 }
 
-static int vm_rollback(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+static int vmb_rollback(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
 		       const char *snap, int *chan_fd, pid_t *pid, err_t *err)
 {
 	return nm_sandbox_rollback(ctx->nm_sock, spec, snap, chan_fd, pid, err);
 }
 
-static int vm_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+static int vmb_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
 		   const char *parent, const char *snap, int *chan_fd, pid_t *pid, err_t *err)
 {
 	return nm_sandbox_fork(ctx->nm_sock, spec, parent, snap, true, chan_fd, pid, err);
 }
 
-static int vm_console(const struct backend_ctx *ctx, const char *id, int *fd, err_t *err)
+static int vmb_console(const struct backend_ctx *ctx, const char *id, int *fd, err_t *err)
 {
 	return nm_vm_console(ctx->nm_sock, id, fd, err);
 }
@@ -266,17 +266,17 @@ const struct backend_ops backend_vm = {
 	 * and fork: nodemgr's snapshot, rollback and fork verbs. */
 	.caps = { .pause = true, .disk_snapshot = true, .full_snapshot = true,
 		  .memory_fork = true },
-	.create = vm_create,
-	.adopt = vm_adopt,
-	.destroy = vm_destroy,
-	.pause = vm_pause,
-	.resume = vm_resume,
-	.post_ready = vm_post_ready,
-	.console = vm_console,
-	.snapshot = vm_snapshot,
-	.snapshot_delete = vm_snapshot_delete,
-	.snapshot_full = vm_snapshot_full,
-	.rollback = vm_rollback,
-	.quiesce = vm_quiesce,
-	.fork = vm_fork,
+	.create = vmb_create,
+	.adopt = vmb_adopt,
+	.destroy = vmb_destroy,
+	.pause = vmb_pause,
+	.resume = vmb_resume,
+	.post_ready = vmb_post_ready,
+	.console = vmb_console,
+	.snapshot = vmb_snapshot,
+	.snapshot_delete = vmb_snapshot_delete,
+	.snapshot_full = vmb_snapshot_full,
+	.rollback = vmb_rollback,
+	.quiesce = vmb_quiesce,
+	.fork = vmb_fork,
 };

@@ -1,4 +1,4 @@
-/* ports.c - port streams: TCP connections the agent opens to 127.0.0.1:PORT
+/* agent-ports.c - port streams: TCP connections the agent opens to 127.0.0.1:PORT
  * inside the sandbox on the host's behalf (PORT_* frames, see proto.h).
  *
  * Why through the agent and not by the sandbox's address: every sandbox, ns

@@ -1,4 +1,4 @@
-/* ports.c - the api's part of port forwarding: the raw relay to the node,
+/* portfwd.c - the api's part of port forwarding: the raw relay to the node,
  * host-routed URLs ({port}-{id}.<ports_domain>) and their access tokens.
  *
  * Proxied requests, WebSocket upgrades and tunnels are not answered by the

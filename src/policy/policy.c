@@ -2,12 +2,12 @@
 #include "policy.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../lib/util.h"
-#include "sniff.h"
 
 /* Ranges that are never the public internet: denied unless the operator
  * lists them in network_allow_private_cidrs. */
@@ -21,6 +21,29 @@ static const struct {
 	{ "192.0.0.0/24", "private" },   { "192.168.0.0/16", "private" },
 	{ "198.18.0.0/15", "private" },  { "224.0.0.0/3", "multicast" },
 };
+
+int policy_host_valid(char *h)
+{
+	size_t n = strlen(h), label = 0;
+
+	if (n && h[n - 1] == '.')
+		h[--n] = '\0';
+	if (n == 0 || n > POLICY_HOST_MAX || h[0] == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)tolower((unsigned char)h[i]);
+		h[i] = (char)ch;
+		if (ch == '.') {
+			if (label == 0)
+				return 0;
+			label = 0;
+			continue;
+		}
+		if (!(isalnum(ch) || ch == '-' || ch == '_') || ++label > 63)
+			return 0;
+	}
+	return 1;
+}
 
 int cidr4_parse(const char *s, struct cidr4 *c)
 {
@@ -124,13 +147,13 @@ static int parse_rules(const json *v, const char *name, struct rule_set *r, char
 		r->domains = xcalloc(a->n ? a->n : 1, sizeof(char *));
 		for (size_t i = 0; i < a->n; i++) {
 			const json *d = a->items[i];
-			char h[SNIFF_HOST_MAX + 1];
+			char h[POLICY_HOST_MAX + 1];
 			bool wild;
-			if (d->type != JSON_STR || d->str_len > SNIFF_HOST_MAX)
+			if (d->type != JSON_STR || d->str_len > POLICY_HOST_MAX)
 				return fail(msg, msz, "`network.%s.domains` holds a bad name", name);
 			wild = d->str[0] == '*' && d->str[1] == '.';
 			snprintf(h, sizeof(h), "%s", d->str + (wild ? 2 : 0));
-			if (!sniff_host_valid(h))
+			if (!policy_host_valid(h))
 				return fail(msg, msz, "`network.%s.domains` holds a bad name", name);
 			r->domains[r->n_domains++] = xasprintf("%s%s", wild ? "*." : "", h);
 		}

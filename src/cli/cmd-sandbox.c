@@ -1,4 +1,4 @@
-/* sandbox.c - create, ls, get, rm, pause, resume, connect. */
+/* cmd-sandbox.c - create, ls, get, rm, pause, resume, connect. */
 #include <errno.h>
 #include <string.h>
 

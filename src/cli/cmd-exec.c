@@ -1,4 +1,4 @@
-/* exec.c - exec, logs, ps, kill: processes inside a sandbox.
+/* cmd-exec.c - exec, logs, ps, kill: processes inside a sandbox.
  *
  * exec streams the NDJSON answer of POST .../exec and writes stdout/stderr
  * locally as lines arrive. Around it, up to two helper threads:

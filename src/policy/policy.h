@@ -17,8 +17,8 @@
  *   6. allow.domains / allow.cidrs                     -> allow
  *   7. otherwise                                       -> deny
  * "*.example.org" matches every name below example.org, not example.org. */
-#ifndef AIRLOCK_GATEWAY_POLICY_H
-#define AIRLOCK_GATEWAY_POLICY_H
+#ifndef AIRLOCK_POLICY_H
+#define AIRLOCK_POLICY_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,6 +27,11 @@
 #include "../lib/json.h"
 
 #define POLICY_MAX_ITEMS 256
+#define POLICY_HOST_MAX 253      /* a DNS name in text form */
+
+/* A host name we are willing to look up and log: 1..253 bytes of
+ * [a-z0-9-_.], labels 1..63, no leading/trailing dot. Lower-cases in place. */
+int policy_host_valid(char *h);
 
 struct cidr4 {
 	uint32_t net, mask;   /* host order */

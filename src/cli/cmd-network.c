@@ -1,4 +1,4 @@
-/* network.c - `airlock network`: a sandbox's egress policy and its gateway's
+/* cmd-network.c - `airlock network`: a sandbox's egress policy and its gateway's
  * decision log.
  *   network SBX                  the policy in force (and the address)
  *   network set SBX POLICY       POLICY: allow-all, deny-all or JSON

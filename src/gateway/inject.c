@@ -7,7 +7,7 @@
 #include <strings.h>
 
 #include "../lib/json.h"
-#include "cred.h"
+#include "../cred/cred.h"
 
 /* ---- the request head ------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* admin.c - template, tenant, key, health, node. */
+/* cmd-admin.c - template, tenant, key, health, node. */
 #include <limits.h>
 #include <string.h>
 
