@@ -31,9 +31,9 @@ static bool tenant_name_ok(const char *s)
 
 static void write_tenant(struct jw *w, const char *id, const char *name, int64_t created)
 {
-	char ts[32];
+	char ts[ISO_TIME_MAX];
 
-	api_iso_time(created, ts);
+	iso_time(created, ts);
 	jw_obj(w);
 	jw_key(w, "id");
 	jw_str(w, id);
@@ -142,7 +142,7 @@ static void key_create(struct api *a, struct http_req *req, struct http_conn *c)
 	struct buf out;
 	struct jw w;
 	err_t err = { 0 };
-	char ts[32];
+	char ts[ISO_TIME_MAX];
 	json *body;
 	int r;
 
@@ -191,7 +191,7 @@ static void key_create(struct api *a, struct http_req *req, struct http_conn *c)
 			goto out;
 		}
 		log_info("key %s created for tenant %s%s", id, tenant_id, admin ? " (admin)" : "");
-		api_iso_time(wall_ms(), ts);
+		iso_time(wall_ms(), ts);
 		buf_init(&out);
 		jw_init(&w, &out);
 		jw_obj(&w);

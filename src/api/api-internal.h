@@ -119,8 +119,6 @@ char *ports_query_without_token(const char *q);
 
 /* --- api.c: small helpers --- */
 
-/* ms since the epoch as ISO-8601 UTC ("2024-05-01T12:00:00.123Z"). */
-void api_iso_time(int64_t ms, char out[32]);
 /* 405 method_not_allowed with an Allow header ("GET, POST"). */
 void api_method_not_allowed(struct http_conn *c, const char *allow);
 /* Parse a JSON object body for an admin endpoint. On failure it has already

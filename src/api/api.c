@@ -42,18 +42,6 @@ enum route {
 	R_FORWARD,     /* any key, forwarded; the node checks ownership */
 };
 
-void api_iso_time(int64_t ms, char out[32])
-{
-	time_t t = (time_t)(ms / 1000);
-	unsigned frac = (unsigned)(ms % 1000 + 1000) % 1000u;
-	struct tm tm;
-	size_t n;
-
-	gmtime_r(&t, &tm);
-	n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out + n, 32 - n, ".%03uZ", frac);
-}
-
 /* An error answer with extra headers (http_respond_error has none). */
 static void respond_error_hdr(struct http_conn *c, int status, const char *code,
 			      const char *msg, const char *extra)

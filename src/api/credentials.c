@@ -239,10 +239,10 @@ static void audit_list(struct api *a, struct http_req *req, struct http_conn *c,
 	for (int i = 0; i < rows.n_rows; i++) {
 		static const char *const keys[] = { "at", "sandbox", "credential", "host",
 						    "method", "path", "decision", "detail" };
-		char ts[32];
+		char ts[ISO_TIME_MAX];
 
 		jw_obj(&w);
-		api_iso_time(db_cell_int(&rows, i, 0), ts);
+		iso_time(db_cell_int(&rows, i, 0), ts);
 		jw_key(&w, keys[0]);
 		jw_str(&w, ts);
 		for (int k = 1; k < 8; k++) {

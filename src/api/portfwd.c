@@ -159,7 +159,7 @@ void api_port_token_create(struct api *a, struct http_req *req, struct http_conn
 	struct db_rows rows;
 	err_t err = { 0 };
 	bool bad = false;
-	char hash[65], ts[32];
+	char hash[65], ts[ISO_TIME_MAX];
 	json *body;
 	int r;
 
@@ -226,7 +226,7 @@ void api_port_token_create(struct api *a, struct http_req *req, struct http_conn
 	jw_key(&w, "port");
 	jw_int(&w, port);
 	jw_key(&w, "expires_at");
-	api_iso_time(exp, ts);
+	iso_time(exp, ts);
 	jw_str(&w, ts);
 	jw_key(&w, "host");
 	if (a->cfg->ports_domain && *a->cfg->ports_domain) {

@@ -669,20 +669,6 @@ char *cred_ref(const char *id, uint32_t version)
 	return xasprintf("%s:%u", id, version);
 }
 
-bool cred_host_matches(const char *pattern, const char *host)
-{
-	size_t hn = strlen(host), pn;
-
-	if (hn && host[hn - 1] == '.')
-		hn--;
-	if (strncmp(pattern, "*.", 2) == 0) {
-		pn = strlen(pattern + 1);   /* ".suffix" */
-		return hn > pn && strncasecmp(host + hn - pn, pattern + 1, pn) == 0;
-	}
-	pn = strlen(pattern);
-	return hn == pn && strncasecmp(host, pattern, pn) == 0;
-}
-
 int cred_audit(struct db *db, const char *tenant, const char *sandbox_id, const char *cred_id,
 	       const char *host, const char *method, const char *path, const char *decision,
 	       const char *detail, err_t *err)

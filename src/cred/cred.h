@@ -87,9 +87,6 @@ int cred_resolve(struct db *db, const char *tenant, const char *sandbox_id, cons
 /* The vault reference of version v of credential id: "ID:v". */
 char *cred_ref(const char *id, uint32_t version);
 
-/* Does host match pattern (exact, or "*.suffix" for any subdomain)? ASCII
- * case-insensitive; a trailing dot on host is ignored. */
-bool cred_host_matches(const char *pattern, const char *host);
 
 /* One audit record. Fields may be NULL. */
 int cred_audit(struct db *db, const char *tenant, const char *sandbox_id, const char *cred_id,

@@ -50,26 +50,16 @@ void *gw_dns_main(void *arg)
 			continue;  /* not a query we answer: drop, as a firewall would */
 		/* The name gate first: a name the policy cannot allow is never
 		 * looked up (no exfiltration through the host's resolver). */
-		{
-			char rule[96];
-			bool pass;
-			pthread_rwlock_rdlock(&g->lock);
-			s = gw_find_locked(g, ntohl(peer.sin_addr.s_addr));
-			pass = s && policy_name_gate(&s->pol, q.name, rule, sizeof(rule));
-			if (s && !pass) {
-				struct dest d = { .host = q.name };
-				gw_log(s, "dns", &d, false, rule);
-			}
-			pthread_rwlock_unlock(&g->lock);
-			if (!s)
-				continue;
-			if (!pass) {
-				len = dns_build_answer(in, &q, 5, NULL, 0, 0, out, sizeof(out));
-				if (len > 0)
-					sendto(g->dns_fd, out, (size_t)len, MSG_DONTWAIT,
-					       (struct sockaddr *)&peer, pl);
-				continue;
-			}
+		int pass = gw_name_gate(g, ntohl(peer.sin_addr.s_addr), "dns",
+					&(struct dest){ .host = q.name });
+		if (pass < 0)
+			continue;
+		if (!pass) {
+			len = dns_build_answer(in, &q, 5, NULL, 0, 0, out, sizeof(out));
+			if (len > 0)
+				sendto(g->dns_fd, out, (size_t)len, MSG_DONTWAIT,
+				       (struct sockaddr *)&peer, pl);
+			continue;
 		}
 		n = (q.qclass == 1) ? gw_resolve(g, q.name, ips, GW_MAX_HOSTS_IPS) : 0;
 

@@ -95,6 +95,11 @@ bool gw_decide_log(struct gw *g, struct gw_sbx *s, const char *proto, const stru
 /* Append one decision to s's log (caller holds gw->lock for read). */
 void gw_log(struct gw_sbx *s, const char *proto, const struct dest *d, bool allow,
 	    const char *rule);
+/* The name gate (policy_name_gate) for the sandbox at source address src,
+ * logged when it refuses d->host: 1 pass, 0 refused, -1 no such sandbox.
+ * Takes gw->lock itself. A name refused here is never resolved, so the
+ * host's resolver cannot carry a sandbox's data out (DNS and proxy alike). */
+int gw_name_gate(struct gw *g, uint32_t src, const char *proto, const struct dest *d);
 /* The gateway's own resolution: gateway_hosts first, then the host's
  * resolver (IPv4 only). Returns the number of addresses (host order). */
 size_t gw_resolve(struct gw *g, const char *name, uint32_t *out, size_t max);

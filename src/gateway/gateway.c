@@ -121,6 +121,22 @@ void gw_log(struct gw_sbx *s, const char *proto, const struct dest *d, bool allo
 	}
 }
 
+int gw_name_gate(struct gw *g, uint32_t src, const char *proto, const struct dest *d)
+{
+	struct gw_sbx *s;
+	char rule[96];
+	int pass = -1;
+
+	pthread_rwlock_rdlock(&g->lock);
+	if ((s = gw_find_locked(g, src))) {
+		pass = policy_name_gate(&s->pol, d->host, rule, sizeof(rule));
+		if (!pass)
+			gw_log(s, proto, d, false, rule);
+	}
+	pthread_rwlock_unlock(&g->lock);
+	return pass;
+}
+
 size_t gw_resolve(struct gw *g, const char *name, uint32_t *out, size_t max)
 {
 	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };

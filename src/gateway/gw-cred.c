@@ -138,7 +138,7 @@ bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host)
 		w->hosts_at = now_ms();
 	}
 	for (size_t i = 0; w && i < w->n_hosts && !found; i++)
-		found = cred_host_matches(w->hosts[i], host);
+		found = host_match(w->hosts[i], host);
 	pthread_mutex_unlock(&gc->mu);
 	return found;
 }

@@ -343,7 +343,7 @@ static bool cred_applies(const struct cred *c, const char *host, const struct ht
 	bool host_ok = false;
 
 	for (size_t i = 0; i < c->n_hosts && !host_ok; i++)
-		host_ok = cred_host_matches(c->hosts[i], host);
+		host_ok = host_match(c->hosts[i], host);
 	return host_ok && path_matches(c, h);
 }
 
@@ -600,7 +600,7 @@ bool cred_host_has_credential(struct inject_ctx *ctx, const struct inject_who *w
 		return false;
 	for (size_t i = 0; i < n && !found; i++)
 		for (size_t k = 0; k < creds[i].n_hosts && !found; k++)
-			found = cred_host_matches(creds[i].hosts[k], who->host);
+			found = host_match(creds[i].hosts[k], who->host);
 	cred_list_free(creds, n);
 	return found;
 }

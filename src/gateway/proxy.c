@@ -168,23 +168,6 @@ static void deny_http(struct pconn *pc)
 	(void)!write(pc->fd, resp, sizeof(resp) - 1);
 }
 
-/* The name gate, logged when it refuses. */
-static bool name_may_pass(struct gw *g, struct pconn *pc)
-{
-	struct gw_sbx *s;
-	char rule[96];
-	bool ok = false;
-
-	pthread_rwlock_rdlock(&g->lock);
-	s = gw_find_locked(g, pc->src);
-	if (s && !(ok = policy_name_gate(&s->pol, pc->host, rule, sizeof(rule)))) {
-		struct dest d = { .host = pc->host, .ip = pc->dst, .port = pc->dport };
-		gw_log(s, pc->proto, &d, false, rule);
-	}
-	pthread_rwlock_unlock(&g->lock);
-	return ok;
-}
-
 /* A relayed connection's end: its sandbox may open another. */
 struct relayed {
 	struct gw *g;
@@ -283,7 +266,9 @@ static bool serve(struct pconn *pc)
 	sniffed = now_us();
 	gw_count(&g->stats.sniff_us, sniffed - pc->accepted_us);
 	target = pc->dst;
-	if (pc->host[0] && !name_may_pass(g, pc)) {
+	if (pc->host[0] &&
+	    gw_name_gate(g, pc->src, pc->proto,
+			 &(struct dest){ .host = pc->host, .ip = pc->dst, .port = pc->dport }) != 1) {
 		count_decision(g, false, sniffed);
 		/* refused on the name: never resolved (see policy_name_gate) */
 		if (!strcmp(pc->proto, "http"))

@@ -80,17 +80,6 @@ static bool is_tchar(unsigned char c)
 	return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static const char *find_header(const struct http_header *h, size_t n, const char *name)
 {
 	for (size_t k = 0; k < n; k++)

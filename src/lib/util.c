@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -368,4 +369,40 @@ int mkdir_p(const char *path, int mode)
 	if (mkdir(p, (mode_t)mode) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+void iso_time(int64_t ms, char out[ISO_TIME_MAX])
+{
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+	size_t n;
+
+	gmtime_r(&s, &tm);
+	n = strftime(out, ISO_TIME_MAX, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, ISO_TIME_MAX - n, ".%03uZ", (unsigned)((ms % 1000 + 1000) % 1000));
+}
+
+int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+bool host_match(const char *pattern, const char *host)
+{
+	size_t hn = strlen(host), pn;
+
+	if (hn && host[hn - 1] == '.')
+		hn--;
+	if (strncmp(pattern, "*.", 2) == 0) {
+		pn = strlen(pattern + 1);   /* ".suffix" */
+		return hn > pn && strncasecmp(host + hn - pn, pattern + 1, pn) == 0;
+	}
+	pn = strlen(pattern);
+	return hn == pn && strncasecmp(host, pattern, pn) == 0;
 }

@@ -50,9 +50,12 @@ void buf_vprintf(struct buf *b, const char *fmt, va_list ap);
 char *buf_steal(struct buf *b);
 
 /* Monotonic and wall clocks. */
+#define ISO_TIME_MAX 40
 uint64_t now_ms(void);        /* CLOCK_MONOTONIC, milliseconds */
 uint64_t now_us(void);        /* CLOCK_MONOTONIC, microseconds */
 int64_t wall_ms(void);        /* CLOCK_REALTIME, ms since epoch */
+/* ms since the epoch as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC), NUL-terminated. */
+void iso_time(int64_t ms, char out[ISO_TIME_MAX]);
 
 /* Raise the soft open-files limit to the hard one: a server holding an fd
  * or two per connection would stop at 1024 (a login shell's soft limit)
@@ -68,6 +71,15 @@ char *random_id(const char *prefix, size_t n_bytes);
 /* Base64 (standard alphabet, padded). Caller owns results. decode returns -1 on bad input. */
 char *base64_encode(const void *p, size_t n);
 int base64_decode(const char *s, size_t slen, struct buf *out);
+/* The value of one hex digit, or -1. */
+int hexval(int c);
+
+/* Does host name `host` match `pattern`? A pattern "*.example.org" matches
+ * every name below example.org and not example.org itself; any other
+ * pattern matches only itself. ASCII case is ignored and one trailing dot
+ * of host is too, so both an unnormalised name (a request's Host) and a
+ * normalised one (policy_host_valid's) compare right. */
+bool host_match(const char *pattern, const char *host);
 
 /* Write/read all bytes, retrying on EINTR and short counts. -errno on failure. */
 int write_all(int fd, const void *p, size_t n);

@@ -32,9 +32,9 @@ void handle_events(struct node *n, struct sandbox *sb, struct http_conn *c)
 	jw_key(&w, "events");
 	jw_arr(&w);
 	for (int i = 0; i < rows.n_rows; i++) {
-		char at[40];
+		char at[ISO_TIME_MAX];
 
-		node_iso_time(db_cell_int(&rows, i, 0), at);
+		iso_time(db_cell_int(&rows, i, 0), at);
 		jw_obj(&w);
 		jw_key(&w, "at");
 		jw_str(&w, at);

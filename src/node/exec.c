@@ -686,7 +686,7 @@ void handle_processes(struct node *n, struct sandbox *sb, struct http_conn *c)
 {
 	struct buf b;
 	struct jw w;
-	char t[40];
+	char t[ISO_TIME_MAX];
 
 	buf_init(&b);
 	jw_init(&w, &b);
@@ -718,7 +718,7 @@ void handle_processes(struct node *n, struct sandbox *sb, struct http_conn *c)
 		else
 			jw_int(&w, p->signal);
 		jw_key(&w, "started_at");
-		node_iso_time(p->started_at, t);
+		iso_time(p->started_at, t);
 		jw_str(&w, t);
 		jw_key(&w, "pty");
 		jw_bool(&w, p->pty);

@@ -26,7 +26,7 @@ static const char *type_name(char t)
 
 static void render_stat(struct jw *w, const struct guest_stat *st)
 {
-	char mode[16], t[40];
+	char mode[16], t[ISO_TIME_MAX];
 
 	jw_key(w, "type");
 	jw_str(w, type_name(st->type));
@@ -36,7 +36,7 @@ static void render_stat(struct jw *w, const struct guest_stat *st)
 	snprintf(mode, sizeof(mode), "%04o", st->mode & 07777);
 	jw_str(w, mode);
 	jw_key(w, "mtime");
-	node_iso_time(st->mtime_ms, t);
+	iso_time(st->mtime_ms, t);
 	jw_str(w, t);
 }
 

@@ -152,7 +152,6 @@ void node_errno_to_http(int code, int *status, const char **ecode);
 /* Parse a JSON object body (size-limited); on failure answers 400/413 and
  * returns NULL. allowed: NULL-terminated list of keys. Caller owns. */
 json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed);
-void node_iso_time(int64_t wall_ms_v, char out[40]);
 /* 409 `conflict` with the sandbox's current state next to the error:
  * {"error":{"code":"conflict","message"},"state":"paused"}. */
 void node_respond_conflict(struct http_conn *c, enum sb_state st, const char *fmt, ...)

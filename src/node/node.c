@@ -101,25 +101,6 @@ json *node_body_object(struct http_req *req, struct http_conn *c, const char *co
 	return http_json_object_body(req, c, allowed, NODE_JSON_MAX);
 }
 
-void node_iso_time(int64_t ms, char out[40])
-{
-	time_t s = (time_t)(ms / 1000);
-	struct tm tm;
-	size_t n;
-
-	gmtime_r(&s, &tm);
-	n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out + n, 40 - n, ".%03uZ", (unsigned)((ms % 1000 + 1000) % 1000));
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9') return c - '0';
-	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decode s[0..n) into a new string; %00 and bad escapes are kept
  * literally so the result never contains NUL. */
 static char *url_decode(const char *s, size_t n)

@@ -48,12 +48,12 @@ static int pick_snapshot(struct node *n, struct sandbox *sb, char *id, size_t id
 static void record(struct node *n, struct sandbox *sb, const char *snap, const char *kind,
 		   int64_t at)
 {
-	char iso[40];
+	char iso[ISO_TIME_MAX];
 	struct buf b;
 	struct jw w;
 	err_t err = { 0 };
 
-	node_iso_time(at, iso);
+	iso_time(at, iso);
 	buf_init(&b);
 	jw_init(&w, &b);
 	jw_obj(&w);

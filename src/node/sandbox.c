@@ -154,9 +154,9 @@ static void render_limits(struct jw *w, const struct nm_limits *l)
 
 void sandbox_render(struct jw *w, struct sandbox *sb)
 {
-	char created[40];
+	char created[ISO_TIME_MAX];
 
-	node_iso_time(sb->created_at, created);
+	iso_time(sb->created_at, created);
 	pthread_mutex_lock(&sb->mu);
 	jw_obj(w);
 	jw_key(w, "id");

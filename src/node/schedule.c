@@ -519,7 +519,7 @@ void handle_debug_clock(struct node *n, struct http_req *req, struct http_conn *
 {
 	static const char *const keys[] = { "advance_s", NULL };
 	const json *v;
-	char at[40];
+	char at[ISO_TIME_MAX];
 	json *body;
 
 	/* Off unless the operator asked for it: moving the scheduler's clock
@@ -550,7 +550,7 @@ void handle_debug_clock(struct node *n, struct http_req *req, struct http_conn *
 	{
 		struct buf b;
 		struct jw w;
-		node_iso_time(sched_now(n), at);
+		iso_time(sched_now(n), at);
 		buf_init(&b);
 		jw_init(&w, &b);
 		jw_obj(&w);

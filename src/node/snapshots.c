@@ -29,9 +29,9 @@
 static void render_snapshot(struct jw *w, const char *sandbox_id, const struct db_rows *rows,
 			    int i)
 {
-	char at[40];
+	char at[ISO_TIME_MAX];
 
-	node_iso_time(db_cell_int(rows, i, 4), at);
+	iso_time(db_cell_int(rows, i, 4), at);
 	jw_obj(w);
 	jw_key(w, "id");
 	jw_str(w, db_cell(rows, i, 0));

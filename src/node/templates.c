@@ -216,7 +216,7 @@ int template_resolve(struct node *n, const char *name, uint32_t *version, err_t 
 
 static void render_template_row(struct jw *w, const struct db_rows *rows, int i)
 {
-	char t[40];
+	char t[ISO_TIME_MAX];
 
 	jw_obj(w);
 	jw_key(w, "name");
@@ -228,7 +228,7 @@ static void render_template_row(struct jw *w, const struct db_rows *rows, int i)
 	jw_key(w, "source");
 	jw_str(w, db_cell(rows, i, 3));
 	jw_key(w, "created_at");
-	node_iso_time(db_cell_int(rows, i, 4), t);
+	iso_time(db_cell_int(rows, i, 4), t);
 	jw_str(w, t);
 	if (db_cell(rows, i, 5)) {
 		jw_key(w, "error");

@@ -95,15 +95,6 @@ static bool in_cidr(const struct cidr4 *c, uint32_t ip)
 	return (ip & c->mask) == c->net;
 }
 
-bool domain_match(const char *pattern, const char *host)
-{
-	if (pattern[0] == '*' && pattern[1] == '.') {
-		size_t pl = strlen(pattern + 1), hl = strlen(host);  /* ".x.y" */
-		return hl > pl && strcmp(host + hl - pl, pattern + 1) == 0;
-	}
-	return strcmp(pattern, host) == 0;
-}
-
 static void rules_free(struct rule_set *r)
 {
 	for (size_t i = 0; i < r->n_domains; i++)
@@ -272,7 +263,7 @@ static const char *match_domain(const struct rule_set *r, const char *host)
 	if (!host)
 		return NULL;
 	for (size_t i = 0; i < r->n_domains; i++)
-		if (domain_match(r->domains[i], host))
+		if (host_match(r->domains[i], host))
 			return r->domains[i];
 	return NULL;
 }

@@ -94,6 +94,4 @@ bool policy_decide(const struct policy *p, const struct policy_env *env, const s
  * allow.domains; allow.cidrs open connections made to an IP. */
 bool policy_name_gate(const struct policy *p, const char *host, char *rule, size_t rcap);
 
-bool domain_match(const char *pattern, const char *host);
-
 #endif

@@ -121,13 +121,13 @@ static void test_spec(void)
 
 static void test_hosts(void)
 {
-	CHECK(cred_host_matches("api.openai.com", "api.openai.com"));
-	CHECK(cred_host_matches("api.openai.com", "API.OpenAI.com."));
-	CHECK(!cred_host_matches("api.openai.com", "api.openai.com.evil.net"));
-	CHECK(!cred_host_matches("api.openai.com", "xapi.openai.com"));
-	CHECK(cred_host_matches("*.example.com", "a.b.example.com"));
-	CHECK(!cred_host_matches("*.example.com", "example.com"));
-	CHECK(!cred_host_matches("*.example.com", "badexample.com"));
+	CHECK(host_match("api.openai.com", "api.openai.com"));
+	CHECK(host_match("api.openai.com", "API.OpenAI.com."));
+	CHECK(!host_match("api.openai.com", "api.openai.com.evil.net"));
+	CHECK(!host_match("api.openai.com", "xapi.openai.com"));
+	CHECK(host_match("*.example.com", "a.b.example.com"));
+	CHECK(!host_match("*.example.com", "example.com"));
+	CHECK(!host_match("*.example.com", "badexample.com"));
 }
 
 static struct cred mk(const char *id, const char *name, const char *env, int64_t created,
