@@ -52,7 +52,7 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static void buf_reserve(struct buf *b, size_t n)
+static void http_buf_reserve(struct buf *b, size_t n)
 {
 	if (b->cap - b->len >= n + 1)
 		return;
@@ -64,7 +64,7 @@ static void buf_reserve(struct buf *b, size_t n)
 }
 
 /* Drop the first n bytes of b (consumed input). */
-static void buf_consume(struct buf *b, size_t n)
+static void http_buf_consume(struct buf *b, size_t n)
 {
 	if (n >= b->len) {
 		buf_reset(b);
@@ -116,7 +116,7 @@ bool http_has_token(const char *v, const char *token)
 	return false;
 }
 
-static void free_headers(struct http_header *h, size_t n)
+static void http_free_headers(struct http_header *h, size_t n)
 {
 	for (size_t k = 0; k < n; k++) {
 		free(h[k].name);
@@ -132,7 +132,7 @@ void http_req_free(struct http_req *req)
 	free(req->path);
 	free(req->query);
 	free(req->body);
-	free_headers(req->headers, req->n_headers);
+	http_free_headers(req->headers, req->n_headers);
 	memset(req, 0, sizeof(*req));
 }
 
@@ -140,7 +140,7 @@ void http_resp_free(struct http_resp *r)
 {
 	if (!r)
 		return;
-	free_headers(r->headers, r->n_headers);
+	http_free_headers(r->headers, r->n_headers);
 	buf_free(&r->body);
 	memset(r, 0, sizeof(*r));
 }
@@ -223,7 +223,7 @@ char *http_query_param(const struct http_req *req, const char *name)
 
 /* Offset just past the blank line ending the head, or 0 if not seen yet.
  * *scanned lets repeated calls on a growing buffer skip what was searched. */
-static size_t find_head_end(const char *p, size_t len, size_t *scanned)
+static size_t http_find_head_end(const char *p, size_t len, size_t *scanned)
 {
 	size_t k = *scanned > 3 ? *scanned - 3 : 0;
 
@@ -260,8 +260,8 @@ static int parse_header_line(const char *p, const char *eol, struct http_header 
 }
 
 /* Header lines from p up to the final blank line; end points just past it. */
-static int parse_header_block(const char *p, const char *end, struct http_header *h,
-			      size_t *n, err_t *err)
+static int http_parse_header_block(const char *p, const char *end, struct http_header *h,
+				   size_t *n, err_t *err)
 {
 	for (;;) {
 		const char *eol = memchr(p, '\n', (size_t)(end - p));
@@ -328,7 +328,7 @@ static int parse_request_line(const char *p, const char *eol, struct http_req *r
 	return req->path ? 0 : -EINVAL;
 }
 
-static int parse_clen(const char *v, uint64_t *out, err_t *err)
+static int http_parse_clen(const char *v, uint64_t *out, err_t *err)
 {
 	uint64_t n = 0;
 
@@ -353,7 +353,7 @@ static int interpret_headers(const struct http_req *req, struct req_info *info, 
 		if (strcasecmp(h->name, "Content-Length") == 0) {
 			if (info->has_clen)
 				return err_set(err, EINVAL, "duplicate Content-Length");
-			if (parse_clen(h->value, &info->clen, err) < 0)
+			if (http_parse_clen(h->value, &info->clen, err) < 0)
 				return -EINVAL;
 			info->has_clen = true;
 		} else if (strcasecmp(h->name, "Transfer-Encoding") == 0) {
@@ -376,8 +376,8 @@ static int interpret_headers(const struct http_req *req, struct req_info *info, 
 
 /* Parses the head [p, p+head_len) into req. On failure req holds partial
  * allocations; the caller frees it either way. */
-static int parse_request_head(const char *p, size_t head_len, struct http_req *req,
-			      struct req_info *info, err_t *err)
+static int http_parse_request_head(const char *p, size_t head_len, struct http_req *req,
+				   struct req_info *info, err_t *err)
 {
 	const char *end = p + head_len;
 	const char *eol = memchr(p, '\n', head_len);
@@ -387,7 +387,7 @@ static int parse_request_head(const char *p, size_t head_len, struct http_req *r
 		return err_set(err, EINVAL, "malformed request line");
 	if (parse_request_line(p, eol - 1, req, &info->http10, err) < 0)
 		return -EINVAL;
-	if (parse_header_block(eol + 1, end, req->headers, &req->n_headers, err) < 0)
+	if (http_parse_header_block(eol + 1, end, req->headers, &req->n_headers, err) < 0)
 		return -EINVAL;
 	return interpret_headers(req, info, err);
 }
@@ -413,7 +413,7 @@ struct dechunk {
 
 typedef int (*emit_fn)(void *arg, const char *p, size_t n);
 
-static void dechunk_init(struct dechunk *d, uint64_t max)
+static void http_dechunk_init(struct dechunk *d, uint64_t max)
 {
 	memset(d, 0, sizeof(*d));
 	d->max = max;
@@ -503,8 +503,8 @@ static int dc_control_byte(struct dechunk *d, char c)
 /* Feeds n bytes; *used says how many were consumed (fewer than n only once
  * the body is complete: the rest belongs to the next message). Returns 0,
  * -EINVAL / -EFBIG for bad input, or emit's non-zero return value. */
-static int dechunk_feed(struct dechunk *d, const char *p, size_t n, size_t *used,
-			emit_fn emit, void *arg)
+static int http_dechunk_feed(struct dechunk *d, const char *p, size_t n, size_t *used,
+			     emit_fn emit, void *arg)
 {
 	size_t k = 0;
 	int r = 0;
@@ -528,7 +528,7 @@ static int dechunk_feed(struct dechunk *d, const char *p, size_t n, size_t *used
 	return r;
 }
 
-static int emit_to_buf(void *arg, const char *p, size_t n)
+static int http_emit_to_buf(void *arg, const char *p, size_t n)
 {
 	buf_add(arg, p, n);
 	return 0;
@@ -536,7 +536,7 @@ static int emit_to_buf(void *arg, const char *p, size_t n)
 
 /* ------------------------------------------------------ request parsing */
 
-static size_t skip_blank_lines(const char *buf, size_t len)
+static size_t http_skip_blank_lines(const char *buf, size_t len)
 {
 	size_t k = 0;
 
@@ -554,8 +554,8 @@ static int parse_body_chunked(const char *p, size_t len, size_t max_body,
 	struct buf body;
 
 	buf_init(&body);
-	dechunk_init(&d, max_body);
-	int r = dechunk_feed(&d, p, len, used, emit_to_buf, &body);
+	http_dechunk_init(&d, max_body);
+	int r = http_dechunk_feed(&d, p, len, used, http_emit_to_buf, &body);
 	if (r < 0 || d.state != DC_DONE) {
 		buf_free(&body);
 		if (r == -EFBIG)
@@ -575,14 +575,14 @@ int http_parse_request(const char *buf, size_t len, size_t max_body, struct http
 	int r;
 
 	memset(req, 0, sizeof(*req));
-	size_t skip = skip_blank_lines(buf, len);
-	size_t head = find_head_end(buf + skip, len - skip, &scanned);
+	size_t skip = http_skip_blank_lines(buf, len);
+	size_t head = http_find_head_end(buf + skip, len - skip, &scanned);
 	if (!head || head > HTTP_MAX_HEAD) {
 		if (head || len - skip > HTTP_MAX_HEAD)
 			return err_set(err, EINVAL, "request head too large");
 		return 0;
 	}
-	r = parse_request_head(buf + skip, head, req, &info, err);
+	r = http_parse_request_head(buf + skip, head, req, &info, err);
 	if (r < 0)
 		goto fail;
 	const char *rest = buf + skip + head;
@@ -623,7 +623,7 @@ fail:
 
 /* sendmsg with MSG_NOSIGNAL: a peer that went away must give us EPIPE, not
  * kill the daemon with SIGPIPE. Returns 0 or -EPIPE. */
-static int send_iov(int fd, struct iovec *iov, size_t n)
+static int http_send_iov(int fd, struct iovec *iov, size_t n)
 {
 	struct msghdr m = { .msg_iov = iov, .msg_iovlen = n };
 
@@ -647,22 +647,22 @@ static int send_iov(int fd, struct iovec *iov, size_t n)
 	return 0;
 }
 
-static int send_all(int fd, const void *p, size_t n)
+static int http_send_all(int fd, const void *p, size_t n)
 {
 	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
-	return send_iov(fd, &iov, 1);
+	return http_send_iov(fd, &iov, 1);
 }
 
 /* Reads what is available into b, waiting up to timeout_ms (-1: forever)
  * for input. The first attempt skips poll(): on the request path the bytes
  * are usually already queued, and a syscall less is latency saved.
  * Returns bytes read, 0 on EOF, -ETIMEDOUT or -errno. */
-static ssize_t recv_some(int fd, struct buf *b, size_t want, int timeout_ms)
+static ssize_t http_recv_some(int fd, struct buf *b, size_t want, int timeout_ms)
 {
 	struct pollfd pf = { .fd = fd, .events = POLLIN };
 	bool polled = false;
 
-	buf_reserve(b, want);
+	http_buf_reserve(b, want);
 	for (;;) {
 		ssize_t n = recv(fd, b->data + b->len, want, polled ? 0 : MSG_DONTWAIT);
 		if (n >= 0) {
@@ -764,7 +764,7 @@ static int conn_send(struct http_conn *c, struct iovec *iov, size_t n)
 {
 	if (c->broken)
 		return -EPIPE;
-	if (send_iov(c->fd, iov, n) < 0) {
+	if (http_send_iov(c->fd, iov, n) < 0) {
 		c->broken = true;
 		return -EPIPE;
 	}
@@ -899,7 +899,7 @@ int http_conn_takeover(struct http_conn *c, struct buf *pending)
 	c->keep_alive = false;
 	if (pending && c->in.len)
 		buf_add(pending, c->in.data, c->in.len);
-	buf_consume(&c->in, c->in.len);
+	http_buf_consume(&c->in, c->in.len);
 	return c->fd;
 }
 
@@ -912,18 +912,18 @@ static int read_head(struct http_conn *c, size_t *head_len)
 	size_t scanned = 0;
 
 	for (;;) {
-		size_t skip = skip_blank_lines(c->in.data ? c->in.data : "", c->in.len);
+		size_t skip = http_skip_blank_lines(c->in.data ? c->in.data : "", c->in.len);
 		if (skip) {
-			buf_consume(&c->in, skip);
+			http_buf_consume(&c->in, skip);
 			scanned = 0;
 		}
-		*head_len = find_head_end(c->in.data, c->in.len, &scanned);
+		*head_len = http_find_head_end(c->in.data, c->in.len, &scanned);
 		if (*head_len)
 			return *head_len > HTTP_MAX_HEAD ? -EINVAL : 1;
 		if (c->in.len >= HTTP_MAX_HEAD)
 			return -EINVAL;
 		int tmo = c->in.len ? HTTP_READ_TIMEOUT_MS : HTTP_IDLE_TIMEOUT_MS;
-		if (recv_some(c->fd, &c->in, HTTP_IO_CHUNK, tmo) <= 0)
+		if (http_recv_some(c->fd, &c->in, HTTP_IO_CHUNK, tmo) <= 0)
 			return 0;
 	}
 }
@@ -934,12 +934,12 @@ static int read_body_clen(struct http_conn *c, struct http_req *req, size_t head
 	size_t have = c->in.len - head < clen ? c->in.len - head : clen;
 
 	buf_init(&body);
-	buf_reserve(&body, clen);
+	http_buf_reserve(&body, clen);
 	buf_add(&body, c->in.data + head, have);
-	buf_consume(&c->in, head + have);
+	http_buf_consume(&c->in, head + have);
 	/* read the rest straight into the body: no copy for large uploads */
 	while (body.len < clen) {
-		if (recv_some(c->fd, &body, clen - body.len, HTTP_READ_TIMEOUT_MS) <= 0) {
+		if (http_recv_some(c->fd, &body, clen - body.len, HTTP_READ_TIMEOUT_MS) <= 0) {
 			buf_free(&body);
 			return 0;
 		}
@@ -956,11 +956,12 @@ static int read_body_chunked(struct http_conn *c, struct http_req *req, size_t h
 	struct dechunk d;
 	size_t used;
 
-	dechunk_init(&d, c->srv->max_body);
-	buf_consume(&c->in, head);
+	http_dechunk_init(&d, c->srv->max_body);
+	http_buf_consume(&c->in, head);
 	for (;;) {
-		int r = dechunk_feed(&d, c->in.data, c->in.len, &used, emit_to_buf, &body);
-		buf_consume(&c->in, used);
+		int r = http_dechunk_feed(&d, c->in.data, c->in.len, &used, http_emit_to_buf,
+					  &body);
+		http_buf_consume(&c->in, used);
 		if (r == -EFBIG)
 			return err_set(err, EFBIG, "request body too large (max %zu bytes)",
 				       c->srv->max_body);
@@ -968,7 +969,7 @@ static int read_body_chunked(struct http_conn *c, struct http_req *req, size_t h
 			return err_set(err, EINVAL, "malformed chunked body");
 		if (d.state == DC_DONE)
 			break;
-		if (recv_some(c->fd, &c->in, HTTP_IO_CHUNK, HTTP_READ_TIMEOUT_MS) <= 0)
+		if (http_recv_some(c->fd, &c->in, HTTP_IO_CHUNK, HTTP_READ_TIMEOUT_MS) <= 0)
 			return 0;
 	}
 	if (!body.data)
@@ -981,7 +982,7 @@ static int read_body_chunked(struct http_conn *c, struct http_req *req, size_t h
 static int send_continue(struct http_conn *c)
 {
 	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-	return send_all(c->fd, cont, sizeof(cont) - 1);
+	return http_send_all(c->fd, cont, sizeof(cont) - 1);
 }
 
 /* Returns 1 with req filled, 0 to close quietly (EOF, timeout, I/O error),
@@ -997,7 +998,7 @@ static int read_request(struct http_conn *c, struct http_req *req, struct req_in
 		return err_set(err, EINVAL, "request head too large (max %d bytes)", HTTP_MAX_HEAD);
 	if (r <= 0)
 		return r;
-	if (parse_request_head(c->in.data, head, req, info, err) < 0)
+	if (http_parse_request_head(c->in.data, head, req, info, err) < 0)
 		return -err->code;
 	snprintf(req->peer, sizeof(req->peer), "%s", c->peer);
 	c->http10 = info->http10;
@@ -1107,7 +1108,7 @@ static void *conn_main(void *arg)
 	return NULL;
 }
 
-static void format_peer(const struct sockaddr_storage *ss, char *out, size_t n)
+static void http_format_peer(const struct sockaddr_storage *ss, char *out, size_t n)
 {
 	char ip[INET6_ADDRSTRLEN];
 
@@ -1163,7 +1164,7 @@ static void start_conn(struct http_server *s, int fd, const struct sockaddr_stor
 	c->srv = s;
 	c->fd = fd;
 	buf_init(&c->in);
-	format_peer(ss, c->peer, sizeof(c->peer));
+	http_format_peer(ss, c->peer, sizeof(c->peer));
 	tune_accepted(fd, ss->ss_family);
 	if (!conn_register(s, c)) {
 		log_warn("http: refusing connection from %s (limit or shutdown)", c->peer);
@@ -1221,8 +1222,8 @@ static int listen_fd_ready(int fd, const char *what, err_t *err)
 	return 0;
 }
 
-static int split_host_port(const char *spec, char *host, size_t hn, char *port, size_t pn,
-			   err_t *err)
+static int http_split_host_port(const char *spec, char *host, size_t hn, char *port, size_t pn,
+				err_t *err)
 {
 	const char *colon;
 
@@ -1251,7 +1252,7 @@ static void format_sockname(int fd, char *out, size_t n)
 	socklen_t sl = sizeof(ss);
 
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-		format_peer(&ss, out, n);
+		http_format_peer(&ss, out, n);
 }
 
 static int bind_inet(const struct addrinfo *ai, err_t *err)
@@ -1272,7 +1273,7 @@ static int bind_inet(const struct addrinfo *ai, err_t *err)
 	return fd;
 }
 
-static int listen_inet(struct http_server *s, const char *spec, err_t *err)
+static int http_listen_inet(struct http_server *s, const char *spec, err_t *err)
 {
 	char host[256], port[8];
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
@@ -1280,7 +1281,7 @@ static int listen_inet(struct http_server *s, const char *spec, err_t *err)
 	struct addrinfo *res = NULL;
 	int fd = -1;
 
-	if (split_host_port(spec, host, sizeof(host), port, sizeof(port), err) < 0)
+	if (http_split_host_port(spec, host, sizeof(host), port, sizeof(port), err) < 0)
 		return -EINVAL;
 	int r = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
 	if (r != 0)
@@ -1357,7 +1358,7 @@ static int bind_unix(int fd, const struct sockaddr_un *sa, err_t *err)
 	return 0;
 }
 
-static int listen_unix(struct http_server *s, const char *path, err_t *err)
+static int http_listen_unix(struct http_server *s, const char *path, err_t *err)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
@@ -1390,7 +1391,7 @@ static int listen_unix(struct http_server *s, const char *path, err_t *err)
 }
 
 /* Remove our socket file, unless someone has since replaced it. */
-static void unlink_own_socket(struct http_server *s)
+static void http_unlink_own_socket(struct http_server *s)
 {
 	struct stat st;
 
@@ -1429,15 +1430,15 @@ struct http_server *http_server_start(const char *listen_addr, size_t max_body,
 		goto fail;
 	}
 	if (strncmp(listen_addr, "unix:", 5) == 0)
-		r = listen_unix(s, listen_addr + 5, err);
+		r = http_listen_unix(s, listen_addr + 5, err);
 	else
-		r = listen_inet(s, listen_addr, err);
+		r = http_listen_inet(s, listen_addr, err);
 	if (r < 0)
 		goto fail;
 	r = pthread_create(&s->thread, NULL, accept_main, s);
 	if (r != 0) {
 		err_set(err, r, "cannot start accept thread");
-		unlink_own_socket(s);
+		http_unlink_own_socket(s);
 		goto fail;
 	}
 	return s;
@@ -1457,7 +1458,7 @@ void http_server_stop(struct http_server *s)
 	pthread_join(s->thread, NULL);
 	close(s->lfd);
 	s->lfd = -1;
-	unlink_own_socket(s);
+	http_unlink_own_socket(s);
 
 	pthread_mutex_lock(&s->mu);
 	__atomic_store_n(&s->stopping, true, __ATOMIC_RELEASE);
@@ -1508,8 +1509,8 @@ static int parse_base(const char *base, struct endpoint *ep, err_t *err)
 		? strstr(ep->host_header, "]:") != NULL
 		: strchr(ep->host_header, ':') != NULL;
 	if (has_port)
-		return split_host_port(ep->host_header, ep->host, sizeof(ep->host), ep->port,
-				       sizeof(ep->port), err);
+		return http_split_host_port(ep->host_header, ep->host, sizeof(ep->host), ep->port,
+					    sizeof(ep->port), err);
 	snprintf(ep->port, sizeof(ep->port), "80");
 	if (ep->host_header[0] == '[' && (n < 3 || ep->host_header[n - 1] != ']'))
 		return err_set(err, EINVAL, "bad host in `%s`", base);
@@ -1596,7 +1597,7 @@ static int send_request(int fd, const struct endpoint *ep, const char *method,
 		{ .iov_base = h.data, .iov_len = h.len },
 		{ .iov_base = (void *)body, .iov_len = len },
 	};
-	return send_iov(fd, iov, len ? 2 : 1);
+	return http_send_iov(fd, iov, len ? 2 : 1);
 }
 
 enum body_kind { BODY_NONE, BODY_CLEN, BODY_CHUNKED, BODY_EOF };
@@ -1628,10 +1629,10 @@ static int read_resp_head(struct reader *r, struct http_resp *out, err_t *err)
 {
 	size_t scanned = 0, head;
 
-	while (!(head = find_head_end(r->in.data, r->in.len, &scanned))) {
+	while (!(head = http_find_head_end(r->in.data, r->in.len, &scanned))) {
 		if (r->in.len > HTTP_MAX_HEAD)
 			return err_set(err, EPROTO, "response head too large");
-		ssize_t n = recv_some(r->fd, &r->in, HTTP_IO_CHUNK, -1);
+		ssize_t n = http_recv_some(r->fd, &r->in, HTTP_IO_CHUNK, -1);
 		if (n <= 0)
 			return n == 0 ? err_set(err, EPIPE, "connection closed before response")
 				      : err_set(err, (int)-n, "receive response");
@@ -1641,10 +1642,10 @@ static int read_resp_head(struct reader *r, struct http_resp *out, err_t *err)
 		return err_set(err, EPROTO, "malformed status line");
 	if (parse_status_line(r->in.data, eol - 1, &out->status, err) < 0)
 		return -EPROTO;
-	if (parse_header_block(eol + 1, r->in.data + head, out->headers, &out->n_headers,
-			       err) < 0)
+	if (http_parse_header_block(eol + 1, r->in.data + head, out->headers, &out->n_headers,
+				    err) < 0)
 		return err_set(err, EPROTO, "malformed response header");
-	buf_consume(&r->in, head);
+	http_buf_consume(&r->in, head);
 	return 0;
 }
 
@@ -1657,7 +1658,7 @@ static int read_final_head(struct reader *r, const char *method, struct http_res
 			return -err->code;
 		if (out->status >= 200)
 			break;
-		free_headers(out->headers, out->n_headers);
+		http_free_headers(out->headers, out->n_headers);
 		out->n_headers = 0;
 	}
 	const char *te = http_resp_header(out, "Transfer-Encoding");
@@ -1670,7 +1671,7 @@ static int read_final_head(struct reader *r, const char *method, struct http_res
 		*kind = BODY_CLEN;
 	else
 		*kind = BODY_EOF;
-	if (*kind == BODY_CLEN && parse_clen(cl, clen, err) < 0)
+	if (*kind == BODY_CLEN && http_parse_clen(cl, clen, err) < 0)
 		return err_set(err, EPROTO, "bad Content-Length in response");
 	return 0;
 }
@@ -1710,25 +1711,26 @@ static int read_body(struct reader *r, enum body_kind kind, uint64_t clen, struc
 	struct dechunk d;
 	uint64_t got = 0;
 
-	dechunk_init(&d, UINT64_MAX);
+	http_dechunk_init(&d, UINT64_MAX);
 	for (;;) {
 		int rc = 0;
 		size_t used = r->in.len;
 		if (kind == BODY_CHUNKED) {
-			rc = dechunk_feed(&d, r->in.data, r->in.len, &used, sink_emit, s);
+			rc = http_dechunk_feed(&d, r->in.data, r->in.len, &used, sink_emit, s);
 		} else if (kind != BODY_NONE) {
 			if (kind == BODY_CLEN && used > clen - got)
 				used = (size_t)(clen - got);
 			got += used;
 			rc = sink_emit(s, r->in.data, used);
 		}
-		buf_consume(&r->in, used);
+		http_buf_consume(&r->in, used);
 		if (rc)
 			return body_fed(s, rc, err);
 		if (kind == BODY_NONE || (kind == BODY_CLEN && got == clen) ||
 		    (kind == BODY_CHUNKED && d.state == DC_DONE))
 			return 0;
-		ssize_t n = recv_some(r->fd, &r->in, HTTP_IO_CHUNK, r->idle_ms > 0 ? r->idle_ms : -1);
+		ssize_t n = http_recv_some(r->fd, &r->in, HTTP_IO_CHUNK,
+					   r->idle_ms > 0 ? r->idle_ms : -1);
 		if (n == -ETIMEDOUT && r->on_idle) {
 			int ir = r->on_idle(r->idle_arg);
 			if (ir)
