@@ -95,7 +95,7 @@ static int ms_left(uint64_t deadline)
 }
 
 /* Set by guestconn_set_timeout from any thread, read by requesters. */
-static int timeout_of(struct guestconn *gc)
+static int gc_timeout_of(struct guestconn *gc)
 {
 	return __atomic_load_n(&gc->timeout_ms, __ATOMIC_RELAXED);
 }
@@ -113,7 +113,7 @@ static void stream_wake(struct gstream *st)
 }
 
 /* The stream is over (err 0: clean). Caller holds gc->mu. */
-static void stream_end_locked(struct gstream *st, int err)
+static void gc_stream_end_locked(struct gstream *st, int err)
 {
 	if (st->closed)
 		return;
@@ -123,12 +123,12 @@ static void stream_end_locked(struct gstream *st, int err)
 }
 
 /* Enter "closed" (idempotent). Caller holds gc->mu. */
-static void mark_closed_locked(struct guestconn *gc, const char *reason)
+static void gc_mark_closed_locked(struct guestconn *gc, const char *reason)
 {
 	if (gc->closed)
 		return;
 	for (struct gstream *st = gc->streams; st; st = st->next)
-		stream_end_locked(st, ECONNRESET);
+		gc_stream_end_locked(st, ECONNRESET);
 	gc->closed = true;
 	snprintf(gc->reason, sizeof(gc->reason), "%s", reason);
 	for (struct waiter *w = gc->waiters; w; w = w->next) {
@@ -230,7 +230,7 @@ out:
  * do not know crossed our CLOSE and is dropped. A guest that sends beyond
  * the window we granted, or grants more credit than a window, breaks the
  * protocol: -EBADMSG closes the channel, so it cannot make us buffer. */
-static int handle_port(struct guestconn *gc, const struct proto_frame *f)
+static int gc_handle_port(struct guestconn *gc, const struct proto_frame *f)
 {
 	struct proto_port m;
 	struct gstream *st;
@@ -270,7 +270,7 @@ static int handle_port(struct guestconn *gc, const struct proto_frame *f)
 		stream_wake(st);
 		break;
 	case PT_PORT_CLOSE:
-		stream_end_locked(st, (int)m.err);
+		gc_stream_end_locked(st, (int)m.err);
 		break;
 	}
 out:
@@ -279,14 +279,14 @@ out:
 }
 
 /* Unsolicited frames: output and exit go to the callbacks. */
-static int handle_frame(struct guestconn *gc, const struct proto_frame *f)
+static int gc_handle_frame(struct guestconn *gc, const struct proto_frame *f)
 {
 	switch (f->type) {
 	case PT_PORT_DATA:
 	case PT_PORT_CREDIT:
 	case PT_PORT_SHUT:
 	case PT_PORT_CLOSE:
-		return handle_port(gc, f);
+		return gc_handle_port(gc, f);
 	case PT_OUTPUT: {
 		struct proto_output o;
 		if (proto_dec_output(f, &o) < 0)
@@ -314,7 +314,7 @@ static int handle_frame(struct guestconn *gc, const struct proto_frame *f)
 	return handle_reply(gc, f);
 }
 
-static void *reader_main(void *p)
+static void *gc_reader_main(void *p)
 {
 	struct guestconn *gc = p;
 	char reason[256] = "";
@@ -324,7 +324,7 @@ static void *reader_main(void *p)
 	while (!reason[0]) {
 		/* Frames already buffered (left over from open) first. */
 		while ((r = proto_rx_next(&gc->rx, &f)) != 0) {
-			if (r < 0 || handle_frame(gc, &f) < 0) {
+			if (r < 0 || gc_handle_frame(gc, &f) < 0) {
 				snprintf(reason, sizeof(reason),
 					 "protocol violation from guest (%s frame): %s",
 					 r < 0 ? "malformed" : proto_type_name(f.type),
@@ -365,7 +365,7 @@ static void *reader_main(void *p)
 		}
 	}
 	pthread_mutex_lock(&gc->mu);
-	mark_closed_locked(gc, reason);
+	gc_mark_closed_locked(gc, reason);
 	bool stop = gc->stopping;
 	pthread_mutex_unlock(&gc->mu);
 	if (!stop && gc->cbs.on_closed)
@@ -377,11 +377,11 @@ static void *reader_main(void *p)
 
 /* Write whole frames. A partial frame corrupts the stream, so a failure after
  * the first byte closes the connection. */
-static int send_bytes(struct guestconn *gc, const void *p, size_t n, err_t *err)
+static int gc_send_bytes(struct guestconn *gc, const void *p, size_t n, err_t *err)
 {
 	const char *c = p;
 	size_t sent = 0;
-	uint64_t deadline = deadline_after(timeout_of(gc));
+	uint64_t deadline = deadline_after(gc_timeout_of(gc));
 	int e = 0;
 
 	pthread_mutex_lock(&gc->write_mu);
@@ -416,7 +416,7 @@ static int send_bytes(struct guestconn *gc, const void *p, size_t n, err_t *err)
 		return 0;
 	if (sent > 0 || e != ETIMEDOUT) {
 		pthread_mutex_lock(&gc->mu);
-		mark_closed_locked(gc, e == ETIMEDOUT ? "write timed out" : strerror(e));
+		gc_mark_closed_locked(gc, e == ETIMEDOUT ? "write timed out" : strerror(e));
 		pthread_mutex_unlock(&gc->mu);
 		wake_reader(gc);
 	}
@@ -424,7 +424,7 @@ static int send_bytes(struct guestconn *gc, const void *p, size_t n, err_t *err)
 	return err_sys(err, "write to guest");
 }
 
-static struct waiter *waiter_new(struct guestconn *gc, enum waiter_kind kind, uint8_t expect)
+static struct waiter *gc_waiter_new(struct guestconn *gc, enum waiter_kind kind, uint8_t expect)
 {
 	struct waiter *w = xcalloc(1, sizeof(*w));
 
@@ -446,7 +446,7 @@ static struct waiter *waiter_new(struct guestconn *gc, enum waiter_kind kind, ui
 	return w;
 }
 
-static void waiter_free(struct guestconn *gc, struct waiter *w)
+static void gc_waiter_free(struct guestconn *gc, struct waiter *w)
 {
 	pthread_mutex_lock(&gc->mu);
 	for (struct waiter **pp = &gc->waiters; *pp; pp = &(*pp)->next) {
@@ -461,10 +461,10 @@ static void waiter_free(struct guestconn *gc, struct waiter *w)
 }
 
 /* Wait for w; on failure fills err (guest errno in err->code). */
-static int waiter_wait(struct guestconn *gc, struct waiter *w, const char *what, err_t *err)
+static int gc_waiter_wait(struct guestconn *gc, struct waiter *w, const char *what, err_t *err)
 {
 	struct timespec ts;
-	int r = 0, tmo = timeout_of(gc);
+	int r = 0, tmo = gc_timeout_of(gc);
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_sec += tmo / 1000;
@@ -486,13 +486,13 @@ static int waiter_wait(struct guestconn *gc, struct waiter *w, const char *what,
 }
 
 /* Send one request frame (built by `build` into b with w's id) and wait. */
-static int roundtrip(struct guestconn *gc, struct waiter *w, struct buf *b, const char *what,
-		     err_t *err)
+static int gc_roundtrip(struct guestconn *gc, struct waiter *w, struct buf *b, const char *what,
+			err_t *err)
 {
-	int r = send_bytes(gc, b->data, b->len, err);
+	int r = gc_send_bytes(gc, b->data, b->len, err);
 	if (r < 0)
 		return err_wrap(err, "%s", what);
-	return waiter_wait(gc, w, what, err);
+	return gc_waiter_wait(gc, w, what, err);
 }
 
 /* ---- open / close -------------------------------------------------------- */
@@ -586,7 +586,7 @@ static int await_hello(struct guestconn *gc, uint32_t our_id, const struct buf *
 				/* A "frame" found by scanning may be payload bytes
 				 * that happen to look like one: drop what does not
 				 * decode instead of failing the adoption. */
-				(void)handle_frame(gc, &f);
+				(void)gc_handle_frame(gc, &f);
 			}
 		}
 		int left = ms_left(deadline);
@@ -601,7 +601,7 @@ static int await_hello(struct guestconn *gc, uint32_t our_id, const struct buf *
 			/* Ordering keeps this safe: every repeat is in the
 			 * stream before any later request, so the guest has
 			 * handled them all before it sees real work. */
-			if ((r = send_bytes(gc, req->data, req->len, err)) < 0)
+			if ((r = gc_send_bytes(gc, req->data, req->len, err)) < 0)
 				return r;
 			every = every * 2 < HELLO_RESEND_MS ? every * 2 : HELLO_RESEND_MS;
 			resend = deadline_after(every);
@@ -657,7 +657,7 @@ struct guestconn *guestconn_open(int fd, const struct guestconn_cbs *cbs, void *
 	uint32_t hello_id = gc->next_id;
 	(void)proto_enc_hello(&b, hello_id, &h);
 	gc->timeout_ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
-	r = send_bytes(gc, b.data, b.len, err);
+	r = gc_send_bytes(gc, b.data, b.len, err);
 	if (r == 0)
 		r = await_hello(gc, hello_id, &b, timeout_ms, hello, err);
 	buf_free(&b);
@@ -666,7 +666,7 @@ struct guestconn *guestconn_open(int fd, const struct guestconn_cbs *cbs, void *
 		gc_free(gc);
 		return NULL;
 	}
-	if ((r = pthread_create(&gc->reader, NULL, reader_main, gc)) != 0) {
+	if ((r = pthread_create(&gc->reader, NULL, gc_reader_main, gc)) != 0) {
 		err_set(err, r, "cannot start guest channel reader");
 		gc_free(gc);
 		return NULL;
@@ -681,7 +681,7 @@ void guestconn_close(struct guestconn *gc)
 		return;
 	pthread_mutex_lock(&gc->mu);
 	gc->stopping = true;
-	mark_closed_locked(gc, "closed by the node");
+	gc_mark_closed_locked(gc, "closed by the node");
 	pthread_mutex_unlock(&gc->mu);
 	if (gc->reader_started) {
 		wake_reader(gc);
@@ -718,7 +718,7 @@ int guestconn_exec(struct guestconn *gc, const struct exec_spec *spec, uint32_t 
 		.uid = spec->uid, .gid = spec->gid, .pty = spec->pty,
 		.rows = spec->rows, .cols = spec->cols, .stdin_open = spec->stdin_open,
 	};
-	struct waiter *w = waiter_new(gc, W_SINGLE, PT_EXEC_OK);
+	struct waiter *w = gc_waiter_new(gc, W_SINGLE, PT_EXEC_OK);
 	struct buf b;
 	int r;
 
@@ -727,11 +727,11 @@ int guestconn_exec(struct guestconn *gc, const struct exec_spec *spec, uint32_t 
 	if (r < 0)
 		r = err_set(err, -r, "exec: command line too large or empty");
 	else
-		r = roundtrip(gc, w, &b, "exec", err);
+		r = gc_roundtrip(gc, w, &b, "exec", err);
 	if (r == 0 && proto_get_u32(w->payload.data, w->payload.len, PTAG_PID, pid) < 0)
 		r = err_set(err, EPROTO, "exec: guest answered without a pid");
 	buf_free(&b);
-	waiter_free(gc, w);
+	gc_waiter_free(gc, w);
 	return r;
 }
 
@@ -745,7 +745,7 @@ int guestconn_stdin(struct guestconn *gc, uint32_t pid, const void *p, size_t n,
 	do {
 		size_t chunk = n > PROTO_CHUNK ? PROTO_CHUNK : n;
 		bool last = chunk == n;
-		struct waiter *w = waiter_new(gc, W_SINGLE, PT_OK);
+		struct waiter *w = gc_waiter_new(gc, W_SINGLE, PT_OK);
 		struct proto_enc e;
 		struct buf b;
 		int r;
@@ -757,9 +757,9 @@ int guestconn_stdin(struct guestconn *gc, uint32_t pid, const void *p, size_t n,
 		if (last && eof)
 			proto_enc_u8(&e, PTAG_EOF, 1);
 		(void)proto_enc_end(&e);
-		r = roundtrip(gc, w, &b, "stdin", err);
+		r = gc_roundtrip(gc, w, &b, "stdin", err);
 		buf_free(&b);
-		waiter_free(gc, w);
+		gc_waiter_free(gc, w);
 		if (r < 0)
 			return r;
 		c += chunk;
@@ -769,10 +769,10 @@ int guestconn_stdin(struct guestconn *gc, uint32_t pid, const void *p, size_t n,
 }
 
 /* A request whose reply is OK or ERROR; `fill` adds the fields. */
-static int simple(struct guestconn *gc, unsigned type, const char *what, err_t *err,
-		  void (*fill)(struct proto_enc *e, const void *ctx), const void *ctx)
+static int gc_simple(struct guestconn *gc, unsigned type, const char *what, err_t *err,
+		     void (*fill)(struct proto_enc *e, const void *ctx), const void *ctx)
 {
-	struct waiter *w = waiter_new(gc, W_SINGLE, PT_OK);
+	struct waiter *w = gc_waiter_new(gc, W_SINGLE, PT_OK);
 	struct proto_enc e;
 	struct buf b;
 	int r;
@@ -784,9 +784,9 @@ static int simple(struct guestconn *gc, unsigned type, const char *what, err_t *
 	if (r < 0)
 		r = err_set(err, -r, "%s: request too large", what);
 	else
-		r = roundtrip(gc, w, &b, what, err);
+		r = gc_roundtrip(gc, w, &b, what, err);
 	buf_free(&b);
-	waiter_free(gc, w);
+	gc_waiter_free(gc, w);
 	return r;
 }
 
@@ -804,7 +804,7 @@ int guestconn_signal(struct guestconn *gc, uint32_t pid, int sig, err_t *err)
 	struct req_args v = { .a = pid, .b = (uint32_t)sig };
 	if (sig <= 0)
 		return err_set(err, EINVAL, "signal: bad signal %d", sig);
-	return simple(gc, PT_SIGNAL, "signal", err, fill_signal, &v);
+	return gc_simple(gc, PT_SIGNAL, "signal", err, fill_signal, &v);
 }
 
 static void fill_resize(struct proto_enc *e, const void *ctx)
@@ -819,7 +819,7 @@ int guestconn_resize(struct guestconn *gc, uint32_t pid, uint16_t rows, uint16_t
 		     err_t *err)
 {
 	struct req_args v = { .a = pid, .c = rows, .d = cols };
-	return simple(gc, PT_RESIZE, "resize", err, fill_resize, &v);
+	return gc_simple(gc, PT_RESIZE, "resize", err, fill_resize, &v);
 }
 
 /* ---- files --------------------------------------------------------------- */
@@ -842,18 +842,18 @@ int guestconn_file_read(struct guestconn *gc, const char *path, size_t max, stru
 
 	if (check_path(path, "read", err) < 0)
 		return -EINVAL;
-	w = waiter_new(gc, W_READ, PT_DATA);
+	w = gc_waiter_new(gc, W_READ, PT_DATA);
 	w->max = max;
 	buf_init(&b);
 	proto_enc_begin(&e, &b, PT_READ, 0, w->req_id);
 	proto_enc_str(&e, PTAG_PATH, path);
 	proto_enc_u64(&e, PTAG_MAX, max);
 	(void)proto_enc_end(&e);
-	r = roundtrip(gc, w, &b, path, err);
+	r = gc_roundtrip(gc, w, &b, path, err);
 	if (r == 0)
 		buf_add(out, w->payload.data, w->payload.len);
 	buf_free(&b);
-	waiter_free(gc, w);
+	gc_waiter_free(gc, w);
 	return r;
 }
 
@@ -868,7 +868,7 @@ int guestconn_file_write(struct guestconn *gc, const char *path, const void *p, 
 
 	if (check_path(path, "write", err) < 0)
 		return -EINVAL;
-	w = waiter_new(gc, W_SINGLE, PT_OK);
+	w = gc_waiter_new(gc, W_SINGLE, PT_OK);
 	buf_init(&b);
 	/* Chunks under the same request id; the guest answers once, after the
 	 * last one (or early with an ERROR, after which we stop sending). */
@@ -891,15 +891,15 @@ int guestconn_file_write(struct guestconn *gc, const char *path, const void *p, 
 		proto_enc_u64(&e, PTAG_OFFSET, off);
 		proto_enc_bytes(&e, PTAG_DATA, c + off, chunk);
 		(void)proto_enc_end(&e);
-		r = send_bytes(gc, b.data, b.len, err);
+		r = gc_send_bytes(gc, b.data, b.len, err);
 		off += chunk;
 	} while (r == 0 && off < n);
 	if (r < 0)
 		r = err_wrap(err, "%s", path);
 	else
-		r = waiter_wait(gc, w, path, err);
+		r = gc_waiter_wait(gc, w, path, err);
 	buf_free(&b);
-	waiter_free(gc, w);
+	gc_waiter_free(gc, w);
 	return r;
 }
 
@@ -932,12 +932,12 @@ int guestconn_stat(struct guestconn *gc, const char *path, struct guest_stat *st
 
 	if (check_path(path, "stat", err) < 0)
 		return -EINVAL;
-	w = waiter_new(gc, W_SINGLE, PT_STAT_OK);
+	w = gc_waiter_new(gc, W_SINGLE, PT_STAT_OK);
 	buf_init(&b);
 	proto_enc_begin(&e, &b, PT_STAT, 0, w->req_id);
 	fill_path(&e, &v);
 	(void)proto_enc_end(&e);
-	r = roundtrip(gc, w, &b, path, err);
+	r = gc_roundtrip(gc, w, &b, path, err);
 	if (r == 0) {
 		if (proto_dec_stat_fields(w->payload.data, w->payload.len, &ps) < 0)
 			r = err_set(err, EPROTO, "%s: malformed stat from guest", path);
@@ -945,7 +945,7 @@ int guestconn_stat(struct guestconn *gc, const char *path, struct guest_stat *st
 			stat_from_proto(&ps, st);
 	}
 	buf_free(&b);
-	waiter_free(gc, w);
+	gc_waiter_free(gc, w);
 	return r;
 }
 
@@ -1018,16 +1018,16 @@ int guestconn_list(struct guestconn *gc, const char *path, struct guest_dirent *
 	*n = 0;
 	if (check_path(path, "list", err) < 0)
 		return -EINVAL;
-	w = waiter_new(gc, W_LIST, PT_LIST_OK);
+	w = gc_waiter_new(gc, W_LIST, PT_LIST_OK);
 	buf_init(&b);
 	proto_enc_begin(&e, &b, PT_LIST, 0, w->req_id);
 	fill_path(&e, &v);
 	(void)proto_enc_end(&e);
-	r = roundtrip(gc, w, &b, path, err);
+	r = gc_roundtrip(gc, w, &b, path, err);
 	if (r == 0 && decode_list(&w->payload, ents, n) < 0)
 		r = err_set(err, EPROTO, "%s: malformed listing from guest", path);
 	buf_free(&b);
-	waiter_free(gc, w);
+	gc_waiter_free(gc, w);
 	return r;
 }
 
@@ -1044,7 +1044,7 @@ int guestconn_mkdir(struct guestconn *gc, const char *path, bool parents, err_t 
 	struct req_args v = { .s1 = path, .flag = parents, .a = PTAG_PARENTS };
 	if (check_path(path, "mkdir", err) < 0)
 		return -EINVAL;
-	return simple(gc, PT_MKDIR, path, err, fill_path_flag, &v);
+	return gc_simple(gc, PT_MKDIR, path, err, fill_path_flag, &v);
 }
 
 int guestconn_remove(struct guestconn *gc, const char *path, bool recursive, err_t *err)
@@ -1052,7 +1052,7 @@ int guestconn_remove(struct guestconn *gc, const char *path, bool recursive, err
 	struct req_args v = { .s1 = path, .flag = recursive, .a = PTAG_RECURSIVE };
 	if (check_path(path, "remove", err) < 0)
 		return -EINVAL;
-	return simple(gc, PT_REMOVE, path, err, fill_path_flag, &v);
+	return gc_simple(gc, PT_REMOVE, path, err, fill_path_flag, &v);
 }
 
 int guestconn_rename(struct guestconn *gc, const char *from, const char *to, err_t *err)
@@ -1060,13 +1060,13 @@ int guestconn_rename(struct guestconn *gc, const char *from, const char *to, err
 	struct req_args v = { .s1 = from, .s2 = to };
 	if (check_path(from, "rename", err) < 0 || check_path(to, "rename", err) < 0)
 		return -EINVAL;
-	return simple(gc, PT_RENAME, from, err, fill_path, &v);
+	return gc_simple(gc, PT_RENAME, from, err, fill_path, &v);
 }
 
 int guestconn_status(struct guestconn *gc, struct guest_status *st, err_t *err)
 {
 	struct proto_status ps;
-	struct waiter *w = waiter_new(gc, W_SINGLE, PT_STATUS_OK);
+	struct waiter *w = gc_waiter_new(gc, W_SINGLE, PT_STATUS_OK);
 	struct proto_enc e;
 	struct buf b;
 	int r;
@@ -1074,7 +1074,7 @@ int guestconn_status(struct guestconn *gc, struct guest_status *st, err_t *err)
 	buf_init(&b);
 	proto_enc_begin(&e, &b, PT_STATUS, 0, w->req_id);
 	(void)proto_enc_end(&e);
-	r = roundtrip(gc, w, &b, "status", err);
+	r = gc_roundtrip(gc, w, &b, "status", err);
 	if (r == 0) {
 		if (proto_dec_status(&(struct proto_frame){ .payload = (const uint8_t *)w->payload.data,
 							   .len = (uint32_t)w->payload.len }, &ps) < 0) {
@@ -1087,7 +1087,7 @@ int guestconn_status(struct guestconn *gc, struct guest_status *st, err_t *err)
 		}
 	}
 	buf_free(&b);
-	waiter_free(gc, w);
+	gc_waiter_free(gc, w);
 	return r;
 }
 
@@ -1097,7 +1097,7 @@ static void fill_none(struct proto_enc *e, const void *ctx)
 
 int guestconn_sync(struct guestconn *gc, err_t *err)
 {
-	return simple(gc, PT_SYNC, "sync", err, fill_none, NULL);
+	return gc_simple(gc, PT_SYNC, "sync", err, fill_none, NULL);
 }
 
 /* ---- clone reset --------------------------------------------------------- */
@@ -1135,7 +1135,7 @@ int guestconn_reset(struct guestconn *gc, const struct guest_reset *rq, err_t *e
 	x.net_prefix = rq->net_prefix;
 	x.net_gateway = rq->net_gateway;
 	x.net_dns = rq->net_dns;
-	w = waiter_new(gc, W_SINGLE, PT_OK);
+	w = gc_waiter_new(gc, W_SINGLE, PT_OK);
 	buf_init(&b);
 	/* The clock is read last, as close to the send as we can. */
 	if (rq->wall_ns) {
@@ -1150,11 +1150,11 @@ int guestconn_reset(struct guestconn *gc, const struct guest_reset *rq, err_t *e
 	if (r < 0)
 		r = err_set(err, -r, "reset: invalid hostname, machine id or clock");
 	else
-		r = roundtrip(gc, w, &b, "reset", err);
+		r = gc_roundtrip(gc, w, &b, "reset", err);
 	if (b.data)
 		explicit_bzero(b.data, b.len);
 	buf_free(&b);
-	waiter_free(gc, w);
+	gc_waiter_free(gc, w);
 	return r;
 }
 
@@ -1171,7 +1171,7 @@ static int send_port(struct guestconn *gc, const struct proto_port *m, uint32_t 
 
 	if (proto_enc_port(&b, req_id, m) < 0)
 		return err_set(err, EINVAL, "bad port frame");
-	return send_bytes(gc, b.data, b.len, err);
+	return gc_send_bytes(gc, b.data, b.len, err);
 }
 
 static void stream_unlink_locked(struct guestconn *gc, struct gstream *st)
@@ -1223,15 +1223,15 @@ struct gstream *guestconn_port_open(struct guestconn *gc, uint16_t port, err_t *
 	gc->streams = st;
 	pthread_mutex_unlock(&gc->mu);
 
-	w = waiter_new(gc, W_SINGLE, PT_OK);
+	w = gc_waiter_new(gc, W_SINGLE, PT_OK);
 	buf_init(&b);
 	struct proto_port m = { .type = PT_PORT_OPEN, .stream = st->id, .port = port };
 	if (proto_enc_port(&b, w->req_id, &m) < 0)
 		r = err_set(err, EINVAL, "bad port");
 	else
-		r = roundtrip(gc, w, &b, "open port", err);
+		r = gc_roundtrip(gc, w, &b, "open port", err);
 	buf_free(&b);
-	waiter_free(gc, w);
+	gc_waiter_free(gc, w);
 	if (r < 0) {
 		pthread_mutex_lock(&gc->mu);
 		stream_unlink_locked(gc, st);
@@ -1370,6 +1370,6 @@ void guestconn_ports_abort(struct guestconn *gc)
 		return;
 	pthread_mutex_lock(&gc->mu);
 	for (struct gstream *st = gc->streams; st; st = st->next)
-		stream_end_locked(st, ECONNRESET);
+		gc_stream_end_locked(st, ECONNRESET);
 	pthread_mutex_unlock(&gc->mu);
 }
