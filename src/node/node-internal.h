@@ -146,21 +146,30 @@ static inline bool node_stopping(struct node *n)
 	return __atomic_load_n(&n->stopping, __ATOMIC_ACQUIRE) != 0;
 }
 
-/* node.c: helpers shared by the handlers. */
+/* reply.c: answering, shared by the handlers. */
 void node_respond_err(struct http_conn *c, const err_t *e);
 void node_errno_to_http(int code, int *status, const char **ecode);
-/* Parse a JSON object body (size-limited); on failure answers 400/413 and
- * returns NULL. allowed: NULL-terminated list of keys. Caller owns. */
-json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed);
 /* 409 `conflict` with the sandbox's current state next to the error:
  * {"error":{"code":"conflict","message"},"state":"paused"}. */
 void node_respond_conflict(struct http_conn *c, enum sb_state st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Answer an error about sb: 409 with its state for -EBUSY, else as
+ * node_respond_err. */
+void sandbox_respond_err(struct http_conn *c, struct sandbox *sb, const err_t *e);
+
+/* request.c: reading a request, shared by the handlers. */
+/* Parse a JSON object body (size-limited); on failure answers 400/413 and
+ * returns NULL. allowed: NULL-terminated list of keys. Caller owns. */
+json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed);
 /* Calls fn for each query parameter, percent-decoded. */
 void node_query_each(const char *query, void (*fn)(void *arg, const char *k, const char *v),
 		     void *arg);
-int node_info_get(struct node *n, struct nm_node_info *out, err_t *err);
 bool node_name_valid(const char *s);  /* [a-z0-9][a-z0-9._-]{0,63} */
+
+/* nodeinfo.c: the node manager's answer about the node's size (asked once,
+ * then kept), and GET /v1/node (admin). */
+int node_info_get(struct node *n, struct nm_node_info *out, err_t *err);
+void handle_node(struct node *n, struct http_conn *c);
 
 /* network.c: tell the gateway sb's address and policy (ns only; a no-op
  * for other backends or with the network off), or forget it; the
@@ -197,9 +206,6 @@ int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err);
 /* The same with the event's reason (the scheduler: "idle", the TTL: "timeout"). */
 int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t *err);
 int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *err);
-/* Answer an error about sb: 409 with its state for -EBUSY, else as
- * node_respond_err. */
-void sandbox_respond_err(struct http_conn *c, struct sandbox *sb, const err_t *e);
 /* Does tenant own a row for id that is retired (observed = deleted)? */
 bool sandbox_is_deleted(struct node *n, const char *id, const char *tenant);
 void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,

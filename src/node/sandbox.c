@@ -354,20 +354,6 @@ struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char 
 	return NULL;
 }
 
-void sandbox_respond_err(struct http_conn *c, struct sandbox *sb, const err_t *e)
-{
-	enum sb_state st;
-
-	if (e->code != EBUSY) {
-		node_respond_err(c, e);
-		return;
-	}
-	pthread_mutex_lock(&sb->mu);
-	st = sb->state;
-	pthread_mutex_unlock(&sb->mu);
-	node_respond_conflict(c, st, "%s", e->msg);
-}
-
 void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
 			      struct http_conn *c)
 {
