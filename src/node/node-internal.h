@@ -247,21 +247,36 @@ bool ports_route(struct node *n, struct http_req *req, struct http_conn *c, cons
  * Fuzzed: tests/fuzz/fuzz-node-ports.c. */
 int ports_rewrite_head(const char *h, size_t n, struct buf *out);
 
-/* exec.c */
+/* proc-table.c: the process table (all but the callbacks with sb->mu held). */
 void proc_on_output(struct sandbox *sb, uint32_t pid, int fd, uint64_t off, const void *data,
 		    size_t len);
 void proc_on_exit(struct sandbox *sb, uint32_t pid, int exit_code, int sig);
+/* A new running record for pid at the end of the table; the table holds
+ * its one reference. */
+struct proc *proc_new_locked(struct sandbox *sb, uint32_t pid);
+void proc_unref_locked(struct proc *p);
+/* Mark p exited (sig > 0: killed by it) and wake its streams. */
+void proc_mark_exited_locked(struct sandbox *sb, struct proc *p, int exit_code, int sig);
+/* The newest record for pid that exec claimed (for the API), or NULL. */
+struct proc *proc_find_locked(struct sandbox *sb, uint32_t pid);
 void procs_mark_lost(struct sandbox *sb, const char *why);    /* holds sb->mu */
-/* The running processes as JSON (pid, argv, pty, start, stream offsets;
- * caller frees; takes sb->mu), kept with a full snapshot; and (sb->mu held)
- * back into the table after a rollback to it, as running records whose
- * output goes on from those offsets (NULL or bad text restores nothing). */
-char *procs_image(struct sandbox *sb);
-void procs_restore_locked(struct sandbox *sb, const char *image);
 void procs_free_all(struct sandbox *sb);
 void proc_on_timeout(struct node *n, const char *sb_id, uint64_t serial);
 void procs_wake_all(struct node *n);
+/* proc-image.c: the running processes as JSON (pid, argv, pty, start,
+ * stream offsets; caller frees; takes sb->mu), kept with a full snapshot;
+ * and (sb->mu held) back into the table after a rollback to it, as running
+ * records whose output goes on from those offsets (NULL or bad text
+ * restores nothing). */
+char *procs_image(struct sandbox *sb);
+void procs_restore_locked(struct sandbox *sb, const char *image);
+/* exec.c */
 void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
+/* processes.c: stream p's output as NDJSON from off[0] (stdout) and off[1]
+ * (stderr); with follow until its exit line, else what is buffered. The
+ * response has begun; lines already in out go first. */
+void proc_stream(struct node *n, struct sandbox *sb, struct proc *p, struct http_conn *c,
+		 uint64_t off[2], bool follow, struct buf *out);
 void handle_processes(struct node *n, struct sandbox *sb, struct http_conn *c);
 /* rest: "output", "stdin", "signal", "resize" */
 void handle_process(struct node *n, struct sandbox *sb, uint32_t pid, const char *rest,
