@@ -126,8 +126,10 @@ static struct sandbox *child_new(struct node *n, struct sandbox *parent,
 			r = db_tx_commit(n->db, err);
 	}
 	if (r < 0) {
+		/* Not in the DB: forget it (memory only: pending or starting →
+		 * deleted). */
 		pthread_mutex_lock(&sb->mu);
-		sb->state = SB_DELETED;
+		state_set(sb->id, &sb->state, SB_DELETED);
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
 		sandbox_map_remove(n, sb);

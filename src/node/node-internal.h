@@ -218,6 +218,10 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 /* Tear down and retire (delete) or mark failed. Returns 0 or -errno. */
 int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t *err);
 void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason);
+/* sb → failed with reason (its row, an events row and sb->error): memory
+ * follows even when the row cannot be written. sb is live or stopped. The
+ * caller holds sb->mu, or (reconcile) nobody else can reach sb yet. */
+void sandbox_mark_failed(struct node *n, struct sandbox *sb, const char *reason);
 /* A freshly started jail's guest comes up for sb (create and rollback):
  * open the channel (consumes chan_fd), run the backend's post-ready step,
  * then record jail_pid and the move to running (reason `why`) in one

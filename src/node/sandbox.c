@@ -26,7 +26,10 @@ static unsigned bucket_of(const char *id)
 	return h % NODE_BUCKETS;
 }
 
-struct sandbox *sandbox_new(struct node *n, const char *id)
+/* The one place a sandbox's state is set without an edge of the table: its
+ * start, pending for a new sandbox (sandbox_new) or what its row says when
+ * loaded (sandbox_from_row). Every later change goes through state.c. */
+static struct sandbox *sandbox_alloc(struct node *n, const char *id, enum sb_state start)
 {
 	struct sandbox *sb = xcalloc(1, sizeof(*sb));
 
@@ -35,9 +38,14 @@ struct sandbox *sandbox_new(struct node *n, const char *id)
 	snprintf(sb->id, sizeof(sb->id), "%s", id);
 	pthread_mutex_init(&sb->mu, NULL);
 	pthread_cond_init(&sb->cv, NULL);
-	sb->state = SB_PENDING;
+	sb->state = start;
 	sb->next_serial = 1;
 	return sb;
+}
+
+struct sandbox *sandbox_new(struct node *n, const char *id)
+{
+	return sandbox_alloc(n, id, SB_PENDING);
 }
 
 void sandbox_ref(struct sandbox *sb)
@@ -265,9 +273,10 @@ static int lc_step_locked(struct node *n, struct sandbox *sb, enum sb_state to,
 		return err_wrap(err, "%s sandbox %s", to == SB_PAUSED ? "pause" : "resume", sb->id);
 	r = state_transition(n->db, sb->id, &sb->state, to, reason, 0, err);
 	if (r < 0 && r != -EBUSY) {
-		/* The jail did change; only the row lags. Keep memory honest. */
+		/* The jail did change; only the row lags. Keep memory honest
+		 * (the table allowed the edge: only the write failed). */
 		log_err("sandbox %s: %s", sb->id, err->msg);
-		sb->state = to;
+		state_set(sb->id, &sb->state, to);
 		r = 0;
 	}
 	if (r == 0) {
@@ -423,8 +432,16 @@ const struct guestconn_cbs sandbox_guest_cbs = {
 
 /* ---- teardown --------------------------------------------------------- */
 
-static void set_error(struct sandbox *sb, const char *reason)
+void sandbox_mark_failed(struct node *n, struct sandbox *sb, const char *reason)
 {
+	err_t err = { 0 };
+
+	/* live, or stopped → failed: the row says why, and memory follows
+	 * even when the row cannot. */
+	if (state_transition(n->db, sb->id, &sb->state, SB_FAILED, reason, 0, &err) < 0) {
+		log_err("%s", err.msg);
+		state_set(sb->id, &sb->state, SB_FAILED);
+	}
 	free(sb->error);
 	sb->error = xstrdup(reason);
 }
@@ -448,10 +465,7 @@ void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason)
 		return;
 	}
 	sb->deleting = true;
-	if (state_transition(n->db, sb->id, &sb->state, SB_FAILED, reason, 0, &err) < 0)
-		log_err("%s", err.msg);
-	sb->state = SB_FAILED;  /* in memory even if the write failed */
-	set_error(sb, reason);
+	sandbox_mark_failed(n, sb, reason);
 	procs_mark_lost(sb, "the sandbox failed");
 	pthread_mutex_unlock(&sb->mu);
 
@@ -527,13 +541,8 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 
 		err_wrap(err, "destroy");
 		snprintf(why, sizeof(why), "delete failed: %s", err->msg);
-		if (sb->state != SB_FAILED) {
-			err_t e2 = { 0 };
-			if (state_transition(n->db, sb->id, &sb->state, SB_FAILED, why, 0, &e2) < 0)
-				log_err("%s", e2.msg);
-			sb->state = SB_FAILED;
-			set_error(sb, why);
-		}
+		if (sb->state != SB_FAILED)
+			sandbox_mark_failed(n, sb, why);
 		sb->deleting = false;
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
@@ -561,7 +570,7 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 		 * so the next start finishes it. Keep the memory state honest. */
 		log_err("sandbox %s: %s", sb->id, err->msg);
 		if (sb->state == SB_STOPPING)
-			sb->state = SB_STOPPED;
+			state_set(sb->id, &sb->state, SB_STOPPED);
 		sb->deleting = false;
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
@@ -706,21 +715,20 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 	const char *id = db_cell(rows, row, 0);
 	const char *spec = db_cell(rows, row, 7), *meta = db_cell(rows, row, 8);
 	const char *err_text = db_cell(rows, row, 10);
+	int st = state_parse(db_cell(rows, row, 6));
 	struct sandbox *sb;
 	err_t err = { 0 };
 	json *j;
-	int st;
 
 	if (!id)
 		return NULL;
-	sb = sandbox_new(n, id);
+	/* A row with an unknown state loads as failed. */
+	sb = sandbox_alloc(n, id, st < 0 ? SB_FAILED : (enum sb_state)st);
 	sb->tenant = xstrdup(db_cell(rows, row, 1));
 	sb->template_name = xstrdup(db_cell(rows, row, 2));
 	sb->template_version = (uint32_t)db_cell_int(rows, row, 3);
 	sb->backend_name = xstrdup(db_cell(rows, row, 4));
 	sb->be = backend_find(sb->backend_name);
-	st = state_parse(db_cell(rows, row, 6));
-	sb->state = st < 0 ? SB_FAILED : (enum sb_state)st;
 	if (db_cell(rows, row, 9))
 		sb->idem_key = xstrdup(db_cell(rows, row, 9));
 	if (err_text)
@@ -1278,9 +1286,10 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 			r = db_tx_commit(n->db, &err);
 	}
 	if (r < 0) {
-		/* Not in the DB: forget it entirely. */
+		/* Not in the DB: forget it entirely (memory only: pending or
+		 * starting → deleted). */
 		pthread_mutex_lock(&sb->mu);
-		sb->state = SB_DELETED;
+		state_set(sb->id, &sb->state, SB_DELETED);
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
 		sandbox_map_remove(n, sb);
@@ -1339,10 +1348,7 @@ fail:
 			close(chan_fd);
 		snprintf(reason, sizeof(reason), "%s", err.msg);
 		pthread_mutex_lock(&sb->mu);
-		if (state_transition(n->db, sb->id, &sb->state, SB_FAILED, reason, 0, &e2) < 0)
-			log_err("%s", e2.msg);
-		sb->state = SB_FAILED;
-		set_error(sb, reason);
+		sandbox_mark_failed(n, sb, reason);
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
 		create_status(err.code, &status, &code);

@@ -367,9 +367,12 @@ static void rollback_failed(struct node *n, struct sandbox *sb, const err_t *cau
 	if (sb->be->adopt && sb->be->adopt(&n->bctx, sb->id, &fd, &pid, &e2) == 0) {
 		close(fd);
 		pthread_mutex_lock(&sb->mu);
-		if (state_transition(n->db, sb->id, &sb->state, SB_RUNNING, reason, 0, &e2) < 0)
+		/* rolling_back → running: the old guest still runs; memory
+		 * says so even when the row cannot. */
+		if (state_transition(n->db, sb->id, &sb->state, SB_RUNNING, reason, 0, &e2) < 0) {
 			log_err("%s", e2.msg);
-		sb->state = SB_RUNNING;
+			state_set(sb->id, &sb->state, SB_RUNNING);
+		}
 		sb->lc_busy = false;
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
