@@ -182,6 +182,16 @@ void handle_internal_network(struct node *n, struct http_conn *c);
 
 /* sandbox.c */
 struct sandbox *sandbox_new(struct node *n, const char *id);
+/* One transaction around a sandbox's row and its move along the table:
+ * write() runs inside it, writing the row and calling state_transition with
+ * STATE_IN_TX, so the row and the events row land together or not at all.
+ * Committed when write returns >= 0, rolled back otherwise. Returns 0, or
+ * write's or the DB's error (-errno). A transition made inside has moved
+ * sb->state even when the transaction then rolls back; the caller decides
+ * what memory says then. */
+int sandbox_tx(struct node *n, struct sandbox *sb,
+	       int (*write)(struct node *n, struct sandbox *sb, void *arg, err_t *err), void *arg,
+	       err_t *err);
 void sandbox_ref(struct sandbox *sb);
 void sandbox_unref(struct sandbox *sb);
 /* Ref'd sandbox of this tenant (tenant NULL = any), or NULL. */

@@ -223,6 +223,24 @@ static void respond_sandbox(struct http_conn *c, int status, struct sandbox *sb)
 	buf_free(&b);
 }
 
+/* ---- the row --------------------------------------------------------- */
+
+int sandbox_tx(struct node *n, struct sandbox *sb,
+	       int (*write)(struct node *n, struct sandbox *sb, void *arg, err_t *err), void *arg,
+	       err_t *err)
+{
+	int r = db_tx_begin(n->db, err);
+
+	if (r < 0)
+		return r;
+	r = write(n, sb, arg, err);
+	if (r < 0) {
+		db_tx_rollback(n->db);
+		return r;
+	}
+	return db_tx_commit(n->db, err);
+}
+
 /* ---- the guest channel ------------------------------------------------ */
 
 struct guestconn *sandbox_gc_get(struct sandbox *sb)
@@ -484,6 +502,38 @@ void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason)
 	log_warn("sandbox %s failed: %s", sb->id, reason);
 }
 
+/* sandbox_delete's first write: desired=deleted and, for a running or
+ * paused sandbox, running|paused → stopping (arg: the reason). */
+static int write_delete_intent(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+{
+	int r = db_exec(n->db, err, "UPDATE sandboxes SET desired='deleted', gen=gen+1 WHERE id=?",
+			"s", sb->id);
+
+	if (r >= 0 && (sb->state == SB_RUNNING || sb->state == SB_PAUSED))
+		r = state_transition(n->db, sb->id, &sb->state, SB_STOPPING, arg, STATE_IN_TX,
+				     err);
+	return r;
+}
+
+/* sandbox_delete's last write, once the jail is destroyed: stopping →
+ * stopped, then → deleted (arg: the reason), and the snapshot rows. */
+static int write_retired(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+{
+	int r = 0;
+
+	if (sb->state == SB_STOPPING)
+		r = state_transition(n->db, sb->id, &sb->state, SB_STOPPED, "jail destroyed",
+				     STATE_IN_TX, err);
+	if (r == 0)
+		r = state_transition(n->db, sb->id, &sb->state, SB_DELETED, arg, STATE_IN_TX, err);
+	/* The backend's destroy removed the snapshots with the disk. */
+	if (r == 0)
+		r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=?", "s", sb->id) < 0
+			    ? -err->code
+			    : 0;
+	return r;
+}
+
 int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t *err)
 {
 	struct guestconn *gc;
@@ -499,19 +549,7 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 
 	/* Record the intent first (desired=deleted), so a crash from here on is
 	 * finished by reconcile at the next start. */
-	r = db_tx_begin(n->db, err);
-	if (r == 0) {
-		r = db_exec(n->db, err,
-			    "UPDATE sandboxes SET desired='deleted', gen=gen+1 WHERE id=?", "s",
-			    sb->id);
-		if (r >= 0 && (sb->state == SB_RUNNING || sb->state == SB_PAUSED))
-			r = state_transition(n->db, sb->id, &sb->state, SB_STOPPING, reason,
-					     STATE_IN_TX, err);
-		if (r < 0)
-			db_tx_rollback(n->db);
-		else
-			r = db_tx_commit(n->db, err);
-	}
+	r = sandbox_tx(n, sb, write_delete_intent, (void *)reason, err);
 	if (r < 0) {
 		sb->deleting = false;
 		pthread_cond_broadcast(&sb->cv);
@@ -548,23 +586,7 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 		pthread_mutex_unlock(&sb->mu);
 		return r;
 	}
-	r = db_tx_begin(n->db, err);
-	if (r == 0) {
-		if (sb->state == SB_STOPPING)
-			r = state_transition(n->db, sb->id, &sb->state, SB_STOPPED,
-					     "jail destroyed", STATE_IN_TX, err);
-		if (r == 0)
-			r = state_transition(n->db, sb->id, &sb->state, SB_DELETED, reason,
-					     STATE_IN_TX, err);
-		/* The backend's destroy removed the snapshots with the disk. */
-		if (r == 0)
-			r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=?", "s",
-				    sb->id) < 0 ? -err->code : 0;
-		if (r < 0)
-			db_tx_rollback(n->db);
-		else
-			r = db_tx_commit(n->db, err);
-	}
+	r = sandbox_tx(n, sb, write_retired, (void *)reason, err);
 	if (r < 0) {
 		/* The jail is gone; only the row lags. desired=deleted is recorded,
 		 * so the next start finishes it. Keep the memory state honest. */
@@ -659,6 +681,18 @@ void sandbox_schedule_timeout(struct node *n, struct sandbox *sb)
 		   0);
 }
 
+/* The node stops: running|paused → stopping → stopped, in one write. */
+static int write_shutdown(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+{
+	int r = state_transition(n->db, sb->id, &sb->state, SB_STOPPING, "node shutdown",
+				 STATE_IN_TX, err);
+
+	if (r == 0)
+		r = state_transition(n->db, sb->id, &sb->state, SB_STOPPED, "node shutdown",
+				     STATE_IN_TX, err);
+	return r;
+}
+
 void sandbox_stop_all(struct node *n)
 {
 	for (int b = 0; b < NODE_BUCKETS; b++) {
@@ -675,21 +709,11 @@ void sandbox_stop_all(struct node *n)
 			if (!sb)
 				break;
 			pthread_mutex_lock(&sb->mu);
-			if (sb->state == SB_RUNNING || sb->state == SB_PAUSED) {
-				/* The node manager kills the jails on its own shutdown;
-				 * the rows say they are stopped. */
-				if (db_tx_begin(n->db, &err) == 0) {
-					if (state_transition(n->db, sb->id, &sb->state, SB_STOPPING,
-							     "node shutdown", STATE_IN_TX, &err) < 0 ||
-					    state_transition(n->db, sb->id, &sb->state, SB_STOPPED,
-							     "node shutdown", STATE_IN_TX, &err) < 0) {
-						db_tx_rollback(n->db);
-						log_err("%s", err.msg);
-					} else if (db_tx_commit(n->db, &err) < 0) {
-						log_err("%s", err.msg);
-					}
-				}
-			}
+			/* The node manager kills the jails on its own shutdown;
+			 * the rows say they are stopped. */
+			if ((sb->state == SB_RUNNING || sb->state == SB_PAUSED) &&
+			    sandbox_tx(n, sb, write_shutdown, NULL, &err) < 0)
+				log_err("%s", err.msg);
 			procs_mark_lost(sb, "the node stopped");
 			gc = take_gc_locked(sb);
 			pthread_mutex_unlock(&sb->mu);
@@ -1001,9 +1025,29 @@ static void create_status(int code, int *status, const char **ecode)
 		*status = 500, *ecode = "internal";
 }
 
+struct guest_up {
+	pid_t jail_pid;
+	const char *why;
+};
+
+/* The guest said READY: the jail's pid, and starting|rolling_back → running
+ * (the reason says which). */
+static int write_running(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+{
+	const struct guest_up *up = arg;
+	int r = db_exec(n->db, err, "UPDATE sandboxes SET jail_pid=? WHERE id=?", "is",
+			(int64_t)up->jail_pid, sb->id);
+
+	if (r >= 0)
+		r = state_transition(n->db, sb->id, &sb->state, SB_RUNNING, up->why, STATE_IN_TX,
+				     err);
+	return r;
+}
+
 int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
 		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err)
 {
+	struct guest_up up = { .jail_pid = jail_pid, .why = why };
 	struct guest_hello hello;
 	struct guestconn *gc;
 	char addr[sizeof(sb->addr)];
@@ -1029,18 +1073,7 @@ int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox
 		guestconn_close(gc);
 		return err_set(err, EPIPE, "guest channel closed right after READY");
 	}
-	r = db_tx_begin(n->db, err);
-	if (r == 0) {
-		r = db_exec(n->db, err, "UPDATE sandboxes SET jail_pid=? WHERE id=?", "is",
-			    (int64_t)jail_pid, sb->id);
-		if (r >= 0)
-			r = state_transition(n->db, sb->id, &sb->state, SB_RUNNING, why,
-					     STATE_IN_TX, err);
-		if (r < 0)
-			db_tx_rollback(n->db);
-		else
-			r = db_tx_commit(n->db, err);
-	}
+	r = sandbox_tx(n, sb, write_running, &up, err);
 	if (r < 0) {
 		pthread_mutex_unlock(&sb->mu);
 		guestconn_close(gc);
@@ -1122,9 +1155,35 @@ static json *env_with_credentials(struct node *n, const char *tenant, const char
 	return out;
 }
 
+/* What the create's first write puts in the row besides sb's own fields. */
+struct create_row {
+	const char *spec, *meta, *key;
+};
+
+/* The row (desired running, observed pending) and pending → starting. */
+static int write_created(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+{
+	const struct create_row *row = arg;
+	int r = db_exec(n->db, err,
+			"INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
+			" desired, observed, spec, metadata, idem_key, created_at, updated_at)"
+			" VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?)",
+			"sssissssii", sb->id, sb->tenant, sb->template_name,
+			(int64_t)sb->template_version, sb->backend_name, row->spec, row->meta,
+			row->key, sb->created_at, sb->created_at);
+
+	pthread_mutex_lock(&sb->mu);
+	if (r >= 0)
+		r = state_transition(n->db, sb->id, &sb->state, SB_STARTING, "create",
+				     STATE_IN_TX, err);
+	pthread_mutex_unlock(&sb->mu);
+	return r;
+}
+
 void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
 			     const char *tenant)
 {
+	struct create_row row;
 	static const char *const keys[] = { "template", "backend", "limits", "env",
 					    "metadata", "timeout_s", "snapshots", "idle_timeout_s",
 					    "on_timeout", "network", NULL };
@@ -1266,25 +1325,8 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	}
 
 	/* Write 1: the row (desired=running) and pending -> starting. */
-	r = db_tx_begin(n->db, &err);
-	if (r == 0) {
-		r = db_exec(n->db, &err,
-			    "INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
-			    " desired, observed, spec, metadata, idem_key, created_at, updated_at)"
-			    " VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?)",
-			    "sssissssii", sb->id, tenant, sb->template_name,
-			    (int64_t)sb->template_version, sb->backend_name, spec,
-			    meta ? meta : "{}", key, sb->created_at, sb->created_at);
-		pthread_mutex_lock(&sb->mu);
-		if (r >= 0)
-			r = state_transition(n->db, sb->id, &sb->state, SB_STARTING,
-					     "create", STATE_IN_TX, &err);
-		pthread_mutex_unlock(&sb->mu);
-		if (r < 0)
-			db_tx_rollback(n->db);
-		else
-			r = db_tx_commit(n->db, &err);
-	}
+	row = (struct create_row){ .spec = spec, .meta = meta ? meta : "{}", .key = key };
+	r = sandbox_tx(n, sb, write_created, &row, &err);
 	if (r < 0) {
 		/* Not in the DB: forget it entirely (memory only: pending or
 		 * starting → deleted). */
