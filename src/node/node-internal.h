@@ -201,6 +201,12 @@ void sandbox_map_remove(struct node *n, struct sandbox *sb);
 void sandbox_render(struct jw *w, struct sandbox *sb);       /* takes sb->mu */
 struct guestconn *sandbox_gc_get(struct sandbox *sb);          /* NULL unless running */
 void sandbox_gc_put(struct sandbox *sb);
+/* sb's guest is gone (a rollback or crash recovery replaces it): its
+ * running processes end as lost (why), those of a full snapshot's image
+ * come back (procs, NULL: none), and its channel is detached once no thread
+ * uses it (port relays are ended) and closed, so no callback of the old
+ * guest runs after this; chan_closed is cleared for the next guest. */
+void sandbox_gc_retire(struct sandbox *sb, const char *why, const char *procs);
 /* The channel of a sandbox that is running or paused, resuming a paused one
  * first (why: the event's reason, e.g. "resumed for exec"). NULL with err
  * set otherwise: -EBUSY naming the state (409), or the backend's error.

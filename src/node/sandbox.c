@@ -416,6 +416,21 @@ static struct guestconn *take_gc_locked(struct sandbox *sb)
 	return gc;
 }
 
+void sandbox_gc_retire(struct sandbox *sb, const char *why, const char *procs)
+{
+	struct guestconn *old;
+
+	pthread_mutex_lock(&sb->mu);
+	procs_mark_lost(sb, why);
+	procs_restore_locked(sb, procs);
+	old = take_gc_locked(sb);
+	pthread_mutex_unlock(&sb->mu);
+	guestconn_close(old);
+	pthread_mutex_lock(&sb->mu);
+	sb->chan_closed = false;
+	pthread_mutex_unlock(&sb->mu);
+}
+
 /* Callbacks run on the channel's reader thread: they only touch memory and
  * queue work. Every value they get was parsed from untrusted guest bytes by
  * src/proto; exec.c bounds what it keeps. */
