@@ -180,8 +180,22 @@ void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_re
 		    struct http_conn *c);
 void handle_internal_network(struct node *n, struct http_conn *c);
 
-/* sandbox.c */
+/* sandbox.c: the map, the JSON form, the row, the guest channel, loading,
+ * list and get. */
 struct sandbox *sandbox_new(struct node *n, const char *id);
+void sandbox_ref(struct sandbox *sb);
+void sandbox_unref(struct sandbox *sb);
+/* Ref'd sandbox of this tenant (tenant NULL = any), or NULL. */
+struct sandbox *sandbox_find(struct node *n, const char *id, const char *tenant);
+void sandbox_map_insert(struct node *n, struct sandbox *sb);   /* takes the map's ref */
+void sandbox_map_insert_locked(struct node *n, struct sandbox *sb);   /* n->mu held */
+void sandbox_map_remove(struct node *n, struct sandbox *sb);
+/* Unlink sb from the map (n->mu held); true if it was there. The map's
+ * reference passes to the caller. */
+bool sandbox_map_unlink_locked(struct node *n, struct sandbox *sb);
+void sandbox_counts(struct node *n, size_t counts[SB__COUNT]);
+void sandbox_render(struct jw *w, struct sandbox *sb);       /* takes sb->mu */
+void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb);
 /* One transaction around a sandbox's row and its move along the table:
  * write() runs inside it, writing the row and calling state_transition with
  * STATE_IN_TX, so the row and the events row land together or not at all.
@@ -192,45 +206,57 @@ struct sandbox *sandbox_new(struct node *n, const char *id);
 int sandbox_tx(struct node *n, struct sandbox *sb,
 	       int (*write)(struct node *n, struct sandbox *sb, void *arg, err_t *err), void *arg,
 	       err_t *err);
-void sandbox_ref(struct sandbox *sb);
-void sandbox_unref(struct sandbox *sb);
-/* Ref'd sandbox of this tenant (tenant NULL = any), or NULL. */
-struct sandbox *sandbox_find(struct node *n, const char *id, const char *tenant);
-void sandbox_map_insert(struct node *n, struct sandbox *sb);   /* takes the map's ref */
-void sandbox_map_remove(struct node *n, struct sandbox *sb);
-void sandbox_render(struct jw *w, struct sandbox *sb);       /* takes sb->mu */
 struct guestconn *sandbox_gc_get(struct sandbox *sb);          /* NULL unless running */
 void sandbox_gc_put(struct sandbox *sb);
+/* Detach sb's channel once no thread uses it any more (port relays are
+ * ended rather than waited for); caller closes it. sb->mu held. */
+struct guestconn *sandbox_gc_take_locked(struct sandbox *sb);
 /* sb's guest is gone (a rollback or crash recovery replaces it): its
  * running processes end as lost (why), those of a full snapshot's image
  * come back (procs, NULL: none), and its channel is detached once no thread
  * uses it (port relays are ended) and closed, so no callback of the old
  * guest runs after this; chan_closed is cleared for the next guest. */
 void sandbox_gc_retire(struct sandbox *sb, const char *why, const char *procs);
+extern const struct guestconn_cbs sandbox_guest_cbs;
+/* Load a row (columns: SANDBOX_COLS) into a new, unmapped sandbox. */
+#define SANDBOX_COLS "id, tenant_id, template, template_version, backend, desired, observed," \
+	" spec, metadata, idem_key, error, created_at"
+struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int row);
+/* Does tenant own a row for id that is retired (observed = deleted)? */
+bool sandbox_is_deleted(struct node *n, const char *id, const char *tenant);
+void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_conn *c,
+			   const char *tenant);
+void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c);
+
+/* create.c */
+void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
+			     const char *tenant);
+/* A freshly started jail's guest comes up for sb (create, fork, rollback,
+ * recovery): open the channel (consumes chan_fd), run the backend's
+ * post-ready step, then record jail_pid and the move to running (reason
+ * `why`) in one transaction and install sb->gc. On failure the channel is
+ * closed and err says why, prefixed with `what`. */
+int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
+		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err);
+
+/* lifecycle.c: operations on a sandbox after its create (state.c decides
+ * what is legal; an illegal request fails with -EBUSY naming the current
+ * state, an unsupported one with -EOPNOTSUPP). resume with why = NULL is
+ * the client's explicit resume, which is a conflict on a running sandbox;
+ * with a reason (connect, exec) a running sandbox is fine and costs one
+ * lock. */
+int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err);
+/* The same with the event's reason (the scheduler: "idle", the TTL: "timeout"). */
+int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t *err);
+int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *err);
 /* The channel of a sandbox that is running or paused, resuming a paused one
  * first (why: the event's reason, e.g. "resumed for exec"). NULL with err
  * set otherwise: -EBUSY naming the state (409), or the backend's error.
  * Pair with sandbox_gc_put. */
 struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char *why,
 				 err_t *err);
-/* Lifecycle operations (state.c decides what is legal; an illegal request
- * fails with -EBUSY naming the current state, an unsupported one with
- * -EOPNOTSUPP). resume with why = NULL is the client's explicit resume,
- * which is a conflict on a running sandbox; with a reason (connect, exec)
- * a running sandbox is fine and costs one lock. */
-int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err);
-/* The same with the event's reason (the scheduler: "idle", the TTL: "timeout"). */
-int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t *err);
-int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *err);
-/* Does tenant own a row for id that is retired (observed = deleted)? */
-bool sandbox_is_deleted(struct node *n, const char *id, const char *tenant);
 void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
 			      struct http_conn *c);
-extern const struct guestconn_cbs sandbox_guest_cbs;
-/* Load a row (columns: SANDBOX_COLS) into a new, unmapped sandbox. */
-#define SANDBOX_COLS "id, tenant_id, template, template_version, backend, desired, observed," \
-	" spec, metadata, idem_key, error, created_at"
-struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int row);
 /* Tear down and retire (delete) or mark failed. Returns 0 or -errno. */
 int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t *err);
 void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason);
@@ -238,23 +264,10 @@ void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason);
  * follows even when the row cannot be written. sb is live or stopped. The
  * caller holds sb->mu, or (reconcile) nobody else can reach sb yet. */
 void sandbox_mark_failed(struct node *n, struct sandbox *sb, const char *reason);
-/* A freshly started jail's guest comes up for sb (create and rollback):
- * open the channel (consumes chan_fd), run the backend's post-ready step,
- * then record jail_pid and the move to running (reason `why`) in one
- * transaction and install sb->gc. On failure the channel is closed and err
- * says why, prefixed with `what`. */
-int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
-		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err);
 void sandbox_on_timeout(struct node *n, const char *id);
 void sandbox_on_chan_closed(struct node *n, const char *id);
 void sandbox_schedule_timeout(struct node *n, struct sandbox *sb);
 void sandbox_stop_all(struct node *n);
-void sandbox_counts(struct node *n, size_t counts[SB__COUNT]);
-void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
-			     const char *tenant);
-void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_conn *c,
-			   const char *tenant);
-void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c);
 void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 			   struct http_conn *c);
 
