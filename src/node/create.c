@@ -1,7 +1,20 @@
-/* create.c - POST /v1/sandboxes: a new sandbox from a template, and the
- * step every new guest shares (sandbox_guest_up: create, fork, rollback,
- * crash recovery). A create costs two transactions (insert + starting, then
- * running), each one WAL append.
+/* create.c - POST /v1/sandboxes: a new sandbox from a template.
+ *
+ * handle_sandboxes_create is a recipe of steps, run in this order:
+ *   parse     the body and the Idempotency-Key (a repeated key answers at once)
+ *   check     the limits fit the node; the template exists (built on demand)
+ *   reserve   the sandbox in memory and in the map, within max_sandboxes
+ *   record    write 1: the row, pending → starting
+ *   jail      the backend builds the jail and starts its guest
+ *   network   the gateway learns the sandbox's address and policy
+ *   guest up  HELLO, READY, the backend's post-ready step; write 2: → running
+ *   answer    201 with the sandbox
+ * A step that ends the create answers the request and undoes what it took;
+ * from the jail on, a failure leaves a failed row that says why. A create
+ * costs two transactions, each one WAL append.
+ *
+ * The guest-up step (sandbox_guest_up) is shared by everything that starts
+ * a guest: fork, rollback and crash recovery too.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -13,6 +26,8 @@
 #include "../lib/log.h"
 #include "../policy/policy.h"
 #include "node-internal.h"
+
+/* ---- the request ------------------------------------------------------ */
 
 struct create_req {
 	const char *template_name;
@@ -183,6 +198,8 @@ static char *spec_text(const struct create_req *cr)
 	return buf_steal(&b);
 }
 
+/* ---- a repeated Idempotency-Key --------------------------------------- */
+
 /* The sandbox of (tenant, key), ref'd, or NULL. Called with n->mu held. */
 static struct sandbox *find_idem_locked(struct node *n, const char *tenant, const char *key)
 {
@@ -229,74 +246,7 @@ static bool respond_existing_row(struct node *n, struct http_conn *c, const char
 	return true;
 }
 
-static void create_status(int code, int *status, const char **ecode)
-{
-	node_errno_to_http(code, status, ecode);
-	/* Failures to bring a sandbox up are ours, not the client's, except
-	 * for the ones that say "try again". */
-	if (*status < 500 && *status != 409 && *status != 422)
-		*status = 500, *ecode = "internal";
-}
-
-struct guest_up {
-	pid_t jail_pid;
-	const char *why;
-};
-
-/* The guest said READY: the jail's pid, and starting|rolling_back → running
- * (the reason says which). */
-static int write_running(struct node *n, struct sandbox *sb, void *arg, err_t *err)
-{
-	const struct guest_up *up = arg;
-	int r = db_exec(n->db, err, "UPDATE sandboxes SET jail_pid=? WHERE id=?", "is",
-			(int64_t)up->jail_pid, sb->id);
-
-	if (r >= 0)
-		r = state_transition(n->db, sb->id, &sb->state, SB_RUNNING, up->why, STATE_IN_TX,
-				     err);
-	return r;
-}
-
-int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
-		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err)
-{
-	struct guest_up up = { .jail_pid = jail_pid, .why = why };
-	struct guest_hello hello;
-	struct guestconn *gc;
-	char addr[sizeof(sb->addr)];
-	int r;
-
-	/* The guest always speaks first: HELLO, then READY once it can serve. */
-	uint64_t t0 = now_us();
-	gc = guestconn_open(chan_fd, &sandbox_guest_cbs, sb, n->cfg->ready_timeout_ms, &hello, err);
-	if (!gc)
-		return err_wrap(err, "%s", what);
-	log_debug("sandbox %s: guest hello in %.2f ms", sb->id, (now_us() - t0) / 1000.0);
-	pthread_mutex_lock(&sb->mu);
-	snprintf(addr, sizeof(addr), "%s", sb->addr);
-	pthread_mutex_unlock(&sb->mu);
-	if (sb->be->post_ready && sb->be->post_ready(&n->bctx, nspec, addr, gc, err) < 0) {
-		guestconn_close(gc);
-		return err_wrap(err, "%s backend", sb->be->name);
-	}
-	/* One transaction: the jail's pid and the move to running. */
-	pthread_mutex_lock(&sb->mu);
-	if (sb->chan_closed) {
-		pthread_mutex_unlock(&sb->mu);
-		guestconn_close(gc);
-		return err_set(err, EPIPE, "guest channel closed right after READY");
-	}
-	r = sandbox_tx(n, sb, write_running, &up, err);
-	if (r < 0) {
-		pthread_mutex_unlock(&sb->mu);
-		guestconn_close(gc);
-		return r;
-	}
-	sb->gc = gc;
-	pthread_cond_broadcast(&sb->cv);
-	pthread_mutex_unlock(&sb->mu);
-	return 0;
-}
+/* ---- credentials in the environment ----------------------------------- */
 
 /* The sandbox's environment: the request's env plus one placeholder per
  * credential that applies to it (cred_resolve: bound to its tenant, its
@@ -368,6 +318,246 @@ static json *env_with_credentials(struct node *n, const char *tenant, const char
 	return out;
 }
 
+/* ---- a new guest comes up (create, fork, rollback, recovery) ---------- */
+
+struct guest_up {
+	pid_t jail_pid;
+	const char *why;
+};
+
+/* The guest said READY: the jail's pid, and starting|rolling_back → running
+ * (the reason says which). */
+static int write_running(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+{
+	const struct guest_up *up = arg;
+	int r = db_exec(n->db, err, "UPDATE sandboxes SET jail_pid=? WHERE id=?", "is",
+			(int64_t)up->jail_pid, sb->id);
+
+	if (r >= 0)
+		r = state_transition(n->db, sb->id, &sb->state, SB_RUNNING, up->why, STATE_IN_TX,
+				     err);
+	return r;
+}
+
+int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
+		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err)
+{
+	struct guest_up up = { .jail_pid = jail_pid, .why = why };
+	struct guest_hello hello;
+	struct guestconn *gc;
+	char addr[sizeof(sb->addr)];
+	int r;
+
+	/* The guest always speaks first: HELLO, then READY once it can serve. */
+	uint64_t t0 = now_us();
+	gc = guestconn_open(chan_fd, &sandbox_guest_cbs, sb, n->cfg->ready_timeout_ms, &hello, err);
+	if (!gc)
+		return err_wrap(err, "%s", what);
+	log_debug("sandbox %s: guest hello in %.2f ms", sb->id, (now_us() - t0) / 1000.0);
+	pthread_mutex_lock(&sb->mu);
+	snprintf(addr, sizeof(addr), "%s", sb->addr);
+	pthread_mutex_unlock(&sb->mu);
+	if (sb->be->post_ready && sb->be->post_ready(&n->bctx, nspec, addr, gc, err) < 0) {
+		guestconn_close(gc);
+		return err_wrap(err, "%s backend", sb->be->name);
+	}
+	/* One transaction: the jail's pid and the move to running. */
+	pthread_mutex_lock(&sb->mu);
+	if (sb->chan_closed) {
+		pthread_mutex_unlock(&sb->mu);
+		guestconn_close(gc);
+		return err_set(err, EPIPE, "guest channel closed right after READY");
+	}
+	r = sandbox_tx(n, sb, write_running, &up, err);
+	if (r < 0) {
+		pthread_mutex_unlock(&sb->mu);
+		guestconn_close(gc);
+		return r;
+	}
+	sb->gc = gc;
+	pthread_cond_broadcast(&sb->cv);
+	pthread_mutex_unlock(&sb->mu);
+	return 0;
+}
+
+/* ---- the steps of a create -------------------------------------------- */
+
+/* One create in flight: what each step leaves for the next. */
+struct create {
+	struct node *n;
+	struct http_conn *c;
+	const char *tenant;
+	const char *key;            /* Idempotency-Key, or NULL (borrowed from the request) */
+	json *body;                 /* the request's body (owned) */
+	struct create_req cr;       /* parsed; borrows from body (and cred_env) */
+	json *cred_env;             /* env with credential placeholders (owned), or NULL */
+	uint32_t version;           /* of the template */
+	char *spec, *meta;          /* the row's spec and metadata text (owned) */
+	struct sandbox *sb;         /* the handler's reference */
+	struct nm_sandbox_spec nspec;
+	int chan_fd;                /* the guest's channel until the guest-up step takes it */
+	pid_t jail_pid;
+	bool created;               /* the backend made the jail */
+	err_t err;
+	uint64_t t_req, t_be, t_nm, t_net;   /* for the debug line of timings */
+};
+
+/* parse: the body and the Idempotency-Key (400 when either is bad). A key
+ * this tenant used before is answered at once with its sandbox, once that
+ * one's create settled. Takes nothing. */
+static int create_parse(struct create *cx, struct http_req *req)
+{
+	static const char *const keys[] = { "template", "backend", "limits", "env",
+					    "metadata", "timeout_s", "snapshots", "idle_timeout_s",
+					    "on_timeout", "network", NULL };
+	struct node *n = cx->n;
+	struct sandbox *old;
+	const char *code;
+	char msg[512];
+
+	cx->body = node_body_object(req, cx->c, keys);
+	if (!cx->body)
+		return -1;
+	code = parse_create(n, cx->body, &cx->cr, msg, sizeof(msg));
+	if (code) {
+		http_respond_error(cx->c, 400, code, "%s", msg);
+		return -1;
+	}
+	if (cx->key && (!*cx->key || strlen(cx->key) > 255)) {
+		http_respond_error(cx->c, 400, "bad_request", "Idempotency-Key must be 1..255 bytes");
+		return -1;
+	}
+	if (cx->key) {
+		pthread_mutex_lock(&n->mu);
+		old = find_idem_locked(n, cx->tenant, cx->key);
+		pthread_mutex_unlock(&n->mu);
+		if (old) {
+			respond_existing(cx->c, old);
+			sandbox_unref(old);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* check: the node can hold it and the template exists. A single sandbox may
+ * not ask for more than the node has (503 when the node manager does not
+ * say, 422 when it does not fit); the template is built on demand for a
+ * built-in, one build shared by concurrent creates (404 when there is
+ * none). Takes nothing. */
+static int create_check(struct create *cx)
+{
+	const struct create_req *cr = &cx->cr;
+	struct nm_node_info info;
+	int r;
+
+	if (node_info_get(cx->n, &info, &cx->err) < 0) {
+		http_respond_error(cx->c, 503, "unavailable", "node manager: %s", cx->err.msg);
+		return -1;
+	}
+	if (cr->limits.memory_mb > info.mem_total_mb ||
+	    cr->limits.cpu_millis > (uint64_t)info.cpus * 1000 ||
+	    (info.pool_total_mb && cr->limits.disk_mb > info.pool_total_mb)) {
+		http_respond_error(cx->c, 422, "over_capacity",
+				   "limits exceed the node (%llu MiB memory, %u cpus, %llu MiB disk)",
+				   (unsigned long long)info.mem_total_mb, info.cpus,
+				   (unsigned long long)info.pool_total_mb);
+		return -1;
+	}
+	r = node_name_valid(cr->template_name)
+		    ? template_resolve(cx->n, cr->template_name, &cx->version, &cx->err)
+		    : -ENOENT;
+	if (r == -ENOENT) {
+		http_respond_error(cx->c, 404, "template_not_found", "no template `%s`",
+				   cr->template_name);
+		return -1;
+	} else if (r < 0) {
+		err_wrap(&cx->err, "template %s", cr->template_name);
+		node_respond_err(cx->c, &cx->err);
+		return -1;
+	}
+	return 0;
+}
+
+/* reserve: the new sandbox (pending), with its env and the placeholders of
+ * the credentials that apply to it, registered in memory under the map
+ * lock, so that the count check and a racing request with the same
+ * Idempotency-Key see it at once. When that racing request won, it is the
+ * answer; when the node runs its maximum, 422. Either way the new sandbox
+ * is dropped: it was never in the map. */
+static int create_reserve(struct create *cx)
+{
+	struct node *n = cx->n;
+	struct create_req *cr = &cx->cr;
+	struct sandbox *sb, *old;
+	size_t live = 0;
+
+	{
+		_cleanup_free_ char *id = random_id("sb-", 8);
+		sb = sandbox_new(n, id);
+	}
+	cx->cred_env = env_with_credentials(n, cx->tenant, sb->id, cr->metadata, cr->env);
+	if (cx->cred_env)
+		cr->env = cx->cred_env;
+	sb->tenant = xstrdup(cx->tenant);
+	sb->template_name = xstrdup(cr->template_name);
+	sb->template_version = cx->version;
+	sb->backend_name = xstrdup(cr->be->name);
+	sb->be = cr->be;
+	sb->idem_key = cx->key ? xstrdup(cx->key) : NULL;
+	sb->limits = cr->limits;
+	sb->env = json_dup(cr->env);
+	sb->metadata = json_dup(cr->metadata);
+	sb->network = json_dup(cr->network);
+	sb->timeout_s = cr->timeout_s;
+	sb->pol = cr->pol;
+	sb->created_at = wall_ms();
+	/* Scheduler intervals and idle time count from now. */
+	sb->sched.known_since = sched_now(n);
+	sb->sched.last_disk_at = sb->sched.last_full_at = sb->sched.active_at = sb->sched.known_since;
+	cx->spec = spec_text(cr);
+	if (cr->metadata) {
+		struct buf b;
+		struct jw w;
+		buf_init(&b);
+		jw_init(&w, &b);
+		jw_value(&w, cr->metadata);
+		cx->meta = buf_steal(&b);
+	}
+
+	pthread_mutex_lock(&n->mu);
+	old = cx->key ? find_idem_locked(n, cx->tenant, cx->key) : NULL;
+	if (!old) {
+		for (int b = 0; b < NODE_BUCKETS; b++)
+			for (struct sandbox *s = n->buckets[b]; s; s = s->hnext) {
+				pthread_mutex_lock(&s->mu);
+				live += state_is_live(s->state) ? 1 : 0;
+				pthread_mutex_unlock(&s->mu);
+			}
+		if (!n->cfg->max_sandboxes || live < n->cfg->max_sandboxes) {
+			/* The map takes our creation reference; this handler
+			 * keeps its own. */
+			sandbox_map_insert_locked(n, sb);
+			sandbox_ref(sb);
+		}
+	}
+	pthread_mutex_unlock(&n->mu);
+	if (old) {
+		sandbox_unref(sb);
+		respond_existing(cx->c, old);
+		sandbox_unref(old);
+		return -1;
+	}
+	if (n->cfg->max_sandboxes && live >= n->cfg->max_sandboxes) {
+		sandbox_unref(sb);
+		http_respond_error(cx->c, 422, "over_capacity",
+				   "the node runs its maximum of %u sandboxes", n->cfg->max_sandboxes);
+		return -1;
+	}
+	cx->sb = sb;
+	return 0;
+}
+
 /* What the create's first write puts in the row besides sb's own fields. */
 struct create_row {
 	const char *spec, *meta, *key;
@@ -393,222 +583,154 @@ static int write_created(struct node *n, struct sandbox *sb, void *arg, err_t *e
 	return r;
 }
 
+/* record: write 1, the row (desired running) and pending → starting in one
+ * transaction. When it fails the sandbox is not in the DB and is forgotten
+ * entirely: pending or starting → deleted in memory only, out of the map.
+ * A key that another create wrote first is answered from its row; anything
+ * else is the error's answer. */
+static int create_record(struct create *cx)
+{
+	struct create_row row = { .spec = cx->spec, .meta = cx->meta ? cx->meta : "{}",
+				  .key = cx->key };
+	struct sandbox *sb = cx->sb;
+	int r = sandbox_tx(cx->n, sb, write_created, &row, &cx->err);
+
+	if (r >= 0)
+		return 0;
+	pthread_mutex_lock(&sb->mu);
+	state_set(sb->id, &sb->state, SB_DELETED);
+	pthread_cond_broadcast(&sb->cv);
+	pthread_mutex_unlock(&sb->mu);
+	sandbox_map_remove(cx->n, sb);
+	if (r == -EEXIST && cx->key && respond_existing_row(cx->n, cx->c, cx->tenant, cx->key)) {
+		sandbox_unref(sb);
+		return -1;
+	}
+	node_respond_err(cx->c, &cx->err);
+	sandbox_unref(sb);
+	return -1;
+}
+
+/* jail: the backend builds the jail and starts its guest (chan_fd,
+ * jail_pid). On failure there is no jail to undo; create_failed leaves the
+ * failed row. */
+static int create_jail(struct create *cx)
+{
+	struct sandbox *sb = cx->sb;
+	int r;
+
+	memset(&cx->nspec, 0, sizeof(cx->nspec));
+	snprintf(cx->nspec.id, sizeof(cx->nspec.id), "%s", sb->id);
+	snprintf(cx->nspec.template_name, sizeof(cx->nspec.template_name), "%s",
+		 sb->template_name);
+	cx->nspec.template_version = sb->template_version;
+	cx->nspec.limits = sb->limits;
+	cx->t_be = now_us();
+	r = sb->be->create(&cx->n->bctx, &cx->nspec, &cx->chan_fd, &cx->jail_pid, &cx->err);
+	cx->t_nm = now_us();
+	if (r < 0) {
+		err_wrap(&cx->err, "%s backend", sb->be->name);
+		return r;
+	}
+	cx->created = true;
+	return 0;
+}
+
+/* network: the gateway learns the sandbox's address and policy. Until it
+ * does, all the sandbox's traffic is refused: a create that cannot install
+ * the policy fails rather than hand out a sandbox without a network. Done
+ * while the guest starts up. On failure create_failed destroys the jail. */
+static int create_network(struct create *cx)
+{
+	int r = sandbox_net_push(cx->n, cx->sb, &cx->err);
+
+	cx->t_net = now_us();
+	return r;
+}
+
+/* guest up: the guest says HELLO and READY on its channel (which this step
+ * takes over), the backend's post-ready step runs, and starting → running
+ * with the jail's pid. On failure the channel is closed already and
+ * create_failed destroys the jail. */
+static int create_guest_up(struct create *cx)
+{
+	return sandbox_guest_up(cx->n, cx->sb, &cx->nspec, TAKE_FD(cx->chan_fd), cx->jail_pid,
+				"guest ready", "guest agent", &cx->err);
+}
+
+/* answer: 201 with the running sandbox, once its TTL is timed. */
+static void create_answer(struct create *cx)
+{
+	struct sandbox *sb = cx->sb;
+
+	log_debug("sandbox %s: create: row %.2f ms, backend %.2f ms, net push %.2f ms, guest up %.2f ms",
+		  sb->id, (cx->t_be - cx->t_req) / 1000.0, (cx->t_nm - cx->t_be) / 1000.0,
+		  (cx->t_net - cx->t_nm) / 1000.0, (now_us() - cx->t_net) / 1000.0);
+	sandbox_schedule_timeout(cx->n, sb);
+	sandbox_respond(cx->c, 201, sb);
+	sandbox_unref(sb);
+}
+
+static void create_status(int code, int *status, const char **ecode)
+{
+	node_errno_to_http(code, status, ecode);
+	/* Failures to bring a sandbox up are ours, not the client's, except
+	 * for the ones that say "try again". */
+	if (*status < 500 && *status != 409 && *status != 422)
+		*status = 500, *ecode = "internal";
+}
+
+/* A step from the jail on failed: leave nothing behind but a failed row that
+ * says why. Destroys the jail if one was made, closes a channel no step
+ * took, moves starting (or running, when only guest up's commit failed) →
+ * failed, and answers: our fault (500) unless the error says "try again"
+ * (409, 422, 5xx). */
+static void create_failed(struct create *cx)
+{
+	struct sandbox *sb = cx->sb;
+	const char *code;
+	err_t e2 = { 0 };
+	char reason[600];
+	int status;
+
+	log_warn("sandbox %s: create failed: %s", sb->id, cx->err.msg);
+	if (cx->created && sb->be->destroy(&cx->n->bctx, sb->id, &e2) < 0)
+		log_err("sandbox %s: destroy after failed create: %s", sb->id, e2.msg);
+	if (cx->chan_fd >= 0)
+		close(cx->chan_fd);
+	snprintf(reason, sizeof(reason), "%s", cx->err.msg);
+	pthread_mutex_lock(&sb->mu);
+	sandbox_mark_failed(cx->n, sb, reason);
+	pthread_cond_broadcast(&sb->cv);
+	pthread_mutex_unlock(&sb->mu);
+	create_status(cx->err.code, &status, &code);
+	http_respond_error(cx->c, status, code, "%s", cx->err.msg);
+	sandbox_unref(sb);
+}
+
 void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
 			     const char *tenant)
 {
-	struct create_row row;
-	static const char *const keys[] = { "template", "backend", "limits", "env",
-					    "metadata", "timeout_s", "snapshots", "idle_timeout_s",
-					    "on_timeout", "network", NULL };
-	_cleanup_free_ char *spec = NULL, *meta = NULL;
-	const char *key = http_req_header(req, "Idempotency-Key");
-	struct create_req cr = { 0 };
-	struct nm_sandbox_spec nspec;
-	struct nm_node_info info;
-	struct sandbox *sb, *old;
-	bool created = false;
-	int chan_fd = -1, status, r;
-	const char *code;
-	pid_t jail_pid = 0;
-	uint32_t version = 0;
-	size_t live = 0;
-	err_t err = { 0 };
-	char msg[512];
-	json *body, *cred_env = NULL;
+	struct create cx = { .n = n, .c = c, .tenant = tenant, .chan_fd = -1 };
 
-	uint64_t t_req = now_us();
-
-	body = node_body_object(req, c, keys);
-	if (!body)
-		return;
-	code = parse_create(n, body, &cr, msg, sizeof(msg));
-	if (code) {
-		http_respond_error(c, 400, code, "%s", msg);
+	cx.key = http_req_header(req, "Idempotency-Key");
+	cx.t_req = now_us();
+	/* Until the row exists, a step that fails has answered and undone
+	 * itself; from the jail on, create_failed leaves a failed row. */
+	if (create_parse(&cx, req) < 0 ||
+	    create_check(&cx) < 0 ||
+	    create_reserve(&cx) < 0 ||
+	    create_record(&cx) < 0)
 		goto out;
-	}
-	if (key && (!*key || strlen(key) > 255)) {
-		http_respond_error(c, 400, "bad_request", "Idempotency-Key must be 1..255 bytes");
-		goto out;
-	}
-	if (key) {
-		pthread_mutex_lock(&n->mu);
-		old = find_idem_locked(n, tenant, key);
-		pthread_mutex_unlock(&n->mu);
-		if (old) {
-			respond_existing(c, old);
-			sandbox_unref(old);
-			goto out;
-		}
-	}
-
-	/* Capacity: a single sandbox may not ask for more than the node has. */
-	if (node_info_get(n, &info, &err) < 0) {
-		http_respond_error(c, 503, "unavailable", "node manager: %s", err.msg);
-		goto out;
-	}
-	if (cr.limits.memory_mb > info.mem_total_mb ||
-	    cr.limits.cpu_millis > (uint64_t)info.cpus * 1000 ||
-	    (info.pool_total_mb && cr.limits.disk_mb > info.pool_total_mb)) {
-		http_respond_error(c, 422, "over_capacity",
-				   "limits exceed the node (%llu MiB memory, %u cpus, %llu MiB disk)",
-				   (unsigned long long)info.mem_total_mb, info.cpus,
-				   (unsigned long long)info.pool_total_mb);
-		goto out;
-	}
-
-	/* The template (built on demand for a built-in, shared by concurrent
-	 * creates). */
-	r = node_name_valid(cr.template_name) ? template_resolve(n, cr.template_name, &version, &err)
-					      : -ENOENT;
-	if (r == -ENOENT) {
-		http_respond_error(c, 404, "template_not_found", "no template `%s`",
-				   cr.template_name);
-		goto out;
-	} else if (r < 0) {
-		err_wrap(&err, "template %s", cr.template_name);
-		node_respond_err(c, &err);
-		goto out;
-	}
-
-	/* Register in memory under the map lock: the count check and a racing
-	 * request with the same Idempotency-Key see it at once. */
-	{
-		_cleanup_free_ char *id = random_id("sb-", 8);
-		sb = sandbox_new(n, id);
-	}
-	cred_env = env_with_credentials(n, tenant, sb->id, cr.metadata, cr.env);
-	if (cred_env)
-		cr.env = cred_env;
-	sb->tenant = xstrdup(tenant);
-	sb->template_name = xstrdup(cr.template_name);
-	sb->template_version = version;
-	sb->backend_name = xstrdup(cr.be->name);
-	sb->be = cr.be;
-	sb->idem_key = key ? xstrdup(key) : NULL;
-	sb->limits = cr.limits;
-	sb->env = json_dup(cr.env);
-	sb->metadata = json_dup(cr.metadata);
-	sb->network = json_dup(cr.network);
-	sb->timeout_s = cr.timeout_s;
-	sb->pol = cr.pol;
-	sb->created_at = wall_ms();
-	/* Scheduler intervals and idle time count from now. */
-	sb->sched.known_since = sched_now(n);
-	sb->sched.last_disk_at = sb->sched.last_full_at = sb->sched.active_at = sb->sched.known_since;
-	spec = spec_text(&cr);
-	if (cr.metadata) {
-		struct buf b;
-		struct jw w;
-		buf_init(&b);
-		jw_init(&w, &b);
-		jw_value(&w, cr.metadata);
-		meta = buf_steal(&b);
-	}
-
-	pthread_mutex_lock(&n->mu);
-	old = key ? find_idem_locked(n, tenant, key) : NULL;
-	if (!old) {
-		for (int b = 0; b < NODE_BUCKETS; b++)
-			for (struct sandbox *s = n->buckets[b]; s; s = s->hnext) {
-				pthread_mutex_lock(&s->mu);
-				live += state_is_live(s->state) ? 1 : 0;
-				pthread_mutex_unlock(&s->mu);
-			}
-		if (!n->cfg->max_sandboxes || live < n->cfg->max_sandboxes) {
-			/* The map takes our creation reference; this handler
-			 * keeps its own. */
-			sandbox_map_insert_locked(n, sb);
-			sandbox_ref(sb);
-		}
-	}
-	pthread_mutex_unlock(&n->mu);
-	if (old) {
-		sandbox_unref(sb);
-		respond_existing(c, old);
-		sandbox_unref(old);
-		goto out;
-	}
-	if (n->cfg->max_sandboxes && live >= n->cfg->max_sandboxes) {
-		sandbox_unref(sb);
-		http_respond_error(c, 422, "over_capacity", "the node runs its maximum of %u sandboxes",
-				   n->cfg->max_sandboxes);
-		goto out;
-	}
-
-	/* Write 1: the row (desired=running) and pending -> starting. */
-	row = (struct create_row){ .spec = spec, .meta = meta ? meta : "{}", .key = key };
-	r = sandbox_tx(n, sb, write_created, &row, &err);
-	if (r < 0) {
-		/* Not in the DB: forget it entirely (memory only: pending or
-		 * starting → deleted). */
-		pthread_mutex_lock(&sb->mu);
-		state_set(sb->id, &sb->state, SB_DELETED);
-		pthread_cond_broadcast(&sb->cv);
-		pthread_mutex_unlock(&sb->mu);
-		sandbox_map_remove(n, sb);
-		if (r == -EEXIST && key && respond_existing_row(n, c, tenant, key)) {
-			sandbox_unref(sb);
-			goto out;
-		}
-		node_respond_err(c, &err);
-		sandbox_unref(sb);
-		goto out;
-	}
-
-	/* The jail. */
-	memset(&nspec, 0, sizeof(nspec));
-	snprintf(nspec.id, sizeof(nspec.id), "%s", sb->id);
-	snprintf(nspec.template_name, sizeof(nspec.template_name), "%s", sb->template_name);
-	nspec.template_version = sb->template_version;
-	nspec.limits = sb->limits;
-	uint64_t t_be = now_us();
-	r = sb->be->create(&n->bctx, &nspec, &chan_fd, &jail_pid, &err);
-	uint64_t t_nm = now_us();
-	if (r < 0) {
-		err_wrap(&err, "%s backend", sb->be->name);
-		goto fail;
-	}
-	created = true;
-	/* Until the gateway knows the sandbox, all its traffic is refused: a
-	 * create that cannot install the policy fails rather than hand out a
-	 * sandbox without a network. Done while the guest starts up. */
-	if ((r = sandbox_net_push(n, sb, &err)) < 0)
-		goto fail;
-	uint64_t t_net = now_us();
-	r = sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, "guest ready", "guest agent",
-			     &err);
-	if (r < 0)
-		goto fail;
-	log_debug("sandbox %s: create: row %.2f ms, backend %.2f ms, net push %.2f ms, guest up %.2f ms",
-		  sb->id, (t_be - t_req) / 1000.0, (t_nm - t_be) / 1000.0, (t_net - t_nm) / 1000.0,
-		  (now_us() - t_net) / 1000.0);
-
-	sandbox_schedule_timeout(n, sb);
-	sandbox_respond(c, 201, sb);
-	sandbox_unref(sb);
-	goto out;
-
-fail:
-	/* Leave nothing behind but a failed row that says why. */
-	{
-		err_t e2 = { 0 };
-		char reason[600];
-
-		log_warn("sandbox %s: create failed: %s", sb->id, err.msg);
-		if (created && sb->be->destroy(&n->bctx, sb->id, &e2) < 0)
-			log_err("sandbox %s: destroy after failed create: %s", sb->id, e2.msg);
-		if (chan_fd >= 0)
-			close(chan_fd);
-		snprintf(reason, sizeof(reason), "%s", err.msg);
-		pthread_mutex_lock(&sb->mu);
-		sandbox_mark_failed(n, sb, reason);
-		pthread_cond_broadcast(&sb->cv);
-		pthread_mutex_unlock(&sb->mu);
-		create_status(err.code, &status, &code);
-		http_respond_error(c, status, code, "%s", err.msg);
-		sandbox_unref(sb);
-	}
+	if (create_jail(&cx) < 0 ||
+	    create_network(&cx) < 0 ||
+	    create_guest_up(&cx) < 0)
+		create_failed(&cx);
+	else
+		create_answer(&cx);
 out:
-	json_free(cred_env);
-	json_free(body);
+	free(cx.spec);
+	free(cx.meta);
+	json_free(cx.cred_env);
+	json_free(cx.body);
 }
