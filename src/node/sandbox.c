@@ -226,7 +226,7 @@ void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb)
 	buf_free(&b);
 }
 
-/* ---- the row --------------------------------------------------------- */
+/* ---- the row ---------------------------------------------------------- */
 
 int sandbox_tx(struct node *n, struct sandbox *sb,
 	       int (*write)(struct node *n, struct sandbox *sb, void *arg, err_t *err), void *arg,
@@ -405,7 +405,7 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 	return sb;
 }
 
-/* ---- list / get -------------------------------------------------------- */
+/* ---- list / get ------------------------------------------------------- */
 
 struct list_filter {
 	int state;               /* -1 = any */
