@@ -597,6 +597,8 @@ static int create_record(struct create *cx)
 
 	if (r >= 0)
 		return 0;
+	/* Not in the DB: forget it entirely. pending (or starting, when only
+	 * the commit failed) → deleted, in memory only: there is no row. */
 	pthread_mutex_lock(&sb->mu);
 	state_set(sb->id, &sb->state, SB_DELETED);
 	pthread_cond_broadcast(&sb->cv);

@@ -37,6 +37,8 @@ static int lc_step_locked(struct node *n, struct sandbox *sb, enum sb_state to,
 	pthread_cond_broadcast(&sb->cv);
 	if (r < 0)
 		return err_wrap(err, "%s sandbox %s", to == SB_PAUSED ? "pause" : "resume", sb->id);
+	/* running → paused (pause) or paused → running (resume); a sandbox
+	 * that failed meanwhile stays failed (-EBUSY). */
 	r = state_transition(n->db, sb->id, &sb->state, to, reason, 0, err);
 	if (r < 0 && r != -EBUSY) {
 		/* The jail did change; only the row lags. Keep memory honest
@@ -290,7 +292,8 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 	r = sandbox_tx(n, sb, write_retired, (void *)reason, err);
 	if (r < 0) {
 		/* The jail is gone; only the row lags. desired=deleted is recorded,
-		 * so the next start finishes it. Keep the memory state honest. */
+		 * so the next start finishes it. Keep the memory state honest:
+		 * stopping → stopped in memory. */
 		log_err("sandbox %s: %s", sb->id, err->msg);
 		if (sb->state == SB_STOPPING)
 			state_set(sb->id, &sb->state, SB_STOPPED);

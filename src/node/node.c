@@ -1,9 +1,11 @@
 /* airlockd node: startup, shutdown and HTTP routing. The router only points
  * down: what the handlers share for answering is in reply.c and for reading
- * a request in request.c; GET /v1/node is nodeinfo.c. The lifecycle lives
- * in sandbox.c and state.c, processes in exec.c, files in files.c,
- * templates in templates.c, crash recovery in reconcile.c and timed work in
- * reaper.c. */
+ * a request in request.c; GET /v1/node is nodeinfo.c. Sandboxes (map, JSON,
+ * rows, guest channel, list, get) live in sandbox.c, their create in
+ * create.c, the rest of their lifecycle in lifecycle.c and state.c;
+ * processes in exec.c, proc-table.c, proc-image.c and processes.c; files in
+ * files.c, templates in templates.c, crash recovery in reconcile.c and
+ * recover.c, and timed work in reaper.c. */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>

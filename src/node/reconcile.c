@@ -88,6 +88,8 @@ static void finish_delete(struct node *n, struct sandbox *sb)
 {
 	err_t err = { 0 };
 
+	/* running|paused → stopping: the delete was asked for before the
+	 * restart (desired=deleted) and is taken up again. */
 	if (sb->state == SB_RUNNING || sb->state == SB_PAUSED)
 		state_transition(n->db, sb->id, &sb->state, SB_STOPPING, "resume delete after restart",
 				 0, &err);
@@ -98,6 +100,8 @@ static void finish_delete(struct node *n, struct sandbox *sb)
 			sandbox_mark_failed(n, sb, reason);
 		return;
 	}
+	/* stopping → stopped: the jail is destroyed; then → deleted (from
+	 * stopped or failed): the row is retired. */
 	if (sb->state == SB_STOPPING)
 		state_transition(n->db, sb->id, &sb->state, SB_STOPPED, "jail destroyed", 0, &err);
 	if (state_transition(n->db, sb->id, &sb->state, SB_DELETED, "delete finished after restart",

@@ -100,6 +100,8 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 	while (sb->lc_busy)
 		pthread_cond_wait(&sb->cv, &sb->mu);
 	snprintf(why, sizeof(why), "%s; recovering from %s snapshot %s", cause, kind, snap);
+	/* running|paused → rolling_back, unless someone else owns the sandbox
+	 * by now; lc_busy keeps every other lifecycle step out. */
 	r = -EBUSY;
 	if (!sb->deleting && sb->chan_closed &&
 	    (sb->state == SB_RUNNING || sb->state == SB_PAUSED))

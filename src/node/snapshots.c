@@ -450,6 +450,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 			"rolled back", sb->id, state_name(sb->state));
 		r = -EBUSY;
 	} else {
+		/* running → rolling_back (a paused one was resumed above). */
 		r = state_transition(n->db, sb->id, &sb->state, SB_ROLLING_BACK, why, 0, &err);
 	}
 	if (r == 0)
