@@ -56,6 +56,32 @@ static int load_src(struct node *n, struct sandbox *sb, struct fork_src *src, er
 	return 0;
 }
 
+/* The child's row (the parent's spec and metadata; desired running,
+ * observed pending), its lineage, and pending → starting. */
+static int write_child(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+{
+	const struct fork_src *src = arg;
+	char why[120];
+	int r = db_exec(n->db, err,
+			"INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
+			" desired, observed, spec, metadata, created_at, updated_at)"
+			" VALUES(?,?,?,?,?,'running','pending',?,?,?,?)",
+			"sssisssii", sb->id, sb->tenant, sb->template_name,
+			(int64_t)sb->template_version, sb->backend_name, src->spec, src->metadata,
+			sb->created_at, sb->created_at);
+
+	if (r >= 0)
+		r = db_exec(n->db, err, "INSERT INTO lineage(sandbox_id, parent) VALUES(?,?)", "ss",
+			    sb->id, sb->parent);
+	snprintf(why, sizeof(why), "fork of %s", sb->parent);
+	pthread_mutex_lock(&sb->mu);
+	if (r >= 0)
+		r = state_transition(n->db, sb->id, &sb->state, SB_STARTING, why, STATE_IN_TX,
+				     err);
+	pthread_mutex_unlock(&sb->mu);
+	return r;
+}
+
 /* A new sandbox like parent, registered in the map (NULL with err when the
  * node is full) and in the DB as starting. */
 static struct sandbox *child_new(struct node *n, struct sandbox *parent,
@@ -63,10 +89,8 @@ static struct sandbox *child_new(struct node *n, struct sandbox *parent,
 {
 	_cleanup_free_ char *id = random_id("sb-", 8);
 	struct sandbox *sb = sandbox_new(n, id);
-	char why[120];
 	size_t live = 0;
 	bool full;
-	int r;
 
 	sb->tenant = xstrdup(parent->tenant);
 	sb->template_name = xstrdup(parent->template_name);
@@ -102,32 +126,11 @@ static struct sandbox *child_new(struct node *n, struct sandbox *parent,
 	sandbox_map_insert(n, sb);
 	sandbox_ref(sb);
 
-	snprintf(why, sizeof(why), "fork of %s", parent->id);
-	r = db_tx_begin(n->db, err);
-	if (r == 0) {
-		r = db_exec(n->db, err,
-			    "INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
-			    " desired, observed, spec, metadata, created_at, updated_at)"
-			    " VALUES(?,?,?,?,?,'running','pending',?,?,?,?)",
-			    "sssisssii", sb->id, sb->tenant, sb->template_name,
-			    (int64_t)sb->template_version, sb->backend_name, src->spec, src->metadata,
-			    sb->created_at, sb->created_at);
-		if (r >= 0)
-			r = db_exec(n->db, err, "INSERT INTO lineage(sandbox_id, parent) VALUES(?,?)",
-				    "ss", sb->id, parent->id);
+	if (sandbox_tx(n, sb, write_child, (void *)src, err) < 0) {
+		/* Not in the DB: forget it (memory only: pending or starting →
+		 * deleted). */
 		pthread_mutex_lock(&sb->mu);
-		if (r >= 0)
-			r = state_transition(n->db, sb->id, &sb->state, SB_STARTING, why,
-					     STATE_IN_TX, err);
-		pthread_mutex_unlock(&sb->mu);
-		if (r < 0)
-			db_tx_rollback(n->db);
-		else
-			r = db_tx_commit(n->db, err);
-	}
-	if (r < 0) {
-		pthread_mutex_lock(&sb->mu);
-		sb->state = SB_DELETED;
+		state_set(sb->id, &sb->state, SB_DELETED);
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
 		sandbox_map_remove(n, sb);

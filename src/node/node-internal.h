@@ -146,21 +146,30 @@ static inline bool node_stopping(struct node *n)
 	return __atomic_load_n(&n->stopping, __ATOMIC_ACQUIRE) != 0;
 }
 
-/* node.c: helpers shared by the handlers. */
+/* reply.c: answering, shared by the handlers. */
 void node_respond_err(struct http_conn *c, const err_t *e);
 void node_errno_to_http(int code, int *status, const char **ecode);
-/* Parse a JSON object body (size-limited); on failure answers 400/413 and
- * returns NULL. allowed: NULL-terminated list of keys. Caller owns. */
-json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed);
 /* 409 `conflict` with the sandbox's current state next to the error:
  * {"error":{"code":"conflict","message"},"state":"paused"}. */
 void node_respond_conflict(struct http_conn *c, enum sb_state st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Answer an error about sb: 409 with its state for -EBUSY, else as
+ * node_respond_err. */
+void sandbox_respond_err(struct http_conn *c, struct sandbox *sb, const err_t *e);
+
+/* request.c: reading a request, shared by the handlers. */
+/* Parse a JSON object body (size-limited); on failure answers 400/413 and
+ * returns NULL. allowed: NULL-terminated list of keys. Caller owns. */
+json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed);
 /* Calls fn for each query parameter, percent-decoded. */
 void node_query_each(const char *query, void (*fn)(void *arg, const char *k, const char *v),
 		     void *arg);
-int node_info_get(struct node *n, struct nm_node_info *out, err_t *err);
 bool node_name_valid(const char *s);  /* [a-z0-9][a-z0-9._-]{0,63} */
+
+/* nodeinfo.c: the node manager's answer about the node's size (asked once,
+ * then kept), and GET /v1/node (admin). */
+int node_info_get(struct node *n, struct nm_node_info *out, err_t *err);
+void handle_node(struct node *n, struct http_conn *c);
 
 /* network.c: tell the gateway sb's address and policy (ns only; a no-op
  * for other backends or with the network off), or forget it; the
@@ -171,64 +180,94 @@ void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_re
 		    struct http_conn *c);
 void handle_internal_network(struct node *n, struct http_conn *c);
 
-/* sandbox.c */
+/* sandbox.c: the map, the JSON form, the row, the guest channel, loading,
+ * list and get. */
 struct sandbox *sandbox_new(struct node *n, const char *id);
 void sandbox_ref(struct sandbox *sb);
 void sandbox_unref(struct sandbox *sb);
 /* Ref'd sandbox of this tenant (tenant NULL = any), or NULL. */
 struct sandbox *sandbox_find(struct node *n, const char *id, const char *tenant);
 void sandbox_map_insert(struct node *n, struct sandbox *sb);   /* takes the map's ref */
+void sandbox_map_insert_locked(struct node *n, struct sandbox *sb);   /* n->mu held */
 void sandbox_map_remove(struct node *n, struct sandbox *sb);
+/* Unlink sb from the map (n->mu held); true if it was there. The map's
+ * reference passes to the caller. */
+bool sandbox_map_unlink_locked(struct node *n, struct sandbox *sb);
+void sandbox_counts(struct node *n, size_t counts[SB__COUNT]);
 void sandbox_render(struct jw *w, struct sandbox *sb);       /* takes sb->mu */
+void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb);
+/* One transaction around a sandbox's row and its move along the table:
+ * write() runs inside it, writing the row and calling state_transition with
+ * STATE_IN_TX, so the row and the events row land together or not at all.
+ * Committed when write returns >= 0, rolled back otherwise. Returns 0, or
+ * write's or the DB's error (-errno). A transition made inside has moved
+ * sb->state even when the transaction then rolls back; the caller decides
+ * what memory says then. */
+int sandbox_tx(struct node *n, struct sandbox *sb,
+	       int (*write)(struct node *n, struct sandbox *sb, void *arg, err_t *err), void *arg,
+	       err_t *err);
 struct guestconn *sandbox_gc_get(struct sandbox *sb);          /* NULL unless running */
 void sandbox_gc_put(struct sandbox *sb);
+/* Detach sb's channel once no thread uses it any more (port relays are
+ * ended rather than waited for); caller closes it. sb->mu held. */
+struct guestconn *sandbox_gc_take_locked(struct sandbox *sb);
+/* sb's guest is gone (a rollback or crash recovery replaces it): its
+ * running processes end as lost (why), those of a full snapshot's image
+ * come back (procs, NULL: none), and its channel is detached once no thread
+ * uses it (port relays are ended) and closed, so no callback of the old
+ * guest runs after this; chan_closed is cleared for the next guest. */
+void sandbox_gc_retire(struct sandbox *sb, const char *why, const char *procs);
+extern const struct guestconn_cbs sandbox_guest_cbs;
+/* Load a row (columns: SANDBOX_COLS) into a new, unmapped sandbox. */
+#define SANDBOX_COLS "id, tenant_id, template, template_version, backend, desired, observed," \
+	" spec, metadata, idem_key, error, created_at"
+struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int row);
+/* Does tenant own a row for id that is retired (observed = deleted)? */
+bool sandbox_is_deleted(struct node *n, const char *id, const char *tenant);
+void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_conn *c,
+			   const char *tenant);
+void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c);
+
+/* create.c */
+void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
+			     const char *tenant);
+/* A freshly started jail's guest comes up for sb (create, fork, rollback,
+ * recovery): open the channel (consumes chan_fd), run the backend's
+ * post-ready step, then record jail_pid and the move to running (reason
+ * `why`) in one transaction and install sb->gc. On failure the channel is
+ * closed and err says why, prefixed with `what`. */
+int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
+		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err);
+
+/* lifecycle.c: operations on a sandbox after its create (state.c decides
+ * what is legal; an illegal request fails with -EBUSY naming the current
+ * state, an unsupported one with -EOPNOTSUPP). resume with why = NULL is
+ * the client's explicit resume, which is a conflict on a running sandbox;
+ * with a reason (connect, exec) a running sandbox is fine and costs one
+ * lock. */
+int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err);
+/* The same with the event's reason (the scheduler: "idle", the TTL: "timeout"). */
+int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t *err);
+int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *err);
 /* The channel of a sandbox that is running or paused, resuming a paused one
  * first (why: the event's reason, e.g. "resumed for exec"). NULL with err
  * set otherwise: -EBUSY naming the state (409), or the backend's error.
  * Pair with sandbox_gc_put. */
 struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char *why,
 				 err_t *err);
-/* Lifecycle operations (state.c decides what is legal; an illegal request
- * fails with -EBUSY naming the current state, an unsupported one with
- * -EOPNOTSUPP). resume with why = NULL is the client's explicit resume,
- * which is a conflict on a running sandbox; with a reason (connect, exec)
- * a running sandbox is fine and costs one lock. */
-int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err);
-/* The same with the event's reason (the scheduler: "idle", the TTL: "timeout"). */
-int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t *err);
-int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *err);
-/* Answer an error about sb: 409 with its state for -EBUSY, else as
- * node_respond_err. */
-void sandbox_respond_err(struct http_conn *c, struct sandbox *sb, const err_t *e);
-/* Does tenant own a row for id that is retired (observed = deleted)? */
-bool sandbox_is_deleted(struct node *n, const char *id, const char *tenant);
 void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
 			      struct http_conn *c);
-extern const struct guestconn_cbs sandbox_guest_cbs;
-/* Load a row (columns: SANDBOX_COLS) into a new, unmapped sandbox. */
-#define SANDBOX_COLS "id, tenant_id, template, template_version, backend, desired, observed," \
-	" spec, metadata, idem_key, error, created_at"
-struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int row);
 /* Tear down and retire (delete) or mark failed. Returns 0 or -errno. */
 int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t *err);
 void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason);
-/* A freshly started jail's guest comes up for sb (create and rollback):
- * open the channel (consumes chan_fd), run the backend's post-ready step,
- * then record jail_pid and the move to running (reason `why`) in one
- * transaction and install sb->gc. On failure the channel is closed and err
- * says why, prefixed with `what`. */
-int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
-		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err);
+/* sb → failed with reason (its row, an events row and sb->error): memory
+ * follows even when the row cannot be written. sb is live or stopped. The
+ * caller holds sb->mu, or (reconcile) nobody else can reach sb yet. */
+void sandbox_mark_failed(struct node *n, struct sandbox *sb, const char *reason);
 void sandbox_on_timeout(struct node *n, const char *id);
 void sandbox_on_chan_closed(struct node *n, const char *id);
 void sandbox_schedule_timeout(struct node *n, struct sandbox *sb);
 void sandbox_stop_all(struct node *n);
-void sandbox_counts(struct node *n, size_t counts[SB__COUNT]);
-void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
-			     const char *tenant);
-void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_conn *c,
-			   const char *tenant);
-void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c);
 void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 			   struct http_conn *c);
 
@@ -241,21 +280,36 @@ bool ports_route(struct node *n, struct http_req *req, struct http_conn *c, cons
  * Fuzzed: tests/fuzz/fuzz-node-ports.c. */
 int ports_rewrite_head(const char *h, size_t n, struct buf *out);
 
-/* exec.c */
+/* proc-table.c: the process table (all but the callbacks with sb->mu held). */
 void proc_on_output(struct sandbox *sb, uint32_t pid, int fd, uint64_t off, const void *data,
 		    size_t len);
 void proc_on_exit(struct sandbox *sb, uint32_t pid, int exit_code, int sig);
+/* A new running record for pid at the end of the table; the table holds
+ * its one reference. */
+struct proc *proc_new_locked(struct sandbox *sb, uint32_t pid);
+void proc_unref_locked(struct proc *p);
+/* Mark p exited (sig > 0: killed by it) and wake its streams. */
+void proc_mark_exited_locked(struct sandbox *sb, struct proc *p, int exit_code, int sig);
+/* The newest record for pid that exec claimed (for the API), or NULL. */
+struct proc *proc_find_locked(struct sandbox *sb, uint32_t pid);
 void procs_mark_lost(struct sandbox *sb, const char *why);    /* holds sb->mu */
-/* The running processes as JSON (pid, argv, pty, start, stream offsets;
- * caller frees; takes sb->mu), kept with a full snapshot; and (sb->mu held)
- * back into the table after a rollback to it, as running records whose
- * output goes on from those offsets (NULL or bad text restores nothing). */
-char *procs_image(struct sandbox *sb);
-void procs_restore_locked(struct sandbox *sb, const char *image);
 void procs_free_all(struct sandbox *sb);
 void proc_on_timeout(struct node *n, const char *sb_id, uint64_t serial);
 void procs_wake_all(struct node *n);
+/* proc-image.c: the running processes as JSON (pid, argv, pty, start,
+ * stream offsets; caller frees; takes sb->mu), kept with a full snapshot;
+ * and (sb->mu held) back into the table after a rollback to it, as running
+ * records whose output goes on from those offsets (NULL or bad text
+ * restores nothing). */
+char *procs_image(struct sandbox *sb);
+void procs_restore_locked(struct sandbox *sb, const char *image);
+/* exec.c */
 void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
+/* processes.c: stream p's output as NDJSON from off[0] (stdout) and off[1]
+ * (stderr); with follow until its exit line, else what is buffered. The
+ * response has begun; lines already in out go first. */
+void proc_stream(struct node *n, struct sandbox *sb, struct proc *p, struct http_conn *c,
+		 uint64_t off[2], bool follow, struct buf *out);
 void handle_processes(struct node *n, struct sandbox *sb, struct http_conn *c);
 /* rest: "output", "stdin", "signal", "resize" */
 void handle_process(struct node *n, struct sandbox *sb, uint32_t pid, const char *rest,

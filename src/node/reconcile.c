@@ -29,17 +29,6 @@ static void destroy_quiet(struct node *n, struct sandbox *sb)
 		log_warn("sandbox %s: destroy: %s", sb->id, err.msg);
 }
 
-static void mark_failed(struct node *n, struct sandbox *sb, const char *reason)
-{
-	err_t err = { 0 };
-
-	if (state_transition(n->db, sb->id, &sb->state, SB_FAILED, reason, 0, &err) < 0)
-		log_err("%s", err.msg);
-	sb->state = SB_FAILED;
-	free(sb->error);
-	sb->error = xstrdup(reason);
-}
-
 static void adopt(struct node *n, struct sandbox *sb)
 {
 	struct guest_hello hello;
@@ -52,7 +41,7 @@ static void adopt(struct node *n, struct sandbox *sb)
 	if (!sb->be) {
 		snprintf(reason, sizeof(reason), "lost after restart: unknown backend `%s`",
 			 sb->backend_name);
-		mark_failed(n, sb, reason);
+		sandbox_mark_failed(n, sb, reason);
 		return;
 	}
 	/* A paused jail cannot say HELLO: thaw it first, and say so in the
@@ -65,21 +54,21 @@ static void adopt(struct node *n, struct sandbox *sb)
 			snprintf(reason, sizeof(reason), "lost after restart: resume: %s",
 				 sb->be->resume ? err.msg : "backend cannot resume");
 			destroy_quiet(n, sb);
-			mark_failed(n, sb, reason);
+			sandbox_mark_failed(n, sb, reason);
 			return;
 		}
 	}
 	if (sb->be->adopt(&n->bctx, sb->id, &fd, &pid, &err) < 0) {
 		snprintf(reason, sizeof(reason), "lost after restart: %s", err.msg);
 		destroy_quiet(n, sb);
-		mark_failed(n, sb, reason);
+		sandbox_mark_failed(n, sb, reason);
 		return;
 	}
 	gc = guestconn_open(fd, &sandbox_guest_cbs, sb, n->cfg->ready_timeout_ms, &hello, &err);
 	if (!gc) {
 		snprintf(reason, sizeof(reason), "lost after restart: guest agent: %s", err.msg);
 		destroy_quiet(n, sb);
-		mark_failed(n, sb, reason);
+		sandbox_mark_failed(n, sb, reason);
 		return;
 	}
 	pthread_mutex_lock(&sb->mu);
@@ -99,6 +88,8 @@ static void finish_delete(struct node *n, struct sandbox *sb)
 {
 	err_t err = { 0 };
 
+	/* running|paused → stopping: the delete was asked for before the
+	 * restart (desired=deleted) and is taken up again. */
 	if (sb->state == SB_RUNNING || sb->state == SB_PAUSED)
 		state_transition(n->db, sb->id, &sb->state, SB_STOPPING, "resume delete after restart",
 				 0, &err);
@@ -106,9 +97,11 @@ static void finish_delete(struct node *n, struct sandbox *sb)
 		char reason[600];
 		snprintf(reason, sizeof(reason), "delete failed after restart: %s", err.msg);
 		if (sb->state != SB_FAILED)
-			mark_failed(n, sb, reason);
+			sandbox_mark_failed(n, sb, reason);
 		return;
 	}
+	/* stopping → stopped: the jail is destroyed; then → deleted (from
+	 * stopped or failed): the row is retired. */
 	if (sb->state == SB_STOPPING)
 		state_transition(n->db, sb->id, &sb->state, SB_STOPPED, "jail destroyed", 0, &err);
 	if (state_transition(n->db, sb->id, &sb->state, SB_DELETED, "delete finished after restart",
@@ -142,7 +135,7 @@ void node_reconcile(struct node *n)
 		} else if (sb->state == SB_PENDING || sb->state == SB_STARTING ||
 			   sb->state == SB_ROLLING_BACK) {
 			destroy_quiet(n, sb);
-			mark_failed(n, sb, "interrupted by a node restart");
+			sandbox_mark_failed(n, sb, "interrupted by a node restart");
 		}
 		if (sb->state == SB_DELETED) {
 			sandbox_unref(sb);

@@ -81,7 +81,6 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 	char snap[65], kind[16], why[400];
 	_cleanup_free_ char *procs = NULL;
 	struct nm_sandbox_spec nspec;
-	struct guestconn *old;
 	int chan_fd = -1, r;
 	pid_t jail_pid = 0;
 	uint64_t t0 = now_us();
@@ -101,6 +100,8 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 	while (sb->lc_busy)
 		pthread_cond_wait(&sb->cv, &sb->mu);
 	snprintf(why, sizeof(why), "%s; recovering from %s snapshot %s", cause, kind, snap);
+	/* running|paused → rolling_back, unless someone else owns the sandbox
+	 * by now; lc_busy keeps every other lifecycle step out. */
 	r = -EBUSY;
 	if (!sb->deleting && sb->chan_closed &&
 	    (sb->state == SB_RUNNING || sb->state == SB_PAUSED))
@@ -121,18 +122,7 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 	/* The dead guest's channel and processes are gone either way; from a
 	 * full snapshot, its processes of that moment carry on. */
 	procs = r == 0 ? snapshot_procs(n, snap) : NULL;
-	pthread_mutex_lock(&sb->mu);
-	procs_mark_lost(sb, "the sandbox crashed");
-	procs_restore_locked(sb, procs);
-	old = sb->gc;
-	sb->gc = NULL;
-	while (sb->gc_users > 0)
-		pthread_cond_wait(&sb->cv, &sb->mu);
-	pthread_mutex_unlock(&sb->mu);
-	guestconn_close(old);
-	pthread_mutex_lock(&sb->mu);
-	sb->chan_closed = false;
-	pthread_mutex_unlock(&sb->mu);
+	sandbox_gc_retire(sb, "the sandbox crashed", procs);
 
 	if (r == 0) {
 		snprintf(why, sizeof(why), "recovered from %s snapshot %s after a crash (%s)", kind,

@@ -367,9 +367,12 @@ static void rollback_failed(struct node *n, struct sandbox *sb, const err_t *cau
 	if (sb->be->adopt && sb->be->adopt(&n->bctx, sb->id, &fd, &pid, &e2) == 0) {
 		close(fd);
 		pthread_mutex_lock(&sb->mu);
-		if (state_transition(n->db, sb->id, &sb->state, SB_RUNNING, reason, 0, &e2) < 0)
+		/* rolling_back → running: the old guest still runs; memory
+		 * says so even when the row cannot. */
+		if (state_transition(n->db, sb->id, &sb->state, SB_RUNNING, reason, 0, &e2) < 0) {
 			log_err("%s", e2.msg);
-		sb->state = SB_RUNNING;
+			state_set(sb->id, &sb->state, SB_RUNNING);
+		}
 		sb->lc_busy = false;
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
@@ -402,7 +405,6 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	static const char *const keys[] = { "snapshot", NULL };
 	_cleanup_free_ char *snap_id = NULL, *snap_name = NULL, *snap_kind = NULL, *procs = NULL;
 	struct nm_sandbox_spec nspec;
-	struct guestconn *old;
 	struct db_rows rows;
 	const char *ref;
 	int chan_fd = -1, r, status;
@@ -448,6 +450,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 			"rolled back", sb->id, state_name(sb->state));
 		r = -EBUSY;
 	} else {
+		/* running → rolling_back (a paused one was resumed above). */
 		r = state_transition(n->db, sb->id, &sb->state, SB_ROLLING_BACK, why, 0, &err);
 	}
 	if (r == 0)
@@ -470,25 +473,12 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 		goto fail_respond;
 	}
 
-	/* The old guest is gone with every process: retire its channel (its
-	 * reader ends on EOF; guestconn_close waits for it, so no callback of
-	 * the old guest runs after this) and what it was running. */
-	/* After a full rollback the guest's processes are the ones of the
-	 * snapshot and carry on there: the table gets the records kept with
-	 * the snapshot (fresh ones, output from the snapshot's offsets on). */
-	pthread_mutex_lock(&sb->mu);
-	procs_mark_lost(sb, "the sandbox was rolled back");
-	procs_restore_locked(sb, procs);
-	old = sb->gc;
-	sb->gc = NULL;
-	guestconn_ports_abort(old);
-	while (sb->gc_users > 0)
-		pthread_cond_wait(&sb->cv, &sb->mu);
-	pthread_mutex_unlock(&sb->mu);
-	guestconn_close(old);
-	pthread_mutex_lock(&sb->mu);
-	sb->chan_closed = false;
-	pthread_mutex_unlock(&sb->mu);
+	/* The old guest is gone with every process: retire its channel and
+	 * what it was running. After a full rollback the guest's processes are
+	 * the ones of the snapshot and carry on there: the table gets the
+	 * records kept with the snapshot (fresh ones, output from the
+	 * snapshot's offsets on). */
+	sandbox_gc_retire(sb, "the sandbox was rolled back", procs);
 
 	snprintf(why, sizeof(why), "rolled back to %s snapshot %s (%s)", snap_kind, snap_id,
 		 snap_name);

@@ -1,9 +1,11 @@
-/* The lifecycle table and the one function that moves a sandbox along it. */
+/* The lifecycle table and the one function that moves a sandbox along it
+ * (state_transition), with its in-memory half (state_set). */
 #include "state.h"
 
 #include <errno.h>
 #include <string.h>
 
+#include "../lib/log.h"
 #include "../lib/util.h"
 
 static const char *const names[SB__COUNT] = {
@@ -54,6 +56,19 @@ static const bool allowed[SB__COUNT][SB__COUNT] = {
 	[SB_STOPPED] = { [SB_DELETED] = true, [SB_FAILED] = true },
 	[SB_FAILED] = { [SB_DELETED] = true },
 	[SB_DELETED] = { 0 },
+};
+
+/* Edges a sandbox takes in memory only (state_set), never in a row, so they
+ * are not in the table that state_transition writes:
+ *   pending→deleted, starting→deleted
+ *                       a create or fork whose first transaction (the row's
+ *                       insert with pending→starting) rolled back: there is
+ *                       no row to retire. The sandbox leaves the map, and
+ *                       deleted wakes whoever waits on its create (a repeated
+ *                       Idempotency-Key) or would tear it down. */
+static const bool unrecorded[SB__COUNT][SB__COUNT] = {
+	[SB_PENDING] = { [SB_DELETED] = true },
+	[SB_STARTING] = { [SB_DELETED] = true },
 };
 
 const char *state_name(enum sb_state s)
@@ -134,6 +149,20 @@ int state_transition(struct db *db, const char *id, enum sb_state *cur, enum sb_
 		if (r < 0)
 			return err_wrap(err, "sandbox %s: %s -> %s", id, state_name(from),
 					state_name(to));
+	}
+	*cur = to;
+	return 0;
+}
+
+int state_set(const char *id, enum sb_state *cur, enum sb_state to)
+{
+	enum sb_state from = *cur;
+
+	if (!state_allowed(from, to) && !((unsigned)from < SB__COUNT && (unsigned)to < SB__COUNT &&
+					  unrecorded[from][to])) {
+		log_err("sandbox %s is %s; cannot become %s (in memory)", id, state_name(from),
+			state_name(to));
+		return -EBUSY;
 	}
 	*cur = to;
 	return 0;

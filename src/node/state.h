@@ -11,6 +11,11 @@
  * An illegal transition changes nothing and fails with -EBUSY ("conflict"),
  * naming the current state; the HTTP layer answers 409.
  *
+ * Where the row cannot follow (its write failed after the jail changed, or
+ * the sandbox never got a row), memory alone moves, through state_set(),
+ * which checks the same table. The node sets a state without an edge in one
+ * place only: a sandbox's start (pending, or its row's state when loaded).
+ *
  * Depends only on lib/ and db/, so unit tests link it alone.
  */
 #ifndef AIRLOCK_NODE_STATE_H
@@ -53,6 +58,15 @@ bool state_is_live(enum sb_state s);
  * Errors: -EBUSY for an illegal transition (*cur unchanged), or the db error. */
 int state_transition(struct db *db, const char *id, enum sb_state *cur, enum sb_state to,
 		     const char *reason, unsigned flags, err_t *err);
+
+/* The in-memory half of a transition, for when the row cannot follow: the
+ * jail did change but the row's write failed (memory stays honest; the next
+ * start reconciles the row), or the sandbox has no row at all. Checks the
+ * table, plus the edges only memory takes (state.c: a create whose first
+ * write rolled back goes pending or starting → deleted). An edge it forbids
+ * changes nothing, is logged (id names the sandbox) and fails with -EBUSY;
+ * otherwise sets *cur = to and returns 0. */
+int state_set(const char *id, enum sb_state *cur, enum sb_state to);
 
 /* Append an events row without changing state (e.g. "re-adopted after
  * restart"). from and to are both `s`. */

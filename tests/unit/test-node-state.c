@@ -1,6 +1,7 @@
-/* Unit test for src/node/state.c: every (from, to) pair against the table,
- * the names, and that a transition writes observed, error and an events row
- * (and that an illegal one writes nothing). */
+/* Unit test for src/node/state.c: every (from, to) pair against the table
+ * (state_transition and its in-memory half state_set), the names, and that a
+ * transition writes observed, error and an events row (and that an illegal
+ * one writes nothing). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,37 @@ static void test_table(void)
 	/* Out-of-range values are never legal. */
 	CHECK(!state_allowed(SB__COUNT, SB_FAILED));
 	CHECK(!state_allowed(SB_RUNNING, SB__COUNT));
+}
+
+/* state_set, the in-memory half: the same table, plus the edges only memory
+ * takes (a create whose first write rolled back: pending or starting →
+ * deleted), which state_transition keeps refusing. */
+static void test_set(void)
+{
+	int legal = 0;
+
+	for (int f = 0; f < SB__COUNT; f++) {
+		for (int t = 0; t < SB__COUNT; t++) {
+			bool unrecorded = (f == SB_PENDING || f == SB_STARTING) && t == SB_DELETED;
+			bool want = expected((enum sb_state)f, (enum sb_state)t) || unrecorded;
+			enum sb_state cur = (enum sb_state)f;
+			int r = state_set("sb-test", &cur, (enum sb_state)t);
+
+			if (want) {
+				CHECK(r == 0 && cur == (enum sb_state)t);
+				legal++;
+			} else {
+				CHECK(r == -EBUSY && cur == (enum sb_state)f);
+			}
+		}
+	}
+	CHECK(legal == 21); /* the table's 19 + pending|starting → deleted */
+	{
+		enum sb_state cur = SB_PENDING;
+		err_t err = { 0 };
+		CHECK(state_transition(NULL, "sb-test", &cur, SB_DELETED, NULL, 0, &err) == -EBUSY);
+		CHECK(cur == SB_PENDING);
+	}
 }
 
 static void test_names(void)
@@ -203,6 +235,7 @@ static void test_db(void)
 int main(void)
 {
 	test_table();
+	test_set();
 	test_names();
 	test_db();
 	if (failures) {
