@@ -89,7 +89,7 @@ int nm_wait_child(struct nm_server *s, pid_t pid, int *status, int timeout_ms);
 /* verbs.c: handle one connection (one request, replies, close). Consumes fd. */
 void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid);
 
-/* sandbox.c */
+/* mgr-sandbox.c */
 /* Insert a busy entry for id with a free uid range (slot). -EEXIST when id
  * is taken, -ENOSPC when no slot is free. */
 struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err);
@@ -110,31 +110,31 @@ int jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *
  * jail and dup its channel (-ECHILD when it died meanwhile). */
 int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err);
 int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err);
-int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
-		   pid_t *pid, err_t *err);
+int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
+		       pid_t *pid, err_t *err);
 /* Start the ns jail of claimed entry j on rootfs (NULL: the sandbox's own,
- * sandboxes/<id>/rootfs) with spec's id, hostname and limits; see sandbox.c. */
-int sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-		     const char *rootfs, int *chan_dup, pid_t *pid, err_t *err);
-int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err);
-int sandbox_destroy(struct nm_server *s, const char *id, err_t *err);
+ * sandboxes/<id>/rootfs) with spec's id, hostname and limits; see mgr-sandbox.c. */
+int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+			 const char *rootfs, int *chan_dup, pid_t *pid, err_t *err);
+int mgr_sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err);
+int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err);
 /* Pause (freeze) or resume a live jail; dispatches on its kind (ns: cgroup
  * freezer, vm: vm_freeze). Marks the jail busy meanwhile. */
-int sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err);
+int mgr_sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err);
 /* Roll a live ns jail back to snapshots/<id>/<snap> (see nm.h). */
-int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		     int *chan_dup, pid_t *pid, err_t *err);
+int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+			 int *chan_dup, pid_t *pid, err_t *err);
 /* A child sandbox from snapshots/<parent>/<snap> (see nm.h). */
-int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
-		 const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err);
+int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
+		     const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err);
 /* ids: NULL-terminated, caller frees each and the array */
-char **sandbox_list(struct nm_server *s);
+char **mgr_sandbox_list(struct nm_server *s);
 /* Reaper hook: pid exited; true when it was a jail init. Called under lock. */
-bool sandbox_reaped_locked(struct nm_server *s, pid_t pid);
+bool mgr_sandbox_reaped_locked(struct nm_server *s, pid_t pid);
 /* Startup: kill leftovers of a previous run (state files, cgroups). */
-void sandbox_sweep_leftovers(struct nm_server *s);
+void mgr_sandbox_sweep_leftovers(struct nm_server *s);
 /* Shutdown: kill every jail, keep subvolumes. */
-void sandbox_kill_all(struct nm_server *s);
+void mgr_sandbox_kill_all(struct nm_server *s);
 
 /* snapshot.c: disk snapshots under DATA/pool/snapshots/<id>/ (see nm.h). */
 /* full: vm only, memory too: snapshots/<id>/<snap> VM_FULL_SUFFIX holds the
@@ -151,9 +151,9 @@ void sandbox_kill_all(struct nm_server *s);
 int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
 		    bool full, int64_t *size, err_t *err);
 int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err);
-/* Delete every snapshot of id and its directory; called by sandbox_destroy. */
+/* Delete every snapshot of id and its directory; called by mgr_sandbox_destroy. */
 int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
-/* sandbox.c: mark the live, non-hidden jail of id busy for a verb. *is_vm
+/* mgr-sandbox.c: mark the live, non-hidden jail of id busy for a verb. *is_vm
  * (may be NULL) tells its kind. -ENOENT when there is none, -EBUSY when a
  * create, destroy or other verb owns it. jail_release undoes it. */
 struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
@@ -197,7 +197,7 @@ int vm_save_delta(struct jail *j, const char *dev, const char *state, const char
  * so the image is consistent) unless they already are; *stopped says
  * whether the caller must vm_freeze(..., false) afterwards. */
 int vm_hold_still(struct nm_server *s, struct jail *j, bool *stopped, err_t *err);
-/* Remove DATA/run/vm/<id> (idempotent); called by sandbox_destroy. */
+/* Remove DATA/run/vm/<id> (idempotent); called by mgr_sandbox_destroy. */
 void vm_cleanup_run(struct nm_server *s, const char *id);
 /* *fd: read-only, on the console log of vm jail id (see verbs.c). */
 int vm_console_open(struct nm_server *s, const char *id, int *fd, err_t *err);

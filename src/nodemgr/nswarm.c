@@ -26,9 +26,9 @@
  *
  * One refill thread at a time tops the pool up after each take or cold
  * create, off the create path. Warm jails die with nodemgr like every jail
- * and their subvolumes are removed at shutdown (sandbox_kill_all); the
+ * and their subvolumes are removed at shutdown (mgr_sandbox_kill_all); the
  * startup sweeps remove what a crashed run left (cgroups and state files in
- * sandbox_sweep_leftovers, pool/warm/warm-* in vm.c's warm_sweep). */
+ * mgr_sandbox_sweep_leftovers, pool/warm/warm-* in vm.c's warm_sweep). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -146,7 +146,7 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *tspec, 
 	}
 	if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
 		goto fail;
-	if ((r = sandbox_spawn_ns(s, j, &ws, rootfs, &dup, &pid, err)) < 0)
+	if ((r = mgr_sandbox_spawn_ns(s, j, &ws, rootfs, &dup, &pid, err)) < 0)
 		goto fail_subvol;
 	if (dup >= 0)
 		close(dup);

@@ -122,7 +122,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id, template name or hostname");
 			break;
 		}
-		r = sandbox_create(s, &q.u.create, &chan, &pid, &err);
+		r = mgr_sandbox_create(s, &q.u.create, &chan, &pid, &err);
 		break;
 	case NM_SANDBOX_ADOPT:
 		/* Safe: only dups a channel nodemgr already holds for that id. */
@@ -130,7 +130,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id");
 			break;
 		}
-		r = sandbox_adopt(s, q.u.sandbox.id, &chan, &pid, &err);
+		r = mgr_sandbox_adopt(s, q.u.sandbox.id, &chan, &pid, &err);
 		break;
 	case NM_SANDBOX_DESTROY:
 		/* Safe: acts only on airlock/<id> cgroups and sandboxes/<id>
@@ -140,7 +140,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id");
 			break;
 		}
-		r = sandbox_destroy(s, q.u.sandbox.id, &err);
+		r = mgr_sandbox_destroy(s, q.u.sandbox.id, &err);
 		break;
 	case NM_SANDBOX_FREEZE:
 	case NM_SANDBOX_THAW:
@@ -152,7 +152,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id");
 			break;
 		}
-		r = sandbox_freeze(s, q.u.sandbox.id, q.verb == NM_SANDBOX_FREEZE, &err);
+		r = mgr_sandbox_freeze(s, q.u.sandbox.id, q.verb == NM_SANDBOX_FREEZE, &err);
 		break;
 	case NM_SNAPSHOT_CREATE:
 	case NM_SNAPSHOT_DELETE:
@@ -185,7 +185,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id, snapshot id or hostname");
 			break;
 		}
-		r = sandbox_rollback(s, &q.u.snap.spec, q.u.snap.snap, &chan, &pid, &err);
+		r = mgr_sandbox_rollback(s, &q.u.snap.spec, q.u.snap.snap, &chan, &pid, &err);
 		break;
 	case NM_SANDBOX_FORK:
 		/* Safe: the child's spec is checked as for create; parent and
@@ -198,12 +198,12 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id, snapshot id or hostname");
 			break;
 		}
-		r = sandbox_fork(s, &q.u.snap.spec, q.u.snap.prev, q.u.snap.snap, q.u.snap.vm != 0,
-				 &chan, &pid, &err);
+		r = mgr_sandbox_fork(s, &q.u.snap.spec, q.u.snap.prev, q.u.snap.snap,
+				     q.u.snap.vm != 0, &chan, &pid, &err);
 		break;
 	case NM_SANDBOX_LIST:
 		/* Safe: read-only listing of names we validate before sending. */
-		send_items(fd, sandbox_list(s));
+		send_items(fd, mgr_sandbox_list(s));
 		r = 0;
 		break;
 	case NM_TEMPLATE_BUILD:

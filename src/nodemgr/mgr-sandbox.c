@@ -1,5 +1,7 @@
-/* sandbox.c - sandbox lifecycle in nodemgr: create (snapshot, limits, jail),
- * adopt, destroy, list, and the startup/shutdown sweeps.
+/* mgr-sandbox.c - sandbox lifecycle in nodemgr: create (snapshot, limits, jail),
+ * adopt, destroy, list, and the startup/shutdown sweeps. Its functions are
+ * mgr_sandbox_*, apart from the node's sandbox_* (src/node/sandbox.c), which
+ * ask for them over the socket.
  *
  * Every id reaching here passed valid_sandbox_id; paths are built only from
  * such ids under srv->pool. */
@@ -256,8 +258,8 @@ int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err
  * the caller destroys the cgroup (which kills whatever was started). Used
  * by create and by rollback (same id, same slot), and by the warm pool
  * (rootfs under pool/warm; a hidden j is warmed before it is published). */
-int sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-		     const char *rootfs_path, int *chan_dup, pid_t *pid, err_t *err)
+int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+			 const char *rootfs_path, int *chan_dup, pid_t *pid, err_t *err)
 {
 	const struct nm_limits *lim = &spec->limits;
 	struct cgroup_limits cl = {
@@ -320,8 +322,8 @@ int sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbo
 	return 0;
 }
 
-int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
-		   pid_t *pid, err_t *err)
+int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
+		       pid_t *pid, err_t *err)
 {
 	const struct nm_limits *lim = &spec->limits;
 	uint64_t disk = (uint64_t)(lim->disk_mb ? lim->disk_mb : NM_DEFAULT_DISK_MB) << 20;
@@ -361,7 +363,7 @@ int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int 
 	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
 		goto fail;
 	made_cgroup = true; /* even a partial create must be removed */
-	if ((r = sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err)) < 0)
+	if ((r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err)) < 0)
 		goto fail;
 	nswarm_refill(s, spec);
 	return 0;
@@ -379,7 +381,7 @@ fail:
 	return r;
 }
 
-int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err)
+int mgr_sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err)
 {
 	struct jail *j;
 	int r = 0;
@@ -398,7 +400,7 @@ int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid
 	return r;
 }
 
-int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
+int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 {
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
 	_cleanup_free_ char *st = state_path(s, id);
@@ -525,8 +527,8 @@ static int vm_boot_from(struct nm_server *s, struct jail *j, const struct nm_san
  *   5. spawn a fresh jail on the same slot, as create does (vm: a fresh
  *      QEMU cold-boots the guest on the swapped disk).
  * "<id>.rb" never matches the sandbox id pattern, so listings skip it. */
-int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		     int *chan_dup, pid_t *pid, err_t *err)
+int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+			 int *chan_dup, pid_t *pid, err_t *err)
 {
 	const char *id = spec->id;
 	uint64_t disk = (uint64_t)(spec->limits.disk_mb ? spec->limits.disk_mb
@@ -589,7 +591,7 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	if (is_vm)
 		r = vm_boot_from(s, j, spec, id, snap, chan_dup, pid, err);
 	else
-		r = sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
+		r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
 	if (r < 0)
 		goto dead;
 	log_info("sandbox %s: rolled back to %s in %.1f ms", id, snap, (now_us() - t0) / 1000.0);
@@ -603,8 +605,8 @@ dead:
 	return r;
 }
 
-int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
-		 const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err)
+int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
+		     const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err)
 {
 	uint64_t disk = (uint64_t)(spec->limits.disk_mb ? spec->limits.disk_mb
 							: NM_DEFAULT_DISK_MB) << 20;
@@ -643,7 +645,7 @@ int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const 
 	if (vm)
 		r = vm_boot_from(s, j, spec, parent, snap, chan_dup, pid, err);
 	else
-		r = sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
+		r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
 	if (r < 0)
 		goto fail;
 	log_info("sandbox %s: forked from %s/%s in %.1f ms", spec->id, parent, snap,
@@ -658,7 +660,7 @@ fail:
 	return r;
 }
 
-int sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err)
+int mgr_sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err)
 {
 	struct jail *j;
 	int r;
@@ -701,7 +703,7 @@ static void add_id(char ***v, size_t *n, const char *id)
 	(*v)[*n] = NULL;
 }
 
-char **sandbox_list(struct nm_server *s)
+char **mgr_sandbox_list(struct nm_server *s)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/sandboxes", s->pool);
 	char **v = xcalloc(1, sizeof(*v));
@@ -723,7 +725,7 @@ char **sandbox_list(struct nm_server *s)
 	return v;
 }
 
-bool sandbox_reaped_locked(struct nm_server *s, pid_t pid)
+bool mgr_sandbox_reaped_locked(struct nm_server *s, pid_t pid)
 {
 	for (struct jail *j = s->jails; j; j = j->next) {
 		if (j->pid != pid || !j->alive)
@@ -753,7 +755,7 @@ static void sweep_one(void *arg, const char *id)
 		log_warn("sweep %s: %s", id, e.msg);
 }
 
-void sandbox_sweep_leftovers(struct nm_server *s)
+void mgr_sandbox_sweep_leftovers(struct nm_server *s)
 {
 	DIR *d = opendir(s->run_dir);
 	struct dirent *de;
@@ -778,7 +780,7 @@ void sandbox_sweep_leftovers(struct nm_server *s)
 	cgroup_each(&s->cg, sweep_one, s);
 }
 
-void sandbox_kill_all(struct nm_server *s)
+void mgr_sandbox_kill_all(struct nm_server *s)
 {
 	for (;;) {
 		struct jail *j;
