@@ -89,17 +89,18 @@ int nm_wait_child(struct nm_server *s, pid_t pid, int *status, int timeout_ms);
 /* verbs.c: handle one connection (one request, replies, close). Consumes fd. */
 void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid);
 
-/* mgr-sandbox.c */
+/* jail.c: the registry of jails (the spawn of one is jail.h). */
 /* Insert a busy entry for id with a free uid range (slot). -EEXIST when id
  * is taken, -ENOSPC when no slot is free. */
 struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err);
 /* The jail of id in s->jails, or NULL. Holds s->lock. */
 struct jail *jail_find_locked(struct nm_server *s, const char *id);
-/* pool_subvol_delete, retried for up to 0.5 s while it is EBUSY (a mount
- * namespace that just died may pin the subvolume a moment). */
-int subvol_delete_retry(const char *path, err_t *err);
-/* Remove an entry jail_claim made (closes its fds, frees the slot). */
+/* Remove an entry jail_claim made (closes its fds, frees the slot).
+ * jail_unlink_locked: the same, with s->lock held. */
 void jail_unclaim(struct nm_server *s, struct jail *j);
+void jail_unlink_locked(struct nm_server *s, struct jail *j);
+/* DATA/run/nodemgr/<id>.state, the state file of jail id (caller frees). */
+char *jail_state_path(struct nm_server *s, const char *id);
 /* The process is up: record pid (pidfd, start time), take chan (consumed)
  * as the host end, and hand back a dup in *chan_dup. -ECHILD when the
  * reaper already saw pid exit (the entry stays claimed: the caller cleans). */
@@ -110,6 +111,18 @@ int jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *
  * jail and dup its channel (-ECHILD when it died meanwhile). */
 int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err);
 int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err);
+/* Mark the live, non-hidden jail of id busy for a verb. *is_vm (may be
+ * NULL) tells its kind. -ENOENT when there is none, -EBUSY when a create,
+ * destroy or other verb owns it. jail_release undoes it. */
+struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
+void jail_release(struct nm_server *s, struct jail *j);
+/* As jail_acquire, but a dead jail (its init exited) is fine too. */
+struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
+
+/* mgr-sandbox.c */
+/* pool_subvol_delete, retried for up to 0.5 s while it is EBUSY (a mount
+ * namespace that just died may pin the subvolume a moment). */
+int subvol_delete_retry(const char *path, err_t *err);
 int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
 		       pid_t *pid, err_t *err);
 /* Start the ns jail of claimed entry j on rootfs (NULL: the sandbox's own,
@@ -153,13 +166,6 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err);
 /* Delete every snapshot of id and its directory; called by mgr_sandbox_destroy. */
 int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
-/* mgr-sandbox.c: mark the live, non-hidden jail of id busy for a verb. *is_vm
- * (may be NULL) tells its kind. -ENOENT when there is none, -EBUSY when a
- * create, destroy or other verb owns it. jail_release undoes it. */
-struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
-void jail_release(struct nm_server *s, struct jail *j);
-/* As jail_acquire, but a dead jail (its init exited) is fine too. */
-struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
 
 /* vm.c: the QEMU microVM jail. Verbs as in nm.h (nm_vm_*). */
 int vm_init(struct nm_server *s, err_t *err);
