@@ -120,7 +120,7 @@ struct nm_node_info {
 };
 int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err);
 
-/* The vm backend (src/nodemgr/vm.c): each sandbox is a jailed QEMU microVM.
+/* The vm backend (src/nodemgr/vm-*.c): each sandbox is a jailed QEMU microVM.
  * Guest RAM is spec->limits.memory_mb, vCPUs ceil(cpu_millis / 1000).
  *   NM_VM_COLD      boot the guest kernel with the sandbox's rootfs.ext4.
  *   NM_VM_CLONE     restore the template's memory snapshot for this RAM/vCPU

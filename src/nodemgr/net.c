@@ -295,7 +295,7 @@ fail:
 }
 
 /* vm: the guest's NIC is QEMU's tap. QEMU runs in a network namespace of
- * its own (vm.c's child_main made it before exec, with the tap "tap0", IPv6
+ * its own (vm-qemu.c's child_main made it before exec, with the tap "tap0", IPv6
  * off, forwarding on and the nat table of net_vm_nat_rules). Here, from
  * outside, the same veth pair as for an ns jail, its sandbox end ("veth0")
  * moved into that namespace with the sandbox's address base+1/31 and the

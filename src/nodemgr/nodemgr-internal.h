@@ -40,8 +40,8 @@ struct jail {
 	int chan_fd;          /* host end of the guest channel; -1 once dead */
 	bool alive;
 	bool busy;            /* a create or destroy owns it */
-	bool vm;              /* a QEMU process (vm.c), not an ns jail */
-	/* Internal jails (vm.c template boot, vm and ns warm pools): not
+	bool vm;              /* a QEMU process (vm-*.c), not an ns jail */
+	/* Internal jails (vm template boot, vm and ns warm pools): not
 	 * listed, not adoptable, not known to the node. warm_key names the
 	 * template (and shape) a warm QEMU or ns jail waits for ("" once
 	 * taken, or while it is being warmed). */
@@ -75,7 +75,7 @@ struct nm_server {
 	size_t nexits, cap_exits;
 	int nthreads;
 	bool stopping;
-	struct nm_vm *vm;     /* vm.c: accel, paths, template locks */
+	struct nm_vm *vm;     /* vm-internal.h: accel, paths, template locks */
 	/* nswarm.c: one refill thread at a time (counted in nthreads); a
 	 * take of another template meanwhile queues that one (the latest). */
 	bool ns_refilling, ns_refill_queued;
@@ -167,7 +167,8 @@ int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t
 /* Delete every snapshot of id and its directory; called by mgr_sandbox_destroy. */
 int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
 
-/* vm.c: the QEMU microVM jail. Verbs as in nm.h (nm_vm_*). */
+/* vm-verbs.c, vm-state.c, vm-pool.c, vm-console.c (vm-internal.h says
+ * which holds what): the QEMU microVM jail. Verbs as in nm.h (nm_vm_*). */
 int vm_init(struct nm_server *s, err_t *err);
 void vm_free(struct nm_server *s);
 int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t mode,
@@ -181,7 +182,7 @@ int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err);
  * On failure nothing of the new QEMU is left; j stays the caller's. */
 int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
 		     const char *vmstate, const char *mem, int *chan_dup, pid_t *pid, err_t *err);
-/* A vm fork child on a fork standby (vm.c): the child's QEMU already
+/* A vm fork child on a fork standby (vm-pool.c): the child's QEMU already
  * spawned, the snapshot's disk and RAM file cloned in. -EAGAIN when none
  * fits (then one is made in the background for the next fork) or the
  * snapshot is not a memory-file one: the caller spawns as before. */

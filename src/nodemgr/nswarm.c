@@ -28,7 +28,7 @@
  * create, off the create path. Warm jails die with nodemgr like every jail
  * and their subvolumes are removed at shutdown (mgr_sandbox_kill_all); the
  * startup sweeps remove what a crashed run left (cgroups and state files in
- * mgr_sandbox_sweep_leftovers, pool/warm/warm-* in vm.c's warm_sweep). */
+ * mgr_sandbox_sweep_leftovers, pool/warm/warm-* in vm-pool.c's vm_warm_sweep). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

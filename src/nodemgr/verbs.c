@@ -257,7 +257,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		/* Safe: the same checks as sandbox create (id, template name and
 		 * hostname pattern-checked, paths only under the pool and
 		 * DATA/run/vm). QEMU runs as the slot's own uid in an empty
-		 * mount namespace (vm.c); its QMP replies are parsed by the
+		 * mount namespace (vm-qemu.c); its QMP replies are parsed by the
 		 * size-limited, fuzzed src/qmp parser, and the guest channel is
 		 * only passed on, never read. */
 		if (!valid_spec(&q.u.vm.spec,
