@@ -280,7 +280,7 @@ void jail_unlink_locked(struct nm_server *s, struct jail *j)
 	free(j);
 }
 
-static uint64_t proc_start_time(pid_t pid)
+uint64_t proc_stat_field(pid_t pid, int field)
 {
 	char path[64];
 	struct buf b;
@@ -291,9 +291,9 @@ static uint64_t proc_start_time(pid_t pid)
 	if (read_file(path, 4096, &b) == 0 && b.data) {
 		/* comm may hold spaces and ')': fields start after the last ')'. */
 		char *p = strrchr(b.data, ')');
-		for (int field = 2; p && *p && field < 22; p++)
+		for (int f = 2; p && *p && f < field; p++)
 			if (*p == ' ')
-				field++;
+				f++;
 		if (p)
 			t = strtoull(p, NULL, 10);
 	}
@@ -369,7 +369,7 @@ int jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *
 	pthread_mutex_lock(&s->lock);
 	j->pid = pid;
 	j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	j->start_time = proc_start_time(pid);
+	j->start_time = proc_stat_field(pid, 22);
 	j->chan_fd = chan;
 	j->alive = true;
 	/* The reaper may have collected the process before we knew its pid. */

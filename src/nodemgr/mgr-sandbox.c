@@ -139,7 +139,7 @@ int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sa
 		return r;
 	}
 	if (j->hidden)
-		nswarm_warm_guest(chan[0], spec->id);
+		nswarm_warm_guest(chan[0], init, spec->id);
 	if ((r = jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
 		return r;
 	*pid = init;

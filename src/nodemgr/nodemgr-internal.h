@@ -101,6 +101,11 @@ void jail_unclaim(struct nm_server *s, struct jail *j);
 void jail_unlink_locked(struct nm_server *s, struct jail *j);
 /* DATA/run/nodemgr/<id>.state, the state file of jail id (caller frees). */
 char *jail_state_path(struct nm_server *s, const char *id);
+/* Field number field (1-based, as in proc(5); 3 or later) of
+ * /proc/<pid>/stat, 0 when unreadable. The kernel writes that file; the one
+ * part a process sets, its comm, is skipped (fields start after the last
+ * ')'). */
+uint64_t proc_stat_field(pid_t pid, int field);
 /* The process is up: record pid (pidfd, start time), take chan (consumed)
  * as the host end, and hand back a dup in *chan_dup. -ECHILD when the
  * reaper already saw pid exit (the entry stays claimed: the caller cleans). */
@@ -243,13 +248,14 @@ char *net_resolv_conf(struct nm_server *s, int slot);
  * off), -EEXIST when the id is taken; on any other failure the jail is gone
  * and the caller may create cold. refill: top the template's pool up in the
  * background. warm_guest: run the fresh guest on chan (borrowed) through
- * its first exec and drain every byte it sent, so the node's HELLO is the
+ * its first exec (over once init, its agent, reaped it) and read and drop,
+ * never parse, every byte it sent meanwhile, so the node's HELLO is the
  * first thing it answers. remove_subvol: delete pool/warm/<wid>
  * (retrying while a dead jail's mount namespace still pins it). */
 int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
 		pid_t *pid, err_t *err);
 void nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec);
-void nswarm_warm_guest(int chan, const char *wid);
+void nswarm_warm_guest(int chan, pid_t init, const char *wid);
 void nswarm_remove_subvol(struct nm_server *s, const char *wid);
 /* Remove the waiting jails of a template version (it is being deleted). */
 void nswarm_drop_template(struct nm_server *s, const char *name, uint32_t version);
