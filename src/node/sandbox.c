@@ -1144,6 +1144,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	int chan_fd = -1, status, r;
 	const char *code;
 	pid_t jail_pid = 0;
+	char addr[16] = "";
 	uint32_t version = 0;
 	size_t live = 0;
 	err_t err = { 0 };
@@ -1314,7 +1315,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	nspec.template_version = sb->template_version;
 	nspec.limits = sb->limits;
 	uint64_t t_be = now_us();
-	r = sb->be->create(&n->bctx, &nspec, &chan_fd, &jail_pid, &err);
+	r = sb->be->create(&n->bctx, &nspec, &chan_fd, &jail_pid, addr, &err);
 	uint64_t t_nm = now_us();
 	if (r < 0) {
 		err_wrap(&err, "%s backend", sb->be->name);
@@ -1324,7 +1325,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	/* Until the gateway knows the sandbox, all its traffic is refused: a
 	 * create that cannot install the policy fails rather than hand out a
 	 * sandbox without a network. Done while the guest starts up. */
-	if ((r = sandbox_net_push(n, sb, &err)) < 0)
+	if ((r = sandbox_net_push(n, sb, addr, &err)) < 0)
 		goto fail;
 	uint64_t t_net = now_us();
 	r = sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, "guest ready", "guest agent",

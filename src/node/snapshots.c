@@ -364,7 +364,7 @@ static void rollback_failed(struct node *n, struct sandbox *sb, const err_t *cau
 	pid_t pid;
 
 	snprintf(reason, sizeof(reason), "rollback failed: %s", cause->msg);
-	if (sb->be->adopt && sb->be->adopt(&n->bctx, sb->id, &fd, &pid, &e2) == 0) {
+	if (sb->be->adopt && sb->be->adopt(&n->bctx, sb->id, &fd, &pid, NULL, &e2) == 0) {
 		close(fd);
 		pthread_mutex_lock(&sb->mu);
 		if (state_transition(n->db, sb->id, &sb->state, SB_RUNNING, reason, 0, &e2) < 0)

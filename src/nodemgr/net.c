@@ -511,11 +511,11 @@ int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err)
 		return err_set(err, EOPNOTSUPP, "the sandbox network is off on this node");
 	pthread_mutex_lock(&s->lock);
 	j = jail_find_locked(s, id);
-	if (j && !j->hidden && j->alive)
+	if (j && !j->hidden)
 		slot = j->slot;
 	pthread_mutex_unlock(&s->lock);
 	if (slot < 0)
-		return err_set(err, ENOENT, "no live jail for sandbox %s", id);
+		return err_set(err, ENOENT, "no jail for sandbox %s", id);
 	slot_addrs(s, slot, host, out);
 	return 0;
 }

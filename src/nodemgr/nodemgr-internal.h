@@ -223,7 +223,8 @@ void vm_accel_detect(struct nm_server *s, char *accel, size_t acap, char *reason
  * it; both run the `nft` command outside the server loop. attach gives the
  * live jail j (init pid) its veth, addresses, route
  * (over rtnetlink); detach removes them (idempotent). net_addr: the
- * sandbox address of live jail id (ns or vm). */
+ * sandbox address of jail id (ns or vm), its slot's: the same from create
+ * to destroy, whether its init runs or not (verbs.c puts it in replies). */
 int net_init(struct nm_server *s, err_t *err);
 void net_fini(struct nm_server *s);
 int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err);
