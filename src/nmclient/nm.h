@@ -3,9 +3,10 @@
  * The node (unprivileged) asks for privileged work through this fixed list of
  * verbs, over a SOCK_SEQPACKET unix socket (root:airlock 0660). Each call opens
  * its own connection, so calls from many threads run concurrently and a long
- * template build never blocks a create. The wire format is private to
- * src/nodemgr (fixed-size structs, versioned); nodemgr validates every id,
- * name and path and confines all paths to the pool.
+ * template build never blocks a create. The wire format (wire.h:
+ * fixed-size structs, versioned) is private to this client and the server
+ * in src/nodemgr, which validates every id, name and path and confines all
+ * paths to the pool.
  *
  * Ids: sandbox ids match [a-z0-9-]{1,64}; template names [a-z0-9][a-z0-9._-]{0,63}.
  */
