@@ -78,6 +78,16 @@ int subvol_delete_retry(const char *path, err_t *err)
 	}
 }
 
+struct cgroup_limits mgr_ns_cgroup_limits(const struct nm_limits *lim)
+{
+	return (struct cgroup_limits){
+		.memory_bytes = (uint64_t)(lim->memory_mb ? lim->memory_mb : NM_DEFAULT_MEMORY_MB)
+				<< 20,
+		.cpu_millis = lim->cpu_millis ? lim->cpu_millis : NM_DEFAULT_CPU_MILLIS,
+		.pids = lim->pids ? lim->pids : NM_DEFAULT_PIDS,
+	};
+}
+
 /* Start the ns jail of a claimed (busy) entry j whose subvolume exists:
  * cgroup with the spec's limits, channel, jail_spawn, publish. On failure
  * the caller destroys the cgroup (which kills whatever was started). Used
@@ -86,13 +96,7 @@ int subvol_delete_retry(const char *path, err_t *err)
 int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
 			 const char *rootfs_path, int *chan_dup, pid_t *pid, err_t *err)
 {
-	const struct nm_limits *lim = &spec->limits;
-	struct cgroup_limits cl = {
-		.memory_bytes = (uint64_t)(lim->memory_mb ? lim->memory_mb : NM_DEFAULT_MEMORY_MB)
-				<< 20,
-		.cpu_millis = lim->cpu_millis ? lim->cpu_millis : NM_DEFAULT_CPU_MILLIS,
-		.pids = lim->pids ? lim->pids : NM_DEFAULT_PIDS,
-	};
+	struct cgroup_limits cl = mgr_ns_cgroup_limits(&spec->limits);
 	const char *hostname = spec->hostname[0] ? spec->hostname : spec->id;
 	_cleanup_free_ char *rootfs = rootfs_path ? xstrdup(rootfs_path)
 				    : xasprintf("%s/sandboxes/%s/rootfs", s->pool, spec->id);

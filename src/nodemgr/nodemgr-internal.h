@@ -125,6 +125,8 @@ void jail_release(struct nm_server *s, struct jail *j);
 struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
 
 /* mgr-sandbox.c */
+/* An ns jail's cgroup limits: lim's, the node defaults for those at 0. */
+struct cgroup_limits mgr_ns_cgroup_limits(const struct nm_limits *lim);
 /* pool_subvol_delete, retried for up to 0.5 s while it is EBUSY (a mount
  * namespace that just died may pin the subvolume a moment). */
 int subvol_delete_retry(const char *path, err_t *err);

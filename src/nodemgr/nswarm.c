@@ -385,12 +385,7 @@ int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *ch
 		pid_t *pid, err_t *err)
 {
 	const struct nm_limits *lim = &spec->limits;
-	struct cgroup_limits cl = {
-		.memory_bytes = (uint64_t)(lim->memory_mb ? lim->memory_mb : NM_DEFAULT_MEMORY_MB)
-				<< 20,
-		.cpu_millis = lim->cpu_millis ? lim->cpu_millis : NM_DEFAULT_CPU_MILLIS,
-		.pids = lim->pids ? lim->pids : NM_DEFAULT_PIDS,
-	};
+	struct cgroup_limits cl = mgr_ns_cgroup_limits(lim);
 	uint64_t disk = (uint64_t)(lim->disk_mb ? lim->disk_mb : NM_DEFAULT_DISK_MB) << 20;
 	const char *hostname = spec->hostname[0] ? spec->hostname : spec->id;
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
