@@ -75,8 +75,9 @@ int vm_reflink(const char *src, const char *dst, err_t *err);
 /* Remove name under dfd, a directory tree or not (no links followed). */
 int vm_rm_rf_at(int dfd, const char *name);
 
-/* vm-qemu.c: cgroup, run dir, QEMU in its jail, its network, the monitor
- * (*q, caller owns). On failure everything this made is gone (the
+/* vm-qemu.c: cgroup, run dir, QEMU in its jail (*qpid), its network, the
+ * monitor (*q) and the host end of the guest channel (*chan); the caller
+ * owns *q and *chan. On failure everything this made is gone (the
  * subvolume and the jail entry are the caller's); once it succeeded, the
  * caller's cleanup must net_detach too. */
 int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu_millis,
