@@ -30,12 +30,15 @@ struct backend_ctx {
 struct backend_ops {
 	const char *name;
 	struct backend_caps caps;
-	/* Bring a sandbox up; on success *chan_fd (caller owns) is the guest channel. */
+	/* Bring a sandbox up; on success *chan_fd (caller owns) is the guest
+	 * channel and addr (may be NULL) the sandbox's address on the node's
+	 * network, "" when it has none (nm.h, nm_sandbox_create). */
 	int (*create)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-		      int *chan_fd, pid_t *pid, err_t *err);
-	/* Reattach to a sandbox that is still running (after a node restart). */
+		      int *chan_fd, pid_t *pid, char addr[16], err_t *err);
+	/* Reattach to a sandbox that is still running (after a node restart);
+	 * *chan_fd and addr as for create. */
 	int (*adopt)(const struct backend_ctx *ctx, const char *id, int *chan_fd, pid_t *pid,
-		     err_t *err);
+		     char addr[16], err_t *err);
 	/* Tear everything down; idempotent. */
 	int (*destroy)(const struct backend_ctx *ctx, const char *id, err_t *err);
 	/* Optional: runs after create, once the guest said READY and before the
@@ -77,9 +80,11 @@ struct backend_ops {
 	int (*quiesce)(const struct backend_ctx *ctx, struct guestconn *gc, err_t *err);
 	/* Optional (with snapshot): a new sandbox spec->id whose disk is a
 	 * writable clone of snapshot snap of sandbox parent, started fresh
-	 * with spec's limits; *chan_fd as for create. */
+	 * with spec's limits; *chan_fd and addr (the child's own) as for
+	 * create. */
 	int (*fork)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-		    const char *parent, const char *snap, int *chan_fd, pid_t *pid, err_t *err);
+		    const char *parent, const char *snap, int *chan_fd, pid_t *pid, char addr[16],
+		    err_t *err);
 };
 
 extern const struct backend_ops backend_ns;

@@ -73,6 +73,7 @@ static int nm_call(const char *sock, const struct nm_req *q, struct nm_resp *res
 			goto fail;
 		}
 		res->text[sizeof(res->text) - 1] = '\0';
+		res->addr[sizeof(res->addr) - 1] = '\0';
 		if (res->magic != NM_WIRE_MAGIC || res->version != NM_WIRE_VERSION) {
 			if (rfd >= 0)
 				close(rfd);
@@ -118,8 +119,17 @@ fail:
 	return r;
 }
 
+/* What a reply that started a sandbox carries besides the channel. */
+static void started(const struct nm_resp *res, pid_t *pid, char addr[16])
+{
+	if (pid)
+		*pid = res->pid;
+	if (addr)
+		snprintf(addr, 16, "%s", res->addr);
+}
+
 int nm_sandbox_create(const char *sock, const struct nm_sandbox_spec *spec, int *chan_fd,
-		      pid_t *pid, err_t *err)
+		      pid_t *pid, char addr[16], err_t *err)
 {
 	struct nm_req q;
 	struct nm_resp res;
@@ -131,12 +141,12 @@ int nm_sandbox_create(const char *sock, const struct nm_sandbox_spec *spec, int 
 		return err_wrap(err, "create sandbox %.64s", spec->id);
 	if (*chan_fd < 0)
 		return err_set(err, EPROTO, "create sandbox %.64s: no channel fd", spec->id);
-	if (pid)
-		*pid = res.pid;
+	started(&res, pid, addr);
 	return 0;
 }
 
-int nm_sandbox_adopt(const char *sock, const char *id, int *chan_fd, pid_t *pid, err_t *err)
+int nm_sandbox_adopt(const char *sock, const char *id, int *chan_fd, pid_t *pid, char addr[16],
+		     err_t *err)
 {
 	struct nm_req q;
 	struct nm_resp res;
@@ -148,8 +158,7 @@ int nm_sandbox_adopt(const char *sock, const char *id, int *chan_fd, pid_t *pid,
 		return err_wrap(err, "adopt sandbox %s", id);
 	if (*chan_fd < 0)
 		return err_set(err, EPROTO, "adopt sandbox %s: no channel fd", id);
-	if (pid)
-		*pid = res.pid;
+	started(&res, pid, addr);
 	return 0;
 }
 
@@ -254,7 +263,7 @@ int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err)
 }
 
 int nm_vm_create(const char *sock, const struct nm_sandbox_spec *spec, uint32_t mode,
-		 int *chan_fd, pid_t *pid, err_t *err)
+		 int *chan_fd, pid_t *pid, char addr[16], err_t *err)
 {
 	struct nm_req q;
 	struct nm_resp res;
@@ -267,8 +276,7 @@ int nm_vm_create(const char *sock, const struct nm_sandbox_spec *spec, uint32_t 
 		return r;
 	if (*chan_fd < 0)
 		return err_set(err, EPROTO, "create vm %.64s: no channel fd", spec->id);
-	if (pid)
-		*pid = res.pid;
+	started(&res, pid, addr);
 	return 0;
 }
 
@@ -337,7 +345,8 @@ int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t
 }
 
 int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const char *parent,
-		    const char *snap, bool vm, int *chan_fd, pid_t *pid, err_t *err)
+		    const char *snap, bool vm, int *chan_fd, pid_t *pid, char addr[16],
+		    err_t *err)
 {
 	struct nm_req q;
 	struct nm_resp res;
@@ -352,8 +361,7 @@ int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const 
 		return err_wrap(err, "fork sandbox %.64s", parent);
 	if (*chan_fd < 0)
 		return err_set(err, EPROTO, "fork sandbox %.64s: no channel fd", parent);
-	if (pid)
-		*pid = res.pid;
+	started(&res, pid, addr);
 	return 0;
 }
 
@@ -373,20 +381,5 @@ int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, co
 		return err_set(err, EPROTO, "roll back sandbox %.64s: no channel fd", spec->id);
 	if (pid)
 		*pid = res.pid;
-	return 0;
-}
-
-int nm_sandbox_addr(const char *sock, const char *id, char out[16], err_t *err)
-{
-	struct nm_req q;
-	struct nm_resp res;
-	int r;
-
-	req_init(&q, NM_SANDBOX_ADDR);
-	if ((r = put_str(q.u.sandbox.id, sizeof(q.u.sandbox.id), id, "sandbox id", err)) < 0)
-		return r;
-	if ((r = nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err)) < 0)
-		return r;
-	snprintf(out, 16, "%.15s", res.text);
 	return 0;
 }

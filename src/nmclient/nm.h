@@ -3,9 +3,10 @@
  * The node (unprivileged) asks for privileged work through this fixed list of
  * verbs, over a SOCK_SEQPACKET unix socket (root:airlock 0660). Each call opens
  * its own connection, so calls from many threads run concurrently and a long
- * template build never blocks a create. The wire format is private to
- * src/nodemgr (fixed-size structs, versioned); nodemgr validates every id,
- * name and path and confines all paths to the pool.
+ * template build never blocks a create. The wire format (wire.h:
+ * fixed-size structs, versioned) is private to this client and the server
+ * in src/nodemgr, which validates every id, name and path and confines all
+ * paths to the pool.
  *
  * Ids: sandbox ids match [a-z0-9-]{1,64}; template names [a-z0-9][a-z0-9._-]{0,63}.
  */
@@ -36,13 +37,17 @@ struct nm_sandbox_spec {
 
 /* Snapshot templates/<name>/<ver> to sandboxes/<id>, apply limits, spawn the
  * jail with airlock-guest as PID 1. On success *chan_fd (caller owns) is the
- * host end of the guest channel and *pid the jail's init as seen by the host.
- * On failure nothing is left behind (subvolume, cgroup, uid range). */
+ * host end of the guest channel, *pid the jail's init as seen by the host
+ * and addr (may be NULL) the sandbox's IPv4 address (dotted) on the node's
+ * sandbox network, "" when that is off; the gateway knows the sandbox by
+ * it. On failure nothing is left behind (subvolume, cgroup, uid range). */
 int nm_sandbox_create(const char *sock, const struct nm_sandbox_spec *spec, int *chan_fd,
-		      pid_t *pid, err_t *err);
-/* A fresh dup of the host end of a live sandbox's channel (after the node
- * restarted). -ENOENT when nodemgr holds no live jail for id. */
-int nm_sandbox_adopt(const char *sock, const char *id, int *chan_fd, pid_t *pid, err_t *err);
+		      pid_t *pid, char addr[16], err_t *err);
+/* A fresh dup of the host end of a live sandbox's channel, and its address
+ * as create gives it (after the node restarted). -ENOENT when nodemgr
+ * holds no live jail for id. */
+int nm_sandbox_adopt(const char *sock, const char *id, int *chan_fd, pid_t *pid, char addr[16],
+		     err_t *err);
 /* Kill the jail (every process in its cgroup), remove the cgroup, delete the
  * subvolume, release the uid range. Idempotent: 0 when already gone. */
 int nm_sandbox_destroy(const char *sock, const char *id, err_t *err);
@@ -73,7 +78,7 @@ int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t
  * on the swapped disk): kill every process of its
  * jail, swap its subvolume atomically for a writable snapshot of snap, and
  * spawn a fresh jail with the same id, limits (spec) and uid range. Returns
- * the new channel like create. -ENOENT for an unknown sandbox or snapshot
+ * the new channel like create (the address stays the one create gave). -ENOENT for an unknown sandbox or snapshot
  * (nothing changed). A failure after the kill leaves
  * no jail running (the caller fails and destroys the sandbox). */
 int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
@@ -82,11 +87,13 @@ int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, co
  * snapshot of snapshots/<parent>/<snap> (copy-on-write: nothing is copied),
  * with a fresh jail of its own (its own slot, uid range and cgroup with
  * spec's limits): ns: a fresh init; vm (vm = true): a fresh QEMU that
- * cold-boots the guest on that disk. Returns the new channel like create.
- * -ENOENT for an unknown snapshot, -EEXIST when spec->id is taken. On
- * failure nothing of the child is left. */
+ * cold-boots the guest on that disk. Returns the new channel and the
+ * child's own address like create. -ENOENT for an unknown snapshot,
+ * -EEXIST when spec->id is taken. On failure nothing of the child is
+ * left. */
 int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const char *parent,
-		    const char *snap, bool vm, int *chan_fd, pid_t *pid, err_t *err);
+		    const char *snap, bool vm, int *chan_fd, pid_t *pid, char addr[16],
+		    err_t *err);
 /* Ids of every sandbox nodemgr knows: a live jail or a leftover subvolume.
  * *ids is a NULL-terminated array the caller frees (each string, then array). */
 int nm_sandbox_list(const char *sock, char ***ids, err_t *err);
@@ -120,7 +127,7 @@ struct nm_node_info {
 };
 int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err);
 
-/* The vm backend (src/nodemgr/vm.c): each sandbox is a jailed QEMU microVM.
+/* The vm backend (src/nodemgr/vm-*.c): each sandbox is a jailed QEMU microVM.
  * Guest RAM is spec->limits.memory_mb, vCPUs ceil(cpu_millis / 1000).
  *   NM_VM_COLD      boot the guest kernel with the sandbox's rootfs.ext4.
  *   NM_VM_CLONE     restore the template's memory snapshot for this RAM/vCPU
@@ -132,8 +139,10 @@ int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err);
  *                   one template boot per template and shape at a time.
  * Destroy and adopt are nm_sandbox_destroy / nm_sandbox_adopt. */
 enum nm_vm_mode { NM_VM_COLD = 1, NM_VM_CLONE = 2, NM_VM_TEMPLATE = 3 };
+/* *chan_fd, *pid and addr (may be NULL; "" for NM_VM_TEMPLATE) as for
+ * nm_sandbox_create. */
 int nm_vm_create(const char *sock, const struct nm_sandbox_spec *spec, uint32_t mode,
-		 int *chan_fd, pid_t *pid, err_t *err);
+		 int *chan_fd, pid_t *pid, char addr[16], err_t *err);
 /* Pause the template VM booted by NM_VM_TEMPLATE, save its device state next
  * to its RAM file, and stop it. Clones can be made from then on. With
  * discard, only stop it and remove what it left (a boot that went wrong). */
@@ -144,10 +153,5 @@ int nm_vm_template_save(const char *sock, const struct nm_sandbox_spec *spec, bo
  * (DATA/run/vm/<id>/console.log, written by its QEMU). -ENOENT when
  * nodemgr holds no vm jail for id. */
 int nm_vm_console(const char *sock, const char *id, int *fd, err_t *err);
-
-/* The IPv4 address (dotted) of live sandbox id (ns or vm) on the node's
- * sandbox network; the gateway knows the sandbox by it. -ENOENT for no
- * live jail, -EOPNOTSUPP when the network is off. */
-int nm_sandbox_addr(const char *sock, const char *id, char out[16], err_t *err);
 
 #endif

@@ -15,7 +15,7 @@
 #include "nm.h"
 
 #define NM_WIRE_MAGIC 0x4d4e4c41u /* "ALNM" */
-#define NM_WIRE_VERSION 1u
+#define NM_WIRE_VERSION 2u
 
 enum nm_verb {
 	NM_SANDBOX_CREATE = 1,
@@ -35,7 +35,6 @@ enum nm_verb {
 	NM_SNAPSHOT_DELETE,
 	NM_SANDBOX_ROLLBACK,
 	NM_SANDBOX_FORK,
-	NM_SANDBOX_ADDR,
 };
 
 struct nm_req {
@@ -75,6 +74,10 @@ struct nm_resp {
 	struct nm_node_info info;    /* node_info */
 	char text[1024];             /* error message, progress line or item */
 	int64_t size;                /* snapshot_create: changed bytes, -1 unknown */
+	/* create, vm create (not a template boot), adopt, fork: the sandbox's
+	 * IPv4 address (dotted) on the node's sandbox network, "" when that is
+	 * off. It is its slot's, so a rollback (same slot) keeps it. */
+	char addr[16];
 };
 
 /* Send one message, with fd (or -1). -errno on failure. */

@@ -397,6 +397,7 @@ struct create {
 	struct nm_sandbox_spec nspec;
 	int chan_fd;                /* the guest's channel until the guest-up step takes it */
 	pid_t jail_pid;
+	char addr[16];              /* the sandbox's address, from the backend's create */
 	bool created;               /* the backend made the jail */
 	err_t err;
 	uint64_t t_req, t_be, t_nm, t_net;   /* for the debug line of timings */
@@ -614,7 +615,7 @@ static int create_record(struct create *cx)
 }
 
 /* jail: the backend builds the jail and starts its guest (chan_fd,
- * jail_pid). On failure there is no jail to undo; create_failed leaves the
+ * jail_pid, and the sandbox's network address in the same reply). On failure there is no jail to undo; create_failed leaves the
  * failed row. */
 static int create_jail(struct create *cx)
 {
@@ -628,7 +629,8 @@ static int create_jail(struct create *cx)
 	cx->nspec.template_version = sb->template_version;
 	cx->nspec.limits = sb->limits;
 	cx->t_be = now_us();
-	r = sb->be->create(&cx->n->bctx, &cx->nspec, &cx->chan_fd, &cx->jail_pid, &cx->err);
+	r = sb->be->create(&cx->n->bctx, &cx->nspec, &cx->chan_fd, &cx->jail_pid, cx->addr,
+			   &cx->err);
 	cx->t_nm = now_us();
 	if (r < 0) {
 		err_wrap(&cx->err, "%s backend", sb->be->name);
@@ -644,7 +646,7 @@ static int create_jail(struct create *cx)
  * while the guest starts up. On failure create_failed destroys the jail. */
 static int create_network(struct create *cx)
 {
-	int r = sandbox_net_push(cx->n, cx->sb, &cx->err);
+	int r = sandbox_net_push(cx->n, cx->sb, cx->addr, &cx->err);
 
 	cx->t_net = now_us();
 	return r;

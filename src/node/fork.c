@@ -150,7 +150,7 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 	int chan_fd = -1, r;
 	pid_t jail_pid = 0;
 	bool created = false;
-	char why[200];
+	char why[200], addr[16] = "";
 
 	if (!(sb = child_new(n, parent, src, err)))
 		return NULL;
@@ -166,7 +166,7 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 	snprintf(nspec.template_name, sizeof(nspec.template_name), "%s", sb->template_name);
 	nspec.template_version = sb->template_version;
 	nspec.limits = sb->limits;
-	r = sb->be->fork(&n->bctx, &nspec, parent->id, snap, &chan_fd, &jail_pid, err);
+	r = sb->be->fork(&n->bctx, &nspec, parent->id, snap, &chan_fd, &jail_pid, addr, err);
 	if (r < 0) {
 		err_wrap(err, "%s backend", sb->be->name);
 		goto fail;
@@ -174,7 +174,7 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 	created = true;
 	/* The child has an address of its own: until the gateway knows it, all
 	 * its traffic is refused (as for a create). */
-	if (sandbox_net_push(n, sb, err) < 0)
+	if (sandbox_net_push(n, sb, addr, err) < 0)
 		goto fail;
 	snprintf(why, sizeof(why), "guest ready (fork of %s)", parent->id);
 	if (sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why, "guest agent",

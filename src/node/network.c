@@ -41,22 +41,26 @@ static char *policy_text_locked(struct sandbox *sb)
 	return buf_steal(&b);
 }
 
-int sandbox_net_push(struct node *n, struct sandbox *sb, err_t *err)
+int sandbox_net_push(struct node *n, struct sandbox *sb, const char *addr, err_t *err)
 {
 	_cleanup_free_ char *pol = NULL, *body = NULL, *target = NULL;
 	struct http_resp resp;
-	char addr[16];
+	char a[16];
 	int r;
 
 	if (!has_network(n, sb))
 		return 0;
-	if ((r = nm_sandbox_addr(n->cfg->nm_sock, sb->id, addr, err)) < 0)
-		return r;
 	pthread_mutex_lock(&sb->mu);
-	snprintf(sb->addr, sizeof(sb->addr), "%s", addr);
+	if (addr)
+		snprintf(sb->addr, sizeof(sb->addr), "%s", addr);
+	snprintf(a, sizeof(a), "%s", sb->addr);
 	pol = policy_text_locked(sb);
 	pthread_mutex_unlock(&sb->mu);
-	body = xasprintf("{\"addr\":\"%s\",\"network\":%s}", addr, pol);
+	/* nodemgr gives no address when its sandbox network is off. */
+	if (!a[0])
+		return err_set(err, EOPNOTSUPP, "sandbox %s: the sandbox network is off in nodemgr",
+			       sb->id);
+	body = xasprintf("{\"addr\":\"%s\",\"network\":%s}", a, pol);
 	target = xasprintf("/sandboxes/%s", sb->id);
 	memset(&resp, 0, sizeof(resp));
 	r = http_request(n->cfg->gateway_sock, "PUT", target,
@@ -216,7 +220,7 @@ void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_re
 			json_free(old);
 		}
 		json_free(body);
-		if (sandbox_net_push(n, sb, &err) < 0) {
+		if (sandbox_net_push(n, sb, NULL, &err) < 0) {
 			http_respond_error(c, 503, "unavailable", "%s", err.msg);
 			return;
 		}

@@ -173,8 +173,10 @@ void handle_node(struct node *n, struct http_conn *c);
 
 /* network.c: tell the gateway sb's address and policy (ns only; a no-op
  * for other backends or with the network off), or forget it; the
- * /network endpoints and the gateway's start-up list. */
-int sandbox_net_push(struct node *n, struct sandbox *sb, err_t *err);
+ * /network endpoints and the gateway's start-up list. push: addr is the
+ * address the backend gave when it started or adopted sb, which sb keeps
+ * from then on; NULL: the one sb has (a new policy). */
+int sandbox_net_push(struct node *n, struct sandbox *sb, const char *addr, err_t *err);
 void sandbox_net_forget(struct node *n, struct sandbox *sb);
 void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_req *req,
 		    struct http_conn *c);

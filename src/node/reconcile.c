@@ -33,7 +33,7 @@ static void adopt(struct node *n, struct sandbox *sb)
 {
 	struct guest_hello hello;
 	struct guestconn *gc;
-	char reason[600];
+	char reason[600], addr[16] = "";
 	err_t err = { 0 };
 	pid_t pid = 0;
 	int fd = -1;
@@ -58,7 +58,7 @@ static void adopt(struct node *n, struct sandbox *sb)
 			return;
 		}
 	}
-	if (sb->be->adopt(&n->bctx, sb->id, &fd, &pid, &err) < 0) {
+	if (sb->be->adopt(&n->bctx, sb->id, &fd, &pid, addr, &err) < 0) {
 		snprintf(reason, sizeof(reason), "lost after restart: %s", err.msg);
 		destroy_quiet(n, sb);
 		sandbox_mark_failed(n, sb, reason);
@@ -76,7 +76,7 @@ static void adopt(struct node *n, struct sandbox *sb)
 	pthread_mutex_unlock(&sb->mu);
 	if (state_event(n->db, sb->id, SB_RUNNING, "re-adopted after restart", &err) < 0)
 		log_warn("%s", err.msg);
-	if (sandbox_net_push(n, sb, &err) < 0)
+	if (sandbox_net_push(n, sb, addr, &err) < 0)
 		log_warn("sandbox %s: %s", sb->id, err.msg);
 	/* Paused by a client, idle or its timeout: it stays paused. */
 	if (was_paused && sandbox_pause_why(n, sb, REASON_READOPT_PAUSE, &err) < 0)

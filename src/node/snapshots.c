@@ -364,7 +364,7 @@ static void rollback_failed(struct node *n, struct sandbox *sb, const err_t *cau
 	pid_t pid;
 
 	snprintf(reason, sizeof(reason), "rollback failed: %s", cause->msg);
-	if (sb->be->adopt && sb->be->adopt(&n->bctx, sb->id, &fd, &pid, &e2) == 0) {
+	if (sb->be->adopt && sb->be->adopt(&n->bctx, sb->id, &fd, &pid, NULL, &e2) == 0) {
 		close(fd);
 		pthread_mutex_lock(&sb->mu);
 		/* rolling_back → running: the old guest still runs; memory

@@ -295,7 +295,7 @@ fail:
 }
 
 /* vm: the guest's NIC is QEMU's tap. QEMU runs in a network namespace of
- * its own (vm.c's child_main made it before exec, with the tap "tap0", IPv6
+ * its own (vm-qemu.c's child_main made it before exec, with the tap "tap0", IPv6
  * off, forwarding on and the nat table of net_vm_nat_rules). Here, from
  * outside, the same veth pair as for an ns jail, its sandbox end ("veth0")
  * moved into that namespace with the sandbox's address base+1/31 and the
@@ -511,11 +511,11 @@ int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err)
 		return err_set(err, EOPNOTSUPP, "the sandbox network is off on this node");
 	pthread_mutex_lock(&s->lock);
 	j = jail_find_locked(s, id);
-	if (j && !j->hidden && j->alive)
+	if (j && !j->hidden)
 		slot = j->slot;
 	pthread_mutex_unlock(&s->lock);
 	if (slot < 0)
-		return err_set(err, ENOENT, "no live jail for sandbox %s", id);
+		return err_set(err, ENOENT, "no jail for sandbox %s", id);
 	slot_addrs(s, slot, host, out);
 	return 0;
 }

@@ -40,8 +40,8 @@ struct jail {
 	int chan_fd;          /* host end of the guest channel; -1 once dead */
 	bool alive;
 	bool busy;            /* a create or destroy owns it */
-	bool vm;              /* a QEMU process (vm.c), not an ns jail */
-	/* Internal jails (vm.c template boot, vm and ns warm pools): not
+	bool vm;              /* a QEMU process (vm-*.c), not an ns jail */
+	/* Internal jails (vm template boot, vm and ns warm pools): not
 	 * listed, not adoptable, not known to the node. warm_key names the
 	 * template (and shape) a warm QEMU or ns jail waits for ("" once
 	 * taken, or while it is being warmed). */
@@ -75,7 +75,7 @@ struct nm_server {
 	size_t nexits, cap_exits;
 	int nthreads;
 	bool stopping;
-	struct nm_vm *vm;     /* vm.c: accel, paths, template locks */
+	struct nm_vm *vm;     /* vm-internal.h: accel, paths, template locks */
 	/* nswarm.c: one refill thread at a time (counted in nthreads); a
 	 * take of another template meanwhile queues that one (the latest). */
 	bool ns_refilling, ns_refill_queued;
@@ -89,17 +89,23 @@ int nm_wait_child(struct nm_server *s, pid_t pid, int *status, int timeout_ms);
 /* verbs.c: handle one connection (one request, replies, close). Consumes fd. */
 void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid);
 
-/* sandbox.c */
+/* jail.c: the registry of jails (the spawn of one is jail.h). */
 /* Insert a busy entry for id with a free uid range (slot). -EEXIST when id
  * is taken, -ENOSPC when no slot is free. */
 struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err);
 /* The jail of id in s->jails, or NULL. Holds s->lock. */
 struct jail *jail_find_locked(struct nm_server *s, const char *id);
-/* pool_subvol_delete, retried for up to 0.5 s while it is EBUSY (a mount
- * namespace that just died may pin the subvolume a moment). */
-int subvol_delete_retry(const char *path, err_t *err);
-/* Remove an entry jail_claim made (closes its fds, frees the slot). */
+/* Remove an entry jail_claim made (closes its fds, frees the slot).
+ * jail_unlink_locked: the same, with s->lock held. */
 void jail_unclaim(struct nm_server *s, struct jail *j);
+void jail_unlink_locked(struct nm_server *s, struct jail *j);
+/* DATA/run/nodemgr/<id>.state, the state file of jail id (caller frees). */
+char *jail_state_path(struct nm_server *s, const char *id);
+/* Field number field (1-based, as in proc(5); 3 or later) of
+ * /proc/<pid>/stat, 0 when unreadable. The kernel writes that file; the one
+ * part a process sets, its comm, is skipped (fields start after the last
+ * ')'). */
+uint64_t proc_stat_field(pid_t pid, int field);
 /* The process is up: record pid (pidfd, start time), take chan (consumed)
  * as the host end, and hand back a dup in *chan_dup. -ECHILD when the
  * reaper already saw pid exit (the entry stays claimed: the caller cleans). */
@@ -110,31 +116,45 @@ int jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *
  * jail and dup its channel (-ECHILD when it died meanwhile). */
 int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err);
 int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err);
-int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
-		   pid_t *pid, err_t *err);
+/* Mark the live, non-hidden jail of id busy for a verb. *is_vm (may be
+ * NULL) tells its kind. -ENOENT when there is none, -EBUSY when a create,
+ * destroy or other verb owns it. jail_release undoes it. */
+struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
+void jail_release(struct nm_server *s, struct jail *j);
+/* As jail_acquire, but a dead jail (its init exited) is fine too. */
+struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
+
+/* mgr-sandbox.c */
+/* An ns jail's cgroup limits: lim's, the node defaults for those at 0. */
+struct cgroup_limits mgr_ns_cgroup_limits(const struct nm_limits *lim);
+/* pool_subvol_delete, retried for up to 0.5 s while it is EBUSY (a mount
+ * namespace that just died may pin the subvolume a moment). */
+int subvol_delete_retry(const char *path, err_t *err);
+int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
+		       pid_t *pid, err_t *err);
 /* Start the ns jail of claimed entry j on rootfs (NULL: the sandbox's own,
- * sandboxes/<id>/rootfs) with spec's id, hostname and limits; see sandbox.c. */
-int sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-		     const char *rootfs, int *chan_dup, pid_t *pid, err_t *err);
-int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err);
-int sandbox_destroy(struct nm_server *s, const char *id, err_t *err);
+ * sandboxes/<id>/rootfs) with spec's id, hostname and limits; see mgr-sandbox.c. */
+int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+			 const char *rootfs, int *chan_dup, pid_t *pid, err_t *err);
+int mgr_sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err);
+int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err);
 /* Pause (freeze) or resume a live jail; dispatches on its kind (ns: cgroup
  * freezer, vm: vm_freeze). Marks the jail busy meanwhile. */
-int sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err);
+int mgr_sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err);
 /* Roll a live ns jail back to snapshots/<id>/<snap> (see nm.h). */
-int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		     int *chan_dup, pid_t *pid, err_t *err);
+int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+			 int *chan_dup, pid_t *pid, err_t *err);
 /* A child sandbox from snapshots/<parent>/<snap> (see nm.h). */
-int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
-		 const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err);
+int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
+		     const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err);
 /* ids: NULL-terminated, caller frees each and the array */
-char **sandbox_list(struct nm_server *s);
+char **mgr_sandbox_list(struct nm_server *s);
 /* Reaper hook: pid exited; true when it was a jail init. Called under lock. */
-bool sandbox_reaped_locked(struct nm_server *s, pid_t pid);
+bool mgr_sandbox_reaped_locked(struct nm_server *s, pid_t pid);
 /* Startup: kill leftovers of a previous run (state files, cgroups). */
-void sandbox_sweep_leftovers(struct nm_server *s);
+void mgr_sandbox_sweep_leftovers(struct nm_server *s);
 /* Shutdown: kill every jail, keep subvolumes. */
-void sandbox_kill_all(struct nm_server *s);
+void mgr_sandbox_kill_all(struct nm_server *s);
 
 /* snapshot.c: disk snapshots under DATA/pool/snapshots/<id>/ (see nm.h). */
 /* full: vm only, memory too: snapshots/<id>/<snap> VM_FULL_SUFFIX holds the
@@ -151,17 +171,11 @@ void sandbox_kill_all(struct nm_server *s);
 int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
 		    bool full, int64_t *size, err_t *err);
 int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err);
-/* Delete every snapshot of id and its directory; called by sandbox_destroy. */
+/* Delete every snapshot of id and its directory; called by mgr_sandbox_destroy. */
 int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
-/* sandbox.c: mark the live, non-hidden jail of id busy for a verb. *is_vm
- * (may be NULL) tells its kind. -ENOENT when there is none, -EBUSY when a
- * create, destroy or other verb owns it. jail_release undoes it. */
-struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
-void jail_release(struct nm_server *s, struct jail *j);
-/* As jail_acquire, but a dead jail (its init exited) is fine too. */
-struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
 
-/* vm.c: the QEMU microVM jail. Verbs as in nm.h (nm_vm_*). */
+/* vm-verbs.c, vm-state.c, vm-pool.c, vm-console.c (vm-internal.h says
+ * which holds what): the QEMU microVM jail. Verbs as in nm.h (nm_vm_*). */
 int vm_init(struct nm_server *s, err_t *err);
 void vm_free(struct nm_server *s);
 int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t mode,
@@ -175,7 +189,7 @@ int vm_freeze(struct nm_server *s, struct jail *j, bool freeze, err_t *err);
  * On failure nothing of the new QEMU is left; j stays the caller's. */
 int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
 		     const char *vmstate, const char *mem, int *chan_dup, pid_t *pid, err_t *err);
-/* A vm fork child on a fork standby (vm.c): the child's QEMU already
+/* A vm fork child on a fork standby (vm-pool.c): the child's QEMU already
  * spawned, the snapshot's disk and RAM file cloned in. -EAGAIN when none
  * fits (then one is made in the background for the next fork) or the
  * snapshot is not a memory-file one: the caller spawns as before. */
@@ -197,7 +211,7 @@ int vm_save_delta(struct jail *j, const char *dev, const char *state, const char
  * so the image is consistent) unless they already are; *stopped says
  * whether the caller must vm_freeze(..., false) afterwards. */
 int vm_hold_still(struct nm_server *s, struct jail *j, bool *stopped, err_t *err);
-/* Remove DATA/run/vm/<id> (idempotent); called by sandbox_destroy. */
+/* Remove DATA/run/vm/<id> (idempotent); called by mgr_sandbox_destroy. */
 void vm_cleanup_run(struct nm_server *s, const char *id);
 /* *fd: read-only, on the console log of vm jail id (see verbs.c). */
 int vm_console_open(struct nm_server *s, const char *id, int *fd, err_t *err);
@@ -211,7 +225,8 @@ void vm_accel_detect(struct nm_server *s, char *accel, size_t acap, char *reason
  * it; both run the `nft` command outside the server loop. attach gives the
  * live jail j (init pid) its veth, addresses, route
  * (over rtnetlink); detach removes them (idempotent). net_addr: the
- * sandbox address of live jail id (ns or vm). */
+ * sandbox address of jail id (ns or vm), its slot's: the same from create
+ * to destroy, whether its init runs or not (verbs.c puts it in replies). */
 int net_init(struct nm_server *s, err_t *err);
 void net_fini(struct nm_server *s);
 int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err);
@@ -236,13 +251,14 @@ char *net_resolv_conf(struct nm_server *s, int slot);
  * off), -EEXIST when the id is taken; on any other failure the jail is gone
  * and the caller may create cold. refill: top the template's pool up in the
  * background. warm_guest: run the fresh guest on chan (borrowed) through
- * its first exec and drain every byte it sent, so the node's HELLO is the
+ * its first exec (over once init, its agent, reaped it) and read and drop,
+ * never parse, every byte it sent meanwhile, so the node's HELLO is the
  * first thing it answers. remove_subvol: delete pool/warm/<wid>
  * (retrying while a dead jail's mount namespace still pins it). */
 int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
 		pid_t *pid, err_t *err);
 void nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec);
-void nswarm_warm_guest(int chan, const char *wid);
+void nswarm_warm_guest(int chan, pid_t init, const char *wid);
 void nswarm_remove_subvol(struct nm_server *s, const char *wid);
 /* Remove the waiting jails of a template version (it is being deleted). */
 void nswarm_drop_template(struct nm_server *s, const char *name, uint32_t version);

@@ -33,7 +33,7 @@ struct nodemgr_config {
 	const char *vm_dir;
 	const char *vm_accel;
 	uint32_t vm_warm_pool;
-	uint32_t vm_fork_pool;   /* fork standbys per template and shape (vm.c) */
+	uint32_t vm_fork_pool;   /* fork standbys per template and shape (vm-pool.c) */
 	/* How many ns jails wait per template, spawned and warmed, for a
 	 * create to take (0 = none; see nswarm.c). */
 	uint32_t ns_warm_pool;

@@ -8,8 +8,10 @@
  *   pool/warm/<wid>         a writable snapshot of the template (no quota yet)
  *   cgroup airlock/<wid>    with the node defaults as limits
  *   jail                    spawned on it, hostname <wid>, veth + address of
- *                           its slot, the guest's unprompted HELLO/READY and
- *                           one exec of `true` consumed here
+ *                           its slot, one exec of `true` run; what the guest
+ *                           sent meanwhile (its unprompted HELLO/READY, the
+ *                           exec's EXEC_OK and EXIT) read and dropped here,
+ *                           unparsed (nswarm_warm_guest)
  *   entry                   hidden (not listed, adoptable or destroyable by
  *                           the node), warm_key "ns:<template>/<version>"
  *
@@ -18,17 +20,18 @@
  * cgroup to airlock/<id>, the state file), writes the request's limits
  * (cgroup, qgroup) and sets the hostname from inside the jail's UTS
  * namespace. The channel then has nothing unread in it, so the node's
- * HELLO gets the same HELLO + READY answer as from a cold jail. The slot,
- * and with it the uid range, the veth name and the address, stays the
- * jail's: they are per slot, not per id. Whatever the sandbox does later
+ * HELLO gets the same HELLO + READY answer as from a cold jail (at most an
+ * EXIT that crossed the warm-up's last read is left, which the node skips:
+ * a pid it never started). The slot, and with it the uid range, the veth
+ * name and the address, stays the jail's: they are per slot, not per id. Whatever the sandbox does later
  * starts after the take, so nothing of the warm-up outlives it but the
  * guest's pid counter (the first exec is not pid 2).
  *
  * One refill thread at a time tops the pool up after each take or cold
  * create, off the create path. Warm jails die with nodemgr like every jail
- * and their subvolumes are removed at shutdown (sandbox_kill_all); the
+ * and their subvolumes are removed at shutdown (mgr_sandbox_kill_all); the
  * startup sweeps remove what a crashed run left (cgroups and state files in
- * sandbox_sweep_leftovers, pool/warm/warm-* in vm.c's warm_sweep). */
+ * mgr_sandbox_sweep_leftovers, pool/warm/warm-* in vm-pool.c's vm_warm_sweep). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -47,7 +50,12 @@
 #include "../storage/pool.h"
 #include "nodemgr-internal.h"
 
+/* The warm-up (nswarm_warm_guest): how long it may take in all, how often
+ * to look for the reap of its exec when the channel is quiet, and how long
+ * to wait for the EXIT once the reap was seen first. */
 #define WARM_EXEC_MAX_MS 5000
+#define WARM_REAP_POLL_MS 10
+#define WARM_TAIL_MS 10
 
 static void ns_key(const struct nm_sandbox_spec *spec, char *out, size_t cap)
 {
@@ -64,21 +72,63 @@ void nswarm_remove_subvol(struct nm_server *s, const char *wid)
 	log_warn("warm %s: delete subvolume: %s", wid, e.msg);
 }
 
-/* The guest is our agent, freshly exec'd: nothing else has run in the jail
- * but the `true` asked for here, whose output reaches us only framed by the
- * agent. Done at its EXIT; a guest that does not get there in time is
- * published anyway (whatever it sends later the node's reader skips: an
- * EXIT of a pid it never started). */
-void nswarm_warm_guest(int chan, const char *wid)
+/* The page faults (minor + major, proc(5) fields 11 and 13) of the
+ * children pid has waited for: they grow when the agent reaps the warm-up
+ * exec. Any program that runs at all faults in a page of its code or
+ * data, so the reap of `true` always shows here. */
+static uint64_t children_faults(pid_t pid)
+{
+	return proc_stat_field(pid, 11) + proc_stat_field(pid, 13);
+}
+
+/* Read and drop what chan holds now. How many bytes, 0 at EOF, -errno on
+ * an error (-EAGAIN: nothing there). */
+static ssize_t discard(int chan)
+{
+	char junk[4096];
+	ssize_t n, total = 0;
+
+	while ((n = recv(chan, junk, sizeof(junk), MSG_DONTWAIT)) > 0)
+		total += n;
+	if (n == 0)
+		return 0;
+	if (errno != EAGAIN && errno != EINTR)
+		return -errno;
+	return total ? total : -EAGAIN;
+}
+
+/* Run the fresh guest on chan through one exec of `true`; init is the
+ * jail's init (the agent), a child of ours.
+ *
+ * Nothing that comes back is parsed: nodemgr runs as root, and what the
+ * channel carries comes from inside the jail, where besides our agent the
+ * template's own `true` runs (a template is the user's files), which may
+ * be anything. Every byte is read into a scratch buffer and dropped.
+ * When the exec is over comes from the kernel instead: the agent reaps
+ * `true` before it writes its EXIT, and the reap adds the child's page
+ * faults to the agent's (children_faults). So bytes that arrive once the
+ * agent has reaped hold the EXIT (a wait of WARM_TAIL_MS for them when the
+ * reap is seen first), and bytes before that are its unprompted HELLO and
+ * READY and the EXEC_OK. A guest that never gets there is published after
+ * WARM_EXEC_MAX_MS, as one that does not answer at all.
+ *
+ * What a hostile sandbox can do here: send anything or nothing, any
+ * amount. That only moves when the warm-up ends (never later than
+ * WARM_EXEC_MAX_MS, in the refill thread, off any create) and costs one
+ * 4 KiB buffer. What it left in the channel, or what the agent writes
+ * after we stopped reading (an EXIT that crossed our last read), reaches
+ * the node, whose reader decodes every byte of the channel as untrusted
+ * input and skips an EXIT of a pid it never started. */
+void nswarm_warm_guest(int chan, pid_t init, const char *wid)
 {
 	char *argv[] = { "true", NULL };
 	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			 NULL };
 	struct proto_exec x = { .argv = argv, .argc = 1, .env = envp, .envc = 1 };
-	uint64_t t0 = now_ms();
-	struct proto_rx rx;
+	uint64_t t0 = now_ms(), faults0 = children_faults(init);
+	size_t got = 0;
 	struct buf b;
-	bool done = false;
+	bool reaped = false, done = false;
 
 	buf_init(&b);
 	if (proto_enc_exec(&b, 1, &x) < 0 ||
@@ -88,30 +138,37 @@ void nswarm_warm_guest(int chan, const char *wid)
 		return;
 	}
 	buf_free(&b);
-	proto_rx_init(&rx);
 	while (!done) {
 		int left = (int)(t0 + WARM_EXEC_MAX_MS - now_ms());
+		int wait = reaped ? WARM_TAIL_MS : WARM_REAP_POLL_MS;
 		struct pollfd pfd = { .fd = chan, .events = POLLIN };
-		struct proto_frame f;
+		ssize_t n;
 		int r;
 
 		if (left <= 0)
 			break;
-		r = poll(&pfd, 1, left);
+		r = poll(&pfd, 1, left < wait ? left : wait);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0)
+		if (r < 0)
 			break;
-		ssize_t n = proto_rx_fill(&rx, chan);
-		if (n == 0 || (n < 0 && n != -EAGAIN && n != -EINTR))
+		if (r == 0) {
+			/* Quiet. Reaped already: the EXIT was in an earlier
+			 * read. Else look whether the agent reaped now. */
+			done = reaped;
+			reaped = children_faults(init) != faults0;
+			continue;
+		}
+		/* Reaped before this read: what it reads holds the EXIT. */
+		done = reaped || children_faults(init) != faults0;
+		n = discard(chan);
+		if (n == 0 || (n < 0 && n != -EAGAIN))
 			break;
-		while ((r = proto_rx_next(&rx, &f)) != 0)
-			if (r > 0 && f.type == PT_EXIT)
-				done = true;
+		if (n > 0)
+			got += (size_t)n;
 	}
-	proto_rx_free(&rx);
-	log_debug("warm %s: first exec %s in %llu ms", wid, done ? "done" : "NOT done",
-		  (unsigned long long)(now_ms() - t0));
+	log_debug("warm %s: first exec %s in %llu ms (%zu bytes back, unread)", wid,
+		  done ? "done" : "NOT done", (unsigned long long)(now_ms() - t0), got);
 }
 
 /* One more waiting jail for spec's template. */
@@ -146,7 +203,7 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *tspec, 
 	}
 	if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
 		goto fail;
-	if ((r = sandbox_spawn_ns(s, j, &ws, rootfs, &dup, &pid, err)) < 0)
+	if ((r = mgr_sandbox_spawn_ns(s, j, &ws, rootfs, &dup, &pid, err)) < 0)
 		goto fail_subvol;
 	if (dup >= 0)
 		close(dup);
@@ -328,12 +385,7 @@ int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *ch
 		pid_t *pid, err_t *err)
 {
 	const struct nm_limits *lim = &spec->limits;
-	struct cgroup_limits cl = {
-		.memory_bytes = (uint64_t)(lim->memory_mb ? lim->memory_mb : NM_DEFAULT_MEMORY_MB)
-				<< 20,
-		.cpu_millis = lim->cpu_millis ? lim->cpu_millis : NM_DEFAULT_CPU_MILLIS,
-		.pids = lim->pids ? lim->pids : NM_DEFAULT_PIDS,
-	};
+	struct cgroup_limits cl = mgr_ns_cgroup_limits(lim);
 	uint64_t disk = (uint64_t)(lim->disk_mb ? lim->disk_mb : NM_DEFAULT_DISK_MB) << 20;
 	const char *hostname = spec->hostname[0] ? spec->hostname : spec->id;
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);

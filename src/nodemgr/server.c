@@ -81,7 +81,7 @@ static void reap(struct nm_server *s)
 		if (pid <= 0)
 			return;
 		pthread_mutex_lock(&s->lock);
-		if (!sandbox_reaped_locked(s, pid)) {
+		if (!mgr_sandbox_reaped_locked(s, pid)) {
 			/* Drop statuses nobody claimed in a minute (middle
 			 * children, orphans): the table stays small. */
 			for (size_t i = 0; i < s->nexits;)
@@ -279,7 +279,7 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 		goto out;
 	}
 	reap(s);
-	sandbox_sweep_leftovers(s);
+	mgr_sandbox_sweep_leftovers(s);
 	if ((r = vm_init(s, err)) < 0)
 		goto out;
 	if ((r = net_init(s, err)) < 0)
@@ -334,7 +334,7 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 			;
 		reap(s);
 	}
-	sandbox_kill_all(s);
+	mgr_sandbox_kill_all(s);
 	reap(s);
 	net_fini(s);
 	cgroup_release(&s->cg);

@@ -6,7 +6,7 @@
  * A snapshot is one BTRFS_IOC_SNAP_CREATE_V2: it shares every extent with the
  * sandbox, so it costs the same whatever the disk size. Every id reaching
  * here passed valid_sandbox_id (verbs.c); paths are built only from such ids
- * under srv->pool. Rollback, which needs the jail, lives in sandbox.c.
+ * under srv->pool. Rollback, which needs the jail, lives in mgr-sandbox.c.
  */
 #include <dirent.h>
 #include <errno.h>

@@ -207,7 +207,7 @@ int template_delete(struct nm_server *s, const char *name, uint32_t version, err
 	nswarm_drop_template(s, name, version);
 	if (pool_subvol_delete(sub, err) < 0)
 		return -err->code;
-	/* The vm backend's memory snapshots of this version (vm.c). While a
+	/* The vm backend's memory snapshots of this version (vm-state.c). While a
 	 * clone still maps one this fails with EBUSY; delete again later. */
 	{
 		_cleanup_free_ char *vmc = xasprintf("%s/%u.vm", namedir, version);

@@ -36,12 +36,14 @@ static int send_text(int fd, uint32_t type, const char *text)
 	return wire_send(fd, &r, sizeof(r), -1);
 }
 
-static void send_result(int fd, int rc, const err_t *err, pid_t pid, int pass_fd, int64_t size)
+static void send_result(int fd, int rc, const err_t *err, pid_t pid, int pass_fd, int64_t size,
+			const char *addr)
 {
 	struct nm_resp r;
 
 	resp_init(&r, NM_MSG_RESULT);
 	r.size = size;
+	snprintf(r.addr, sizeof(r.addr), "%s", addr);
 	if (rc < 0) {
 		r.code = err->code > 0 ? err->code : EIO;
 		snprintf(r.text, sizeof(r.text), "%s", err->msg);
@@ -85,6 +87,17 @@ static void node_info(struct nm_server *s, struct nm_node_info *out)
 	vm_node_info(s, out);
 }
 
+/* The address the reply of a verb that started (or adopted) sandbox id
+ * carries; "" when the sandbox network is off. Safe: it follows from the
+ * slot of the jail nodemgr holds for this pattern-checked id. */
+static void reply_addr(struct nm_server *s, const char *id, char addr[16])
+{
+	err_t e = { 0 };
+
+	if (net_addr(s, id, addr, &e) < 0)
+		addr[0] = '\0';
+}
+
 /* The sandbox spec of a create, rollback, fork or vm verb: id (when the
  * verb names a sandbox), template name and optional hostname by pattern, so
  * every path built from them stays under the pool. */
@@ -102,12 +115,13 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 	int r, chan = -1;
 	int64_t size = -1;
 	pid_t pid = 0;
+	char addr[16] = "";
 
 	if ((r = wire_recv(fd, &q, sizeof(q), NULL)) < 0 || q.magic != NM_WIRE_MAGIC ||
 	    q.version != NM_WIRE_VERSION) {
 		if (r != -EPIPE) {
 			err_set(&err, EPROTO, "bad request");
-			send_result(fd, -EPROTO, &err, 0, -1, -1);
+			send_result(fd, -EPROTO, &err, 0, -1, -1, "");
 		}
 		close(fd);
 		return;
@@ -122,7 +136,9 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id, template name or hostname");
 			break;
 		}
-		r = sandbox_create(s, &q.u.create, &chan, &pid, &err);
+		r = mgr_sandbox_create(s, &q.u.create, &chan, &pid, &err);
+		if (r == 0)
+			reply_addr(s, q.u.create.id, addr);
 		break;
 	case NM_SANDBOX_ADOPT:
 		/* Safe: only dups a channel nodemgr already holds for that id. */
@@ -130,7 +146,9 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id");
 			break;
 		}
-		r = sandbox_adopt(s, q.u.sandbox.id, &chan, &pid, &err);
+		r = mgr_sandbox_adopt(s, q.u.sandbox.id, &chan, &pid, &err);
+		if (r == 0)
+			reply_addr(s, q.u.sandbox.id, addr);
 		break;
 	case NM_SANDBOX_DESTROY:
 		/* Safe: acts only on airlock/<id> cgroups and sandboxes/<id>
@@ -140,7 +158,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id");
 			break;
 		}
-		r = sandbox_destroy(s, q.u.sandbox.id, &err);
+		r = mgr_sandbox_destroy(s, q.u.sandbox.id, &err);
 		break;
 	case NM_SANDBOX_FREEZE:
 	case NM_SANDBOX_THAW:
@@ -152,7 +170,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id");
 			break;
 		}
-		r = sandbox_freeze(s, q.u.sandbox.id, q.verb == NM_SANDBOX_FREEZE, &err);
+		r = mgr_sandbox_freeze(s, q.u.sandbox.id, q.verb == NM_SANDBOX_FREEZE, &err);
 		break;
 	case NM_SNAPSHOT_CREATE:
 	case NM_SNAPSHOT_DELETE:
@@ -185,7 +203,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id, snapshot id or hostname");
 			break;
 		}
-		r = sandbox_rollback(s, &q.u.snap.spec, q.u.snap.snap, &chan, &pid, &err);
+		r = mgr_sandbox_rollback(s, &q.u.snap.spec, q.u.snap.snap, &chan, &pid, &err);
 		break;
 	case NM_SANDBOX_FORK:
 		/* Safe: the child's spec is checked as for create; parent and
@@ -198,12 +216,14 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id, snapshot id or hostname");
 			break;
 		}
-		r = sandbox_fork(s, &q.u.snap.spec, q.u.snap.prev, q.u.snap.snap, q.u.snap.vm != 0,
-				 &chan, &pid, &err);
+		r = mgr_sandbox_fork(s, &q.u.snap.spec, q.u.snap.prev, q.u.snap.snap,
+				     q.u.snap.vm != 0, &chan, &pid, &err);
+		if (r == 0)
+			reply_addr(s, q.u.snap.spec.id, addr);
 		break;
 	case NM_SANDBOX_LIST:
 		/* Safe: read-only listing of names we validate before sending. */
-		send_items(fd, sandbox_list(s));
+		send_items(fd, mgr_sandbox_list(s));
 		r = 0;
 		break;
 	case NM_TEMPLATE_BUILD:
@@ -235,29 +255,12 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		close(fd);
 		return;
 	}
-	case NM_SANDBOX_ADDR: {
-		/* Safe: read-only; the address follows from the slot of a live
-		 * jail nodemgr started for this pattern-checked id. */
-		struct nm_resp res;
-		char addr[16];
-		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
-			r = err_set(&err, EINVAL, "bad sandbox id");
-			break;
-		}
-		if ((r = net_addr(s, q.u.sandbox.id, addr, &err)) < 0)
-			break;
-		resp_init(&res, NM_MSG_RESULT);
-		snprintf(res.text, sizeof(res.text), "%s", addr);
-		wire_send(fd, &res, sizeof(res), -1);
-		close(fd);
-		return;
-	}
 	case NM_VM_CREATE:
 	case NM_VM_TEMPLATE_SAVE:
 		/* Safe: the same checks as sandbox create (id, template name and
 		 * hostname pattern-checked, paths only under the pool and
 		 * DATA/run/vm). QEMU runs as the slot's own uid in an empty
-		 * mount namespace (vm.c); its QMP replies are parsed by the
+		 * mount namespace (vm-qemu.c); its QMP replies are parsed by the
 		 * size-limited, fuzzed src/qmp parser, and the guest channel is
 		 * only passed on, never read. */
 		if (!valid_spec(&q.u.vm.spec,
@@ -265,10 +268,13 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox id, template name or hostname");
 			break;
 		}
-		if (q.verb == NM_VM_CREATE)
+		if (q.verb == NM_VM_CREATE) {
 			r = vm_create(s, &q.u.vm.spec, q.u.vm.mode, &chan, &pid, &err);
-		else
+			if (r == 0 && q.u.vm.mode != NM_VM_TEMPLATE)
+				reply_addr(s, q.u.vm.spec.id, addr);
+		} else {
 			r = vm_template_save(s, &q.u.vm.spec, q.u.vm.mode == 1, &err);
+		}
 		break;
 	case NM_VM_CONSOLE:
 		/* Safe: a read-only fd on DATA/run/vm/<id>/console.log of a vm
@@ -286,7 +292,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		r = err_set(&err, EOPNOTSUPP, "unknown verb %u", q.verb);
 		break;
 	}
-	send_result(fd, r, &err, pid, chan, size);
+	send_result(fd, r, &err, pid, chan, size, addr);
 	if (chan >= 0)
 		close(chan);
 	close(fd);

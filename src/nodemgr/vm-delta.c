@@ -2,7 +2,7 @@
  * a file, taken as a RAM file plus the device state instead of a migration
  * stream.
  *
- * A clone maps the template's RAM file MAP_PRIVATE (vm.c), so its guest
+ * A clone maps the template's RAM file MAP_PRIVATE (vm-qemu.c), so its guest
  * memory is that file plus the pages the guest wrote since, which the
  * kernel keeps as anonymous copy-on-write pages. A full snapshot therefore
  * only needs those pages:
@@ -30,7 +30,7 @@
  *
  * Needs the RAM to be one file-backed private mapping of the guest's size:
  * a cold-booted guest (anonymous RAM) or one restored from a stream is
- * -ENOTSUP here and gets the stream (vm.c, vm_save_full).
+ * -ENOTSUP here and gets the stream (vm-state.c, vm_save_full).
  */
 #include <errno.h>
 #include <fcntl.h>

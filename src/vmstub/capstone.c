@@ -5,7 +5,7 @@
  * neither. Loading the real library costs every QEMU 1.3 MiB of private
  * dirty memory (ld.so relocating its tables) plus ~0.6 MiB of shared pages,
  * i.e. ~3% of an idle clone's PSS. nodemgr binds this file into the jail
- * and points LD_LIBRARY_PATH at it (vm.c, child_main). Every entry point
+ * and points LD_LIBRARY_PATH at it (vm-qemu.c, child_main). Every entry point
  * fails the way Capstone fails for an architecture it was built without,
  * so a disassembly request falls back or prints nothing; nothing else in
  * QEMU calls it. Only the five functions QEMU 7.2 imports are here. */

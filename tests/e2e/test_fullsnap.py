@@ -182,7 +182,7 @@ class FullSnapshotTest(AirlockTestCase):
         self.assertEqual(self.sh("cat /work-marker"), "one\n")
 
     def standbys(self):
-        """The RAM files of the fork standbys parked now (vm.c: one per
+        """The RAM files of the fork standbys parked now (vm-pool.c: one per
         standby, pool/warm/<wid>.mem, gone once a fork takes it)."""
         d = os.path.join(self.server.dir, "pool", "warm")
         return {f for f in os.listdir(d) if f.endswith(".mem")} if os.path.isdir(d) else set()

@@ -12,7 +12,7 @@
  *     still found through map_files;
  *   - no mapping of that size: -ENOTSUP, no file;
  *   - ram_written counts the pages written, and a whole-file clone into
- *     the mapped file (a fork standby's RAM, vm.c) is what every page not
+ *     the mapped file (a fork standby's RAM, vm-pool.c) is what every page not
  *     written reads from then on.
  * Every exit path runs cleanup(): the child killed, the pool unmounted, the
  * temp dir removed. */

@@ -359,7 +359,7 @@ int main(void)
 	sp.limits.pids = 100;
 	sp.limits.cpu_millis = 500;
 	sp.limits.disk_mb = 64;
-	OK(nm_sandbox_create(sock, &sp, &chan1, &pid1, E));
+	OK(nm_sandbox_create(sock, &sp, &chan1, &pid1, NULL, E));
 	CHECK(chan1 >= 0 && pid1 > 0);
 	read_report(chan1, &rep);
 	if (getenv("NM_DEBUG"))
@@ -418,7 +418,7 @@ int main(void)
 
 	/* Sibling: does not see the first one's file. */
 	spec_init(&sp, s2, "bb");
-	OK(nm_sandbox_create(sock, &sp, &chan2, &pid2, E));
+	OK(nm_sandbox_create(sock, &sp, &chan2, &pid2, NULL, E));
 	read_report(chan2, &rep);
 	CHECK(!strcmp(field(&rep, "sib", v, sizeof(v)), "1"));
 	CHECK(!strcmp(field(&rep, "host", v, sizeof(v)), s2));
@@ -431,19 +431,19 @@ int main(void)
 		err_t e = { 0 };
 		int fd = -1;
 		spec_init(&sp, s1, "bb");
-		CHECK(nm_sandbox_create(sock, &sp, &fd, NULL, &e) == -EEXIST);
+		CHECK(nm_sandbox_create(sock, &sp, &fd, NULL, NULL, &e) == -EEXIST);
 		spec_init(&sp, "../etc", "bb");
-		CHECK(nm_sandbox_create(sock, &sp, &fd, NULL, &e) == -EINVAL);
+		CHECK(nm_sandbox_create(sock, &sp, &fd, NULL, NULL, &e) == -EINVAL);
 	}
 
 	/* Adopt: a dup of the same host end. */
 	{
 		pid_t p = 0;
 		err_t e = { 0 };
-		OK(nm_sandbox_adopt(sock, s1, &adopted, &p, E));
+		OK(nm_sandbox_adopt(sock, s1, &adopted, &p, NULL, E));
 		CHECK(p == pid1 && fstat(adopted, &st) == 0 && fstat(chan1, &st2) == 0);
 		CHECK(st.st_ino == st2.st_ino);
-		CHECK(nm_sandbox_adopt(sock, bad, &chan3, &p, &e) == -ENOENT);
+		CHECK(nm_sandbox_adopt(sock, bad, &chan3, &p, NULL, &e) == -ENOENT);
 	}
 	OK(nm_sandbox_list(sock, &list, E));
 	CHECK(list_has(list, s2));
@@ -469,7 +469,7 @@ int main(void)
 		int fd = -1;
 		char st_path[512];
 		spec_init(&sp, bad, "nosuch");
-		CHECK(nm_sandbox_create(sock, &sp, &fd, NULL, &e) == -ENOENT);
+		CHECK(nm_sandbox_create(sock, &sp, &fd, NULL, NULL, &e) == -ENOENT);
 		CHECK(fd < 0);
 		snprintf(path, sizeof(path), "%s/sandboxes/%s", pool, bad);
 		snprintf(st_path, sizeof(st_path), "%s/run/nodemgr/%s.state", data, bad);
@@ -481,14 +481,14 @@ int main(void)
 	 * still cleans up. */
 	spec_init(&sp, s3, "bb");
 	snprintf(sp.hostname, sizeof(sp.hostname), "bench-dies");
-	OK(nm_sandbox_create(sock, &sp, &chan3, &pid3, E));
+	OK(nm_sandbox_create(sock, &sp, &chan3, &pid3, NULL, E));
 	CHECK(kill(pid3, SIGKILL) == 0);
 	{
 		int r = 0, fd = -1;
 		for (int i = 0; i < 100; i++) {
 			err_t e = { 0 };
 			pid_t p;
-			r = nm_sandbox_adopt(sock, s3, &fd, &p, &e);
+			r = nm_sandbox_adopt(sock, s3, &fd, &p, NULL, &e);
 			if (r == -ENOENT)
 				break;
 			if (fd >= 0)
@@ -512,7 +512,7 @@ int main(void)
 			spec_init(&sp, id, "bb");
 			snprintf(sp.hostname, sizeof(sp.hostname), "bench");
 			t0 = now_us();
-			OK(nm_sandbox_create(sock, &sp, &fd, &p, E));
+			OK(nm_sandbox_create(sock, &sp, &fd, &p, NULL, E));
 			t1 = now_us();
 			OK(nm_sandbox_destroy(sock, id, E));
 			tc[i] = t1 - t0;
@@ -541,7 +541,7 @@ int main(void)
 		int fd = -1;
 		pid_t p;
 		err_t e = { 0 };
-		CHECK(nm_sandbox_adopt(sock, s2, &fd, &p, &e) == -ENOENT);
+		CHECK(nm_sandbox_adopt(sock, s2, &fd, &p, NULL, &e) == -ENOENT);
 	}
 	OK(nm_sandbox_destroy(sock, s2, E));
 	CHECK(access(path, F_OK) < 0);

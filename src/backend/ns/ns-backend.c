@@ -6,15 +6,15 @@
 #include "../backend.h"
 
 static int ns_create(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-		     int *chan_fd, pid_t *pid, err_t *err)
+		     int *chan_fd, pid_t *pid, char addr[16], err_t *err)
 {
-	return nm_sandbox_create(ctx->nm_sock, spec, chan_fd, pid, err);
+	return nm_sandbox_create(ctx->nm_sock, spec, chan_fd, pid, addr, err);
 }
 
 static int ns_adopt(const struct backend_ctx *ctx, const char *id, int *chan_fd, pid_t *pid,
-		    err_t *err)
+		    char addr[16], err_t *err)
 {
-	return nm_sandbox_adopt(ctx->nm_sock, id, chan_fd, pid, err);
+	return nm_sandbox_adopt(ctx->nm_sock, id, chan_fd, pid, addr, err);
 }
 
 static int ns_destroy(const struct backend_ctx *ctx, const char *id, err_t *err)
@@ -51,9 +51,10 @@ static int ns_rollback(const struct backend_ctx *ctx, const struct nm_sandbox_sp
 }
 
 static int ns_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-		   const char *parent, const char *snap, int *chan_fd, pid_t *pid, err_t *err)
+		   const char *parent, const char *snap, int *chan_fd, pid_t *pid, char addr[16],
+		   err_t *err)
 {
-	return nm_sandbox_fork(ctx->nm_sock, spec, parent, snap, false, chan_fd, pid, err);
+	return nm_sandbox_fork(ctx->nm_sock, spec, parent, snap, false, chan_fd, pid, addr, err);
 }
 
 const struct backend_ops backend_ns = {

@@ -1,6 +1,6 @@
 /* The "vm" backend: every sandbox is a QEMU microVM with its own guest kernel.
  * All privileged work (the jail, QEMU, QMP, the pool) happens in nodemgr
- * (src/nodemgr/vm.c); this table decides which kind of start to ask for and
+ * (src/nodemgr/vm-*.c); this table decides which kind of start to ask for and
  * drives the guest side of making a template's memory snapshot.
  *
  * Create, in order:
@@ -85,7 +85,7 @@ static int make_snapshot(const struct backend_ctx *ctx, const struct nm_sandbox_
 	int fd = -1, r;
 	pid_t pid;
 
-	if ((r = nm_vm_create(ctx->nm_sock, spec, NM_VM_TEMPLATE, &fd, &pid, err)) < 0)
+	if ((r = nm_vm_create(ctx->nm_sock, spec, NM_VM_TEMPLATE, &fd, &pid, NULL, err)) < 0)
 		return err_wrap(err, "boot template vm");
 	gc = guestconn_open(fd, &prep_cbs, &w, TEMPLATE_BOOT_TIMEOUT_MS, &hello, err);
 	if (!gc) {
@@ -121,7 +121,7 @@ discard: {
 }
 
 static int vmb_create(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-		     int *chan_fd, pid_t *pid, err_t *err)
+		     int *chan_fd, pid_t *pid, char addr[16], err_t *err)
 {
 	uint64_t t0 = now_us();
 	int r;
@@ -129,25 +129,25 @@ static int vmb_create(const struct backend_ctx *ctx, const struct nm_sandbox_spe
 	/* vm_snapshots = false: the cold boot that fast create is measured
 	 * against (bench/create), with nothing else changed. */
 	if (ctx->vm_cold_boot)
-		return nm_vm_create(ctx->nm_sock, spec, NM_VM_COLD, chan_fd, pid, err);
-	r = nm_vm_create(ctx->nm_sock, spec, NM_VM_CLONE, chan_fd, pid, err);
+		return nm_vm_create(ctx->nm_sock, spec, NM_VM_COLD, chan_fd, pid, addr, err);
+	r = nm_vm_create(ctx->nm_sock, spec, NM_VM_CLONE, chan_fd, pid, addr, err);
 
 	log_debug("vm %s: nodemgr answered in %.1f ms", spec->id, (now_us() - t0) / 1000.0);
 	if (r != -ENODATA)
 		return r;
 	pthread_mutex_lock(&prep_mu);
 	err_clear(err);
-	r = nm_vm_create(ctx->nm_sock, spec, NM_VM_CLONE, chan_fd, pid, err);
+	r = nm_vm_create(ctx->nm_sock, spec, NM_VM_CLONE, chan_fd, pid, addr, err);
 	if (r == -ENODATA) {
 		err_t pe = { 0 };
 		if (make_snapshot(ctx, spec, &pe) == 0) {
 			err_clear(err);
-			r = nm_vm_create(ctx->nm_sock, spec, NM_VM_CLONE, chan_fd, pid, err);
+			r = nm_vm_create(ctx->nm_sock, spec, NM_VM_CLONE, chan_fd, pid, addr, err);
 		} else {
 			log_warn("template %s/%u: no vm memory snapshot (%s); booting cold",
 				 spec->template_name, spec->template_version, pe.msg);
 			err_clear(err);
-			r = nm_vm_create(ctx->nm_sock, spec, NM_VM_COLD, chan_fd, pid, err);
+			r = nm_vm_create(ctx->nm_sock, spec, NM_VM_COLD, chan_fd, pid, addr, err);
 		}
 	}
 	pthread_mutex_unlock(&prep_mu);
@@ -155,9 +155,9 @@ static int vmb_create(const struct backend_ctx *ctx, const struct nm_sandbox_spe
 }
 
 static int vmb_adopt(const struct backend_ctx *ctx, const char *id, int *chan_fd, pid_t *pid,
-		    err_t *err)
+		    char addr[16], err_t *err)
 {
-	return nm_sandbox_adopt(ctx->nm_sock, id, chan_fd, pid, err);
+	return nm_sandbox_adopt(ctx->nm_sock, id, chan_fd, pid, addr, err);
 }
 
 static int vmb_destroy(const struct backend_ctx *ctx, const char *id, err_t *err)
@@ -250,9 +250,10 @@ static int vmb_rollback(const struct backend_ctx *ctx, const struct nm_sandbox_s
 }
 
 static int vmb_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-		   const char *parent, const char *snap, int *chan_fd, pid_t *pid, err_t *err)
+		   const char *parent, const char *snap, int *chan_fd, pid_t *pid, char addr[16],
+		   err_t *err)
 {
-	return nm_sandbox_fork(ctx->nm_sock, spec, parent, snap, true, chan_fd, pid, err);
+	return nm_sandbox_fork(ctx->nm_sock, spec, parent, snap, true, chan_fd, pid, addr, err);
 }
 
 static int vmb_console(const struct backend_ctx *ctx, const char *id, int *fd, err_t *err)

@@ -1,12 +1,14 @@
-/* sandbox.c - sandbox lifecycle in nodemgr: create (snapshot, limits, jail),
- * adopt, destroy, list, and the startup/shutdown sweeps.
+/* mgr-sandbox.c - sandbox lifecycle in nodemgr: create (snapshot, limits, jail),
+ * adopt, destroy, freeze, rollback, fork, list, and the startup/shutdown
+ * sweeps; the jails themselves are in jail.c's registry. Its functions are
+ * mgr_sandbox_*, apart from the node's sandbox_* (src/node/sandbox.c), which
+ * ask for them over the socket.
  *
  * Every id reaching here passed valid_sandbox_id; paths are built only from
  * such ids under srv->pool. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,73 +24,6 @@
 #include "../storage/pool.h"
 #include "jail.h"
 #include "nodemgr-internal.h"
-
-struct jail *jail_find_locked(struct nm_server *s, const char *id)
-{
-	for (struct jail *j = s->jails; j; j = j->next)
-		if (!strcmp(j->id, id))
-			return j;
-	return NULL;
-}
-
-static void unlink_locked(struct nm_server *s, struct jail *j)
-{
-	for (struct jail **pp = &s->jails; *pp; pp = &(*pp)->next)
-		if (*pp == j) {
-			*pp = j->next;
-			break;
-		}
-	if (j->slot >= 0)
-		s->slots[j->slot] = 0;
-	if (j->chan_fd >= 0)
-		close(j->chan_fd);
-	if (j->pidfd >= 0)
-		close(j->pidfd);
-	qmp_close(j->qmp);
-	free(j);
-}
-
-static uint64_t proc_start_time(pid_t pid)
-{
-	char path[64];
-	struct buf b;
-	uint64_t t = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	buf_init(&b);
-	if (read_file(path, 4096, &b) == 0 && b.data) {
-		/* comm may hold spaces and ')': fields start after the last ')'. */
-		char *p = strrchr(b.data, ')');
-		for (int field = 2; p && *p && field < 22; p++)
-			if (*p == ' ')
-				field++;
-		if (p)
-			t = strtoull(p, NULL, 10);
-	}
-	buf_free(&b);
-	return t;
-}
-
-static char *state_path(struct nm_server *s, const char *id)
-{
-	return xasprintf("%s/%s.state", s->run_dir, id);
-}
-
-/* The state file tells a later nodemgr run which cgroup to sweep (and which
- * pid/start time it had). Not fsync'd: after a crash the cgroup sweep finds
- * the same leftovers anyway. */
-static void state_write(struct nm_server *s, const struct jail *j)
-{
-	_cleanup_free_ char *p = state_path(s, j->id);
-	_cleanup_free_ char *line = xasprintf("id=%s\nslot=%d\npid=%d\nstart=%" PRIu64 "\n",
-					      j->id, j->slot, (int)j->pid, j->start_time);
-	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-	if (fd < 0 || write_all(fd, line, strlen(line)) < 0)
-		log_warn("write %s: %s", p, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-}
 
 /* Kill init B (pidfd: no pid-reuse race) and wait until it has exited; a
  * pid namespace's init exits only after every process in it is gone. */
@@ -143,112 +78,14 @@ int subvol_delete_retry(const char *path, err_t *err)
 	}
 }
 
-struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err)
+struct cgroup_limits mgr_ns_cgroup_limits(const struct nm_limits *lim)
 {
-	struct jail *j;
-	int slot = -1;
-
-	pthread_mutex_lock(&s->lock);
-	if (jail_find_locked(s, id)) {
-		pthread_mutex_unlock(&s->lock);
-		err_set(err, EEXIST, "sandbox %s exists", id);
-		return NULL;
-	}
-	for (int i = 0; i < NM_MAX_SLOTS; i++)
-		if (!s->slots[i]) {
-			slot = i;
-			break;
-		}
-	if (slot < 0) {
-		pthread_mutex_unlock(&s->lock);
-		err_set(err, ENOSPC, "no free uid range (%d jails)", NM_MAX_SLOTS);
-		return NULL;
-	}
-	j = xcalloc(1, sizeof(*j));
-	snprintf(j->id, sizeof(j->id), "%s", id);
-	j->slot = slot;
-	j->pid = -1;
-	j->pidfd = j->chan_fd = -1;
-	j->busy = true;
-	s->slots[slot] = 1;
-	j->next = s->jails;
-	s->jails = j;
-	pthread_mutex_unlock(&s->lock);
-	return j;
-}
-
-void jail_unclaim(struct nm_server *s, struct jail *j)
-{
-	pthread_mutex_lock(&s->lock);
-	unlink_locked(s, j);
-	pthread_mutex_unlock(&s->lock);
-}
-
-int jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *chan_dup,
-		 err_t *err)
-{
-	pthread_mutex_lock(&s->lock);
-	j->pid = pid;
-	j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	j->start_time = proc_start_time(pid);
-	j->chan_fd = chan;
-	j->alive = true;
-	/* The reaper may have collected the process before we knew its pid. */
-	for (size_t i = 0; i < s->nexits; i++)
-		if (s->exits[i].pid == pid) {
-			s->exits[i] = s->exits[--s->nexits];
-			j->alive = false;
-			if (j->chan_fd >= 0)
-				close(j->chan_fd);
-			j->chan_fd = -1;
-			break;
-		}
-	if (!j->alive) {
-		pthread_mutex_unlock(&s->lock);
-		return err_set(err, ECHILD, "sandbox %s: process exited right after start", j->id);
-	}
-	*chan_dup = j->chan_fd >= 0 ? fcntl(j->chan_fd, F_DUPFD_CLOEXEC, 3) : -1;
-	j->busy = false;
-	state_write(s, j);
-	pthread_mutex_unlock(&s->lock);
-	if (*chan_dup < 0 && j->chan_fd >= 0)
-		return err_sys(err, "dup channel");
-	return 0;
-}
-
-int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err)
-{
-	_cleanup_free_ char *old_state = NULL;
-
-	pthread_mutex_lock(&s->lock);
-	if (jail_find_locked(s, id)) {
-		pthread_mutex_unlock(&s->lock);
-		return err_set(err, EEXIST, "sandbox %s exists", id);
-	}
-	old_state = state_path(s, j->id);
-	snprintf(j->id, sizeof(j->id), "%s", id);
-	pthread_mutex_unlock(&s->lock);
-	unlink(old_state);
-	return 0;
-}
-
-int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&s->lock);
-	if (!j->alive || j->chan_fd < 0) {
-		r = err_set(err, ECHILD, "sandbox %s: qemu exited", j->id);
-	} else if ((*chan_dup = fcntl(j->chan_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
-		r = err_sys(err, "dup channel");
-	} else {
-		j->hidden = false;
-		j->warm_key[0] = '\0';
-		j->busy = false;
-		state_write(s, j);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return r;
+	return (struct cgroup_limits){
+		.memory_bytes = (uint64_t)(lim->memory_mb ? lim->memory_mb : NM_DEFAULT_MEMORY_MB)
+				<< 20,
+		.cpu_millis = lim->cpu_millis ? lim->cpu_millis : NM_DEFAULT_CPU_MILLIS,
+		.pids = lim->pids ? lim->pids : NM_DEFAULT_PIDS,
+	};
 }
 
 /* Start the ns jail of a claimed (busy) entry j whose subvolume exists:
@@ -256,16 +93,10 @@ int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err
  * the caller destroys the cgroup (which kills whatever was started). Used
  * by create and by rollback (same id, same slot), and by the warm pool
  * (rootfs under pool/warm; a hidden j is warmed before it is published). */
-int sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-		     const char *rootfs_path, int *chan_dup, pid_t *pid, err_t *err)
+int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+			 const char *rootfs_path, int *chan_dup, pid_t *pid, err_t *err)
 {
-	const struct nm_limits *lim = &spec->limits;
-	struct cgroup_limits cl = {
-		.memory_bytes = (uint64_t)(lim->memory_mb ? lim->memory_mb : NM_DEFAULT_MEMORY_MB)
-				<< 20,
-		.cpu_millis = lim->cpu_millis ? lim->cpu_millis : NM_DEFAULT_CPU_MILLIS,
-		.pids = lim->pids ? lim->pids : NM_DEFAULT_PIDS,
-	};
+	struct cgroup_limits cl = mgr_ns_cgroup_limits(&spec->limits);
 	const char *hostname = spec->hostname[0] ? spec->hostname : spec->id;
 	_cleanup_free_ char *rootfs = rootfs_path ? xstrdup(rootfs_path)
 				    : xasprintf("%s/sandboxes/%s/rootfs", s->pool, spec->id);
@@ -312,7 +143,7 @@ int sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbo
 		return r;
 	}
 	if (j->hidden)
-		nswarm_warm_guest(chan[0], spec->id);
+		nswarm_warm_guest(chan[0], init, spec->id);
 	if ((r = jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
 		return r;
 	*pid = init;
@@ -320,8 +151,8 @@ int sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbo
 	return 0;
 }
 
-int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
-		   pid_t *pid, err_t *err)
+int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
+		       pid_t *pid, err_t *err)
 {
 	const struct nm_limits *lim = &spec->limits;
 	uint64_t disk = (uint64_t)(lim->disk_mb ? lim->disk_mb : NM_DEFAULT_DISK_MB) << 20;
@@ -361,7 +192,7 @@ int sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int 
 	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
 		goto fail;
 	made_cgroup = true; /* even a partial create must be removed */
-	if ((r = sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err)) < 0)
+	if ((r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err)) < 0)
 		goto fail;
 	nswarm_refill(s, spec);
 	return 0;
@@ -379,7 +210,7 @@ fail:
 	return r;
 }
 
-int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err)
+int mgr_sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid, err_t *err)
 {
 	struct jail *j;
 	int r = 0;
@@ -398,10 +229,10 @@ int sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t *pid
 	return r;
 }
 
-int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
+int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 {
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
-	_cleanup_free_ char *st = state_path(s, id);
+	_cleanup_free_ char *st = jail_state_path(s, id);
 	struct jail *j;
 	int r;
 
@@ -439,62 +270,12 @@ int sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	pthread_mutex_lock(&s->lock);
 	if (j) {
 		if (r == 0)
-			unlink_locked(s, j);
+			jail_unlink_locked(s, j);
 		else
 			j->busy = false;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return r;
-}
-
-struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err)
-{
-	struct jail *j;
-
-	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
-	if (!j || j->hidden || (!j->alive && !j->busy)) {
-		err_set(err, ENOENT, "no live jail for sandbox %s", id);
-		j = NULL;
-	} else if (j->busy) {
-		err_set(err, EBUSY, "sandbox %s is busy (being created, destroyed or changed)", id);
-		j = NULL;
-	} else {
-		j->busy = true;
-		if (is_vm)
-			*is_vm = j->vm;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return j;
-}
-
-struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err)
-{
-	struct jail *j;
-
-	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
-	if (!j || j->hidden) {
-		err_set(err, ENOENT, "no jail for sandbox %s", id);
-		j = NULL;
-	} else if (j->busy) {
-		err_set(err, EBUSY, "sandbox %s is busy (being created, destroyed or changed)", id);
-		j = NULL;
-	} else {
-		j->busy = true;
-		if (is_vm)
-			*is_vm = j->vm;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return j;
-}
-
-void jail_release(struct nm_server *s, struct jail *j)
-{
-	pthread_mutex_lock(&s->lock);
-	j->busy = false;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
 }
 
 /* Start the vm of a claimed jail j on its subvolume as it is now, which
@@ -525,8 +306,8 @@ static int vm_boot_from(struct nm_server *s, struct jail *j, const struct nm_san
  *   5. spawn a fresh jail on the same slot, as create does (vm: a fresh
  *      QEMU cold-boots the guest on the swapped disk).
  * "<id>.rb" never matches the sandbox id pattern, so listings skip it. */
-int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		     int *chan_dup, pid_t *pid, err_t *err)
+int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+			 int *chan_dup, pid_t *pid, err_t *err)
 {
 	const char *id = spec->id;
 	uint64_t disk = (uint64_t)(spec->limits.disk_mb ? spec->limits.disk_mb
@@ -589,7 +370,7 @@ int sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	if (is_vm)
 		r = vm_boot_from(s, j, spec, id, snap, chan_dup, pid, err);
 	else
-		r = sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
+		r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
 	if (r < 0)
 		goto dead;
 	log_info("sandbox %s: rolled back to %s in %.1f ms", id, snap, (now_us() - t0) / 1000.0);
@@ -603,8 +384,8 @@ dead:
 	return r;
 }
 
-int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
-		 const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err)
+int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *parent,
+		     const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err)
 {
 	uint64_t disk = (uint64_t)(spec->limits.disk_mb ? spec->limits.disk_mb
 							: NM_DEFAULT_DISK_MB) << 20;
@@ -643,7 +424,7 @@ int sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, const 
 	if (vm)
 		r = vm_boot_from(s, j, spec, parent, snap, chan_dup, pid, err);
 	else
-		r = sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
+		r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
 	if (r < 0)
 		goto fail;
 	log_info("sandbox %s: forked from %s/%s in %.1f ms", spec->id, parent, snap,
@@ -658,7 +439,7 @@ fail:
 	return r;
 }
 
-int sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err)
+int mgr_sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *err)
 {
 	struct jail *j;
 	int r;
@@ -701,7 +482,7 @@ static void add_id(char ***v, size_t *n, const char *id)
 	(*v)[*n] = NULL;
 }
 
-char **sandbox_list(struct nm_server *s)
+char **mgr_sandbox_list(struct nm_server *s)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/sandboxes", s->pool);
 	char **v = xcalloc(1, sizeof(*v));
@@ -723,7 +504,7 @@ char **sandbox_list(struct nm_server *s)
 	return v;
 }
 
-bool sandbox_reaped_locked(struct nm_server *s, pid_t pid)
+bool mgr_sandbox_reaped_locked(struct nm_server *s, pid_t pid)
 {
 	for (struct jail *j = s->jails; j; j = j->next) {
 		if (j->pid != pid || !j->alive)
@@ -753,7 +534,7 @@ static void sweep_one(void *arg, const char *id)
 		log_warn("sweep %s: %s", id, e.msg);
 }
 
-void sandbox_sweep_leftovers(struct nm_server *s)
+void mgr_sandbox_sweep_leftovers(struct nm_server *s)
 {
 	DIR *d = opendir(s->run_dir);
 	struct dirent *de;
@@ -778,7 +559,7 @@ void sandbox_sweep_leftovers(struct nm_server *s)
 	cgroup_each(&s->cg, sweep_one, s);
 }
 
-void sandbox_kill_all(struct nm_server *s)
+void mgr_sandbox_kill_all(struct nm_server *s)
 {
 	for (;;) {
 		struct jail *j;
@@ -800,11 +581,11 @@ void sandbox_kill_all(struct nm_server *s)
 		if (!j->vm && j->hidden)
 			nswarm_remove_subvol(s, j->id);
 		{
-			_cleanup_free_ char *st = state_path(s, j->id);
+			_cleanup_free_ char *st = jail_state_path(s, j->id);
 			unlink(st);
 		}
 		pthread_mutex_lock(&s->lock);
-		unlink_locked(s, j);
+		jail_unlink_locked(s, j);
 		pthread_mutex_unlock(&s->lock);
 	}
 }
