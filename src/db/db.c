@@ -127,7 +127,7 @@ struct db *db_open(const char *path, err_t *err)
 	 * "duplicate column" on a database that has them, which is fine. */
 	(void)sqlite3_exec(db->h, "ALTER TABLE snapshots ADD COLUMN scheduled INTEGER NOT NULL"
 			   " DEFAULT 0", NULL, NULL, NULL);
-	/* procs: a full snapshot's process table (node, exec.c's image). */
+	/* procs: a full snapshot's process table (node, proc-image.c's image). */
 	(void)sqlite3_exec(db->h, "ALTER TABLE snapshots ADD COLUMN procs TEXT", NULL, NULL, NULL);
 	return db;
 }

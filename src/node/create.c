@@ -529,12 +529,7 @@ static int create_reserve(struct create *cx)
 	pthread_mutex_lock(&n->mu);
 	old = cx->key ? find_idem_locked(n, cx->tenant, cx->key) : NULL;
 	if (!old) {
-		for (int b = 0; b < NODE_BUCKETS; b++)
-			for (struct sandbox *s = n->buckets[b]; s; s = s->hnext) {
-				pthread_mutex_lock(&s->mu);
-				live += state_is_live(s->state) ? 1 : 0;
-				pthread_mutex_unlock(&s->mu);
-			}
+		live = sandbox_live_locked(n);
 		if (!n->cfg->max_sandboxes || live < n->cfg->max_sandboxes) {
 			/* The map takes our creation reference; this handler
 			 * keeps its own. */
@@ -622,12 +617,7 @@ static int create_jail(struct create *cx)
 	struct sandbox *sb = cx->sb;
 	int r;
 
-	memset(&cx->nspec, 0, sizeof(cx->nspec));
-	snprintf(cx->nspec.id, sizeof(cx->nspec.id), "%s", sb->id);
-	snprintf(cx->nspec.template_name, sizeof(cx->nspec.template_name), "%s",
-		 sb->template_name);
-	cx->nspec.template_version = sb->template_version;
-	cx->nspec.limits = sb->limits;
+	sandbox_jail_spec(sb, &cx->nspec);
 	cx->t_be = now_us();
 	r = sb->be->create(&cx->n->bctx, &cx->nspec, &cx->chan_fd, &cx->jail_pid, cx->addr,
 			   &cx->err);

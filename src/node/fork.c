@@ -109,12 +109,7 @@ static struct sandbox *child_new(struct node *n, struct sandbox *parent,
 	pthread_mutex_unlock(&parent->mu);
 
 	pthread_mutex_lock(&n->mu);
-	for (int b = 0; b < NODE_BUCKETS; b++)
-		for (struct sandbox *s = n->buckets[b]; s; s = s->hnext) {
-			pthread_mutex_lock(&s->mu);
-			live += state_is_live(s->state) ? 1 : 0;
-			pthread_mutex_unlock(&s->mu);
-		}
+	live = sandbox_live_locked(n);
 	full = n->cfg->max_sandboxes && live >= n->cfg->max_sandboxes;
 	pthread_mutex_unlock(&n->mu);
 	if (full) {
@@ -161,11 +156,7 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 		procs_restore_locked(sb, src->procs);
 		pthread_mutex_unlock(&sb->mu);
 	}
-	memset(&nspec, 0, sizeof(nspec));
-	snprintf(nspec.id, sizeof(nspec.id), "%s", sb->id);
-	snprintf(nspec.template_name, sizeof(nspec.template_name), "%s", sb->template_name);
-	nspec.template_version = sb->template_version;
-	nspec.limits = sb->limits;
+	sandbox_jail_spec(sb, &nspec);
 	r = sb->be->fork(&n->bctx, &nspec, parent->id, snap, &chan_fd, &jail_pid, addr, err);
 	if (r < 0) {
 		err_wrap(err, "%s backend", sb->be->name);

@@ -196,6 +196,12 @@ void sandbox_map_remove(struct node *n, struct sandbox *sb);
  * reference passes to the caller. */
 bool sandbox_map_unlink_locked(struct node *n, struct sandbox *sb);
 void sandbox_counts(struct node *n, size_t counts[SB__COUNT]);
+/* How many sandboxes of the map are live (state_is_live), for the node's
+ * max_sandboxes. Caller holds n->mu. */
+size_t sandbox_live_locked(struct node *n);
+/* The jail spec nodemgr is asked for sb with: its id, template and limits
+ * (the rest zero). */
+void sandbox_jail_spec(const struct sandbox *sb, struct nm_sandbox_spec *spec);
 void sandbox_render(struct jw *w, struct sandbox *sb);       /* takes sb->mu */
 void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb);
 /* One transaction around a sandbox's row and its move along the table:

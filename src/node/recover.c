@@ -112,11 +112,7 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 	if (r < 0)
 		return r == -EBUSY;  /* someone else owns it now (delete, rollback) */
 
-	memset(&nspec, 0, sizeof(nspec));
-	snprintf(nspec.id, sizeof(nspec.id), "%s", sb->id);
-	snprintf(nspec.template_name, sizeof(nspec.template_name), "%s", sb->template_name);
-	nspec.template_version = sb->template_version;
-	nspec.limits = sb->limits;
+	sandbox_jail_spec(sb, &nspec);
 	r = sb->be->rollback(&n->bctx, &nspec, snap, &chan_fd, &jail_pid, &err);
 
 	/* The dead guest's channel and processes are gone either way; from a

@@ -130,9 +130,8 @@ void sandbox_map_remove(struct node *n, struct sandbox *sb)
 		sandbox_unref(sb);   /* the map's reference */
 }
 
-void sandbox_counts(struct node *n, size_t counts[SB__COUNT])
+static void counts_locked(struct node *n, size_t counts[SB__COUNT])
 {
-	pthread_mutex_lock(&n->mu);
 	for (int b = 0; b < NODE_BUCKETS; b++) {
 		for (struct sandbox *sb = n->buckets[b]; sb; sb = sb->hnext) {
 			pthread_mutex_lock(&sb->mu);
@@ -141,7 +140,33 @@ void sandbox_counts(struct node *n, size_t counts[SB__COUNT])
 			pthread_mutex_unlock(&sb->mu);
 		}
 	}
+}
+
+void sandbox_counts(struct node *n, size_t counts[SB__COUNT])
+{
+	pthread_mutex_lock(&n->mu);
+	counts_locked(n, counts);
 	pthread_mutex_unlock(&n->mu);
+}
+
+size_t sandbox_live_locked(struct node *n)
+{
+	size_t counts[SB__COUNT] = { 0 }, live = 0;
+
+	counts_locked(n, counts);
+	for (int s = 0; s < SB__COUNT; s++)
+		if (state_is_live((enum sb_state)s))
+			live += counts[s];
+	return live;
+}
+
+void sandbox_jail_spec(const struct sandbox *sb, struct nm_sandbox_spec *spec)
+{
+	memset(spec, 0, sizeof(*spec));
+	snprintf(spec->id, sizeof(spec->id), "%s", sb->id);
+	snprintf(spec->template_name, sizeof(spec->template_name), "%s", sb->template_name);
+	spec->template_version = sb->template_version;
+	spec->limits = sb->limits;
 }
 
 /* ---- JSON ------------------------------------------------------------- */

@@ -461,11 +461,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 		goto out;
 	}
 
-	memset(&nspec, 0, sizeof(nspec));
-	snprintf(nspec.id, sizeof(nspec.id), "%s", sb->id);
-	snprintf(nspec.template_name, sizeof(nspec.template_name), "%s", sb->template_name);
-	nspec.template_version = sb->template_version;
-	nspec.limits = sb->limits;
+	sandbox_jail_spec(sb, &nspec);
 	r = sb->be->rollback(&n->bctx, &nspec, snap_id, &chan_fd, &jail_pid, &err);
 	if (r < 0) {
 		err_wrap(&err, "%s backend", sb->be->name);
