@@ -327,7 +327,7 @@ struct guest_up {
 
 /* The guest said READY: the jail's pid, and starting|rolling_back → running
  * (the reason says which). */
-static int write_running(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+static int write_running(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
 	const struct guest_up *up = arg;
 	int r = db_exec(n->db, err, "UPDATE sandboxes SET jail_pid=? WHERE id=?", "is",
@@ -560,7 +560,7 @@ struct create_row {
 };
 
 /* The row (desired running, observed pending) and pending → starting. */
-static int write_created(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+static int write_created(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
 	const struct create_row *row = arg;
 	int r = db_exec(n->db, err,

@@ -58,7 +58,7 @@ static int load_src(struct node *n, struct sandbox *sb, struct fork_src *src, er
 
 /* The child's row (the parent's spec and metadata; desired running,
  * observed pending), its lineage, and pending → starting. */
-static int write_child(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+static int write_child(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
 	const struct fork_src *src = arg;
 	char why[120];
@@ -121,7 +121,7 @@ static struct sandbox *child_new(struct node *n, struct sandbox *parent,
 	sandbox_map_insert(n, sb);
 	sandbox_ref(sb);
 
-	if (sandbox_tx(n, sb, write_child, (void *)src, err) < 0) {
+	if (sandbox_tx(n, sb, write_child, src, err) < 0) {
 		/* Not in the DB: forget it (memory only: pending or starting →
 		 * deleted). */
 		pthread_mutex_lock(&sb->mu);

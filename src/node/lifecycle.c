@@ -207,7 +207,7 @@ void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason)
 
 /* sandbox_delete's first write: desired=deleted and, for a running or
  * paused sandbox, running|paused → stopping (arg: the reason). */
-static int write_delete_intent(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+static int write_delete_intent(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
 	int r = db_exec(n->db, err, "UPDATE sandboxes SET desired='deleted', gen=gen+1 WHERE id=?",
 			"s", sb->id);
@@ -220,7 +220,7 @@ static int write_delete_intent(struct node *n, struct sandbox *sb, void *arg, er
 
 /* sandbox_delete's last write, once the jail is destroyed: stopping →
  * stopped, then → deleted (arg: the reason), and the snapshot rows. */
-static int write_retired(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+static int write_retired(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
 	int r = 0;
 
@@ -252,7 +252,7 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 
 	/* Record the intent first (desired=deleted), so a crash from here on is
 	 * finished by reconcile at the next start. */
-	r = sandbox_tx(n, sb, write_delete_intent, (void *)reason, err);
+	r = sandbox_tx(n, sb, write_delete_intent, reason, err);
 	if (r < 0) {
 		sb->deleting = false;
 		pthread_cond_broadcast(&sb->cv);
@@ -289,7 +289,7 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 		pthread_mutex_unlock(&sb->mu);
 		return r;
 	}
-	r = sandbox_tx(n, sb, write_retired, (void *)reason, err);
+	r = sandbox_tx(n, sb, write_retired, reason, err);
 	if (r < 0) {
 		/* The jail is gone; only the row lags. desired=deleted is recorded,
 		 * so the next start finishes it. Keep the memory state honest:
@@ -386,7 +386,7 @@ void sandbox_schedule_timeout(struct node *n, struct sandbox *sb)
 }
 
 /* The node stops: running|paused → stopping → stopped, in one write. */
-static int write_shutdown(struct node *n, struct sandbox *sb, void *arg, err_t *err)
+static int write_shutdown(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
 	int r = state_transition(n->db, sb->id, &sb->state, SB_STOPPING, "node shutdown",
 				 STATE_IN_TX, err);

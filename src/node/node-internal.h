@@ -212,8 +212,8 @@ void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb);
  * sb->state even when the transaction then rolls back; the caller decides
  * what memory says then. */
 int sandbox_tx(struct node *n, struct sandbox *sb,
-	       int (*write)(struct node *n, struct sandbox *sb, void *arg, err_t *err), void *arg,
-	       err_t *err);
+	       int (*write)(struct node *n, struct sandbox *sb, const void *arg, err_t *err),
+	       const void *arg, err_t *err);
 struct guestconn *sandbox_gc_get(struct sandbox *sb);          /* NULL unless running */
 void sandbox_gc_put(struct sandbox *sb);
 /* Detach sb's channel once no thread uses it any more (port relays are

@@ -254,8 +254,8 @@ void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb)
 /* ---- the row ---------------------------------------------------------- */
 
 int sandbox_tx(struct node *n, struct sandbox *sb,
-	       int (*write)(struct node *n, struct sandbox *sb, void *arg, err_t *err), void *arg,
-	       err_t *err)
+	       int (*write)(struct node *n, struct sandbox *sb, const void *arg, err_t *err),
+	       const void *arg, err_t *err)
 {
 	int r = db_tx_begin(n->db, err);
 

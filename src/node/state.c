@@ -154,12 +154,16 @@ int state_transition(struct db *db, const char *id, enum sb_state *cur, enum sb_
 	return 0;
 }
 
+static bool unrecorded_allowed(enum sb_state from, enum sb_state to)
+{
+	return (unsigned)from < SB__COUNT && (unsigned)to < SB__COUNT && unrecorded[from][to];
+}
+
 int state_set(const char *id, enum sb_state *cur, enum sb_state to)
 {
 	enum sb_state from = *cur;
 
-	if (!state_allowed(from, to) && !((unsigned)from < SB__COUNT && (unsigned)to < SB__COUNT &&
-					  unrecorded[from][to])) {
+	if (!state_allowed(from, to) && !unrecorded_allowed(from, to)) {
 		log_err("sandbox %s is %s; cannot become %s (in memory)", id, state_name(from),
 			state_name(to));
 		return -EBUSY;
