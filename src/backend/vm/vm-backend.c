@@ -121,7 +121,7 @@ discard: {
 }
 
 static int vmb_create(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-		     int *chan_fd, pid_t *pid, char addr[16], err_t *err)
+		      int *chan_fd, pid_t *pid, char addr[16], err_t *err)
 {
 	uint64_t t0 = now_us();
 	int r;
@@ -155,7 +155,7 @@ static int vmb_create(const struct backend_ctx *ctx, const struct nm_sandbox_spe
 }
 
 static int vmb_adopt(const struct backend_ctx *ctx, const char *id, int *chan_fd, pid_t *pid,
-		    char addr[16], err_t *err)
+		     char addr[16], err_t *err)
 {
 	return nm_sandbox_adopt(ctx->nm_sock, id, chan_fd, pid, addr, err);
 }
@@ -182,7 +182,7 @@ static void guest_net(const char *addr, struct guest_reset *rq)
 /* Fresh clock (ours, read just before sending), 64 bytes of host entropy,
  * the sandbox's hostname, a new random machine-id and its network. */
 static int vmb_reset_guest(struct guestconn *gc, const char *addr, const char *hostname,
-			  err_t *err)
+			   err_t *err)
 {
 	struct guest_reset rq = { .set_clock = true, .hostname = hostname };
 	uint64_t t0 = now_us();
@@ -199,7 +199,7 @@ static int vmb_reset_guest(struct guestconn *gc, const char *addr, const char *h
  * values (guestconn_reset). A cold-booted VM gets the same reset, which is
  * harmless and keeps one path. */
 static int vmb_post_ready(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-			 const char *addr, struct guestconn *gc, err_t *err)
+			  const char *addr, struct guestconn *gc, err_t *err)
 {
 	(void)ctx;
 	return vmb_reset_guest(gc, addr, spec->hostname[0] ? spec->hostname : spec->id, err);
@@ -226,32 +226,32 @@ static int vmb_quiesce(const struct backend_ctx *ctx, struct guestconn *gc, err_
 }
 
 static int vmb_snapshot(const struct backend_ctx *ctx, const char *id, const char *snap,
-		       const char *prev, int64_t *size, err_t *err)
+			const char *prev, int64_t *size, err_t *err)
 {
 	return nm_snapshot_create(ctx->nm_sock, id, snap, prev, size, err);
 }
 
 static int vmb_snapshot_full(const struct backend_ctx *ctx, const char *id, const char *snap,
-			    const char *prev, int64_t *size, err_t *err)
+			     const char *prev, int64_t *size, err_t *err)
 {
 	return nm_snapshot_create_full(ctx->nm_sock, id, snap, prev, size, err);
 }
 
 static int vmb_snapshot_delete(const struct backend_ctx *ctx, const char *id, const char *snap,
-			      err_t *err)
+			       err_t *err)
 {
 	return nm_snapshot_delete(ctx->nm_sock, id, snap, err);
 }
 
 static int vmb_rollback(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-		       const char *snap, int *chan_fd, pid_t *pid, err_t *err)
+			const char *snap, int *chan_fd, pid_t *pid, err_t *err)
 {
 	return nm_sandbox_rollback(ctx->nm_sock, spec, snap, chan_fd, pid, err);
 }
 
 static int vmb_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
-		   const char *parent, const char *snap, int *chan_fd, pid_t *pid, char addr[16],
-		   err_t *err)
+		    const char *parent, const char *snap, int *chan_fd, pid_t *pid, char addr[16],
+		    err_t *err)
 {
 	return nm_sandbox_fork(ctx->nm_sock, spec, parent, snap, true, chan_fd, pid, addr, err);
 }
