@@ -56,6 +56,7 @@
 #define WARM_EXEC_MAX_MS 5000
 #define WARM_REAP_POLL_MS 10
 #define WARM_TAIL_MS 10
+#define WARM_DISCARD_MAX (64 * 1024)   /* bytes dropped per read round */
 
 static void ns_key(const struct nm_sandbox_spec *spec, char *out, size_t cap)
 {
@@ -81,15 +82,20 @@ static uint64_t children_faults(pid_t pid)
 	return proc_stat_field(pid, 11) + proc_stat_field(pid, 13);
 }
 
-/* Read and drop what chan holds now. How many bytes, 0 at EOF, -errno on
- * an error (-EAGAIN: nothing there). */
+/* Read and drop what chan holds now, at most WARM_DISCARD_MAX bytes a
+ * call, so a guest that never stops sending cannot keep the caller from
+ * its deadline. How many bytes, 0 at EOF, -errno on an error (-EAGAIN:
+ * nothing there). */
 static ssize_t discard(int chan)
 {
 	char junk[4096];
-	ssize_t n, total = 0;
+	ssize_t n = -1, total = 0;
 
-	while ((n = recv(chan, junk, sizeof(junk), MSG_DONTWAIT)) > 0)
+	while (total < WARM_DISCARD_MAX &&
+	       (n = recv(chan, junk, sizeof(junk), MSG_DONTWAIT)) > 0)
 		total += n;
+	if (total >= WARM_DISCARD_MAX)
+		return total;
 	if (n == 0)
 		return 0;
 	if (errno != EAGAIN && errno != EINTR)
