@@ -593,13 +593,7 @@ static int create_record(struct create *cx)
 
 	if (r >= 0)
 		return 0;
-	/* Not in the DB: forget it entirely. pending (or starting, when only
-	 * the commit failed) → deleted, in memory only: there is no row. */
-	pthread_mutex_lock(&sb->mu);
-	state_set(sb->id, &sb->state, SB_DELETED);
-	pthread_cond_broadcast(&sb->cv);
-	pthread_mutex_unlock(&sb->mu);
-	sandbox_map_remove(cx->n, sb);
+	sandbox_forget(cx->n, sb);
 	if (r == -EEXIST && cx->key && respond_existing_row(cx->n, cx->c, cx->tenant, cx->key)) {
 		sandbox_unref(sb);
 		return -1;
@@ -610,8 +604,8 @@ static int create_record(struct create *cx)
 }
 
 /* jail: the backend builds the jail and starts its guest (chan_fd,
- * jail_pid, and the sandbox's network address in the same reply). On failure there is no jail to undo; create_failed leaves the
- * failed row. */
+ * jail_pid, and the sandbox's network address in the same reply). On
+ * failure there is no jail to undo; create_failed leaves the failed row. */
 static int create_jail(struct create *cx)
 {
 	struct sandbox *sb = cx->sb;

@@ -122,13 +122,7 @@ static struct sandbox *child_new(struct node *n, struct sandbox *parent,
 	sandbox_ref(sb);
 
 	if (sandbox_tx(n, sb, write_child, src, err) < 0) {
-		/* Not in the DB: forget it (memory only: pending or starting →
-		 * deleted). */
-		pthread_mutex_lock(&sb->mu);
-		state_set(sb->id, &sb->state, SB_DELETED);
-		pthread_cond_broadcast(&sb->cv);
-		pthread_mutex_unlock(&sb->mu);
-		sandbox_map_remove(n, sb);
+		sandbox_forget(n, sb);
 		sandbox_unref(sb);
 		return NULL;
 	}

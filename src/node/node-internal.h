@@ -204,6 +204,11 @@ size_t sandbox_live_locked(struct node *n);
 void sandbox_jail_spec(const struct sandbox *sb, struct nm_sandbox_spec *spec);
 void sandbox_render(struct jw *w, struct sandbox *sb);       /* takes sb->mu */
 void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb);
+/* A sandbox whose first write (create's or fork's) rolled back, so it has
+ * no row: pending or starting → deleted in memory only (state_set), which
+ * wakes whoever waits on it (a repeated Idempotency-Key), and out of the
+ * map. The caller still holds its own reference. */
+void sandbox_forget(struct node *n, struct sandbox *sb);
 /* One transaction around a sandbox's row and its move along the table:
  * write() runs inside it, writing the row and calling state_transition with
  * STATE_IN_TX, so the row and the events row land together or not at all.

@@ -253,6 +253,15 @@ void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb)
 
 /* ---- the row ---------------------------------------------------------- */
 
+void sandbox_forget(struct node *n, struct sandbox *sb)
+{
+	pthread_mutex_lock(&sb->mu);
+	state_set(sb->id, &sb->state, SB_DELETED);
+	pthread_cond_broadcast(&sb->cv);
+	pthread_mutex_unlock(&sb->mu);
+	sandbox_map_remove(n, sb);
+}
+
 int sandbox_tx(struct node *n, struct sandbox *sb,
 	       int (*write)(struct node *n, struct sandbox *sb, const void *arg, err_t *err),
 	       const void *arg, err_t *err)
