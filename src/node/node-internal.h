@@ -372,6 +372,7 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 int template_resolve(struct node *n, const char *name, uint32_t *version, err_t *err);
 void handle_templates_list(struct node *n, struct http_conn *c);
 void handle_templates_create(struct node *n, struct http_req *req, struct http_conn *c);
+void handle_templates_delete(struct node *n, const char *name, struct http_conn *c);
 void templates_reconcile(struct node *n);
 void templates_cleanup(struct node *n);
 

@@ -213,6 +213,13 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 			http_respond_error(c, 403, "forbidden", "building templates is admin only");
 		else
 			handle_templates_create(n, req, c);
+	} else if (strcmp(segs[1], "templates") == 0 && nseg == 3) {
+		if (!method_is(req, "DELETE"))
+			not_allowed(c, req);
+		else if (!admin)
+			http_respond_error(c, 403, "forbidden", "deleting templates is admin only");
+		else
+			handle_templates_delete(n, segs[2], c);
 	} else if (strcmp(segs[1], "sandboxes") == 0 && nseg == 2) {
 		if (method_is(req, "POST"))
 			handle_sandboxes_create(n, req, c, tenant);

@@ -265,6 +265,76 @@ void handle_templates_list(struct node *n, struct http_conn *c)
 	buf_free(&b);
 }
 
+/* DELETE /v1/templates/{name} (admin): every version, from the pool and
+ * the table. 409 while a build of it runs or a sandbox row not yet deleted
+ * names it (a suspended sandbox needs its template to come back). A create
+ * that resolved the template just before and records its row just after
+ * fails at its jail step, with nothing left behind. */
+void handle_templates_delete(struct node *n, const char *name, struct http_conn *c)
+{
+	struct db_rows rows = { 0 };
+	char **pool = NULL;
+	bool building = false, found = false;
+	int64_t users = 0;
+	int r = 0;
+	err_t err = { 0 };
+
+	if (!node_name_valid(name)) {
+		http_respond_error(c, 400, "invalid_argument", "bad template name");
+		return;
+	}
+	pthread_mutex_lock(&n->tmpl_mu);
+	for (struct tbuild *b = n->builds; b; b = b->next)
+		building |= strcmp(b->name, name) == 0;
+	if (building) {
+		r = err_set(&err, EBUSY, "template `%s` is being built", name);
+		goto out;
+	}
+	if ((r = db_query(n->db, &rows, &err,
+			  "SELECT COUNT(*) FROM sandboxes WHERE template=? AND observed<>'deleted'",
+			  "s", name)) < 0)
+		goto out;
+	users = db_cell_int(&rows, 0, 0);
+	db_rows_free(&rows);
+	if (users > 0) {
+		r = err_set(&err, EBUSY, "template `%s` is used by %lld sandbox(es)", name,
+			    (long long)users);
+		goto out;
+	}
+	/* The versions the pool has, whether or not the table knows them. */
+	if ((r = nm_template_list(n->cfg->nm_sock, &pool, &err)) < 0)
+		goto out;
+	for (char **p = pool; p && *p; p++) {
+		size_t len = strlen(name);
+		char *end;
+		unsigned long ver;
+
+		if (strncmp(*p, name, len) || (*p)[len] != '/')
+			continue;
+		ver = strtoul(*p + len + 1, &end, 10);
+		if (*end || ver > UINT32_MAX)
+			continue;
+		found = true;
+		if ((r = nm_template_delete(n->cfg->nm_sock, name, (uint32_t)ver, &err)) < 0)
+			goto out;
+	}
+	if ((r = db_exec(n->db, &err, "DELETE FROM templates WHERE name=?", "s", name)) < 0)
+		goto out;
+	if (r == 0 && !found)
+		r = err_set(&err, ENOENT, "no template `%s`", name);
+	else
+		log_info("template %s deleted", name);
+out:
+	pthread_mutex_unlock(&n->tmpl_mu);
+	for (char **p = pool; p && *p; p++)
+		free(*p);
+	free(pool);
+	if (r < 0)
+		node_respond_err(c, &err);
+	else
+		http_respond(c, 204, NULL, NULL, 0, NULL);
+}
+
 static bool suite_ok(const char *s)
 {
 	size_t n = strlen(s);

@@ -213,6 +213,8 @@ int vm_save_delta(struct jail *j, const char *dev, const char *state, const char
 int vm_hold_still(struct nm_server *s, struct jail *j, bool *stopped, err_t *err);
 /* Remove DATA/run/vm/<id> (idempotent); called by mgr_sandbox_destroy. */
 void vm_cleanup_run(struct nm_server *s, const char *id);
+/* vm-pool.c: kill a parked QEMU (claimed by the caller) and remove all of it. */
+void vm_park_discard(struct nm_server *s, struct jail *j);
 /* *fd: read-only, on the console log of vm jail id (see verbs.c). */
 int vm_console_open(struct nm_server *s, const char *id, int *fd, err_t *err);
 void vm_node_info(struct nm_server *s, struct nm_node_info *out);
@@ -260,14 +262,21 @@ int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *ch
 void nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec);
 void nswarm_warm_guest(int chan, pid_t init, const char *wid);
 void nswarm_remove_subvol(struct nm_server *s, const char *wid);
-/* Remove the waiting jails of a template version (it is being deleted). */
-void nswarm_drop_template(struct nm_server *s, const char *name, uint32_t version);
+/* Kill the parked jail j (claimed by the caller) and remove all of it. */
+void nswarm_discard(struct nm_server *s, struct jail *j);
 
 /* template.c */
 typedef int (*progress_fn)(void *arg, const char *line);  /* <0: client gone */
 int template_build(struct nm_server *s, const struct nm_template_spec *spec, uid_t peer_uid,
 		   progress_fn progress, void *arg, err_t *err);
 int template_delete(struct nm_server *s, const char *name, uint32_t version, err_t *err);
+/* Remove the parked jails and QEMUs (ns warm pool, vm warm pool, fork
+ * standbys) of template name at version, or (older) at every version
+ * below it: a deleted or replaced version is never asked for again. */
+void template_retire_pools(struct nm_server *s, const char *name, uint32_t version, bool older);
+/* Is version of template name gone from the pool, or is a newer one there?
+ * A refill checks it before each jail it parks. */
+bool template_superseded(struct nm_server *s, const char *name, uint32_t version);
 char **template_list(struct nm_server *s);
 
 /* validate.c: the patterns from nm.h; strings must be NUL-terminated in cap. */

@@ -228,17 +228,34 @@ fail:
 	return r;
 }
 
-/* Remove the waiting jails of key: only those whose init died (none should:
- * nothing runs in them but the agent), or all (their template is deleted). */
-static void drop_warm(struct nm_server *s, const char *key, bool dead_only)
+/* Kill a parked ns jail j (claimed: busy) and remove all of it. */
+void nswarm_discard(struct nm_server *s, struct jail *j)
+{
+	err_t e = { 0 };
+
+	net_detach(s, j);
+	if (j->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+	if (cgroup_destroy(&s->cg, j->id, &e) < 0)
+		log_warn("warm %s cleanup: %s", j->id, e.msg);
+	nswarm_remove_subvol(s, j->id);
+	{
+		_cleanup_free_ char *st = xasprintf("%s/%s.state", s->run_dir, j->id);
+		unlink(st);
+	}
+	jail_unclaim(s, j);
+}
+
+/* Remove the waiting jails of key whose init died (none should: nothing
+ * runs in them but the agent). */
+static void drop_dead(struct nm_server *s, const char *key)
 {
 	for (;;) {
 		struct jail *j;
-		err_t e = { 0 };
 
 		pthread_mutex_lock(&s->lock);
 		for (j = s->jails; j; j = j->next)
-			if (j->hidden && !j->vm && (!dead_only || !j->alive) && !j->busy &&
+			if (j->hidden && !j->vm && !j->alive && !j->busy &&
 			    !strcmp(j->warm_key, key))
 				break;
 		if (j)
@@ -246,30 +263,9 @@ static void drop_warm(struct nm_server *s, const char *key, bool dead_only)
 		pthread_mutex_unlock(&s->lock);
 		if (!j)
 			return;
-		if (!j->alive)
-			log_warn("warm %s: its jail died while waiting; removed", j->id);
-		net_detach(s, j);
-		if (j->pidfd >= 0)
-			syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
-		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
-			log_warn("warm %s cleanup: %s", j->id, e.msg);
-		nswarm_remove_subvol(s, j->id);
-		{
-			_cleanup_free_ char *st = xasprintf("%s/%s.state", s->run_dir, j->id);
-			unlink(st);
-		}
-		jail_unclaim(s, j);
+		log_warn("warm %s: its jail died while waiting; removed", j->id);
+		nswarm_discard(s, j);
 	}
-}
-
-void nswarm_drop_template(struct nm_server *s, const char *name, uint32_t version)
-{
-	struct nm_sandbox_spec spec = { .template_version = version };
-	char key[96];
-
-	snprintf(spec.template_name, sizeof(spec.template_name), "%s", name);
-	ns_key(&spec, key, sizeof(key));
-	drop_warm(s, key, false);
 }
 
 static void *refill_main(void *arg)
@@ -285,15 +281,18 @@ static void *refill_main(void *arg)
 		char key[96];
 		uint32_t n = 0;
 		err_t err = { 0 };
-		bool stop;
+		bool stop, gone;
 
 		ns_key(&spec, key, sizeof(key));
-		drop_warm(s, key, true);
+		drop_dead(s, key);
+		gone = template_superseded(s, spec.template_name, spec.template_version);
+		if (gone)   /* deleted or replaced meanwhile: drop what was parked */
+			template_retire_pools(s, spec.template_name, spec.template_version, false);
 		pthread_mutex_lock(&s->lock);
 		for (struct jail *j = s->jails; j; j = j->next)
 			if (j->hidden && !j->vm && j->alive && !strcmp(j->warm_key, key))
 				n++;
-		stop = s->stopping || n >= s->cfg->ns_warm_pool;
+		stop = s->stopping || gone || n >= s->cfg->ns_warm_pool;
 		if (stop && !s->stopping && s->ns_refill_queued) {
 			/* This one is full: on to the template queued meanwhile. */
 			spec = s->ns_refill_next;

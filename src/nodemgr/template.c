@@ -186,6 +186,8 @@ int template_build(struct nm_server *s, const struct nm_template_spec *t, uid_t 
 	if ((r = pool_subvol_set_readonly(sub, true, err)) < 0)
 		goto fail;
 	log_info("template %s/%u: ready", t->name, t->version);
+	/* Creates resolve to the newest version from now on. */
+	template_retire_pools(s, t->name, t->version, true);
 	return 0;
 fail:
 	{
@@ -197,14 +199,84 @@ fail:
 	return r;
 }
 
+/* Is key, a pool key (nswarm.c "ns:NAME/VER", vm-pool.c "NAME/VER/mM-cC"
+ * and "fork:NAME/VER/mM-cC"), of template name at version, or (older)
+ * below it? */
+static bool key_of(const char *key, const char *name, uint32_t version, bool older)
+{
+	size_t n = strlen(name);
+	unsigned long v;
+	char *end;
+
+	if (!strncmp(key, "ns:", 3))
+		key += 3;
+	else if (!strncmp(key, "fork:", 5))
+		key += 5;
+	if (strncmp(key, name, n) || key[n] != '/' || key[n + 1] < '0' || key[n + 1] > '9')
+		return false;
+	errno = 0;
+	v = strtoul(key + n + 1, &end, 10);
+	if (errno || (*end && *end != '/'))
+		return false;
+	return older ? v < version : v == version;
+}
+
+bool template_superseded(struct nm_server *s, const char *name, uint32_t version)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/templates/%s", s->pool, name);
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	bool present = false, newer = false;
+
+	while (d && (de = readdir(d))) {
+		char *end;
+		unsigned long v = strtoul(de->d_name, &end, 10);
+
+		if (!de->d_name[0] || de->d_name[0] == '.' || *end)
+			continue;   /* "." "..", and <ver>.vm */
+		present |= v == version;
+		newer |= v > version && v <= UINT32_MAX;
+	}
+	if (d)
+		closedir(d);
+	return !present || newer;
+}
+
+void template_retire_pools(struct nm_server *s, const char *name, uint32_t version, bool older)
+{
+	unsigned n = 0;
+
+	for (;;) {
+		struct jail *j;
+
+		pthread_mutex_lock(&s->lock);
+		for (j = s->jails; j; j = j->next)
+			if (j->hidden && !j->busy && key_of(j->warm_key, name, version, older))
+				break;
+		if (j)
+			j->busy = true;
+		pthread_mutex_unlock(&s->lock);
+		if (!j)
+			break;
+		if (j->vm)
+			vm_park_discard(s, j);
+		else
+			nswarm_discard(s, j);
+		n++;
+	}
+	if (n)
+		log_info("template %s: %u parked jail(s) of %s version %u retired", name, n,
+			 older ? "a version before" : "its", version);
+}
+
 int template_delete(struct nm_server *s, const char *name, uint32_t version, err_t *err)
 {
 	_cleanup_free_ char *namedir = xasprintf("%s/templates/%s", s->pool, name);
 	_cleanup_free_ char *sub = xasprintf("%s/%u", namedir, version);
 
 	/* Sandboxes are independent snapshots: deleting their template is safe.
-	 * Jails waiting for it in the ns warm pool would never be asked for. */
-	nswarm_drop_template(s, name, version);
+	 * Jails and QEMUs waiting for it would never be asked for. */
+	template_retire_pools(s, name, version, false);
 	if (pool_subvol_delete(sub, err) < 0)
 		return -err->code;
 	/* The vm backend's memory snapshots of this version (vm-state.c). While a

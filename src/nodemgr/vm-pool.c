@@ -298,11 +298,16 @@ static void *refill_main(void *arg)
 		uint32_t n = 0;
 		err_t err = { 0 };
 
+		bool gone = template_superseded(s, rf->spec.template_name,
+						rf->spec.template_version);
+		if (gone)   /* deleted or replaced meanwhile: drop what was parked */
+			template_retire_pools(s, rf->spec.template_name,
+					      rf->spec.template_version, false);
 		pthread_mutex_lock(&s->lock);
 		for (struct jail *j = s->jails; j; j = j->next)
 			if (j->hidden && j->alive && !strcmp(j->warm_key, key))
 				n++;
-		bool stop = s->stopping || n >= k->size(s);
+		bool stop = s->stopping || gone || n >= k->size(s);
 		pthread_mutex_unlock(&s->lock);
 		if (stop)
 			break;
@@ -614,6 +619,26 @@ int vm_fork_standby(struct nm_server *s, const struct nm_sandbox_spec *spec, con
 	unlink(wmem);
 	standby_refill(s, spec);
 	return r;
+}
+
+/* Kill a parked QEMU j (claimed: busy), warm or standby, and remove all
+ * of it: its subvolume, a standby's RAM file, cgroup and run dir. */
+void vm_park_discard(struct nm_server *s, struct jail *j)
+{
+	_cleanup_free_ char *sub = xasprintf("%s/warm/%s", s->pool, j->id);
+	_cleanup_free_ char *mem = xasprintf("%s/warm/%s.mem", s->pool, j->id);
+	err_t e = { 0 };
+
+	net_detach(s, j);
+	if (j->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+	if (cgroup_destroy(&s->cg, j->id, &e) < 0)
+		log_warn("warm %s cleanup: %s", j->id, e.msg);
+	if (access(sub, F_OK) == 0 && subvol_delete_retry(sub, &e) < 0)
+		log_warn("warm %s: delete subvolume: %s", j->id, e.msg);
+	unlink(mem);
+	vm_cleanup_run(s, j->id);
+	jail_unclaim(s, j);
 }
 
 /* Startup: warm subvolumes and run dirs of a previous run (their QEMUs were

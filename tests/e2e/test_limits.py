@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
 
 from harness import AirlockTestCase, CLI, main
 
@@ -106,6 +107,80 @@ class LimitsTest(AirlockTestCase):
         ready = [t for t in self.api.call("GET", "/v1/templates")["templates"]
                  if t["name"] == "broken" and t["status"] == "ready"]
         self.assertEqual(ready, [])
+
+    def warm_markers(self):
+        """The /etc/marker of every parked ns jail's subvolume."""
+        out = []
+        for pat in ("warm-*/etc/marker", "warm-*/rootfs/etc/marker"):
+            for p in glob.glob(os.path.join(self.server.dir, "pool", "warm", pat)):
+                try:
+                    with open(p) as f:
+                        out.append(f.read().strip())
+                except OSError:
+                    pass   # removed meanwhile
+        return out
+
+    def build_marked(self, name, marker):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = os.path.join(tmp, "root")
+            self.make_rootfs(root)
+            with open(os.path.join(root, "etc", "marker"), "w") as f:
+                f.write(marker + "\n")
+            os.chmod(tmp, 0o755)
+            self.cli("template", "build", name, "--from-dir", root)
+
+    def test_template_delete_and_replaced_version_retired(self):
+        self.build_marked("deltest", "v1")
+        s = self.api.create(template="deltest")
+        # in use: 409, and the template still works
+        st, body, _ = self.api.raw("DELETE", "/v1/templates/deltest")
+        self.assertEqual(st, 409, body)
+        self.assertIn(b"used by 1 sandbox", body)
+        # a tenant may not delete templates
+        _, t = self.new_tenant("tmpl-del")
+        st, _, _ = t.raw("DELETE", "/v1/templates/deltest")
+        self.assertEqual(st, 403)
+        self.api.delete(s["id"])
+        # the create refilled the warm pool with version 1 of the template
+        for _ in range(300):
+            if "v1" in self.warm_markers():
+                break
+            time.sleep(0.1)
+        self.assertIn("v1", self.warm_markers())
+        # a new version retires the parked jails of the old one
+        self.build_marked("deltest", "v2")
+        # (a jail still being warmed when the build ended goes when it is parked)
+        for _ in range(100):
+            if "v1" not in self.warm_markers():
+                break
+            time.sleep(0.1)
+        self.assertNotIn("v1", self.warm_markers(), self.server.log())
+        s = self.api.create(template="deltest")
+        try:
+            _, out, _, _ = self.api.exec(s["id"], ["cat", "/etc/marker"])
+            self.assertEqual(out, b"v2\n")
+        finally:
+            self.api.delete(s["id"])
+        for _ in range(300):
+            if "v2" in self.warm_markers():
+                break
+            time.sleep(0.1)
+        # deleted: gone from the list, the pool and its warm jails; creates fail
+        self.api.call("DELETE", "/v1/templates/deltest")
+        names = [x["name"] for x in self.api.call("GET", "/v1/templates")["templates"]]
+        self.assertNotIn("deltest", names)
+        self.assertEqual(glob.glob(os.path.join(self.server.dir, "pool", "templates", "deltest")), [])
+        for _ in range(100):
+            if not [m for m in self.warm_markers() if m.startswith("v")]:
+                break
+            time.sleep(0.1)
+        self.assertEqual([m for m in self.warm_markers() if m.startswith("v")], [])
+        st, _, _ = self.api.raw("POST", "/v1/sandboxes", {"template": "deltest"})
+        self.assertEqual(st, 404)
+        st, _, _ = self.api.raw("DELETE", "/v1/templates/deltest")
+        self.assertEqual(st, 404)
+        st, _, _ = self.api.raw("DELETE", "/v1/templates/Bad..Name")
+        self.assertEqual(st, 400)
 
     def test_cli_tty(self):
         s = self.api.create(template="busybox")
