@@ -1,13 +1,35 @@
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../gateway/gateway.h"
 #include "../lib/http.h"
 #include "../lib/util.h"
+
+/* The host name, lower-cased, with what a node name may not hold turned
+ * into '-' ("node" when there is none). */
+static void default_node_name(char *out, size_t cap)
+{
+	char host[256] = "";
+	size_t n = 0;
+
+	if (gethostname(host, sizeof(host) - 1) < 0)
+		host[0] = '\0';
+	for (const char *p = host; *p && n + 1 < cap && n < 64; p++) {
+		char ch = (char)tolower((unsigned char)*p);
+		bool ok = isalnum((unsigned char)ch) || ((ch == '-' || ch == '.' || ch == '_') && n);
+
+		out[n++] = ok ? ch : '-';
+	}
+	out[n] = '\0';
+	if (!n || !isalnum((unsigned char)out[0]))
+		snprintf(out, cap, "node");
+}
 
 void config_defaults(struct airlockd_config *c)
 {
@@ -46,6 +68,8 @@ void config_defaults(struct airlockd_config *c)
 	 * would look idle. */
 	c->idle_timeout_s = 0;
 	c->network = true;
+	c->heartbeat_timeout_s = 15;
+	default_node_name(c->node_name, sizeof(c->node_name));
 }
 
 static int set_str(char *dst, size_t cap, const char *key, const char *val, err_t *err)
@@ -102,6 +126,29 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 	}
 	if (!strcmp(key, "listen"))
 		return set_str(c->listen, sizeof(c->listen), key, val, err);
+	if (!strcmp(key, "node_name")) {
+		size_t n = strlen(val);
+		bool ok = n >= 1 && n <= 64 && (islower((unsigned char)val[0]) ||
+						 isdigit((unsigned char)val[0]));
+		for (const char *p = val; ok && *p; p++)
+			ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' ||
+			     *p == '.' || *p == '_';
+		if (!ok)
+			return err_set(err, EINVAL, "node_name: `%s` is not [a-z0-9][a-z0-9._-]{0,63}",
+				       val);
+		return set_str(c->node_name, sizeof(c->node_name), key, val, err);
+	}
+	if (!strcmp(key, "advertise_url")) {
+		if (*val && strncmp(val, "http://", 7))
+			return err_set(err, EINVAL, "advertise_url: `%s` is not http://HOST:PORT", val);
+		return set_str(c->advertise_url, sizeof(c->advertise_url), key, val, err);
+	}
+	if (!strcmp(key, "heartbeat_timeout_s")) {
+		int r = set_u32(&c->heartbeat_timeout_s, key, val, err);
+		if (r == 0 && c->heartbeat_timeout_s < 3)
+			r = err_set(err, EINVAL, "heartbeat_timeout_s: at least 3");
+		return r;
+	}
 	if (!strcmp(key, "user"))
 		return set_str(c->user, sizeof(c->user), key, val, err);
 	if (!strcmp(key, "pool_size_mb"))

@@ -46,6 +46,12 @@ struct airlockd_config {
 	uint32_t api_max_inflight;             /* requests to sandboxes in progress per tenant */
 	char network_allow_private_cidrs[1024];
 	uint32_t ready_timeout_ms;  /* how long a create waits for the guest's READY */
+	/* The cluster (README "Cluster"): this node's name in the nodes table,
+	 * the address other nodes' apis reach this api at ("" = http://listen
+	 * as bound), and how long a node may be silent before it is lost. */
+	char node_name[65];
+	char advertise_url[200];
+	uint32_t heartbeat_timeout_s;
 };
 
 void config_defaults(struct airlockd_config *c);

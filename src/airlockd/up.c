@@ -57,6 +57,7 @@ int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_
 			{ "--data-dir", "data_dir" }, { "--listen", "listen" },
 			{ "--templates", "templates" }, { "--user", "user" },
 			{ "--pool-size-mb", "pool_size_mb" }, { "--log-level", "log_level" },
+			{ "--node-name", "node_name" },
 		};
 		bool done = false;
 
@@ -350,6 +351,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 		.idle_timeout_s = cfg->idle_timeout_s,
 		.debug_clock = cfg->debug_clock,
 		.gateway_sock = cfg->network ? gw : NULL,
+		.node_name = cfg->node_name,
 	};
 	return node_run(&nc, err);
 }
@@ -374,6 +376,9 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 		.max_inflight = cfg->api_max_inflight,
 		.vault_pub = vault_pub,
 		.ports_domain = cfg->ports_domain,
+		.node_name = cfg->node_name,
+		.advertise_url = cfg->advertise_url,
+		.heartbeat_timeout_s = cfg->heartbeat_timeout_s,
 	};
 	return api_run(&ac, err);
 }
@@ -586,6 +591,23 @@ static int on_progress(void *arg, const void *p, size_t n)
 	}
 }
 
+/* Does the node's template list (GET /v1/templates) hold name, ready or
+ * being built, on node `node`? (In a cluster the list has every node's.) */
+static bool template_listed(const json *list, const char *name, const char *node)
+{
+	const json *v = json_get(list, "templates");
+
+	for (size_t i = 0; v && v->type == JSON_ARR && i < v->n; i++) {
+		const char *nm = json_get_str(v->items[i], "name");
+		const char *st = json_get_str(v->items[i], "status");
+		const char *on = json_get_str(v->items[i], "node");
+
+		if (nm && !strcmp(nm, name) && st && strcmp(st, "failed") && (!on || !strcmp(on, node)))
+			return true;
+	}
+	return false;
+}
+
 /* Make sure the configured templates exist, building missing ones through the
  * node (so concurrent creates share the build) and showing progress. */
 static void ensure_templates(const struct airlockd_config *cfg)
@@ -596,6 +618,7 @@ static void ensure_templates(const struct airlockd_config *cfg)
 	const char *hdr = "X-Airlock-Tenant: admin\r\nX-Airlock-Admin: 1\r\n"
 			  "Content-Type: application/json\r\n";
 	struct http_resp resp;
+	json *listed;
 	err_t err = { 0 };
 	char *save = NULL;
 
@@ -604,10 +627,10 @@ static void ensure_templates(const struct airlockd_config *cfg)
 		log_warn("templates: %s", err.msg);
 		return;
 	}
+	listed = resp.body.data ? json_parse(resp.body.data, resp.body.len, &err) : NULL;
 	for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-		_cleanup_free_ char *needle = xasprintf("\"name\":\"%s\"", name);
-		if (resp.body.data && strstr(resp.body.data, needle))
-			continue; /* good enough: the node lists only ready or building ones */
+		if (template_listed(listed, name, cfg->node_name))
+			continue;
 		printf("[template %s] building (first run only; later starts reuse it)\n", name);
 		fflush(stdout);
 		_cleanup_free_ char *body = xasprintf("{\"name\":\"%s\"}", name);
@@ -619,6 +642,7 @@ static void ensure_templates(const struct airlockd_config *cfg)
 			log_warn("template %s: %s", name, err.msg);
 		buf_free(&pc.line);
 	}
+	json_free(listed);
 	http_resp_free(&resp);
 }
 

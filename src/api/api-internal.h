@@ -34,6 +34,7 @@ struct api {
 	 * everyone. NULL: no cap. */
 	struct quota *inflight;
 	struct vault *vault;        /* store-only (public key); NULL: no credentials */
+	struct cluster *cluster;    /* the nodes table's copy (cluster.c) */
 };
 
 /* --- auth.c: keys, hashing, the lookup cache --- */
@@ -88,7 +89,25 @@ void api_inflight_give(struct api *a, const struct api_principal *who);
 void api_handle_credentials(struct api *a, struct http_req *req, struct http_conn *c,
 			    const struct api_principal *who);
 
-/* --- proxy.c: forwarding to the node --- */
+/* --- cluster.c: several nodes on one database --- */
+
+struct cluster;
+struct cluster *cluster_new(void);
+void cluster_free(struct cluster *cl);   /* accepts NULL */
+/* Write url, where other apis reach this one, into this node's row. */
+int api_cluster_announce(struct api *a, const char *url, err_t *err);
+/* Where a request to forward goes: 0 this node; 1 another node's api, at
+ * url; -1 when it has answered (an unknown or unavailable node). */
+int api_cluster_route(struct api *a, struct http_req *req, struct http_conn *c,
+		      const struct api_principal *who, char *url, size_t cap);
+/* GET /v1/sandboxes across every up node; false (nothing answered) when
+ * there is one node, or the request came from another api. */
+bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
+		      const struct api_principal *who);
+/* GET /v1/nodes */
+void api_handle_nodes(struct api *a, struct http_req *req, struct http_conn *c);
+
+/* --- forward.c: forwarding to the node --- */
 
 void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 		 const struct api_principal *who);

@@ -38,6 +38,7 @@ enum route {
 	R_TENANTS,     /* admin, served here */
 	R_KEYS,        /* admin, served here */
 	R_NODE,        /* admin, forwarded */
+	R_NODES,       /* admin, served here (cluster.c) */
 	R_CREDENTIALS, /* any key, served here (credentials.c) */
 	R_FORWARD,     /* any key, forwarded; the node checks ownership */
 };
@@ -110,6 +111,8 @@ static enum route route_of(const char *path)
 		return R_KEYS;
 	if (strcmp(path, "/v1/node") == 0)
 		return R_NODE;
+	if (strcmp(path, "/v1/nodes") == 0)
+		return R_NODES;
 	if (under(path, "/v1/credentials"))
 		return R_CREDENTIALS;
 	if (under(path, "/v1/sandboxes") || under(path, "/v1/templates"))
@@ -235,7 +238,7 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 		return;
 	}
 
-	bool admin_only = rt == R_TENANTS || rt == R_KEYS || rt == R_NODE ||
+	bool admin_only = rt == R_TENANTS || rt == R_KEYS || rt == R_NODE || rt == R_NODES ||
 			  (strcmp(req->path, "/v1/templates") == 0 &&
 			   strcmp(req->method, "POST") == 0);
 	if (admin_only && !who.admin) {
@@ -262,6 +265,9 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 	case R_CREDENTIALS:
 		api_handle_credentials(a, req, c, &who);
 		break;
+	case R_NODES:
+		api_handle_nodes(a, req, c);
+		break;
 	case R_NODE:
 		if (strcmp(req->method, "GET") != 0) {
 			api_method_not_allowed(c, "GET");
@@ -274,6 +280,9 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 			api_forward_raw(a, req, c, &who, req->target, false);
 		else if (pk == PP_TOKENS)
 			api_port_token_create(a, req, c, &who, sbid);
+		else if (!strcmp(req->path, "/v1/sandboxes") && !strcmp(req->method, "GET") &&
+			 api_cluster_list(a, req, c, &who))
+			;
 		else
 			api_forward(a, req, c, &who);
 		break;
@@ -315,6 +324,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 	a.cache = auth_cache_new();
 	a.rl = ratelimit_new(cfg->rate_per_s, cfg->rate_burst);
 	a.inflight = quota_new(cfg->max_inflight);
+	a.cluster = cluster_new();
 
 	srv = http_server_start(cfg->listen, cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY,
 				handle, &a, err);
@@ -333,6 +343,15 @@ int api_run(const struct api_config *cfg, err_t *err)
 		}
 	}
 	log_info("listening on %s, node at %s", http_server_addr(srv), cfg->node_sock);
+	if (cfg->node_name) {
+		_cleanup_free_ char *url = cfg->advertise_url && *cfg->advertise_url
+						   ? xstrdup(cfg->advertise_url)
+						   : xasprintf("http://%s", http_server_addr(srv));
+		err_t e2 = { 0 };
+
+		if (api_cluster_announce(&a, url, &e2) < 0)
+			log_warn("cluster: %s", e2.msg);
+	}
 
 	while (sigwait(&set, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
 		;
@@ -342,6 +361,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 out:
 	ratelimit_free(a.rl);
 	quota_free(a.inflight);
+	cluster_free(a.cluster);
 	auth_cache_free(a.cache);
 	vault_close(a.vault);
 	db_close(a.db);

@@ -26,6 +26,9 @@ struct api_config {
 	const char *ports_domain; /* NULL/"": no host-routed port URLs; else {port}-{id}.<this> */
 	const char *addr_file;  /* NULL, or a file to write the bound address to ("127.0.0.1:43111\n") */
 	const char *vault_pub;  /* the vault's public key file; NULL: /v1/credentials answers 503 */
+	const char *node_name;  /* this node in the nodes table; NULL: no cluster routing */
+	const char *advertise_url; /* where other apis reach this one; NULL: http://<bound> */
+	unsigned heartbeat_timeout_s; /* a node silent this long is lost; 0: never */
 };
 
 /* Serve until SIGTERM or SIGINT arrives, then stop and return 0.

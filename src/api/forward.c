@@ -123,8 +123,10 @@ static int on_idle(void *arg)
 	return 0;
 }
 
+/* To the local node (peer NULL), or to another node's api at peer
+ * (api/cluster.c), which authenticates the client's key itself. */
 static void forward(struct api *a, struct http_req *req, struct http_conn *c,
-		    const struct api_principal *who)
+		    const struct api_principal *who, const char *peer)
 {
 	static const struct http_stream_cbs cbs = {
 		.on_head = on_head, .on_data = on_data, .on_idle = on_idle, .idle_ms = 1000,
@@ -157,20 +159,25 @@ static void forward(struct api *a, struct http_req *req, struct http_conn *c,
 		buf_printf(&hdr, "Accept: %s\r\n", accept);
 	if (idem)
 		buf_printf(&hdr, "Idempotency-Key: %s\r\n", idem);
-	buf_printf(&hdr, "X-Airlock-Tenant: %s\r\nX-Airlock-Admin: %d\r\n", who->tenant,
-		   who->admin ? 1 : 0);
+	if (peer)
+		/* Authorization passed auth_lookup here: printable, one line. */
+		buf_printf(&hdr, "Authorization: %s\r\nX-Airlock-Forwarded: %s\r\n",
+			   http_req_header(req, "Authorization"), a->cfg->node_name);
+	else
+		buf_printf(&hdr, "X-Airlock-Tenant: %s\r\nX-Airlock-Admin: %d\r\n", who->tenant,
+			   who->admin ? 1 : 0);
 	buf_init(&rl.extra);
 	buf_init(&rl.body);
 
-	r = http_request_stream(a->cfg->node_sock, req->method, req->target, hdr.data,
+	r = http_request_stream(peer ? peer : a->cfg->node_sock, req->method, req->target, hdr.data,
 				req->body_len ? req->body : NULL, req->body_len, &cbs, &rl, &err);
 
 	if (!rl.head_seen) {
 		/* Nothing came back: the node is down, restarting, or its socket
 		 * is missing. The request may or may not have been applied;
 		 * clients retry creates with an Idempotency-Key. */
-		log_warn("%s %s: node unavailable: %s", req->method, req->path,
-			 r < 0 ? err.msg : "no answer");
+		log_warn("%s %s: node %s unavailable: %s", req->method, req->path,
+			 peer ? peer : "(local)", r < 0 ? err.msg : "no answer");
 		http_respond_error(c, 503, "unavailable", "node unavailable");
 	} else if (rl.streaming) {
 		if (rl.client_gone)
@@ -205,8 +212,13 @@ static void forward(struct api *a, struct http_req *req, struct http_conn *c,
 void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 		 const struct api_principal *who)
 {
+	char peer[200];
+	int r;
+
 	if (!api_inflight_take(a, c, who))
 		return;
-	forward(a, req, c, who);
+	r = api_cluster_route(a, req, c, who, peer, sizeof(peer));
+	if (r >= 0)
+		forward(a, req, c, who, r ? peer : NULL);
 	api_inflight_give(a, who);
 }

@@ -83,7 +83,14 @@ static const char schema[] =
 	/* Access tokens of host-routed port URLs (api/portfwd.c): SHA-256 only. */
 	"CREATE TABLE IF NOT EXISTS port_tokens("
 	"  hash TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, sandbox_id TEXT NOT NULL,"
-	"  port INTEGER NOT NULL, expires_at INTEGER NOT NULL, created_at INTEGER NOT NULL);";
+	"  port INTEGER NOT NULL, expires_at INTEGER NOT NULL, created_at INTEGER NOT NULL);"
+	/* The cluster (node/cluster.c, api/cluster.c): one row per node, written
+	 * by its node daemon (state, generation at each start, heartbeat and
+	 * capacity as JSON) and its api (url: where other apis reach it). */
+	"CREATE TABLE IF NOT EXISTS nodes("
+	"  name TEXT PRIMARY KEY, url TEXT, state TEXT NOT NULL,"
+	"  generation INTEGER NOT NULL DEFAULT 0, started_at INTEGER, heartbeat_at INTEGER,"
+	"  capacity TEXT NOT NULL DEFAULT '{}');";
 
 static int db_error(struct db *db, err_t *err, int rc, const char *what)
 {
@@ -129,6 +136,9 @@ struct db *db_open(const char *path, err_t *err)
 			   " DEFAULT 0", NULL, NULL, NULL);
 	/* procs: a full snapshot's process table (node, proc-image.c's image). */
 	(void)sqlite3_exec(db->h, "ALTER TABLE snapshots ADD COLUMN procs TEXT", NULL, NULL, NULL);
+	/* node: the node that holds the sandbox, or the template version. */
+	(void)sqlite3_exec(db->h, "ALTER TABLE sandboxes ADD COLUMN node TEXT", NULL, NULL, NULL);
+	(void)sqlite3_exec(db->h, "ALTER TABLE templates ADD COLUMN node TEXT", NULL, NULL, NULL);
 	return db;
 }
 

@@ -410,15 +410,25 @@ static int create_parse(struct create *cx, struct http_req *req)
 {
 	static const char *const keys[] = { "template", "backend", "limits", "env",
 					    "metadata", "timeout_s", "snapshots", "idle_timeout_s",
-					    "on_timeout", "network", NULL };
+					    "on_timeout", "network", "node", NULL };
 	struct node *n = cx->n;
 	struct sandbox *old;
+	const json *node;
 	const char *code;
 	char msg[512];
 
 	cx->body = node_body_object(req, cx->c, keys);
 	if (!cx->body)
 		return -1;
+	/* "node" is placement, done by the api (api/cluster.c); a request that
+	 * names another node reached the wrong one. */
+	node = json_get(cx->body, "node");
+	if (node && (node->type != JSON_STR || !n->cfg->node_name ||
+		     strcmp(node->str, n->cfg->node_name))) {
+		http_respond_error(cx->c, 422, "wrong_node", "this is node `%s`, not the one asked for",
+				   n->cfg->node_name ? n->cfg->node_name : "");
+		return -1;
+	}
 	code = parse_create(n, cx->body, &cx->cr, msg, sizeof(msg));
 	if (code) {
 		http_respond_error(cx->c, 400, code, "%s", msg);
@@ -565,11 +575,11 @@ static int write_created(struct node *n, struct sandbox *sb, const void *arg, er
 	const struct create_row *row = arg;
 	int r = db_exec(n->db, err,
 			"INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
-			" desired, observed, spec, metadata, idem_key, created_at, updated_at)"
-			" VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?)",
-			"sssissssii", sb->id, sb->tenant, sb->template_name,
+			" desired, observed, spec, metadata, idem_key, created_at, updated_at, node)"
+			" VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?,?)",
+			"sssissssiis", sb->id, sb->tenant, sb->template_name,
 			(int64_t)sb->template_version, sb->backend_name, row->spec, row->meta,
-			row->key, sb->created_at, sb->created_at);
+			row->key, sb->created_at, sb->created_at, n->cfg->node_name);
 
 	pthread_mutex_lock(&sb->mu);
 	if (r >= 0)

@@ -130,6 +130,13 @@ struct node {
 	pthread_mutex_t tmpl_mu;
 	struct tbuild *builds;
 
+	/* cluster.c: this node's row in the nodes table and its heartbeat. */
+	int64_t generation;
+	pthread_mutex_t beat_mu;
+	pthread_cond_t beat_cv;    /* CLOCK_MONOTONIC */
+	pthread_t beat_thread;
+	bool beat_init, beat_started, beat_stop;
+
 	pthread_mutex_t jan_mu;
 	pthread_cond_t jan_cv;  /* CLOCK_MONOTONIC */
 	struct timer *timers;   /* sorted by due_ms */
@@ -370,6 +377,13 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 /* Newest ready version of name; builds a built-in (debian, busybox) on
  * demand, sharing one build among concurrent callers. -ENOENT if unknown. */
 int template_resolve(struct node *n, const char *name, uint32_t *version, err_t *err);
+/* cluster.c: register this node (state up, next generation) and write its
+ * first heartbeat; then beat in the background until cluster_stop, which
+ * writes state down. */
+int cluster_register(struct node *n, err_t *err);
+int cluster_start(struct node *n, err_t *err);
+void cluster_stop(struct node *n);
+
 void handle_templates_list(struct node *n, struct http_conn *c);
 void handle_templates_create(struct node *n, struct http_req *req, struct http_conn *c);
 void handle_templates_delete(struct node *n, const char *name, struct http_conn *c);

@@ -278,8 +278,12 @@ int node_run(const struct node_config *cfg, err_t *err)
 		log_info("node: %u cpus, %llu MiB memory, cgroup %s", info.cpus,
 			 (unsigned long long)info.mem_total_mb, info.cgroup_mode);
 
+	if ((r = cluster_register(n, err)) < 0)
+		goto out;
 	templates_reconcile(n);
 	node_reconcile(n);
+	if ((r = cluster_start(n, err)) < 0)
+		goto out;
 
 	r = reaper_start(n, err);
 	if (r < 0)
@@ -302,6 +306,7 @@ out:
 	__atomic_store_n(&n->stopping, 1, __ATOMIC_RELEASE);
 	procs_wake_all(n);
 	http_server_stop(n->http);
+	cluster_stop(n);
 	reaper_stop(n);
 	if (n->db)
 		sandbox_stop_all(n);

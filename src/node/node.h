@@ -36,6 +36,7 @@ struct node_config {
 	uint32_t idle_timeout_s;             /* 0 = never */
 	bool debug_clock;                    /* POST /v1/debug/clock on the node socket (tests) */
 	const char *gateway_sock;      /* "unix:DATA/run/gateway.sock"; NULL = no sandbox network */
+	const char *node_name;         /* this node's row in the nodes table (cluster.c) */
 };
 
 /* Runs until SIGTERM/SIGINT (blocked in every thread and taken with

@@ -205,6 +205,8 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 	jw_uint(w, sb->template_version);
 	jw_key(w, "backend");
 	jw_str(w, sb->backend_name);
+	jw_key(w, "node");
+	jw_str(w, sb->node->cfg->node_name);
 	jw_key(w, "state");
 	jw_str(w, state_name(sb->state));
 	jw_key(w, "limits");

@@ -58,8 +58,8 @@ static int newest_ready(struct node *n, const char *name, uint32_t *version, err
 {
 	struct db_rows rows;
 	int r = db_query(n->db, &rows, err,
-			 "SELECT MAX(version) FROM templates WHERE name=? AND status='ready'", "s",
-			 name);
+			 "SELECT MAX(version) FROM templates WHERE name=? AND status='ready'"
+			 " AND node=?", "ss", name, n->cfg->node_name);
 
 	if (r < 0)
 		return r;
@@ -139,9 +139,10 @@ static int run_build(struct node *n, struct nm_template_spec *spec,
 
 	spec_source(spec, source, sizeof(source));
 	r = db_exec(n->db, err,
-		    "INSERT INTO templates(name, version, status, source, created_at)"
-		    " VALUES(?,?,'building',?,?)",
-		    "sisi", spec->name, (int64_t)spec->version, source, wall_ms());
+		    "INSERT INTO templates(name, version, status, source, created_at, node)"
+		    " VALUES(?,?,'building',?,?,?)",
+		    "sisis", spec->name, (int64_t)spec->version, source, wall_ms(),
+		    n->cfg->node_name);
 	if (r < 0)
 		return err_wrap(err, "template %s/%u", spec->name, spec->version);
 	log_info("building template %s/%u from %s", spec->name, spec->version, source);
@@ -234,10 +235,14 @@ static void render_template_row(struct jw *w, const struct db_rows *rows, int i)
 		jw_key(w, "error");
 		jw_str(w, db_cell(rows, i, 5));
 	}
+	if (db_cell(rows, i, 6)) {
+		jw_key(w, "node");
+		jw_str(w, db_cell(rows, i, 6));
+	}
 	jw_end(w);
 }
 
-#define TEMPLATE_COLS "name, version, status, source, created_at, error"
+#define TEMPLATE_COLS "name, version, status, source, created_at, error, node"
 
 void handle_templates_list(struct node *n, struct http_conn *c)
 {
@@ -291,8 +296,8 @@ void handle_templates_delete(struct node *n, const char *name, struct http_conn 
 		goto out;
 	}
 	if ((r = db_query(n->db, &rows, &err,
-			  "SELECT COUNT(*) FROM sandboxes WHERE template=? AND observed<>'deleted'",
-			  "s", name)) < 0)
+			  "SELECT COUNT(*) FROM sandboxes WHERE template=? AND observed<>'deleted'"
+			  " AND node=?", "ss", name, n->cfg->node_name)) < 0)
 		goto out;
 	users = db_cell_int(&rows, 0, 0);
 	db_rows_free(&rows);
@@ -318,7 +323,8 @@ void handle_templates_delete(struct node *n, const char *name, struct http_conn 
 		if ((r = nm_template_delete(n->cfg->nm_sock, name, (uint32_t)ver, &err)) < 0)
 			goto out;
 	}
-	if ((r = db_exec(n->db, &err, "DELETE FROM templates WHERE name=?", "s", name)) < 0)
+	if ((r = db_exec(n->db, &err, "DELETE FROM templates WHERE name=? AND node=?", "ss", name,
+			 n->cfg->node_name)) < 0)
 		goto out;
 	if (r == 0 && !found)
 		r = err_set(&err, ENOENT, "no template `%s`", name);
@@ -548,9 +554,14 @@ void templates_reconcile(struct node *n)
 	char **pool = NULL;
 	err_t err = { 0 };
 
+	/* Rows from before the cluster name no node: they are this node's. */
+	if (db_exec(n->db, &err, "UPDATE templates SET node=? WHERE node IS NULL", "s",
+		    n->cfg->node_name) < 0)
+		log_warn("templates: %s", err.msg);
 	/* A build the node did not see finish is not trusted: remove it. */
 	if (db_query(n->db, &rows, &err,
-		     "SELECT name, version FROM templates WHERE status='building'", NULL) == 0) {
+		     "SELECT name, version FROM templates WHERE status='building' AND node=?", "s",
+		     n->cfg->node_name) == 0) {
 		for (int i = 0; i < rows.n_rows; i++) {
 			const char *name = db_cell(&rows, i, 0);
 			int64_t ver = db_cell_int(&rows, i, 1);
@@ -586,9 +597,9 @@ void templates_reconcile(struct node *n)
 		if (*end || ver <= 0 || ver > UINT32_MAX || !node_name_valid(*p))
 			continue;
 		if (db_exec(n->db, &e2,
-			    "INSERT OR IGNORE INTO templates(name, version, status, source, created_at)"
-			    " VALUES(?,?,'ready','pool',?)",
-			    "sii", *p, (int64_t)ver, wall_ms()) > 0)
+			    "INSERT OR IGNORE INTO templates(name, version, status, source, created_at,"
+			    " node) VALUES(?,?,'ready','pool',?,?)",
+			    "siis", *p, (int64_t)ver, wall_ms(), n->cfg->node_name) > 0)
 			log_info("template %s/%lld found in the pool", *p, ver);
 	}
 	for (char **p = pool; p && *p; p++)
