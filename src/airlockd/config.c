@@ -143,6 +143,12 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 			return err_set(err, EINVAL, "advertise_url: `%s` is not http://HOST:PORT", val);
 		return set_str(c->advertise_url, sizeof(c->advertise_url), key, val, err);
 	}
+	if (!strcmp(key, "db")) {
+		if (strcmp(val, "sqlite") && val[0] != '/')
+			return err_set(err, EINVAL, "db: `%s` is neither sqlite nor an absolute path",
+				       val);
+		return set_str(c->db, sizeof(c->db), key, val, err);
+	}
 	if (!strcmp(key, "heartbeat_timeout_s")) {
 		int r = set_u32(&c->heartbeat_timeout_s, key, val, err);
 		if (r == 0 && c->heartbeat_timeout_s < 3)

@@ -50,6 +50,7 @@ struct airlockd_config {
 	 * the address other nodes' apis reach this api at ("" = http://listen
 	 * as bound), and how long a node may be silent before it is lost. */
 	char node_name[65];
+	char db[512];               /* "sqlite" (DATA/db/airlock.db) or an absolute SQLite path */
 	char advertise_url[200];
 	uint32_t heartbeat_timeout_s;
 };

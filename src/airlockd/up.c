@@ -40,6 +40,16 @@ char *data_path(const struct airlockd_config *cfg, const char *rel)
 	return xasprintf("%s/%s", cfg->data_dir, rel);
 }
 
+/* The database every role opens: DATA/db/airlock.db for `sqlite`, else
+ * the configured SQLite file (shared by the nodes of a cluster on one
+ * machine). Caller frees. */
+static char *db_path(const struct airlockd_config *cfg)
+{
+	if (!cfg->db[0] || !strcmp(cfg->db, "sqlite"))
+		return data_path(cfg, "db/airlock.db");
+	return xstrdup(cfg->db);
+}
+
 int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_t *err)
 {
 	/* --config first, so that flags override the file whatever their order. */
@@ -57,7 +67,7 @@ int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_
 			{ "--data-dir", "data_dir" }, { "--listen", "listen" },
 			{ "--templates", "templates" }, { "--user", "user" },
 			{ "--pool-size-mb", "pool_size_mb" }, { "--log-level", "log_level" },
-			{ "--node-name", "node_name" },
+			{ "--node-name", "node_name" }, { "--db", "db" },
 		};
 		bool done = false;
 
@@ -278,7 +288,7 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *admin = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *nsock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", nsock);
-	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_free_ char *db = db_path(cfg);
 	_cleanup_free_ char *vault_key = data_path(cfg, "keys/vault.key");
 	_cleanup_free_ char *ca_key = data_path(cfg, "keys/ca.key");
 	_cleanup_free_ char *ca_crt = data_path(cfg, "ca.crt");
@@ -323,7 +333,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *gw_path = data_path(cfg, "run/gateway.sock");
 	_cleanup_free_ char *gw = xasprintf("unix:%s", gw_path);
 	_cleanup_free_ char *listen = xasprintf("unix:%s", sock);
-	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_free_ char *db = db_path(cfg);
 	_cleanup_free_ char *nm = data_path(cfg, "run/nodemgr.sock");
 	int r = drop_privileges(cfg->user, err);
 
@@ -358,7 +368,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 
 int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 {
-	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_free_ char *db = db_path(cfg);
 	_cleanup_free_ char *sock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *vault_pub = data_path(cfg, "vault.pub");
@@ -498,7 +508,7 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 			return err_sys(err, "chown %s", p);
 	}
 	/* The DB (and its WAL files) belong to the unprivileged user. */
-	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_free_ char *db = db_path(cfg);
 	_cleanup_close_ int fd = open(db, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0 || fchown(fd, uid, gid) < 0)
 		return err_sys(err, "prepare %s", db);
@@ -535,8 +545,8 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
  * 0600 file; the DB files are then handed to the unprivileged user. */
 static int bootstrap(const struct airlockd_config *cfg, err_t *err)
 {
-	static const char *const dbfiles[] = { "db/airlock.db", "db/airlock.db-wal", "db/airlock.db-shm" };
-	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	static const char *const dbfiles[] = { "", "-wal", "-shm" };
+	_cleanup_free_ char *db = db_path(cfg);
 	_cleanup_free_ char *cli = data_path(cfg, "cli.json");
 	_cleanup_free_ char *url = xasprintf("http://%s", cfg->listen);
 	uid_t uid = 0;
@@ -549,7 +559,7 @@ static int bootstrap(const struct airlockd_config *cfg, err_t *err)
 	if (r < 0)
 		return err_wrap(err, "bootstrap");
 	for (size_t i = 0; i < ARRAY_SIZE(dbfiles); i++) {
-		_cleanup_free_ char *p = data_path(cfg, dbfiles[i]);
+		_cleanup_free_ char *p = xasprintf("%s%s", db, dbfiles[i]);
 		if (chown(p, uid, gid) < 0 && errno != ENOENT)
 			return err_sys(err, "chown %s", p);
 	}

@@ -99,7 +99,8 @@ void cli_print_pretty(const json *j, FILE *f);
 /* Compact JSON text of a value; caller owns. */
 char *cli_json_text(const json *j);
 /* A field of an object as display text: strings as is, numbers, bools,
- * null/absent as "-", arrays and objects as compact JSON. Caller owns. */
+ * null/absent as "-", arrays and objects as compact JSON; "a.b" is field
+ * b of field a. Caller owns. */
 char *cli_field(const json *obj, const char *key);
 
 /* A simple left-aligned table. */

@@ -455,7 +455,14 @@ void cli_print_pretty(const json *j, FILE *f)
 
 char *cli_field(const json *obj, const char *key)
 {
-	const json *v = obj ? json_get(obj, key) : NULL;
+	const char *dot = strchr(key, '.');
+	const json *v;
+
+	if (dot) {   /* "capacity.mem_free_mb": a field of a field */
+		_cleanup_free_ char *outer = xstrndup(key, (size_t)(dot - key));
+		return cli_field(obj ? json_get(obj, outer) : NULL, dot + 1);
+	}
+	v = obj && obj->type == JSON_OBJ ? json_get(obj, key) : NULL;
 
 	if (!v || v->type == JSON_NULL)
 		return xstrdup("-");

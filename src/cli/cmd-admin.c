@@ -144,13 +144,28 @@ static int template_build(struct cli *cli, int argc, char **argv)
 	return r;
 }
 
+static int template_rm(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_free_ char *target = NULL, *name = NULL;
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "template rm", 1, 1)))
+		return r;
+	name = cli_escape(argv[optind]);
+	target = xasprintf("/v1/templates/%s", name);
+	return cli_call_json(cli, "DELETE", target, NULL, NULL, NULL, NULL);
+}
+
 int cmd_template(struct cli *cli, int argc, char **argv)
 {
 	if (argc >= 2 && (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0))
 		return template_ls(cli, argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "build") == 0)
 		return template_build(cli, argc - 1, argv + 1);
-	return cli_usage("template", "usage: airlock template ls | template build NAME ...");
+	if (argc >= 2 && strcmp(argv[1], "rm") == 0)
+		return template_rm(cli, argc - 1, argv + 1);
+	return cli_usage("template",
+			 "usage: airlock template ls | template build NAME ... | template rm NAME");
 }
 
 /* --- tenants and keys --- */
@@ -280,11 +295,31 @@ int cmd_health(struct cli *cli, int argc, char **argv)
 	return 0;
 }
 
+/* airlock node ls: the cluster's nodes (GET /v1/nodes). */
+static int node_ls(struct cli *cli, int argc, char **argv)
+{
+	static const char *const head[] = { "NAME", "STATE", "HEARTBEAT", "SANDBOXES",
+					    "MEM_FREE_MB", "CPUS", "DISK_FREE_MB", "TEMPLATES" };
+	static const char *const fields[] = { "name", "state", "last_heartbeat",
+					      "capacity.sandboxes", "capacity.mem_free_mb",
+					      "capacity.cpus", "capacity.disk_free_mb",
+					      "capacity.templates" };
+	int r;
+
+	if ((r = cli_only_common(cli, argc, argv, "node ls", 0, 0)))
+		return r;
+	return cli_list_table(cli, "/v1/nodes", "nodes", "node list", ARRAY_SIZE(head), head,
+			      fields);
+}
+
 int cmd_node(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_free_ char *raw = NULL;
 	json *resp = NULL;
 	int r;
+
+	if (argc >= 2 && (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0))
+		return node_ls(cli, argc - 1, argv + 1);
 
 	if ((r = cli_only_common(cli, argc, argv, "node", 0, 0)))
 		return r;

@@ -52,10 +52,11 @@ int cmd_create(struct cli *cli, int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "idempotency-key", required_argument, NULL, 'k' },
 		{ "network", required_argument, NULL, 'n' },
+		{ "node", required_argument, NULL, 'N' },
 		CLI_COMMON_OPTS,
 		{ 0 },
 	};
-	const char *tmpl = NULL, *backend = NULL, *idem = NULL, *cpus = NULL;
+	const char *tmpl = NULL, *backend = NULL, *idem = NULL, *cpus = NULL, *node = NULL;
 	long long memory = -1, pids = -1, disk = -1, timeout = -1, v;
 	_cleanup_free_ char *raw = NULL, *extra = NULL, *network = NULL;
 	struct kv_list env = { 0 }, meta = { 0 };
@@ -72,6 +73,7 @@ int cmd_create(struct cli *cli, int argc, char **argv)
 		case 'e': r = kv_add(&env, optarg, "--env", "create"); break;
 		case 'M': r = kv_add(&meta, optarg, "--meta", "create"); break;
 		case 'k': idem = optarg; break;
+		case 'N': node = optarg; break;
 		case 'n':
 			free(network);
 			if (!(network = cli_policy_json(optarg)))
@@ -115,6 +117,10 @@ int cmd_create(struct cli *cli, int argc, char **argv)
 	if (tmpl) {
 		jw_key(&w, "template");
 		jw_str(&w, tmpl);
+	}
+	if (node) {
+		jw_key(&w, "node");
+		jw_str(&w, node);
 	}
 	if (backend) {
 		jw_key(&w, "backend");

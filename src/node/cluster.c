@@ -167,10 +167,12 @@ static void *beat_main(void *arg)
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
-		while (!n->beat_stop && pthread_cond_timedwait(&n->beat_cv, &n->beat_mu, &ts) == 0)
+		while (!n->beat_stop && !n->beat_now &&
+		       pthread_cond_timedwait(&n->beat_cv, &n->beat_mu, &ts) == 0)
 			;
 		if (n->beat_stop)
 			break;
+		n->beat_now = false;
 		pthread_mutex_unlock(&n->beat_mu);
 		if (beat(n, &err) < 0)
 			log_warn("heartbeat: %s", err.msg);
@@ -194,6 +196,16 @@ int cluster_start(struct node *n, err_t *err)
 		return err_set(err, EAGAIN, "node: cannot start the heartbeat thread");
 	n->beat_started = true;
 	return 0;
+}
+
+void cluster_poke(struct node *n)
+{
+	if (!n->beat_init)
+		return;
+	pthread_mutex_lock(&n->beat_mu);
+	n->beat_now = true;
+	pthread_cond_broadcast(&n->beat_cv);
+	pthread_mutex_unlock(&n->beat_mu);
 }
 
 void cluster_stop(struct node *n)

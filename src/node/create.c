@@ -423,8 +423,11 @@ static int create_parse(struct create *cx, struct http_req *req)
 	/* "node" is placement, done by the api (api/cluster.c); a request that
 	 * names another node reached the wrong one. */
 	node = json_get(cx->body, "node");
-	if (node && (node->type != JSON_STR || !n->cfg->node_name ||
-		     strcmp(node->str, n->cfg->node_name))) {
+	if (node && node->type != JSON_STR) {
+		http_respond_error(cx->c, 400, "invalid_field", "node: must be a node name");
+		return -1;
+	}
+	if (node && (!n->cfg->node_name || strcmp(node->str, n->cfg->node_name))) {
 		http_respond_error(cx->c, 422, "wrong_node", "this is node `%s`, not the one asked for",
 				   n->cfg->node_name ? n->cfg->node_name : "");
 		return -1;

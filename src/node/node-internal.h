@@ -70,6 +70,7 @@ struct sandbox {
 	/* Immutable after creation. */
 	char id[65];
 	char *tenant, *template_name, *backend_name, *idem_key;
+	char *home;   /* its row's node when that is another (a row read for an answer) */
 	const struct backend_ops *be;     /* NULL when the row names an unknown backend */
 	uint32_t template_version;
 	struct nm_limits limits;
@@ -135,7 +136,7 @@ struct node {
 	pthread_mutex_t beat_mu;
 	pthread_cond_t beat_cv;    /* CLOCK_MONOTONIC */
 	pthread_t beat_thread;
-	bool beat_init, beat_started, beat_stop;
+	bool beat_init, beat_started, beat_stop, beat_now;
 
 	pthread_mutex_t jan_mu;
 	pthread_cond_t jan_cv;  /* CLOCK_MONOTONIC */
@@ -240,7 +241,7 @@ void sandbox_gc_retire(struct sandbox *sb, const char *why, const char *procs);
 extern const struct guestconn_cbs sandbox_guest_cbs;
 /* Load a row (columns: SANDBOX_COLS) into a new, unmapped sandbox. */
 #define SANDBOX_COLS "id, tenant_id, template, template_version, backend, desired, observed," \
-	" spec, metadata, idem_key, error, created_at"
+	" spec, metadata, idem_key, error, created_at, node"
 struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int row);
 /* Does tenant own a row for id that is retired (observed = deleted)? */
 bool sandbox_is_deleted(struct node *n, const char *id, const char *tenant);
@@ -382,6 +383,8 @@ int template_resolve(struct node *n, const char *name, uint32_t *version, err_t 
  * writes state down. */
 int cluster_register(struct node *n, err_t *err);
 int cluster_start(struct node *n, err_t *err);
+/* Beat now rather than at the next tick (a template became ready). */
+void cluster_poke(struct node *n);
 void cluster_stop(struct node *n);
 
 void handle_templates_list(struct node *n, struct http_conn *c);

@@ -67,6 +67,7 @@ void sandbox_unref(struct sandbox *sb)
 	free(sb->template_name);
 	free(sb->backend_name);
 	free(sb->idem_key);
+	free(sb->home);
 	free(sb->error);
 	free(sb->parent);
 	json_free(sb->recovered_from);
@@ -206,7 +207,7 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 	jw_key(w, "backend");
 	jw_str(w, sb->backend_name);
 	jw_key(w, "node");
-	jw_str(w, sb->node->cfg->node_name);
+	jw_str(w, sb->home ? sb->home : sb->node->cfg->node_name);
 	jw_key(w, "state");
 	jw_str(w, state_name(sb->state));
 	jw_key(w, "limits");
@@ -400,6 +401,9 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 	if (err_text)
 		sb->error = xstrdup(err_text);
 	sb->created_at = db_cell_int(rows, row, 11);
+	if (db_cell(rows, row, 12) && n->cfg->node_name && strcmp(db_cell(rows, row, 12),
+								   n->cfg->node_name))
+		sb->home = xstrdup(db_cell(rows, row, 12));
 	sched_policy_defaults(n, &sb->pol);
 	sb->sched.known_since = sb->sched.active_at = sched_now(n);
 	/* Our own rows, but parse defensively: a bad row loads with defaults. */

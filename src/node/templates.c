@@ -161,6 +161,7 @@ static int run_build(struct node *n, struct nm_template_spec *spec,
 	if (r < 0)
 		return err_wrap(err, "template %s/%u", spec->name, spec->version);
 	log_info("template %s/%u ready", spec->name, spec->version);
+	cluster_poke(n);
 	return 0;
 }
 

@@ -342,6 +342,80 @@ class Client:
         return code, out, err, events
 
 
+class SharedDb:
+    """A database for several `airlockd up` instances (a cluster on one
+    machine): a SQLite file in a directory the daemons' user can write."""
+
+    def __init__(self):
+        import pwd
+        self.dir = tempfile.mkdtemp(prefix="airlock-db-")
+        pw = pwd.getpwnam("airlock")
+        os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+        os.chmod(self.dir, 0o750)
+        self.path = os.path.join(self.dir, "cluster.db")
+        self.args = ("--db", self.path)
+
+    def generation(self, node):
+        import sqlite3
+        c = sqlite3.connect(self.path, timeout=30)
+        try:
+            row = c.execute("SELECT generation FROM nodes WHERE name=?", (node,)).fetchone()
+            return row[0] if row else None
+        finally:
+            c.close()
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def shared_db_args():
+    """A database to share between the instances of one test."""
+    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                    "airlock"], capture_output=True)
+    return SharedDb()
+
+
+def stop_and_check(server):
+    """Stop server, clean up, and fail if its shutdown left anything behind:
+    processes, cgroups, mounts, loop devices, nftables table or links."""
+    d = server.dir
+    server.stop()
+    time.sleep(0.2)
+    procs = procs_for(d)
+    cgroups = cgroup_dirs(d)
+    leftover = mounts_under(d)
+    # A pool that was still busy at shutdown is detached lazily and
+    # its autoclear loop device goes once the last user is gone
+    # (seen after big writes, e.g. full vm snapshots): wait for
+    # that, but not forever.
+    # (btrfs's teardown of a lazily detached pool can take a while
+    # after many deleted subvolumes, e.g. vm images: up to 30 s on
+    # a quiet machine, more when other jobs load it; 90 s here.)
+    for _ in range(900):
+        loops = loops_for(os.path.join(d, "pool.img"))
+        if not loops:
+            break
+        time.sleep(0.1)
+    # Still there: only a mount copy in a foreign mount namespace
+    # may excuse it (our code unmounted; see loop_holders). A loop
+    # device that nothing holds is a leak.
+    held = {dev: loop_holders(dev) for dev in loops}
+    foreign = {dev: pids for dev, pids in held.items() if pids}
+    if foreign:
+        print(f"note: loop device(s) {foreign} still mounted in other processes' "
+              "mount namespaces (not this instance's); not counted as a leak",
+              file=sys.stderr)
+        loops = [dev for dev in loops if dev not in foreign]
+    net = net_leftovers(d)
+    server.cleanup()
+    # A clean shutdown must leave no mount and no loop device behind.
+    assert not procs, f"processes left after shutdown: {procs}"
+    assert not cgroups, f"cgroups left after shutdown: {cgroups}"
+    assert not leftover, f"mounts left after shutdown: {leftover}"
+    assert not loops, f"loop devices left after shutdown: {loops}"
+    assert not net, f"nftables table or sandbox links left after shutdown: {net}"
+
+
 class AirlockTestCase(unittest.TestCase):
     templates = "busybox"
     extra_args = ()
@@ -361,42 +435,7 @@ class AirlockTestCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         if cls.server:
-            d = cls.server.dir
-            cls.server.stop()
-            time.sleep(0.2)
-            procs = procs_for(d)
-            cgroups = cgroup_dirs(d)
-            leftover = mounts_under(d)
-            # A pool that was still busy at shutdown is detached lazily and
-            # its autoclear loop device goes once the last user is gone
-            # (seen after big writes, e.g. full vm snapshots): wait for
-            # that, but not forever.
-            # (btrfs's teardown of a lazily detached pool can take a while
-            # after many deleted subvolumes, e.g. vm images: up to 30 s on
-            # a quiet machine, more when other jobs load it; 90 s here.)
-            for _ in range(900):
-                loops = loops_for(os.path.join(d, "pool.img"))
-                if not loops:
-                    break
-                time.sleep(0.1)
-            # Still there: only a mount copy in a foreign mount namespace
-            # may excuse it (our code unmounted; see loop_holders). A loop
-            # device that nothing holds is a leak.
-            held = {dev: loop_holders(dev) for dev in loops}
-            foreign = {dev: pids for dev, pids in held.items() if pids}
-            if foreign:
-                print(f"note: loop device(s) {foreign} still mounted in other processes' "
-                      "mount namespaces (not this instance's); not counted as a leak",
-                      file=sys.stderr)
-                loops = [dev for dev in loops if dev not in foreign]
-            net = net_leftovers(d)
-            cls.server.cleanup()
-            # A clean shutdown must leave no mount and no loop device behind.
-            assert not procs, f"processes left after shutdown: {procs}"
-            assert not cgroups, f"cgroups left after shutdown: {cgroups}"
-            assert not leftover, f"mounts left after shutdown: {leftover}"
-            assert not loops, f"loop devices left after shutdown: {loops}"
-            assert not net, f"nftables table or sandbox links left after shutdown: {net}"
+            stop_and_check(cls.server)
 
     def kill_and_wait_restarted(self, role, timeout=60):
         """kill -9 the role; return its new pid once `up` restarted it and the

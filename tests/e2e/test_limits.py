@@ -166,7 +166,7 @@ class LimitsTest(AirlockTestCase):
                 break
             time.sleep(0.1)
         # deleted: gone from the list, the pool and its warm jails; creates fail
-        self.api.call("DELETE", "/v1/templates/deltest")
+        self.cli("template", "rm", "deltest")
         names = [x["name"] for x in self.api.call("GET", "/v1/templates")["templates"]]
         self.assertNotIn("deltest", names)
         self.assertEqual(glob.glob(os.path.join(self.server.dir, "pool", "templates", "deltest")), [])
