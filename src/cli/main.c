@@ -2,6 +2,7 @@
  * pick the verb, hand over. Each verb group lives in its own file. */
 #include <string.h>
 
+#include "airlock-version.h"   /* generated: <build>/gen */
 #include "cli.h"
 
 static const char usage[] =
@@ -62,6 +63,8 @@ static const char usage[] =
 	"  node                                   node info\n"
 	"  health                                 is the API up?\n"
 	"\n"
+	"  version                                this client's version\n"
+	"\n"
 	"Global flags:\n"
 	"  --json           print the server's JSON instead of tables\n"
 	"  --config FILE    config file (default $AIRLOCK_CONFIG, else /var/lib/airlock/cli.json)\n"
@@ -69,6 +72,20 @@ static const char usage[] =
 	"Environment: AIRLOCK_URL and AIRLOCK_API_KEY override the config file.\n"
 	"Exit status: 0 ok, 1 error (\"airlock: <message> (<code>)\"), 2 usage error;\n"
 	"exec and logs exit with the remote process's status.\n";
+
+/* `airlock version`: the client's own version; needs no server. */
+static int cmd_version(struct cli *cli, int argc, char **argv)
+{
+	int r = cli_only_common(cli, argc, argv, "version", 0, 0);
+
+	if (r)
+		return r;
+	if (cli->json)
+		printf("{\"version\":\"%s\"}\n", AIRLOCK_VERSION);
+	else
+		puts("airlock " AIRLOCK_VERSION);
+	return 0;
+}
 
 void cli_print_usage(FILE *f)
 {
@@ -91,7 +108,7 @@ static const struct verb {
 	{ "network", cmd_network },
 	{ "credential", cmd_credential },
 	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
-	{ "fork", cmd_fork },
+	{ "fork", cmd_fork },	  { "version", cmd_version },
 };
 
 int main(int argc, char **argv)
@@ -104,6 +121,9 @@ int main(int argc, char **argv)
 		const char *a = argv[i];
 		if (strcmp(a, "--json") == 0) {
 			cli.json = true;
+		} else if (strcmp(a, "--version") == 0) {
+			puts("airlock " AIRLOCK_VERSION);
+			return 0;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			fputs(usage, stdout);
 			return 0;
