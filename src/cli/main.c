@@ -70,8 +70,9 @@ static const char usage[] =
 	"  --config FILE    config file (default $AIRLOCK_CONFIG, else /var/lib/airlock/cli.json)\n"
 	"  --url URL        API address (overrides $AIRLOCK_URL and the config file)\n"
 	"Environment: AIRLOCK_URL and AIRLOCK_API_KEY override the config file.\n"
-	"Exit status: 0 ok, 1 error (\"airlock: <message> (<code>)\"), 2 usage error;\n"
-	"exec and logs exit with the remote process's status.\n";
+	"Exit status: 0 ok; 125 usage error, bad config or an error answer of the API\n"
+	"(\"airlock: <message> (<code>)\"); 126 key refused (401, 403); 127 server\n"
+	"unreachable. exec and logs exit with the remote process's status.\n";
 
 /* `airlock version`: the client's own version; needs no server. */
 static int cmd_version(struct cli *cli, int argc, char **argv)
@@ -90,6 +91,50 @@ static int cmd_version(struct cli *cli, int argc, char **argv)
 void cli_print_usage(FILE *f)
 {
 	fputs(usage, f);
+}
+
+/* Does this usage line ("  rm SBX...") introduce `verb`? */
+static bool line_names(const char *line, size_t len, const char *verb)
+{
+	size_t n = strlen(verb);
+
+	return len >= 2 + n && memcmp(line + 2, verb, n) == 0 && (len == 2 + n || line[2 + n] == ' ');
+}
+
+void cli_print_verb_usage(FILE *f, const char *verb)
+{
+	_cleanup_free_ char *first = xstrndup(verb, strcspn(verb, " "));
+	/* aliases, and verbs that share a line with another */
+	const char *word = !strcmp(first, "list")     ? "ls"
+			   : !strcmp(first, "delete") ? "rm"
+			   : !strcmp(first, "resume") ? "pause"
+						      : first;
+	bool printing = false, any = false;
+
+	/* The lines of the full usage that name the verb, with the more
+	 * indented lines that continue them. */
+	for (const char *p = usage; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = (size_t)(nl - p);
+
+		if (len > 2 && p[0] == ' ' && p[1] == ' ' && p[2] != ' ')
+			printing = line_names(p, len, word);
+		else if (len <= 2 || p[0] != ' ')
+			printing = false;
+		if (printing) {
+			if (!any)
+				fputs("Usage: airlock [--json] [--config FILE] [--url URL]\n", f);
+			fprintf(f, "%.*s\n", (int)len, p);
+			any = true;
+		}
+		p = nl + 1;
+	}
+	if (!any)
+		fputs(usage, f);
+	else
+		fputs("Exit status: 0 ok, 125 error, 126 key refused, 127 server unreachable\n"
+		      "(see airlock --help).\n",
+		      f);
 }
 
 static const struct verb {
@@ -144,6 +189,11 @@ int main(int argc, char **argv)
 	for (size_t v = 0; v < ARRAY_SIZE(verbs); v++) {
 		if (strcmp(argv[i], verbs[v].name) != 0)
 			continue;
+		/* `airlock VERB --help`, also for the verbs with subcommands */
+		if (i + 1 < argc && (!strcmp(argv[i + 1], "--help") || !strcmp(argv[i + 1], "-h"))) {
+			cli_print_verb_usage(stdout, argv[i]);
+			return 0;
+		}
 		r = verbs[v].fn(&cli, argc - i, argv + i);
 		fflush(stdout);
 		free(cli.url);
