@@ -182,6 +182,10 @@ void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_re
 		    struct http_conn *c);
 void handle_internal_network(struct node *n, struct http_conn *c);
 
+/* ready.c: GET /internal/ready, nodemgr's and the gateway's status as the
+ * node sees them (200 all up, 503 otherwise), each probe time-bounded. */
+void handle_internal_ready(struct node *n, struct http_conn *c);
+
 /* sandbox.c: the map, the JSON form, the row, the guest channel, loading,
  * list and get. */
 struct sandbox *sandbox_new(struct node *n, const char *id);

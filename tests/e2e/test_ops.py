@@ -3,7 +3,9 @@ GET /v1/ready, `airlock doctor` and GET /metrics."""
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 
 import unittest
 
@@ -110,6 +112,62 @@ class CliExitTest(AirlockTestCase):
         r = self.cli("--help")
         self.assertEqual(r.returncode, 0)
         self.assertIn("127", r.stdout)
+
+
+class ReadyTest(AirlockTestCase):
+    """GET /v1/ready names the component that is down; a stopped (SIGSTOP)
+    daemon counts, since `up` restarts dead ones but not stalled ones."""
+
+    def ready(self):
+        status, body, _ = self.api.raw("GET", "/v1/ready", auth=False)
+        return status, json.loads(body)
+
+    def wait_ready(self, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            status, body = self.ready()
+            if status == 200:
+                return body
+            time.sleep(0.2)
+        self.fail(f"not ready again: {body}")
+
+    def test_all_up(self):
+        body = self.wait_ready()
+        self.assertEqual(body["status"], "ready")
+        self.assertEqual(body["down"], [])
+        self.assertEqual({k: v["status"] for k, v in body["components"].items()},
+                         {"database": "up", "node": "up", "nodemgr": "up", "gateway": "up"})
+        # /v1/health stays the liveness check
+        status, _, _ = self.api.raw("GET", "/v1/health", auth=False)
+        self.assertEqual(status, 200)
+        status, _, _ = self.api.raw("POST", "/v1/ready", auth=False)
+        self.assertEqual(status, 405)
+
+    def test_stalled_component_is_named(self):
+        for role, others in (("gateway", {"database": "up", "node": "up", "nodemgr": "up"}),
+                             ("nodemgr", {"database": "up", "node": "up", "gateway": "up"}),
+                             ("node", {"database": "up", "nodemgr": "unknown",
+                                       "gateway": "unknown"})):
+            with self.subTest(role):
+                self.wait_ready()
+                pid = self.server.pid_of(role)
+                os.kill(pid, signal.SIGSTOP)
+                try:
+                    t0 = time.time()
+                    status, body = self.ready()
+                    took = time.time() - t0
+                finally:
+                    os.kill(pid, signal.SIGCONT)
+                self.assertEqual(status, 503, body)
+                self.assertEqual(body["status"], "not_ready")
+                self.assertEqual(body["down"], [role])
+                comps = body["components"]
+                self.assertEqual(comps[role]["status"], "down")
+                self.assertTrue(comps[role]["error"])
+                self.assertEqual({k: v["status"] for k, v in comps.items() if k != role}, others)
+                self.assertLess(took, 10)   # bounded, not hung on the stalled daemon
+                self.assertEqual(self.server.pid_of(role), pid)   # stalled, not restarted
+                self.wait_ready()
 
 
 if __name__ == "__main__":
