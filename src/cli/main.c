@@ -62,6 +62,10 @@ static const char usage[] =
 	"  key create --tenant T [--admin] [--name N]   print a new key (shown once)\n"
 	"  node                                   node info\n"
 	"  health                                 is the API up?\n"
+	"  doctor [--remote] [--backend ns|vm] [--data-dir D] [--vm-dir D]\n"
+	"                                         what this host can do, with the fix for each\n"
+	"                                         gap; exit 1 when the default backend cannot run\n"
+	"                                         (checks run here, as root; --remote: the server's)\n"
 	"\n"
 	"  version                                this client's version\n"
 	"\n"
@@ -153,7 +157,7 @@ static const struct verb {
 	{ "network", cmd_network },
 	{ "credential", cmd_credential },
 	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
-	{ "fork", cmd_fork },	  { "version", cmd_version },
+	{ "fork", cmd_fork },	  { "version", cmd_version }, { "doctor", cmd_doctor },
 };
 
 int main(int argc, char **argv)

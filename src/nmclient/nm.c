@@ -277,6 +277,32 @@ int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err)
 	return 0;
 }
 
+int nm_doctor(const char *sock, const char *default_backend, char **json_text, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+	char **items = NULL;
+	struct buf b;
+
+	*json_text = NULL;
+	req_init(&q, NM_DOCTOR);
+	if (put_str(q.u.doctor.backend, sizeof(q.u.doctor.backend), default_backend, "backend",
+		    err) < 0)
+		return -err->code;
+	if (nm_call(sock, &q, &res, NULL, &items, NULL, NULL, err) < 0)
+		return -err->code;
+	/* the report comes in ITEM pieces of at most sizeof(text) - 1 bytes */
+	buf_init(&b);
+	for (size_t i = 0; items[i]; i++) {
+		buf_adds(&b, items[i]);
+		free(items[i]);
+	}
+	free(items);
+	buf_addc(&b, '\0');
+	*json_text = buf_steal(&b);
+	return 0;
+}
+
 int nm_ping(const char *sock, int timeout_ms, err_t *err)
 {
 	struct nm_req q;

@@ -170,6 +170,8 @@ bool node_name_valid(const char *s);  /* [a-z0-9][a-z0-9._-]{0,63} */
  * then kept), and GET /v1/node (admin). */
 int node_info_get(struct node *n, struct nm_node_info *out, err_t *err);
 void handle_node(struct node *n, struct http_conn *c);
+/* GET /v1/node/doctor (admin): nodemgr's host checks (src/doctor). */
+void handle_node_doctor(struct node *n, struct http_conn *c);
 
 /* network.c: tell the gateway sb's address and policy (ns only; a no-op
  * for other backends or with the network off), or forget it; the

@@ -203,11 +203,14 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 			http_respond_error(c, 403, "forbidden", "admin only");
 		else
 			handle_debug_clock(n, req, c);
-	} else if (strcmp(segs[1], "node") == 0 && nseg == 2) {
+	} else if (strcmp(segs[1], "node") == 0 &&
+		   (nseg == 2 || (nseg == 3 && strcmp(segs[2], "doctor") == 0))) {
 		if (!method_is(req, "GET"))
 			not_allowed(c, req);
 		else if (!admin)
 			http_respond_error(c, 403, "forbidden", "admin only");
+		else if (nseg == 3)
+			handle_node_doctor(n, c);
 		else
 			handle_node(n, c);
 	} else if (strcmp(segs[1], "templates") == 0 && nseg == 2) {

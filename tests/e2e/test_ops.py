@@ -170,5 +170,80 @@ class ReadyTest(AirlockTestCase):
                 self.wait_ready()
 
 
+def pvm_only():
+    return os.path.exists("/sys/module/kvm_pvm") and not (
+        os.path.exists("/sys/module/kvm_intel") or os.path.exists("/sys/module/kvm_amd"))
+
+
+class DoctorTest(AirlockTestCase):
+    """`airlock doctor` (local checks) and GET /v1/node/doctor (nodemgr's)."""
+
+    def doctor(self, *args, remote=False):
+        pre = ["--config", os.path.join(self.server.dir, "cli.json")]
+        r = subprocess.run([CLI] + pre + ["doctor"] + (["--remote"] if remote else []) + list(args),
+                           capture_output=True, text=True, timeout=120)
+        return r
+
+    def check_kvm(self, rep):
+        checks = {c["name"]: c for c in rep["checks"]}
+        for name in ("kvm", "vm_accel", "qemu", "guest_kernel", "btrfs", "loop_devices", "disk",
+                     "cgroup", "nftables", "memory", "templates"):
+            self.assertIn(name, checks)
+            self.assertIn(checks[name]["status"], ("ok", "warn", "fail"))
+            if checks[name]["status"] != "ok":
+                self.assertTrue(checks[name]["fix"], name)
+        if pvm_only():
+            # this host: KVM is PVM-only, so the vm backend runs on TCG
+            self.assertEqual(checks["kvm"]["status"], "warn")
+            self.assertIn("kvm_pvm", checks["kvm"]["detail"])
+            self.assertIn("kvm_intel", checks["kvm"]["fix"])
+            self.assertEqual(rep["backends"]["vm"]["accel"], "tcg")
+            self.assertIn("kvm_pvm", rep["backends"]["vm"]["accel_reason"])
+        elif not os.path.exists("/dev/kvm"):
+            self.assertEqual(checks["kvm"]["status"], "warn")
+            self.assertEqual(rep["backends"]["vm"]["accel"], "tcg")
+        return checks
+
+    def test_local(self):
+        r = self.doctor("--json", "--data-dir", self.server.dir)
+        rep = json.loads(r.stdout)
+        checks = self.check_kvm(rep)
+        self.assertEqual(rep["default_backend"], "ns")
+        self.assertTrue(rep["backends"]["ns"]["can_run"], rep)
+        self.assertEqual((r.returncode, rep["ok"]), (0, True))
+        self.assertIn("busybox", checks["templates"]["detail"])
+        self.assertIn("loop", checks["btrfs"]["detail"])   # the test's data dir is on a pool.img
+        # a gap in the default backend: exit 1, and the report says which
+        r = self.doctor("--json", "--backend", "vm", "--vm-dir", "/nonexistent")
+        rep = json.loads(r.stdout)
+        self.assertEqual((r.returncode, rep["ok"]), (1, False))
+        self.assertEqual(rep["backends"]["vm"]["missing"], ["guest_kernel"])
+        self.assertEqual({c["name"]: c["status"] for c in rep["checks"]}["guest_kernel"], "fail")
+        # the human table
+        r = self.doctor("--data-dir", self.server.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("CHECK"), r.stdout)
+        self.assertIn("backend ns: can run", r.stdout)
+        if pvm_only():
+            self.assertIn("fix: load kvm_intel", r.stdout)
+
+    def test_remote(self):
+        r = self.doctor("--json", remote=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rep = json.loads(r.stdout)
+        checks = self.check_kvm(rep)
+        self.assertTrue(rep["ok"])
+        # run by this server's nodemgr, on its data dir
+        self.assertIn(self.server.dir, checks["btrfs"]["detail"])
+        self.assertIn("busybox", checks["templates"]["detail"])
+        self.assertEqual(checks["nftables"]["status"], "ok")   # nodemgr is root
+        status, body, _ = self.api.raw("GET", "/v1/node/doctor")
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["backends"], rep["backends"])
+        _, tenant = self.new_tenant("doctor")
+        self.assertEqual(tenant.raw("GET", "/v1/node/doctor")[0], 403)
+        self.assertEqual(self.api.raw("GET", "/v1/node/doctor", auth=False)[0], 401)
+
+
 if __name__ == "__main__":
     main()
