@@ -112,7 +112,8 @@ static enum route route_of(const char *path)
 		return R_TENANTS;
 	if (strcmp(path, "/v1/keys") == 0)
 		return R_KEYS;
-	if (strcmp(path, "/v1/node") == 0 || strcmp(path, "/v1/node/doctor") == 0)
+	if (strcmp(path, "/v1/node") == 0 || strcmp(path, "/v1/node/doctor") == 0 ||
+	    strcmp(path, "/metrics") == 0)
 		return R_NODE;
 	if (under(path, "/v1/credentials"))
 		return R_CREDENTIALS;

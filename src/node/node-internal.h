@@ -113,6 +113,15 @@ struct timer {
 
 struct tbuild;
 
+/* metrics.c: latency histograms of the node's operations (GET /metrics).
+ * Counters are updated with relaxed atomics, read without a lock. */
+enum node_op { OP_CREATE, OP_EXEC, OP_SNAPSHOT, OP_FORK, OP__COUNT };
+#define OP_BUCKETS 14
+struct op_histo {
+	uint64_t le[OP_BUCKETS];   /* observations <= metrics_bounds_us[i] */
+	uint64_t count, sum_us;
+};
+
 struct node {
 	const struct node_config *cfg;
 	struct db *db;
@@ -139,6 +148,8 @@ struct node {
 
 	pthread_mutex_t sched_mu;  /* one scheduler pass at a time; outermost */
 	int64_t sched_offset_ms;   /* atomic: the debug clock's advance */
+
+	struct op_histo ops[OP__COUNT];   /* metrics.c */
 };
 
 static inline bool node_stopping(struct node *n)
@@ -183,6 +194,11 @@ void sandbox_net_forget(struct node *n, struct sandbox *sb);
 void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_req *req,
 		    struct http_conn *c);
 void handle_internal_network(struct node *n, struct http_conn *c);
+
+/* metrics.c: count one successful operation that took us microseconds;
+ * GET /metrics (admin) in the Prometheus text format. */
+void metrics_observe(struct node *n, enum node_op op, uint64_t us);
+void handle_metrics(struct node *n, struct http_conn *c);
 
 /* ready.c: GET /internal/ready, nodemgr's and the gateway's status as the
  * node sees them (200 all up, 503 otherwise), each probe time-bounded. */

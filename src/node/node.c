@@ -192,6 +192,15 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 		handle_internal_network(n, c);
 		return;
 	}
+	if (nseg == 1 && strcmp(segs[0], "metrics") == 0) {
+		if (!method_is(req, "GET"))
+			not_allowed(c, req);
+		else if (!admin)
+			http_respond_error(c, 403, "forbidden", "admin only");
+		else
+			handle_metrics(n, c);
+		return;
+	}
 	if (nseg < 2 || strcmp(segs[0], "v1") != 0) {
 		http_respond_error(c, 404, "not_found", "no such endpoint");
 		return;

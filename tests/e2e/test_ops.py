@@ -245,5 +245,85 @@ class DoctorTest(AirlockTestCase):
         self.assertEqual(self.api.raw("GET", "/v1/node/doctor", auth=False)[0], 401)
 
 
+def parse_metrics(text):
+    """{(name, frozenset(labels)): value} of a Prometheus text exposition."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r'([a-z_]+)(?:\{(.*)\})? (\S+)', line)
+        assert m, f"bad metrics line {line!r}"
+        labels = frozenset(re.findall(r'([a-z_]+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+class MetricsTest(AirlockTestCase):
+    """GET /metrics: known operations move the counters by exactly that much."""
+
+    def scrape(self):
+        status, body, r = self.api.raw("GET", "/metrics")
+        self.assertEqual(status, 200, body)
+        self.assertTrue(r.getheader("Content-Type").startswith("text/plain"))
+        return parse_metrics(body.decode())
+
+    def test_auth(self):
+        self.assertEqual(self.api.raw("GET", "/metrics", auth=False)[0], 401)
+        _, tenant = self.new_tenant("metrics-auth")
+        self.assertEqual(tenant.raw("GET", "/metrics")[0], 403)
+
+    def test_counts_move_exactly(self):
+        def op(m, name, op_, le="+Inf"):
+            return m[(f"airlock_op_duration_seconds_{name}",
+                      frozenset({("op", op_)} | ({("le", le)} if name == "bucket" else set())))]
+
+        t, tenant = self.new_tenant("metrics")
+        backend = BACKEND or "ns"
+        before = self.scrape()
+        N, M = 3, 4
+        sids = []
+        try:
+            for _ in range(N):
+                sids.append(tenant.create()["id"])
+            for i in range(M):
+                code, out, _, _ = tenant.exec(sids[i % N], ["sh", "-c", "echo hi"])
+                self.assertEqual((code, out), (0, b"hi\n"))
+            tenant.call("POST", f"/v1/sandboxes/{sids[0]}/snapshots", {})
+            kids = tenant.call("POST", f"/v1/sandboxes/{sids[1]}/fork", {"count": 2})
+            sids += [k["id"] for k in kids["sandboxes"]]
+            # one connection the gateway refuses (a private address)
+            code, _, err, _ = tenant.exec(
+                sids[2], ["sh", "-c", "timeout 5 wget -q -O - http://192.168.255.1/"])
+            self.assertIn(b"403", err)
+            after = self.scrape()
+            moved = {o: op(after, "count", o) - op(before, "count", o)
+                     for o in ("create", "exec", "snapshot", "fork")}
+            self.assertEqual(moved, {"create": N, "exec": M + 1, "snapshot": 1, "fork": 1})
+            for o in moved:
+                # buckets are cumulative and end at the count
+                les = [op(after, "bucket", o, le) for le in
+                       sorted({dict(k[1])["le"] for k in after if k[0].endswith("_bucket")
+                               and dict(k[1]).get("op") == o} - {"+Inf"}, key=float)]
+                self.assertEqual(les, sorted(les))
+                self.assertEqual(op(after, "bucket", o), op(after, "count", o))
+                self.assertGreater(op(after, "sum", o), op(before, "sum", o))
+            self.assertEqual(after[("airlock_tenant_sandboxes",
+                                    frozenset({("tenant", t["id"])}))], N + 2)
+            running = ("airlock_sandboxes",
+                       frozenset({("state", "running"), ("backend", backend)}))
+            self.assertEqual(after[running] - before[running], N + 2)
+            self.assertEqual(after[("airlock_gateway_up", frozenset())], 1)
+            g = lambda m, k: m.get((f"airlock_gateway_{k}", frozenset()), 0)
+            self.assertEqual(g(after, "connections_total") - g(before, "connections_total"), 1)
+            self.assertEqual(g(after, "denied_total") - g(before, "denied_total"), 1)
+            self.assertGreater(after[("airlock_node_memory_available_bytes", frozenset())], 0)
+            self.assertGreater(after[("airlock_node_pool_free_bytes", frozenset())], 0)
+        finally:
+            for sid in sids:
+                tenant.call("DELETE", f"/v1/sandboxes/{sid}", expect=(200, 204, 404))
+        final = self.scrape()
+        self.assertNotIn(("airlock_tenant_sandboxes", frozenset({("tenant", t["id"])})), final)
+
+
 if __name__ == "__main__":
     main()
