@@ -14,6 +14,7 @@
 
 #include "../lib/log.h"
 #include "../lib/util.h"
+#include "airlock-version.h"   /* generated: <build>/gen */
 #include "airlockd.h"
 
 static void usage(FILE *f)
@@ -35,8 +36,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cmd = argv[1];
-	if (!strcmp(cmd, "version")) {
-		puts("airlockd 0.1.0");
+	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+		puts("airlockd " AIRLOCK_VERSION);
 		return 0;
 	}
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {

@@ -84,6 +84,10 @@ void api_handle_keys(struct api *a, struct http_req *req, struct http_conn *c,
 bool api_inflight_take(struct api *a, struct http_conn *c, const struct api_principal *who);
 void api_inflight_give(struct api *a, const struct api_principal *who);
 
+/* --- ready.c: GET /v1/ready (no key) --- */
+
+void api_handle_ready(struct api *a, struct http_conn *c);
+
 /* --- credentials.c: /v1/credentials (any key, own tenant only) --- */
 
 void api_handle_credentials(struct api *a, struct http_req *req, struct http_conn *c,

@@ -2,7 +2,8 @@
  *
  * Order of checks for every request (each step answers and stops on failure):
  *   1. route known?            404 not_found (no auth needed to learn that)
- *   2. GET /v1/health          200, unauthenticated
+ *   2. GET /v1/health          200, unauthenticated (liveness)
+ *      GET /v1/ready           200 or 503, unauthenticated (ready.c)
  *   3. Authorization: Bearer   401 unauthorized (missing, malformed, unknown, revoked)
  *   4. per-key token bucket    429 rate_limited + Retry-After
  *   5. admin-only route?       403 forbidden
@@ -35,6 +36,7 @@
 enum route {
 	R_NONE,
 	R_HEALTH,
+	R_READY,       /* anyone, served here (ready.c) */
 	R_TENANTS,     /* admin, served here */
 	R_KEYS,        /* admin, served here */
 	R_NODE,        /* admin, forwarded */
@@ -105,11 +107,14 @@ static enum route route_of(const char *path)
 		return R_NONE;
 	if (strcmp(path, "/v1/health") == 0)
 		return R_HEALTH;
+	if (strcmp(path, "/v1/ready") == 0)
+		return R_READY;
 	if (strcmp(path, "/v1/tenants") == 0)
 		return R_TENANTS;
 	if (strcmp(path, "/v1/keys") == 0)
 		return R_KEYS;
-	if (strcmp(path, "/v1/node") == 0)
+	if (strcmp(path, "/v1/node") == 0 || strcmp(path, "/v1/node/doctor") == 0 ||
+	    strcmp(path, "/metrics") == 0)
 		return R_NODE;
 	if (strcmp(path, "/v1/nodes") == 0)
 		return R_NODES;
@@ -211,6 +216,13 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 			return;
 		}
 		http_respond_json(c, 200, "{\"status\":\"ok\"}");
+		return;
+	}
+	if (rt == R_READY) {
+		if (strcmp(req->method, "GET") != 0)
+			api_method_not_allowed(c, "GET");
+		else
+			api_handle_ready(a, c);
 		return;
 	}
 

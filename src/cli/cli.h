@@ -1,8 +1,9 @@
 /* cli.h - shared by the files of the `airlock` CLI.
  *
  * Every verb is `int cmd_x(struct cli *cli, int argc, char **argv)` and returns
- * the process exit code: 0 ok, 1 error (already printed as
- * "airlock: <message> (<code>)"), 2 usage error. argv[0] is the verb.
+ * the process exit code: 0 ok, or one of the EXIT_* codes below (the error
+ * already printed as "airlock: <message> (<code>)"); `exec` and `logs`
+ * return the remote process's status instead. argv[0] is the verb.
  */
 #ifndef AIRLOCK_CLI_H
 #define AIRLOCK_CLI_H
@@ -15,7 +16,18 @@
 #include "../lib/json.h"
 #include "../lib/util.h"
 
-#define EXIT_USAGE 2
+/* The CLI's own failures use 125..127, as docker's do, so a script can tell
+ * them from what a remote command returned (`airlock exec` passes that
+ * through; a command is rarely made to exit 125..127 on purpose).
+ *   125  the CLI or the request failed: a usage error, a bad config, an error
+ *        answer of the API (404, 409, 5xx, ...), a broken stream
+ *   126  the API refused the key: 401 (no or a bad key) or 403 (not admin)
+ *   127  the server could not be reached (connect, TLS or read failure)
+ * README ("CLI") and docs/API.md ("Errors") document the same table. */
+#define EXIT_FAIL 125
+#define EXIT_USAGE 125
+#define EXIT_AUTH 126
+#define EXIT_UNREACHABLE 127
 
 struct cli {
 	/* from flags; borrowed from argv */
@@ -52,13 +64,15 @@ bool cli_parse_int(const char *s, long long min, long long max, long long *out);
 /* Print an object's top-level fields as "key: value" lines. */
 void cli_print_fields(const json *o);
 
-/* Resolve url and key from flags, env and the config file. Returns 0 or 1. */
+/* Resolve url and key from flags, env and the config file. Returns 0 or
+ * EXIT_FAIL. */
 int cli_load(struct cli *cli);
-/* Print "airlock: <message> (<code>)" to stderr; returns 1. */
+/* Print "airlock: <message> (<code>)" to stderr; returns EXIT_FAIL. */
 int cli_fail(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print "airlock: <message>" and a hint to stderr; returns EXIT_USAGE. */
 int cli_usage(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Print the error carried by a non-2xx answer; returns 1. */
+/* Print the error carried by a non-2xx answer; returns EXIT_AUTH for 401
+ * and 403, else EXIT_FAIL. */
 int cli_fail_resp(int status, const char *body, size_t len);
 
 /* Header lines for a request: Authorization plus extra ("Name: v\r\n"...).
@@ -67,23 +81,24 @@ char *cli_headers(struct cli *cli, const char *extra);
 
 /* One request with a complete answer. Returns 0 when the status is 2xx and
  * fills *out (caller frees with http_resp_free); otherwise prints the error
- * and returns 1 (*out is freed). content_type may be NULL. */
+ * and returns its exit code (*out is freed): EXIT_UNREACHABLE, EXIT_AUTH or
+ * EXIT_FAIL. content_type may be NULL. */
 int cli_call(struct cli *cli, const char *method, const char *target,
 	     const char *content_type, const void *body, size_t len, const char *extra_headers,
 	     struct http_resp *out);
 /* cli_call with a JSON body (or NULL) and a JSON answer. *out is set to the
  * parsed answer (caller frees; NULL for an empty body). With raw != NULL the
- * answer text is also returned (caller owns). Returns 0/1. */
+ * answer text is also returned (caller owns). Returns 0 or an exit code. */
 int cli_call_json(struct cli *cli, const char *method, const char *target,
 		  const char *json_body, const char *extra_headers, json **out, char **raw);
 
 /* Streaming: on_line is called for each NDJSON line (without '\n') of a 2xx
  * answer; returning non-zero stops the request. Errors are printed. Returns
- * 0 when the stream ended, 1 on error, or what on_line returned. */
+ * 0 when the stream ended, an exit code on error, or what on_line returned. */
 typedef int (*cli_line_fn)(void *arg, char *line, size_t len);
 int cli_stream_lines(struct cli *cli, const char *method, const char *target,
 		     const char *json_body, cli_line_fn on_line, void *arg);
-/* Streaming raw bytes of a 2xx answer to fd. Returns 0/1. */
+/* Streaming raw bytes of a 2xx answer to fd. Returns 0 or an exit code. */
 int cli_stream_to_fd(struct cli *cli, const char *method, const char *target, int fd);
 
 /* Percent-encode for a query value or path segment. Caller owns. */
@@ -148,8 +163,12 @@ int cmd_tenant(struct cli *cli, int argc, char **argv);
 int cmd_key(struct cli *cli, int argc, char **argv);
 int cmd_health(struct cli *cli, int argc, char **argv);
 int cmd_node(struct cli *cli, int argc, char **argv);
+int cmd_doctor(struct cli *cli, int argc, char **argv);
 
 /* The usage text (main.c). */
 void cli_print_usage(FILE *f);
+/* The lines of the usage text about one verb (its first word counts:
+ * "snapshot create" prints every `snapshot` line). */
+void cli_print_verb_usage(FILE *f, const char *verb);
 
 #endif

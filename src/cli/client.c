@@ -18,7 +18,7 @@ int cli_fail(const char *code, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, " (%s)\n", code);
-	return 1;
+	return EXIT_FAIL;
 }
 
 int cli_usage(const char *verb, const char *fmt, ...)
@@ -50,11 +50,11 @@ int cli_common_opt(struct cli *cli, int opt, const char *verb)
 		cli->url_flag = optarg;
 		return 0;
 	case 'h':
-		cli_print_usage(stdout);
+		cli_print_verb_usage(stdout, verb);
 		exit(0);
 	default:
 		/* getopt already printed what was wrong */
-		fprintf(stderr, "Try 'airlock --help'.\n");
+		fprintf(stderr, "Try 'airlock %s --help'.\n", verb);
 		return EXIT_USAGE;
 	}
 }
@@ -155,12 +155,13 @@ int cli_fail_resp(int status, const char *body, size_t len)
 		fprintf(stderr, "airlock: check the API key (AIRLOCK_API_KEY, --config or %s)\n",
 			DEFAULT_CONFIG);
 	json_free(j);
-	return r;
+	return status == 401 || status == 403 ? EXIT_AUTH : r;
 }
 
 static int fail_transport(struct cli *cli, const err_t *err)
 {
-	return cli_fail("unavailable", "cannot reach %s: %s", cli->url, err->msg);
+	cli_fail("unavailable", "cannot reach %s: %s", cli->url, err->msg);
+	return EXIT_UNREACHABLE;
 }
 
 int cli_call(struct cli *cli, const char *method, const char *target,
@@ -173,17 +174,18 @@ int cli_call(struct cli *cli, const char *method, const char *target,
 					       extra_headers ? extra_headers : "");
 	_cleanup_free_ char *hdr = NULL;
 	err_t err = { 0 };
+	int r;
 
 	memset(out, 0, sizeof(*out));
-	if (cli_load(cli))
-		return 1;
+	if ((r = cli_load(cli)))
+		return r;
 	hdr = cli_headers(cli, extra);
 	if (http_request(cli->url, method, target, hdr, body, len, out, &err) < 0) {
 		http_resp_free(out);
 		return fail_transport(cli, &err);
 	}
 	if (out->status < 200 || out->status > 299) {
-		int r = cli_fail_resp(out->status, out->body.data, out->body.len);
+		r = cli_fail_resp(out->status, out->body.data, out->body.len);
 		http_resp_free(out);
 		return r;
 	}
@@ -195,14 +197,15 @@ int cli_call_json(struct cli *cli, const char *method, const char *target,
 {
 	struct http_resp resp;
 	err_t err = { 0 };
+	int r;
 
 	if (out)
 		*out = NULL;
 	if (raw)
 		*raw = NULL;
-	if (cli_call(cli, method, target, json_body ? "application/json" : NULL, json_body,
-		     json_body ? strlen(json_body) : 0, extra_headers, &resp))
-		return 1;
+	if ((r = cli_call(cli, method, target, json_body ? "application/json" : NULL, json_body,
+			  json_body ? strlen(json_body) : 0, extra_headers, &resp)))
+		return r;
 	if (out && resp.body.len) {
 		*out = json_parse(resp.body.data, resp.body.len, &err);
 		if (!*out) {
@@ -283,8 +286,8 @@ static int stream_run(struct cli *cli, const char *method, const char *target,
 	err_t err = { 0 };
 	int r, ret = 0;
 
-	if (cli_load(cli))
-		return 1;
+	if ((r = cli_load(cli)))
+		return r;
 	hdr = cli_headers(cli, json_body ? "Content-Type: application/json\r\n" : NULL);
 	buf_init(&s->line);
 	buf_init(&s->errbody);

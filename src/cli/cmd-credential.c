@@ -23,12 +23,12 @@ static int read_value(struct buf *v)
 		buf_add(v, chunk, (size_t)k);
 		if (v->len > 8193) {
 			fprintf(stderr, "airlock: the value is longer than 8192 bytes\n");
-			return 1;
+			return EXIT_FAIL;
 		}
 	}
 	if (k < 0 || !v->len) {
 		fprintf(stderr, "airlock: give the value on stdin\n");
-		return 1;
+		return EXIT_FAIL;
 	}
 	if (v->data[v->len - 1] == '\n')
 		v->data[--v->len] = '\0';
@@ -106,7 +106,7 @@ static int cred_create(struct cli *cli, int argc, char **argv)
 	buf_init(&value);
 	if (read_value(&value)) {
 		scrub(&value);
-		return 1;
+		return EXIT_FAIL;
 	}
 	buf_init(&body);
 	jw_init(&w, &body);
@@ -198,7 +198,7 @@ static int cred_rotate(struct cli *cli, int argc, char **argv)
 	buf_init(&value);
 	if (read_value(&value)) {
 		scrub(&value);
-		return 1;
+		return EXIT_FAIL;
 	}
 	buf_init(&body);
 	jw_init(&w, &body);

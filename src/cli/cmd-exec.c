@@ -197,7 +197,7 @@ static int on_line(void *arg, char *line, size_t len)
 			r = cli_fail("bad_response", "bad data in the output stream");
 		} else if (!ps->cli->json) {
 			if (write_all(out ? 1 : 2, bytes.data, bytes.len) < 0 && out)
-				r = 1;  /* our stdout is gone (e.g. a closed pipe): stop */
+				r = EXIT_FAIL;  /* our stdout is gone (e.g. a closed pipe): stop */
 		}
 		if (out)
 			ps->stdout_offset = json_get_int(j, "offset", ps->stdout_offset, NULL) +
@@ -334,9 +334,9 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
 		free(env);
 		return cli_usage("exec", "missing command");
 	}
-	if (cli_load(cli)) {
+	if ((r = cli_load(cli))) {
 		free(env);
-		return 1;
+		return r;
 	}
 
 	buf_init(&body);

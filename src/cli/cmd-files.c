@@ -214,7 +214,7 @@ int cmd_files(struct cli *cli, int argc, char **argv)
 		if (strcmp(argv[1], subs[i].name) == 0)
 			return subs[i].fn(cli, argc - 1, argv + 1);
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		cli_print_usage(stdout);
+		cli_print_verb_usage(stdout, "files");
 		return 0;
 	}
 	return cli_usage("files", "unknown subcommand `%s`", argv[1]);

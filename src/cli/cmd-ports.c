@@ -116,8 +116,8 @@ int cmd_port_forward(struct cli *cli, int argc, char **argv)
 	if (!parse_spec(argv[optind + 1], &local, &remote))
 		return cli_usage("port-forward", "`%s` is not [LOCAL:]REMOTE (ports 1..65535)",
 				 argv[optind + 1]);
-	if (cli_load(cli))
-		return 1;
+	if ((r = cli_load(cli)))
+		return r;
 	_cleanup_free_ char *id = cli_escape(argv[optind]);
 	struct fwd f = { .cli = cli, .target = xasprintf("/v1/sandboxes/%s/tunnel/%lld", id,
 							  remote) };

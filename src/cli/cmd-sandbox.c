@@ -302,6 +302,7 @@ int cmd_rm(struct cli *cli, int argc, char **argv)
 {
 	int r, failed = 0;
 
+	/* Every id is tried; the exit code is the last failure's. */
 	if ((r = cli_only_common(cli, argc, argv, "rm", 1, -1)))
 		return r;
 	for (int i = optind; i < argc; i++) {
@@ -309,8 +310,8 @@ int cmd_rm(struct cli *cli, int argc, char **argv)
 		_cleanup_free_ char *target = xasprintf("/v1/sandboxes/%s", id);
 		struct http_resp resp;
 
-		if (cli_call(cli, "DELETE", target, NULL, NULL, 0, NULL, &resp)) {
-			failed = 1;
+		if ((r = cli_call(cli, "DELETE", target, NULL, NULL, 0, NULL, &resp))) {
+			failed = r;
 			continue;
 		}
 		http_resp_free(&resp);

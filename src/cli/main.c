@@ -2,6 +2,7 @@
  * pick the verb, hand over. Each verb group lives in its own file. */
 #include <string.h>
 
+#include "airlock-version.h"   /* generated: <build>/gen */
 #include "cli.h"
 
 static const char usage[] =
@@ -63,18 +64,83 @@ static const char usage[] =
 	"  node                                   this node's info\n"
 	"  node ls                                the cluster's nodes: state, heartbeat, capacity\n"
 	"  health                                 is the API up?\n"
+	"  doctor [--remote] [--backend ns|vm] [--data-dir D] [--vm-dir D]\n"
+	"                                         what this host can do, with the fix for each\n"
+	"                                         gap; exit 1 when the default backend cannot run\n"
+	"                                         (checks run here, as root; --remote: the server's)\n"
+	"\n"
+	"  version                                this client's version\n"
 	"\n"
 	"Global flags:\n"
 	"  --json           print the server's JSON instead of tables\n"
 	"  --config FILE    config file (default $AIRLOCK_CONFIG, else /var/lib/airlock/cli.json)\n"
 	"  --url URL        API address (overrides $AIRLOCK_URL and the config file)\n"
 	"Environment: AIRLOCK_URL and AIRLOCK_API_KEY override the config file.\n"
-	"Exit status: 0 ok, 1 error (\"airlock: <message> (<code>)\"), 2 usage error;\n"
-	"exec and logs exit with the remote process's status.\n";
+	"Exit status: 0 ok; 125 usage error, bad config or an error answer of the API\n"
+	"(\"airlock: <message> (<code>)\"); 126 key refused (401, 403); 127 server\n"
+	"unreachable. exec and logs exit with the remote process's status.\n";
+
+/* `airlock version`: the client's own version; needs no server. */
+static int cmd_version(struct cli *cli, int argc, char **argv)
+{
+	int r = cli_only_common(cli, argc, argv, "version", 0, 0);
+
+	if (r)
+		return r;
+	if (cli->json)
+		printf("{\"version\":\"%s\"}\n", AIRLOCK_VERSION);
+	else
+		puts("airlock " AIRLOCK_VERSION);
+	return 0;
+}
 
 void cli_print_usage(FILE *f)
 {
 	fputs(usage, f);
+}
+
+/* Does this usage line ("  rm SBX...") introduce `verb`? */
+static bool line_names(const char *line, size_t len, const char *verb)
+{
+	size_t n = strlen(verb);
+
+	return len >= 2 + n && memcmp(line + 2, verb, n) == 0 && (len == 2 + n || line[2 + n] == ' ');
+}
+
+void cli_print_verb_usage(FILE *f, const char *verb)
+{
+	_cleanup_free_ char *first = xstrndup(verb, strcspn(verb, " "));
+	/* aliases, and verbs that share a line with another */
+	const char *word = !strcmp(first, "list")     ? "ls"
+			   : !strcmp(first, "delete") ? "rm"
+			   : !strcmp(first, "resume") ? "pause"
+						      : first;
+	bool printing = false, any = false;
+
+	/* The lines of the full usage that name the verb, with the more
+	 * indented lines that continue them. */
+	for (const char *p = usage; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = (size_t)(nl - p);
+
+		if (len > 2 && p[0] == ' ' && p[1] == ' ' && p[2] != ' ')
+			printing = line_names(p, len, word);
+		else if (len <= 2 || p[0] != ' ')
+			printing = false;
+		if (printing) {
+			if (!any)
+				fputs("Usage: airlock [--json] [--config FILE] [--url URL]\n", f);
+			fprintf(f, "%.*s\n", (int)len, p);
+			any = true;
+		}
+		p = nl + 1;
+	}
+	if (!any)
+		fputs(usage, f);
+	else
+		fputs("Exit status: 0 ok, 125 error, 126 key refused, 127 server unreachable\n"
+		      "(see airlock --help).\n",
+		      f);
 }
 
 static const struct verb {
@@ -93,7 +159,7 @@ static const struct verb {
 	{ "network", cmd_network },
 	{ "credential", cmd_credential },
 	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
-	{ "fork", cmd_fork },
+	{ "fork", cmd_fork },	  { "version", cmd_version }, { "doctor", cmd_doctor },
 };
 
 int main(int argc, char **argv)
@@ -106,6 +172,9 @@ int main(int argc, char **argv)
 		const char *a = argv[i];
 		if (strcmp(a, "--json") == 0) {
 			cli.json = true;
+		} else if (strcmp(a, "--version") == 0) {
+			puts("airlock " AIRLOCK_VERSION);
+			return 0;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			fputs(usage, stdout);
 			return 0;
@@ -126,6 +195,11 @@ int main(int argc, char **argv)
 	for (size_t v = 0; v < ARRAY_SIZE(verbs); v++) {
 		if (strcmp(argv[i], verbs[v].name) != 0)
 			continue;
+		/* `airlock VERB --help`, also for the verbs with subcommands */
+		if (i + 1 < argc && (!strcmp(argv[i + 1], "--help") || !strcmp(argv[i + 1], "-h"))) {
+			cli_print_verb_usage(stdout, argv[i]);
+			return 0;
+		}
 		r = verbs[v].fn(&cli, argc - i, argv + i);
 		fflush(stdout);
 		free(cli.url);

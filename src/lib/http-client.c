@@ -147,6 +147,10 @@ struct reader {
 	int idle_ms;
 	int (*on_idle)(void *arg);
 	void *idle_arg;
+	/* Each wait for bytes (head or body) lasts at most this long, then the
+	 * request fails with ETIMEDOUT; -1: no limit. For probes of a peer
+	 * that may be stalled (GET /v1/ready), where blocking is the failure. */
+	int timeout_ms;
 };
 
 static int parse_status_line(const char *p, const char *eol, int *status, err_t *err)
@@ -169,7 +173,9 @@ static int read_resp_head(struct reader *r, struct http_resp *out, err_t *err)
 	while (!(head = http_find_head_end(r->in.data, r->in.len, &scanned))) {
 		if (r->in.len > HTTP_MAX_HEAD)
 			return err_set(err, EPROTO, "response head too large");
-		ssize_t n = http_recv_some(r->fd, &r->in, HTTP_IO_CHUNK, -1);
+		ssize_t n = http_recv_some(r->fd, &r->in, HTTP_IO_CHUNK, r->timeout_ms);
+		if (n == -ETIMEDOUT)
+			return err_set(err, ETIMEDOUT, "no response within %d ms", r->timeout_ms);
 		if (n <= 0)
 			return n == 0 ? err_set(err, EPIPE, "connection closed before response")
 				      : err_set(err, (int)-n, "receive response");
@@ -267,7 +273,7 @@ static int read_body(struct reader *r, enum body_kind kind, uint64_t clen, struc
 		    (kind == BODY_CHUNKED && d.state == DC_DONE))
 			return 0;
 		ssize_t n = http_recv_some(r->fd, &r->in, HTTP_IO_CHUNK,
-					   r->idle_ms > 0 ? r->idle_ms : -1);
+					   r->idle_ms > 0 ? r->idle_ms : r->timeout_ms);
 		if (n == -ETIMEDOUT && r->on_idle) {
 			int ir = r->on_idle(r->idle_arg);
 			if (ir)
@@ -313,7 +319,14 @@ int http_request(const char *base, const char *method, const char *target,
 		 const char *headers, const void *body, size_t len,
 		 struct http_resp *out, err_t *err)
 {
-	struct reader r = { .fd = -1 };
+	return http_request_timeout(base, method, target, headers, body, len, -1, out, err);
+}
+
+int http_request_timeout(const char *base, const char *method, const char *target,
+			 const char *headers, const void *body, size_t len, int timeout_ms,
+			 struct http_resp *out, err_t *err)
+{
+	struct reader r = { .fd = -1, .timeout_ms = timeout_ms };
 	enum body_kind kind;
 	uint64_t clen = 0;
 
@@ -350,7 +363,7 @@ int http_request_stream(const char *base, const char *method, const char *target
 			const char *headers, const void *body, size_t len,
 			const struct http_stream_cbs *cbs, void *arg, err_t *err)
 {
-	struct reader r = { .fd = -1 };
+	struct reader r = { .fd = -1, .timeout_ms = -1 };
 	struct http_resp head;
 	enum body_kind kind;
 	uint64_t clen = 0;

@@ -109,6 +109,12 @@ int http_dial(const char *base, char *host_header, size_t hn, err_t *err);
 int http_request(const char *base, const char *method, const char *target,
 		 const char *headers, const void *body, size_t len,
 		 struct http_resp *out, err_t *err);
+/* http_request where each wait for the answer's bytes lasts at most
+ * timeout_ms (-1: no limit); past it, -ETIMEDOUT. Connecting is not timed
+ * (a unix socket's connect does not wait for the peer to run). */
+int http_request_timeout(const char *base, const char *method, const char *target,
+			 const char *headers, const void *body, size_t len, int timeout_ms,
+			 struct http_resp *out, err_t *err);
 
 /* Streaming client: on_head is called once with status/headers (out has no
  * body); then on_data for each piece of the body as it arrives (dechunked).

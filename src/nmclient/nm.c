@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -49,8 +50,9 @@ static int put_str(char *dst, size_t cap, const char *s, const char *what, err_t
 
 /* Send q, then read replies: ITEMs go to items (if not NULL), PROGRESS lines
  * to progress, until the RESULT, which is left in *res (with its fd). */
-static int nm_call(const char *sock, const struct nm_req *q, struct nm_resp *res, int *fd,
-		   char ***items, void (*progress)(void *, const char *), void *arg, err_t *err)
+static int nm_call_within(const char *sock, const struct nm_req *q, struct nm_resp *res,
+			  int *fd, char ***items, void (*progress)(void *, const char *), void *arg,
+			  int timeout_ms, err_t *err)
 {
 	_cleanup_close_ int s = nm_connect(sock, err);
 	size_t n = 0, cap = 0;
@@ -61,6 +63,13 @@ static int nm_call(const char *sock, const struct nm_req *q, struct nm_resp *res
 		*fd = -1;
 	if (s < 0)
 		return s;
+	if (timeout_ms > 0) {
+		/* wire_send/wire_recv block in sendmsg/recvmsg: these bound them */
+		struct timeval tv = { .tv_sec = timeout_ms / 1000,
+				      .tv_usec = (timeout_ms % 1000) * 1000 };
+		setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
 	if ((r = wire_send(s, q, sizeof(*q), -1)) < 0) {
 		errno = -r;
 		return err_sys(err, "send to nodemgr");
@@ -117,6 +126,12 @@ fail:
 		free(list[i]);
 	free(list);
 	return r;
+}
+
+static int nm_call(const char *sock, const struct nm_req *q, struct nm_resp *res, int *fd,
+		   char ***items, void (*progress)(void *, const char *), void *arg, err_t *err)
+{
+	return nm_call_within(sock, q, res, fd, items, progress, arg, -1, err);
 }
 
 /* What a reply that started a sandbox carries besides the channel. */
@@ -259,6 +274,46 @@ int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err)
 		return -err->code;
 	*out = res.info;
 	out->cgroup_mode[sizeof(out->cgroup_mode) - 1] = '\0';
+	return 0;
+}
+
+int nm_doctor(const char *sock, const char *default_backend, char **json_text, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+	char **items = NULL;
+	struct buf b;
+
+	*json_text = NULL;
+	req_init(&q, NM_DOCTOR);
+	if (put_str(q.u.doctor.backend, sizeof(q.u.doctor.backend), default_backend, "backend",
+		    err) < 0)
+		return -err->code;
+	if (nm_call(sock, &q, &res, NULL, &items, NULL, NULL, err) < 0)
+		return -err->code;
+	/* the report comes in ITEM pieces of at most sizeof(text) - 1 bytes */
+	buf_init(&b);
+	for (size_t i = 0; items[i]; i++) {
+		buf_adds(&b, items[i]);
+		free(items[i]);
+	}
+	free(items);
+	buf_addc(&b, '\0');
+	*json_text = buf_steal(&b);
+	return 0;
+}
+
+int nm_ping(const char *sock, int timeout_ms, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	/* NODE_INFO is cheap (sysinfo, statvfs) and answered on its own thread */
+	req_init(&q, NM_NODE_INFO);
+	if (nm_call_within(sock, &q, &res, NULL, NULL, NULL, NULL, timeout_ms, err) < 0)
+		return err->code == EAGAIN ? err_set(err, ETIMEDOUT, "nodemgr: no answer within %d ms",
+						     timeout_ms)
+					   : -err->code;
 	return 0;
 }
 

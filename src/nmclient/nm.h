@@ -126,6 +126,12 @@ struct nm_node_info {
 	char vm_reason[160];   /* why that acceleration was chosen */
 };
 int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err);
+/* nodemgr runs the host checks (src/doctor) and returns the report as JSON
+ * text (*json_text: caller owns); default_backend decides its "ok". */
+int nm_doctor(const char *sock, const char *default_backend, char **json_text, err_t *err);
+/* Does nodemgr answer a request within timeout_ms? 0, or -errno
+ * (-ETIMEDOUT when it accepted but did not answer: stalled). */
+int nm_ping(const char *sock, int timeout_ms, err_t *err);
 
 /* The vm backend (src/nodemgr/vm-*.c): each sandbox is a jailed QEMU microVM.
  * Guest RAM is spec->limits.memory_mb, vCPUs ceil(cpu_millis / 1000).

@@ -35,6 +35,7 @@ enum nm_verb {
 	NM_SNAPSHOT_DELETE,
 	NM_SANDBOX_ROLLBACK,
 	NM_SANDBOX_FORK,
+	NM_DOCTOR,
 };
 
 struct nm_req {
@@ -61,6 +62,9 @@ struct nm_req {
 			uint32_t vm;       /* fork: 1 = the child is a vm */
 			uint32_t full;     /* create: 1 = memory too (vm) */
 		} snap;                    /* snapshot_create/delete, rollback, fork */
+		struct {
+			char backend[16];  /* the default backend: decides "ok" */
+		} doctor;
 	} u;
 };
 

@@ -727,8 +727,10 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	    create_network(&cx) < 0 ||
 	    create_guest_up(&cx) < 0)
 		create_failed(&cx);
-	else
+	else {
 		create_answer(&cx);
+		metrics_observe(n, OP_CREATE, now_us() - cx.t_req);
+	}
 out:
 	free(cx.spec);
 	free(cx.meta);

@@ -261,6 +261,7 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	int made = 0, r;
 	err_t err = { 0 };
 	json *body = NULL;
+	uint64_t t_req = now_us();
 
 	if (req->body_len && !(body = node_body_object(req, c, keys)))
 		return;
@@ -368,6 +369,7 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		log_warn("sandbox %s: %s", sb->id, err.msg);
 	pthread_mutex_unlock(&sb->mu);
 	respond_children(c, kids, (int)count);
+	metrics_observe(n, OP_FORK, now_us() - t_req);
 
 out:
 	if (temp) {

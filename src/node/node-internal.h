@@ -114,6 +114,15 @@ struct timer {
 
 struct tbuild;
 
+/* metrics.c: latency histograms of the node's operations (GET /metrics).
+ * Counters are updated with relaxed atomics, read without a lock. */
+enum node_op { OP_CREATE, OP_EXEC, OP_SNAPSHOT, OP_FORK, OP__COUNT };
+#define OP_BUCKETS 14
+struct op_histo {
+	uint64_t le[OP_BUCKETS];   /* observations <= metrics_bounds_us[i] */
+	uint64_t count, sum_us;
+};
+
 struct node {
 	const struct node_config *cfg;
 	struct db *db;
@@ -147,6 +156,8 @@ struct node {
 
 	pthread_mutex_t sched_mu;  /* one scheduler pass at a time; outermost */
 	int64_t sched_offset_ms;   /* atomic: the debug clock's advance */
+
+	struct op_histo ops[OP__COUNT];   /* metrics.c */
 };
 
 static inline bool node_stopping(struct node *n)
@@ -178,6 +189,8 @@ bool node_name_valid(const char *s);  /* [a-z0-9][a-z0-9._-]{0,63} */
  * then kept), and GET /v1/node (admin). */
 int node_info_get(struct node *n, struct nm_node_info *out, err_t *err);
 void handle_node(struct node *n, struct http_conn *c);
+/* GET /v1/node/doctor (admin): nodemgr's host checks (src/doctor). */
+void handle_node_doctor(struct node *n, struct http_conn *c);
 
 /* network.c: tell the gateway sb's address and policy (ns only; a no-op
  * for other backends or with the network off), or forget it; the
@@ -189,6 +202,15 @@ void sandbox_net_forget(struct node *n, struct sandbox *sb);
 void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_req *req,
 		    struct http_conn *c);
 void handle_internal_network(struct node *n, struct http_conn *c);
+
+/* metrics.c: count one successful operation that took us microseconds;
+ * GET /metrics (admin) in the Prometheus text format. */
+void metrics_observe(struct node *n, enum node_op op, uint64_t us);
+void handle_metrics(struct node *n, struct http_conn *c);
+
+/* ready.c: GET /internal/ready, nodemgr's and the gateway's status as the
+ * node sees them (200 all up, 503 otherwise), each probe time-bounded. */
+void handle_internal_ready(struct node *n, struct http_conn *c);
 
 /* sandbox.c: the map, the JSON form, the row, the guest channel, loading,
  * list and get. */

@@ -171,6 +171,12 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 	char *segs[MAX_SEGS];
 	int nseg;
 
+	/* The api's readiness probe acts for nobody: only the airlock user can
+	 * reach this socket (0660), and the answer names daemons, not data. */
+	if (strcmp(path, "/internal/ready") == 0 && method_is(req, "GET")) {
+		handle_internal_ready(n, c);
+		return;
+	}
 	/* Every request comes from the api daemon, which authenticated it and
 	 * names the tenant; without one there is nobody to act for. */
 	if (!tenant || !*tenant || strlen(tenant) > 128) {
@@ -186,6 +192,15 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 		handle_internal_network(n, c);
 		return;
 	}
+	if (nseg == 1 && strcmp(segs[0], "metrics") == 0) {
+		if (!method_is(req, "GET"))
+			not_allowed(c, req);
+		else if (!admin)
+			http_respond_error(c, 403, "forbidden", "admin only");
+		else
+			handle_metrics(n, c);
+		return;
+	}
 	if (nseg < 2 || strcmp(segs[0], "v1") != 0) {
 		http_respond_error(c, 404, "not_found", "no such endpoint");
 		return;
@@ -197,11 +212,14 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 			http_respond_error(c, 403, "forbidden", "admin only");
 		else
 			handle_debug_clock(n, req, c);
-	} else if (strcmp(segs[1], "node") == 0 && nseg == 2) {
+	} else if (strcmp(segs[1], "node") == 0 &&
+		   (nseg == 2 || (nseg == 3 && strcmp(segs[2], "doctor") == 0))) {
 		if (!method_is(req, "GET"))
 			not_allowed(c, req);
 		else if (!admin)
 			http_respond_error(c, 403, "forbidden", "admin only");
+		else if (nseg == 3)
+			handle_node_doctor(n, c);
 		else
 			handle_node(n, c);
 	} else if (strcmp(segs[1], "templates") == 0 && nseg == 2) {

@@ -1,7 +1,7 @@
 /* nodeinfo.c - GET /v1/node (admin): the node's size as the node manager
  * reports it (asked once and kept: node_info_get, also create's capacity
  * check), its backends and their capabilities, and how many sandboxes are in
- * each state.
+ * each state. GET /v1/node/doctor: nodemgr's host checks (src/doctor).
  */
 #include "node-internal.h"
 
@@ -111,4 +111,20 @@ void handle_node(struct node *n, struct http_conn *c)
 	jw_end(&w);
 	http_respond_json(c, 200, b.data);
 	buf_free(&b);
+}
+
+void handle_node_doctor(struct node *n, struct http_conn *c)
+{
+	_cleanup_free_ char *report = NULL;
+	err_t err = { 0 };
+
+	/* The checks run in nodemgr: it is root, so it can open /dev/kvm and
+	 * list nftables, which this unprivileged daemon cannot. */
+	if (nm_doctor(n->cfg->nm_sock, n->cfg->default_backend ? n->cfg->default_backend : "ns",
+		      &report, &err) < 0) {
+		err_wrap(&err, "node manager");
+		node_respond_err(c, &err);
+		return;
+	}
+	http_respond_json(c, 200, report);
 }

@@ -228,6 +228,7 @@ static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req 
 	struct db_rows rows;
 	json *body = NULL;
 	err_t err = { 0 };
+	uint64_t t_req = now_us();
 
 	if (req->body_len) {
 		const json *v;
@@ -272,6 +273,7 @@ static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req 
 		db_rows_free(&rows);
 		http_respond_json(c, 201, b.data);
 		buf_free(&b);
+		metrics_observe(n, OP_SNAPSHOT, now_us() - t_req);
 	}
 out:
 	json_free(body);

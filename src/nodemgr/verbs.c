@@ -14,6 +14,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include "../doctor/doctor.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
 #include "../storage/pool.h"
@@ -246,6 +247,37 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		send_items(fd, template_list(s));
 		r = 0;
 		break;
+	case NM_DOCTOR: {
+		/* Safe: read-only checks (src/doctor): files under /sys, /proc
+		 * and /dev, statfs, and two fixed argvs (`qemu-system-x86_64
+		 * --version`, `nft list tables`). The one input, a backend
+		 * name, only picks which backend's result "ok" reports. */
+		struct nm_node_info info;
+		struct buf b;
+		char chunk[sizeof(((struct nm_resp *)0)->text)];
+
+		q.u.doctor.backend[sizeof(q.u.doctor.backend) - 1] = '\0';
+		node_info(s, &info);
+		struct doctor_opts o = {
+			.data_dir = s->cfg->data_dir,
+			.vm_dir = s->cfg->vm_dir ? s->cfg->vm_dir : "",
+			.vm_accel = s->cfg->vm_accel,
+			.default_backend = q.u.doctor.backend,
+			.accel_decided = info.vm_accel[0] ? info.vm_accel : NULL,
+			.accel_reason = info.vm_reason,
+		};
+		buf_init(&b);
+		doctor_run(&o, &b);
+		for (size_t off = 0; off < b.len; off += sizeof(chunk) - 1) {
+			size_t n = b.len - off < sizeof(chunk) - 1 ? b.len - off : sizeof(chunk) - 1;
+			memcpy(chunk, b.data + off, n);
+			chunk[n] = '\0';
+			send_text(fd, NM_MSG_ITEM, chunk);
+		}
+		buf_free(&b);
+		r = 0;
+		break;
+	}
 	case NM_NODE_INFO: {
 		/* Safe: read-only host facts. */
 		struct nm_resp res;

@@ -28,17 +28,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../doctor/doctor.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
 #include "nodemgr-internal.h"
 
 #define PROBE_TIMEOUT_MS 15000
-
-static bool exists(const char *p)
-{
-	return access(p, F_OK) == 0;
-}
 
 /* Boot the kernel under KVM; true when the console shows /init starting. */
 static bool probe_boot(const char *kernel, const char *initrd, char *why, size_t cap)
@@ -125,7 +121,6 @@ void vm_accel_detect(struct nm_server *s, char *accel, size_t acap, char *reason
 	_cleanup_free_ char *key = NULL;
 	struct stat st;
 	struct buf b;
-	int fd;
 
 	if (!strcmp(want, "kvm") || !strcmp(want, "tcg")) {
 		snprintf(accel, acap, "%s", want);
@@ -133,17 +128,10 @@ void vm_accel_detect(struct nm_server *s, char *accel, size_t acap, char *reason
 		return;
 	}
 	snprintf(accel, acap, "tcg");
-	fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(reason, rcap, "/dev/kvm: %s", strerror(errno));
+	/* absent or PVM-only: TCG without a probe (the same test `airlock
+	 * doctor` reports, src/doctor) */
+	if (doctor_kvm_state(reason, rcap) != DOCTOR_KVM_USABLE)
 		return;
-	}
-	close(fd);
-	if (exists("/sys/module/kvm_pvm") && !exists("/sys/module/kvm_intel") &&
-	    !exists("/sys/module/kvm_amd")) {
-		snprintf(reason, rcap, "kvm_pvm only: stock kernels hang");
-		return;
-	}
 	/* Remembered probe result for this kernel? */
 	if (stat(kernel, &st) < 0) {
 		snprintf(reason, rcap, "no guest kernel to probe kvm with");

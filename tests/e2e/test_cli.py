@@ -60,7 +60,7 @@ class CliTest(AirlockTestCase):
     def test_env_overrides_and_errors(self):
         env = dict(os.environ, AIRLOCK_URL=f"http://{self.server.addr}", AIRLOCK_API_KEY="al_bad")
         r = subprocess.run([CLI, "ls"], capture_output=True, env=env)
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 126)   # the key was refused
         self.assertIn(b"unauthorized", r.stderr)
         r = self.cli("exec", "sbx-nope", "--", "true", check=False)
         self.assertNotEqual(r.returncode, 0)

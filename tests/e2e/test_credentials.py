@@ -215,7 +215,7 @@ class CredentialTest(AirlockTestCase):
         r = cli("credential", "audit")
         self.assertIn("revoked", r.stdout)
         r = cli("credential", "create", "x", stdin="v")          # no --host
-        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.returncode, 125)   # usage error
         r = cli("credential", "create", "y", "--host", "a.com", stdin="")   # no value
         self.assertNotEqual(r.returncode, 0)
 

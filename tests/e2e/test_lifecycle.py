@@ -280,7 +280,7 @@ class LifecycleTest(AirlockTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("paused", r.stdout)
         r = cli("pause", self.sid)
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 125)   # the API's 409
         self.assertIn("conflict", r.stderr)
         r = cli("--json", "resume", self.sid)
         self.assertEqual(r.returncode, 0, r.stderr)
