@@ -422,6 +422,57 @@ static int read_chunked(struct conn *c, struct body_out *o)
 	return -EPROTO;
 }
 
+/* Read one response on c into resp; 0 or -errno. */
+static int read_response(struct conn *c, bool is_head, const struct os_sink *sink,
+			 size_t max_body, struct s3_http_resp *resp)
+{
+	struct buf hb;
+	int r;
+
+	buf_init(&hb);
+	for (;;) {
+		r = read_head(c, &hb);
+		if (r < 0)
+			goto out;
+		r = s3_http_parse_head(hb.data, hb.len, resp);
+		if (r < 0)
+			goto out;
+		if (resp->status >= 200)
+			break;
+		buf_reset(&hb);  /* 1xx (100 Continue): the real answer follows */
+	}
+	{
+		bool ok = resp->status >= 200 && resp->status < 300;
+		struct body_out o = { ok ? sink : NULL, resp, max_body };
+		bool none = is_head || resp->status == 204 || resp->status == 304;
+
+		if (none)
+			r = 0;
+		else if (resp->chunked)
+			r = read_chunked(c, &o);
+		else if (resp->has_length)
+			r = read_fixed(c, &o, resp->content_length, false);
+		else {
+			resp->close = true;
+			r = read_fixed(c, &o, 0, true);
+		}
+	}
+out:
+	buf_free(&hb);
+	return r;
+}
+
+int s3_http_read_fd(int fd, int timeout_ms, bool is_head, const struct os_sink *sink,
+		    size_t max_body, struct s3_http_resp *resp)
+{
+	struct s3_http h = { .timeout_ms = timeout_ms };
+	struct conn c = { .h = &h, .fd = fd, .buf = xmalloc(RBUF) };
+	int r = read_response(&c, is_head, sink, max_body, resp);
+
+	free(c.buf);
+	return r;
+}
+
 static int take_conn(struct s3_http *h, bool *reused, err_t *err)
 {
 	int fd = -1;
@@ -483,33 +534,7 @@ static int attempt(struct s3_http *h, const char *head, const void *body, size_t
 	if (r < 0)
 		goto out;
 	c.buf = xmalloc(RBUF);
-	for (;;) {
-		r = read_head(&c, &hb);
-		if (r < 0)
-			goto out;
-		r = s3_http_parse_head(hb.data, hb.len, resp);
-		if (r < 0)
-			goto out;
-		if (resp->status >= 200)
-			break;
-		buf_reset(&hb);  /* 1xx (100 Continue): the real answer follows */
-	}
-	{
-		bool ok = resp->status >= 200 && resp->status < 300;
-		struct body_out o = { ok ? sink : NULL, resp, max_body };
-		bool none = is_head || resp->status == 204 || resp->status == 304;
-
-		if (none)
-			r = 0;
-		else if (resp->chunked)
-			r = read_chunked(&c, &o);
-		else if (resp->has_length)
-			r = read_fixed(&c, &o, resp->content_length, false);
-		else {
-			resp->close = true;
-			r = read_fixed(&c, &o, 0, true);
-		}
-	}
+	r = read_response(&c, is_head, sink, max_body, resp);
 out:
 	*got_any = c.got_any;
 	buf_free(&hb);

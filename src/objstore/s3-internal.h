@@ -53,6 +53,11 @@ int s3_http_do(struct s3_http *h, const char *head, const void *body, size_t len
 	       bool is_head, const struct os_sink *sink, size_t max_body,
 	       struct s3_http_resp *resp, err_t *err);
 
+/* Read one response from fd (bounded by timeout_ms per wait) as
+ * s3_http_do does. Exposed for the fuzz target. */
+int s3_http_read_fd(int fd, int timeout_ms, bool is_head, const struct os_sink *sink,
+		    size_t max_body, struct s3_http_resp *resp);
+
 /* Parse a response head (status line and headers, up to and including the
  * empty line) of n bytes into r. 0, or -EPROTO when malformed. Exposed for
  * the fuzz target. */
