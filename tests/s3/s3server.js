@@ -24,6 +24,7 @@ const { Hash } = require('@smithy/hash-node');
 const { HttpRequest } = require('@smithy/protocol-http');
 
 const SECRETS = { S3RVER: 'S3RVER' };
+const REGION = 'us-east-1';
 const buckets = process.argv.length > 2 ? process.argv.slice(2) : ['airlock'];
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-s3rver-'));
 const server = new S3rver({
@@ -50,6 +51,7 @@ async function checkSignature(req, body) {
   if (!m) return `not a Signature V4 Authorization header: ${auth}`;
   const [, ak, , region, service, signedHeaders] = m;
   if (!(ak in SECRETS)) return `unknown access key ${ak}`;
+  if (region !== REGION || service !== 's3') return `credential scope ${region}/${service}, not ${REGION}/s3`;
   const date = req.headers['x-amz-date'] || '';
   const d = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(date);
   if (!d) return `bad x-amz-date ${date}`;
