@@ -315,7 +315,8 @@ static int file_list(struct objstore *os, const char *prefix, objstore_list_fn f
 	int r = walk_dir(F(os), "", &w, err);
 
 	if (r == 0) {
-		qsort(w.v, w.n, sizeof(*w.v), entry_cmp);
+		if (w.n)
+			qsort(w.v, w.n, sizeof(*w.v), entry_cmp);
 		for (size_t i = 0; i < w.n && r == 0; i++)
 			r = fn(arg, w.v[i].key, w.v[i].size);
 	}

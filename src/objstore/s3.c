@@ -578,12 +578,12 @@ static int s3_list(struct objstore *os, const char *prefix, objstore_list_fn fn,
 	}
 	if (r == 0 && w.n)
 		qsort(w.v, w.n, sizeof(*w.v), ent_cmp);
-	for (size_t i = 0; i < w.n; i++) {
-		/* a key twice (pages that overlap) is reported once */
-		if (r == 0 && !(i && strcmp(w.v[i].key, w.v[i - 1].key) == 0))
+	/* a key twice (pages that overlap) is reported once */
+	for (size_t i = 0; i < w.n && r == 0; i++)
+		if (!(i && strcmp(w.v[i].key, w.v[i - 1].key) == 0))
 			r = fn(arg, w.v[i].key, w.v[i].size);
+	for (size_t i = 0; i < w.n; i++)
 		free(w.v[i].key);
-	}
 	free(w.v);
 	return r;
 }
