@@ -165,10 +165,12 @@ static int s3_call(struct os_s3 *s, const struct call *c, struct s3_http_resp *r
 		r = s3_http_do(&s->http, head.data, c->body, c->len, c->is_head, c->sink, c->max_body,
 			       resp, err);
 		if (r < 0) {
-			if (resp->sink_failed || resp->delivered)
-				break;
+			if (resp->sink_failed)
+				break;  /* the caller's error, not the server's */
 			err_wrap(err, "objstore s3 %s %s/%s", c->method, s->bucket,
 				 c->key ? c->key : "");
+			if (resp->delivered)
+				break;  /* bytes already went out: a retry would repeat them */
 			continue;
 		}
 		if (resp->status >= 200 && resp->status < 300)
