@@ -450,8 +450,15 @@ static int create_check(struct create *cx)
 {
 	const struct create_req *cr = &cx->cr;
 	struct nm_node_info info;
+	char msg[256];
 	int r;
 
+	/* The node's maxima per sandbox: the operator's, whatever the node's
+	 * size (a sandbox's pids come out of the host's pid_max). */
+	if (quota_check_limits(cx->n, &cr->limits, msg, sizeof(msg)) < 0) {
+		http_respond_error(cx->c, 422, "invalid_argument", "%s", msg);
+		return -1;
+	}
 	if (node_info_get(cx->n, &info, &cx->err) < 0) {
 		http_respond_error(cx->c, 503, "unavailable", "node manager: %s", cx->err.msg);
 		return -1;

@@ -1,12 +1,16 @@
 """Limits from the create request reach the kernel (cgroup values, disk
 quota), the daemons that face clients run unprivileged, and templates can be
-built from a host directory and a tar file through the CLI."""
+built from a host directory and a tar file through the CLI. CapsTest: the
+node's maxima per sandbox (a pid bomb at the maximum leaves the host able to
+fork)."""
 import glob
+import json
 import os
 import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
 
 from harness import AirlockTestCase, CLI, main
 
@@ -118,6 +122,64 @@ class LimitsTest(AirlockTestCase):
             self.assertIn(b"21 77", r.stdout)
         finally:
             self.api.delete(s["id"])
+
+
+class CapsTest(AirlockTestCase):
+    """The node's maxima per sandbox."""
+
+    def expect_422(self, client, code, words, method, path, body):
+        status, data, _ = client.raw(method, path, body)
+        self.assertEqual(status, 422, data)
+        err = json.loads(data)["error"]
+        self.assertEqual(err["code"], code, err)
+        for w in words:
+            self.assertIn(w, err["message"])
+        return err["message"]
+
+    def create_body(self, **kw):
+        kw.setdefault("template", "busybox")
+        return kw
+
+    def test_sandbox_maxima(self):
+        # Over the node's maximum per sandbox: 422 invalid_argument naming
+        # the limit and the config key; nothing is made.
+        before = len(self.subvolumes())
+        for limits, words in (({"pids": 4097}, ["limits.pids", "max_sandbox_pids = 4096"]),
+                              ({"pids": 4194304}, ["limits.pids", "max_sandbox_pids"]),
+                              ({"memory_mb": 16385}, ["limits.memory_mb", "max_sandbox_memory_mb"]),
+                              ({"cpus": 16.5}, ["limits.cpus", "max_sandbox_cpus = 16"]),
+                              ({"disk_mb": 65537}, ["limits.disk_mb", "max_sandbox_disk_mb"])):
+            self.expect_422(self.api, "invalid_argument", words, "POST", "/v1/sandboxes",
+                            self.create_body(limits=limits))
+        self.assertEqual(len(self.subvolumes()), before)
+
+    def test_pid_bomb_at_the_maximum(self):
+        s = self.api.create(template="busybox", limits={"pids": 4096})
+        sid = s["id"]
+        try:
+            self.assertEqual(int(cgroup_value(sid, ["pids.max"])), 4096)
+            ev = self.api.stream("POST", f"/v1/sandboxes/{sid}/exec",
+                                 {"cmd": ["sh", "-c", "f(){ f | f & }; f; sleep 1000"]})
+            next(ev)
+            ev.close()
+            # Meanwhile the host forks and execs, again and again.
+            end, runs = time.monotonic() + 6, 0
+            while time.monotonic() < end:
+                r = subprocess.run(["true"], timeout=30)
+                self.assertEqual(r.returncode, 0)
+                runs += 1
+                time.sleep(0.02)
+            self.assertGreater(runs, 20)
+            # The bomb did run into its cap.
+            events = cgroup_value(sid, ["pids.events"]) or ""
+            hits = int(events.split()[1]) if events.startswith("max") else 0
+            self.assertGreater(hits, 0, events)
+        finally:
+            t0 = time.monotonic()
+            self.api.delete(sid)
+        self.assertLess(time.monotonic() - t0, 120)
+        self.assertFalse([d for d in self.cgroups() if d.endswith("/" + sid)])
+        self.assertFalse([l for l in self.subvolumes() if sid in l])
 
 
 if __name__ == "__main__":
