@@ -83,7 +83,14 @@ static const char schema[] =
 	/* Access tokens of host-routed port URLs (api/portfwd.c): SHA-256 only. */
 	"CREATE TABLE IF NOT EXISTS port_tokens("
 	"  hash TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, sandbox_id TEXT NOT NULL,"
-	"  port INTEGER NOT NULL, expires_at INTEGER NOT NULL, created_at INTEGER NOT NULL);";
+	"  port INTEGER NOT NULL, expires_at INTEGER NOT NULL, created_at INTEGER NOT NULL);"
+	/* A tenant's quota (api writes, node reads; src/db/tenant-quota.h):
+	 * 0 = no limit; no row = no limits at all. */
+	"CREATE TABLE IF NOT EXISTS tenant_quotas("
+	"  tenant_id TEXT PRIMARY KEY, sandboxes INTEGER NOT NULL DEFAULT 0,"
+	"  memory_mb INTEGER NOT NULL DEFAULT 0, cpu_millis INTEGER NOT NULL DEFAULT 0,"
+	"  disk_mb INTEGER NOT NULL DEFAULT 0, snapshots INTEGER NOT NULL DEFAULT 0,"
+	"  snapshot_mb INTEGER NOT NULL DEFAULT 0);";
 
 static int db_error(struct db *db, err_t *err, int rc, const char *what)
 {

@@ -570,13 +570,19 @@ struct create_row {
 static int write_created(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
 	const struct create_row *row = arg;
-	int r = db_exec(n->db, err,
-			"INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
-			" desired, observed, spec, metadata, idem_key, created_at, updated_at)"
-			" VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?)",
-			"sssissssii", sb->id, sb->tenant, sb->template_name,
-			(int64_t)sb->template_version, sb->backend_name, row->spec, row->meta,
-			row->key, sb->created_at, sb->created_at);
+	/* The tenant's quota, counted from the rows in this transaction: no
+	 * other create or fork inserts between the count and the insert. */
+	int r = quota_admit_sandbox(n, sb->tenant, &sb->limits, err);
+
+	if (r < 0)
+		return r;
+	r = db_exec(n->db, err,
+		    "INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
+		    " desired, observed, spec, metadata, idem_key, created_at, updated_at)"
+		    " VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?)",
+		    "sssissssii", sb->id, sb->tenant, sb->template_name,
+		    (int64_t)sb->template_version, sb->backend_name, row->spec, row->meta,
+		    row->key, sb->created_at, sb->created_at);
 
 	pthread_mutex_lock(&sb->mu);
 	if (r >= 0)

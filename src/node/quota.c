@@ -1,8 +1,18 @@
-/* quota.c - what one sandbox may ask for: the node's maxima per sandbox
- * (config max_sandbox_*). A create whose limits ask for more is 422
- * `invalid_argument`, before anything is taken. */
+/* quota.c - what one sandbox may ask for, and what a tenant may hold.
+ *
+ * Two kinds of cap, both answered 422:
+ *   - the node's maxima per sandbox (config max_sandbox_*): a create whose
+ *     limits ask for more is `invalid_argument`, before anything is taken;
+ *   - the tenant's quota (tenant_quotas, set by an admin): `quota_exceeded`.
+ * Usage is counted from the rows (src/db/tenant-quota.h), inside the
+ * transaction that inserts the new sandbox row, so concurrent creates and
+ * forks cannot all pass one check and overshoot.
+ */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 
+#include "../db/tenant-quota.h"
 #include "node-internal.h"
 
 int quota_check_limits(const struct node *n, const struct nm_limits *l, char *msg, size_t sz)
@@ -24,4 +34,18 @@ int quota_check_limits(const struct node *n, const struct nm_limits *l, char *ms
 	else
 		return 0;
 	return -1;
+}
+
+int quota_admit_sandbox(struct node *n, const char *tenant, const struct nm_limits *l,
+			err_t *err)
+{
+	struct tenant_usage use, add = { .sandboxes = 1, .memory_mb = l->memory_mb,
+					 .cpu_millis = l->cpu_millis, .disk_mb = l->disk_mb };
+	struct tenant_quota q;
+	int r;
+
+	if ((r = tenant_quota_get(n->db, tenant, &q, err)) < 0 ||
+	    (r = tenant_usage_get(n->db, tenant, &use, err)) < 0)
+		return r;
+	return tenant_quota_check(&q, &use, &add, err);
 }

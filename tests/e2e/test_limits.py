@@ -2,7 +2,8 @@
 quota), the daemons that face clients run unprivileged, and templates can be
 built from a host directory and a tar file through the CLI. CapsTest: the
 node's maxima per sandbox (a pid bomb at the maximum leaves the host able to
-fork)."""
+fork), tenant quotas (8 concurrent creates against a quota of 3, forks,
+memory, CPUs, disk)."""
 import glob
 import json
 import os
@@ -10,9 +11,10 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 
-from harness import AirlockTestCase, CLI, main
+from harness import AirlockTestCase, ApiError, CLI, main
 
 
 def cgroup_value(sid, names):
@@ -125,7 +127,8 @@ class LimitsTest(AirlockTestCase):
 
 
 class CapsTest(AirlockTestCase):
-    """The node's maxima per sandbox."""
+    """Maxima per sandbox, tenant quotas."""
+    extra_args = ("--set", "snapshot_disk_interval_s=0")
 
     def expect_422(self, client, code, words, method, path, body):
         status, data, _ = client.raw(method, path, body)
@@ -180,6 +183,95 @@ class CapsTest(AirlockTestCase):
         self.assertLess(time.monotonic() - t0, 120)
         self.assertFalse([d for d in self.cgroups() if d.endswith("/" + sid)])
         self.assertFalse([l for l in self.subvolumes() if sid in l])
+
+    def test_tenant_quota_routes(self):
+        t, tc = self.new_tenant("quota-routes")
+        path = f"/v1/tenants/{t['id']}/quota"
+        q = self.api.call("GET", path)
+        self.assertEqual(q["tenant"], t["id"])
+        self.assertIsNone(q["quota"]["sandboxes"])
+        self.assertEqual(q["usage"]["sandboxes"], 0)
+        # by name too; replace as a whole
+        q = self.api.call("PUT", f"/v1/tenants/quota-routes/quota",
+                          {"sandboxes": 2, "cpus": 1.5, "snapshot_mb": 10})
+        self.assertEqual((q["quota"]["sandboxes"], q["quota"]["cpus"],
+                          q["quota"]["snapshot_mb"], q["quota"]["memory_mb"]), (2, 1.5, 10, None))
+        for bad in ({"sandboxes": -1}, {"sandboxes": "3"}, {"memory_mb": 1.5},
+                    {"cpus": -1}, {"nope": 1}):
+            status, data, _ = self.api.raw("PUT", path, bad)
+            self.assertEqual(status, 400, (bad, data))
+        self.assertEqual(tc.raw("GET", path)[0], 403)
+        self.assertEqual(tc.raw("PUT", path, {"sandboxes": 100})[0], 403)
+        self.assertEqual(self.api.raw("GET", "/v1/tenants/nobody/quota")[0], 404)
+        self.assertEqual(self.api.raw("GET", f"/v1/tenants/{t['id']}/other")[0], 404)
+        self.assertEqual(self.api.raw("DELETE", path)[0], 405)
+        # the CLI changes the fields it is given and keeps the rest
+        r = subprocess.run([CLI, "--config", os.path.join(self.server.dir, "cli.json"), "--json",
+                            "tenant", "quota", "quota-routes", "--memory-mb", "512",
+                            "--sandboxes", "0"], capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        q = json.loads(r.stdout)["quota"]
+        self.assertEqual((q["sandboxes"], q["memory_mb"], q["cpus"]), (None, 512, 1.5))
+
+    def test_tenant_sandbox_quota_concurrent(self):
+        t, tc = self.new_tenant("quota-count")
+        self.api.call("PUT", f"/v1/tenants/{t['id']}/quota", {"sandboxes": 3})
+        results = [None] * 8
+
+        def one(i):
+            results[i] = tc.raw("POST", "/v1/sandboxes",
+                                {"template": "busybox", "limits": {"memory_mb": 64}})
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        made = [json.loads(d)["id"] for st, d, _ in results if st == 201]
+        refused = [json.loads(d)["error"] for st, d, _ in results if st == 422]
+        try:
+            self.assertEqual(len(made), 3, [(st, d[:200]) for st, d, _ in results])
+            self.assertEqual(len(refused), 5)
+            for e in refused:
+                self.assertEqual(e["code"], "quota_exceeded")
+                self.assertIn("`sandboxes`", e["message"])
+            q = self.api.call("GET", f"/v1/tenants/{t['id']}/quota")
+            self.assertEqual(q["usage"]["sandboxes"], 3)
+            self.assertEqual(q["usage"]["memory_mb"], 3 * 64)
+            # a fork child counts too
+            self.expect_422(tc, "quota_exceeded", ["`sandboxes`"], "POST",
+                            f"/v1/sandboxes/{made[0]}/fork", {"count": 1})
+            self.assertEqual(len(tc.call("GET", "/v1/sandboxes")["sandboxes"]), 3)
+            # a deleted sandbox frees its place
+            tc.delete(made.pop())
+            s = tc.create(template="busybox")
+            made.append(s["id"])
+            self.expect_422(tc, "quota_exceeded", ["`sandboxes`"], "POST", "/v1/sandboxes",
+                            self.create_body())
+        finally:
+            for sid in made:
+                tc.delete(sid)
+
+    def test_tenant_resource_quotas(self):
+        t, tc = self.new_tenant("quota-res")
+        path = f"/v1/tenants/{t['id']}/quota"
+        made = []
+        try:
+            self.api.call("PUT", path, {"memory_mb": 200, "cpus": 1.5, "disk_mb": 300})
+            s = tc.create(template="busybox",
+                          limits={"memory_mb": 128, "cpus": 1, "disk_mb": 200})
+            made.append(s["id"])
+            for limits, word in (({"memory_mb": 128, "cpus": 0.1, "disk_mb": 50}, "`memory_mb`"),
+                                 ({"memory_mb": 64, "cpus": 1, "disk_mb": 50}, "`cpus`"),
+                                 ({"memory_mb": 64, "cpus": 0.5, "disk_mb": 101}, "`disk_mb`")):
+                self.expect_422(tc, "quota_exceeded", [word, "in use"], "POST",
+                                "/v1/sandboxes", self.create_body(limits=limits))
+            s2 = tc.create(template="busybox",
+                           limits={"memory_mb": 64, "cpus": 0.5, "disk_mb": 100})
+            made.append(s2["id"])
+        finally:
+            for sid in made:
+                tc.delete(sid)
 
 
 if __name__ == "__main__":
