@@ -31,6 +31,7 @@ void config_defaults(struct airlockd_config *c)
 	c->max_sandbox_memory_mb = 16384;
 	c->max_sandbox_cpus = 16;
 	c->max_sandbox_disk_mb = 65536;
+	c->max_snapshots = 64;
 	c->rate_per_s = 200;
 	c->rate_burst = 400;
 	c->log_level = 2;
@@ -157,6 +158,8 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return set_u32(&c->max_sandbox_cpus, key, val, err);
 	if (!strcmp(key, "max_sandbox_disk_mb"))
 		return set_u32(&c->max_sandbox_disk_mb, key, val, err);
+	if (!strcmp(key, "max_snapshots"))
+		return set_u32(&c->max_snapshots, key, val, err);
 	if (!strcmp(key, "rate_per_s"))
 		return set_double(&c->rate_per_s, key, val, err);
 	if (!strcmp(key, "rate_burst"))

@@ -343,6 +343,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 		.max_sandbox_memory_mb = cfg->max_sandbox_memory_mb,
 		.max_sandbox_cpus = cfg->max_sandbox_cpus,
 		.max_sandbox_disk_mb = cfg->max_sandbox_disk_mb,
+		.max_snapshots = cfg->max_snapshots,
 		.vm_cold_boot = !cfg->vm_snapshots,
 		.ready_timeout_ms = (int)cfg->ready_timeout_ms,
 		.out_buffer_bytes = 1 << 20,

@@ -369,6 +369,12 @@ int quota_check_limits(const struct node *n, const struct nm_limits *l, char *ms
  * quota. Counts the rows: call it in the transaction that inserts the row. */
 int quota_admit_sandbox(struct node *n, const char *tenant, const struct nm_limits *l,
 			err_t *err);
+/* May sb hold one more snapshot (scheduled: the scheduler's)? size < 0
+ * before it is taken, else its size (its row not in yet). Checks
+ * max_snapshots, full snapshots' bytes against sb's disk_mb, and the
+ * tenant's snapshots and snapshot_mb. 0, or -EDQUOT naming the limit. */
+int quota_admit_snapshot(struct node *n, struct sandbox *sb, bool scheduled, bool full,
+			 int64_t size, err_t *err);
 
 /* recover.c: the guest channel of a running or paused sandbox closed by
  * itself (cause): roll it back to its latest full, else disk, snapshot.

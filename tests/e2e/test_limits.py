@@ -3,7 +3,7 @@ quota), the daemons that face clients run unprivileged, and templates can be
 built from a host directory and a tar file through the CLI. CapsTest: the
 node's maxima per sandbox (a pid bomb at the maximum leaves the host able to
 fork), tenant quotas (8 concurrent creates against a quota of 3, forks,
-memory, CPUs, disk)."""
+memory, CPUs, disk, snapshots) and max_snapshots per sandbox."""
 import glob
 import json
 import os
@@ -127,8 +127,8 @@ class LimitsTest(AirlockTestCase):
 
 
 class CapsTest(AirlockTestCase):
-    """Maxima per sandbox, tenant quotas."""
-    extra_args = ("--set", "snapshot_disk_interval_s=0")
+    """Maxima per sandbox, tenant quotas, max_snapshots (3 here)."""
+    extra_args = ("--set", "max_snapshots=3", "--set", "snapshot_disk_interval_s=0")
 
     def expect_422(self, client, code, words, method, path, body):
         status, data, _ = client.raw(method, path, body)
@@ -257,7 +257,8 @@ class CapsTest(AirlockTestCase):
         path = f"/v1/tenants/{t['id']}/quota"
         made = []
         try:
-            self.api.call("PUT", path, {"memory_mb": 200, "cpus": 1.5, "disk_mb": 300})
+            self.api.call("PUT", path, {"memory_mb": 200, "cpus": 1.5, "disk_mb": 300,
+                                        "snapshots": 2})
             s = tc.create(template="busybox",
                           limits={"memory_mb": 128, "cpus": 1, "disk_mb": 200})
             made.append(s["id"])
@@ -269,9 +270,41 @@ class CapsTest(AirlockTestCase):
             s2 = tc.create(template="busybox",
                            limits={"memory_mb": 64, "cpus": 0.5, "disk_mb": 100})
             made.append(s2["id"])
+            # snapshots: the tenant's 2, across its sandboxes
+            tc.call("POST", f"/v1/sandboxes/{s['id']}/snapshots", {})
+            tc.call("POST", f"/v1/sandboxes/{s2['id']}/snapshots", {})
+            self.expect_422(tc, "quota_exceeded", ["`snapshots`"], "POST",
+                            f"/v1/sandboxes/{s['id']}/snapshots", {})
         finally:
             for sid in made:
                 tc.delete(sid)
+
+    def test_max_snapshots(self):
+        s = self.api.create(template="busybox")
+        sid = s["id"]
+        try:
+            n = 0
+            while True:
+                self.assertLess(n, 10, "max_snapshots never stopped the loop")
+                status, data, _ = self.api.raw("POST", f"/v1/sandboxes/{sid}/snapshots", {})
+                if status != 201:
+                    break
+                n += 1
+            self.assertEqual(n, 3)
+            self.assertEqual(status, 422, data)
+            err = json.loads(data)["error"]
+            self.assertEqual(err["code"], "quota_exceeded")
+            self.assertIn("max_snapshots", err["message"])
+            snaps = self.api.call("GET", f"/v1/sandboxes/{sid}/snapshots")["snapshots"]
+            self.assertEqual(len(snaps), 3)
+            # nothing left behind by the refused one
+            on_disk = os.listdir(os.path.join(self.server.dir, "pool", "snapshots", sid))
+            self.assertEqual(sorted(on_disk), sorted(x["id"] for x in snaps))
+            # one deleted: room for one more
+            self.api.call("DELETE", f"/v1/sandboxes/{sid}/snapshots/{snaps[0]['id']}")
+            self.api.call("POST", f"/v1/sandboxes/{sid}/snapshots", {})
+        finally:
+            self.api.delete(sid)
 
 
 if __name__ == "__main__":
