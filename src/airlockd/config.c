@@ -158,6 +158,8 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return set_u32(&c->max_sandbox_cpus, key, val, err);
 	if (!strcmp(key, "max_sandbox_disk_mb"))
 		return set_u32(&c->max_sandbox_disk_mb, key, val, err);
+	if (!strcmp(key, "max_pids_all_sandboxes"))
+		return set_u32(&c->max_pids_all_sandboxes, key, val, err);
 	if (!strcmp(key, "max_snapshots"))
 		return set_u32(&c->max_snapshots, key, val, err);
 	if (!strcmp(key, "rate_per_s"))

@@ -249,6 +249,7 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 	struct nodemgr_config nc = {
 		.cgroup_parent = cg,
 		.cgroup_favordynmods = cfg->cgroup_favordynmods,
+		.max_pids_all_sandboxes = cfg->max_pids_all_sandboxes,
 		.data_dir = cfg->data_dir,
 		.sock_path = sock,
 		.guest_path = guest,

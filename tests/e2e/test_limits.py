@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 
-from harness import AirlockTestCase, ApiError, CLI, main
+from harness import AirlockTestCase, ApiError, CLI, cgroup_dirs, main
 
 
 def cgroup_value(sid, names):
@@ -128,7 +128,8 @@ class LimitsTest(AirlockTestCase):
 
 class CapsTest(AirlockTestCase):
     """Maxima per sandbox, tenant quotas, max_snapshots (3 here)."""
-    extra_args = ("--set", "max_snapshots=3", "--set", "snapshot_disk_interval_s=0")
+    extra_args = ("--set", "max_snapshots=3", "--set", "snapshot_disk_interval_s=0",
+                  "--set", "max_pids_all_sandboxes=5000")
 
     def expect_422(self, client, code, words, method, path, body):
         status, data, _ = client.raw(method, path, body)
@@ -161,18 +162,9 @@ class CapsTest(AirlockTestCase):
         sid = s["id"]
         try:
             self.assertEqual(int(cgroup_value(sid, ["pids.max"])), 4096)
-            ev = self.api.stream("POST", f"/v1/sandboxes/{sid}/exec",
-                                 {"cmd": ["sh", "-c", "f(){ f | f & }; f; sleep 1000"]})
-            next(ev)
-            ev.close()
+            self.bomb(sid)
             # Meanwhile the host forks and execs, again and again.
-            end, runs = time.monotonic() + 6, 0
-            while time.monotonic() < end:
-                r = subprocess.run(["true"], timeout=30)
-                self.assertEqual(r.returncode, 0)
-                runs += 1
-                time.sleep(0.02)
-            self.assertGreater(runs, 20)
+            self.host_forks(6)
             # The bomb did run into its cap.
             events = cgroup_value(sid, ["pids.events"]) or ""
             hits = int(events.split()[1]) if events.startswith("max") else 0
@@ -183,6 +175,49 @@ class CapsTest(AirlockTestCase):
         self.assertLess(time.monotonic() - t0, 120)
         self.assertFalse([d for d in self.cgroups() if d.endswith("/" + sid)])
         self.assertFalse([l for l in self.subvolumes() if sid in l])
+
+    def bomb(self, sid):
+        ev = self.api.stream("POST", f"/v1/sandboxes/{sid}/exec",
+                             {"cmd": ["sh", "-c", "f(){ f | f & }; f; sleep 1000"]})
+        next(ev)
+        ev.close()
+
+    def host_forks(self, seconds, each=None):
+        end, runs = time.monotonic() + seconds, 0
+        while time.monotonic() < end:
+            r = subprocess.run(["true"], timeout=30)
+            self.assertEqual(r.returncode, 0)
+            runs += 1
+            if each:
+                each()
+            time.sleep(0.02)
+        self.assertGreater(runs, 20)
+
+    def test_pid_bombs_in_two_sandboxes(self):
+        # Each at the maximum per sandbox, together over the cap of all
+        # sandboxes (the cgroup parent's pids.max): that cap holds.
+        top = [d for d in cgroup_dirs(self.server.dir)
+               if os.path.exists(os.path.join(d, "pids.max"))][0]
+        with open(os.path.join(top, "pids.max")) as f:
+            self.assertEqual(f.read().strip(), "5000")
+        sids = [self.api.create(template="busybox", limits={"pids": 4096})["id"]
+                for _ in range(2)]
+        peak = [0]
+
+        def sample():
+            with open(os.path.join(top, "pids.current")) as f:
+                peak[0] = max(peak[0], int(f.read()))
+
+        try:
+            for sid in sids:
+                self.bomb(sid)
+            self.host_forks(8, sample)
+            # both bombs ran (more than one sandbox's cap), the sum held
+            self.assertGreater(peak[0], 4096)
+            self.assertLessEqual(peak[0], 5000)
+        finally:
+            for sid in sids:
+                self.api.delete(sid)
 
     def test_tenant_quota_routes(self):
         t, tc = self.new_tenant("quota-routes")
