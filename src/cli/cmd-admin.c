@@ -232,7 +232,8 @@ static int tenant_quota(struct cli *cli, int argc, char **argv)
 			return r;
 	}
 	if (argc - optind != 1)
-		return cli_usage("tenant quota", "usage: airlock tenant quota TENANT [--sandboxes N] "
+		return cli_usage("tenant quota",
+				 "usage: airlock tenant quota TENANT [--sandboxes N] "
 				 "[--memory-mb N] [--cpus X] [--disk-mb N] [--snapshots N] "
 				 "[--snapshot-mb N]   (0 = no limit)");
 	target = xasprintf("/v1/tenants/%s/quota", argv[optind]);

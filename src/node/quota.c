@@ -80,7 +80,8 @@ int quota_admit_snapshot(struct node *n, struct sandbox *sb, bool scheduled, boo
 		return err_set(err, EDQUOT,
 			       "sandbox %s has %" PRIu64 " %s snapshots: the node's max_snapshots "
 			       "is %u per sandbox; delete one first",
-			       sb->id, mine, scheduled ? "scheduled" : "client", n->cfg->max_snapshots);
+			       sb->id, mine, scheduled ? "scheduled" : "client",
+			       n->cfg->max_snapshots);
 	if (full && disk && full_bytes + (size > 0 ? (uint64_t)size : 1) > disk)
 		return err_set(err, EDQUOT,
 			       "full snapshots of sandbox %s would hold %" PRIu64 " MiB, over its "

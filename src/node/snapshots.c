@@ -207,8 +207,9 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 			else if (r >= 0)
 				r = db_exec(n->db, err, ins, "ssssniis", snap_id, sb->id, name,
 					    kind, now, (int64_t)scheduled, procs);
+			/* a failed commit ends the transaction too */
 			if (r >= 0)
-				r = db_tx_commit(n->db, err);   /* ends the transaction either way */
+				r = db_tx_commit(n->db, err);
 			else
 				db_tx_rollback(n->db);
 		}
