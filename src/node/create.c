@@ -443,7 +443,8 @@ static int create_parse(struct create *cx, struct http_req *req)
 
 /* check: the node can hold it and the template exists. A single sandbox may
  * not ask for more than the node has (503 when the node manager does not
- * say, 422 when it does not fit); the template is built on demand for a
+ * say, 422 over_capacity when it does not fit) nor more than the node's
+ * maxima per sandbox (422 invalid_argument); the template is built on demand for a
  * built-in, one build shared by concurrent creates (404 when there is
  * none). Takes nothing. */
 static int create_check(struct create *cx)
@@ -453,12 +454,6 @@ static int create_check(struct create *cx)
 	char msg[256];
 	int r;
 
-	/* The node's maxima per sandbox: the operator's, whatever the node's
-	 * size (a sandbox's pids come out of the host's pid_max). */
-	if (quota_check_limits(cx->n, &cr->limits, msg, sizeof(msg)) < 0) {
-		http_respond_error(cx->c, 422, "invalid_argument", "%s", msg);
-		return -1;
-	}
 	if (node_info_get(cx->n, &info, &cx->err) < 0) {
 		http_respond_error(cx->c, 503, "unavailable", "node manager: %s", cx->err.msg);
 		return -1;
@@ -470,6 +465,13 @@ static int create_check(struct create *cx)
 				   "limits exceed the node (%llu MiB memory, %u cpus, %llu MiB disk)",
 				   (unsigned long long)info.mem_total_mb, info.cpus,
 				   (unsigned long long)info.pool_total_mb);
+		return -1;
+	}
+	/* Within the node, the operator's maxima per sandbox (a sandbox's
+	 * pids come out of the host's pid_max, which the node's size does
+	 * not say). */
+	if (quota_check_limits(cx->n, &cr->limits, msg, sizeof(msg)) < 0) {
+		http_respond_error(cx->c, 422, "invalid_argument", "%s", msg);
 		return -1;
 	}
 	r = node_name_valid(cr->template_name)

@@ -129,7 +129,8 @@ class LimitsTest(AirlockTestCase):
 class CapsTest(AirlockTestCase):
     """Maxima per sandbox, tenant quotas, max_snapshots (3 here)."""
     extra_args = ("--set", "max_snapshots=3", "--set", "snapshot_disk_interval_s=0",
-                  "--set", "max_pids_all_sandboxes=5000")
+                  "--set", "max_pids_all_sandboxes=5000", "--set", "max_sandbox_memory_mb=1024",
+                  "--set", "max_sandbox_cpus=1", "--set", "max_sandbox_disk_mb=8192")
 
     def expect_422(self, client, code, words, method, path, body):
         status, data, _ = client.raw(method, path, body)
@@ -145,16 +146,21 @@ class CapsTest(AirlockTestCase):
         return kw
 
     def test_sandbox_maxima(self):
-        # Over the node's maximum per sandbox: 422 invalid_argument naming
-        # the limit and the config key; nothing is made.
+        # Over the node's maximum per sandbox (pids: the default; the rest
+        # set below this host's size): 422 invalid_argument naming the limit
+        # and the config key; nothing is made. Past the node's size it stays
+        # over_capacity.
         before = len(self.subvolumes())
         for limits, words in (({"pids": 4097}, ["limits.pids", "max_sandbox_pids = 4096"]),
                               ({"pids": 4194304}, ["limits.pids", "max_sandbox_pids"]),
-                              ({"memory_mb": 16385}, ["limits.memory_mb", "max_sandbox_memory_mb"]),
-                              ({"cpus": 16.5}, ["limits.cpus", "max_sandbox_cpus = 16"]),
-                              ({"disk_mb": 65537}, ["limits.disk_mb", "max_sandbox_disk_mb"])):
+                              ({"memory_mb": 1025}, ["limits.memory_mb",
+                                                     "max_sandbox_memory_mb = 1024"]),
+                              ({"cpus": 1.5}, ["limits.cpus", "max_sandbox_cpus = 1"]),
+                              ({"disk_mb": 8193}, ["limits.disk_mb", "max_sandbox_disk_mb = 8192"])):
             self.expect_422(self.api, "invalid_argument", words, "POST", "/v1/sandboxes",
                             self.create_body(limits=limits))
+        self.expect_422(self.api, "over_capacity", ["limits exceed the node"], "POST",
+                        "/v1/sandboxes", self.create_body(limits={"memory_mb": 10 ** 6}))
         self.assertEqual(len(self.subvolumes()), before)
 
     def test_pid_bomb_at_the_maximum(self):
