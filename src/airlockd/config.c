@@ -46,6 +46,14 @@ void config_defaults(struct airlockd_config *c)
 	c->default_pids = 512;
 	c->default_disk_mb = 4096;
 	c->max_sandboxes = 1000;
+	/* A sandbox's pids share the host's pid_max (32768 by default): one
+	 * must not be able to take them all. The rest: a large share of a
+	 * small host, below the node's size checked at each create. */
+	c->max_sandbox_pids = 4096;
+	c->max_sandbox_memory_mb = 16384;
+	c->max_sandbox_cpus = 16;
+	c->max_sandbox_disk_mb = 65536;
+	c->max_snapshots = 64;
 	c->rate_per_s = 200;
 	c->rate_burst = 400;
 	c->log_level = 2;
@@ -195,6 +203,18 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 	}
 	if (!strcmp(key, "max_sandboxes"))
 		return set_u32(&c->max_sandboxes, key, val, err);
+	if (!strcmp(key, "max_sandbox_pids"))
+		return set_u32(&c->max_sandbox_pids, key, val, err);
+	if (!strcmp(key, "max_sandbox_memory_mb"))
+		return set_u32(&c->max_sandbox_memory_mb, key, val, err);
+	if (!strcmp(key, "max_sandbox_cpus"))
+		return set_u32(&c->max_sandbox_cpus, key, val, err);
+	if (!strcmp(key, "max_sandbox_disk_mb"))
+		return set_u32(&c->max_sandbox_disk_mb, key, val, err);
+	if (!strcmp(key, "max_pids_all_sandboxes"))
+		return set_u32(&c->max_pids_all_sandboxes, key, val, err);
+	if (!strcmp(key, "max_snapshots"))
+		return set_u32(&c->max_snapshots, key, val, err);
 	if (!strcmp(key, "rate_per_s"))
 		return set_double(&c->rate_per_s, key, val, err);
 	if (!strcmp(key, "rate_burst"))

@@ -19,6 +19,10 @@ struct airlockd_config {
 	char templates[256];       /* comma-separated templates `up` makes sure exist */
 	uint32_t default_memory_mb, default_cpu_millis, default_pids, default_disk_mb;
 	uint32_t max_sandboxes;
+	/* The most one sandbox may ask for; 0 = no cap but the node's size. */
+	uint32_t max_sandbox_pids, max_sandbox_memory_mb, max_sandbox_cpus, max_sandbox_disk_mb;
+	uint32_t max_pids_all_sandboxes;   /* pids.max of the cgroup parent; 0 = 3/4 of pid_max */
+	uint32_t max_snapshots;    /* per sandbox (a client's; the scheduler's apart); 0 = none */
 	double rate_per_s, rate_burst;
 	char ports_domain[200];    /* host-routed port URLs {port}-{id}.<this>; "" = off */
 	int log_level;             /* 0 error .. 3 debug */

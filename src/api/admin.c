@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../db/tenant-quota.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
@@ -122,10 +123,186 @@ static void tenant_list(struct api *a, struct http_conn *c)
 	buf_free(&out);
 }
 
+/* ---- a tenant's quota ---------------------------------------------------- */
+
+/* The tenant named by id or name, into id (caller owns); -ENOENT when none. */
+static int tenant_lookup(struct api *a, const char *ref, char **id, err_t *err)
+{
+	struct db_rows rows;
+	int r = db_query(a->db, &rows, err, "SELECT id FROM tenants WHERE id = ? OR name = ?",
+			 "ss", ref, ref);
+
+	if (r < 0)
+		return r;
+	r = rows.n_rows ? 0 : -ENOENT;
+	if (rows.n_rows)
+		*id = xstrdup(db_cell(&rows, 0, 0));
+	db_rows_free(&rows);
+	return r;
+}
+
+/* 0 (no limit) is written as null. */
+static void jw_limit(struct jw *w, const char *key, uint64_t v)
+{
+	jw_key(w, key);
+	if (v)
+		jw_uint(w, v);
+	else
+		jw_null(w);
+}
+
+static void quota_answer(struct api *a, struct http_conn *c, int status, const char *tenant_id)
+{
+	struct tenant_quota q;
+	struct tenant_usage u;
+	err_t err = { 0 };
+	struct buf out;
+	struct jw w;
+
+	if (tenant_quota_get(a->db, tenant_id, &q, &err) < 0 ||
+	    tenant_usage_get(a->db, tenant_id, &u, &err) < 0) {
+		log_err("tenant %s quota: %s", tenant_id, err.msg);
+		http_respond_error(c, 500, "internal", "cannot read the tenant's quota");
+		return;
+	}
+	buf_init(&out);
+	jw_init(&w, &out);
+	jw_obj(&w);
+	jw_key(&w, "tenant");
+	jw_str(&w, tenant_id);
+	jw_key(&w, "quota");
+	jw_obj(&w);
+	jw_limit(&w, "sandboxes", q.sandboxes);
+	jw_limit(&w, "memory_mb", q.memory_mb);
+	jw_key(&w, "cpus");
+	if (q.cpu_millis)
+		jw_double(&w, q.cpu_millis / 1000.0);
+	else
+		jw_null(&w);
+	jw_limit(&w, "disk_mb", q.disk_mb);
+	jw_limit(&w, "snapshots", q.snapshots);
+	jw_limit(&w, "snapshot_mb", q.snapshot_mb);
+	jw_end(&w);
+	/* Counted from the rows, as the node counts them when it admits. */
+	jw_key(&w, "usage");
+	jw_obj(&w);
+	jw_key(&w, "sandboxes");
+	jw_uint(&w, u.sandboxes);
+	jw_key(&w, "memory_mb");
+	jw_uint(&w, u.memory_mb);
+	jw_key(&w, "cpus");
+	jw_double(&w, u.cpu_millis / 1000.0);
+	jw_key(&w, "disk_mb");
+	jw_uint(&w, u.disk_mb);
+	jw_key(&w, "snapshots");
+	jw_uint(&w, u.snapshots);
+	jw_key(&w, "snapshot_bytes");
+	jw_uint(&w, u.snapshot_bytes);
+	jw_end(&w);
+	jw_end(&w);
+	http_respond_json(c, status, out.data);
+	buf_free(&out);
+}
+
+/* One field of a quota body: absent or null = no limit; else an integer in
+ * 0..2^40 (0 = no limit too). -1 after answering 400. */
+static int quota_field(const json *body, const char *key, uint64_t *out, struct http_conn *c)
+{
+	const json *v = json_get(body, key);
+
+	*out = 0;
+	if (!v || v->type == JSON_NULL)
+		return 0;
+	if (v->type != JSON_NUM || !v->is_int || v->i < 0 || v->i > (1LL << 40)) {
+		http_respond_error(c, 400, "invalid_field",
+				   "`%s` must be null or an integer in 0..%lld", key, 1LL << 40);
+		return -1;
+	}
+	*out = (uint64_t)v->i;
+	return 0;
+}
+
+/* PUT replaces the whole quota: a field left out has no limit. Existing
+ * sandboxes and snapshots are kept when a lower quota leaves them over it;
+ * only new ones are refused. */
+static void quota_put(struct api *a, struct http_req *req, struct http_conn *c,
+		      const char *tenant_id)
+{
+	static const char *const allowed[] = { "sandboxes", "memory_mb", "cpus", "disk_mb",
+					       "snapshots", "snapshot_mb", NULL };
+	struct tenant_quota q = { 0 };
+	const json *cpus;
+	err_t err = { 0 };
+	json *body = api_parse_body(req, c, allowed);
+
+	if (!body)
+		return;
+	if (quota_field(body, "sandboxes", &q.sandboxes, c) < 0 ||
+	    quota_field(body, "memory_mb", &q.memory_mb, c) < 0 ||
+	    quota_field(body, "disk_mb", &q.disk_mb, c) < 0 ||
+	    quota_field(body, "snapshots", &q.snapshots, c) < 0 ||
+	    quota_field(body, "snapshot_mb", &q.snapshot_mb, c) < 0)
+		goto out;
+	cpus = json_get(body, "cpus");
+	if (cpus && cpus->type != JSON_NULL) {
+		if (cpus->type != JSON_NUM || !(cpus->num >= 0) || cpus->num > 1e6) {
+			http_respond_error(c, 400, "invalid_field",
+					   "`cpus` must be null or a number in 0..1000000");
+			goto out;
+		}
+		q.cpu_millis = (uint64_t)(cpus->num * 1000.0 + 0.5);
+	}
+	if (tenant_quota_set(a->db, tenant_id, &q, &err) < 0) {
+		log_err("tenant %s quota: %s", tenant_id, err.msg);
+		http_respond_error(c, 500, "internal", "cannot write the tenant's quota");
+		goto out;
+	}
+	log_info("tenant %s: quota set", tenant_id);
+	quota_answer(a, c, 200, tenant_id);
+out:
+	json_free(body);
+}
+
+/* /v1/tenants/{tenant}/quota (tenant = id or name). */
+static void tenant_quota(struct api *a, struct http_req *req, struct http_conn *c,
+			 const char *rest)
+{
+	_cleanup_free_ char *ref = NULL, *id = NULL;
+	const char *slash = strchr(rest, '/');
+	err_t err = { 0 };
+	int r;
+
+	if (!slash || slash == rest || strcmp(slash, "/quota") != 0) {
+		http_respond_error(c, 404, "not_found", "no such endpoint");
+		return;
+	}
+	ref = xstrndup(rest, (size_t)(slash - rest));
+	r = tenant_lookup(a, ref, &id, &err);
+	if (r == -ENOENT) {
+		http_respond_error(c, 404, "not_found", "tenant `%s` not found", ref);
+		return;
+	}
+	if (r < 0) {
+		log_err("tenant quota: %s", err.msg);
+		http_respond_error(c, 500, "internal", "cannot look up tenant");
+		return;
+	}
+	if (strcmp(req->method, "GET") == 0)
+		quota_answer(a, c, 200, id);
+	else if (strcmp(req->method, "PUT") == 0)
+		quota_put(a, req, c, id);
+	else
+		api_method_not_allowed(c, "GET, PUT");
+}
+
 void api_handle_tenants(struct api *a, struct http_req *req, struct http_conn *c,
 			const struct api_principal *who)
 {
-	if (strcmp(req->method, "POST") == 0)
+	static const char prefix[] = "/v1/tenants/";
+
+	if (strncmp(req->path, prefix, sizeof(prefix) - 1) == 0)
+		tenant_quota(a, req, c, req->path + sizeof(prefix) - 1);
+	else if (strcmp(req->method, "POST") == 0)
 		tenant_create(a, req, c);
 	else if (strcmp(req->method, "GET") == 0)
 		tenant_list(a, c);

@@ -109,7 +109,7 @@ static enum route route_of(const char *path)
 		return R_HEALTH;
 	if (strcmp(path, "/v1/ready") == 0)
 		return R_READY;
-	if (strcmp(path, "/v1/tenants") == 0)
+	if (under(path, "/v1/tenants"))   /* and /v1/tenants/{t}/quota */
 		return R_TENANTS;
 	if (strcmp(path, "/v1/keys") == 0)
 		return R_KEYS;

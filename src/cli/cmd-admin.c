@@ -1,5 +1,6 @@
 /* cmd-admin.c - template, tenant, key, health, node. */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -202,13 +203,107 @@ static int tenant_ls(struct cli *cli, int argc, char **argv)
 	return cli_list_table(cli, "/v1/tenants", "tenants", "tenant list", 3, head, fields);
 }
 
+/* tenant quota T [--sandboxes N] [--memory-mb N] [--cpus X] [--disk-mb N]
+ * [--snapshots N] [--snapshot-mb N]: without options, print it; with some,
+ * change those (0 = no limit) and keep the rest (GET, then PUT). */
+static int tenant_quota(struct cli *cli, int argc, char **argv)
+{
+	static const char *const keys[] = { "sandboxes", "memory_mb", "cpus", "disk_mb",
+					    "snapshots", "snapshot_mb" };
+	static const struct option opts[] = {
+		{ "sandboxes", required_argument, NULL, 0x100 },
+		{ "memory-mb", required_argument, NULL, 0x101 },
+		{ "cpus", required_argument, NULL, 0x102 },
+		{ "disk-mb", required_argument, NULL, 0x103 },
+		{ "snapshots", required_argument, NULL, 0x104 },
+		{ "snapshot-mb", required_argument, NULL, 0x105 },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
+	double val[ARRAY_SIZE(keys)];
+	bool set[ARRAY_SIZE(keys)] = { 0 };
+	_cleanup_free_ char *raw = NULL, *target = NULL;
+	bool any = false;
+	json *resp = NULL;
+	int opt, r;
+
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (opt >= 0x100 && opt < 0x100 + (int)ARRAY_SIZE(keys)) {
+			char *end;
+			double v = strtod(optarg, &end);
+			bool cpus = opt == 0x102;
+			if (end == optarg || *end || !(v >= 0) || v > 1e12 ||
+			    (!cpus && v != (double)(uint64_t)v))
+				return cli_usage("tenant quota", "--%s: `%s` is not %s >= 0",
+						 opts[opt - 0x100].name, optarg,
+						 cpus ? "a number" : "an integer");
+			val[opt - 0x100] = v;
+			set[opt - 0x100] = true;
+			any = true;
+			continue;
+		}
+		if ((r = cli_common_opt(cli, opt, "tenant quota")))
+			return r;
+	}
+	if (argc - optind != 1)
+		return cli_usage("tenant quota",
+				 "usage: airlock tenant quota TENANT [--sandboxes N] "
+				 "[--memory-mb N] [--cpus X] [--disk-mb N] [--snapshots N] "
+				 "[--snapshot-mb N]   (0 = no limit)");
+	target = xasprintf("/v1/tenants/%s/quota", argv[optind]);
+	if ((r = cli_call_json(cli, "GET", target, NULL, NULL, &resp, &raw)))
+		return r;
+	if (any) {
+		const json *q = resp ? json_get(resp, "quota") : NULL;
+		struct buf body;
+		struct jw w;
+
+		buf_init(&body);
+		jw_init(&w, &body);
+		jw_obj(&w);
+		for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+			const json *old = q ? json_get(q, keys[i]) : NULL;
+			jw_key(&w, keys[i]);
+			if (set[i] && strcmp(keys[i], "cpus") == 0)
+				jw_double(&w, val[i]);
+			else if (set[i])
+				jw_uint(&w, (uint64_t)val[i]);
+			else if (old)
+				jw_value(&w, old);
+			else
+				jw_null(&w);
+		}
+		jw_end(&w);
+		json_free(resp);
+		resp = NULL;
+		free(raw);
+		raw = NULL;
+		r = cli_call_json(cli, "PUT", target, body.data, NULL, &resp, &raw);
+		buf_free(&body);
+		if (r) {
+			json_free(resp);
+			return r;
+		}
+	}
+	if (cli->json || !resp)
+		cli_print_raw(raw);
+	else
+		cli_print_pretty(resp, stdout);
+	json_free(resp);
+	return 0;
+}
+
 int cmd_tenant(struct cli *cli, int argc, char **argv)
 {
+	if (argc >= 2 && strcmp(argv[1], "quota") == 0)
+		return tenant_quota(cli, argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "create") == 0)
 		return tenant_create(cli, argc - 1, argv + 1);
 	if (argc >= 2 && (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0))
 		return tenant_ls(cli, argc - 1, argv + 1);
-	return cli_usage("tenant", "usage: airlock tenant create NAME | tenant ls");
+	return cli_usage("tenant", "usage: airlock tenant create NAME | tenant ls | "
+			 "tenant quota NAME [--sandboxes N ...]");
 }
 
 int cmd_key(struct cli *cli, int argc, char **argv)

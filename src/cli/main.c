@@ -60,6 +60,8 @@ static const char usage[] =
 	"\n"
 	"Administration (admin key):\n"
 	"  tenant create NAME ; tenant ls\n"
+	"  tenant quota T [--sandboxes N] [--memory-mb N] [--cpus X] [--disk-mb N]\n"
+	"               [--snapshots N] [--snapshot-mb N]   show, or change (0 = no limit)\n"
 	"  key create --tenant T [--admin] [--name N]   print a new key (shown once)\n"
 	"  node                                   this node's info\n"
 	"  node ls                                the cluster's nodes: state, heartbeat, capacity\n"

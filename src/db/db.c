@@ -90,7 +90,14 @@ static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS nodes("
 	"  name TEXT PRIMARY KEY, url TEXT, state TEXT NOT NULL,"
 	"  generation INTEGER NOT NULL DEFAULT 0, started_at INTEGER, heartbeat_at INTEGER,"
-	"  capacity TEXT NOT NULL DEFAULT '{}');";
+	"  capacity TEXT NOT NULL DEFAULT '{}');"
+	/* A tenant's quota (api writes, node reads; src/db/tenant-quota.h):
+	 * 0 = no limit; no row = no limits at all. */
+	"CREATE TABLE IF NOT EXISTS tenant_quotas("
+	"  tenant_id TEXT PRIMARY KEY, sandboxes INTEGER NOT NULL DEFAULT 0,"
+	"  memory_mb INTEGER NOT NULL DEFAULT 0, cpu_millis INTEGER NOT NULL DEFAULT 0,"
+	"  disk_mb INTEGER NOT NULL DEFAULT 0, snapshots INTEGER NOT NULL DEFAULT 0,"
+	"  snapshot_mb INTEGER NOT NULL DEFAULT 0);";
 
 static int db_error(struct db *db, err_t *err, int rc, const char *what)
 {

@@ -456,13 +456,15 @@ static int create_parse(struct create *cx, struct http_req *req)
 
 /* check: the node can hold it and the template exists. A single sandbox may
  * not ask for more than the node has (503 when the node manager does not
- * say, 422 when it does not fit); the template is built on demand for a
+ * say, 422 over_capacity when it does not fit) nor more than the node's
+ * maxima per sandbox (422 invalid_argument); the template is built on demand for a
  * built-in, one build shared by concurrent creates (404 when there is
  * none). Takes nothing. */
 static int create_check(struct create *cx)
 {
 	const struct create_req *cr = &cx->cr;
 	struct nm_node_info info;
+	char msg[256];
 	int r;
 
 	if (node_info_get(cx->n, &info, &cx->err) < 0) {
@@ -476,6 +478,13 @@ static int create_check(struct create *cx)
 				   "limits exceed the node (%llu MiB memory, %u cpus, %llu MiB disk)",
 				   (unsigned long long)info.mem_total_mb, info.cpus,
 				   (unsigned long long)info.pool_total_mb);
+		return -1;
+	}
+	/* Within the node, the operator's maxima per sandbox (a sandbox's
+	 * pids come out of the host's pid_max, which the node's size does
+	 * not say). */
+	if (quota_check_limits(cx->n, &cr->limits, msg, sizeof(msg)) < 0) {
+		http_respond_error(cx->c, 422, "invalid_argument", "%s", msg);
 		return -1;
 	}
 	r = node_name_valid(cr->template_name)
@@ -576,13 +585,19 @@ struct create_row {
 static int write_created(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
 	const struct create_row *row = arg;
-	int r = db_exec(n->db, err,
-			"INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
-			" desired, observed, spec, metadata, idem_key, created_at, updated_at, node)"
-			" VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?,?)",
-			"sssissssiis", sb->id, sb->tenant, sb->template_name,
-			(int64_t)sb->template_version, sb->backend_name, row->spec, row->meta,
-			row->key, sb->created_at, sb->created_at, n->cfg->node_name);
+	/* The tenant's quota, counted from the rows in this transaction: no
+	 * other create or fork inserts between the count and the insert. */
+	int r = quota_admit_sandbox(n, sb->tenant, &sb->limits, err);
+
+	if (r < 0)
+		return r;
+	r = db_exec(n->db, err,
+		    "INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
+		    " desired, observed, spec, metadata, idem_key, created_at, updated_at, node)"
+		    " VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?,?)",
+		    "sssissssiis", sb->id, sb->tenant, sb->template_name,
+		    (int64_t)sb->template_version, sb->backend_name, row->spec, row->meta,
+		    row->key, sb->created_at, sb->created_at, n->cfg->node_name);
 
 	pthread_mutex_lock(&sb->mu);
 	if (r >= 0)

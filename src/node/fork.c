@@ -62,13 +62,18 @@ static int write_child(struct node *n, struct sandbox *sb, const void *arg, err_
 {
 	const struct fork_src *src = arg;
 	char why[120];
-	int r = db_exec(n->db, err,
-			"INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
-			" desired, observed, spec, metadata, created_at, updated_at, node)"
-			" VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?)",
-			"sssisssiis", sb->id, sb->tenant, sb->template_name,
-			(int64_t)sb->template_version, sb->backend_name, src->spec, src->metadata,
-			sb->created_at, sb->created_at, n->cfg->node_name);
+	/* A child counts against its tenant's quota like a create (quota.c). */
+	int r = quota_admit_sandbox(n, sb->tenant, &sb->limits, err);
+
+	if (r < 0)
+		return r;
+	r = db_exec(n->db, err,
+		    "INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
+		    " desired, observed, spec, metadata, created_at, updated_at, node)"
+		    " VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?)",
+		    "sssisssiis", sb->id, sb->tenant, sb->template_name,
+		    (int64_t)sb->template_version, sb->backend_name, src->spec, src->metadata,
+		    sb->created_at, sb->created_at, n->cfg->node_name);
 
 	if (r >= 0)
 		r = db_exec(n->db, err, "INSERT INTO lineage(sandbox_id, parent) VALUES(?,?)", "ss",
@@ -352,6 +357,8 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		}
 		if (err.code == ENOSPC) {
 			http_respond_error(c, 422, "over_capacity", "%s", err.msg);
+		} else if (err.code == EDQUOT) {
+			http_respond_error(c, 422, "quota_exceeded", "%s", err.msg);
 		} else {
 			int status;
 			const char *code;

@@ -390,6 +390,22 @@ int snapshot_find(struct node *n, struct sandbox *sb, const char *ref, struct db
 /* Delete snapshot snap_id of sb: the backend's copy, then the row. */
 int snapshot_remove(struct node *n, struct sandbox *sb, const char *snap_id, err_t *err);
 
+/* ---- quotas (quota.c) --------------------------------------------------- */
+
+/* Limits over the node's maxima per sandbox (config max_sandbox_*): -1
+ * with msg naming the limit and the maximum; else 0. */
+int quota_check_limits(const struct node *n, const struct nm_limits *l, char *msg, size_t sz);
+/* May tenant hold one more sandbox with limits l? 0, or -EDQUOT naming the
+ * quota. Counts the rows: call it in the transaction that inserts the row. */
+int quota_admit_sandbox(struct node *n, const char *tenant, const struct nm_limits *l,
+			err_t *err);
+/* May sb hold one more snapshot (scheduled: the scheduler's)? size < 0
+ * before it is taken, else its size (its row not in yet). Checks
+ * max_snapshots, full snapshots' bytes against sb's disk_mb, and the
+ * tenant's snapshots and snapshot_mb. 0, or -EDQUOT naming the limit. */
+int quota_admit_snapshot(struct node *n, struct sandbox *sb, bool scheduled, bool full,
+			 int64_t size, err_t *err);
+
 /* recover.c: the guest channel of a running or paused sandbox closed by
  * itself (cause): roll it back to its latest full, else disk, snapshot.
  * false when it has none (or the backend cannot): the caller fails it. */

@@ -24,6 +24,9 @@ struct node_config {
 	const char *default_template;  /* "debian" */
 	uint32_t default_memory_mb, default_cpu_millis, default_pids, default_disk_mb;
 	uint32_t max_sandboxes;
+	/* The most one sandbox may ask for (0 = only the node's size). */
+	uint32_t max_sandbox_pids, max_sandbox_memory_mb, max_sandbox_cpus, max_sandbox_disk_mb;
+	uint32_t max_snapshots;        /* per sandbox, client's and scheduler's each; 0 = none */
 	bool vm_cold_boot;             /* vm: never clone a memory snapshot (baseline for bench/create) */
 	int ready_timeout_ms;          /* wait for the guest's HELLO/READY */
 	size_t out_buffer_bytes;       /* kept per process output stream (1 MiB) */

@@ -48,6 +48,9 @@ void node_errno_to_http(int code, int *status, const char **ecode)
 	case ESHUTDOWN:
 		*status = 503, *ecode = "unavailable";
 		break;
+	case EDQUOT:   /* a tenant quota or a per-sandbox maximum (quota.c) */
+		*status = 422, *ecode = "quota_exceeded";
+		break;
 	case ENOSYS:
 	case EOPNOTSUPP:
 		*status = 501, *ecode = "not_supported";

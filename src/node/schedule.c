@@ -349,6 +349,48 @@ static void prune(struct node *n, struct sandbox *sb, int64_t now)
 	db_rows_free(&rows);
 }
 
+/* The scheduler's snapshots of sb are at most max_snapshots (quota.c): at
+ * the cap, drop its oldest ones first, so that the newest point is always
+ * taken (retention would thin them later anyway; a cap under what the
+ * retention tiers keep must not stop the schedule). A client's snapshots
+ * are never touched. */
+static void make_room(struct node *n, struct sandbox *sb)
+{
+	uint32_t max = n->cfg->max_snapshots;
+	struct db_rows rows;
+	err_t err = { 0 };
+
+	if (!max)
+		return;
+	if (db_query(n->db, &rows, &err,
+		     "SELECT id FROM snapshots WHERE sandbox_id=? AND scheduled=1"
+		     " ORDER BY created_at, rowid",
+		     "s", sb->id) < 0) {
+		log_warn("sandbox %s: max_snapshots: %s", sb->id, err.msg);
+		return;
+	}
+	for (int i = 0; i + (int)max <= rows.n_rows; i++) {
+		char why[160];
+		enum sb_state st;
+
+		if (snapshot_remove(n, sb, db_cell(&rows, i, 0), &err) < 0) {
+			log_warn("sandbox %s: drop snapshot %s: %s", sb->id, db_cell(&rows, i, 0),
+				 err.msg);
+			break;  /* the take then says why it cannot */
+		}
+		pthread_mutex_lock(&sb->mu);
+		st = sb->state;
+		pthread_mutex_unlock(&sb->mu);
+		snprintf(why, sizeof(why), "scheduled snapshot %s dropped (max_snapshots %u)",
+			 db_cell(&rows, i, 0), max);
+		if (state_event(n->db, sb->id, st, why, &err) < 0) {
+			log_warn("sandbox %s: %s", sb->id, err.msg);
+			err_clear(&err);
+		}
+	}
+	db_rows_free(&rows);
+}
+
 /* Steps 3 and 4 for one kind. */
 static void maybe_snapshot(struct node *n, struct sandbox *sb, int64_t now, const char *kind,
 			   const struct sb_activity *smp, bool have_smp)
@@ -371,6 +413,7 @@ static void maybe_snapshot(struct node *n, struct sandbox *sb, int64_t now, cons
 			  sb->id, kind);
 		return;
 	}
+	make_room(n, sb);
 	if (snapshot_take(n, sb, NULL, kind, true, NULL, &err) < 0) {
 		log_warn("sandbox %s: scheduled %s snapshot: %s", sb->id, kind, err.msg);
 		return;

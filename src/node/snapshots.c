@@ -168,6 +168,13 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 
 	if ((r = begin_step(sb, "a snapshot", false, err)) < 0)
 		return r;
+	/* Room for one more (max_snapshots, the disk quota for full ones, the
+	 * tenant's quota)? Checked again with its size before its row goes
+	 * in. lc_busy keeps this sandbox's snapshots one at a time. */
+	if ((r = quota_admit_snapshot(n, sb, scheduled, full, -1, err)) < 0) {
+		end_step(sb);
+		return r;
+	}
 	/* A full snapshot needs no sync: the page cache is in the memory it
 	 * captures. */
 	r = full ? 0 : quiesce(n, sb, err);
@@ -187,13 +194,25 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 		static const char ins[] =
 			"INSERT INTO snapshots(id, sandbox_id, name, kind, size_bytes, created_at,"
 			" scheduled, procs) VALUES(?,?,?,?,?,?,?,?)";
-		/* 'n' binds NULL and takes no argument; a NULL 's' binds NULL */
-		if (size >= 0)
-			r = db_exec(n->db, err, ins, "ssssiiis", snap_id, sb->id, name, kind, size,
-				    now, (int64_t)scheduled, procs);
-		else
-			r = db_exec(n->db, err, ins, "ssssniis", snap_id, sb->id, name, kind, now,
-				    (int64_t)scheduled, procs);
+		/* Its bytes known, the quotas again, and the row, in one
+		 * transaction: snapshots of the tenant's other sandboxes
+		 * cannot slip in between. Over a quota: dropped, 422. */
+		r = db_tx_begin(n->db, err);
+		if (r >= 0) {
+			r = quota_admit_snapshot(n, sb, scheduled, full, size, err);
+			/* 'n' binds NULL and takes no argument; a NULL 's' binds NULL */
+			if (r >= 0 && size >= 0)
+				r = db_exec(n->db, err, ins, "ssssiiis", snap_id, sb->id, name,
+					    kind, size, now, (int64_t)scheduled, procs);
+			else if (r >= 0)
+				r = db_exec(n->db, err, ins, "ssssniis", snap_id, sb->id, name,
+					    kind, now, (int64_t)scheduled, procs);
+			/* a failed commit ends the transaction too */
+			if (r >= 0)
+				r = db_tx_commit(n->db, err);
+			else
+				db_tx_rollback(n->db);
+		}
 		if (r < 0) {
 			err_t e2 = { 0 };
 			if (sb->be->snapshot_delete(&n->bctx, sb->id, snap_id, &e2) < 0)

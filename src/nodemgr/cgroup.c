@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -102,6 +103,30 @@ int cgroup_init(struct cgroups *cg, const char *parent, err_t *err)
 			return err_sys(err, "mkdir %s (cgroup v1 %s controller mounted?)", dir,
 				       v1_ctrls[i]);
 	}
+	return 0;
+}
+
+int cgroup_set_parent_pids(const struct cgroups *cg, uint32_t max, uint32_t *out, err_t *err)
+{
+	char v[16];
+
+	if (!max) {
+		unsigned long pid_max = 0;
+		struct buf b;
+
+		buf_init(&b);
+		if (read_file("/proc/sys/kernel/pid_max", 64, &b) == 0 && b.data)
+			pid_max = strtoul(b.data, NULL, 10);
+		buf_free(&b);
+		if (pid_max < 1024)
+			return err_set(err, EIO, "cannot read /proc/sys/kernel/pid_max");
+		max = (uint32_t)(pid_max / 4 * 3);
+	}
+	snprintf(v, sizeof(v), "%u", max);
+	if (set_file(cg, cg->v2 ? NULL : "pids", NULL, "pids.max", v, err) < 0)
+		return -err->code;
+	if (out)
+		*out = max;
 	return 0;
 }
 

@@ -29,6 +29,12 @@ struct cgroups {
 /* Detect the mode and create the parents (parent NULL = "airlock"). */
 int cgroup_init(struct cgroups *cg, const char *parent, err_t *err);
 const char *cgroup_mode(const struct cgroups *cg);   /* "v1" / "v2" */
+/* pids.max of the parent: every sandbox, warm jail and build together.
+ * Each sandbox has its own cap (limits.pids), but they all take from the
+ * host's kernel.pid_max; max 0 = three quarters of it, so that sandboxes
+ * together can never leave the host unable to fork. *out (may be NULL)
+ * gets the value written. */
+int cgroup_set_parent_pids(const struct cgroups *cg, uint32_t max, uint32_t *out, err_t *err);
 /* Create airlock/<id> (in each v1 hierarchy) and write the limits. */
 int cgroup_create(const struct cgroups *cg, const char *id, const struct cgroup_limits *l,
 		  err_t *err);

@@ -21,6 +21,9 @@ struct nodemgr_config {
 	/* Name of the cgroup parent directory (NULL = "airlock"). The startup
 	 * sweep kills everything below it, so tests use their own. */
 	const char *cgroup_parent;
+	/* pids.max of the cgroup parent, all sandboxes together (0 = three
+	 * quarters of kernel.pid_max; see cgroup_set_parent_pids). */
+	uint32_t max_pids_all_sandboxes;
 	/* Remount the cgroup2 hierarchy with favordynmods (see cgroup.h). */
 	bool cgroup_favordynmods;
 	/* Tests only: argv for the guest (NULL = {"airlock-guest", NULL}).

@@ -256,6 +256,18 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 		server_free(s);
 		return r;
 	}
+	{
+		uint32_t all = 0;
+
+		/* A failure is no reason not to run: each sandbox still has
+		 * its own cap, and the log says the sum has none. */
+		if (cgroup_set_parent_pids(&s->cg, cfg->max_pids_all_sandboxes, &all, err) < 0) {
+			log_warn("cgroup: no cap on the pids of all sandboxes: %s", err->msg);
+			err_clear(err);
+		} else {
+			log_info("cgroup: all sandboxes together: at most %u pids", all);
+		}
+	}
 	if (cfg->cgroup_favordynmods) {
 		err_t e2 = { 0 };
 		if (cgroup_favor_dynmods(&e2) < 0)

@@ -111,13 +111,21 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 	 * snapshot's success: a failure only leaves the size unknown. */
 	if (pool_subvol_otransid(prev_path && pool_is_subvol(prev_path) == 1 ? prev_path : sbx,
 				 &since, &e2) == 0 &&
-	    pool_changed_bytes(dst, since, &bytes, &e2) == 0) {
+	    pool_changed_bytes(dst, since, &bytes, &e2) == 0)
 		*size = (int64_t)bytes;
-		if (full)
-			*size += (int64_t)mem_bytes;  /* the memory written is new data each time */
-	}
 	else
 		log_warn("snapshot %s/%s: size of the delta unknown: %s", id, snap, e2.msg);
+	/* A full one's memory written (new data each time) and the device
+	 * state beside a memory file (a stream's size is mem_bytes already)
+	 * are always known: the node counts them against the sandbox's disk
+	 * quota, these files being outside its subvolume. */
+	if (full) {
+		struct stat st;
+
+		*size = (*size < 0 ? 0 : *size) + (int64_t)mem_bytes;
+		if (access(mem, F_OK) == 0 && stat(state, &st) == 0)
+			*size += (int64_t)st.st_blocks * 512;   /* what it takes on disk */
+	}
 	log_debug("snapshot %s/%s: %.2f ms, delta %.2f ms (%lld bytes)", id, snap,
 		  (t1 - t0) / 1000.0, (now_us() - t1) / 1000.0, (long long)*size);
 out:

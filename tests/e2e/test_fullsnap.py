@@ -5,11 +5,16 @@ the process carries on from there), and through a fork with memory: each
 child carries on counting, gets its own hostname, machine-id and RNG, and
 the children then diverge; also when the child's QEMU was a fork standby
 (spawned before the fork, the snapshot's disk and RAM cloned into it). On the ns backend, kind "full" is 501 with a
-message saying why, and a bad kind is 400 everywhere."""
+message saying why, and a bad kind is 400 everywhere. FullSnapshotQuotaTest
+(vm): full snapshots' bytes (memory written, device state) count against the
+sandbox's disk quota: a loop of "dirty RAM, full snapshot" stops with 422
+quota_exceeded and leaves nothing of the refused one behind."""
 import base64
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 import time
 import unittest
 
@@ -290,6 +295,70 @@ class FullSnapshotTest(AirlockTestCase):
         # The parent runs on too.
         self.assertGreater(self.wait_count(s0 + 5), s0)
 
+
+
+@VM_ONLY
+class FullSnapshotQuotaTest(AirlockTestCase):
+    extra_args = ("--set", "snapshot_disk_interval_s=0", "--set", "snapshot_full_interval_s=0",
+                  "--set", "vm_fork_pool=0")
+
+    def test_full_snapshots_stop_at_the_disk_quota(self):
+        disk_mb = 160
+        s = self.api.create(template="busybox", limits={"memory_mb": 256, "disk_mb": disk_mb})
+        sid = s["id"]
+        snapdir = os.path.join(self.server.dir, "pool", "snapshots", sid)
+        try:
+            taken, status, data = [], None, b""
+            for i in range(12):
+                # 32 MiB of new bytes in RAM (a tmpfs file, rewritten)
+                code, _, err, _ = self.api.exec(
+                    sid, ["sh", "-c", f"head -c 33554432 /dev/urandom > /dev/shm/d{i % 2}"])
+                self.assertEqual(code, 0, err)
+                status, data, _ = self.api.raw("POST", f"/v1/sandboxes/{sid}/snapshots",
+                                               {"kind": "full"})
+                if status != 201:
+                    break
+                taken.append(json.loads(data))
+            self.assertEqual(status, 422, data)
+            e = json.loads(data)["error"]
+            self.assertEqual(e["code"], "quota_exceeded")
+            self.assertIn("limits.disk_mb", e["message"])
+            self.assertGreaterEqual(len(taken), 1)
+            listed = self.api.call("GET", f"/v1/sandboxes/{sid}/snapshots")["snapshots"]
+            self.assertEqual([x["id"] for x in listed], [x["id"] for x in taken])
+            total = sum(x["size_bytes"] for x in listed)
+            self.assertLessEqual(total, disk_mb << 20)
+            # the refused snapshot left no file behind, and what the kept
+            # ones hold beside the subvolume is within the quota
+            on_disk = sorted(os.listdir(snapdir))
+            names = sorted(n for x in listed for n in os.listdir(snapdir)
+                           if n.split(".")[0] == x["id"])
+            self.assertEqual(on_disk, names)
+            # (btrfs's own count: bytes no other file or snapshot shares,
+            # e.g. not the template's memory a .mem file is a reflink of)
+            beside = [os.path.join(snapdir, n) for n in on_disk if "." in n]
+            os.sync()
+            du = subprocess.run(["btrfs", "filesystem", "du", "--raw"] + beside,
+                                capture_output=True, text=True, check=True).stdout
+            excl = {l.split()[-1]: int(l.split()[1]) for l in du.splitlines()[1:] if l.strip()}
+            held = sum(excl.values())
+            # each one's size_bytes counts its memory file and device state
+            for x in listed:
+                own = sum(v for p, v in excl.items()
+                          if os.path.basename(p).split(".")[0] == x["id"])
+                self.assertGreaterEqual(x["size_bytes"], own, (x, du))
+            print(f"full snapshots: {[x['size_bytes'] for x in listed]}, exclusive bytes "
+                  f"of their files: {held}\n{du}", file=sys.stderr)
+            self.assertLessEqual(held, disk_mb << 20, du)
+            # the sandbox still works; one deleted makes room again
+            code, out, _, _ = self.api.exec(sid, ["echo", "alive"])
+            self.assertEqual(out, b"alive\n")
+            for x in listed:
+                self.api.call("DELETE", f"/v1/sandboxes/{sid}/snapshots/{x['id']}")
+            self.api.call("POST", f"/v1/sandboxes/{sid}/snapshots", {"kind": "full"},
+                          expect=(201,))
+        finally:
+            self.api.delete(sid)
 
 if __name__ == "__main__":
     main()

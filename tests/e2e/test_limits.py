@@ -1,15 +1,20 @@
 """Limits from the create request reach the kernel (cgroup values, disk
 quota), the daemons that face clients run unprivileged, and templates can be
-built from a host directory and a tar file through the CLI."""
+built from a host directory and a tar file through the CLI. CapsTest: the
+node's maxima per sandbox (a pid bomb at the maximum leaves the host able to
+fork), tenant quotas (8 concurrent creates against a quota of 3, forks,
+memory, CPUs, disk, snapshots) and max_snapshots per sandbox."""
 import glob
+import json
 import os
 import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 
-from harness import AirlockTestCase, CLI, main
+from harness import AirlockTestCase, ApiError, CLI, cgroup_dirs, main
 
 
 def cgroup_value(sid, names):
@@ -193,6 +198,228 @@ class LimitsTest(AirlockTestCase):
             self.assertIn(b"21 77", r.stdout)
         finally:
             self.api.delete(s["id"])
+
+
+class CapsTest(AirlockTestCase):
+    """Maxima per sandbox, tenant quotas, max_snapshots (3 here)."""
+    extra_args = ("--set", "max_snapshots=3", "--set", "snapshot_disk_interval_s=0",
+                  "--set", "max_pids_all_sandboxes=5000", "--set", "max_sandbox_memory_mb=1024",
+                  "--set", "max_sandbox_cpus=1", "--set", "max_sandbox_disk_mb=8192")
+
+    def expect_422(self, client, code, words, method, path, body):
+        status, data, _ = client.raw(method, path, body)
+        self.assertEqual(status, 422, data)
+        err = json.loads(data)["error"]
+        self.assertEqual(err["code"], code, err)
+        for w in words:
+            self.assertIn(w, err["message"])
+        return err["message"]
+
+    def create_body(self, **kw):
+        kw.setdefault("template", "busybox")
+        return kw
+
+    def test_sandbox_maxima(self):
+        # Over the node's maximum per sandbox (pids: the default; the rest
+        # set below this host's size): 422 invalid_argument naming the limit
+        # and the config key; nothing is made. Past the node's size it stays
+        # over_capacity.
+        before = len(self.subvolumes())
+        for limits, words in (({"pids": 4097}, ["limits.pids", "max_sandbox_pids = 4096"]),
+                              ({"pids": 4194304}, ["limits.pids", "max_sandbox_pids"]),
+                              ({"memory_mb": 1025}, ["limits.memory_mb",
+                                                     "max_sandbox_memory_mb = 1024"]),
+                              ({"cpus": 1.5}, ["limits.cpus", "max_sandbox_cpus = 1"]),
+                              ({"disk_mb": 8193}, ["limits.disk_mb", "max_sandbox_disk_mb = 8192"])):
+            self.expect_422(self.api, "invalid_argument", words, "POST", "/v1/sandboxes",
+                            self.create_body(limits=limits))
+        self.expect_422(self.api, "over_capacity", ["limits exceed the node"], "POST",
+                        "/v1/sandboxes", self.create_body(limits={"memory_mb": 10 ** 6}))
+        self.assertEqual(len(self.subvolumes()), before)
+
+    def test_pid_bomb_at_the_maximum(self):
+        s = self.api.create(template="busybox", limits={"pids": 4096})
+        sid = s["id"]
+        try:
+            self.assertEqual(int(cgroup_value(sid, ["pids.max"])), 4096)
+            self.bomb(sid)
+            # Meanwhile the host forks and execs, again and again.
+            self.host_forks(6)
+            # The bomb did run into its cap.
+            events = cgroup_value(sid, ["pids.events"]) or ""
+            hits = int(events.split()[1]) if events.startswith("max") else 0
+            self.assertGreater(hits, 0, events)
+        finally:
+            t0 = time.monotonic()
+            self.api.delete(sid)
+        self.assertLess(time.monotonic() - t0, 120)
+        self.assertFalse([d for d in self.cgroups() if d.endswith("/" + sid)])
+        self.assertFalse([l for l in self.subvolumes() if sid in l])
+
+    def bomb(self, sid):
+        ev = self.api.stream("POST", f"/v1/sandboxes/{sid}/exec",
+                             {"cmd": ["sh", "-c", "f(){ f | f & }; f; sleep 1000"]})
+        next(ev)
+        ev.close()
+
+    def host_forks(self, seconds, each=None):
+        end, runs = time.monotonic() + seconds, 0
+        while time.monotonic() < end:
+            r = subprocess.run(["true"], timeout=30)
+            self.assertEqual(r.returncode, 0)
+            runs += 1
+            if each:
+                each()
+            time.sleep(0.02)
+        self.assertGreater(runs, 20)
+
+    def test_pid_bombs_in_two_sandboxes(self):
+        # Each at the maximum per sandbox, together over the cap of all
+        # sandboxes (the cgroup parent's pids.max): that cap holds.
+        top = [d for d in cgroup_dirs(self.server.dir)
+               if os.path.exists(os.path.join(d, "pids.max"))][0]
+        with open(os.path.join(top, "pids.max")) as f:
+            self.assertEqual(f.read().strip(), "5000")
+        sids = [self.api.create(template="busybox", limits={"pids": 4096})["id"]
+                for _ in range(2)]
+        peak = [0]
+
+        def sample():
+            with open(os.path.join(top, "pids.current")) as f:
+                peak[0] = max(peak[0], int(f.read()))
+
+        try:
+            for sid in sids:
+                self.bomb(sid)
+            self.host_forks(8, sample)
+            # both bombs ran (more than one sandbox's cap), the sum held
+            self.assertGreater(peak[0], 4096)
+            self.assertLessEqual(peak[0], 5000)
+        finally:
+            for sid in sids:
+                self.api.delete(sid)
+
+    def test_tenant_quota_routes(self):
+        t, tc = self.new_tenant("quota-routes")
+        path = f"/v1/tenants/{t['id']}/quota"
+        q = self.api.call("GET", path)
+        self.assertEqual(q["tenant"], t["id"])
+        self.assertIsNone(q["quota"]["sandboxes"])
+        self.assertEqual(q["usage"]["sandboxes"], 0)
+        # by name too; replace as a whole
+        q = self.api.call("PUT", f"/v1/tenants/quota-routes/quota",
+                          {"sandboxes": 2, "cpus": 1.5, "snapshot_mb": 10})
+        self.assertEqual((q["quota"]["sandboxes"], q["quota"]["cpus"],
+                          q["quota"]["snapshot_mb"], q["quota"]["memory_mb"]), (2, 1.5, 10, None))
+        for bad in ({"sandboxes": -1}, {"sandboxes": "3"}, {"memory_mb": 1.5},
+                    {"cpus": -1}, {"nope": 1}):
+            status, data, _ = self.api.raw("PUT", path, bad)
+            self.assertEqual(status, 400, (bad, data))
+        self.assertEqual(tc.raw("GET", path)[0], 403)
+        self.assertEqual(tc.raw("PUT", path, {"sandboxes": 100})[0], 403)
+        self.assertEqual(self.api.raw("GET", "/v1/tenants/nobody/quota")[0], 404)
+        self.assertEqual(self.api.raw("GET", f"/v1/tenants/{t['id']}/other")[0], 404)
+        self.assertEqual(self.api.raw("DELETE", path)[0], 405)
+        # the CLI changes the fields it is given and keeps the rest
+        r = subprocess.run([CLI, "--config", os.path.join(self.server.dir, "cli.json"), "--json",
+                            "tenant", "quota", "quota-routes", "--memory-mb", "512",
+                            "--sandboxes", "0"], capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        q = json.loads(r.stdout)["quota"]
+        self.assertEqual((q["sandboxes"], q["memory_mb"], q["cpus"]), (None, 512, 1.5))
+
+    def test_tenant_sandbox_quota_concurrent(self):
+        t, tc = self.new_tenant("quota-count")
+        self.api.call("PUT", f"/v1/tenants/{t['id']}/quota", {"sandboxes": 3})
+        results = [None] * 8
+
+        def one(i):
+            results[i] = tc.raw("POST", "/v1/sandboxes",
+                                {"template": "busybox", "limits": {"memory_mb": 64}})
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        made = [json.loads(d)["id"] for st, d, _ in results if st == 201]
+        refused = [json.loads(d)["error"] for st, d, _ in results if st == 422]
+        try:
+            self.assertEqual(len(made), 3, [(st, d[:200]) for st, d, _ in results])
+            self.assertEqual(len(refused), 5)
+            for e in refused:
+                self.assertEqual(e["code"], "quota_exceeded")
+                self.assertIn("`sandboxes`", e["message"])
+            q = self.api.call("GET", f"/v1/tenants/{t['id']}/quota")
+            self.assertEqual(q["usage"]["sandboxes"], 3)
+            self.assertEqual(q["usage"]["memory_mb"], 3 * 64)
+            # a fork child counts too
+            self.expect_422(tc, "quota_exceeded", ["`sandboxes`"], "POST",
+                            f"/v1/sandboxes/{made[0]}/fork", {"count": 1})
+            self.assertEqual(len(tc.call("GET", "/v1/sandboxes")["sandboxes"]), 3)
+            # a deleted sandbox frees its place
+            tc.delete(made.pop())
+            s = tc.create(template="busybox")
+            made.append(s["id"])
+            self.expect_422(tc, "quota_exceeded", ["`sandboxes`"], "POST", "/v1/sandboxes",
+                            self.create_body())
+        finally:
+            for sid in made:
+                tc.delete(sid)
+
+    def test_tenant_resource_quotas(self):
+        t, tc = self.new_tenant("quota-res")
+        path = f"/v1/tenants/{t['id']}/quota"
+        made = []
+        try:
+            self.api.call("PUT", path, {"memory_mb": 200, "cpus": 1.5, "disk_mb": 300,
+                                        "snapshots": 2})
+            s = tc.create(template="busybox",
+                          limits={"memory_mb": 128, "cpus": 1, "disk_mb": 200})
+            made.append(s["id"])
+            for limits, word in (({"memory_mb": 128, "cpus": 0.1, "disk_mb": 50}, "`memory_mb`"),
+                                 ({"memory_mb": 64, "cpus": 1, "disk_mb": 50}, "`cpus`"),
+                                 ({"memory_mb": 64, "cpus": 0.5, "disk_mb": 101}, "`disk_mb`")):
+                self.expect_422(tc, "quota_exceeded", [word, "in use"], "POST",
+                                "/v1/sandboxes", self.create_body(limits=limits))
+            s2 = tc.create(template="busybox",
+                           limits={"memory_mb": 64, "cpus": 0.5, "disk_mb": 100})
+            made.append(s2["id"])
+            # snapshots: the tenant's 2, across its sandboxes
+            tc.call("POST", f"/v1/sandboxes/{s['id']}/snapshots", {})
+            tc.call("POST", f"/v1/sandboxes/{s2['id']}/snapshots", {})
+            self.expect_422(tc, "quota_exceeded", ["`snapshots`"], "POST",
+                            f"/v1/sandboxes/{s['id']}/snapshots", {})
+        finally:
+            for sid in made:
+                tc.delete(sid)
+
+    def test_max_snapshots(self):
+        s = self.api.create(template="busybox")
+        sid = s["id"]
+        try:
+            n = 0
+            while True:
+                self.assertLess(n, 10, "max_snapshots never stopped the loop")
+                status, data, _ = self.api.raw("POST", f"/v1/sandboxes/{sid}/snapshots", {})
+                if status != 201:
+                    break
+                n += 1
+            self.assertEqual(n, 3)
+            self.assertEqual(status, 422, data)
+            err = json.loads(data)["error"]
+            self.assertEqual(err["code"], "quota_exceeded")
+            self.assertIn("max_snapshots", err["message"])
+            snaps = self.api.call("GET", f"/v1/sandboxes/{sid}/snapshots")["snapshots"]
+            self.assertEqual(len(snaps), 3)
+            # nothing left behind by the refused one
+            on_disk = os.listdir(os.path.join(self.server.dir, "pool", "snapshots", sid))
+            self.assertEqual(sorted(on_disk), sorted(x["id"] for x in snaps))
+            # one deleted: room for one more
+            self.api.call("DELETE", f"/v1/sandboxes/{sid}/snapshots/{snaps[0]['id']}")
+            self.api.call("POST", f"/v1/sandboxes/{sid}/snapshots", {})
+        finally:
+            self.api.delete(sid)
 
 
 if __name__ == "__main__":

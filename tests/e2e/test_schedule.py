@@ -340,5 +340,52 @@ def iso_ms(s):
     return round(datetime.datetime.fromisoformat(s).timestamp() * 1000)
 
 
+
+class ScheduleCapTest(AirlockTestCase):
+    """max_snapshots (3 here) with the scheduler: it keeps its newest 3,
+    dropping its oldest to take the next, and a client's snapshots are
+    counted apart (3 of their own, then 422)."""
+    extra_args = ("--set", "debug_clock=true", "--set", "max_snapshots=3")
+    node_call = ScheduleTest.node_call
+    advance = ScheduleTest.advance
+    sh = ScheduleTest.sh
+    snaps = ScheduleTest.snaps
+    snap_subvols = ScheduleTest.snap_subvols
+    events = ScheduleTest.events
+    timed_events = ScheduleTest.timed_events
+
+    @NS_ONLY
+    def test_scheduler_keeps_its_newest(self):
+        sid = self.api.create(template="busybox", snapshots={
+            "disk_interval_s": 60, "retention": {"keep_all_s": 86400}})["id"]
+        try:
+            taken = []
+            for i in range(6):
+                self.sh(sid, f"echo {i} >> /f")
+                self.advance(61)
+                new = [x["id"] for x in self.snaps(sid)
+                       if x["scheduled"] and x["id"] not in taken]
+                self.assertEqual(len(new), 1, (i, new))
+                taken += new
+                sched = [x["id"] for x in self.snaps(sid) if x["scheduled"]]
+                self.assertEqual(sched, taken[-3:])
+            self.assertEqual(self.snap_subvols(sid), sorted(taken[-3:]))
+            dropped = [e for e in self.events(sid) if e[2] and "dropped (max_snapshots 3)" in e[2]]
+            self.assertEqual(len(dropped), 3, dropped)
+            # a client's own: 3 more, whatever the scheduler holds; then 422
+            for _ in range(3):
+                self.api.call("POST", f"/v1/sandboxes/{sid}/snapshots", {}, expect=(201,))
+            status, data, _ = self.api.raw("POST", f"/v1/sandboxes/{sid}/snapshots", {})
+            self.assertEqual(status, 422, data)
+            self.assertIn("max_snapshots", json.loads(data)["error"]["message"])
+            # and they do not stop the schedule
+            self.sh(sid, "echo more >> /f")
+            self.advance(61)
+            sched = [x["id"] for x in self.snaps(sid) if x["scheduled"]]
+            self.assertEqual(len(sched), 3)
+            self.assertNotIn(sched[-1], taken)
+        finally:
+            self.api.delete(sid)
+
 if __name__ == "__main__":
     main()

@@ -467,8 +467,47 @@ static char *test_admin(const char *admin_key, char *tenant_id, size_t tid_len)
 	json_free(j);
 	http_resp_free(&r);
 
+	/* the tenant's quota: GET and PUT by id or name, bad bodies 400 */
+	_cleanup_free_ char *qpath = xasprintf("/v1/tenants/%s/quota", tenant_id);
+	CHECK(req("GET", qpath, admin_key, NULL, NULL, &r) == 200, "quota get");
+	j = body_json(&r);
+	const json *qq = j ? json_get(j, "quota") : NULL;
+	CHECK(qq && json_get(qq, "sandboxes") && json_get(qq, "sandboxes")->type == JSON_NULL,
+	      "no limit by default");
+	json_free(j);
+	http_resp_free(&r);
+	CHECK(req("PUT", "/v1/tenants/acme/quota", admin_key, NULL,
+		  "{\"sandboxes\":3,\"cpus\":2.5,\"snapshot_mb\":null}", &r) == 200, "quota put");
+	j = body_json(&r);
+	qq = j ? json_get(j, "quota") : NULL;
+	CHECK(qq && json_get(qq, "sandboxes") && json_get(qq, "sandboxes")->i == 3 &&
+	      json_get(qq, "cpus") && json_get(qq, "cpus")->num == 2.5 &&
+	      json_get(qq, "snapshot_mb")->type == JSON_NULL, "quota as put");
+	CHECK(j && json_get(j, "usage") && json_get(json_get(j, "usage"), "sandboxes")->i == 0,
+	      "usage");
+	json_free(j);
+	http_resp_free(&r);
+	static const char *const bad_quota[] = { "{\"sandboxes\":-1}", "{\"sandboxes\":\"1\"}",
+						 "{\"memory_mb\":1.5}", "{\"cpus\":-2}",
+						 "{\"x\":1}", "[1]", "{\"disk_mb\":1e30}" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad_quota); i++)
+		CHECK(req_code("PUT", qpath, admin_key, bad_quota[i], code, sizeof(code)) == 400,
+		      "bad quota %s: %s", bad_quota[i], code);
+	CHECK(req_code("GET", "/v1/tenants/nobody/quota", admin_key, NULL, code,
+		       sizeof(code)) == 404, "unknown tenant");
+	CHECK(req_code("GET", "/v1/tenants/acme", admin_key, NULL, code, sizeof(code)) == 404 &&
+	      req_code("GET", "/v1/tenants/acme/quota/x", admin_key, NULL, code,
+		       sizeof(code)) == 404 &&
+	      req_code("GET", "/v1/tenants//quota", admin_key, NULL, code, sizeof(code)) != 200,
+	      "other paths under /v1/tenants");
+	CHECK(req_code("DELETE", qpath, admin_key, NULL, code, sizeof(code)) == 405, "405");
+	CHECK(req_code("PUT", qpath, admin_key, "{}", code, sizeof(code)) == 200, "all limits off");
+
 	/* a tenant key is not an admin */
 	if (key) {
+		CHECK(req_code("GET", qpath, key, NULL, code, sizeof(code)) == 403 &&
+		      req_code("PUT", qpath, key, "{\"sandboxes\":99}", code, sizeof(code)) == 403,
+		      "the quota is admin-only");
 		CHECK(req_code("GET", "/v1/tenants", key, NULL, code, sizeof(code)) == 403 &&
 		      strcmp(code, "forbidden") == 0, "403: %s", code);
 		CHECK(req_code("POST", "/v1/keys", key, "{\"tenant\":\"acme\",\"admin\":true}",

@@ -1,0 +1,129 @@
+/* tenant-quota.c - tenant quotas and usage from the rows (tenant-quota.h). */
+#include "tenant-quota.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "../lib/json.h"
+
+#define QUOTA_COLS "sandboxes, memory_mb, cpu_millis, disk_mb, snapshots, snapshot_mb"
+
+int tenant_quota_get(struct db *db, const char *tenant_id, struct tenant_quota *q, err_t *err)
+{
+	struct db_rows rows;
+	int r = db_query(db, &rows, err,
+			 "SELECT " QUOTA_COLS " FROM tenant_quotas WHERE tenant_id=?", "s",
+			 tenant_id);
+
+	memset(q, 0, sizeof(*q));
+	if (r < 0)
+		return r;
+	if (rows.n_rows) {
+		q->sandboxes = (uint64_t)db_cell_int(&rows, 0, 0);
+		q->memory_mb = (uint64_t)db_cell_int(&rows, 0, 1);
+		q->cpu_millis = (uint64_t)db_cell_int(&rows, 0, 2);
+		q->disk_mb = (uint64_t)db_cell_int(&rows, 0, 3);
+		q->snapshots = (uint64_t)db_cell_int(&rows, 0, 4);
+		q->snapshot_mb = (uint64_t)db_cell_int(&rows, 0, 5);
+	}
+	db_rows_free(&rows);
+	return 0;
+}
+
+int tenant_quota_set(struct db *db, const char *tenant_id, const struct tenant_quota *q,
+		     err_t *err)
+{
+	int r;
+
+	if (!q->sandboxes && !q->memory_mb && !q->cpu_millis && !q->disk_mb && !q->snapshots &&
+	    !q->snapshot_mb)
+		r = db_exec(db, err, "DELETE FROM tenant_quotas WHERE tenant_id=?", "s", tenant_id);
+	else
+		r = db_exec(db, err,
+			    "INSERT INTO tenant_quotas(tenant_id, " QUOTA_COLS
+			    ") VALUES(?,?,?,?,?,?,?) ON CONFLICT(tenant_id) DO UPDATE SET"
+			    " sandboxes=excluded.sandboxes, memory_mb=excluded.memory_mb,"
+			    " cpu_millis=excluded.cpu_millis, disk_mb=excluded.disk_mb,"
+			    " snapshots=excluded.snapshots, snapshot_mb=excluded.snapshot_mb",
+			    "siiiiii", tenant_id, (int64_t)q->sandboxes, (int64_t)q->memory_mb,
+			    (int64_t)q->cpu_millis, (int64_t)q->disk_mb, (int64_t)q->snapshots,
+			    (int64_t)q->snapshot_mb);
+	return r < 0 ? r : 0;
+}
+
+int tenant_usage_get(struct db *db, const char *tenant_id, struct tenant_usage *u, err_t *err)
+{
+	struct db_rows rows;
+	int r;
+
+	memset(u, 0, sizeof(*u));
+	/* A row counts until it is deleted; its limits are in its spec (our
+	 * own JSON, summed here rather than in SQL, whose JSON functions
+	 * differ between the drivers). */
+	r = db_query(db, &rows, err,
+		     "SELECT spec FROM sandboxes WHERE tenant_id=? AND observed <> 'deleted'", "s",
+		     tenant_id);
+	if (r < 0)
+		return r;
+	for (int i = 0; i < rows.n_rows; i++) {
+		const char *spec = db_cell(&rows, i, 0);
+		json *j = spec ? json_parse(spec, strlen(spec), NULL) : NULL;
+		const json *l = j ? json_get(j, "limits") : NULL;
+
+		u->sandboxes++;
+		if (l) {
+			u->memory_mb += (uint64_t)json_get_int(l, "memory_mb", 0, NULL);
+			u->cpu_millis += (uint64_t)json_get_int(l, "cpu_millis", 0, NULL);
+			u->disk_mb += (uint64_t)json_get_int(l, "disk_mb", 0, NULL);
+		}
+		json_free(j);
+	}
+	db_rows_free(&rows);
+	r = db_query(db, &rows, err,
+		     "SELECT count(CASE WHEN scheduled = 0 THEN 1 END),"
+		     " COALESCE(SUM(size_bytes), 0)"
+		     " FROM snapshots WHERE sandbox_id IN"
+		     " (SELECT id FROM sandboxes WHERE tenant_id=? AND observed <> 'deleted')",
+		     "s", tenant_id);
+	if (r < 0)
+		return r;
+	u->snapshots = (uint64_t)db_cell_int(&rows, 0, 0);
+	u->snapshot_bytes = (uint64_t)db_cell_int(&rows, 0, 1);
+	db_rows_free(&rows);
+	return 0;
+}
+
+static int over(err_t *err, const char *field, uint64_t limit, uint64_t used, uint64_t add,
+		const char *unit)
+{
+	return err_set(err, EDQUOT,
+		       "tenant quota `%s` exceeded: %" PRIu64 "%s in use, %" PRIu64
+		       "%s more asked, the quota is %" PRIu64 "%s",
+		       field, used, unit, add, unit, limit, unit);
+}
+
+int tenant_quota_check(const struct tenant_quota *q, const struct tenant_usage *u,
+		       const struct tenant_usage *add, err_t *err)
+{
+	const uint64_t mib = 1 << 20;
+
+	if (q->sandboxes && add->sandboxes && u->sandboxes + add->sandboxes > q->sandboxes)
+		return over(err, "sandboxes", q->sandboxes, u->sandboxes, add->sandboxes, "");
+	if (q->memory_mb && add->memory_mb && u->memory_mb + add->memory_mb > q->memory_mb)
+		return over(err, "memory_mb", q->memory_mb, u->memory_mb, add->memory_mb, " MiB");
+	if (q->cpu_millis && add->cpu_millis && u->cpu_millis + add->cpu_millis > q->cpu_millis)
+		return over(err, "cpus", q->cpu_millis, u->cpu_millis, add->cpu_millis,
+			    " millicpus");
+	if (q->disk_mb && add->disk_mb && u->disk_mb + add->disk_mb > q->disk_mb)
+		return over(err, "disk_mb", q->disk_mb, u->disk_mb, add->disk_mb, " MiB");
+	if (q->snapshots && add->snapshots && u->snapshots + add->snapshots > q->snapshots)
+		return over(err, "snapshots", q->snapshots, u->snapshots, add->snapshots, "");
+	/* Bytes: before a snapshot, whose size is not known yet, the caller
+	 * adds 1 (refused once the quota is used up); after it, its size. */
+	if (q->snapshot_mb && add->snapshot_bytes &&
+	    u->snapshot_bytes + add->snapshot_bytes > q->snapshot_mb * mib)
+		return over(err, "snapshot_mb", q->snapshot_mb, u->snapshot_bytes / mib,
+			    (add->snapshot_bytes + mib - 1) / mib, " MiB");
+	return 0;
+}

@@ -1,0 +1,170 @@
+/* test-db-quota: tenant quotas and usage from the rows (src/db/tenant-quota.h).
+ * Usage counts the live sandboxes' limits from their spec, not deleted ones,
+ * not other tenants'; snapshots by client (scheduled = 0) for the count and
+ * all for the bytes; each quota field refuses with EDQUOT naming it; and the
+ * pattern the node uses (usage, check and insert in one BEGIN IMMEDIATE
+ * transaction) holds a quota exactly under 8 threads on two handles of one
+ * file (as two processes would). Exit 0 = pass. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/db/tenant-quota.h"
+#include "check.h"
+
+#define THREADS 8
+#define TRIES 25
+#define QUOTA 60
+
+static struct db *handles[2];
+static atomic_int admitted, seq;
+
+static int insert_sandbox(struct db *db, const char *tenant, const char *id, const char *observed,
+			  err_t *err)
+{
+	static const char spec[] =
+		"{\"limits\":{\"memory_mb\":64,\"cpu_millis\":500,\"pids\":100,\"disk_mb\":100}}";
+
+	int r = db_exec(db, err,
+			"INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
+			" desired, observed, spec, created_at, updated_at)"
+			" VALUES(?,?,'busybox',1,'ns','running',?,?,0,0)",
+			"ssss", id, tenant, observed, spec);
+
+	return r < 0 ? r : 0;
+}
+
+/* One create as the node makes it: count, check, insert, one transaction. */
+static void *creator(void *arg)
+{
+	struct db *db = handles[(intptr_t)arg % 2];
+	struct tenant_usage add = { .sandboxes = 1, .memory_mb = 64 };
+
+	for (int i = 0; i < TRIES; i++) {
+		struct tenant_quota q;
+		struct tenant_usage u;
+		err_t err = { 0 };
+		char id[32];
+		int r;
+
+		snprintf(id, sizeof(id), "sb-race-%d", atomic_fetch_add(&seq, 1));
+		if (db_tx_begin(db, &err) < 0) {
+			fprintf(stderr, "begin: %s\n", err.msg);
+			continue;
+		}
+		r = tenant_quota_get(db, "ten_race", &q, &err);
+		if (r == 0)
+			r = tenant_usage_get(db, "ten_race", &u, &err);
+		/* widen the window a racy version would lose in */
+		usleep(200);
+		if (r == 0)
+			r = tenant_quota_check(&q, &u, &add, &err);
+		if (r == 0)
+			r = insert_sandbox(db, "ten_race", id, "running", &err);
+		if (r == 0) {
+			if (db_tx_commit(db, &err) == 0)
+				atomic_fetch_add(&admitted, 1);
+		} else {
+			db_tx_rollback(db);
+		}
+	}
+	return NULL;
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/test-db-quota-XXXXXX";
+	struct tenant_quota q = { 0 }, got;
+	struct tenant_usage u, add = { 0 };
+	pthread_t th[THREADS];
+	err_t err = { 0 };
+	char path[128];
+
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/airlock.db", dir);
+	handles[0] = db_open(path, &err);
+	handles[1] = handles[0] ? db_open(path, &err) : NULL;
+	if (!handles[0] || !handles[1]) {
+		fprintf(stderr, "db_open: %s\n", err.msg);
+		return 1;
+	}
+	struct db *db = handles[0];
+
+	/* no row: no limit, all zeros */
+	CHECK(tenant_quota_get(db, "ten_a", &got, &err) == 0 && got.sandboxes == 0 &&
+	      got.snapshot_mb == 0);
+
+	/* usage: live rows of this tenant only, limits from the spec */
+	CHECK(insert_sandbox(db, "ten_a", "sb-1", "running", &err) == 0);
+	CHECK(insert_sandbox(db, "ten_a", "sb-2", "failed", &err) == 0);
+	CHECK(insert_sandbox(db, "ten_a", "sb-3", "deleted", &err) == 0);
+	CHECK(insert_sandbox(db, "ten_b", "sb-4", "running", &err) == 0);
+	CHECK(db_exec(db, &err,
+		      "INSERT INTO snapshots(id, sandbox_id, name, kind, size_bytes, created_at,"
+		      " scheduled) VALUES('sn-1','sb-1','a','disk',1000,0,0),"
+		      " ('sn-2','sb-1','b','full',3000,0,1), ('sn-3','sb-2','c','disk',NULL,0,0),"
+		      " ('sn-4','sb-3','d','disk',500,0,0), ('sn-5','sb-4','e','disk',700,0,0)",
+		      "") >= 0);
+	CHECK(tenant_usage_get(db, "ten_a", &u, &err) == 0);
+	CHECK(u.sandboxes == 2 && u.memory_mb == 128 && u.cpu_millis == 1000 && u.disk_mb == 200);
+	CHECK(u.snapshots == 2);           /* sn-1, sn-3: a client's; not sn-2 (scheduled) */
+	CHECK(u.snapshot_bytes == 4000);   /* sn-1 + sn-2; sn-4's sandbox is deleted */
+
+	/* each field refuses, naming itself; a field add does not ask for is
+	 * not checked */
+	q = (struct tenant_quota){ .sandboxes = 2, .memory_mb = 192, .cpu_millis = 1500,
+				   .disk_mb = 250, .snapshots = 2, .snapshot_mb = 1 };
+	CHECK(tenant_quota_set(db, "ten_a", &q, &err) == 0);
+	CHECK(tenant_quota_get(db, "ten_a", &got, &err) == 0 && got.cpu_millis == 1500 &&
+	      got.snapshot_mb == 1);
+	add = (struct tenant_usage){ .sandboxes = 1 };
+	CHECK(tenant_quota_check(&got, &u, &add, &err) == -EDQUOT && strstr(err.msg, "`sandboxes`"));
+	got.sandboxes = 0;
+	add = (struct tenant_usage){ .sandboxes = 1, .memory_mb = 65, .cpu_millis = 500 };
+	CHECK(tenant_quota_check(&got, &u, &add, &err) == -EDQUOT && strstr(err.msg, "`memory_mb`"));
+	add.memory_mb = 64;
+	CHECK(tenant_quota_check(&got, &u, &add, &err) == 0);
+	add.cpu_millis = 501;
+	CHECK(tenant_quota_check(&got, &u, &add, &err) == -EDQUOT && strstr(err.msg, "`cpus`"));
+	add = (struct tenant_usage){ .disk_mb = 51 };
+	CHECK(tenant_quota_check(&got, &u, &add, &err) == -EDQUOT && strstr(err.msg, "`disk_mb`"));
+	add = (struct tenant_usage){ .snapshots = 1 };
+	CHECK(tenant_quota_check(&got, &u, &add, &err) == -EDQUOT && strstr(err.msg, "`snapshots`"));
+	add = (struct tenant_usage){ .snapshot_bytes = (1 << 20) - 4000 };
+	CHECK(tenant_quota_check(&got, &u, &add, &err) == 0);
+	add.snapshot_bytes++;
+	CHECK(tenant_quota_check(&got, &u, &add, &err) == -EDQUOT &&
+	      strstr(err.msg, "`snapshot_mb`"));
+	/* all zeros removes the row */
+	q = (struct tenant_quota){ 0 };
+	CHECK(tenant_quota_set(db, "ten_a", &q, &err) == 0);
+	CHECK(tenant_quota_get(db, "ten_a", &got, &err) == 0 && got.sandboxes == 0);
+
+	/* the node's pattern under contention: exactly QUOTA admitted */
+	q = (struct tenant_quota){ .sandboxes = QUOTA };
+	CHECK(tenant_quota_set(db, "ten_race", &q, &err) == 0);
+	for (intptr_t i = 0; i < THREADS; i++)
+		pthread_create(&th[i], NULL, creator, (void *)i);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+	CHECK(tenant_usage_get(db, "ten_race", &u, &err) == 0);
+	if (atomic_load(&admitted) != QUOTA || u.sandboxes != QUOTA)
+		fprintf(stderr, "admitted %d, rows %llu, quota %d\n", atomic_load(&admitted),
+			(unsigned long long)u.sandboxes, QUOTA);
+	CHECK(atomic_load(&admitted) == QUOTA);
+	CHECK(u.sandboxes == QUOTA && u.memory_mb == QUOTA * 64);
+
+	db_close(handles[1]);
+	db_close(handles[0]);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	if (system(path) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+	return failures ? 1 : 0;
+}
