@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc)
 DATA_DIR   ?= /var/lib/airlock
 CTEST_ARGS ?=
 
-.PHONY: all deps npm-deps build build-asan vm-kernel up test test-unit test-e2e test-vm bench clean fuzz
+.PHONY: all deps npm-deps build build-asan vm-kernel up cluster test test-unit test-e2e test-vm bench clean fuzz
 
 all: build
 
@@ -35,6 +35,11 @@ up: build
 	@ln -sf $(CURDIR)/$(BUILD)/bin/airlock /usr/local/bin/airlock
 	@ln -sf $(CURDIR)/$(BUILD)/bin/airlockd /usr/local/bin/airlockd
 	$(BUILD)/bin/airlockd up --data-dir $(DATA_DIR)
+
+# A two-node cluster on this machine (PostgreSQL 15, an S3-compatible server,
+# two nodes) in a temporary directory; Ctrl-C stops and removes all of it.
+cluster: build npm-deps
+	python3 scripts/cluster.py --bin $(BUILD)/bin
 
 # Every test: unit + fuzz replay + end-to-end on the release build, then unit +
 # fuzz replay again under ASan/UBSan.
