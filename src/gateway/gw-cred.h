@@ -38,7 +38,7 @@ bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host)
 int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int fd,
 		 const void *pre, size_t n, struct buf *out);
 /* TLS interception of one connection; up is connected to the real host. */
-void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int fd,
-		 const void *pre, size_t n, int up);
+void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
+		 int fd, const void *pre, size_t n, int up);
 
 #endif

@@ -58,6 +58,7 @@ static void *upstream_main(void *arg)
 struct client {
 	int fd;
 	long verify;
+	const char *req;   /* NULL: the default request below */
 	char resp[4096];
 };
 
@@ -78,8 +79,9 @@ static void *client_main(void *arg)
 	if (SSL_connect(s) == 1) {
 		static const char req[] = "GET /v1/x HTTP/1.1\r\nHost: api.test\r\n"
 					  "Authorization: Bearer airlock-ph-x\r\nKeep-Alive: 5\r\n\r\n";
+		const char *r = c->req ? c->req : req;
 		c->verify = SSL_get_verify_result(s);
-		SSL_write(s, req, sizeof(req) - 1);
+		SSL_write(s, r, (int)strlen(r));
 		for (;;) {
 			int k = SSL_read(s, c->resp + n, (int)(sizeof(c->resp) - 1 - n));
 			if (k <= 0)
@@ -146,7 +148,7 @@ static int one(struct ca *mitm, SSL_CTX *up_ctx, int mode, struct upstream *u, s
 	CHECK(k > 0);
 	upfd = dial_lo(u->port);
 	CHECK(upfd >= 0);
-	r = mitm_serve(mitm, up_ctx, sp[0], pre, (size_t)k, upfd, "api.test", hook,
+	r = mitm_serve(mitm, up_ctx, sp[0], pre, (size_t)k, upfd, "api.test", 8443, hook,
 		       mode ? (void *)1 : NULL, &err);
 	if (r < 0)
 		fprintf(stderr, "mitm_serve: %s\n", err.msg);
@@ -167,7 +169,7 @@ static void test_mitm(void)
 {
 	_cleanup_free_ char *k1 = xasprintf("%s/inet.key", dir), *k2 = xasprintf("%s/mitm.key", dir);
 	struct upstream u;
-	struct client c;
+	struct client c = { 0 };
 	struct ca *mitm;
 	SSL_CTX *trusting, *strict;
 
@@ -197,6 +199,55 @@ static void test_mitm(void)
 	CHECK(one(mitm, strict, 0, &u, &c) == -EPROTO);
 	CHECK(strstr(u.got, "REAL") == NULL);
 	CHECK(strstr(c.resp, "HTTP/1.1 502") == c.resp);
+
+	/* domain fronting: the SNI name chose the credential, so a Host (or an
+	 * absolute target) naming another origin gets 421, before the hook
+	 * (nothing injected) and with nothing sent upstream */
+	{
+		static const char *const fronted[] = {
+			"GET /v1/x HTTP/1.1\r\nHost: evil.test\r\nAuthorization: Bearer airlock-ph-x\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test.evil.test\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test:9999\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test@evil.test\r\n\r\n",
+			"GET https://evil.test/v1/x HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"GET https://api.test:9/v1/x HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"CONNECT evil.test:443 HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"GET / HTTP/1.0\r\nHost: evil.test\r\n\r\n",
+		};
+		for (size_t i = 0; i < sizeof(fronted) / sizeof(fronted[0]); i++) {
+			c.req = fronted[i];
+			CHECK(one(mitm, trusting, 0, &u, &c) == -EPERM);
+			CHECK(strstr(c.resp, "HTTP/1.1 421 ") == c.resp);
+			CHECK(u.got[0] == '\0');
+		}
+		/* two Host fields, or none in HTTP/1.1: 400, nothing sent */
+		static const char *const bad[] = {
+			"GET / HTTP/1.1\r\nHost: api.test\r\nHost: evil.test\r\n\r\n",
+			"GET / HTTP/1.1\r\n\r\n",
+		};
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			c.req = bad[i];
+			CHECK(one(mitm, trusting, 0, &u, &c) == -EPERM);
+			CHECK(strstr(c.resp, "HTTP/1.1 400 ") == c.resp);
+			CHECK(u.got[0] == '\0');
+		}
+		/* the same origin however it is spelled: forwarded and injected */
+		static const char *const same[] = {
+			"GET /v1/x HTTP/1.1\r\nHost: API.Test\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test:443\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test:8443\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test.\r\n\r\n",
+			"GET https://api.test/v1/x HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"GET /v1/x HTTP/1.0\r\n\r\n",
+		};
+		for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+			c.req = same[i];
+			CHECK(one(mitm, trusting, 0, &u, &c) == 0);
+			CHECK(strstr(u.got, "Authorization: Bearer REAL\r\n") != NULL);
+			CHECK(strstr(c.resp, "HTTP/1.1 200 OK") == c.resp);
+		}
+		c.req = NULL;
+	}
 
 	/* the hook answers itself */
 	CHECK(one(mitm, trusting, 1, &u, &c) == 0);
