@@ -261,6 +261,7 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 		.vm_accel = cfg->vm_accel,
 		.vm_warm_pool = cfg->vm_warm_pool,
 		.vm_fork_pool = cfg->vm_fork_pool,
+		.vm_console_log_max = cfg->console_log_max,
 		.ns_warm_pool = cfg->ns_warm_pool,
 		.net_prefix = cfg->network ? net.prefix : NULL,
 		.net_table = net.table,
