@@ -185,13 +185,13 @@ static int hook(void *arg, struct http_head *h, struct buf *reply)
 	return 0;
 }
 
-int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int fd,
-		 const void *pre, size_t n, struct buf *out)
+int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
+		 int fd, const void *pre, size_t n, struct buf *out)
 {
 	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host };
 	err_t err = { 0 };
 
-	return mitm_http_head(fd, pre, n, hook, &a, out, &err);
+	return mitm_http_head(fd, pre, n, host, port, hook, &a, out, &err);
 }
 
 void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,

@@ -47,11 +47,15 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 
 /* Plain HTTP: read the rest of the first request head from fd after prefix
  * (prefix/n/cap: the bytes sniffed so far, in a buffer of cap bytes), parse
- * it (and its body, as above) and run fn. On 0, out holds what to send
+ * it (and its body, as above) and run fn. host (NULL: no check) is the name
+ * the gateway checked, the first Host field as sniffed, and port the one
+ * dialled: a request with another Host field or an absolute target naming
+ * another origin is answered 421 (400 without exactly one Host) in out,
+ * returning 1, and fn is not run (domain fronting). On 0, out holds what to send
  * upstream (the rewritten head with "Connection: close", the body, then any
  * bytes read past it); on 1, out is the reply for the client. -errno when
  * the head is malformed or too big, or the body does not arrive. */
-int mitm_http_head(int fd, const void *prefix, size_t n, mitm_head_fn fn, void *arg,
-		   struct buf *out, err_t *err);
+int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int port,
+		   mitm_head_fn fn, void *arg, struct buf *out, err_t *err);
 
 #endif

@@ -767,6 +767,23 @@ class NetworkTest(AirlockTestCase):
         self.assertEqual((code, out), (0, "200 hello from Allowed.Test:443\n"), err)
         self.assertIn(f"auth=Bearer {secret}", self.requests_seen("/front-ok")[-1])
 
+    def test_credential_not_sent_to_a_fronted_host_over_http(self):
+        # the same over plain HTTP: the gateway checked the first Host; an
+        # absolute target naming another origin (which a front routes by,
+        # before Host) gets 421, a second Host field 400; nothing injected,
+        # nothing sent on
+        project = "fronth-" + os.urandom(3).hex()
+        c, secret = self.credential(project)
+        sid = self.sandbox_in(project)
+        for req, want in (("GET http://denied.test/fronthttp HTTP/1.1\\r\\nHost: allowed.test", "421"),
+                          ("GET /fronthttp HTTP/1.1\\r\\nHost: allowed.test\\r\\nHost: denied.test",
+                           "400")):
+            _, out, _ = self.sh(sid, f"printf '{req}\\r\\n\\r\\n' | timeout 10 nc allowed.test 80 "
+                                     "| head -1")
+            self.assertTrue(out.startswith(f"HTTP/1.1 {want} "), (req, out))
+        self.assertFalse([l for l in self.world_lines() if "fronthttp" in l])
+        self.assertNotIn("injected", [a["decision"] for a in self.audit(c["id"])])
+
     def assert_not_in_vm(self, sid, secret):
         """The guest's whole memory (a full snapshot's memory file, or its
         stream, holds every page of guest RAM) and its disk image, read

@@ -289,7 +289,7 @@ static void test_plain_head(void)
 	CHECK(write(sp[1], p2, sizeof(p2) - 1) == (ssize_t)(sizeof(p2) - 1));
 	buf_init(&out);
 	/* the body, read whole, went through the hook; its length follows */
-	CHECK(mitm_http_head(sp[0], p1, sizeof(p1) - 1, hook, NULL, &out, &err) == 0);
+	CHECK(mitm_http_head(sp[0], p1, sizeof(p1) - 1, NULL, 0, hook, NULL, &out, &err) == 0);
 	CHECK(strcmp(out.data, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n"
 			       "Authorization: Bearer REAL\r\nConnection: close\r\n\r\nabc+REAL") == 0);
 	buf_reset(&out);
@@ -300,7 +300,7 @@ static void test_plain_head(void)
 					 "3;ext=1\r\nabc\r\n";
 		static const char more[] = "A\r\n0123456789\r\n0\r\n\r\nNEXT";
 		CHECK(write(sp[1], more, sizeof(more) - 1) == (ssize_t)(sizeof(more) - 1));
-		CHECK(mitm_http_head(sp[0], ch, sizeof(ch) - 1, hook, NULL, &out, &err) == 0);
+		CHECK(mitm_http_head(sp[0], ch, sizeof(ch) - 1, NULL, 0, hook, NULL, &out, &err) == 0);
 		CHECK(strcmp(out.data, "POST /c HTTP/1.1\r\nAuthorization: Bearer REAL\r\n"
 				       "Content-Length: 18\r\nConnection: close\r\n\r\n"
 				       "abc0123456789+REALNEXT") == 0);
@@ -323,7 +323,7 @@ static void test_plain_head(void)
 		};
 		for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++) {
 			const char *body = strstr(pass[i], "\r\n\r\n") + 4;
-			CHECK(mitm_http_head(sp[0], pass[i], strlen(pass[i]), hook, NULL, &out,
+			CHECK(mitm_http_head(sp[0], pass[i], strlen(pass[i]), NULL, 0, hook, NULL, &out,
 					     &err) == 0);
 			CHECK(strstr(out.data, "Transfer-Encoding: ") != NULL);
 			CHECK(strcmp(strstr(out.data, "\r\n\r\n") + 4, body) == 0);
@@ -336,7 +336,7 @@ static void test_plain_head(void)
 	{
 		static const char ch[] = "POST /q HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
 					 "3\r\nabc\r\n";
-		CHECK(mitm_http_head(sp[0], ch, sizeof(ch) - 1, hook, NULL, &out, &err) == 0);
+		CHECK(mitm_http_head(sp[0], ch, sizeof(ch) - 1, NULL, 0, hook, NULL, &out, &err) == 0);
 		CHECK(strstr(out.data, "Transfer-Encoding: chunked\r\n") != NULL);
 		CHECK(strcmp(strstr(out.data, "\r\n\r\n") + 4, "3\r\nabc\r\n") == 0);
 		buf_reset(&out);
@@ -348,7 +348,7 @@ static void test_plain_head(void)
 		int sq[2];
 		CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sq) == 0);
 		close(sq[1]);
-		CHECK(mitm_http_head(sq[0], ch, sizeof(ch) - 1, hook, NULL, &out, &err) == -EPIPE);
+		CHECK(mitm_http_head(sq[0], ch, sizeof(ch) - 1, NULL, 0, hook, NULL, &out, &err) == -EPIPE);
 		close(sq[0]);
 		buf_reset(&out);
 	}
@@ -360,7 +360,7 @@ static void test_plain_head(void)
 		pthread_t t;
 		setsockopt(sp[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		CHECK(pthread_create(&t, NULL, continue_then_body, &sp[1]) == 0);
-		CHECK(mitm_http_head(sp[0], ex, sizeof(ex) - 1, hook, NULL, &out, &err) == 0);
+		CHECK(mitm_http_head(sp[0], ex, sizeof(ex) - 1, NULL, 0, hook, NULL, &out, &err) == 0);
 		pthread_join(t, NULL);
 		CHECK(strcmp(out.data, "PUT /e HTTP/1.1\r\nContent-Length: 9\r\n"
 				       "Authorization: Bearer REAL\r\nConnection: close\r\n\r\n"
@@ -376,7 +376,7 @@ static void test_plain_head(void)
 		for (int i = 0; i < HEAD_MAX_FIELDS; i++)
 			buf_printf(&many, "X-F%d: y\r\n", i);
 		buf_adds(&many, "\r\n");
-		CHECK(mitm_http_head(sp[0], many.data, many.len, hook, NULL, &out, &err) == 0);
+		CHECK(mitm_http_head(sp[0], many.data, many.len, NULL, 0, hook, NULL, &out, &err) == 0);
 		CHECK(strstr(out.data, "\r\nAuthorization: Bearer REAL\r\n") != NULL);
 		CHECK(strstr(out.data, "\r\nConnection: close\r\n") != NULL);
 		buf_free(&many);
@@ -388,13 +388,41 @@ static void test_plain_head(void)
 		int sq[2];
 		CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sq) == 0);
 		close(sq[1]);
-		CHECK(mitm_http_head(sq[0], sh, sizeof(sh) - 1, hook, NULL, &out, &err) == -EPIPE);
+		CHECK(mitm_http_head(sq[0], sh, sizeof(sh) - 1, NULL, 0, hook, NULL, &out, &err) == -EPIPE);
 		close(sq[0]);
 		buf_reset(&out);
 	}
-	CHECK(mitm_http_head(sp[0], "GET / HTTP/1.1\nX", 16, hook, NULL, &out, &err) == -EINVAL);
+	/* domain fronting over plain HTTP: the gateway checked the first Host
+	 * (sniffed); another Host field or an absolute target naming another
+	 * origin gets 421 (two Hosts 400) from us, before the hook */
+	{
+		static const char *const fronted[] = {
+			"GET http://evil.test/k HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"GET http://api.test:81/k HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"GET /k HTTP/1.1\r\nHost: api.test\r\nHost: evil.test\r\n\r\n",
+		};
+		for (size_t i = 0; i < ARRAY_SIZE(fronted); i++) {
+			CHECK(mitm_http_head(sp[0], fronted[i], strlen(fronted[i]), "api.test", 8080,
+					     hook, NULL, &out, &err) == 1);
+			CHECK(strncmp(out.data, i == 2 ? "HTTP/1.1 400 " : "HTTP/1.1 421 ", 13) == 0);
+			CHECK(!strstr(out.data, "REAL"));
+			buf_reset(&out);
+		}
+		static const char *const same[] = {
+			"GET /k HTTP/1.1\r\nHost: API.test:80\r\n\r\n",
+			"GET /k HTTP/1.1\r\nHost: api.test:8080\r\n\r\n",
+			"GET http://api.test/k HTTP/1.1\r\nHost: api.test\r\n\r\n",
+		};
+		for (size_t i = 0; i < ARRAY_SIZE(same); i++) {
+			CHECK(mitm_http_head(sp[0], same[i], strlen(same[i]), "api.test", 8080, hook,
+					     NULL, &out, &err) == 0);
+			CHECK(strstr(out.data, "Authorization: Bearer REAL\r\n") != NULL);
+			buf_reset(&out);
+		}
+	}
+	CHECK(mitm_http_head(sp[0], "GET / HTTP/1.1\nX", 16, NULL, 0, hook, NULL, &out, &err) == -EINVAL);
 	close(sp[1]);
-	CHECK(mitm_http_head(sp[0], "GET / HTTP/1.1\r\n", 16, hook, NULL, &out, &err) == -EPIPE);
+	CHECK(mitm_http_head(sp[0], "GET / HTTP/1.1\r\n", 16, NULL, 0, hook, NULL, &out, &err) == -EPIPE);
 	buf_free(&out);
 	close(sp[0]);
 }
