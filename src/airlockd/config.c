@@ -60,6 +60,7 @@ void config_defaults(struct airlockd_config *c)
 	snprintf(c->vm_accel, sizeof(c->vm_accel), "auto");
 	c->vm_warm_pool = 2;
 	c->vm_fork_pool = 1;
+	c->console_log_max = 1u << 20;
 	c->gateway_max_conns = GATEWAY_MAX_CONNS_DEFAULT;
 	c->api_max_inflight = HTTP_MAX_CONNS / 4;
 	c->ns_warm_pool = 2;
@@ -287,6 +288,15 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		if (strcmp(val, "true") && strcmp(val, "false"))
 			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
 		c->vm_snapshots = !strcmp(val, "true");
+		return 0;
+	}
+	if (!strcmp(key, "console_log_max")) {
+		/* A guest writes its serial console without end: its log keeps
+		 * the newest this many bytes (nodemgr/vm-console.c). */
+		if (set_u64(&c->console_log_max, key, val, UINT64_MAX / 2, err) < 0)
+			return -err->code;
+		if (c->console_log_max < 4096)
+			return err_set(err, EINVAL, "%s: at least 4096 (bytes)", key);
 		return 0;
 	}
 	if (!strcmp(key, "vm_warm_pool"))

@@ -29,6 +29,7 @@ struct airlockd_config {
 	char vm_accel[8];          /* vm backend: "auto" | "kvm" | "tcg" */
 	char vm_dir[512];          /* vmlinuz + initramfs.cpio.gz; "" = the build tree's */
 	uint32_t vm_warm_pool;     /* QEMU processes waiting per template (vm) */
+	uint64_t console_log_max;  /* bytes of a vm's console log kept (the newest) */
 	uint32_t vm_fork_pool;     /* QEMUs waiting for a fork per template (vm) */
 	uint32_t ns_warm_pool;     /* ns jails waiting per template */
 	bool vm_snapshots;         /* vm: clone from a memory snapshot (false = always boot cold) */

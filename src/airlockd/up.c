@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -272,6 +273,7 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 		.vm_accel = cfg->vm_accel,
 		.vm_warm_pool = cfg->vm_warm_pool,
 		.vm_fork_pool = cfg->vm_fork_pool,
+		.vm_console_log_max = cfg->console_log_max,
 		.ns_warm_pool = cfg->ns_warm_pool,
 		.net_prefix = cfg->network ? net.prefix : NULL,
 		.net_table = net.table,
@@ -484,6 +486,84 @@ static int wait_ready(const struct airlockd_config *cfg, enum role role, pid_t p
 	}
 }
 
+/* Can user (uid, gid and its groups) reach the data dir: search (x) every
+ * directory from / down to DIR itself? The node and api open DATA/db and
+ * DATA/run as that user; a parent they cannot cross (a data dir under
+ * /root, or under a 0700 mkdtemp) otherwise shows up much later as SQLite's
+ * "unable to open database file" from a role that keeps being restarted.
+ * The test runs as the user, in a child (access(2) with its real ids: ACLs
+ * and all), before any role is started. 0, or -EACCES naming the first
+ * directory that stops it and how to fix that. */
+static int check_data_dir_reachable(const struct airlockd_config *cfg, uid_t uid, gid_t gid,
+				    err_t *err)
+{
+	_cleanup_free_ char *abs = NULL;
+	char bad[PATH_MAX] = "";
+	int pfd[2], st;
+	ssize_t n;
+	pid_t pid;
+
+	if (cfg->data_dir[0] == '/') {
+		abs = xstrdup(cfg->data_dir);
+	} else {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)))
+			return err_sys(err, "getcwd");
+		abs = xasprintf("%s/%s", cwd, cfg->data_dir);
+	}
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return err_sys(err, "pipe");
+	pid = fork();
+	if (pid < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return err_sys(err, "fork");
+	}
+	if (pid == 0) {
+		/* child: become the user, then walk down; write the first
+		 * directory it cannot search, nothing when all can be */
+		close(pfd[0]);
+		if (initgroups(cfg->user, gid) < 0 || setresgid(gid, gid, gid) < 0 ||
+		    setresuid(uid, uid, uid) < 0)
+			_exit(2);
+		if (access("/", X_OK) < 0)
+			_exit(write(pfd[1], "/", 1) == 1 ? 0 : 3);
+		for (size_t i = 1;; i++) {
+			char c = abs[i];
+			if (c != '/' && c != '\0')
+				continue;
+			if (abs[i - 1] != '/') {   /* not an empty component ("//") */
+				abs[i] = '\0';
+				if (access(abs, X_OK) < 0 && errno != ENOENT)
+					_exit(write(pfd[1], abs, i) == (ssize_t)i ? 0 : 3);
+				abs[i] = c;
+			}
+			if (!c)
+				break;
+		}
+		_exit(0);
+	}
+	close(pfd[1]);
+	do
+		n = read(pfd[0], bad, sizeof(bad) - 1);
+	while (n < 0 && errno == EINTR);
+	close(pfd[0]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return err_set(err, EIO, "cannot check that user `%s` reaches %s", cfg->user,
+			       cfg->data_dir);
+	if (n <= 0)
+		return 0;
+	bad[n] = '\0';
+	return err_set(err, EACCES,
+		       "data dir %s: directory %s is not traversable by user `%s` (uid %u), "
+		       "which the node and api run as: allow it with `chmod o+x %s` (or an ACL: "
+		       "`setfacl -m u:%s:x %s`), or choose a data dir under a directory it can "
+		       "reach (e.g. /var/lib/airlock)",
+		       cfg->data_dir, bad, cfg->user, (unsigned)uid, bad, cfg->user, bad);
+}
+
 static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounted, err_t *err)
 {
 	static const char *const dirs[] = { "", "run", "logs", "db" };
@@ -505,6 +585,10 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 	 * DATA/run, whatever mode the directory was made with (mkdtemp: 0700). */
 	if (chmod(cfg->data_dir, 0755) < 0)
 		return err_sys(err, "chmod %s", cfg->data_dir);
+	/* ... and they must reach it: every parent searchable by them (the
+	 * dirs just made included: a umask may have made them 0700). */
+	if ((r = check_data_dir_reachable(cfg, uid, gid, err)) < 0)
+		return r;
 	/* run/ holds the node socket and must be writable by the node; the
 	 * nodemgr socket in it is root-owned with group access only. */
 	static const char *const owned[] = { "run", "db" };

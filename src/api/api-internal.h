@@ -138,6 +138,10 @@ bool ports_parse_host(const char *host, const char *domain, unsigned *port, char
  * empty. All results caller-owned. */
 char *ports_cookie_get(const char *v, const char *name);
 char *ports_cookie_without_token(const char *v);
+/* The redirect after ?airlock_token=: target's path (a path of this host
+ * only, else "/") with query q; the token's Set-Cookie value. Caller owns. */
+char *ports_redirect_location(const char *target, const char *q);
+char *ports_token_cookie(const char *token, int64_t max_age_s, bool https);
 char *ports_query_without_token(const char *q);
 
 /* --- api.c: small helpers --- */

@@ -35,6 +35,20 @@
 #define TOKEN_COOKIE "airlock_port_token"
 #define TOKEN_QUERY "airlock_token"
 
+/* Does an Authorization value carry one of our API keys, however it is
+ * spelled: the scheme in any case, then any run of spaces and tabs (the
+ * api's own parser skips spaces; being broader here only drops more), then
+ * the key's prefix in any case. Untrusted input. */
+static bool authorization_has_api_key(const char *v)
+{
+	v += strspn(v, " \t");
+	if (strncasecmp(v, "Bearer", 6) != 0 || (v[6] != ' ' && v[6] != '\t'))
+		return false;
+	v += 6;
+	v += strspn(v, " \t");
+	return strncasecmp(v, API_KEY_PREFIX, sizeof(API_KEY_PREFIX) - 1) == 0;
+}
+
 /* Client request headers that never reach the node (and so the sandbox):
  * our credentials, framing we redo, and identity only we may set. */
 static bool dropped_header(const struct http_header *h, bool host_routed, const char *conn)
@@ -51,9 +65,10 @@ static bool dropped_header(const struct http_header *h, bool host_routed, const 
 	 * host-routed name it may be the service's own (basic auth, its
 	 * tokens): only an API key of ours is kept from it. */
 	if (strcasecmp(name, "Authorization") == 0)
-		return !host_routed || strncasecmp(h->value, "Bearer " API_KEY_PREFIX,
-						   7 + sizeof(API_KEY_PREFIX) - 1) == 0;
+		return !host_routed || authorization_has_api_key(h->value);
+	/* Forwarded (RFC 7239) would contradict the X-Forwarded-* we set. */
 	return strcasecmp(name, "Host") == 0 || strcasecmp(name, "Connection") == 0 ||
+	       strcasecmp(name, "Forwarded") == 0 ||
 	       strcasecmp(name, "Content-Length") == 0 ||
 	       strcasecmp(name, "Transfer-Encoding") == 0 ||
 	       strncasecmp(name, "X-Airlock-", 10) == 0 ||
@@ -241,9 +256,10 @@ void api_port_token_create(struct api *a, struct http_req *req, struct http_conn
 	buf_free(&out);
 }
 
-/* 1 and *who when tok opens port of sandbox_id; 0 otherwise. */
+/* 1 and *who (and *expires, wall ms) when tok opens port of sandbox_id;
+ * 0 otherwise. */
 static int token_check(struct api *a, const char *tok, const char *sandbox_id, unsigned port,
-		       struct api_principal *who)
+		       struct api_principal *who, int64_t *expires)
 {
 	struct db_rows rows;
 	err_t err = { 0 };
@@ -254,7 +270,7 @@ static int token_check(struct api *a, const char *tok, const char *sandbox_id, u
 		return 0;
 	api_key_hash(tok, hash);
 	if (db_query(a->db, &rows, &err,
-		     "SELECT tenant_id FROM port_tokens WHERE hash = ? AND sandbox_id = ?"
+		     "SELECT tenant_id, expires_at FROM port_tokens WHERE hash = ? AND sandbox_id = ?"
 		     " AND port = ? AND expires_at > ?",
 		     "ssii", hash, sandbox_id, (int64_t)port, wall_ms()) < 0) {
 		log_err("port token: %s", err.msg);
@@ -265,6 +281,7 @@ static int token_check(struct api *a, const char *tok, const char *sandbox_id, u
 		memset(who, 0, sizeof(*who));
 		snprintf(who->tenant, sizeof(who->tenant), "%s", db_cell(&rows, 0, 0));
 		snprintf(who->key_id, sizeof(who->key_id), "port-token");
+		*expires = db_cell_int(&rows, 0, 1);
 	}
 	db_rows_free(&rows);
 	return ok;
@@ -339,12 +356,56 @@ char *ports_query_without_token(const char *q)
 	return buf_steal(&b);
 }
 
+/* Where the redirect that drops ?airlock_token= points: the request's path
+ * with the rest of its query (q). Only a path of this host: the target
+ * comes from the client, and "//evil.example/" or "/\\evil.example/" (a
+ * browser reads a backslash as a slash) would be another site, as would an
+ * absolute URL; such a target (or one with a backslash, a space or a
+ * control byte anywhere in its path) is sent to "/" instead. q is the
+ * query already parsed by the server. Caller owns. */
+char *ports_redirect_location(const char *target, const char *q)
+{
+	size_t pl = strcspn(target, "?");
+
+	if (target[0] != '/' || target[1] == '/' || target[1] == '\\')
+		return xstrdup("/");
+	for (size_t i = 0; i < pl; i++)   /* the parser refuses these; never in a header */
+		if ((unsigned char)target[i] <= 0x20 || target[i] == 0x7f || target[i] == '\\')
+			return xstrdup("/");
+	return xasprintf("%.*s%s%s", (int)pl, target, *q ? "?" : "", q);
+}
+
+/* The token's cookie, as narrow as it can be and still work: no Domain
+ * (this host only, not its siblings under ports_domain), Path=/ (the
+ * service's paths are at the root), HttpOnly (no script of the service
+ * reads it), SameSite=Lax (Strict would drop it on the top-level
+ * navigation from a link, the way such a URL is opened; Lax still keeps it
+ * off cross-site subrequests and POSTs), Max-Age up to the token's expiry,
+ * and Secure when the client came over https (a TLS front says so in
+ * X-Forwarded-Proto; a client claiming it only narrows its own cookie).
+ * Caller owns. */
+char *ports_token_cookie(const char *token, int64_t max_age_s, bool https)
+{
+	if (max_age_s < 1)
+		max_age_s = 1;
+	return xasprintf("%s=%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Lax%s", TOKEN_COOKIE,
+			 token, (long long)max_age_s, https ? "; Secure" : "");
+}
+
+static bool forwarded_https(const struct http_req *req)
+{
+	const char *p = http_req_header(req, "X-Forwarded-Proto");
+
+	return p && strcasecmp(p, "https") == 0;
+}
+
 bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c)
 {
 	struct api_principal key_who_v, *key_who = NULL;
 	const char *domain = a->cfg->ports_domain;
 	const char *host = http_req_header(req, "Host");
 	struct api_principal who;
+	int64_t expires = 0;
 	unsigned port;
 	char id[65];
 	int ok = 0;
@@ -367,7 +428,7 @@ bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c)
 			key_who = &key_who_v;
 	}
 	if (tok)
-		ok = token_check(a, tok, id, port, &who);
+		ok = token_check(a, tok, id, port, &who, &expires);
 	else if (key_who)
 		ok = 1, who = *key_who;   /* the owner's API key; the node checks tenancy */
 	if (ok < 0) {
@@ -385,11 +446,11 @@ bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c)
 	if (qtok) {
 		/* Once in the URL, then a cookie for this host only: the token
 		 * leaves the address bar, history and the service's logs. */
-		const char *path_end = strchr(req->target, '?');
-		size_t pl = path_end ? (size_t)(path_end - req->target) : strlen(req->target);
-		_cleanup_free_ char *extra = xasprintf(
-			"Location: %.*s%s%s\r\nSet-Cookie: %s=%s; Path=/; HttpOnly; SameSite=Lax\r\n",
-			(int)pl, req->target, *q ? "?" : "", q, TOKEN_COOKIE, qtok);
+		_cleanup_free_ char *location = ports_redirect_location(req->target, q);
+		_cleanup_free_ char *cookie = ports_token_cookie(
+			qtok, (expires - wall_ms()) / 1000, forwarded_https(req));
+		_cleanup_free_ char *extra = xasprintf("Location: %s\r\nSet-Cookie: %s\r\n",
+						       location, cookie);
 		http_respond(c, 302, "text/plain", "", 0, extra);
 		return true;
 	}

@@ -185,21 +185,21 @@ static int hook(void *arg, struct http_head *h, struct buf *reply)
 	return 0;
 }
 
-int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int fd,
-		 const void *pre, size_t n, struct buf *out)
+int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
+		 int fd, const void *pre, size_t n, struct buf *out)
 {
 	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host };
 	err_t err = { 0 };
 
-	return mitm_http_head(fd, pre, n, hook, &a, out, &err);
+	return mitm_http_head(fd, pre, n, host, port, hook, &a, out, &err);
 }
 
-void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int fd,
-		 const void *pre, size_t n, int up)
+void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
+		 int fd, const void *pre, size_t n, int up)
 {
 	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host };
 	err_t err = { 0 };
 
-	if (mitm_serve(gc->ca, gc->upstream, fd, pre, n, up, host, hook, &a, &err) < 0)
+	if (mitm_serve(gc->ca, gc->upstream, fd, pre, n, up, host, port, hook, &a, &err) < 0)
 		log_info("gateway: sandbox %s: intercepted TLS to %s: %s", sandbox_id, host, err.msg);
 }

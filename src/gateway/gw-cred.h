@@ -33,12 +33,14 @@ struct gw_cred;
 struct gw_cred *gw_cred_open(const struct gateway_config *cfg, err_t *err);
 /* Does the sandbox have a credential whose hosts match host? */
 bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host);
-/* Plain HTTP: 0 with out = what to send upstream; 1 with out = the answer
- * for the sandbox (429); -errno for a malformed head (answer 400). */
-int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int fd,
-		 const void *pre, size_t n, struct buf *out);
+/* Plain HTTP to host (as sniffed) on port: 0 with out = what to send
+ * upstream; 1 with out = the answer for the sandbox (429, or 421/400 when
+ * the request names another origin); -errno for a malformed head (answer
+ * 400). */
+int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
+		 int fd, const void *pre, size_t n, struct buf *out);
 /* TLS interception of one connection; up is connected to the real host. */
-void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int fd,
-		 const void *pre, size_t n, int up);
+void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
+		 int fd, const void *pre, size_t n, int up);
 
 #endif

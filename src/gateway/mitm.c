@@ -444,8 +444,81 @@ static void request_out(struct http_head *h, const struct buf *hb, size_t rest, 
 	buf_add(out, hb->data + rest, hb->len - rest);
 }
 
+/* Does authority a (a Host value, or the authority of an absolute or
+ * authority-form target) name the origin the gateway checked the request
+ * for: sni (the SNI name, or for plain HTTP the sniffed Host), on port?  The
+ * name is compared case-insensitively with one trailing dot dropped; a port
+ * may be absent, the scheme's default (dflt: 443, 80) or the port the
+ * sandbox dialled. Untrusted input. */
+static bool authority_is(const char *a, size_t len, const char *sni, int dflt, int port)
+{
+	const char *colon = memchr(a, ':', len);
+	size_t name = colon ? (size_t)(colon - a) : len;
+
+	if (colon) {
+		const char *p = colon + 1;
+		size_t digits = len - name - 1;
+		long v = 0;
+
+		if (!digits || digits > 5 || strspn(p, "0123456789") < digits)
+			return false;
+		for (size_t i = 0; i < digits; i++)
+			v = v * 10 + (p[i] - '0');
+		if (v != dflt && v != port)
+			return false;
+	}
+	if (name && a[name - 1] == '.')
+		name--;
+	return name && name == strlen(sni) && strncasecmp(a, sni, name) == 0;
+}
+
+/* Domain fronting: the gateway chose the credential by the SNI name (plain
+ * HTTP: by the first Host field, which the sniffer read), so the request
+ * must go to that origin too. A front that serves several names on one
+ * address routes by Host (perhaps another Host field than the first, or
+ * the authority of an absolute target, which takes precedence over Host),
+ * so a request naming another origin would carry the injected credential
+ * there. 0 when they agree (an HTTP/1.0 request without Host is fine: it
+ * names nothing else); else the status to answer: 421, or 400 for an
+ * HTTP/1.1 request without exactly one Host. */
+static int host_vs_sni(const struct http_head *h, const char *sni, int dflt, int port)
+{
+	const char *host = NULL, *t = h->target;
+	int n = 0;
+
+	for (size_t i = 0; i < h->n; i++)
+		if (strcasecmp(h->f[i].name, "Host") == 0) {
+			host = h->f[i].value;
+			n++;
+		}
+	if (n > 1 || (!n && strcmp(h->version, "HTTP/1.0") != 0))
+		return 400;
+	if (host && !authority_is(host, strlen(host), sni, dflt, port))
+		return 421;
+	if (t[0] != '/' && strcmp(t, "*") != 0) {
+		const char *a = strstr(t, "://"), *end;
+		a = a ? a + 3 : t;   /* absolute-form, else authority-form */
+		end = a + strcspn(a, "/?#");
+		if (!authority_is(a, (size_t)(end - a), sni, dflt, port))
+			return 421;
+	}
+	return 0;
+}
+
+/* host_vs_sni's answer, appended to out. */
+static void status_answer(int status, struct buf *out)
+{
+	const char *body = status == 421 ? "airlock: the request names another host than the one "
+					   "its connection was checked for\n"
+					 : "airlock: one Host field is required\n";
+
+	buf_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+		   "Connection: close\r\n\r\n%s", status,
+		   status == 421 ? "Misdirected Request" : "Bad Request", strlen(body), body);
+}
+
 int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix, size_t n,
-	       int up_fd, const char *host, mitm_head_fn fn, void *arg, err_t *err)
+	       int up_fd, const char *host, int port, mitm_head_fn fn, void *arg, err_t *err)
 {
 	struct pbio pb = { .pre = prefix, .n = n, .fd = client_fd };
 	SSL_CTX *sctx;
@@ -456,7 +529,7 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 	struct buf hb, out;
 	size_t rest;
 	long hl;
-	int r = -EPROTO;
+	int r = -EPROTO, status;
 
 	buf_init(&hb);
 	buf_init(&out);
@@ -490,6 +563,14 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 						  "Connection: close\r\n\r\n";
 			SSL_write(cs, bad, sizeof(bad) - 1);
 		}
+		goto out;
+	}
+	if ((status = host_vs_sni(&h, host, 443, port)) != 0) {
+		/* before the hook: nothing injected, nothing sent upstream */
+		status_answer(status, &out);
+		SSL_write(cs, out.data, (int)out.len);
+		r = err_set(err, EPERM, "mitm: answered %d: the request's Host or target does not "
+			    "name %s", status, host);
 		goto out;
 	}
 	if (read_body(&src, &h, &hb, (size_t)hl, &rest) < 0) {
@@ -538,8 +619,8 @@ out:
 	return r;
 }
 
-int mitm_http_head(int fd, const void *prefix, size_t n, mitm_head_fn fn, void *arg,
-		   struct buf *out, err_t *err)
+int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int port,
+		   mitm_head_fn fn, void *arg, struct buf *out, err_t *err)
 {
 	struct http_head h = { 0 };
 	struct source src = { .fd = fd, .deadline = now_ms() + IO_MS };
@@ -553,6 +634,13 @@ int mitm_http_head(int fd, const void *prefix, size_t n, mitm_head_fn fn, void *
 	if ((hl = read_head(&src, &hb, &h)) < 0) {
 		buf_free(&hb);
 		return err_set(err, (int)-hl, "mitm: no valid request head");
+	}
+	if (host && (r = host_vs_sni(&h, host, 80, port)) != 0) {
+		/* before the hook and the body: nothing injected or sent on */
+		status_answer(r, out);
+		head_free(&h);
+		buf_free(&hb);
+		return 1;
 	}
 	if ((hl = read_body(&src, &h, &hb, (size_t)hl, &rest)) < 0) {
 		head_free(&h);

@@ -36,19 +36,26 @@ typedef int (*mitm_head_fn)(void *arg, struct http_head *h, struct buf *reply);
 
 /* Serve one connection: client_fd is the sandbox's side, of which prefix
  * (n bytes: the ClientHello the gateway sniffed) was already read; up_fd is
- * a connected TCP socket to the real host. Returns when both sides are done
+ * a connected TCP socket to the real host, on port (the one the sandbox
+ * dialled). A request whose Host (or absolute target) names another origin
+ * than host (the SNI name) is answered 421 and goes nowhere: the
+ * credential was chosen by the SNI name (domain fronting). Returns when both sides are done
  * (0) or on failure (-errno, err says why). Blocking; for a thread of its own.
  * Closes neither fd. */
 int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix, size_t n,
-	       int up_fd, const char *host, mitm_head_fn fn, void *arg, err_t *err);
+	       int up_fd, const char *host, int port, mitm_head_fn fn, void *arg, err_t *err);
 
 /* Plain HTTP: read the rest of the first request head from fd after prefix
  * (prefix/n/cap: the bytes sniffed so far, in a buffer of cap bytes), parse
- * it (and its body, as above) and run fn. On 0, out holds what to send
+ * it (and its body, as above) and run fn. host (NULL: no check) is the name
+ * the gateway checked, the first Host field as sniffed, and port the one
+ * dialled: a request with another Host field or an absolute target naming
+ * another origin is answered 421 (400 without exactly one Host) in out,
+ * returning 1, and fn is not run (domain fronting). On 0, out holds what to send
  * upstream (the rewritten head with "Connection: close", the body, then any
  * bytes read past it); on 1, out is the reply for the client. -errno when
  * the head is malformed or too big, or the body does not arrive. */
-int mitm_http_head(int fd, const void *prefix, size_t n, mitm_head_fn fn, void *arg,
-		   struct buf *out, err_t *err);
+int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int port,
+		   mitm_head_fn fn, void *arg, struct buf *out, err_t *err);
 
 #endif

@@ -216,7 +216,7 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 			return false;
 		pc->up = dial(pc->g, target, pc->dport, false);
 		if (pc->up >= 0)
-			gw_cred_tls(gc, sbx, pc->host, pc->fd, pc->head, pc->n, pc->up);
+			gw_cred_tls(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, pc->up);
 		return true;
 	}
 	/* A placeholder toward a host without credentials is audited too. */
@@ -224,7 +224,7 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 		      !memmem(pc->head, pc->n, CRED_PLACEHOLDER_MARK, strlen(CRED_PLACEHOLDER_MARK))))
 		return false;
 	buf_init(&out);
-	r = gw_cred_http(gc, sbx, pc->host, pc->fd, pc->head, pc->n, &out);
+	r = gw_cred_http(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, &out);
 	if (r == 1) {
 		(void)!write_all(pc->fd, out.data, out.len);
 	} else if (r < 0) {

@@ -1,15 +1,16 @@
 /* console.c - GET /v1/sandboxes/{id}/console: the tail of a sandbox's serial
  * console log, as text/plain.
  *
- * Only the vm backend has a console (QEMU writes the guest's ttyS0 to
- * DATA/run/vm/<id>/console.log); ns answers 501 not_supported.
+ * Only the vm backend has a console (nodemgr copies the guest's ttyS0 from
+ * QEMU into DATA/run/vm/<id>/console.log, at most console_log_max bytes,
+ * the newest: nodemgr/vm-console.c); ns answers 501 not_supported.
  *
  * Why an fd from nodemgr and not a group-readable file: the log lives in
  * the QEMU jail's run dir, owned by the jail's uid (0700) under
  * DATA/run/vm (root, 0700). Making it readable by the node's group would
  * mean opening both directories and every log to that group for the
- * sandbox's whole life, and the file is created by QEMU, which we do not
- * trust to set modes. Instead the node asks nodemgr (verb NM_VM_CONSOLE)
+ * sandbox's whole life, and the file sits in a directory QEMU owns,
+ * which we do not trust to keep modes. Instead the node asks nodemgr (verb NM_VM_CONSOLE)
  * for a read-only fd on demand: nodemgr checks that the jail exists and
  * that the name is the jail's own regular file (no link, FIFO or device),
  * and the node gets read access to that one file, for one request. The
@@ -47,8 +48,9 @@ void handle_console(struct node *n, struct sandbox *sb, struct http_conn *c)
 		node_respond_err(c, &err);
 		return;
 	}
-	/* The last 64 KiB (QEMU may be appending meanwhile: whatever pread
-	 * returns up to our size snapshot is fine). */
+	/* The last 64 KiB (nodemgr may be appending, or moving the newest
+	 * half of the bound to the start, meanwhile: whatever pread returns
+	 * up to our size snapshot is fine). */
 	off_t off = st.st_size > (off_t)CONSOLE_TAIL ? st.st_size - CONSOLE_TAIL : 0;
 	size_t want = (size_t)(st.st_size - off);
 	data = xmalloc(want ? want : 1);

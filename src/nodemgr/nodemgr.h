@@ -37,6 +37,9 @@ struct nodemgr_config {
 	const char *vm_accel;
 	uint32_t vm_warm_pool;
 	uint32_t vm_fork_pool;   /* fork standbys per template and shape (vm-pool.c) */
+	/* The bound of each vm's console log in bytes (vm-console.c; 0 =
+	 * NM_CONSOLE_LOG_MAX_DEFAULT, at least 4096). */
+	uint64_t vm_console_log_max;
 	/* How many ns jails wait per template, spawned and warmed, for a
 	 * create to take (0 = none; see nswarm.c). */
 	uint32_t ns_warm_pool;
@@ -56,6 +59,8 @@ struct nodemgr_config {
  * or SIGINT. Then kill every jail (keeping its subvolume) and return 0.
  * Blocks SIGCHLD/SIGTERM/SIGINT in the calling thread while it runs (signals
  * are read with a signalfd) and makes the process a child subreaper. */
+#define NM_CONSOLE_LOG_MAX_DEFAULT (1u << 20)
+
 int nodemgr_run(const struct nodemgr_config *cfg, err_t *err);
 
 #endif

@@ -1,13 +1,29 @@
-/* vm-console.c - a vm sandbox's serial console, the log its QEMU writes to
+/* vm-console.c - a vm sandbox's serial console and its log,
  * DATA/run/vm/<id>/console.log: a clone's log starts with its template
  * boot's (vm_console_seed), and the node gets a read-only fd on it
- * (vm_console_open). nodemgr never reads what the guest wrote there but to
- * copy it from one log file to another.
+ * (vm_console_open).
+ *
+ * The guest writes its ttyS0 as fast as it likes, for as long as it lives;
+ * QEMU writing that to a file itself would let a guest fill the host's
+ * disk. So QEMU's serial is a socket (chardev socket,fd=7) whose other end
+ * the console pump, one nodemgr thread, reads and appends to the log,
+ * keeping it at most console_log_max bytes (vm_console_attach): when the
+ * next bytes would pass the bound, the newest half of the bound is moved
+ * to the file's start and the file is cut there, so the log always holds
+ * the newest output in order, at least half of the bound of it, and the
+ * node reads it as before. Moving half at a time costs one more write per
+ * byte on average. A guest that writes faster than the pump keeps up waits
+ * on its UART (the socket's buffer is full), not on the host's memory.
+ *
+ * nodemgr never parses what the guest wrote: the pump and the seed only
+ * copy bytes from a socket or a log file to a log file.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,6 +108,180 @@ int vm_console_open(struct nm_server *s, const char *id, int *fd, err_t *err)
 		close(*fd);
 		*fd = -1;
 		return err_set(err, EPERM, "%s is not the jail's own regular file", path);
+	}
+	return 0;
+}
+
+/* ---- the console pump -------------------------------------------------- */
+
+#define PUMP_READ (64u << 10)
+
+/* One QEMU's serial: the host end of its socket and its log. */
+struct con {
+	int sock, log;
+	uint64_t size;     /* of the log, as we wrote it */
+};
+
+struct pump {
+	int ep;
+	uint64_t max;
+};
+
+/* Write p[0, n) at off of fd, whole; false on an error (the log is best
+ * effort: a full disk drops console bytes, never the guest). */
+static bool pwrite_all(int fd, const char *p, size_t n, off_t off)
+{
+	while (n) {
+		ssize_t k = pwrite(fd, p, n, off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return false;
+		p += k;
+		n -= (size_t)k;
+		off += k;
+	}
+	return true;
+}
+
+/* Append p[0, n) to c's log, keeping it within max (see the top). */
+static void con_append(struct con *c, uint64_t max, const char *p, size_t n)
+{
+	uint64_t keep = max / 2;
+	_cleanup_free_ char *tail = NULL;
+
+	if (c->size + n <= max) {
+		if (pwrite_all(c->log, p, n, (off_t)c->size))
+			c->size += n;
+		return;
+	}
+	if (n >= keep) {            /* these bytes alone fill the kept half */
+		p += n - keep;
+		n = keep;
+		keep = 0;
+	} else {
+		keep -= n;          /* the newest bytes of the log to keep */
+		if (keep > c->size)
+			keep = c->size;
+	}
+	if (keep) {
+		tail = xmalloc(keep);
+		if (pread(c->log, tail, keep, (off_t)(c->size - keep)) != (ssize_t)keep)
+			keep = 0;
+	}
+	if ((keep && !pwrite_all(c->log, tail, keep, 0)) || !pwrite_all(c->log, p, n, (off_t)keep) ||
+	    ftruncate(c->log, (off_t)(keep + n)) < 0) {
+		(void)!ftruncate(c->log, 0);   /* never past the bound, even half-written */
+		c->size = 0;
+		return;
+	}
+	c->size = keep + n;
+}
+
+static void con_close(struct pump *pm, struct con *c)
+{
+	epoll_ctl(pm->ep, EPOLL_CTL_DEL, c->sock, NULL);
+	close(c->sock);
+	close(c->log);
+	free(c);
+}
+
+/* The pump's thread: for nodemgr's life. Reads each serial socket as bytes
+ * come (level-triggered, one read per wake-up each, so one busy guest does
+ * not starve the others) until QEMU closes it. */
+static void *pump_main(void *arg)
+{
+	struct pump *pm = arg;
+	char *buf = xmalloc(PUMP_READ);
+	struct epoll_event ev[16];
+
+	for (;;) {
+		int n = epoll_wait(pm->ep, ev, ARRAY_SIZE(ev), -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			log_err("console pump: epoll_wait: %s", strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			struct con *c = ev[i].data.ptr;
+			ssize_t k = read(c->sock, buf, PUMP_READ);
+			if (k > 0)
+				con_append(c, pm->max, buf, (size_t)k);
+			else if (k == 0 || (errno != EAGAIN && errno != EINTR))
+				con_close(pm, c);
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+int vm_console_pump_start(struct nm_server *s, uint64_t max, err_t *err)
+{
+	struct pump *pm = xcalloc(1, sizeof(*pm));
+	pthread_attr_t attr;
+	pthread_t th;
+
+	pm->max = max < VM_CONSOLE_LOG_MIN ? VM_CONSOLE_LOG_MIN : max;
+	pm->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (pm->ep < 0) {
+		free(pm);
+		return err_sys(err, "epoll_create1");
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, pump_main, pm) != 0) {
+		pthread_attr_destroy(&attr);
+		close(pm->ep);
+		free(pm);
+		return err_set(err, EAGAIN, "console pump: pthread_create failed");
+	}
+	pthread_attr_destroy(&attr);
+	s->vm->console_ep = pm->ep;
+	s->vm->console_max = pm->max;
+	return 0;
+}
+
+int vm_console_log_open(const char *run, uid_t uid, err_t *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/console.log", run);
+	struct stat st;
+	int fd;
+
+	/* Before QEMU exists: the run dir holds what nodemgr put there (the
+	 * seed, or nothing). Still no links, and only a regular file. */
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, uid ? 0600 : 0644);
+	if (fd < 0)
+		return err_sys(err, "open %s", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    (uid && fchown(fd, uid, uid) < 0)) {
+		close(fd);
+		return err_set(err, EPERM, "%s is not a regular file of its own", path);
+	}
+	return fd;
+}
+
+int vm_console_attach(struct nm_server *s, int sock, int log, err_t *err)
+{
+	struct con *c = xcalloc(1, sizeof(*c));
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct stat st;
+	int fl = fcntl(sock, F_GETFL);
+
+	c->sock = sock;
+	c->log = log;
+	c->size = fstat(log, &st) == 0 ? (uint64_t)st.st_size : 0;
+	ev.data.ptr = c;
+	if (c->size > s->vm->console_max)   /* a seed past a small bound */
+		con_append(c, s->vm->console_max, "", 0);
+	if (fl < 0 || fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0 ||
+	    epoll_ctl(s->vm->console_ep, EPOLL_CTL_ADD, sock, &ev) < 0) {
+		int e = errno;
+		close(sock);
+		close(log);
+		free(c);
+		errno = e;
+		return err_sys(err, "console pump: add");
 	}
 	return 0;
 }

@@ -38,6 +38,8 @@ struct nm_vm {
 	uint32_t tsc_khz;    /* host TSC rate, for the guest's tsc_early_khz (0 = unknown) */
 	bool usable;
 	bool refilling[2];   /* a refill thread runs, warm pool / fork standbys (under s->lock) */
+	int console_ep;      /* the console pump's epoll (vm-console.c) */
+	uint64_t console_max;   /* the bound of each console.log */
 };
 
 /* A guest's RAM and vCPUs, from its spec's limits (vm_shape_of). */
@@ -92,6 +94,17 @@ int vm_restore_state(struct qmp *q, const char *vmstate, err_t *err);
  * clone's console.log in run, from its template boot's log. */
 int vm_console_copy_tail(const char *src, const char *dst, uid_t uid);
 void vm_console_seed(const char *boot_log, const char *run, uid_t uid);
+/* The console pump: one thread for nodemgr's life that copies each QEMU's
+ * serial into its console.log, keeping each within max bytes (at least
+ * VM_CONSOLE_LOG_MIN; sets s->vm->console_ep and console_max). */
+#define VM_CONSOLE_LOG_MIN 4096u
+int vm_console_pump_start(struct nm_server *s, uint64_t max, err_t *err);
+/* run/console.log opened read-write for the pump (created, owned by uid): an fd
+ * (caller owns), or -errno. Before QEMU starts. */
+int vm_console_log_open(const char *run, uid_t uid, err_t *err);
+/* Hand sock (the host end of QEMU's serial) and log to the pump, which
+ * closes both once QEMU closed its end. Consumes both, also on failure. */
+int vm_console_attach(struct nm_server *s, int sock, int log, err_t *err);
 
 /* vm-pool.c: take a warm QEMU for a clone of spec (-EAGAIN when none
  * waits), top the warm pool up in the background, and at startup remove

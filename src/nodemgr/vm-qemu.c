@@ -5,14 +5,15 @@
  * Jail, in order (parent = nodemgr thread, child = the future QEMU):
  *   parent: claim an id and slot (host uid NM_UID_BASE + slot*65536, the
  *           same ranges as ns jails), cgroup with memory (RAM + overhead),
- *           CPU and pids limits, run dir owned by that uid, two socketpairs
- *           (QMP, guest channel) and an error pipe
+ *           CPU and pids limits, run dir owned by that uid, three socketpairs
+ *           (QMP, guest channel, serial console) and an error pipe
  *   child:  join the cgroup; new mount, net (no devices but lo), ipc and uts
  *           namespaces; an empty tmpfs root holding only /usr (read-only,
  *           for QEMU's libraries and firmware), /dev/{null,urandom[,kvm]},
  *           the kernel, the initramfs, its disk, its RAM file and its run
  *           dir; pivot_root; setgroups/setresgid/setresuid to its uid;
- *           no_new_privs; fds 3 (QMP) and 4 (channel) only; exec QEMU with
+ *           no_new_privs; fds 3 (QMP), 4 (channel), 6 (tap) and 7 (serial)
+ *           only; exec QEMU with
  *           -sandbox on (seccomp: no spawn, no privilege change)
  *   parent: EOF on the error pipe = exec'd; QMP greeting; for a clone the
  *           device state goes in over QMP as an fd (getfd), so QEMU never
@@ -91,8 +92,8 @@ static int bind_at(const char *src, const char *dst, bool dir, bool ro)
 
 /* Runs in the child between fork and exec: no locks, no return. */
 static void __attribute__((noreturn))
-child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_fd, int efd,
-	   char *const *argv, const char *nat)
+child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_fd, int con_fd,
+	   int efd, char *const *argv, const char *nat)
 {
 	struct nm_vm *vm = s->vm;
 	err_t e = { 0 };
@@ -152,18 +153,19 @@ child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_
 		child_fail(efd, "remount / read-only");
 
 	/* fds: 0-2 /dev/null, 3 QMP, 4 channel, 5 the error pipe (cloexec),
-	 * 6 the tap. */
+	 * 6 the tap, 7 the serial console (vm-console.c's pump reads it). */
 	int hi_q = fcntl(qmp_fd, F_DUPFD, 10), hi_c = fcntl(chan_fd, F_DUPFD, 10),
 	    hi_e = fcntl(efd, F_DUPFD_CLOEXEC, 10), hi_t = fcntl(tap, F_DUPFD, 10),
-	    dn = open("/dev/null", O_RDWR);
-	if (hi_q < 0 || hi_c < 0 || hi_e < 0 || hi_t < 0 || dn < 0)
+	    hi_o = fcntl(con_fd, F_DUPFD, 10), dn = open("/dev/null", O_RDWR);
+	if (hi_q < 0 || hi_c < 0 || hi_e < 0 || hi_t < 0 || hi_o < 0 || dn < 0)
 		child_fail(efd, "dup");
 	efd = hi_e;
 	if (dup2(dn, 0) < 0 || dup2(dn, 1) < 0 || dup2(dn, 2) < 0 || dup2(hi_q, 3) < 0 ||
-	    dup2(hi_c, 4) < 0 || dup3(hi_e, 5, O_CLOEXEC) < 0 || dup2(hi_t, 6) < 0)
+	    dup2(hi_c, 4) < 0 || dup3(hi_e, 5, O_CLOEXEC) < 0 || dup2(hi_t, 6) < 0 ||
+	    dup2(hi_o, 7) < 0)
 		child_fail(efd, "dup2");
 	efd = 5;
-	if (syscall(SYS_close_range, 7, ~0u, 0) < 0)
+	if (syscall(SYS_close_range, 8, ~0u, 0) < 0)
 		child_fail(efd, "close_range");
 
 	groups[ng++] = VM_SHARED_GID;
@@ -295,12 +297,15 @@ static char **build_argv(struct nm_server *s, const struct vm_launch *l)
 	A("tap,id=n0,fd=6");
 	A("-device");
 	A("virtio-net-device,netdev=n0,mac=52:54:00:a1:0c:01");
-	/* append=on: a clone's log starts with the boot of the template it was
-	 * cloned from (vm_start copies it in). loglevel=6 (not quiet): the
-	 * kernel's banner and notices reach the log that GET .../console
-	 * serves; a few KB at boot, nothing after. */
+	/* The serial console: a socket whose other end nodemgr's console pump
+	 * reads into run/console.log, bounded (vm-console.c); QEMU never
+	 * writes the log itself, so a guest cannot grow it without end. A
+	 * clone's log starts with the boot of the template it was cloned from
+	 * (vm_start copies it in). loglevel=6 (not quiet): the kernel's banner
+	 * and notices reach the log that GET .../console serves; a few KB at
+	 * boot, nothing after. */
 	A("-chardev");
-	A("file,id=con,path=/run/console.log,append=on");
+	A("socket,id=con,fd=7");
 	A("-serial");
 	A("chardev:con");
 	A("-chardev");
@@ -324,12 +329,13 @@ static void free_argv(char **v)
 	free(v);
 }
 
-/* Spawn QEMU in its jail. On success *pid is QEMU (our child), *qmp_out and
- * *chan_out the host ends (caller owns). The cgroup l->id must exist. */
+/* Spawn QEMU in its jail. On success *pid is QEMU (our child), *qmp_out,
+ * *chan_out and *con_out (the serial console) the host ends (caller owns).
+ * The cgroup l->id must exist. */
 static int spawn_qemu(struct nm_server *s, const struct vm_launch *l, pid_t *pid, int *qmp_out,
-		      int *chan_out, err_t *err)
+		      int *chan_out, int *con_out, err_t *err)
 {
-	int qsp[2] = { -1, -1 }, csp[2] = { -1, -1 }, ep[2] = { -1, -1 };
+	int qsp[2] = { -1, -1 }, csp[2] = { -1, -1 }, osp[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	char **argv = build_argv(s, l);
 	_cleanup_free_ char *nat = net_vm_nat_rules(s, vm_slot(l));
 	char msg[256];
@@ -339,6 +345,7 @@ static int spawn_qemu(struct nm_server *s, const struct vm_launch *l, pid_t *pid
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qsp) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, csp) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, osp) < 0 ||
 	    pipe2(ep, O_CLOEXEC) < 0) {
 		r = err_sys(err, "socketpair");
 		goto out;
@@ -350,7 +357,7 @@ static int spawn_qemu(struct nm_server *s, const struct vm_launch *l, pid_t *pid
 	}
 	if (c == 0) {
 		close(ep[0]);
-		child_main(s, l, qsp[1], csp[1], ep[1], argv, nat);
+		child_main(s, l, qsp[1], csp[1], osp[1], ep[1], argv, nat);
 	}
 	close(ep[1]);
 	ep[1] = -1;
@@ -367,12 +374,15 @@ static int spawn_qemu(struct nm_server *s, const struct vm_launch *l, pid_t *pid
 	*pid = c;
 	*qmp_out = TAKE_FD(qsp[0]);
 	*chan_out = TAKE_FD(csp[0]);
+	*con_out = TAKE_FD(osp[0]);
 out:
 	for (int i = 0; i < 2; i++) {
 		if (qsp[i] >= 0)
 			close(qsp[i]);
 		if (csp[i] >= 0)
 			close(csp[i]);
+		if (osp[i] >= 0)
+			close(osp[i]);
 		if (ep[i] >= 0)
 			close(ep[i]);
 	}
@@ -394,7 +404,7 @@ int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu_millis
 		.cpu_millis = cpu_millis ? cpu_millis : l->sh.cpus * 1000,
 		.pids = VM_PIDS,
 	};
-	int qfd = -1, r;
+	int qfd = -1, con = -1, log = -1, r;
 	err_t e2 = { 0 };
 
 	*qpid = -1;
@@ -409,8 +419,16 @@ int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu_millis
 	}
 	if (l->boot_log)
 		vm_console_seed(l->boot_log, run, l->uid);
-	if ((r = spawn_qemu(s, l, qpid, &qfd, chan, err)) < 0)
+	if ((r = log = vm_console_log_open(run, l->uid, err)) < 0)
 		goto fail;
+	if ((r = spawn_qemu(s, l, qpid, &qfd, chan, &con, err)) < 0) {
+		close(log);
+		goto fail;
+	}
+	/* Consumes both; on a failure QEMU's serial loses its peer and drops
+	 * what the guest writes there; the sandbox itself works. */
+	if (vm_console_attach(s, con, log, &e2) < 0)
+		log_warn("vm %s: %s", l->id, e2.msg);
 	/* The NIC's wiring, in place before the guest runs: a clone waits in
 	 * -incoming, a cold guest takes longer to boot than this. */
 	if ((r = net_attach_vm(s, vm_slot(l), l->id, *qpid, err)) < 0)

@@ -114,6 +114,10 @@ int vm_init(struct nm_server *s, err_t *err)
 		vm_accel_detect(s, vm->accel, sizeof(vm->accel), vm->reason, sizeof(vm->reason));
 	}
 	log_info("vm backend: %s (%s)", vm->usable ? vm->accel : "off", vm->reason);
+	if (vm_console_pump_start(s, s->cfg->vm_console_log_max ? s->cfg->vm_console_log_max
+								 : NM_CONSOLE_LOG_MAX_DEFAULT,
+				  err) < 0)
+		return -err->code;
 	vm_warm_sweep(s);
 	return 0;
 }

@@ -1,10 +1,13 @@
 """The CLI against a real server: the commands of the quick start."""
 import json
 import os
+import shutil
+import signal
 import subprocess
 import tempfile
+import unittest
 
-from harness import AirlockTestCase, BACKEND, CLI, main
+from harness import AIRLOCKD, AirlockTestCase, BACKEND, CLI, Server, main
 
 
 class CliTest(AirlockTestCase):
@@ -65,6 +68,38 @@ class CliTest(AirlockTestCase):
         r = self.cli("exec", "sbx-nope", "--", "true", check=False)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn(b"not_found", r.stderr)
+
+
+class DataDirTest(unittest.TestCase):
+    def test_untraversable_parent_named_at_start(self):
+        # A data dir under a directory the unprivileged user cannot cross
+        # (here a 0700 mkdtemp of root's): `up` stops at once, names that
+        # directory and the fix, instead of starting roles that fail later
+        # with "unable to open database file".
+        top = tempfile.mkdtemp(prefix="airlock-e2e-")
+        os.chmod(top, 0o700)
+        data = os.path.join(top, "nested", "data")
+        srv = Server()
+        shutil.rmtree(srv.dir)
+        srv.dir = data        # so that cleanup looks for what this made
+        p = subprocess.Popen([AIRLOCKD, "up", "--data-dir", data, "--listen", srv.addr,
+                              "--templates", "busybox", "--pool-size-mb", "16384"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, _ = p.communicate()
+            self.fail("airlockd up did not stop: " + out.decode(errors="replace")[-2000:])
+        finally:
+            srv.cleanup()
+            shutil.rmtree(top, ignore_errors=True)
+        msg = out.decode(errors="replace")
+        self.assertNotEqual(p.returncode, 0, msg)
+        self.assertIn(f"directory {top} is not traversable by user `airlock`", msg)
+        self.assertIn(f"chmod o+x {top}", msg)
+        self.assertNotIn("unable to open database file", msg)
 
 
 if __name__ == "__main__":

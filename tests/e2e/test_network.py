@@ -739,6 +739,51 @@ class NetworkTest(AirlockTestCase):
                                     f"grep -rl {secret} /etc /root /tmp /work /usr/local 2>/dev/null; true")
         self.assertNotIn(secret, out)
 
+    def test_credential_not_sent_to_a_fronted_host(self):
+        # domain fronting: TLS to the bound host (SNI allowed.test, which
+        # chose the credential) with a Host naming another origin on the
+        # same address: 421 from the gateway, nothing injected, nothing sent
+        project = "front-" + os.urandom(3).hex()
+        c, secret = self.credential(project)
+        sid = self.sandbox_in(project, template="debian")
+        py = ("import http.client, os, sys\n"
+              "conn = http.client.HTTPSConnection('allowed.test', timeout=10)\n"
+              "conn.putrequest('GET', sys.argv[2], skip_host=True)\n"
+              "conn.putheader('Host', sys.argv[1])\n"
+              "conn.putheader('Authorization', 'Bearer ' + os.environ['TEST_KEY'])\n"
+              "conn.endheaders()\n"
+              "r = conn.getresponse()\n"
+              "print(r.status, r.read().decode(errors='replace').strip())\n")
+        self.api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/front.py", py)
+        for host in ("denied.test", "other.allowed.test", "DENIED.test:443"):
+            code, out, err = self.sh(sid, f"python3 /tmp/front.py {host} /front")
+            self.assertEqual(code, 0, err)
+            self.assertTrue(out.startswith("421 "), out)
+        self.assertEqual(self.requests_seen("/front"), [])
+        self.assertNotIn(secret, "\n".join(self.world_lines()))
+        self.assertNotIn("injected", [a["decision"] for a in self.audit(c["id"])])
+        # the same origin, however spelled, is still served and injected
+        code, out, err = self.sh(sid, "python3 /tmp/front.py Allowed.Test:443 /front-ok")
+        self.assertEqual((code, out), (0, "200 hello from Allowed.Test:443\n"), err)
+        self.assertIn(f"auth=Bearer {secret}", self.requests_seen("/front-ok")[-1])
+
+    def test_credential_not_sent_to_a_fronted_host_over_http(self):
+        # the same over plain HTTP: the gateway checked the first Host; an
+        # absolute target naming another origin (which a front routes by,
+        # before Host) gets 421, a second Host field 400; nothing injected,
+        # nothing sent on
+        project = "fronth-" + os.urandom(3).hex()
+        c, secret = self.credential(project)
+        sid = self.sandbox_in(project)
+        for req, want in (("GET http://denied.test/fronthttp HTTP/1.1\\r\\nHost: allowed.test", "421"),
+                          ("GET /fronthttp HTTP/1.1\\r\\nHost: allowed.test\\r\\nHost: denied.test",
+                           "400")):
+            _, out, _ = self.sh(sid, f"printf '{req}\\r\\n\\r\\n' | timeout 10 nc allowed.test 80 "
+                                     "| head -1")
+            self.assertTrue(out.startswith(f"HTTP/1.1 {want} "), (req, out))
+        self.assertFalse([l for l in self.world_lines() if "fronthttp" in l])
+        self.assertNotIn("injected", [a["decision"] for a in self.audit(c["id"])])
+
     def assert_not_in_vm(self, sid, secret):
         """The guest's whole memory (a full snapshot's memory file, or its
         stream, holds every page of guest RAM) and its disk image, read

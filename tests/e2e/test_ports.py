@@ -381,6 +381,78 @@ class PortsTest(AirlockTestCase):
                    "Connection: close\r\n\r\n").encode()))
         self.assertEqual(status, 401)
 
+    def test_host_routed_api_key_never_reaches_service(self):
+        # The owner's API key authenticates a host-routed request however
+        # the scheme and the space after it are spelled; it must never be
+        # forwarded to the service, nor the token cookie or header, nor our
+        # identity headers. (A tab is not accepted as a key by the api, so
+        # that request also carries a token; its key still stays out.)
+        sid, addr, key = self.sid, self.server.addr, self.server.admin_key
+        host = f"9002-{sid}.{DOMAIN}"
+        t = self.api.call("POST", f"/v1/sandboxes/{sid}/port-tokens", {"port": 9002})["token"]
+        spellings = [f"Bearer {key}", f"Bearer  {key}", f"bearer {key}", f"BEARER {key}",
+                     f"Bearer {key} ", f"Bearer\t{key}", f"Bearer \t {key}"]
+        for auth in spellings:
+            extra = f"X-Airlock-Port-Token: {t}\r\n" if "\t" in auth else ""
+            self.api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/req.txt", "")
+            status, _, body = split_response(http_raw(addr, (
+                f"GET /seen HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth}\r\n{extra}"
+                f"Cookie: a=1; airlock_port_token={t}; b=2\r\n"
+                "X-Airlock-Tenant: someone-else\r\nForwarded: for=1.2.3.4\r\n"
+                "Connection: close\r\n\r\n").encode()))
+            self.assertEqual((status, body), (200, b"ok"), repr(auth))
+            head = self.api.call("GET", f"/v1/sandboxes/{sid}/files?path=/tmp/req.txt").decode()
+            self.assertIn("GET /seen HTTP/1.1", head, repr(auth))
+            self.assertNotIn(key, head, repr(auth))
+            self.assertNotIn(key[3:], head, repr(auth))
+            self.assertNotIn(t, head, repr(auth))
+            low = head.lower()
+            self.assertNotIn("authorization", low, repr(auth))
+            self.assertNotIn("x-airlock", low, repr(auth))
+            self.assertIn("cookie: a=1; b=2", low, repr(auth))
+        # A client's Forwarded would contradict the X-Forwarded-* we set.
+        self.assertNotIn("forwarded: ", low)
+        # The service's own credentials still pass (basic auth, its bearer).
+        for auth in ("Basic dXNlcjpwYXNz", "Bearer service-token"):
+            status, _, _ = split_response(http_raw(addr, (
+                f"GET /svc HTTP/1.1\r\nHost: {host}\r\nX-Airlock-Port-Token: {t}\r\n"
+                f"Authorization: {auth}\r\nConnection: close\r\n\r\n").encode()))
+            self.assertEqual(status, 200)
+            head = self.api.call("GET", f"/v1/sandboxes/{sid}/files?path=/tmp/req.txt").decode()
+            self.assertIn(f"Authorization: {auth}", head)
+
+    def test_host_routed_redirect_stays_on_host(self):
+        # The redirect that takes ?airlock_token= out of the URL goes to a
+        # path of the same host, never to another site named by the target.
+        sid, addr = self.sid, self.server.addr
+        host = f"8080-{sid}.{DOMAIN}"
+        t = self.api.call("POST", f"/v1/sandboxes/{sid}/port-tokens",
+                          {"port": 8080, "ttl_s": 600})["token"]
+        for target in ("//evil.example", "//evil.example/x", "/\\evil.example/x",
+                       "/\\/evil.example", "///evil.example/"):
+            status, headers, _ = split_response(http_raw(addr, (
+                f"GET {target}?airlock_token={t} HTTP/1.1\r\nHost: {host}\r\n"
+                "Connection: close\r\n\r\n").encode()))
+            self.assertEqual(status, 302, target)
+            loc = headers["location"]
+            self.assertEqual(loc, "/", target)
+        status, headers, _ = split_response(http_raw(addr, (
+            f"GET /a/b?x=1&airlock_token={t} HTTP/1.1\r\nHost: {host}\r\n"
+            "Connection: close\r\n\r\n").encode()))
+        self.assertEqual((status, headers["location"]), (302, "/a/b?x=1"))
+        # The cookie: this host only (no Domain), the narrowest attributes,
+        # until the token expires; Secure once a TLS front says https.
+        attrs = [a.strip() for a in headers["set-cookie"].split(";")]
+        self.assertEqual(attrs[0], f"airlock_port_token={t}")
+        self.assertEqual(set(attrs[1:]) - {a for a in attrs if a.startswith("Max-Age=")},
+                         {"Path=/", "HttpOnly", "SameSite=Lax"})
+        max_age = int([a for a in attrs if a.startswith("Max-Age=")][0].split("=")[1])
+        self.assertTrue(550 <= max_age <= 600, max_age)
+        status, headers, _ = split_response(http_raw(addr, (
+            f"GET /?airlock_token={t} HTTP/1.1\r\nHost: {host}\r\n"
+            "X-Forwarded-Proto: https\r\nConnection: close\r\n\r\n").encode()))
+        self.assertIn("Secure", [a.strip() for a in headers["set-cookie"].split(";")])
+
     def test_delete_ends_open_tunnel(self):
         # A tunnel that stays open must not keep its sandbox from going away.
         sid = self.api.create()["id"]

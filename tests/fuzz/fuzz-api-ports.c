@@ -2,7 +2,8 @@
  * (Host of a host-routed URL, the Cookie header, the query string). Every
  * parser gets the whole input as a string; nothing may crash, leak or read
  * out of bounds, and what the host parser accepts must be a port in
- * 1..65535 and a short lowercase id. */
+ * 1..65535 and a short lowercase id; the redirect built from a request
+ * target must be a path of the same host (not "//host" or "/\\host"). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	free(c);
 	free(ports_query_without_token(s));
+	/* as a request target: the redirect stays on this host */
+	char *loc = ports_redirect_location(s, "");
+	if (loc[0] != '/' || loc[1] == '/' || strpbrk(loc, "\\\r\n\t "))
+		abort();
+	free(loc);
 	free(s);
 	return 0;
 }

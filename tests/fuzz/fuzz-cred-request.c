@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	shutdown(sp[1], SHUT_WR);
 	buf_init(&out);
-	if (mitm_http_head(sp[0], data, pre, hook, NULL, &out, &err) == 0) {
+	if (mitm_http_head(sp[0], data, pre, NULL, 0, hook, NULL, &out, &err) == 0) {
 		/* "Connection: close" always (the name as the client spelt
 		 * it), however many fields came */
 		const char *end = memmem(out.data, out.len, "\r\n\r\n", 4);

@@ -58,6 +58,7 @@ static void *upstream_main(void *arg)
 struct client {
 	int fd;
 	long verify;
+	const char *req;   /* NULL: the default request below */
 	char resp[4096];
 };
 
@@ -78,8 +79,9 @@ static void *client_main(void *arg)
 	if (SSL_connect(s) == 1) {
 		static const char req[] = "GET /v1/x HTTP/1.1\r\nHost: api.test\r\n"
 					  "Authorization: Bearer airlock-ph-x\r\nKeep-Alive: 5\r\n\r\n";
+		const char *r = c->req ? c->req : req;
 		c->verify = SSL_get_verify_result(s);
-		SSL_write(s, req, sizeof(req) - 1);
+		SSL_write(s, r, (int)strlen(r));
 		for (;;) {
 			int k = SSL_read(s, c->resp + n, (int)(sizeof(c->resp) - 1 - n));
 			if (k <= 0)
@@ -146,7 +148,7 @@ static int one(struct ca *mitm, SSL_CTX *up_ctx, int mode, struct upstream *u, s
 	CHECK(k > 0);
 	upfd = dial_lo(u->port);
 	CHECK(upfd >= 0);
-	r = mitm_serve(mitm, up_ctx, sp[0], pre, (size_t)k, upfd, "api.test", hook,
+	r = mitm_serve(mitm, up_ctx, sp[0], pre, (size_t)k, upfd, "api.test", 8443, hook,
 		       mode ? (void *)1 : NULL, &err);
 	if (r < 0)
 		fprintf(stderr, "mitm_serve: %s\n", err.msg);
@@ -167,7 +169,7 @@ static void test_mitm(void)
 {
 	_cleanup_free_ char *k1 = xasprintf("%s/inet.key", dir), *k2 = xasprintf("%s/mitm.key", dir);
 	struct upstream u;
-	struct client c;
+	struct client c = { 0 };
 	struct ca *mitm;
 	SSL_CTX *trusting, *strict;
 
@@ -197,6 +199,55 @@ static void test_mitm(void)
 	CHECK(one(mitm, strict, 0, &u, &c) == -EPROTO);
 	CHECK(strstr(u.got, "REAL") == NULL);
 	CHECK(strstr(c.resp, "HTTP/1.1 502") == c.resp);
+
+	/* domain fronting: the SNI name chose the credential, so a Host (or an
+	 * absolute target) naming another origin gets 421, before the hook
+	 * (nothing injected) and with nothing sent upstream */
+	{
+		static const char *const fronted[] = {
+			"GET /v1/x HTTP/1.1\r\nHost: evil.test\r\nAuthorization: Bearer airlock-ph-x\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test.evil.test\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test:9999\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test@evil.test\r\n\r\n",
+			"GET https://evil.test/v1/x HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"GET https://api.test:9/v1/x HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"CONNECT evil.test:443 HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"GET / HTTP/1.0\r\nHost: evil.test\r\n\r\n",
+		};
+		for (size_t i = 0; i < sizeof(fronted) / sizeof(fronted[0]); i++) {
+			c.req = fronted[i];
+			CHECK(one(mitm, trusting, 0, &u, &c) == -EPERM);
+			CHECK(strstr(c.resp, "HTTP/1.1 421 ") == c.resp);
+			CHECK(u.got[0] == '\0');
+		}
+		/* two Host fields, or none in HTTP/1.1: 400, nothing sent */
+		static const char *const bad[] = {
+			"GET / HTTP/1.1\r\nHost: api.test\r\nHost: evil.test\r\n\r\n",
+			"GET / HTTP/1.1\r\n\r\n",
+		};
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			c.req = bad[i];
+			CHECK(one(mitm, trusting, 0, &u, &c) == -EPERM);
+			CHECK(strstr(c.resp, "HTTP/1.1 400 ") == c.resp);
+			CHECK(u.got[0] == '\0');
+		}
+		/* the same origin however it is spelled: forwarded and injected */
+		static const char *const same[] = {
+			"GET /v1/x HTTP/1.1\r\nHost: API.Test\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test:443\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test:8443\r\n\r\n",
+			"GET /v1/x HTTP/1.1\r\nHost: api.test.\r\n\r\n",
+			"GET https://api.test/v1/x HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"GET /v1/x HTTP/1.0\r\n\r\n",
+		};
+		for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+			c.req = same[i];
+			CHECK(one(mitm, trusting, 0, &u, &c) == 0);
+			CHECK(strstr(u.got, "Authorization: Bearer REAL\r\n") != NULL);
+			CHECK(strstr(c.resp, "HTTP/1.1 200 OK") == c.resp);
+		}
+		c.req = NULL;
+	}
 
 	/* the hook answers itself */
 	CHECK(one(mitm, trusting, 1, &u, &c) == 0);
@@ -238,7 +289,7 @@ static void test_plain_head(void)
 	CHECK(write(sp[1], p2, sizeof(p2) - 1) == (ssize_t)(sizeof(p2) - 1));
 	buf_init(&out);
 	/* the body, read whole, went through the hook; its length follows */
-	CHECK(mitm_http_head(sp[0], p1, sizeof(p1) - 1, hook, NULL, &out, &err) == 0);
+	CHECK(mitm_http_head(sp[0], p1, sizeof(p1) - 1, NULL, 0, hook, NULL, &out, &err) == 0);
 	CHECK(strcmp(out.data, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n"
 			       "Authorization: Bearer REAL\r\nConnection: close\r\n\r\nabc+REAL") == 0);
 	buf_reset(&out);
@@ -249,7 +300,7 @@ static void test_plain_head(void)
 					 "3;ext=1\r\nabc\r\n";
 		static const char more[] = "A\r\n0123456789\r\n0\r\n\r\nNEXT";
 		CHECK(write(sp[1], more, sizeof(more) - 1) == (ssize_t)(sizeof(more) - 1));
-		CHECK(mitm_http_head(sp[0], ch, sizeof(ch) - 1, hook, NULL, &out, &err) == 0);
+		CHECK(mitm_http_head(sp[0], ch, sizeof(ch) - 1, NULL, 0, hook, NULL, &out, &err) == 0);
 		CHECK(strcmp(out.data, "POST /c HTTP/1.1\r\nAuthorization: Bearer REAL\r\n"
 				       "Content-Length: 18\r\nConnection: close\r\n\r\n"
 				       "abc0123456789+REALNEXT") == 0);
@@ -272,7 +323,7 @@ static void test_plain_head(void)
 		};
 		for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++) {
 			const char *body = strstr(pass[i], "\r\n\r\n") + 4;
-			CHECK(mitm_http_head(sp[0], pass[i], strlen(pass[i]), hook, NULL, &out,
+			CHECK(mitm_http_head(sp[0], pass[i], strlen(pass[i]), NULL, 0, hook, NULL, &out,
 					     &err) == 0);
 			CHECK(strstr(out.data, "Transfer-Encoding: ") != NULL);
 			CHECK(strcmp(strstr(out.data, "\r\n\r\n") + 4, body) == 0);
@@ -285,7 +336,7 @@ static void test_plain_head(void)
 	{
 		static const char ch[] = "POST /q HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
 					 "3\r\nabc\r\n";
-		CHECK(mitm_http_head(sp[0], ch, sizeof(ch) - 1, hook, NULL, &out, &err) == 0);
+		CHECK(mitm_http_head(sp[0], ch, sizeof(ch) - 1, NULL, 0, hook, NULL, &out, &err) == 0);
 		CHECK(strstr(out.data, "Transfer-Encoding: chunked\r\n") != NULL);
 		CHECK(strcmp(strstr(out.data, "\r\n\r\n") + 4, "3\r\nabc\r\n") == 0);
 		buf_reset(&out);
@@ -297,7 +348,7 @@ static void test_plain_head(void)
 		int sq[2];
 		CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sq) == 0);
 		close(sq[1]);
-		CHECK(mitm_http_head(sq[0], ch, sizeof(ch) - 1, hook, NULL, &out, &err) == -EPIPE);
+		CHECK(mitm_http_head(sq[0], ch, sizeof(ch) - 1, NULL, 0, hook, NULL, &out, &err) == -EPIPE);
 		close(sq[0]);
 		buf_reset(&out);
 	}
@@ -309,7 +360,7 @@ static void test_plain_head(void)
 		pthread_t t;
 		setsockopt(sp[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		CHECK(pthread_create(&t, NULL, continue_then_body, &sp[1]) == 0);
-		CHECK(mitm_http_head(sp[0], ex, sizeof(ex) - 1, hook, NULL, &out, &err) == 0);
+		CHECK(mitm_http_head(sp[0], ex, sizeof(ex) - 1, NULL, 0, hook, NULL, &out, &err) == 0);
 		pthread_join(t, NULL);
 		CHECK(strcmp(out.data, "PUT /e HTTP/1.1\r\nContent-Length: 9\r\n"
 				       "Authorization: Bearer REAL\r\nConnection: close\r\n\r\n"
@@ -325,7 +376,7 @@ static void test_plain_head(void)
 		for (int i = 0; i < HEAD_MAX_FIELDS; i++)
 			buf_printf(&many, "X-F%d: y\r\n", i);
 		buf_adds(&many, "\r\n");
-		CHECK(mitm_http_head(sp[0], many.data, many.len, hook, NULL, &out, &err) == 0);
+		CHECK(mitm_http_head(sp[0], many.data, many.len, NULL, 0, hook, NULL, &out, &err) == 0);
 		CHECK(strstr(out.data, "\r\nAuthorization: Bearer REAL\r\n") != NULL);
 		CHECK(strstr(out.data, "\r\nConnection: close\r\n") != NULL);
 		buf_free(&many);
@@ -337,13 +388,41 @@ static void test_plain_head(void)
 		int sq[2];
 		CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sq) == 0);
 		close(sq[1]);
-		CHECK(mitm_http_head(sq[0], sh, sizeof(sh) - 1, hook, NULL, &out, &err) == -EPIPE);
+		CHECK(mitm_http_head(sq[0], sh, sizeof(sh) - 1, NULL, 0, hook, NULL, &out, &err) == -EPIPE);
 		close(sq[0]);
 		buf_reset(&out);
 	}
-	CHECK(mitm_http_head(sp[0], "GET / HTTP/1.1\nX", 16, hook, NULL, &out, &err) == -EINVAL);
+	/* domain fronting over plain HTTP: the gateway checked the first Host
+	 * (sniffed); another Host field or an absolute target naming another
+	 * origin gets 421 (two Hosts 400) from us, before the hook */
+	{
+		static const char *const fronted[] = {
+			"GET http://evil.test/k HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"GET http://api.test:81/k HTTP/1.1\r\nHost: api.test\r\n\r\n",
+			"GET /k HTTP/1.1\r\nHost: api.test\r\nHost: evil.test\r\n\r\n",
+		};
+		for (size_t i = 0; i < ARRAY_SIZE(fronted); i++) {
+			CHECK(mitm_http_head(sp[0], fronted[i], strlen(fronted[i]), "api.test", 8080,
+					     hook, NULL, &out, &err) == 1);
+			CHECK(strncmp(out.data, i == 2 ? "HTTP/1.1 400 " : "HTTP/1.1 421 ", 13) == 0);
+			CHECK(!strstr(out.data, "REAL"));
+			buf_reset(&out);
+		}
+		static const char *const same[] = {
+			"GET /k HTTP/1.1\r\nHost: API.test:80\r\n\r\n",
+			"GET /k HTTP/1.1\r\nHost: api.test:8080\r\n\r\n",
+			"GET http://api.test/k HTTP/1.1\r\nHost: api.test\r\n\r\n",
+		};
+		for (size_t i = 0; i < ARRAY_SIZE(same); i++) {
+			CHECK(mitm_http_head(sp[0], same[i], strlen(same[i]), "api.test", 8080, hook,
+					     NULL, &out, &err) == 0);
+			CHECK(strstr(out.data, "Authorization: Bearer REAL\r\n") != NULL);
+			buf_reset(&out);
+		}
+	}
+	CHECK(mitm_http_head(sp[0], "GET / HTTP/1.1\nX", 16, NULL, 0, hook, NULL, &out, &err) == -EINVAL);
 	close(sp[1]);
-	CHECK(mitm_http_head(sp[0], "GET / HTTP/1.1\r\n", 16, hook, NULL, &out, &err) == -EPIPE);
+	CHECK(mitm_http_head(sp[0], "GET / HTTP/1.1\r\n", 16, NULL, 0, hook, NULL, &out, &err) == -EPIPE);
 	buf_free(&out);
 	close(sp[0]);
 }
