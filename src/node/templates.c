@@ -516,8 +516,8 @@ void templates_reconcile(struct node *n)
 		if (*end || ver <= 0 || ver > UINT32_MAX || !node_name_valid(*p))
 			continue;
 		if (db_exec(n->db, &e2,
-			    "INSERT OR IGNORE INTO templates(name, version, status, source, created_at)"
-			    " VALUES(?,?,'ready','pool',?)",
+			    "INSERT INTO templates(name, version, status, source, created_at)"
+			    " VALUES(?,?,'ready','pool',?) ON CONFLICT DO NOTHING",
 			    "sii", *p, (int64_t)ver, wall_ms()) > 0)
 			log_info("template %s/%lld found in the pool", *p, ver);
 	}
