@@ -89,6 +89,12 @@ static int pg_error(struct db *db, err_t *err, const PGresult *res, const char *
 	return err_set(err, pg_code(db, res), "db: %s: %s", what, m);
 }
 
+static void ignore_notice(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg;
+}
+
 static int pg_open(struct db *db, const char *target, err_t *err)
 {
 	PGconn *c = PQconnectdb(target);
@@ -100,7 +106,7 @@ static int pg_open(struct db *db, const char *target, err_t *err)
 		return pg_error(db, err, NULL, "postgres connect");
 	PQsetErrorVerbosity(c, PQERRORS_TERSE);
 	/* Notices (e.g. "relation already exists, skipping") are not errors. */
-	PQsetNoticeProcessor(c, NULL, NULL);
+	PQsetNoticeProcessor(c, ignore_notice, NULL);
 	return 0;
 }
 

@@ -64,6 +64,9 @@ static int bind_args(struct db *db, sqlite3_stmt *st, const char *types, va_list
 {
 	int idx = 1;
 
+	if (sqlite3_bind_parameter_count(st) != (int)(types ? strlen(types) : 0))
+		return err_set(err, EINVAL, "db: %zu parameter types for the placeholders of `%s`",
+			       types ? strlen(types) : 0, sqlite3_sql(st));
 	for (const char *t = types ? types : ""; *t; t++, idx++) {
 		int rc;
 		if (*t == 's') {

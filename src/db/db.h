@@ -14,7 +14,9 @@
  *
  * Parameter type string, one letter per "?":
  *   's' const char * (NULL binds NULL)   'i' int64_t   'n' NULL (no vararg)
- * PostgreSQL is told 's' is text and 'i' bigint, so "? IS NULL" needs no cast.
+ * PostgreSQL is told 's' is text and 'i' bigint, so "? IS NULL" needs no cast
+ * with those; 'n' goes untyped (PostgreSQL takes the type of the column it is
+ * written to), so write a NULL that is only compared as 's' with NULL.
  *
  * The schema is a numbered list of migrations (db-migrate.c), applied on open
  * in one transaction and recorded in schema_migrations(version, applied_at).
