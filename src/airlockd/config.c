@@ -14,6 +14,7 @@ void config_defaults(struct airlockd_config *c)
 	memset(c, 0, sizeof(*c));
 	snprintf(c->data_dir, sizeof(c->data_dir), "/var/lib/airlock");
 	snprintf(c->listen, sizeof(c->listen), "127.0.0.1:7070");
+	snprintf(c->db, sizeof(c->db), "sqlite");
 	snprintf(c->user, sizeof(c->user), "airlock");
 	c->pool_size_mb = 64 * 1024;
 	snprintf(c->default_backend, sizeof(c->default_backend), "ns");
@@ -102,6 +103,18 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 	}
 	if (!strcmp(key, "listen"))
 		return set_str(c->listen, sizeof(c->listen), key, val, err);
+	if (!strcmp(key, "db")) {
+		if (!val[0])
+			return err_set(err, EINVAL, "db: empty (sqlite, sqlite:PATH or a postgresql:// URL)");
+		return set_str(c->db, sizeof(c->db), key, val, err);
+	}
+	if (!strcmp(key, "node_name")) {
+		for (const char *p = val; *p; p++)
+			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
+				return err_set(err, EINVAL, "node_name: `%s`: letters, digits, - _ . only", val);
+		return set_str(c->node_name, sizeof(c->node_name), key, val, err);
+	}
 	if (!strcmp(key, "user"))
 		return set_str(c->user, sizeof(c->user), key, val, err);
 	if (!strcmp(key, "pool_size_mb"))

@@ -11,6 +11,10 @@
 
 struct airlockd_config {
 	char data_dir[512];
+	/* The database: "sqlite" (DATA/db/airlock.db), "sqlite:PATH", or a
+	 * PostgreSQL URL or conninfo (src/db/db.h); every role opens it. */
+	char db[1024];
+	char node_name[64];        /* this node in the shared database; "" = the hostname */
 	char listen[128];          /* api listen address */
 	char user[64];             /* unprivileged user for node and api */
 	uint64_t pool_size_mb;     /* size of DATA/pool.img when DATA is not on btrfs */

@@ -25,6 +25,7 @@
 #include "../api/api.h"
 #include "../cred/ca.h"
 #include "../cred/seal.h"
+#include "../db/db.h"
 #include "../gateway/gateway.h"
 #include "../lib/http.h"
 #include "../lib/json.h"
@@ -38,6 +39,38 @@
 char *data_path(const struct airlockd_config *cfg, const char *rel)
 {
 	return xasprintf("%s/%s", cfg->data_dir, rel);
+}
+
+/* What every role passes to db_open: the SQLite file in DATA for "sqlite",
+ * else the configured target as it is. Caller frees. */
+static char *db_target(const struct airlockd_config *cfg)
+{
+	if (!strcmp(cfg->db, "sqlite"))
+		return data_path(cfg, "db/airlock.db");
+	return xstrdup(cfg->db);
+}
+
+/* The SQLite file `up` prepares and hands to the unprivileged user, or NULL
+ * for PostgreSQL (its files are the server's). Caller frees. */
+static char *db_sqlite_file(const struct airlockd_config *cfg)
+{
+	if (db_target_is_postgres(cfg->db))
+		return NULL;
+	if (!strncmp(cfg->db, "sqlite:", 7))
+		return xstrdup(cfg->db + 7);
+	return data_path(cfg, "db/airlock.db");
+}
+
+/* --node-name, else the host's name. */
+static void node_name(const struct airlockd_config *cfg, char out[64])
+{
+	if (cfg->node_name[0]) {
+		snprintf(out, 64, "%s", cfg->node_name);
+		return;
+	}
+	if (gethostname(out, 64) < 0 || !out[0])
+		snprintf(out, 64, "localhost");
+	out[63] = 0;
 }
 
 int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_t *err)
@@ -57,6 +90,7 @@ int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_
 			{ "--data-dir", "data_dir" }, { "--listen", "listen" },
 			{ "--templates", "templates" }, { "--user", "user" },
 			{ "--pool-size-mb", "pool_size_mb" }, { "--log-level", "log_level" },
+			{ "--db", "db" }, { "--node-name", "node_name" },
 		};
 		bool done = false;
 
@@ -277,7 +311,7 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *admin = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *nsock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", nsock);
-	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_free_ char *db = db_target(cfg);
 	_cleanup_free_ char *vault_key = data_path(cfg, "keys/vault.key");
 	_cleanup_free_ char *ca_key = data_path(cfg, "keys/ca.key");
 	_cleanup_free_ char *ca_crt = data_path(cfg, "ca.crt");
@@ -322,15 +356,20 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *gw_path = data_path(cfg, "run/gateway.sock");
 	_cleanup_free_ char *gw = xasprintf("unix:%s", gw_path);
 	_cleanup_free_ char *listen = xasprintf("unix:%s", sock);
-	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_free_ char *db = db_target(cfg);
 	_cleanup_free_ char *nm = data_path(cfg, "run/nodemgr.sock");
+	_cleanup_free_ char *data = data_path(cfg, "pool");
+	char name[64];
 	int r = drop_privileges(cfg->user, err);
 
 	if (r < 0)
 		return r;
+	node_name(cfg, name);
 	struct node_config nc = {
 		.sock_path = listen,
 		.db_path = db,
+		.node_name = name,
+		.disk_path = data,
 		.nm_sock = nm,
 		.default_backend = cfg->default_backend,
 		.default_template = cfg->default_template,
@@ -356,7 +395,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 
 int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 {
-	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	_cleanup_free_ char *db = db_target(cfg);
 	_cleanup_free_ char *sock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *vault_pub = data_path(cfg, "vault.pub");
@@ -492,11 +531,13 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 		if (chown(p, uid, gid) < 0 || chmod(p, 0750) < 0)
 			return err_sys(err, "chown %s", p);
 	}
-	/* The DB (and its WAL files) belong to the unprivileged user. */
-	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
-	_cleanup_close_ int fd = open(db, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0 || fchown(fd, uid, gid) < 0)
-		return err_sys(err, "prepare %s", db);
+	/* An SQLite DB (and its WAL files) belong to the unprivileged user. */
+	_cleanup_free_ char *db = db_sqlite_file(cfg);
+	if (db) {
+		_cleanup_close_ int fd = open(db, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0 || fchown(fd, uid, gid) < 0)
+			return err_sys(err, "prepare %s", db);
+	}
 	/* The credential vault's key pair: the private half stays root's
 	 * (DATA/keys, 0700) for the gateway; the api gets the public half only,
 	 * so it can store secrets but never read them. */
@@ -530,8 +571,9 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
  * 0600 file; the DB files are then handed to the unprivileged user. */
 static int bootstrap(const struct airlockd_config *cfg, err_t *err)
 {
-	static const char *const dbfiles[] = { "db/airlock.db", "db/airlock.db-wal", "db/airlock.db-shm" };
-	_cleanup_free_ char *db = data_path(cfg, "db/airlock.db");
+	static const char *const suffixes[] = { "", "-wal", "-shm" };
+	_cleanup_free_ char *db = db_target(cfg);
+	_cleanup_free_ char *file = db_sqlite_file(cfg);
 	_cleanup_free_ char *cli = data_path(cfg, "cli.json");
 	_cleanup_free_ char *url = xasprintf("http://%s", cfg->listen);
 	uid_t uid = 0;
@@ -543,8 +585,8 @@ static int bootstrap(const struct airlockd_config *cfg, err_t *err)
 	r = api_bootstrap(db, cli, url, err);
 	if (r < 0)
 		return err_wrap(err, "bootstrap");
-	for (size_t i = 0; i < ARRAY_SIZE(dbfiles); i++) {
-		_cleanup_free_ char *p = data_path(cfg, dbfiles[i]);
+	for (size_t i = 0; file && i < ARRAY_SIZE(suffixes); i++) {
+		_cleanup_free_ char *p = xasprintf("%s%s", file, suffixes[i]);
 		if (chown(p, uid, gid) < 0 && errno != ENOENT)
 			return err_sys(err, "chown %s", p);
 	}

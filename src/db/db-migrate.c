@@ -116,6 +116,23 @@ static const struct {
 	"  name TEXT PRIMARY KEY, state TEXT NOT NULL, last_heartbeat " I " NOT NULL,"          \
 	"  capacity TEXT NOT NULL DEFAULT '{}', generation " I " NOT NULL DEFAULT 0);"
 
+/* Migration 3: what lives in one node's pool is that node's. templates gets
+ * the node's name in its key (a table rebuild: SQLite cannot change a
+ * primary key in place; this text is valid in both dialects), and sandboxes
+ * the node that runs each. '' and NULL: rows from before node names, which
+ * the first node to start claims (node/templates.c, node/reconcile.c). */
+#define SCHEMA_3(I)                                                                              \
+	"CREATE TABLE templates_v3("                                                             \
+	"  node TEXT NOT NULL DEFAULT '', name TEXT NOT NULL, version " I " NOT NULL,"          \
+	"  status TEXT NOT NULL, source TEXT, error TEXT, created_at " I " NOT NULL,"           \
+	"  PRIMARY KEY(node, name, version));"                                                    \
+	"INSERT INTO templates_v3(node, name, version, status, source, error, created_at)"      \
+	"  SELECT '', name, version, status, source, error, created_at FROM templates;"         \
+	"DROP TABLE templates;"                                                                  \
+	"ALTER TABLE templates_v3 RENAME TO templates;"                                          \
+	"ALTER TABLE sandboxes ADD COLUMN node TEXT;"                                            \
+	"CREATE INDEX IF NOT EXISTS sandboxes_node ON sandboxes(node);"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -131,6 +148,7 @@ static const struct migration migrations[] = {
 		   "rowid BIGINT GENERATED ALWAYS AS IDENTITY, "),
 	  add_missing_columns },
 	{ 2, SCHEMA_2("INTEGER"), SCHEMA_2("BIGINT"), NULL },
+	{ 3, SCHEMA_3("INTEGER"), SCHEMA_3("BIGINT"), NULL },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -64,11 +64,11 @@ static int write_child(struct node *n, struct sandbox *sb, const void *arg, err_
 	char why[120];
 	int r = db_exec(n->db, err,
 			"INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
-			" desired, observed, spec, metadata, created_at, updated_at)"
-			" VALUES(?,?,?,?,?,'running','pending',?,?,?,?)",
-			"sssisssii", sb->id, sb->tenant, sb->template_name,
+			" desired, observed, spec, metadata, created_at, updated_at, node)"
+			" VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?)",
+			"sssisssiis", sb->id, sb->tenant, sb->template_name,
 			(int64_t)sb->template_version, sb->backend_name, src->spec, src->metadata,
-			sb->created_at, sb->created_at);
+			sb->created_at, sb->created_at, node_me(n));
 
 	if (r >= 0)
 		r = db_exec(n->db, err, "INSERT INTO lineage(sandbox_id, parent) VALUES(?,?)", "ss",

@@ -139,7 +139,18 @@ struct node {
 
 	pthread_mutex_t sched_mu;  /* one scheduler pass at a time; outermost */
 	int64_t sched_offset_ms;   /* atomic: the debug clock's advance */
+
+	pthread_mutex_t hb_mu;     /* heartbeat.c; leaf */
+	pthread_cond_t hb_cv;      /* CLOCK_MONOTONIC */
+	bool hb_inited, hb_stop, hb_started;
+	pthread_t hb_thread;
 };
+
+/* This node's name in the shared database ("" when it has none). */
+static inline const char *node_me(const struct node *n)
+{
+	return n->cfg->node_name ? n->cfg->node_name : "";
+}
 
 static inline bool node_stopping(struct node *n)
 {
@@ -379,6 +390,11 @@ void templates_cleanup(struct node *n);
 void node_reconcile(struct node *n);
 
 /* reaper.c: one thread runs every timed or deferred action. */
+/* heartbeat.c: this node's row in `nodes`, kept fresh from start to stop
+ * (no-op without cfg->node_name). */
+void heartbeat_start(struct node *n);
+void heartbeat_stop(struct node *n);
+
 int reaper_start(struct node *n, err_t *err);
 void reaper_stop(struct node *n);
 /* due_ms on CLOCK_MONOTONIC (0 = now). */

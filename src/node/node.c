@@ -278,6 +278,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	if (r < 0)
 		goto out;
 	schedule_start(n);
+	heartbeat_start(n);
 	n->http = http_server_start(cfg->sock_path, NODE_FILE_MAX + 4096, node_handler, n, err);
 	if (!n->http) {
 		r = err_wrap(err, "node: listen on %s", cfg->sock_path);
@@ -298,6 +299,7 @@ out:
 	reaper_stop(n);
 	if (n->db)
 		sandbox_stop_all(n);
+	heartbeat_stop(n);
 	templates_cleanup(n);
 	db_close(n->db);
 	pthread_cond_destroy(&n->jan_cv);

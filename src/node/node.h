@@ -18,7 +18,9 @@
 
 struct node_config {
 	const char *sock_path;         /* listen address, e.g. "unix:/var/lib/airlock/run/node.sock" */
-	const char *db_path;
+	const char *db_path;           /* db_open's target: SQLite file or PostgreSQL URL */
+	const char *node_name;         /* this node's row in `nodes` (heartbeat.c) */
+	const char *disk_path;         /* whose free space the heartbeat reports (DATA/pool) */
 	const char *nm_sock;           /* node manager socket */
 	const char *default_backend;   /* "ns" */
 	const char *default_template;  /* "debian" */

@@ -117,7 +117,8 @@ void node_reconcile(struct node *n)
 	int kept = 0, adopted = 0;
 
 	if (db_query(n->db, &rows, &err,
-		     "SELECT " SANDBOX_COLS " FROM sandboxes WHERE observed != 'deleted'", NULL) < 0) {
+		     "SELECT " SANDBOX_COLS " FROM sandboxes WHERE observed != 'deleted'"
+		     " AND (node = ? OR node IS NULL)", "s", node_me(n)) < 0) {
 		log_err("reconcile: %s", err.msg);
 		return;
 	}

@@ -73,7 +73,7 @@ static void test_migrations(bool pg)
 		fprintf(stderr, "open %s: %s\n", t, err.msg);
 		return;
 	}
-	CHECK(latest >= 2);
+	CHECK(latest >= 3);
 	CHECK(db_schema_version(db, &err) == latest);
 	CHECK(q_int(db, "SELECT count(*) FROM schema_migrations") == latest);
 	CHECK(q_int(db, "SELECT min(version) FROM schema_migrations") == 1);
@@ -321,6 +321,10 @@ static void test_adopt_old_sqlite(void)
 		"CREATE TABLE snapshots(id TEXT PRIMARY KEY, sandbox_id TEXT NOT NULL,"
 		" name TEXT NOT NULL, kind TEXT NOT NULL, size_bytes INTEGER,"
 		" created_at INTEGER NOT NULL, UNIQUE(sandbox_id, name));"
+		"CREATE TABLE templates(name TEXT NOT NULL, version INTEGER NOT NULL,"
+		" status TEXT NOT NULL, source TEXT, error TEXT, created_at INTEGER NOT NULL,"
+		" PRIMARY KEY(name, version));"
+		"INSERT INTO templates VALUES('busybox', 1, 'ready', 'busybox', NULL, 1);"
 		"INSERT INTO tenants VALUES('t1', 'admin', 1);"
 		"INSERT INTO snapshots VALUES('s1', 'sb1', 'before', 'disk', NULL, 5);";
 	char t[256];
@@ -346,6 +350,11 @@ static void test_adopt_old_sqlite(void)
 	CHECK(rows.n_rows == 1 && !strcmp(db_cell(&rows, 0, 0), "s1"));
 	CHECK(rows.n_rows == 1 && db_cell_int(&rows, 0, 1) == 0 && !db_cell(&rows, 0, 2));
 	db_rows_free(&rows);
+	/* migration 3 kept the template, as no node's yet, and keys by node */
+	CHECK(q_int(db, "SELECT count(*) FROM templates WHERE node = '' AND name = 'busybox'"
+		    " AND status = 'ready'") == 1);
+	CHECK(db_exec(db, &err, "INSERT INTO templates(node, name, version, status, created_at)"
+		      " VALUES('n2', 'busybox', 1, 'ready', 1)", NULL) == 1);
 	CHECK(db_exec(db, &err, "INSERT INTO lineage(sandbox_id, parent) VALUES('a', 'b')",
 		      NULL) == 1);
 	CHECK(db_exec(db, &err, "INSERT INTO port_tokens VALUES('h', 't', 's', 1, 2, 3)",
