@@ -116,6 +116,11 @@ void node_reconcile(struct node *n)
 	err_t err = { 0 };
 	int kept = 0, adopted = 0;
 
+	/* As templates_reconcile: an SQLite file's rows are all this node's. */
+	if (node_db_is_private(n) &&
+	    db_exec(n->db, &err, "UPDATE sandboxes SET node=? WHERE node IS DISTINCT FROM ?", "ss",
+		    node_me(n), node_me(n)) < 0)
+		log_warn("reconcile: %s", err.msg);
 	if (db_query(n->db, &rows, &err,
 		     "SELECT " SANDBOX_COLS " FROM sandboxes WHERE observed != 'deleted'"
 		     " AND (node = ? OR node IS NULL)", "s", node_me(n)) < 0) {

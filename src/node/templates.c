@@ -480,9 +480,14 @@ void templates_reconcile(struct node *n)
 	char **pool = NULL;
 	err_t err = { 0 };
 
-	/* Rows from before node names (migration 3) are this node's: a
-	 * database shared by several nodes was made after it. */
-	if (db_exec(n->db, &err, "UPDATE templates SET node=? WHERE node=''", "s", node_me(n)) < 0)
+	/* Claim the rows that are this node's under another name: on a shared
+	 * database those from before node names (migration 3; one made for
+	 * sharing came after it); in an SQLite file, one host's, every row,
+	 * whatever the host was called when it was written. */
+	if (db_exec(n->db, &err,
+		    node_db_is_private(n) ? "UPDATE templates SET node=? WHERE node != ?"
+					  : "UPDATE templates SET node=? WHERE node='' AND ? != ''",
+		    "ss", node_me(n), node_me(n)) < 0)
 		log_warn("templates: %s", err.msg);
 	/* A build the node did not see finish is not trusted: remove it. */
 	if (db_query(n->db, &rows, &err,
