@@ -26,6 +26,34 @@ BIN = os.environ.get("AIRLOCK_BIN", os.path.join(os.path.dirname(__file__), "../
 BACKEND = os.environ.get("AIRLOCK_E2E_BACKEND")
 AIRLOCKD = os.path.join(BIN, "airlockd")
 CLI = os.path.join(BIN, "airlock")
+# The database a suite's instance uses: AIRLOCK_E2E_DB=postgres runs it on a
+# PostgreSQL 15 that the harness starts for the class (tests/pg/pg-start.sh)
+# and removes after it (default: the SQLite file in the data dir).
+DB = os.environ.get("AIRLOCK_E2E_DB", "sqlite")
+SRC = os.environ.get("AIRLOCK_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+class Postgres:
+    """A throwaway PostgreSQL for one test class; stop() removes it. A
+    watcher started by pg-start.sh removes it too if this process dies."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="airlock-pg-")
+        r = subprocess.run(["sh", os.path.join(SRC, "tests/pg/pg-start.sh"), self.dir,
+                            str(os.getpid())], capture_output=True, text=True)
+        if r.returncode != 0:
+            self.stop()
+            raise RuntimeError(f"pg-start exited {r.returncode}: {r.stderr}")
+        self.url = r.stdout.strip()
+
+    def sql(self, query):
+        """Rows of a query, each a list of text fields."""
+        r = subprocess.run(["/usr/lib/postgresql/15/bin/psql", self.url, "-qAtX", "-F", "|",
+                            "-c", query], capture_output=True, text=True, check=True)
+        return [line.split("|") for line in r.stdout.splitlines()]
+
+    def stop(self):
+        subprocess.run(["sh", os.path.join(SRC, "tests/pg/pg-stop.sh"), self.dir])
 
 
 def free_port():
@@ -347,14 +375,22 @@ class AirlockTestCase(unittest.TestCase):
     extra_args = ()
     server = None
 
+    pg = None
+
     @classmethod
     def setUpClass(cls):
-        cls.server = Server(cls.templates, cls.extra_args)
+        extra = list(cls.extra_args)
+        if DB == "postgres":
+            cls.pg = Postgres()
+            extra += ["--db", cls.pg.url]
+        cls.server = Server(cls.templates, extra)
         try:
             cls.server.start()
         except Exception:
             print(cls.server.log(), file=sys.stderr)
             cls.server.cleanup()
+            if cls.pg:
+                cls.pg.stop()
             raise
         cls.api = cls.server.client()
 
@@ -391,6 +427,9 @@ class AirlockTestCase(unittest.TestCase):
                 loops = [dev for dev in loops if dev not in foreign]
             net = net_leftovers(d)
             cls.server.cleanup()
+            if cls.pg:
+                cls.pg.stop()
+                assert not os.path.exists(cls.pg.dir), "the PostgreSQL dir was not removed"
             # A clean shutdown must leave no mount and no loop device behind.
             assert not procs, f"processes left after shutdown: {procs}"
             assert not cgroups, f"cgroups left after shutdown: {cgroups}"

@@ -8,9 +8,7 @@ credentials seen through either api, and the same Idempotency-Key sent to
 both at once making exactly one sandbox, which both answer with."""
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -18,20 +16,12 @@ import unittest
 import harness
 from harness import ApiError, Server
 
-SRC = os.environ.get("AIRLOCK_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
-PSQL = "/usr/lib/postgresql/15/bin/psql"
-
 
 class PostgresTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.pgdir = tempfile.mkdtemp(prefix="airlock-pg-")
-        r = subprocess.run(["sh", os.path.join(SRC, "tests/pg/pg-start.sh"), cls.pgdir,
-                            str(os.getpid())], capture_output=True, text=True)
-        if r.returncode != 0:
-            subprocess.run(["sh", os.path.join(SRC, "tests/pg/pg-stop.sh"), cls.pgdir])
-            raise RuntimeError(f"pg-start: {r.returncode}: {r.stderr}")
-        cls.url = r.stdout.strip()
+        cls.pg = harness.Postgres()
+        cls.url = cls.pg.url
         cls.servers = []
         try:
             for name in ("a", "b"):
@@ -54,14 +44,12 @@ class PostgresTest(unittest.TestCase):
             time.sleep(0.2)
             leftovers += harness.procs_for(s.dir)
             s.cleanup()
-        subprocess.run(["sh", os.path.join(SRC, "tests/pg/pg-stop.sh"), cls.pgdir])
-        assert not os.path.exists(cls.pgdir), "the PostgreSQL dir was not removed"
+        cls.pg.stop()
+        assert not os.path.exists(cls.pg.dir), "the PostgreSQL dir was not removed"
         assert not leftovers, f"processes left after shutdown: {leftovers}"
 
     def sql(self, query):
-        r = subprocess.run([PSQL, self.url, "-qAtX", "-F", "|", "-c", query],
-                           capture_output=True, text=True, check=True)
-        return [line.split("|") for line in r.stdout.splitlines()]
+        return self.pg.sql(query)
 
     def test_migrations_and_nodes(self):
         versions = [int(v[0]) for v in self.sql("SELECT version FROM schema_migrations ORDER BY 1")]
