@@ -397,6 +397,74 @@ static void test_reconnect(void)
 	db_close(killer);
 }
 
+/* PostgreSQL: two transactions that lock two rows in opposite orders; the
+ * server breaks the deadlock by failing one, which db_exec reports as
+ * -EAGAIN (the caller rolls back and may retry), and the other commits. */
+struct locker {
+	struct db *db;
+	pthread_barrier_t *bar;
+	const char *first, *second;
+	int r;
+};
+
+static void *lock_two(void *arg)
+{
+	struct locker *l = arg;
+	err_t err = { 0 };
+
+	l->r = db_tx_begin(l->db, &err);
+	if (l->r < 0)
+		return NULL;
+	l->r = db_exec(l->db, &err, "UPDATE tenants SET created_at = created_at + 1 WHERE id = ?",
+		       "s", l->first);
+	pthread_barrier_wait(l->bar);
+	if (l->r >= 0)
+		l->r = db_exec(l->db, &err,
+			       "UPDATE tenants SET created_at = created_at + 1 WHERE id = ?", "s",
+			       l->second);
+	if (l->r >= 0)
+		l->r = db_tx_commit(l->db, &err);
+	else
+		db_tx_rollback(l->db);
+	return NULL;
+}
+
+static void test_deadlock(void)
+{
+	char t[256];
+	err_t err = { 0 };
+	struct db *a, *b;
+	pthread_barrier_t bar;
+	pthread_t th[2];
+	struct locker l[2];
+
+	fresh(true, t, sizeof(t));
+	a = db_open(t, &err);
+	b = db_open(t, &err);
+	CHECK(a && b);
+	if (!a || !b) {
+		db_close(a);
+		db_close(b);
+		return;
+	}
+	CHECK(db_exec(a, &err, "INSERT INTO tenants(id, name, created_at) VALUES('x', 'x', 0),"
+		      " ('y', 'y', 0)", NULL) == 2);
+	pthread_barrier_init(&bar, NULL, 2);
+	l[0] = (struct locker){ a, &bar, "x", "y", 0 };
+	l[1] = (struct locker){ b, &bar, "y", "x", 0 };
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, lock_two, &l[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&bar);
+	CHECK((l[0].r == -EAGAIN) != (l[1].r == -EAGAIN));
+	CHECK(l[0].r >= 0 || l[1].r >= 0);
+	/* the winner's two updates, and nothing of the loser's */
+	CHECK(q_int(a, "SELECT sum(created_at) FROM tenants") == 2);
+	db_close(a);
+	db_close(b);
+}
+
 static void run_all(bool pg)
 {
 	test_migrations(pg);
@@ -488,5 +556,6 @@ int main(void)
 	CHECK(!strcmp(db_driver_name(pg_admin), "postgres"));
 	run_all(true);
 	test_reconnect();
+	test_deadlock();
 	return check_done("test-db");
 }
