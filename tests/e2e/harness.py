@@ -52,6 +52,20 @@ class Postgres:
                             "-c", query], capture_output=True, text=True, check=True)
         return [line.split("|") for line in r.stdout.splitlines()]
 
+    def query(self, query, args=()):
+        """Like sqlite3's execute(query, args).fetchall(): "?" bound to args
+        (quoted here: test values only), integers back as int, NULL as None."""
+        parts = query.split("?")
+        assert len(parts) == len(args) + 1, query
+        text = parts[0]
+        for a, rest in zip(args, parts[1:]):
+            text += (str(a) if isinstance(a, int) else "'" + str(a).replace("'", "''") + "'") + rest
+        r = subprocess.run(["/usr/lib/postgresql/15/bin/psql", self.url, "-qAtX", "-F", "\x1f",
+                            "-P", "null=\x1e", "-c", text], capture_output=True, text=True,
+                           check=True)
+        conv = lambda f: None if f == "\x1e" else int(f) if f.lstrip("-").isdigit() else f
+        return [tuple(conv(f) for f in line.split("\x1f")) for line in r.stdout.splitlines()]
+
     def stop(self):
         subprocess.run(["sh", os.path.join(SRC, "tests/pg/pg-stop.sh"), self.dir])
 
@@ -436,6 +450,19 @@ class AirlockTestCase(unittest.TestCase):
             assert not leftover, f"mounts left after shutdown: {leftover}"
             assert not loops, f"loop devices left after shutdown: {loops}"
             assert not net, f"nftables table or sandbox links left after shutdown: {net}"
+
+    def db_rows(self, query, *args):
+        """Rows of a query on the instance's database, SQLite or PostgreSQL
+        (AIRLOCK_E2E_DB), as sqlite3's fetchall() gives them."""
+        if self.pg:
+            return self.pg.query(query, args)
+        import sqlite3
+        db = sqlite3.connect(f"file:{os.path.join(self.server.dir, 'db', 'airlock.db')}?mode=ro",
+                             uri=True, timeout=30)
+        try:
+            return db.execute(query, args).fetchall()
+        finally:
+            db.close()
 
     def kill_and_wait_restarted(self, role, timeout=60):
         """kill -9 the role; return its new pid once `up` restarted it and the
