@@ -97,7 +97,12 @@ static void ignore_notice(void *arg, const char *msg)
 
 static int pg_open(struct db *db, const char *target, err_t *err)
 {
-	PGconn *c = PQconnectdb(target);
+	/* Defaults that the target's own settings override (they come later in
+	 * the list): a server that does not answer fails a connect in 10 s
+	 * instead of holding the handle's mutex for the kernel's TCP timeout. */
+	static const char *const keys[] = { "connect_timeout", "application_name", "dbname", NULL };
+	const char *const vals[] = { "10", "airlock", target, NULL };
+	PGconn *c = PQconnectdbParams(keys, vals, 1);
 
 	db->h = c;
 	if (!c)

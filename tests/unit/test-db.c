@@ -554,6 +554,17 @@ int main(void)
 		fprintf(stderr, "open %s: %s\n", pg_url, err.msg);
 	REQUIRE(pg_admin != NULL, cleanup);
 	CHECK(!strcmp(db_driver_name(pg_admin), "postgres"));
+	{   /* the same database as a libpq conninfo string */
+		char ci[200];
+		int port = 0;
+		struct db *db;
+
+		CHECK(sscanf(pg_url, "postgresql://airlock@127.0.0.1:%d/", &port) == 1);
+		snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d dbname=airlock user=airlock", port);
+		db = db_open(ci, &err);
+		CHECK(db && q_int(db, "SELECT count(*) FROM schema_migrations") == db_schema_latest());
+		db_close(db);
+	}
 	run_all(true);
 	test_reconnect();
 	test_deadlock();
