@@ -516,6 +516,9 @@ def main():
     if not os.path.exists(AIRLOCKD):
         print(f"skip: {AIRLOCKD} not built")
         sys.exit(77)
+    if DB == "postgres" and not os.path.exists("/usr/lib/postgresql/15/bin/initdb"):
+        print("skip: AIRLOCK_E2E_DB=postgres needs postgresql-15")
+        sys.exit(77)
     if BACKEND == "vm":
         vm_dir = os.environ.get("AIRLOCK_VM_DIR", os.path.join(BIN, "..", "vm"))
         if not shutil.which("qemu-system-x86_64") or not os.path.exists(os.path.join(vm_dir, "vmlinuz")):
