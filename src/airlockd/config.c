@@ -36,6 +36,7 @@ void config_defaults(struct airlockd_config *c)
 	memset(c, 0, sizeof(*c));
 	snprintf(c->data_dir, sizeof(c->data_dir), "/var/lib/airlock");
 	snprintf(c->listen, sizeof(c->listen), "127.0.0.1:7070");
+	snprintf(c->db, sizeof(c->db), "sqlite");
 	snprintf(c->user, sizeof(c->user), "airlock");
 	c->pool_size_mb = 64 * 1024;
 	snprintf(c->default_backend, sizeof(c->default_backend), "ns");
@@ -135,6 +136,11 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 	}
 	if (!strcmp(key, "listen"))
 		return set_str(c->listen, sizeof(c->listen), key, val, err);
+	if (!strcmp(key, "db")) {
+		if (!val[0])
+			return err_set(err, EINVAL, "db: empty (sqlite, sqlite:PATH or a postgresql:// URL)");
+		return set_str(c->db, sizeof(c->db), key, val, err);
+	}
 	if (!strcmp(key, "node_name")) {
 		size_t n = strlen(val);
 		bool ok = n >= 1 && n <= 64 && (islower((unsigned char)val[0]) ||
@@ -151,12 +157,6 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		if (*val && strncmp(val, "http://", 7))
 			return err_set(err, EINVAL, "advertise_url: `%s` is not http://HOST:PORT", val);
 		return set_str(c->advertise_url, sizeof(c->advertise_url), key, val, err);
-	}
-	if (!strcmp(key, "db")) {
-		if (strcmp(val, "sqlite") && val[0] != '/')
-			return err_set(err, EINVAL, "db: `%s` is neither sqlite nor an absolute path",
-				       val);
-		return set_str(c->db, sizeof(c->db), key, val, err);
 	}
 	if (!strcmp(key, "heartbeat_timeout_s")) {
 		int r = set_u32(&c->heartbeat_timeout_s, key, val, err);

@@ -11,6 +11,10 @@
 
 struct airlockd_config {
 	char data_dir[512];
+	/* The database: "sqlite" (DATA/db/airlock.db), "sqlite:PATH", or a
+	 * PostgreSQL URL or conninfo (src/db/db.h); every role opens it. */
+	char db[1024];
+	char node_name[65];        /* this node in the shared database (default: the hostname) */
 	char listen[128];          /* api listen address */
 	char user[64];             /* unprivileged user for node and api */
 	uint64_t pool_size_mb;     /* size of DATA/pool.img when DATA is not on btrfs */
@@ -54,8 +58,6 @@ struct airlockd_config {
 	/* The cluster (README "Cluster"): this node's name in the nodes table,
 	 * the address other nodes' apis reach this api at ("" = http://listen
 	 * as bound), and how long a node may be silent before it is lost. */
-	char node_name[65];
-	char db[512];               /* "sqlite" (DATA/db/airlock.db) or an absolute SQLite path */
 	char advertise_url[200];
 	uint32_t heartbeat_timeout_s;
 };

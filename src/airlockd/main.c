@@ -20,7 +20,8 @@
 static void usage(FILE *f)
 {
 	fputs("usage: airlockd up|nodemgr|gateway|node|api [--config FILE] [--data-dir DIR] [--listen ADDR]\n"
-	      "                [--templates a,b] [--set key=value]...\n"
+	      "                [--templates a,b] [--db sqlite|URL] [--node-name NAME]\n"
+	      "                [--set key=value]...\n"
 	      "       airlockd version\n",
 	      f);
 }

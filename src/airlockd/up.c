@@ -26,6 +26,7 @@
 #include "../api/api.h"
 #include "../cred/ca.h"
 #include "../cred/seal.h"
+#include "../db/db.h"
 #include "../gateway/gateway.h"
 #include "../lib/http.h"
 #include "../lib/json.h"
@@ -41,14 +42,24 @@ char *data_path(const struct airlockd_config *cfg, const char *rel)
 	return xasprintf("%s/%s", cfg->data_dir, rel);
 }
 
-/* The database every role opens: DATA/db/airlock.db for `sqlite`, else
- * the configured SQLite file (shared by the nodes of a cluster on one
- * machine). Caller frees. */
-static char *db_path(const struct airlockd_config *cfg)
+/* What every role passes to db_open: the SQLite file in DATA for "sqlite",
+ * else the configured target as it is. Caller frees. */
+static char *db_target(const struct airlockd_config *cfg)
 {
-	if (!cfg->db[0] || !strcmp(cfg->db, "sqlite"))
+	if (!strcmp(cfg->db, "sqlite"))
 		return data_path(cfg, "db/airlock.db");
 	return xstrdup(cfg->db);
+}
+
+/* The SQLite file `up` prepares and hands to the unprivileged user, or NULL
+ * for PostgreSQL (its files are the server's). Caller frees. */
+static char *db_sqlite_file(const struct airlockd_config *cfg)
+{
+	if (db_target_is_postgres(cfg->db))
+		return NULL;
+	if (!strncmp(cfg->db, "sqlite:", 7))
+		return xstrdup(cfg->db + 7);
+	return data_path(cfg, "db/airlock.db");
 }
 
 int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_t *err)
@@ -68,7 +79,7 @@ int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_
 			{ "--data-dir", "data_dir" }, { "--listen", "listen" },
 			{ "--templates", "templates" }, { "--user", "user" },
 			{ "--pool-size-mb", "pool_size_mb" }, { "--log-level", "log_level" },
-			{ "--node-name", "node_name" }, { "--db", "db" },
+			{ "--db", "db" }, { "--node-name", "node_name" },
 		};
 		bool done = false;
 
@@ -291,7 +302,7 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *admin = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *nsock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", nsock);
-	_cleanup_free_ char *db = db_path(cfg);
+	_cleanup_free_ char *db = db_target(cfg);
 	_cleanup_free_ char *vault_key = data_path(cfg, "keys/vault.key");
 	_cleanup_free_ char *ca_key = data_path(cfg, "keys/ca.key");
 	_cleanup_free_ char *ca_crt = data_path(cfg, "ca.crt");
@@ -336,7 +347,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *gw_path = data_path(cfg, "run/gateway.sock");
 	_cleanup_free_ char *gw = xasprintf("unix:%s", gw_path);
 	_cleanup_free_ char *listen = xasprintf("unix:%s", sock);
-	_cleanup_free_ char *db = db_path(cfg);
+	_cleanup_free_ char *db = db_target(cfg);
 	_cleanup_free_ char *nm = data_path(cfg, "run/nodemgr.sock");
 	int r = drop_privileges(cfg->user, err);
 
@@ -376,7 +387,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 
 int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 {
-	_cleanup_free_ char *db = db_path(cfg);
+	_cleanup_free_ char *db = db_target(cfg);
 	_cleanup_free_ char *sock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *vault_pub = data_path(cfg, "vault.pub");
@@ -597,11 +608,13 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 		if (chown(p, uid, gid) < 0 || chmod(p, 0750) < 0)
 			return err_sys(err, "chown %s", p);
 	}
-	/* The DB (and its WAL files) belong to the unprivileged user. */
-	_cleanup_free_ char *db = db_path(cfg);
-	_cleanup_close_ int fd = open(db, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0 || fchown(fd, uid, gid) < 0)
-		return err_sys(err, "prepare %s", db);
+	/* An SQLite DB (and its WAL files) belong to the unprivileged user. */
+	_cleanup_free_ char *db = db_sqlite_file(cfg);
+	if (db) {
+		_cleanup_close_ int fd = open(db, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0 || fchown(fd, uid, gid) < 0)
+			return err_sys(err, "prepare %s", db);
+	}
 	/* The credential vault's key pair: the private half stays root's
 	 * (DATA/keys, 0700) for the gateway; the api gets the public half only,
 	 * so it can store secrets but never read them. */
@@ -635,8 +648,9 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
  * 0600 file; the DB files are then handed to the unprivileged user. */
 static int bootstrap(const struct airlockd_config *cfg, err_t *err)
 {
-	static const char *const dbfiles[] = { "", "-wal", "-shm" };
-	_cleanup_free_ char *db = db_path(cfg);
+	static const char *const suffixes[] = { "", "-wal", "-shm" };
+	_cleanup_free_ char *db = db_target(cfg);
+	_cleanup_free_ char *file = db_sqlite_file(cfg);
 	_cleanup_free_ char *cli = data_path(cfg, "cli.json");
 	_cleanup_free_ char *url = xasprintf("http://%s", cfg->listen);
 	uid_t uid = 0;
@@ -648,8 +662,8 @@ static int bootstrap(const struct airlockd_config *cfg, err_t *err)
 	r = api_bootstrap(db, cli, url, err);
 	if (r < 0)
 		return err_wrap(err, "bootstrap");
-	for (size_t i = 0; i < ARRAY_SIZE(dbfiles); i++) {
-		_cleanup_free_ char *p = xasprintf("%s%s", db, dbfiles[i]);
+	for (size_t i = 0; file && i < ARRAY_SIZE(suffixes); i++) {
+		_cleanup_free_ char *p = xasprintf("%s%s", file, suffixes[i]);
 		if (chown(p, uid, gid) < 0 && errno != ENOENT)
 			return err_sys(err, "chown %s", p);
 	}

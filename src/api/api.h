@@ -17,7 +17,7 @@
 
 struct api_config {
 	const char *listen;     /* "HOST:PORT" (port 0 = any) or "unix:/path" */
-	const char *db_path;    /* SQLite file (schema created on open) */
+	const char *db_path;    /* db_open target: SQLite file or PostgreSQL URL (migrated on open) */
 	const char *node_sock;  /* http client base of the node, e.g. "unix:DATA/run/node.sock" */
 	size_t max_body;        /* request body limit; 0 = 16 MiB (file writes) */
 	double rate_per_s;      /* per-key token bucket refill; <= 0 disables rate limiting */

@@ -370,8 +370,8 @@ static void cred_bind(struct api *a, struct http_req *req, struct http_conn *c,
 	json_free(body);
 	static const char *const kinds[] = { "tenant", "project", "sandbox" };
 	if (bind)
-		r = db_exec(a->db, &err, "INSERT OR IGNORE INTO credential_bindings(cred_id, kind,"
-			    " value) VALUES(?, ?, ?)", "sss", cr->id, kinds[b.kind],
+		r = db_exec(a->db, &err, "INSERT INTO credential_bindings(cred_id, kind, value)"
+			    " VALUES(?, ?, ?) ON CONFLICT DO NOTHING", "sss", cr->id, kinds[b.kind],
 			    b.value ? b.value : "");
 	else
 		r = db_exec(a->db, &err, "DELETE FROM credential_bindings WHERE cred_id = ? AND"

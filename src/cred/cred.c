@@ -439,8 +439,8 @@ int cred_insert(struct db *db, const struct cred *c, err_t *err)
 		    "sssssiii", c->id, c->tenant, c->name, c->env, spec.data,
 		    (int64_t)c->expires_at, (int64_t)c->version, (int64_t)c->created_at);
 	for (size_t i = 0; r >= 0 && i < c->n_binds; i++)
-		r = db_exec(db, err, "INSERT OR IGNORE INTO credential_bindings(cred_id, kind, value)"
-			    " VALUES(?, ?, ?)", "sss", c->id, scope_names[c->binds[i].kind],
+		r = db_exec(db, err, "INSERT INTO credential_bindings(cred_id, kind, value)"
+			    " VALUES(?, ?, ?) ON CONFLICT DO NOTHING", "sss", c->id, scope_names[c->binds[i].kind],
 			    c->binds[i].value ? c->binds[i].value : "");
 	if (r < 0) {
 		db_tx_rollback(db);

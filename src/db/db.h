@@ -1,16 +1,25 @@
 /* db.h - the desired-state store, behind a small interface.
  *
- * Today the only driver is SQLite (WAL mode, busy timeout), opened by both the
- * api and the node processes on the same file. The interface is SQL with
- * positional parameters ("?") and a type string, so that a PostgreSQL driver
- * can sit behind the same calls later. Every call is serialised by a mutex in
- * struct db, so one handle may be shared by threads. Query results are fully
- * materialised: no statement outlives a call.
+ * Two drivers sit behind it (struct db_driver in db-internal.h):
+ *   SQLite      (db-sqlite.c) a file in WAL mode with a busy timeout, opened
+ *               by the api, node and gateway processes of one host.
+ *   PostgreSQL  (db-pg.c, libpq) one database that several hosts' processes
+ *               share.
+ * The interface is SQL with positional parameters ("?") and a type string.
+ * The SQL at call sites is the dialect both accept (ON CONFLICT, IS DISTINCT
+ * FROM, an alias on every subquery in FROM); the PostgreSQL driver only turns
+ * "?" into $1..$n. Every call is serialised by a mutex in struct db, so one
+ * handle may be shared by threads. Query results are fully materialised, as
+ * text (libpq's text format for PostgreSQL): no statement outlives a call.
  *
  * Parameter type string, one letter per "?":
  *   's' const char * (NULL binds NULL)   'i' int64_t   'n' NULL (no vararg)
+ * PostgreSQL is told 's' is text and 'i' bigint, so "? IS NULL" needs no cast
+ * with those; 'n' goes untyped (PostgreSQL takes the type of the column it is
+ * written to), so write a NULL that is only compared as 's' with NULL.
  *
- * The schema (all tables, both processes) lives in db.c and is created on open.
+ * The schema is a numbered list of migrations (db-migrate.c), applied on open
+ * in one transaction and recorded in schema_migrations(version, applied_at).
  */
 #ifndef AIRLOCK_DB_H
 #define AIRLOCK_DB_H
@@ -21,11 +30,24 @@
 #include "../lib/err.h"
 
 struct db;
-struct db *db_open(const char *path, err_t *err);  /* caller owns */
+
+/* target: "postgres://...", "postgresql://..." or a libpq conninfo string
+ * (one that holds "host=" or "dbname=") opens PostgreSQL; "sqlite:PATH" or
+ * a plain PATH opens (and creates) an SQLite file. Applies the migrations
+ * that the database lacks before returning. Caller owns the handle. */
+struct db *db_open(const char *target, err_t *err);
 void db_close(struct db *db);                      /* accepts NULL */
+bool db_target_is_postgres(const char *target);
+const char *db_driver_name(const struct db *db);    /* "sqlite" or "postgres" */
 
 /* Run a statement; returns the number of rows changed (>= 0) or -errno.
- * A UNIQUE/constraint violation returns -EEXIST. */
+ *   -EEXIST  a UNIQUE/constraint violation (SQLSTATE class 23)
+ *   -EAGAIN  PostgreSQL inside a transaction: a serialization failure or a
+ *            deadlock (40001, 40P01); the caller rolls back and may retry.
+ *            Outside a transaction the driver retries those itself.
+ *   -EBUSY   SQLite: the file stayed locked past the busy timeout
+ *   -EIO     anything else, the connection lost included (the next call
+ *            reconnects; a transaction in progress is lost with it) */
 int db_exec(struct db *db, err_t *err, const char *sql, const char *types, ...);
 
 struct db_rows {
@@ -39,10 +61,29 @@ void db_rows_free(struct db_rows *r);
 const char *db_cell(const struct db_rows *r, int row, int col);     /* NULL for SQL NULL */
 int64_t db_cell_int(const struct db_rows *r, int row, int col);     /* 0 for NULL */
 
-/* Transactions: BEGIN IMMEDIATE ... COMMIT. db_tx_begin holds the handle's
- * mutex until commit/rollback, so other threads wait. */
+/* Transactions. db_tx_begin holds the handle's mutex until commit/rollback,
+ * so other threads wait. After any failed statement inside one, roll back.
+ *
+ * SQLite: BEGIN IMMEDIATE, so the write lock is taken at once: transactions
+ * of all processes are serial.
+ * PostgreSQL: BEGIN ISOLATION LEVEL READ COMMITTED. Not SERIALIZABLE, because
+ * no call site reads a row and writes it back on what it read while another
+ * process may write the same row: a sandbox's rows are written only by the
+ * node that runs it, and what two processes do race on (a create's
+ * Idempotency-Key, a tenant's or credential's name, a placeholder) is decided
+ * by a UNIQUE constraint that the losing INSERT waits on and then fails with
+ * -EEXIST. SERIALIZABLE would add -EAGAIN at commit to every call site for no
+ * case that needs it. A later call site that reads then writes a shared row
+ * takes the row lock with SELECT ... FOR UPDATE (SQLite has only the whole
+ * file lock, which BEGIN IMMEDIATE already holds; write it only in SQL sent to
+ * PostgreSQL, db_driver_name tells which). */
 int db_tx_begin(struct db *db, err_t *err);
 int db_tx_commit(struct db *db, err_t *err);
 void db_tx_rollback(struct db *db);
+
+/* The highest migration version this build knows, and the one the database
+ * is at (0 when none): for tests and `airlockd` diagnostics. */
+int db_schema_latest(void);
+int db_schema_version(struct db *db, err_t *err);
 
 #endif

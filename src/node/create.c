@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../cred/cred.h"
@@ -225,20 +226,37 @@ static void respond_existing(struct http_conn *c, struct sandbox *sb)
 }
 
 /* The key is in the DB but not in memory (its sandbox was deleted, or
- * another process holds it): answer from the row. */
+ * another process holds it: a second node sharing the database, which won
+ * the INSERT). Answer from the row once that create has settled, like
+ * respond_existing does for one in memory: the other process writes
+ * starting -> running (or failed) when its guest is up, so poll the row
+ * for as long as a create may wait for its guest, then answer what it is. */
 static bool respond_existing_row(struct node *n, struct http_conn *c, const char *tenant,
 				 const char *key)
 {
-	struct db_rows rows;
-	err_t err = { 0 };
-	struct sandbox *sb;
+	uint64_t deadline = now_ms() + (uint64_t)n->cfg->ready_timeout_ms + 5000;
+	struct sandbox *sb = NULL;
 
-	if (db_query(n->db, &rows, &err,
-		     "SELECT " SANDBOX_COLS " FROM sandboxes WHERE tenant_id=? AND idem_key=?",
-		     "ss", tenant, key) < 0)
-		return false;
-	sb = rows.n_rows ? sandbox_from_row(n, &rows, 0) : NULL;
-	db_rows_free(&rows);
+	for (;;) {
+		struct db_rows rows;
+		err_t err = { 0 };
+		const char *observed;
+		bool settled;
+
+		if (db_query(n->db, &rows, &err,
+			     "SELECT " SANDBOX_COLS " FROM sandboxes WHERE tenant_id=? AND idem_key=?",
+			     "ss", tenant, key) < 0)
+			return false;
+		observed = rows.n_rows ? db_cell(&rows, 0, 6) : NULL;
+		settled = !observed || (strcmp(observed, "pending") && strcmp(observed, "starting"));
+		if (rows.n_rows && (settled || now_ms() > deadline))
+			sb = sandbox_from_row(n, &rows, 0);
+		db_rows_free(&rows);
+		if (sb || !observed)
+			break;
+		struct timespec ts = { 0, 50 * 1000 * 1000 };   /* a cross-node replay only */
+		nanosleep(&ts, NULL);
+	}
 	if (!sb)
 		return false;
 	sandbox_respond(c, 200, sb);
@@ -597,7 +615,7 @@ static int write_created(struct node *n, struct sandbox *sb, const void *arg, er
 		    " VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?,?)",
 		    "sssissssiis", sb->id, sb->tenant, sb->template_name,
 		    (int64_t)sb->template_version, sb->backend_name, row->spec, row->meta,
-		    row->key, sb->created_at, sb->created_at, n->cfg->node_name);
+		    row->key, sb->created_at, sb->created_at, node_me(n));
 
 	pthread_mutex_lock(&sb->mu);
 	if (r >= 0)

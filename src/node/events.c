@@ -21,8 +21,8 @@ void handle_events(struct node *n, struct sandbox *sb, struct http_conn *c)
 	if (db_query(n->db, &rows, &err,
 		     "SELECT at, from_state, to_state, reason FROM"
 		     " (SELECT id, at, from_state, to_state, reason FROM events"
-		     "  WHERE sandbox_id=? ORDER BY id DESC LIMIT ?) ORDER BY id",
-		     "si", sb->id, EVENTS_MAX) < 0) {
+		     "  WHERE sandbox_id=? ORDER BY id DESC LIMIT ?) AS last ORDER BY id",
+		     "si", sb->id, (int64_t)EVENTS_MAX) < 0) {
 		node_respond_err(c, &err);
 		return;
 	}

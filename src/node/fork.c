@@ -73,7 +73,7 @@ static int write_child(struct node *n, struct sandbox *sb, const void *arg, err_
 		    " VALUES(?,?,?,?,?,'running','pending',?,?,?,?,?)",
 		    "sssisssiis", sb->id, sb->tenant, sb->template_name,
 		    (int64_t)sb->template_version, sb->backend_name, src->spec, src->metadata,
-		    sb->created_at, sb->created_at, n->cfg->node_name);
+		    sb->created_at, sb->created_at, node_me(n));
 
 	if (r >= 0)
 		r = db_exec(n->db, err, "INSERT INTO lineage(sandbox_id, parent) VALUES(?,?)", "ss",

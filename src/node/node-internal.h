@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../backend/backend.h"
 #include "../chan/guestconn.h"
@@ -159,6 +160,18 @@ struct node {
 
 	struct op_histo ops[OP__COUNT];   /* metrics.c */
 };
+
+/* This node's name in the shared database ("" when it has none). */
+static inline const char *node_me(const struct node *n)
+{
+	return n->cfg->node_name ? n->cfg->node_name : "";
+}
+
+/* The database is this host's alone (SQLite), not shared with other nodes. */
+static inline bool node_db_is_private(const struct node *n)
+{
+	return strcmp(db_driver_name(n->db), "sqlite") == 0;
+}
 
 static inline bool node_stopping(struct node *n)
 {

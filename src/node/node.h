@@ -18,7 +18,7 @@
 
 struct node_config {
 	const char *sock_path;         /* listen address, e.g. "unix:/var/lib/airlock/run/node.sock" */
-	const char *db_path;
+	const char *db_path;           /* db_open's target: SQLite file or PostgreSQL URL */
 	const char *nm_sock;           /* node manager socket */
 	const char *default_backend;   /* "ns" */
 	const char *default_template;  /* "debian" */

@@ -65,8 +65,8 @@ int quota_admit_snapshot(struct node *n, struct sandbox *sb, bool scheduled, boo
 	 * bytes against its disk quota (memory and device state live beside
 	 * the subvolume, outside its qgroup). */
 	r = db_query(n->db, &rows, err,
-		     "SELECT count(*) FILTER (WHERE scheduled = ?),"
-		     " CAST(total(size_bytes) FILTER (WHERE kind = 'full') AS INTEGER)"
+		     "SELECT count(CASE WHEN scheduled = ? THEN 1 END),"
+		     " COALESCE(SUM(CASE WHEN kind = 'full' THEN size_bytes END), 0)"
 		     " FROM snapshots WHERE sandbox_id=?",
 		     "is", (int64_t)scheduled, sb->id);
 	if (r < 0)

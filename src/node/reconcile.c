@@ -116,16 +116,14 @@ void node_reconcile(struct node *n)
 	err_t err = { 0 };
 	int kept = 0, adopted = 0;
 
-	/* Rows from before the cluster had no node: they are this node's. Rows
-	 * of another node are not ours to load, even when their sandbox ran
-	 * here once (restored elsewhere while this node was lost): their
-	 * leftovers here are destroyed below as leaks. */
-	if (db_exec(n->db, &err, "UPDATE sandboxes SET node=? WHERE node IS NULL", "s",
-		    n->cfg->node_name) < 0)
+	/* As templates_reconcile: an SQLite file's rows are all this node's. */
+	if (node_db_is_private(n) &&
+	    db_exec(n->db, &err, "UPDATE sandboxes SET node=? WHERE node IS DISTINCT FROM ?", "ss",
+		    node_me(n), node_me(n)) < 0)
 		log_warn("reconcile: %s", err.msg);
 	if (db_query(n->db, &rows, &err,
-		     "SELECT " SANDBOX_COLS " FROM sandboxes WHERE observed != 'deleted' AND node=?",
-		     "s", n->cfg->node_name) < 0) {
+		     "SELECT " SANDBOX_COLS " FROM sandboxes WHERE observed != 'deleted'"
+		     " AND (node = ? OR node IS NULL)", "s", node_me(n)) < 0) {
 		log_err("reconcile: %s", err.msg);
 		return;
 	}

@@ -213,7 +213,7 @@ int sched_ttl_replay(struct node *n, struct sandbox *sb, err_t *err)
 	sb->sched.ttl_paused = false;
 	if (db_query(n->db, &rows, err,
 		     "SELECT at, to_state, reason FROM events WHERE sandbox_id=?"
-		     " AND from_state IS NOT to_state ORDER BY id",
+		     " AND from_state IS DISTINCT FROM to_state ORDER BY id",
 		     "s", sb->id) < 0)
 		return -1;
 	for (int i = 0; i < rows.n_rows; i++) {

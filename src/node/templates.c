@@ -58,8 +58,8 @@ static int newest_ready(struct node *n, const char *name, uint32_t *version, err
 {
 	struct db_rows rows;
 	int r = db_query(n->db, &rows, err,
-			 "SELECT MAX(version) FROM templates WHERE name=? AND status='ready'"
-			 " AND node=?", "ss", name, n->cfg->node_name);
+			 "SELECT MAX(version) FROM templates WHERE node=? AND name=? AND status='ready'",
+			 "ss", node_me(n), name);
 
 	if (r < 0)
 		return r;
@@ -76,8 +76,8 @@ static uint32_t next_version(struct node *n, const char *name)
 	err_t err = { 0 };
 	uint32_t v = 1;
 
-	if (db_query(n->db, &rows, &err, "SELECT MAX(version) FROM templates WHERE name=?", "s",
-		     name) == 0) {
+	if (db_query(n->db, &rows, &err, "SELECT MAX(version) FROM templates WHERE node=? AND name=?",
+		     "ss", node_me(n), name) == 0) {
 		if (rows.n_rows == 1 && db_cell(&rows, 0, 0))
 			v = (uint32_t)db_cell_int(&rows, 0, 0) + 1;
 		db_rows_free(&rows);
@@ -139,10 +139,9 @@ static int run_build(struct node *n, struct nm_template_spec *spec,
 
 	spec_source(spec, source, sizeof(source));
 	r = db_exec(n->db, err,
-		    "INSERT INTO templates(name, version, status, source, created_at, node)"
-		    " VALUES(?,?,'building',?,?,?)",
-		    "sisis", spec->name, (int64_t)spec->version, source, wall_ms(),
-		    n->cfg->node_name);
+		    "INSERT INTO templates(node, name, version, status, source, created_at)"
+		    " VALUES(?,?,?,'building',?,?)",
+		    "ssisi", node_me(n), spec->name, (int64_t)spec->version, source, wall_ms());
 	if (r < 0)
 		return err_wrap(err, "template %s/%u", spec->name, spec->version);
 	log_info("building template %s/%u from %s", spec->name, spec->version, source);
@@ -152,12 +151,13 @@ static int run_build(struct node *n, struct nm_template_spec *spec,
 		err_wrap(err, "build template %s/%u", spec->name, spec->version);
 		log_warn("%s", err->msg);
 		db_exec(n->db, &e2,
-			"UPDATE templates SET status='failed', error=? WHERE name=? AND version=?",
-			"ssi", err->msg, spec->name, (int64_t)spec->version);
+			"UPDATE templates SET status='failed', error=? WHERE node=? AND name=?"
+			" AND version=?",
+			"sssi", err->msg, node_me(n), spec->name, (int64_t)spec->version);
 		return r;
 	}
-	r = db_exec(n->db, err, "UPDATE templates SET status='ready' WHERE name=? AND version=?",
-		    "si", spec->name, (int64_t)spec->version);
+	r = db_exec(n->db, err, "UPDATE templates SET status='ready' WHERE node=? AND name=?"
+		    " AND version=?", "ssi", node_me(n), spec->name, (int64_t)spec->version);
 	if (r < 0)
 		return err_wrap(err, "template %s/%u", spec->name, spec->version);
 	log_info("template %s/%u ready", spec->name, spec->version);
@@ -253,7 +253,8 @@ void handle_templates_list(struct node *n, struct http_conn *c)
 	struct jw w;
 
 	if (db_query(n->db, &rows, &err,
-		     "SELECT " TEMPLATE_COLS " FROM templates ORDER BY name, version", NULL) < 0) {
+		     "SELECT " TEMPLATE_COLS " FROM templates WHERE node=? ORDER BY name, version",
+		     "s", node_me(n)) < 0) {
 		node_respond_err(c, &err);
 		return;
 	}
@@ -515,8 +516,8 @@ void handle_templates_create(struct node *n, struct http_req *req, struct http_c
 		jw_str(&w, "done");
 		jw_key(&w, "template");
 		if (db_query(n->db, &rows, &e2,
-			     "SELECT " TEMPLATE_COLS " FROM templates WHERE name=? AND version=?",
-			     "si", spec.name, (int64_t)spec.version) == 0 &&
+			     "SELECT " TEMPLATE_COLS " FROM templates WHERE node=? AND name=?"
+			     " AND version=?", "ssi", node_me(n), spec.name, (int64_t)spec.version) == 0 &&
 		    rows.n_rows == 1) {
 			render_template_row(&w, &rows, 0);
 			db_rows_free(&rows);
@@ -555,14 +556,19 @@ void templates_reconcile(struct node *n)
 	char **pool = NULL;
 	err_t err = { 0 };
 
-	/* Rows from before the cluster name no node: they are this node's. */
-	if (db_exec(n->db, &err, "UPDATE templates SET node=? WHERE node IS NULL", "s",
-		    n->cfg->node_name) < 0)
+	/* Claim the rows that are this node's under another name: on a shared
+	 * database those from before node names (migration 3; one made for
+	 * sharing came after it); in an SQLite file, one host's, every row,
+	 * whatever the host was called when it was written. */
+	if (db_exec(n->db, &err,
+		    node_db_is_private(n) ? "UPDATE templates SET node=? WHERE node != ?"
+					  : "UPDATE templates SET node=? WHERE node='' AND ? != ''",
+		    "ss", node_me(n), node_me(n)) < 0)
 		log_warn("templates: %s", err.msg);
 	/* A build the node did not see finish is not trusted: remove it. */
 	if (db_query(n->db, &rows, &err,
-		     "SELECT name, version FROM templates WHERE status='building' AND node=?", "s",
-		     n->cfg->node_name) == 0) {
+		     "SELECT name, version FROM templates WHERE node=? AND status='building'", "s",
+		     node_me(n)) == 0) {
 		for (int i = 0; i < rows.n_rows; i++) {
 			const char *name = db_cell(&rows, i, 0);
 			int64_t ver = db_cell_int(&rows, i, 1);
@@ -571,9 +577,9 @@ void templates_reconcile(struct node *n)
 			if (name && nm_template_delete(n->cfg->nm_sock, name, (uint32_t)ver, &e2) < 0)
 				log_warn("template %s/%lld: %s", name, (long long)ver, e2.msg);
 			db_exec(n->db, &e2,
-				"UPDATE templates SET status='failed', error=? WHERE name=? AND"
-				" version=?",
-				"ssi", "interrupted by a node restart", name, ver);
+				"UPDATE templates SET status='failed', error=? WHERE node=? AND"
+				" name=? AND version=?",
+				"sssi", "interrupted by a node restart", node_me(n), name, ver);
 		}
 		db_rows_free(&rows);
 	} else {
@@ -598,9 +604,9 @@ void templates_reconcile(struct node *n)
 		if (*end || ver <= 0 || ver > UINT32_MAX || !node_name_valid(*p))
 			continue;
 		if (db_exec(n->db, &e2,
-			    "INSERT OR IGNORE INTO templates(name, version, status, source, created_at,"
-			    " node) VALUES(?,?,'ready','pool',?,?)",
-			    "siis", *p, (int64_t)ver, wall_ms(), n->cfg->node_name) > 0)
+			    "INSERT INTO templates(node, name, version, status, source, created_at)"
+			    " VALUES(?,?,?,'ready','pool',?) ON CONFLICT DO NOTHING",
+			    "ssii", node_me(n), *p, (int64_t)ver, wall_ms()) > 0)
 			log_info("template %s/%lld found in the pool", *p, ver);
 	}
 	for (char **p = pool; p && *p; p++)

@@ -26,6 +26,48 @@ BIN = os.environ.get("AIRLOCK_BIN", os.path.join(os.path.dirname(__file__), "../
 BACKEND = os.environ.get("AIRLOCK_E2E_BACKEND")
 AIRLOCKD = os.path.join(BIN, "airlockd")
 CLI = os.path.join(BIN, "airlock")
+# The database a suite's instance uses: AIRLOCK_E2E_DB=postgres runs it on a
+# PostgreSQL 15 that the harness starts for the class (tests/pg/pg-start.sh)
+# and removes after it (default: the SQLite file in the data dir).
+DB = os.environ.get("AIRLOCK_E2E_DB", "sqlite")
+SRC = os.environ.get("AIRLOCK_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+class Postgres:
+    """A throwaway PostgreSQL for one test class; stop() removes it. A
+    watcher started by pg-start.sh removes it too if this process dies."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="airlock-pg-")
+        r = subprocess.run(["sh", os.path.join(SRC, "tests/pg/pg-start.sh"), self.dir,
+                            str(os.getpid())], capture_output=True, text=True)
+        if r.returncode != 0:
+            self.stop()
+            raise RuntimeError(f"pg-start exited {r.returncode}: {r.stderr}")
+        self.url = r.stdout.strip()
+
+    def sql(self, query):
+        """Rows of a query, each a list of text fields."""
+        r = subprocess.run(["/usr/lib/postgresql/15/bin/psql", self.url, "-qAtX", "-F", "|",
+                            "-c", query], capture_output=True, text=True, check=True)
+        return [line.split("|") for line in r.stdout.splitlines()]
+
+    def query(self, query, args=()):
+        """Like sqlite3's execute(query, args).fetchall(): "?" bound to args
+        (quoted here: test values only), integers back as int, NULL as None."""
+        parts = query.split("?")
+        assert len(parts) == len(args) + 1, query
+        text = parts[0]
+        for a, rest in zip(args, parts[1:]):
+            text += (str(a) if isinstance(a, int) else "'" + str(a).replace("'", "''") + "'") + rest
+        r = subprocess.run(["/usr/lib/postgresql/15/bin/psql", self.url, "-qAtX", "-F", "\x1f",
+                            "-P", "null=\x1e", "-c", text], capture_output=True, text=True,
+                           check=True)
+        conv = lambda f: None if f == "\x1e" else int(f) if f.lstrip("-").isdigit() else f
+        return [tuple(conv(f) for f in line.split("\x1f")) for line in r.stdout.splitlines()]
+
+    def stop(self):
+        subprocess.run(["sh", os.path.join(SRC, "tests/pg/pg-stop.sh"), self.dir])
 
 
 def free_port():
@@ -342,36 +384,24 @@ class Client:
         return code, out, err, events
 
 
-class SharedDb:
+class SharedDb(Postgres):
     """A database for several `airlockd up` instances (a cluster on one
-    machine): a SQLite file in a directory the daemons' user can write."""
+    machine): a PostgreSQL of the test's own."""
 
     def __init__(self):
-        import pwd
-        self.dir = tempfile.mkdtemp(prefix="airlock-db-")
-        pw = pwd.getpwnam("airlock")
-        os.chown(self.dir, pw.pw_uid, pw.pw_gid)
-        os.chmod(self.dir, 0o750)
-        self.path = os.path.join(self.dir, "cluster.db")
-        self.args = ("--db", self.path)
+        super().__init__()
+        self.args = ("--db", self.url)
 
     def generation(self, node):
-        import sqlite3
-        c = sqlite3.connect(self.path, timeout=30)
-        try:
-            row = c.execute("SELECT generation FROM nodes WHERE name=?", (node,)).fetchone()
-            return row[0] if row else None
-        finally:
-            c.close()
+        rows = self.query("SELECT generation FROM nodes WHERE name=?", (node,))
+        return rows[0][0] if rows else None
 
     def close(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.stop()
 
 
 def shared_db_args():
     """A database to share between the instances of one test."""
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                    "airlock"], capture_output=True)
     return SharedDb()
 
 
@@ -421,21 +451,48 @@ class AirlockTestCase(unittest.TestCase):
     extra_args = ()
     server = None
 
+    pg = None
+
     @classmethod
     def setUpClass(cls):
-        cls.server = Server(cls.templates, cls.extra_args)
+        extra = list(cls.extra_args)
+        if DB == "postgres":
+            cls.pg = Postgres()
+            extra += ["--db", cls.pg.url]
+        cls.server = Server(cls.templates, extra)
         try:
             cls.server.start()
         except Exception:
             print(cls.server.log(), file=sys.stderr)
             cls.server.cleanup()
+            if cls.pg:
+                cls.pg.stop()
             raise
         cls.api = cls.server.client()
 
     @classmethod
     def tearDownClass(cls):
         if cls.server:
-            stop_and_check(cls.server)
+            try:
+                stop_and_check(cls.server)
+            finally:
+                if cls.pg:
+                    cls.pg.stop()
+            assert not cls.pg or not os.path.exists(cls.pg.dir), \
+                "the PostgreSQL dir was not removed"
+
+    def db_rows(self, query, *args):
+        """Rows of a query on the instance's database, SQLite or PostgreSQL
+        (AIRLOCK_E2E_DB), as sqlite3's fetchall() gives them."""
+        if self.pg:
+            return self.pg.query(query, args)
+        import sqlite3
+        db = sqlite3.connect(f"file:{os.path.join(self.server.dir, 'db', 'airlock.db')}?mode=ro",
+                             uri=True, timeout=30)
+        try:
+            return db.execute(query, args).fetchall()
+        finally:
+            db.close()
 
     def kill_and_wait_restarted(self, role, timeout=60):
         """kill -9 the role; return its new pid once `up` restarted it and the
@@ -488,6 +545,9 @@ def main():
         sys.exit(77)
     if not os.path.exists(AIRLOCKD):
         print(f"skip: {AIRLOCKD} not built")
+        sys.exit(77)
+    if DB == "postgres" and not os.path.exists("/usr/lib/postgresql/15/bin/initdb"):
+        print("skip: AIRLOCK_E2E_DB=postgres needs postgresql-15")
         sys.exit(77)
     if BACKEND == "vm":
         vm_dir = os.environ.get("AIRLOCK_VM_DIR", os.path.join(BIN, "..", "vm"))

@@ -3,7 +3,6 @@
 the vault (values only as sealed boxes; the api cannot read them back),
 placeholders in a sandbox's environment, tenancy, audit, bad input."""
 import os
-import sqlite3
 import stat
 import subprocess
 
@@ -20,21 +19,25 @@ def openai(name="openai", **kw):
 
 
 class CredentialTest(AirlockTestCase):
-    def db(self):
-        return sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"))
-
     def boxes(self, cred_id):
-        with self.db() as d:
-            return {r[0]: r[1] for r in d.execute(
-                "SELECT ref, box FROM vault_secrets WHERE ref LIKE ?", (cred_id + ":%",))}
+        return {r[0]: r[1] for r in self.db_rows(
+            "SELECT ref, box FROM vault_secrets WHERE ref LIKE ?", cred_id + ":%")}
 
     def db_bytes(self):
-        out = b""
-        for f in ("airlock.db", "airlock.db-wal"):
-            p = os.path.join(self.server.dir, "db", f)
+        """Every byte the database keeps: the SQLite file and its WAL, or
+        PostgreSQL's tables and WAL."""
+        if self.pg:
+            paths = [os.path.join(d, f) for sub in ("base", "pg_wal")
+                     for d, _, fs in os.walk(os.path.join(self.pg.dir, "data", sub)) for f in fs]
+        else:
+            paths = [os.path.join(self.server.dir, "db", f) for f in ("airlock.db", "airlock.db-wal")]
+        chunks = []
+        for p in paths:
             if os.path.exists(p):
                 with open(p, "rb") as fh:
-                    out += fh.read()
+                    chunks.append(fh.read())
+        out = b"".join(chunks)
+        self.assertGreater(len(out), 0)
         return out
 
     def test_keys_on_disk(self):
@@ -125,17 +128,15 @@ class CredentialTest(AirlockTestCase):
             code, out, _, _ = self.api.exec(sb["id"], ["sh", "-c", 'echo "$SSL_CERT_FILE|$REQUESTS_CA_BUNDLE|$NODE_EXTRA_CA_CERTS"'])
             self.assertEqual(out.decode().strip(), "/etc/ssl/certs/ca-certificates.crt|"
                              "/etc/ssl/certs/ca-certificates.crt|/etc/airlock/gateway-ca.crt")
-            with self.db() as d:
-                (owner,) = d.execute("SELECT cred_id FROM credential_placeholders WHERE"
-                                     " placeholder = ?", (a,)).fetchone()
+            ((owner,),) = self.db_rows("SELECT cred_id FROM credential_placeholders WHERE"
+                                       " placeholder = ?", a)
             self.assertEqual(owner, proj["id"])   # project beats tenant
             code, out2, _, _ = self.api.exec(sb2["id"], ["sh", "-c", 'echo "$KEY_A|$KEY_B"'])
             a2, b2 = out2.decode().strip().split("|")
             self.assertTrue(a2.startswith("airlock-ph-") and b2.startswith("airlock-ph-"))
             self.assertNotEqual(a, a2)            # unique per sandbox
-            with self.db() as d:
-                (owner2,) = d.execute("SELECT cred_id FROM credential_placeholders WHERE"
-                                      " placeholder = ?", (a2,)).fetchone()
+            ((owner2,),) = self.db_rows("SELECT cred_id FROM credential_placeholders WHERE"
+                                        " placeholder = ?", a2)
             self.assertEqual(owner2, tenant_wide["id"])
             # the secret is nowhere in the sandbox: env, disk
             code, out, _, _ = self.api.exec(sb["id"], ["sh", "-c",

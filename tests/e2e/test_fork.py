@@ -96,13 +96,9 @@ class ForkTest(AirlockTestCase):
         self.assertEqual(self.sh(kid2["id"], "cat /work/v"), "v1\n")
         self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{self.sid}")["state"], "paused")
         # The fork is in the parent's event log.
-        import sqlite3
-        db = sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"))
-        ev = db.execute("SELECT reason FROM events WHERE sandbox_id=? ORDER BY id",
-                        (self.sid,)).fetchall()
-        kev = db.execute("SELECT to_state, reason FROM events WHERE sandbox_id=? ORDER BY id",
-                         (kid["id"],)).fetchall()
-        db.close()
+        ev = self.db_rows("SELECT reason FROM events WHERE sandbox_id=? ORDER BY id", self.sid)
+        kev = self.db_rows("SELECT to_state, reason FROM events WHERE sandbox_id=? ORDER BY id",
+                           kid["id"])
         self.assertTrue(any(r[0].startswith("forked into 1 sandbox from snapshot ")
                             for r in ev), ev)
         self.assertEqual(kev[0], ("starting", f"fork of {self.sid}"), kev)

@@ -12,7 +12,6 @@ quota_exceeded and leaves nothing of the refused one behind."""
 import base64
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -144,10 +143,8 @@ class FullSnapshotTest(AirlockTestCase):
         self.assertEqual(nums, sorted(nums), nums)
         self.assertGreaterEqual(nums[0], s0, nums)
         self.assertGreater(nums[-1], c2 - 1, nums)
-        db = sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"))
-        ev = [r[0] for r in db.execute("SELECT reason FROM events WHERE sandbox_id=? ORDER BY id",
-                                       (self.sid,))]
-        db.close()
+        ev = [r[0] for r in self.db_rows("SELECT reason FROM events WHERE sandbox_id=?"
+                                         " ORDER BY id", self.sid)]
         self.assertTrue(any(r.startswith("full snapshot " + snap["id"]) for r in ev), ev)
         self.assertTrue(any(r.startswith("rolled back to full snapshot " + snap["id"])
                             for r in ev), ev)

@@ -866,12 +866,7 @@ class NetworkTest(AirlockTestCase):
         reaches(sid, "lc-recovered")
 
     def jail_pid(self, sid):
-        import sqlite3
-        db = sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"))
-        try:
-            (pid,) = db.execute("SELECT jail_pid FROM sandboxes WHERE id=?", (sid,)).fetchone()
-        finally:
-            db.close()
+        ((pid,),) = self.db_rows("SELECT jail_pid FROM sandboxes WHERE id=?", sid)
         self.assertTrue(pid and pid > 1, pid)
         return pid
 

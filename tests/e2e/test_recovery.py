@@ -7,7 +7,6 @@ With no snapshot at all it is failed, as before, and so is a sandbox that
 crashes again right after a recovery (no crash loop)."""
 import os
 import signal
-import sqlite3
 import time
 import unittest
 
@@ -35,11 +34,7 @@ class RecoveryTest(AirlockTestCase):
         return out.decode()
 
     def db(self, sql, *args):
-        db = sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"))
-        try:
-            return db.execute(sql, args).fetchall()
-        finally:
-            db.close()
+        return self.db_rows(sql, *args)
 
     def kill_jail(self):
         """SIGKILL the sandbox's QEMU (vm) or jail init (ns): a process this

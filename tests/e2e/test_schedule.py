@@ -11,7 +11,6 @@ import http.client
 import json
 import os
 import socket
-import sqlite3
 import subprocess
 import time
 import unittest
@@ -132,13 +131,8 @@ class ScheduleTest(AirlockTestCase):
 
     def timed_events(self, sid):
         """(at ms, from, to, reason) of every event of sid, oldest first."""
-        db = sqlite3.connect(f"file:{os.path.join(self.server.dir, 'db', 'airlock.db')}?mode=ro",
-                             uri=True, timeout=30)
-        try:
-            return db.execute("SELECT at, from_state, to_state, reason FROM events"
-                              " WHERE sandbox_id=? ORDER BY id", (sid,)).fetchall()
-        finally:
-            db.close()
+        return self.db_rows("SELECT at, from_state, to_state, reason FROM events"
+                            " WHERE sandbox_id=? ORDER BY id", sid)
 
     # ---- the clock endpoint ----------------------------------------------------
 

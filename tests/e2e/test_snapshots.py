@@ -87,11 +87,8 @@ class SnapshotTest(AirlockTestCase):
         listed = self.api.call("GET", "/v1/sandboxes")["sandboxes"]
         self.assertIn(self.sid, [x["id"] for x in listed])
         # Every step went through the state table and is in the event log.
-        import sqlite3
-        db = sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"))
-        ev = db.execute("SELECT from_state, to_state, reason FROM events WHERE sandbox_id=?"
-                        " ORDER BY id", (self.sid,)).fetchall()
-        db.close()
+        ev = self.db_rows("SELECT from_state, to_state, reason FROM events WHERE sandbox_id=?"
+                          " ORDER BY id", self.sid)
         steps = [(f, t) for f, t, r in ev if "roll" in r or "snapshot" in r]
         self.assertEqual(steps, [("running", "running"),
                                  ("running", "rolling_back"), ("rolling_back", "running"),
