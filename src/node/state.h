@@ -3,6 +3,11 @@
  *   pending → starting → running → stopping → stopped → deleted
  *                        running ⇄ paused;  paused → stopping
  *                        running, paused → rolling_back → running
+ *                        running, paused → suspending → suspended
+ *                        suspending → running, paused   (the suspend failed)
+ *                        suspended → restoring → running
+ *                        restoring → suspended          (the restore failed)
+ *                        suspended → deleted
  *   any live state → failed (with a reason);  failed → deleted
  *
  * Every change of a sandbox's observed state goes through state_transition(),
@@ -36,6 +41,9 @@ enum sb_state {
 	SB_FAILED,
 	SB_DELETED,
 	SB_ROLLING_BACK, /* rollback: jail killed, disk swapped, guest restarting */
+	SB_SUSPENDING,  /* paused, artifacts being made and uploaded; still whole here */
+	SB_SUSPENDED,   /* only in the object store: no jail, subvolume or slot here */
+	SB_RESTORING,   /* artifacts being downloaded, the disk rebuilt, a jail started */
 	SB__COUNT
 };
 
