@@ -49,8 +49,9 @@ static int put_str(char *dst, size_t cap, const char *s, const char *what, err_t
 
 /* Send q, then read replies: ITEMs go to items (if not NULL), PROGRESS lines
  * to progress, until the RESULT, which is left in *res (with its fd). */
-static int nm_call(const char *sock, const struct nm_req *q, struct nm_resp *res, int *fd,
-		   char ***items, void (*progress)(void *, const char *), void *arg, err_t *err)
+static int nm_call_fd(const char *sock, const struct nm_req *q, int in_fd, struct nm_resp *res,
+		      int *fd, char ***items, void (*progress)(void *, const char *), void *arg,
+		      err_t *err)
 {
 	_cleanup_close_ int s = nm_connect(sock, err);
 	size_t n = 0, cap = 0;
@@ -61,7 +62,7 @@ static int nm_call(const char *sock, const struct nm_req *q, struct nm_resp *res
 		*fd = -1;
 	if (s < 0)
 		return s;
-	if ((r = wire_send(s, q, sizeof(*q), -1)) < 0) {
+	if ((r = wire_send(s, q, sizeof(*q), in_fd)) < 0) {
 		errno = -r;
 		return err_sys(err, "send to nodemgr");
 	}
@@ -117,6 +118,12 @@ fail:
 		free(list[i]);
 	free(list);
 	return r;
+}
+
+static int nm_call(const char *sock, const struct nm_req *q, struct nm_resp *res, int *fd,
+		   char ***items, void (*progress)(void *, const char *), void *arg, err_t *err)
+{
+	return nm_call_fd(sock, q, -1, res, fd, items, progress, arg, err);
 }
 
 /* What a reply that started a sandbox carries besides the channel. */
@@ -381,5 +388,41 @@ int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, co
 		return err_set(err, EPROTO, "roll back sandbox %.64s: no channel fd", spec->id);
 	if (pid)
 		*pid = res.pid;
+	return 0;
+}
+
+static int xfer_req(struct nm_req *q, enum nm_verb verb, const struct nm_sandbox_spec *spec,
+		    const char *snap, enum nm_artifact artifact, err_t *err)
+{
+	req_init(q, verb);
+	q->u.xfer.spec = *spec;
+	q->u.xfer.artifact = artifact;
+	return put_str(q->u.xfer.snap, sizeof(q->u.xfer.snap), snap, "snapshot id", err);
+}
+
+int nm_suspend_export(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
+		      enum nm_artifact artifact, int fd, int64_t *size, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	if (xfer_req(&q, NM_SUSPEND_EXPORT, spec, snap, artifact, err) < 0)
+		return -EINVAL;
+	if (nm_call_fd(sock, &q, fd, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "export artifact %d of sandbox %s", (int)artifact, spec->id);
+	*size = res.size;
+	return 0;
+}
+
+int nm_suspend_import(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
+		      enum nm_artifact artifact, int fd, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	if (xfer_req(&q, NM_SUSPEND_IMPORT, spec, snap, artifact, err) < 0)
+		return -EINVAL;
+	if (nm_call_fd(sock, &q, fd, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "import artifact %d of sandbox %s", (int)artifact, spec->id);
 	return 0;
 }

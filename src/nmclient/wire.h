@@ -5,7 +5,7 @@
  * and exactly one RESULT. A message of the wrong size, magic or version is
  * rejected whole. Strings are fixed char arrays; the receiver checks that
  * each is NUL-terminated before use. An fd (the guest channel) travels with a
- * RESULT as SCM_RIGHTS.
+ * RESULT as SCM_RIGHTS, and an artifact's fd with a SUSPEND_* request.
  */
 #ifndef AIRLOCK_NM_WIRE_H
 #define AIRLOCK_NM_WIRE_H
@@ -35,6 +35,8 @@ enum nm_verb {
 	NM_SNAPSHOT_DELETE,
 	NM_SANDBOX_ROLLBACK,
 	NM_SANDBOX_FORK,
+	NM_SUSPEND_EXPORT,         /* the request carries the artifact's fd */
+	NM_SUSPEND_IMPORT,
 };
 
 struct nm_req {
@@ -61,6 +63,11 @@ struct nm_req {
 			uint32_t vm;       /* fork: 1 = the child is a vm */
 			uint32_t full;     /* create: 1 = memory too (vm) */
 		} snap;                    /* snapshot_create/delete, rollback, fork */
+		struct {
+			struct nm_sandbox_spec spec;
+			char snap[65];
+			uint32_t artifact; /* enum nm_artifact */
+		} xfer;                    /* suspend_export/import */
 	} u;
 };
 
