@@ -46,6 +46,12 @@ struct airlockd_config {
 	uint32_t api_max_inflight;             /* requests to sandboxes in progress per tenant */
 	char network_allow_private_cidrs[1024];
 	uint32_t ready_timeout_ms;  /* how long a create waits for the guest's READY */
+	/* Suspend: where suspended sandboxes go ("" = file://DATA/objects),
+	 * the S3 keys ("" = $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY), and
+	 * how long a paused sandbox waits before it is suspended (0 = never). */
+	char object_store[1024];
+	char s3_access_key[256], s3_secret_key[256];
+	uint32_t suspend_after_idle_s;
 };
 
 void config_defaults(struct airlockd_config *c);
