@@ -85,11 +85,13 @@ static const char schema[] =
 	 * suspended (written in the transaction that moves it there, removed
 	 * by its restore or delete). manifest_sha: the SHA-256 of the manifest
 	 * as uploaded, so a manifest replaced in the store is refused.
-	 * prev_state: running or paused, what a resume gives back. A table of
+	 * prev_state: running or paused, what it was. procs: the process
+	 * table's image when the memory was kept (vm). A table of
 	 * its own, so older databases need no migration. */
 	"CREATE TABLE IF NOT EXISTS suspensions("
 	"  sandbox_id TEXT PRIMARY KEY, snapshot_id TEXT NOT NULL, bytes INTEGER NOT NULL,"
-	"  manifest_sha TEXT NOT NULL, prev_state TEXT NOT NULL, created_at INTEGER NOT NULL);"
+	"  manifest_sha TEXT NOT NULL, prev_state TEXT NOT NULL, created_at INTEGER NOT NULL,"
+	"  procs TEXT);"
 	/* Access tokens of host-routed port URLs (api/portfwd.c): SHA-256 only. */
 	"CREATE TABLE IF NOT EXISTS port_tokens("
 	"  hash TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, sandbox_id TEXT NOT NULL,"

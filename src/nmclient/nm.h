@@ -102,6 +102,11 @@ int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const 
  *                        first); import: `btrfs receive` of it, which
  *                        rebuilds snapshots/<id>/<snap>; start the sandbox
  *                        with nm_sandbox_fork(spec, parent = id, snap).
+ *   NM_ARTIFACT_MEM      vm: zstd of the pages of the full snapshot's RAM
+ *                        file that differ from the template's; 0 bytes
+ *                        when that snapshot is a stream (no RAM file)
+ *   NM_ARTIFACT_VMSTATE  vm: zstd of the full snapshot's device state (or
+ *                        stream). Import both after the disk, before fork.
  * export's *size gets the bytes written. import fails with -EEXIST while
  * the sandbox still has its subvolume, and leaves nothing on failure. */
 enum nm_artifact { NM_ARTIFACT_DISK = 1, NM_ARTIFACT_MEM, NM_ARTIFACT_VMSTATE };

@@ -229,7 +229,7 @@ static char *manifest_text(struct node *n, struct sandbox *sb, const char *snap,
 }
 
 struct suspended_row {
-	const char *snap, *manifest_sha;
+	const char *snap, *manifest_sha, *procs;
 	int64_t bytes;
 	enum sb_state prev;
 };
@@ -241,9 +241,9 @@ static int write_suspended(struct node *n, struct sandbox *sb, const void *arg, 
 	const struct suspended_row *row = arg;
 	int r = db_exec(n->db, err,
 			"INSERT OR REPLACE INTO suspensions(sandbox_id, snapshot_id, bytes,"
-			" manifest_sha, prev_state, created_at) VALUES(?,?,?,?,?,?)",
-			"ssissi", sb->id, row->snap, row->bytes, row->manifest_sha,
-			state_name(row->prev), wall_ms());
+			" manifest_sha, prev_state, created_at, procs) VALUES(?,?,?,?,?,?,?)",
+			"ssissis", sb->id, row->snap, row->bytes, row->manifest_sha,
+			state_name(row->prev), wall_ms(), row->procs);
 
 	if (r >= 0)
 		r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=?", "s", sb->id);
@@ -256,7 +256,7 @@ static int write_suspended(struct node *n, struct sandbox *sb, const void *arg, 
 /* Steps 2-5 on a suspending, frozen sandbox. On success *bytes and sha get
  * the total uploaded and the manifest's digest. */
 static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap, int64_t *bytes,
-			   char manifest_sha[OBJSTORE_SHA256_HEX], err_t *err)
+			   char manifest_sha[OBJSTORE_SHA256_HEX], char **procs, err_t *err)
 {
 	struct art arts[N_ARTIFACTS] = { 0 };
 	struct nm_sandbox_spec spec;
@@ -268,6 +268,11 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	int r;
 
 	sandbox_jail_spec(sb, &spec);
+	/* vm: the processes the guest runs carry on after a restore; the node
+	 * keeps their records (and where their output stands) to follow them
+	 * again, as for a full snapshot. */
+	if (memory)
+		*procs = procs_image(sb);
 	r = memory ? sb->be->snapshot_full(&n->bctx, sb->id, snap, "", &size, err)
 		   : sb->be->snapshot(&n->bctx, sb->id, snap, "", &size, err);
 	if (r < 0)
@@ -288,6 +293,10 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 				      err);
 		if (r < 0)
 			return r;
+		/* a full snapshot saved as a stream has no RAM file: its
+		 * memory is in the vmstate artifact */
+		if (artifacts[i].kind == NM_ARTIFACT_MEM && size == 0)
+			continue;
 		if ((r = upload(n, sb, snap, artifacts[i].name, fd, &arts[i], err)) < 0)
 			return r;
 		*bytes += (int64_t)arts[i].size;
@@ -308,6 +317,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *err)
 {
 	_cleanup_free_ char *snap = random_id("su-", 8);
+	_cleanup_free_ char *procs = NULL;
 	char manifest_sha[OBJSTORE_SHA256_HEX] = "";
 	struct suspended_row row;
 	enum sb_state prev;
@@ -341,10 +351,10 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	if (prev == SB_RUNNING && (r = sb->be->pause(&n->bctx, sb->id, err)) < 0)
 		err_wrap(err, "pause");
 	if (r == 0)
-		r = make_and_upload(n, sb, snap, &bytes, manifest_sha, err);
+		r = make_and_upload(n, sb, snap, &bytes, manifest_sha, &procs, err);
 	fault_point("suspend_before_commit");
 	if (r == 0) {
-		row = (struct suspended_row){ snap, manifest_sha, bytes, prev };
+		row = (struct suspended_row){ snap, manifest_sha, procs, bytes, prev };
 		pthread_mutex_lock(&sb->mu);
 		r = sandbox_tx(n, sb, write_suspended, &row, err);
 		if (r < 0)
@@ -482,6 +492,21 @@ static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, 
 	return nm_suspend_import(n->cfg->nm_sock, spec, snap, artifacts[i].kind, fd, err);
 }
 
+static char *suspended_procs(struct node *n, struct sandbox *sb)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	char *procs = NULL;
+
+	if (db_query(n->db, &rows, &err, "SELECT procs FROM suspensions WHERE sandbox_id=?", "s",
+		     sb->id) < 0)
+		return NULL;
+	if (rows.n_rows == 1 && db_cell(&rows, 0, 0))
+		procs = xstrdup(db_cell(&rows, 0, 0));
+	db_rows_free(&rows);
+	return procs;
+}
+
 static int write_restored(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
 	(void)arg;
@@ -540,6 +565,9 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	if (r == 0 && (r = sandbox_net_push(n, sb, addr, err)) < 0)
 		err_wrap(err, "network");
 	if (r == 0) {
+		_cleanup_free_ char *procs = suspended_procs(n, sb);
+		/* vm: the processes of the suspend's moment carry on */
+		sandbox_gc_retire(sb, "the sandbox was restored", procs);
 		snprintf(reason, sizeof(reason), "restored from %s", snap);
 		r = sandbox_guest_up(n, sb, &spec, TAKE_FD(chan_fd), pid, reason,
 				     "guest agent after restore", err);

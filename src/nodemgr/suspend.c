@@ -10,6 +10,7 @@
  *                 rebuilds snapshots/<id>/<snap> read-only on the template;
  *                 the node then starts the sandbox from it as a fork of
  *                 itself (nm_sandbox_fork with parent = id)
+ *   vm memory and device state: vm-suspend.c
  *
  * A stream that came back from the store is untrusted bytes parsed as
  * root: the node checked it against the manifest (size and SHA-256) and the
@@ -66,7 +67,7 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	if ((r = check_fd(fd, true, err)) < 0)
 		return r;
 	if (artifact != NM_ARTIFACT_DISK)
-		return err_set(err, EOPNOTSUPP, "artifact %u is not made here yet", artifact);
+		return vm_suspend_export(s, spec, snap, artifact, fd, size, err);
 	if (pool_is_subvol(src) != 1)
 		return err_set(err, ENOENT, "sandbox %s has no snapshot %s", spec->id, snap);
 	if (pool_is_subvol(parent) != 1)
@@ -100,7 +101,7 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	if (access(sbx, F_OK) == 0)
 		return err_set(err, EEXIST, "sandbox %s has a subvolume: not suspended here", spec->id);
 	if (artifact != NM_ARTIFACT_DISK)
-		return err_set(err, EOPNOTSUPP, "artifact %u is not taken here yet", artifact);
+		return vm_suspend_import(s, spec, snap, artifact, fd, err);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return err_sys(err, "mkdir %s", dir);
 	/* What an earlier, failed restore left. */

@@ -159,6 +159,34 @@ class SuspendTest(AirlockTestCase):
         env["AIRLOCK_API_KEY"] = self.server.admin_key
         return env
 
+    def test_processes(self):
+        """vm: a counting process carries on from where it was, same pid;
+        ns: the suspend keeps the files only, processes end."""
+        sid = self.make()
+        code, out, _ = self.sh(sid, "sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/c; "
+                                    "sleep 0.2; done' >/dev/null 2>&1 & echo $!")
+        self.assertEqual(code, 0)
+        pid = out.strip()
+        time.sleep(1.5)
+        _, before, _ = self.sh(sid, "cat /tmp/c")
+        before = int(before)
+        self.assertGreater(before, 2)
+        self.suspend(sid)
+        time.sleep(2)   # suspended time is not counted by the guest
+        self.assertEqual(self.post(sid, "resume")["state"], "running")
+        time.sleep(1)
+        code, out, _ = self.sh(sid, f"cat /tmp/c; kill -0 {pid} && echo alive")
+        lines = out.split()
+        if VM:
+            self.assertEqual(lines[-1], "alive", out)
+            n = int(lines[0])
+            # carried on: neither restarted from 0 nor counted while suspended
+            self.assertGreaterEqual(n, before, out)
+            self.assertLess(n, before + 40, out)
+        else:
+            self.assertNotIn("alive", out)
+            self.assertGreaterEqual(int(lines[0]), before)   # the file is kept
+
     def test_auto_restore(self):
         sid = self.make()
         self.sh(sid, "echo 1 > /root/a")
