@@ -14,6 +14,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/btrfs.h>
+#include <sys/ioctl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -110,4 +112,23 @@ int pool_receive(const char *dir, int in_fd, const struct pool_waiter *w, err_t 
 	char *argv[] = { "btrfs", "-q", "receive", "-E", "1", "--chroot", (char *)dir, NULL };
 
 	return run_fds(argv, in_fd, -1, w, err);
+}
+
+int pool_subvol_mark_received(const char *path, err_t *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct btrfs_ioctl_get_subvol_info_args info;
+	struct btrfs_ioctl_received_subvol_args rs;
+
+	if (fd < 0)
+		return err_sys(err, "open %s", path);
+	memset(&info, 0, sizeof(info));
+	if (ioctl(fd, BTRFS_IOC_GET_SUBVOL_INFO, &info) < 0)
+		return err_sys(err, "subvolume info of %s", path);
+	memset(&rs, 0, sizeof(rs));
+	memcpy(rs.uuid, info.uuid, sizeof(rs.uuid));
+	rs.stransid = info.ctransid;
+	if (ioctl(fd, BTRFS_IOC_SET_RECEIVED_SUBVOL, &rs) < 0)
+		return err_sys(err, "mark %s received", path);
+	return 0;
 }

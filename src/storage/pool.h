@@ -68,6 +68,13 @@ int pool_send(const char *snap, const char *parent, int out_fd, const struct poo
  * receive --chroot`): the stream's subvolume appears there, read-only.
  * The stream is untrusted; receive is confined to dir. */
 int pool_receive(const char *dir, int in_fd, const struct pool_waiter *w, err_t *err);
+/* Give the writable subvolume at path its own uuid as "received uuid" (and
+ * its ctransid as stransid), as if it had come from a receive. A stream
+ * sent with it as parent then names it by that uuid for its clones, which
+ * `btrfs receive` (btrfs-progs 6.2) looks up by received uuid only: without
+ * it, a stream that clones from the parent (a vm disk image) cannot be
+ * received. Mark before making it read-only (the kernel refuses after). */
+int pool_subvol_mark_received(const char *path, err_t *err);
 /* Total and free bytes of the filesystem holding path. */
 int pool_usage(const char *path, uint64_t *total, uint64_t *free_bytes, err_t *err);
 

@@ -12,8 +12,10 @@ second suspend completes. The store is the default file:// one,
 DATA/objects."""
 import glob
 import hashlib
+import http.client
 import json
 import os
+import socket
 import subprocess
 import tempfile
 import time
@@ -327,6 +329,63 @@ class SuspendTest(AirlockTestCase):
         self.post(sid, "resume")
         code, out, _ = self.sh(sid, "cat /root/s")
         self.assertEqual((code, out), (0, "survivor\n"))
+
+
+class UnixConn(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=300)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(300)
+        self.sock.connect(self.path)
+
+
+class IdleTierTest(AirlockTestCase):
+    """The second idle tier: paused for suspend_after_idle seconds (the
+    scheduler's clock, moved by the test) → suspended, reason `idle`."""
+    extra_args = ("--set", "suspend_after_idle=600", "--set", "debug_clock=true",
+                  "--set", "snapshot_disk_interval_s=0", "--set", "snapshot_full_interval_s=0")
+
+    def advance(self, seconds):
+        c = UnixConn(os.path.join(self.server.dir, "run", "node.sock"))
+        c.request("POST", "/v1/debug/clock", body=json.dumps({"advance_s": seconds}),
+                  headers={"X-Airlock-Tenant": "t-test", "X-Airlock-Admin": "1",
+                           "Content-Type": "application/json"})
+        r = c.getresponse()
+        self.assertEqual(r.status, 200, r.read())
+        r.read()
+        c.close()
+
+    def test_paused_then_suspended(self):
+        node = self.api.call("GET", "/v1/node")
+        if not {b["name"]: b["caps"] for b in node["backends"]}[BACKEND or "ns"].get("suspend"):
+            self.skipTest("this backend cannot suspend")
+        sb = self.api.create()
+        sid = sb["id"]
+        try:
+            self.api.exec(sid, ["sh", "-c", "echo idle > /root/i"])
+            running = self.api.create()
+            self.api.call("POST", f"/v1/sandboxes/{sid}/pause", {})
+            self.advance(300)
+            self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{sid}")["state"], "paused")
+            self.advance(301)
+            g = self.api.call("GET", f"/v1/sandboxes/{sid}")
+            self.assertEqual(g["state"], "suspended", g)
+            ev = self.api.call("GET", f"/v1/sandboxes/{sid}/events")["events"]
+            self.assertIn("idle", [e["reason"] for e in ev if e["to"] == "suspending"][-1])
+            # a running sandbox is not touched by the second tier
+            self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{running['id']}")["state"],
+                             "running")
+            self.api.delete(running["id"])
+            code, out, _, _ = self.api.exec(sid, ["cat", "/root/i"])
+            self.assertEqual((code, out), (0, b"idle\n"))
+        finally:
+            try:
+                self.api.delete(sid)
+            except ApiError:
+                pass
 
 
 if __name__ == "__main__":
