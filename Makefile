@@ -5,12 +5,16 @@ JOBS       ?= $(shell nproc)
 DATA_DIR   ?= /var/lib/airlock
 CTEST_ARGS ?=
 
-.PHONY: all deps build build-asan vm-kernel up test test-unit test-e2e test-vm bench clean fuzz
+.PHONY: all deps npm-deps build build-asan vm-kernel up test test-unit test-e2e test-vm bench clean fuzz
 
 all: build
 
 deps:
 	@sh scripts/setup-deps.sh
+
+# The s3 tests' npm packages (s3rver, the AWS client), as the lockfile pins them.
+npm-deps: deps
+	@sh tests/s3/setup.sh
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -34,11 +38,11 @@ up: build
 
 # Every test: unit + fuzz replay + end-to-end on the release build, then unit +
 # fuzz replay again under ASan/UBSan.
-test: build build-asan
+test: build build-asan npm-deps
 	cd $(BUILD) && ctest --output-on-failure $(CTEST_ARGS)
 	cd $(BUILD_ASAN) && ctest --output-on-failure -L 'unit|fuzz' $(CTEST_ARGS)
 
-test-unit: build
+test-unit: build npm-deps
 	cd $(BUILD) && ctest --output-on-failure -L 'unit|fuzz' $(CTEST_ARGS)
 
 test-e2e: build

@@ -14,6 +14,11 @@ for p in $PKGS; do
 		missing="$missing $p"
 	fi
 done
+# node and npm run the object store's s3 tests (tests/s3): Debian's, unless
+# the machine already has a node of its own (nodesource's nodejs bundles npm
+# and conflicts with Debian's npm package).
+command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 if [ -z "$missing" ]; then
 	exit 0
 fi

@@ -70,9 +70,15 @@ static int file_put(struct objstore *os, const char *key, const struct os_src *s
 	EVP_MD_CTX *h;
 	int r;
 
-	if ((r = make_parents(f, key, err)) < 0)
-		return r;
-	fd = openat(f->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	/* a delete of the last key under a directory removes it: one racing
+	 * with us may take the directory we just made, so make it again */
+	for (int i = 0; i < 3 && fd < 0; i++) {
+		if ((r = make_parents(f, key, err)) < 0)
+			return r;
+		fd = openat(f->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != ENOENT)
+			break;
+	}
 	if (fd < 0)
 		return err_sys(err, "objstore put %s: cannot create `%s/%s`", key, f->dir, tmp);
 	h = os_sha256_new();
@@ -315,7 +321,8 @@ static int file_list(struct objstore *os, const char *prefix, objstore_list_fn f
 	int r = walk_dir(F(os), "", &w, err);
 
 	if (r == 0) {
-		qsort(w.v, w.n, sizeof(*w.v), entry_cmp);
+		if (w.n)
+			qsort(w.v, w.n, sizeof(*w.v), entry_cmp);
 		for (size_t i = 0; i < w.n && r == 0; i++)
 			r = fn(arg, w.v[i].key, w.v[i].size);
 	}

@@ -101,7 +101,8 @@ static void canonical_query(const char *q, struct buf *out)
 		}
 		q = end ? end + 1 : NULL;
 	}
-	qsort(v, n, sizeof(*v), qpair_cmp);
+	if (n)
+		qsort(v, n, sizeof(*v), qpair_cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (i)
 			buf_addc(out, '&');
@@ -147,7 +148,8 @@ void sigv4_canonical_request(const struct sigv4_req *r, struct buf *creq,
 		}
 		add_trimmed(&h[j].value, r->headers[i].value);
 	}
-	qsort(h, n, sizeof(*h), hdr_cmp);
+	if (n)
+		qsort(h, n, sizeof(*h), hdr_cmp);
 	for (size_t i = 0; i < n; i++) {
 		buf_printf(creq, "%s:%s\n", h[i].name, h[i].value.data ? h[i].value.data : "");
 		if (i)
