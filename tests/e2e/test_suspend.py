@@ -342,6 +342,41 @@ class UnixConn(http.client.HTTPConnection):
         self.sock.connect(self.path)
 
 
+def closed_port():
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]   # closed again once this returns
+
+
+class UnreachableStoreTest(AirlockTestCase):
+    """An S3 store on a closed port: suspend answers 503 and the sandbox
+    keeps running, whole."""
+    extra_args = ("--set", "suspend_after_idle=0", "--object-store",
+                  f"s3://bucket?endpoint=http://127.0.0.1:{closed_port()}&region=us-east-1"
+                  "&path_style=1", "--set", "s3_access_key=test", "--set", "s3_secret_key=test")
+
+    def test_suspend_fails_cleanly(self):
+        node = self.api.call("GET", "/v1/node")
+        if not {b["name"]: b["caps"] for b in node["backends"]}[BACKEND or "ns"].get("suspend"):
+            self.skipTest("this backend cannot suspend")
+        sid = self.api.create()["id"]
+        try:
+            self.api.exec(sid, ["sh", "-c", "echo still > /root/s"])
+            t0 = time.time()
+            status, data, _ = self.api.raw("POST", f"/v1/sandboxes/{sid}/suspend", {})
+            self.assertEqual(status, 503, data)
+            self.assertEqual(json.loads(data)["error"]["code"], "store_unavailable")
+            self.assertLess(time.time() - t0, 120)
+            g = self.api.call("GET", f"/v1/sandboxes/{sid}")
+            self.assertEqual(g["state"], "running", g)
+            code, out, _, _ = self.api.exec(sid, ["cat", "/root/s"])
+            self.assertEqual((code, out), (0, b"still\n"))
+            snaps = glob.glob(os.path.join(self.server.dir, "pool", "snapshots", sid, "su-*"))
+            self.assertEqual(snaps, [])   # its suspend snapshot went too
+        finally:
+            self.api.delete(sid)
+
+
 class IdleTierTest(AirlockTestCase):
     """The second idle tier: paused for suspend_after_idle seconds (the
     scheduler's clock, moved by the test) → suspended, reason `idle`."""
