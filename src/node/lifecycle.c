@@ -259,6 +259,7 @@ static int write_retired(struct node *n, struct sandbox *sb, const void *arg, er
 int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t *err)
 {
 	struct guestconn *gc;
+	bool had_objects;
 	int r;
 
 	pthread_mutex_lock(&sb->mu);
@@ -321,11 +322,13 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 		pthread_mutex_unlock(&sb->mu);
 		return r;
 	}
+	had_objects = sb->susp_snap != NULL;
 	pthread_cond_broadcast(&sb->cv);
 	pthread_mutex_unlock(&sb->mu);
-	/* Its objects in the store (a suspended sandbox's, or what a suspend
-	 * that failed could not delete). */
-	suspend_forget_objects(n, sb, false);
+	/* A suspended sandbox's objects in the store (only then: a store that
+	 * is down must not slow every delete). */
+	if (had_objects)
+		suspend_forget_objects(n, sb, false);
 	sandbox_map_remove(n, sb);
 	log_info("sandbox %s deleted (%s)", sb->id, reason);
 	return 0;

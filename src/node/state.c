@@ -89,10 +89,17 @@ static const bool allowed[SB__COUNT][SB__COUNT] = {
  *                       insert with pending→starting) rolled back: there is
  *                       no row to retire. The sandbox leaves the map, and
  *                       deleted wakes whoever waits on its create (a repeated
- *                       Idempotency-Key) or would tear it down. */
+ *                       Idempotency-Key) or would tear it down.
+ *   suspended→suspending
+ *                       a suspend's last transaction (the restorable row
+ *                       and suspending→suspended) rolled back after the
+ *                       transition inside it moved memory: the row still
+ *                       says suspending, and memory goes back to it; the
+ *                       suspend then fails as any other (→ running|paused). */
 static const bool unrecorded[SB__COUNT][SB__COUNT] = {
 	[SB_PENDING] = { [SB_DELETED] = true },
 	[SB_STARTING] = { [SB_DELETED] = true },
+	[SB_SUSPENDED] = { [SB_SUSPENDING] = true },
 };
 
 const char *state_name(enum sb_state s)

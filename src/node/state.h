@@ -17,7 +17,8 @@
  * naming the current state; the HTTP layer answers 409.
  *
  * Where the row cannot follow (its write failed after the jail changed, or
- * the sandbox never got a row), memory alone moves, through state_set(),
+ * the sandbox never got a row, or a transaction rolled back after its
+ * transition moved memory), memory alone moves, through state_set(),
  * which checks the same table. The node sets a state without an edge in one
  * place only: a sandbox's start (pending, or its row's state when loaded).
  *

@@ -357,8 +357,11 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 		row = (struct suspended_row){ snap, manifest_sha, procs, bytes, prev };
 		pthread_mutex_lock(&sb->mu);
 		r = sandbox_tx(n, sb, write_suspended, &row, err);
-		if (r < 0)
-			state_set(sb->id, &sb->state, SB_SUSPENDING);  /* the tx rolled back */
+		/* The transaction rolled back after its transition moved memory
+		 * to suspended: the row still says suspending, and so must
+		 * memory (state.c: an edge memory alone takes). */
+		if (r < 0 && sb->state == SB_SUSPENDED)
+			state_set(sb->id, &sb->state, SB_SUSPENDING);
 		pthread_mutex_unlock(&sb->mu);
 	}
 	if (r < 0) {

@@ -89,7 +89,8 @@ static void test_set(void)
 
 	for (int f = 0; f < SB__COUNT; f++) {
 		for (int t = 0; t < SB__COUNT; t++) {
-			bool unrecorded = (f == SB_PENDING || f == SB_STARTING) && t == SB_DELETED;
+			bool unrecorded = ((f == SB_PENDING || f == SB_STARTING) && t == SB_DELETED) ||
+					  (f == SB_SUSPENDED && t == SB_SUSPENDING);
 			bool want = expected((enum sb_state)f, (enum sb_state)t) || unrecorded;
 			enum sb_state cur = (enum sb_state)f;
 			int r = state_set("sb-test", &cur, (enum sb_state)t);
@@ -102,12 +103,16 @@ static void test_set(void)
 			}
 		}
 	}
-	CHECK(legal == 32); /* the table's 30 + pending|starting → deleted */
+	/* the table's 30 + pending|starting → deleted + suspended → suspending */
+	CHECK(legal == 33);
 	{
 		enum sb_state cur = SB_PENDING;
 		err_t err = { 0 };
 		CHECK(state_transition(NULL, "sb-test", &cur, SB_DELETED, NULL, 0, &err) == -EBUSY);
 		CHECK(cur == SB_PENDING);
+		cur = SB_SUSPENDED;
+		CHECK(state_transition(NULL, "sb-test", &cur, SB_SUSPENDING, NULL, 0, &err) == -EBUSY);
+		CHECK(cur == SB_SUSPENDED);
 	}
 }
 
