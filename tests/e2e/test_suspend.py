@@ -236,6 +236,32 @@ class SuspendTest(AirlockTestCase):
         deny = [e for e in log if e.get("host") == "denied.test" and e["decision"] == "deny"]
         self.assertTrue(deny, log)
 
+    def test_ports_after_restore(self):
+        sid = self.make()
+        self.sh(sid, "mkdir -p /root/www && echo hi-from-sandbox > /root/www/index.html")
+        self.suspend(sid)
+        self.post(sid, "restore")
+        code, out, _ = self.sh(sid, "httpd -p 8080 -h /root/www")
+        self.assertEqual(code, 0, out)
+        url = f"/v1/sandboxes/{sid}/ports/8080/index.html"
+        for _ in range(50):
+            status, data, _ = self.api.raw("GET", url)
+            if status == 200:
+                break
+            time.sleep(0.1)
+        self.assertEqual((status, data), (200, b"hi-from-sandbox\n"))
+        # a port request on a suspended sandbox: 409 with auto_restore=false,
+        # else it restores it (vm: the server is still there)
+        self.suspend(sid)
+        status, data, _ = self.api.raw("GET", url + "?auto_restore=false")
+        self.assertEqual(status, 409, data)
+        status, data, _ = self.api.raw("GET", url)
+        self.assertEqual(self.get(sid)["state"], "running")
+        if VM:
+            self.assertEqual((status, data), (200, b"hi-from-sandbox\n"))
+        else:
+            self.assertEqual(status, 502, data)   # ns: the server's process ended
+
     def test_bad_artifact_then_fixed(self):
         sid = self.make()
         self.sh(sid, "echo precious > /root/p; head -c 65536 /dev/urandom > /root/q; sync")
