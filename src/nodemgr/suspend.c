@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,6 +30,9 @@
 #include "../lib/util.h"
 #include "../storage/pool.h"
 #include "nodemgr-internal.h"
+
+/* One template made writable for a moment at a time (suspend_export). */
+static pthread_mutex_t mark_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* btrfs is nodemgr's child: its exit status comes through the reaper. */
 static int wait_child(void *arg, pid_t pid, int *status)
@@ -73,6 +77,13 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	if (pool_is_subvol(parent) != 1)
 		return err_set(err, ENOENT, "template %s/%u not found", spec->template_name,
 			       spec->template_version);
+	/* A template built before templates got a received uuid gets it now,
+	 * or its streams could not be received (pool_subvol_mark_received). */
+	pthread_mutex_lock(&mark_mu);
+	r = pool_subvol_ensure_received(parent, err);
+	pthread_mutex_unlock(&mark_mu);
+	if (r < 0)
+		return r;
 	if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "truncate artifact fd");
 	struct pool_waiter w = { wait_child, s };

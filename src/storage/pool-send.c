@@ -92,7 +92,7 @@ static int run_fds(char *const argv[], int in_fd, int out_fd, const struct pool_
 				return err_sys(err, "waitpid %s", argv[0]);
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return err_set(err, EIO, "%s %s failed (status %d): %s", argv[0], argv[1], st,
+		return err_set(err, EIO, "%s %s failed (status %d): %s", argv[0], argv[2], st,
 			       msg[0] ? msg : "no message");
 	return 0;
 }
@@ -131,4 +131,29 @@ int pool_subvol_mark_received(const char *path, err_t *err)
 	if (ioctl(fd, BTRFS_IOC_SET_RECEIVED_SUBVOL, &rs) < 0)
 		return err_sys(err, "mark %s received", path);
 	return 0;
+}
+
+int pool_subvol_ensure_received(const char *path, err_t *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct btrfs_ioctl_get_subvol_info_args info;
+	static const uint8_t zero[BTRFS_UUID_SIZE];
+	int r;
+
+	if (fd < 0)
+		return err_sys(err, "open %s", path);
+	memset(&info, 0, sizeof(info));
+	if (ioctl(fd, BTRFS_IOC_GET_SUBVOL_INFO, &info) < 0)
+		return err_sys(err, "subvolume info of %s", path);
+	if (memcmp(info.received_uuid, zero, sizeof(zero)) != 0)
+		return 0;
+	/* A template built before templates were marked: writable for the
+	 * moment it takes (nothing writes into a template), marked, read-only
+	 * again. */
+	if ((r = pool_subvol_set_readonly(path, false, err)) < 0)
+		return r;
+	r = pool_subvol_mark_received(path, err);
+	if (pool_subvol_set_readonly(path, true, r < 0 ? &(err_t){ 0 } : err) < 0 && r == 0)
+		r = -err->code;
+	return r;
 }

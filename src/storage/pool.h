@@ -75,6 +75,10 @@ int pool_receive(const char *dir, int in_fd, const struct pool_waiter *w, err_t 
  * it, a stream that clones from the parent (a vm disk image) cannot be
  * received. Mark before making it read-only (the kernel refuses after). */
 int pool_subvol_mark_received(const char *path, err_t *err);
+/* The same for a read-only subvolume that has no received uuid yet (made
+ * writable for the moment it takes, then read-only again); 0 when it has
+ * one. The caller serialises calls on one path. */
+int pool_subvol_ensure_received(const char *path, err_t *err);
 /* Total and free bytes of the filesystem holding path. */
 int pool_usage(const char *path, uint64_t *total, uint64_t *free_bytes, err_t *err);
 
