@@ -528,13 +528,24 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	int r, chan_fd = -1;
 	pid_t pid = 0;
 	err_t e2 = { 0 };
+	size_t live;
 
+	/* A suspended sandbox does not count against max_sandboxes; a
+	 * restored one does again (n->mu before sb->mu). */
+	pthread_mutex_lock(&n->mu);
+	live = sandbox_live_locked(n);
+	pthread_mutex_unlock(&n->mu);
 	pthread_mutex_lock(&sb->mu);
 	while (sb->lc_busy)
 		pthread_cond_wait(&sb->cv, &sb->mu);
 	if (sb->state == SB_RUNNING && !sb->deleting) {
 		pthread_mutex_unlock(&sb->mu);
 		return 0;  /* restored meanwhile by another request */
+	}
+	if (sb->state == SB_SUSPENDED && n->cfg->max_sandboxes && live >= n->cfg->max_sandboxes) {
+		pthread_mutex_unlock(&sb->mu);
+		return err_set(err, EAGAIN, "the node runs its maximum of %u sandboxes; sandbox %s "
+			       "stays suspended", n->cfg->max_sandboxes, sb->id);
 	}
 	if (sb->deleting || sb->state != SB_SUSPENDED || !sb->susp_snap) {
 		r = err_set(err, EBUSY, "sandbox %s is %s; only a suspended sandbox can be restored",

@@ -403,6 +403,30 @@ class UnreachableStoreTest(AirlockTestCase):
             self.api.delete(sid)
 
 
+class CapacityTest(AirlockTestCase):
+    """A suspended sandbox does not count against max_sandboxes; its restore
+    does, and waits for room (503, still suspended)."""
+    extra_args = ("--set", "suspend_after_idle=0", "--set", "max_sandboxes=1",
+                  "--set", "ns_warm_pool=0", "--set", "vm_warm_pool=0")
+
+    def test_room_for_a_restore(self):
+        node = self.api.call("GET", "/v1/node")
+        if not {b["name"]: b["caps"] for b in node["backends"]}[BACKEND or "ns"].get("suspend"):
+            self.skipTest("this backend cannot suspend")
+        a = self.api.create()["id"]
+        self.assertEqual(self.api.call("POST", f"/v1/sandboxes/{a}/suspend", {})["state"],
+                         "suspended")
+        b = self.api.create()["id"]    # room: a holds nothing
+        status, data, _ = self.api.raw("POST", f"/v1/sandboxes/{a}/restore", {})
+        self.assertEqual(status, 503, data)
+        self.assertIn("maximum", json.loads(data)["error"]["message"])
+        self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{a}")["state"], "suspended")
+        self.api.delete(b)
+        self.assertEqual(self.api.call("POST", f"/v1/sandboxes/{a}/restore", {})["state"],
+                         "running")
+        self.api.delete(a)
+
+
 class IdleTierTest(AirlockTestCase):
     """The second idle tier: paused for suspend_after_idle seconds (the
     scheduler's clock, moved by the test) → suspended, reason `idle`."""
