@@ -213,6 +213,15 @@ class SuspendTest(AirlockTestCase):
         self.post(sid, "pause")
         self.suspend(sid)
         self.assertEqual(self.post(sid, "resume")["state"], "running")
+        # restore and suspend in the wrong state: 409 naming it
+        status, data, _ = self.api.raw("POST", f"/v1/sandboxes/{sid}/restore", {})
+        self.assertEqual(status, 409, data)
+        self.assertEqual(json.loads(data)["state"], "running")
+        self.suspend(sid)
+        status, data, _ = self.api.raw("POST", f"/v1/sandboxes/{sid}/suspend", {})
+        self.assertEqual(status, 409, data)
+        self.assertEqual(json.loads(data)["state"], "suspended")
+        self.post(sid, "restore")
         # a delete of a suspended sandbox removes its objects
         self.suspend(sid)
         self.assertNotEqual(self.objects(sid), [])
