@@ -5,7 +5,8 @@ set -eu
 
 PKGS="build-essential cmake pkg-config clang libsqlite3-dev libseccomp-dev libssl-dev
       sqlite3 libpq-dev postgresql-15 btrfs-progs mmdebstrap busybox-static bubblewrap util-linux passwd
-      iproute2 nftables openssl python3 ca-certificates qemu-system-x86 kmod cpio e2fsprogs"
+      iproute2 nftables openssl python3 ca-certificates qemu-system-x86 kmod cpio e2fsprogs
+      libzstd-dev zstd"
 
 missing=""
 for p in $PKGS; do

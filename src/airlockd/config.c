@@ -80,6 +80,7 @@ void config_defaults(struct airlockd_config *c)
 	c->network = true;
 	c->heartbeat_timeout_s = 15;
 	default_node_name(c->node_name, sizeof(c->node_name));
+	c->suspend_after_idle_s = 1800;
 }
 
 static int set_str(char *dst, size_t cap, const char *key, const char *val, err_t *err)
@@ -194,6 +195,14 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return set_u32(&c->snapshot_keep_hourly_s, key, val, err);
 	if (!strcmp(key, "snapshot_keep_daily_s"))
 		return set_u32(&c->snapshot_keep_daily_s, key, val, err);
+	if (!strcmp(key, "object_store"))
+		return set_str(c->object_store, sizeof(c->object_store), key, val, err);
+	if (!strcmp(key, "s3_access_key"))
+		return set_str(c->s3_access_key, sizeof(c->s3_access_key), key, val, err);
+	if (!strcmp(key, "s3_secret_key"))
+		return set_str(c->s3_secret_key, sizeof(c->s3_secret_key), key, val, err);
+	if (!strcmp(key, "suspend_after_idle"))
+		return set_u32(&c->suspend_after_idle_s, key, val, err);
 	if (!strcmp(key, "idle_timeout_s"))
 		return set_u32(&c->idle_timeout_s, key, val, err);
 	if (!strcmp(key, "debug_clock")) {

@@ -60,6 +60,12 @@ struct airlockd_config {
 	 * as bound), and how long a node may be silent before it is lost. */
 	char advertise_url[200];
 	uint32_t heartbeat_timeout_s;
+	/* Suspend: where suspended sandboxes go ("" = file://DATA/objects),
+	 * the S3 keys ("" = $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY), and
+	 * how long a paused sandbox waits before it is suspended (0 = never). */
+	char object_store[1024];
+	char s3_access_key[256], s3_secret_key[256];
+	uint32_t suspend_after_idle_s;
 };
 
 void config_defaults(struct airlockd_config *c);

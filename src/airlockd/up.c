@@ -80,6 +80,7 @@ int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_
 			{ "--templates", "templates" }, { "--user", "user" },
 			{ "--pool-size-mb", "pool_size_mb" }, { "--log-level", "log_level" },
 			{ "--db", "db" }, { "--node-name", "node_name" },
+			{ "--object-store", "object_store" },
 		};
 		bool done = false;
 
@@ -349,6 +350,10 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *listen = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *db = db_target(cfg);
 	_cleanup_free_ char *nm = data_path(cfg, "run/nodemgr.sock");
+	_cleanup_free_ char *staging = data_path(cfg, "staging");
+	_cleanup_free_ char *objects = data_path(cfg, "objects");
+	_cleanup_free_ char *store = cfg->object_store[0] ? xstrdup(cfg->object_store)
+							  : xasprintf("file://%s", objects);
 	int r = drop_privileges(cfg->user, err);
 
 	if (r < 0)
@@ -381,6 +386,11 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 		.debug_clock = cfg->debug_clock,
 		.gateway_sock = cfg->network ? gw : NULL,
 		.node_name = cfg->node_name,
+		.object_store = store,
+		.s3_access_key = cfg->s3_access_key[0] ? cfg->s3_access_key : NULL,
+		.s3_secret_key = cfg->s3_secret_key[0] ? cfg->s3_secret_key : NULL,
+		.staging_dir = staging,
+		.suspend_after_idle_s = cfg->suspend_after_idle_s,
 	};
 	return node_run(&nc, err);
 }
@@ -577,7 +587,7 @@ static int check_data_dir_reachable(const struct airlockd_config *cfg, uid_t uid
 
 static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounted, err_t *err)
 {
-	static const char *const dirs[] = { "", "run", "logs", "db" };
+	static const char *const dirs[] = { "", "run", "logs", "db", "staging", "objects" };
 	uid_t uid = 0;
 	gid_t gid = 0;
 	int r = lookup_user(cfg->user, &uid, &gid, err);
@@ -602,7 +612,10 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 		return r;
 	/* run/ holds the node socket and must be writable by the node; the
 	 * nodemgr socket in it is root-owned with group access only. */
-	static const char *const owned[] = { "run", "db" };
+	/* staging/ holds artifacts of suspends and restores in transit (the
+	 * node's); objects/ is the default file:// object store, which only
+	 * the node talks to. */
+	static const char *const owned[] = { "run", "db", "staging", "objects" };
 	for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
 		_cleanup_free_ char *p = data_path(cfg, owned[i]);
 		if (chown(p, uid, gid) < 0 || chmod(p, 0750) < 0)

@@ -18,6 +18,9 @@ struct backend_caps {
 	bool disk_snapshot;
 	bool full_snapshot;   /* memory + device state */
 	bool memory_fork;
+	/* What a suspend to the object store keeps: "memory" (processes carry
+	 * on), "disk" (files only), NULL: the backend cannot suspend. */
+	const char *suspend;
 };
 
 struct guestconn;

@@ -139,6 +139,8 @@ int cmd_ls(struct cli *cli, int argc, char **argv);
 int cmd_get(struct cli *cli, int argc, char **argv);
 int cmd_rm(struct cli *cli, int argc, char **argv);
 int cmd_pause(struct cli *cli, int argc, char **argv);
+int cmd_suspend(struct cli *cli, int argc, char **argv);
+int cmd_restore(struct cli *cli, int argc, char **argv);
 int cmd_resume(struct cli *cli, int argc, char **argv);
 int cmd_connect(struct cli *cli, int argc, char **argv);
 int cmd_snapshot(struct cli *cli, int argc, char **argv);

@@ -1,4 +1,4 @@
-/* cmd-sandbox.c - create, ls, get, rm, pause, resume, connect. */
+/* cmd-sandbox.c - create, ls, get, rm, pause, resume, suspend, restore, connect. */
 #include <errno.h>
 #include <string.h>
 
@@ -260,7 +260,8 @@ int cmd_get(struct cli *cli, int argc, char **argv)
 	return r;
 }
 
-/* POST /v1/sandboxes/{id}/<op> for pause, resume and connect: each answers
+/* POST /v1/sandboxes/{id}/<op> for pause, resume, suspend, restore and
+ * connect: each answers
  * the sandbox, shown like `get`. */
 static int lifecycle(struct cli *cli, int argc, char **argv, const char *op)
 {
@@ -291,6 +292,16 @@ int cmd_pause(struct cli *cli, int argc, char **argv)
 int cmd_resume(struct cli *cli, int argc, char **argv)
 {
 	return lifecycle(cli, argc, argv, "resume");
+}
+
+int cmd_suspend(struct cli *cli, int argc, char **argv)
+{
+	return lifecycle(cli, argc, argv, "suspend");
+}
+
+int cmd_restore(struct cli *cli, int argc, char **argv)
+{
+	return lifecycle(cli, argc, argv, "restore");
 }
 
 int cmd_connect(struct cli *cli, int argc, char **argv)

@@ -17,6 +17,9 @@ static const char usage[] =
 	"  get SBX                                show one sandbox\n"
 	"  rm SBX...                              delete sandboxes\n"
 	"  pause SBX | resume SBX                 freeze / thaw a sandbox (memory kept)\n"
+	"  suspend SBX                            into the object store; frees the node (vm: memory\n"
+	"                                         kept; ns: files kept, processes end)\n"
+	"  restore SBX                            back from the object store (resume does it too)\n"
 	"  connect SBX                            make it ready to use (resumes a paused one)\n"
 	"  snapshot create SBX [--name N] [--full]\n"
 	"                                         disk snapshot (--full: memory too, vm), print its id\n"
@@ -156,6 +159,7 @@ static const struct verb {
 	{ "tenant", cmd_tenant }, { "key", cmd_key },	     { "health", cmd_health },
 	{ "node", cmd_node },	  { "pause", cmd_pause },   { "resume", cmd_resume },
 	{ "connect", cmd_connect }, { "console", cmd_console },
+	{ "suspend", cmd_suspend }, { "restore", cmd_restore },
 	{ "events", cmd_events },
 	{ "port-forward", cmd_port_forward },
 	{ "network", cmd_network },

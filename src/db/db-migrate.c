@@ -144,6 +144,19 @@ static const struct {
 	"  disk_mb " I " NOT NULL DEFAULT 0, snapshots " I " NOT NULL DEFAULT 0,"               \
 	"  snapshot_mb " I " NOT NULL DEFAULT 0);"
 
+/* Migration 5: a suspended sandbox's restorable snapshot in the object
+ * store (node/suspend.c). The row exists only while the sandbox is
+ * suspended: written in the transaction that moves it there, once every
+ * artifact is verified in the store; removed by its restore or delete.
+ * manifest_sha: the SHA-256 of the manifest as uploaded, so a manifest
+ * replaced in the store is refused. prev_state: running or paused, what it
+ * was. procs: the process table's image when the memory was kept (vm). */
+#define SCHEMA_5(I)                                                                              \
+	"CREATE TABLE IF NOT EXISTS suspensions("                                                \
+	"  sandbox_id TEXT PRIMARY KEY, snapshot_id TEXT NOT NULL, bytes " I " NOT NULL,"       \
+	"  manifest_sha TEXT NOT NULL, prev_state TEXT NOT NULL, created_at " I " NOT NULL,"    \
+	"  procs TEXT);"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -161,6 +174,7 @@ static const struct migration migrations[] = {
 	{ 2, SCHEMA_2("INTEGER"), SCHEMA_2("BIGINT"), NULL },
 	{ 3, SCHEMA_3("INTEGER"), SCHEMA_3("BIGINT"), NULL },
 	{ 4, SCHEMA_4("INTEGER"), SCHEMA_4("BIGINT"), NULL },
+	{ 5, SCHEMA_5("INTEGER"), SCHEMA_5("BIGINT"), NULL },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

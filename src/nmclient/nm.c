@@ -50,9 +50,9 @@ static int put_str(char *dst, size_t cap, const char *s, const char *what, err_t
 
 /* Send q, then read replies: ITEMs go to items (if not NULL), PROGRESS lines
  * to progress, until the RESULT, which is left in *res (with its fd). */
-static int nm_call_within(const char *sock, const struct nm_req *q, struct nm_resp *res,
-			  int *fd, char ***items, void (*progress)(void *, const char *), void *arg,
-			  int timeout_ms, err_t *err)
+static int nm_call_full(const char *sock, const struct nm_req *q, int in_fd, struct nm_resp *res,
+			int *fd, char ***items, void (*progress)(void *, const char *), void *arg,
+			int timeout_ms, err_t *err)
 {
 	_cleanup_close_ int s = nm_connect(sock, err);
 	size_t n = 0, cap = 0;
@@ -70,7 +70,7 @@ static int nm_call_within(const char *sock, const struct nm_req *q, struct nm_re
 		setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	}
-	if ((r = wire_send(s, q, sizeof(*q), -1)) < 0) {
+	if ((r = wire_send(s, q, sizeof(*q), in_fd)) < 0) {
 		errno = -r;
 		return err_sys(err, "send to nodemgr");
 	}
@@ -131,7 +131,7 @@ fail:
 static int nm_call(const char *sock, const struct nm_req *q, struct nm_resp *res, int *fd,
 		   char ***items, void (*progress)(void *, const char *), void *arg, err_t *err)
 {
-	return nm_call_within(sock, q, res, fd, items, progress, arg, -1, err);
+	return nm_call_full(sock, q, -1, res, fd, items, progress, arg, -1, err);
 }
 
 /* What a reply that started a sandbox carries besides the channel. */
@@ -310,7 +310,7 @@ int nm_ping(const char *sock, int timeout_ms, err_t *err)
 
 	/* NODE_INFO is cheap (sysinfo, statvfs) and answered on its own thread */
 	req_init(&q, NM_NODE_INFO);
-	if (nm_call_within(sock, &q, &res, NULL, NULL, NULL, NULL, timeout_ms, err) < 0)
+	if (nm_call_full(sock, &q, -1, &res, NULL, NULL, NULL, NULL, timeout_ms, err) < 0)
 		return err->code == EAGAIN ? err_set(err, ETIMEDOUT, "nodemgr: no answer within %d ms",
 						     timeout_ms)
 					   : -err->code;
@@ -436,5 +436,41 @@ int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, co
 		return err_set(err, EPROTO, "roll back sandbox %.64s: no channel fd", spec->id);
 	if (pid)
 		*pid = res.pid;
+	return 0;
+}
+
+static int xfer_req(struct nm_req *q, enum nm_verb verb, const struct nm_sandbox_spec *spec,
+		    const char *snap, enum nm_artifact artifact, err_t *err)
+{
+	req_init(q, verb);
+	q->u.xfer.spec = *spec;
+	q->u.xfer.artifact = artifact;
+	return put_str(q->u.xfer.snap, sizeof(q->u.xfer.snap), snap, "snapshot id", err);
+}
+
+int nm_suspend_export(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
+		      enum nm_artifact artifact, int fd, int64_t *size, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	if (xfer_req(&q, NM_SUSPEND_EXPORT, spec, snap, artifact, err) < 0)
+		return -EINVAL;
+	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, err) < 0)
+		return err_wrap(err, "export artifact %d of sandbox %s", (int)artifact, spec->id);
+	*size = res.size;
+	return 0;
+}
+
+int nm_suspend_import(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
+		      enum nm_artifact artifact, int fd, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	if (xfer_req(&q, NM_SUSPEND_IMPORT, spec, snap, artifact, err) < 0)
+		return -EINVAL;
+	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, err) < 0)
+		return err_wrap(err, "import artifact %d of sandbox %s", (int)artifact, spec->id);
 	return 0;
 }

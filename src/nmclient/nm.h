@@ -94,6 +94,26 @@ int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, co
 int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const char *parent,
 		    const char *snap, bool vm, int *chan_fd, pid_t *pid, char addr[16],
 		    err_t *err);
+/* Suspend and restore (src/nodemgr/suspend.c). The node opens the
+ * artifact's file in its own staging directory and passes fd (borrowed;
+ * export: writable, import: readable; a regular file) with the request.
+ *   NM_ARTIFACT_DISK     export: `btrfs send -p` of snapshots/<id>/<snap>
+ *                        against the template of spec (take that snapshot
+ *                        first); import: `btrfs receive` of it, which
+ *                        rebuilds snapshots/<id>/<snap>; start the sandbox
+ *                        with nm_sandbox_fork(spec, parent = id, snap).
+ *   NM_ARTIFACT_MEM      vm: zstd of the pages of the full snapshot's RAM
+ *                        file that differ from the template's; 0 bytes
+ *                        when that snapshot is a stream (no RAM file)
+ *   NM_ARTIFACT_VMSTATE  vm: zstd of the full snapshot's device state (or
+ *                        stream). Import both after the disk, before fork.
+ * export's *size gets the bytes written. import fails with -EEXIST while
+ * the sandbox still has its subvolume, and leaves nothing on failure. */
+enum nm_artifact { NM_ARTIFACT_DISK = 1, NM_ARTIFACT_MEM, NM_ARTIFACT_VMSTATE };
+int nm_suspend_export(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
+		      enum nm_artifact artifact, int fd, int64_t *size, err_t *err);
+int nm_suspend_import(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
+		      enum nm_artifact artifact, int fd, err_t *err);
 /* Ids of every sandbox nodemgr knows: a live jail or a leftover subvolume.
  * *ids is a NULL-terminated array the caller frees (each string, then array). */
 int nm_sandbox_list(const char *sock, char ***ids, err_t *err);

@@ -5,7 +5,7 @@
  * and exactly one RESULT. A message of the wrong size, magic or version is
  * rejected whole. Strings are fixed char arrays; the receiver checks that
  * each is NUL-terminated before use. An fd (the guest channel) travels with a
- * RESULT as SCM_RIGHTS.
+ * RESULT as SCM_RIGHTS, and an artifact's fd with a SUSPEND_* request.
  */
 #ifndef AIRLOCK_NM_WIRE_H
 #define AIRLOCK_NM_WIRE_H
@@ -15,7 +15,7 @@
 #include "nm.h"
 
 #define NM_WIRE_MAGIC 0x4d4e4c41u /* "ALNM" */
-#define NM_WIRE_VERSION 2u
+#define NM_WIRE_VERSION 3u
 
 enum nm_verb {
 	NM_SANDBOX_CREATE = 1,
@@ -36,6 +36,8 @@ enum nm_verb {
 	NM_SANDBOX_ROLLBACK,
 	NM_SANDBOX_FORK,
 	NM_DOCTOR,
+	NM_SUSPEND_EXPORT,         /* the request carries the artifact's fd */
+	NM_SUSPEND_IMPORT,
 };
 
 struct nm_req {
@@ -65,6 +67,11 @@ struct nm_req {
 		struct {
 			char backend[16];  /* the default backend: decides "ok" */
 		} doctor;
+		struct {
+			struct nm_sandbox_spec spec;
+			char snap[65];
+			uint32_t artifact; /* enum nm_artifact */
+		} xfer;                    /* suspend_export/import */
 	} u;
 };
 

@@ -95,6 +95,15 @@ int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *e
 			r = 0;
 		} else if (sb->state == SB_PAUSED && !sb->deleting) {
 			r = lc_step_locked(n, sb, SB_RUNNING, why ? why : "resumed by client", err);
+		} else if (sb->state == SB_SUSPENDED && !sb->deleting) {
+			/* suspended → restoring → running: from the object store.
+			 * Implied by a request unless it said auto_restore=false
+			 * (suspend_gate answered it before this). */
+			char reason[200];
+			snprintf(reason, sizeof(reason), "restored (%s)",
+				 why ? why : "resumed by client");
+			pthread_mutex_unlock(&sb->mu);
+			return sandbox_restore(n, sb, reason, err);
 		} else if (why) {
 			r = err_set(err, EBUSY, "sandbox %s is %s", sb->id, state_name(sb->state));
 		} else {
@@ -137,6 +146,10 @@ void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op
 	err_t err = { 0 };
 	int r;
 
+	if (strcmp(op, "suspend") == 0 || strcmp(op, "restore") == 0) {
+		handle_sandbox_suspend(n, sb, op, c);
+		return;
+	}
 	if (strcmp(op, "pause") == 0)
 		r = sandbox_pause(n, sb, &err);
 	else if (strcmp(op, "resume") == 0)
@@ -234,12 +247,19 @@ static int write_retired(struct node *n, struct sandbox *sb, const void *arg, er
 		r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=?", "s", sb->id) < 0
 			    ? -err->code
 			    : 0;
+	/* A suspended one's objects are deleted after this commits. */
+	if (r == 0)
+		r = db_exec(n->db, err, "DELETE FROM suspensions WHERE sandbox_id=?", "s",
+			    sb->id) < 0
+			    ? -err->code
+			    : 0;
 	return r;
 }
 
 int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t *err)
 {
 	struct guestconn *gc;
+	bool had_objects;
 	int r;
 
 	pthread_mutex_lock(&sb->mu);
@@ -302,8 +322,13 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 		pthread_mutex_unlock(&sb->mu);
 		return r;
 	}
+	had_objects = sb->susp_snap != NULL;
 	pthread_cond_broadcast(&sb->cv);
 	pthread_mutex_unlock(&sb->mu);
+	/* A suspended sandbox's objects in the store (only then: a store that
+	 * is down must not slow every delete). */
+	if (had_objects)
+		suspend_forget_objects(n, sb, false);
 	sandbox_map_remove(n, sb);
 	log_info("sandbox %s deleted (%s)", sb->id, reason);
 	return 0;

@@ -101,6 +101,13 @@ struct sandbox {
 	size_t n_exited, n_strays;
 	uint64_t next_serial;
 	struct sb_sched sched;  /* scheduler and TTL bookkeeping */
+	/* Suspended (suspend.c), under mu: its snapshot in the object store,
+	 * the bytes stored and the manifest's SHA-256 (hex); susp_resume: a
+	 * suspend cut off by a restart found it running (reconcile only). */
+	char *susp_snap;
+	int64_t susp_bytes;
+	char susp_sha[65];
+	bool susp_resume;
 };
 
 enum timer_kind { TIMER_SANDBOX_TIMEOUT, TIMER_PROC_TIMEOUT, TIMER_CHAN_CLOSED, TIMER_SCHEDULE };
@@ -154,6 +161,8 @@ struct node {
 	bool jan_stop;
 	bool jan_started;
 	pthread_t janitor;
+
+	struct objstore *os;       /* NULL: no object store, no suspend */
 
 	pthread_mutex_t sched_mu;  /* one scheduler pass at a time; outermost */
 	int64_t sched_offset_ms;   /* atomic: the debug clock's advance */
@@ -443,6 +452,29 @@ void handle_templates_create(struct node *n, struct http_req *req, struct http_c
 void handle_templates_delete(struct node *n, const char *name, struct http_conn *c);
 void templates_reconcile(struct node *n);
 void templates_cleanup(struct node *n);
+
+/* suspend.c: suspend to the object store, restore from it. sandbox_suspend
+ * and sandbox_restore fail with -EBUSY naming the state, -EOPNOTSUPP when
+ * the backend cannot, -EHOSTUNREACH when the store cannot be used (503),
+ * -EBADMSG when an artifact does not match its manifest (the message
+ * names it). */
+const char *sandbox_suspend_kind(const struct sandbox *sb);
+int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *err);
+int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *err);
+void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
+			    struct http_conn *c);
+/* "suspend", and when suspended "snapshot_id" and "suspended_bytes". */
+void suspend_render_locked(struct jw *w, struct sandbox *sb);
+/* A loaded row's suspensions row into sb (reconcile). */
+void suspend_load(struct node *n, struct sandbox *sb);
+/* Delete sb's objects in the store (keep_current: but its restorable one). */
+void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_current);
+/* At start: a suspending row goes back to paused (susp_resume says whether
+ * it ran), a restoring one back to suspended. */
+void suspend_reconcile(struct node *n, struct sandbox *sb);
+/* false when the request said auto_restore=false on a suspended sandbox
+ * (answered 409). */
+bool suspend_gate(struct sandbox *sb, struct http_req *req, struct http_conn *c);
 
 /* reconcile.c */
 void node_reconcile(struct node *n);

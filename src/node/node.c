@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "../objstore/objstore.h"
 #include "node-internal.h"
 
 /* ---- routing ---------------------------------------------------------- */
@@ -83,8 +84,14 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 			handle_sandbox_get(n, sb, c);
 		else
 			not_allowed(c, req);
+	} else if (nseg >= 4 && (strcmp(segs[3], "exec") == 0 || strcmp(segs[3], "connect") == 0 ||
+				 strcmp(segs[3], "files") == 0 ||
+				 strcmp(segs[3], "processes") == 0) &&
+		   !suspend_gate(sb, req, c)) {
+		/* answered: 409, suspended and auto_restore=false */
 	} else if (nseg == 4 && (strcmp(segs[3], "pause") == 0 || strcmp(segs[3], "resume") == 0 ||
-				 strcmp(segs[3], "connect") == 0)) {
+				 strcmp(segs[3], "connect") == 0 || strcmp(segs[3], "suspend") == 0 ||
+				 strcmp(segs[3], "restore") == 0)) {
 		if (method_is(req, "POST"))
 			handle_sandbox_lifecycle(n, sb, segs[3], c);
 		else
@@ -296,6 +303,20 @@ int node_run(const struct node_config *cfg, err_t *err)
 		log_info("node: %u cpus, %llu MiB memory, cgroup %s", info.cpus,
 			 (unsigned long long)info.mem_total_mb, info.cgroup_mode);
 
+	/* Only the node talks to the object store (suspend.c). A store that
+	 * cannot be opened leaves suspend off; one that is down is found out
+	 * by each suspend, which then fails and keeps the sandbox. */
+	if (cfg->object_store && cfg->object_store[0]) {
+		struct objstore_opts oo = { .access_key = cfg->s3_access_key,
+					    .secret_key = cfg->s3_secret_key,
+					    .timeout_ms = 10000, .retries = 2 };
+		n->os = objstore_open(cfg->object_store, &oo, &e2);
+		if (!n->os)
+			log_err("object store %s: %s (suspend is off)", cfg->object_store, e2.msg);
+		else
+			log_info("object store: %s (%s)", cfg->object_store, objstore_driver(n->os));
+	}
+
 	if ((r = cluster_register(n, err)) < 0)
 		goto out;
 	templates_reconcile(n);
@@ -330,6 +351,7 @@ out:
 		sandbox_stop_all(n);
 	templates_cleanup(n);
 	db_close(n->db);
+	objstore_close(n->os);
 	pthread_cond_destroy(&n->jan_cv);
 	pthread_mutex_destroy(&n->jan_mu);
 	pthread_mutex_destroy(&n->sched_mu);

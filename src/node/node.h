@@ -37,6 +37,15 @@ struct node_config {
 	uint32_t snapshot_keep_hourly_s;     /* 86400 */
 	uint32_t snapshot_keep_daily_s;      /* 604800 */
 	uint32_t idle_timeout_s;             /* 0 = never */
+	/* Suspend (src/node/suspend.c): the object store's URL ("file:///..."
+	 * or "s3://..."), its keys (NULL: $AWS_ACCESS_KEY_ID /
+	 * $AWS_SECRET_ACCESS_KEY), the node's own directory for artifacts in
+	 * transit, and how long a paused sandbox waits before it is suspended
+	 * (0 = never). */
+	const char *object_store;
+	const char *s3_access_key, *s3_secret_key;
+	const char *staging_dir;
+	uint32_t suspend_after_idle_s;
 	bool debug_clock;                    /* POST /v1/debug/clock on the node socket (tests) */
 	const char *gateway_sock;      /* "unix:DATA/run/gateway.sock"; NULL = no sandbox network */
 	const char *node_name;         /* this node's row in the nodes table (cluster.c) */

@@ -87,6 +87,9 @@ void handle_node(struct node *n, struct http_conn *c)
 		jw_bool(&w, be->caps.full_snapshot);
 		jw_key(&w, "memory_fork");
 		jw_bool(&w, be->caps.memory_fork);
+		/* "memory", "disk" or null: what a suspend keeps (docs/API.md) */
+		jw_key(&w, "suspend");
+		jw_str(&w, be->caps.suspend);
 		/* Both backends get the same sandbox network (an ns jail's veth,
 		 * a vm guest's NIC routed to one); it is off node-wide or on. */
 		jw_key(&w, "network");

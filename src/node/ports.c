@@ -512,6 +512,12 @@ bool ports_route(struct node *n, struct http_req *req, struct http_conn *c, cons
 		http_respond_error(c, 404, "not_found", "no sandbox `%s`", sid);
 		return true;
 	}
+	/* A suspended sandbox is restored by the port's first request, unless
+	 * it says auto_restore=false (409). */
+	if (!suspend_gate(sb, req, c)) {
+		sandbox_unref(sb);
+		return true;
+	}
 	/* The service sees its own paths: /v1/sandboxes/X/ports/8080/a?b -> /a?b. */
 	_cleanup_free_ char *target = *rest == '/' ? xstrdup(rest) : xasprintf("/%s", rest);
 	/* Under a host-routed URL ({port}-{id}.<domain>, the api says so) the

@@ -8,6 +8,13 @@
  *                                           "lost after restart: <why>"
  *   observed pending / starting             the create was cut off: destroy,
  *                                           failed "interrupted by a node restart"
+ *   observed suspending                     the suspend was cut off before its
+ *                                           row became restorable: adopted like
+ *                                           a paused one (and resumed if it ran),
+ *                                           its partial upload deleted
+ *   observed restoring                      destroy what was built, back to
+ *                                           suspended (the objects stay)
+ *   observed suspended                      kept (nothing runs here)
  *   observed stopped / failed               kept as they are (nothing runs)
  *   jails/subvolumes with no live row       destroyed (leak cleanup)
  *
@@ -133,10 +140,18 @@ void node_reconcile(struct node *n)
 
 		if (!sb)
 			continue;
+		suspend_load(n, sb);
+		/* suspending → paused (adopted below), restoring → suspended */
+		suspend_reconcile(n, sb);
 		if ((desired && strcmp(desired, "deleted") == 0) || sb->state == SB_STOPPING) {
 			finish_delete(n, sb);
 		} else if (sb->state == SB_RUNNING || sb->state == SB_PAUSED) {
 			adopt(n, sb);
+			/* A suspend cut off by the restart found it running. */
+			if (sb->susp_resume && sb->state == SB_PAUSED &&
+			    sandbox_resume(n, sb, "resumed after an interrupted suspend", &err) < 0)
+				log_warn("sandbox %s: %s", sb->id, err.msg);
+			sb->susp_resume = false;
 			adopted += sb->state == SB_RUNNING;
 		} else if (sb->state == SB_PENDING || sb->state == SB_STARTING ||
 			   sb->state == SB_ROLLING_BACK) {

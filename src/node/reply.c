@@ -40,6 +40,12 @@ void node_errno_to_http(int code, int *status, const char **ecode)
 	case ETIMEDOUT:
 		*status = 504, *ecode = "timeout";
 		break;
+	case EHOSTUNREACH:
+		*status = 503, *ecode = "store_unavailable";
+		break;
+	case EBADMSG:
+		*status = 502, *ecode = "bad_artifact";
+		break;
 	case EAGAIN:
 	case ECONNREFUSED:
 	case ECONNRESET:

@@ -69,6 +69,7 @@ void sandbox_unref(struct sandbox *sb)
 	free(sb->idem_key);
 	free(sb->home);
 	free(sb->error);
+	free(sb->susp_snap);
 	free(sb->parent);
 	json_free(sb->recovered_from);
 	pthread_cond_destroy(&sb->cv);
@@ -234,6 +235,7 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 		jw_value(w, sb->recovered_from);
 	else
 		jw_null(w);
+	suspend_render_locked(w, sb);
 	if (sb->error) {
 		jw_key(w, "error");
 		jw_str(w, sb->error);

@@ -174,7 +174,8 @@ void sched_touch(struct sandbox *sb)
 /* The TTL arithmetic of one transition at wall time `at` (ms). */
 static void ttl_step(struct sb_sched *s, int to, int64_t at)
 {
-	if (to == SB_PAUSED) {
+	/* Suspended time does not count either: it is paused time. */
+	if (to == SB_PAUSED || to == SB_SUSPENDING || to == SB_SUSPENDED) {
 		if (!s->paused_since)
 			s->paused_since = at;
 		return;
@@ -201,6 +202,9 @@ void sched_on_state_locked(struct sandbox *sb, int to)
 	 * last sample stays valid: frozen processes kept their counters. */
 	if (to == SB_RUNNING)
 		sb->sched.active_at = sched_now(sb->node);
+	/* The second idle tier counts from here (suspend_after_idle_s). */
+	if (to == SB_PAUSED)
+		sb->sched.paused_at = sched_now(sb->node);
 }
 
 int sched_ttl_replay(struct node *n, struct sandbox *sb, err_t *err)
@@ -460,6 +464,22 @@ static void pass_one(struct node *n, struct sandbox *sb, int64_t now)
 			sb->sched.last_disk_at = d ? d : sb->sched.known_since;
 		if (!sb->sched.last_full_at)
 			sb->sched.last_full_at = f ? f : sb->sched.known_since;
+	}
+	/* The second idle tier: paused (idle, by a client or its timeout) for
+	 * suspend_after_idle_s, it is suspended to the object store. A sandbox
+	 * loaded paused counts from when this node loaded it. */
+	if (st == SB_PAUSED && !sb->sched.paused_at)
+		sb->sched.paused_at = sb->sched.known_since;
+	if (st == SB_PAUSED && n->cfg->suspend_after_idle_s && n->os &&
+	    sandbox_suspend_kind(sb) &&
+	    now - sb->sched.paused_at >= (int64_t)n->cfg->suspend_after_idle_s * 1000) {
+		pthread_mutex_unlock(&sb->mu);
+		if (sandbox_suspend(n, sb, "idle", &err) < 0)
+			log_warn("sandbox %s: idle suspend: %s", sb->id, err.msg);
+		else
+			log_info("sandbox %s: suspended after %u s paused", sb->id,
+				 n->cfg->suspend_after_idle_s);
+		return;
 	}
 	if (st == SB_RUNNING && pol->idle_timeout_s && sb->sched.streams == 0)
 		idle_due = now - sb->sched.active_at >= (int64_t)pol->idle_timeout_s * 1000;

@@ -66,6 +66,7 @@ struct sb_sched {
 	int64_t paused_total_ms;
 	int64_t paused_since;          /* 0 unless paused */
 	bool ttl_paused;               /* paused by on_timeout=pause: a resume restarts the budget */
+	int64_t paused_at;             /* sched clock: when it was last paused (0 = not yet seen) */
 };
 
 /* The node's defaults (config) into *pol. */

@@ -12,6 +12,7 @@ static const char *const names[SB__COUNT] = {
 	[SB_PENDING] = "pending",   [SB_STARTING] = "starting", [SB_RUNNING] = "running",
 	[SB_PAUSED] = "paused",     [SB_STOPPING] = "stopping", [SB_STOPPED] = "stopped",   [SB_FAILED] = "failed",
 	[SB_DELETED] = "deleted",   [SB_ROLLING_BACK] = "rolling_back",
+	[SB_SUSPENDING] = "suspending", [SB_SUSPENDED] = "suspended", [SB_RESTORING] = "restoring",
 };
 
 /* allowed[from][to]. Why each edge exists:
@@ -39,6 +40,25 @@ static const char *const names[SB__COUNT] = {
  *   rolling_back→running the new guest said READY
  *   stopping→stopped    the backend destroyed the jail; nothing runs any more
  *   stopped→deleted     the row is retired (kept for idempotency and events)
+ *   running→suspending, paused→suspending
+ *                       suspend: the jail is paused and its artifacts (disk
+ *                       delta; vm: memory pages and device state) are made
+ *                       and uploaded; the sandbox stays whole on this node
+ *   suspending→running, suspending→paused
+ *                       the suspend failed (store unreachable, a step
+ *                       refused) or was cut off by a restart with the jail
+ *                       still there: back to the state it had before
+ *   suspending→suspended every artifact and then the manifest are in the
+ *                       store and verified (size + SHA-256); recorded in the
+ *                       same transaction as the restorable snapshot's row.
+ *                       The jail, subvolume and slot are freed after it
+ *   suspended→restoring  restore (resume, or a request that restores
+ *                       transparently): download, verify, rebuild, start
+ *   restoring→running    the restored guest said READY
+ *   restoring→suspended  the restore failed (a bad artifact, no space, ...):
+ *                       whatever it built is removed; the objects are kept,
+ *                       so a later restore may succeed
+ *   suspended→deleted    delete: nothing runs here; the objects are removed
  *   X→failed            for every live X: a step failed; the reason says which
  *   failed→deleted      a failed sandbox was already torn down when it failed
  *                       (or its destroy is retried by the delete), so the
@@ -48,9 +68,13 @@ static const bool allowed[SB__COUNT][SB__COUNT] = {
 	[SB_PENDING] = { [SB_STARTING] = true, [SB_FAILED] = true },
 	[SB_STARTING] = { [SB_RUNNING] = true, [SB_FAILED] = true },
 	[SB_RUNNING] = { [SB_PAUSED] = true, [SB_STOPPING] = true, [SB_FAILED] = true,
-			 [SB_ROLLING_BACK] = true },
+			 [SB_ROLLING_BACK] = true, [SB_SUSPENDING] = true },
 	[SB_PAUSED] = { [SB_RUNNING] = true, [SB_STOPPING] = true, [SB_FAILED] = true,
-			[SB_ROLLING_BACK] = true },
+			[SB_ROLLING_BACK] = true, [SB_SUSPENDING] = true },
+	[SB_SUSPENDING] = { [SB_RUNNING] = true, [SB_PAUSED] = true, [SB_SUSPENDED] = true,
+			    [SB_FAILED] = true },
+	[SB_SUSPENDED] = { [SB_RESTORING] = true, [SB_DELETED] = true },
+	[SB_RESTORING] = { [SB_RUNNING] = true, [SB_SUSPENDED] = true, [SB_FAILED] = true },
 	[SB_ROLLING_BACK] = { [SB_RUNNING] = true, [SB_FAILED] = true },
 	[SB_STOPPING] = { [SB_STOPPED] = true, [SB_FAILED] = true },
 	[SB_STOPPED] = { [SB_DELETED] = true, [SB_FAILED] = true },
@@ -65,10 +89,17 @@ static const bool allowed[SB__COUNT][SB__COUNT] = {
  *                       insert with pending→starting) rolled back: there is
  *                       no row to retire. The sandbox leaves the map, and
  *                       deleted wakes whoever waits on its create (a repeated
- *                       Idempotency-Key) or would tear it down. */
+ *                       Idempotency-Key) or would tear it down.
+ *   suspended→suspending
+ *                       a suspend's last transaction (the restorable row
+ *                       and suspending→suspended) rolled back after the
+ *                       transition inside it moved memory: the row still
+ *                       says suspending, and memory goes back to it; the
+ *                       suspend then fails as any other (→ running|paused). */
 static const bool unrecorded[SB__COUNT][SB__COUNT] = {
 	[SB_PENDING] = { [SB_DELETED] = true },
 	[SB_STARTING] = { [SB_DELETED] = true },
+	[SB_SUSPENDED] = { [SB_SUSPENDING] = true },
 };
 
 const char *state_name(enum sb_state s)
@@ -98,7 +129,8 @@ bool state_allowed(enum sb_state from, enum sb_state to)
 bool state_is_live(enum sb_state s)
 {
 	return s == SB_PENDING || s == SB_STARTING || s == SB_RUNNING || s == SB_PAUSED ||
-	       s == SB_STOPPING || s == SB_ROLLING_BACK;
+	       s == SB_STOPPING || s == SB_ROLLING_BACK || s == SB_SUSPENDING ||
+	       s == SB_RESTORING;
 }
 
 static int record(struct db *db, const char *id, enum sb_state from, enum sb_state to,

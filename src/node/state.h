@@ -3,6 +3,11 @@
  *   pending → starting → running → stopping → stopped → deleted
  *                        running ⇄ paused;  paused → stopping
  *                        running, paused → rolling_back → running
+ *                        running, paused → suspending → suspended
+ *                        suspending → running, paused   (the suspend failed)
+ *                        suspended → restoring → running
+ *                        restoring → suspended          (the restore failed)
+ *                        suspended → deleted
  *   any live state → failed (with a reason);  failed → deleted
  *
  * Every change of a sandbox's observed state goes through state_transition(),
@@ -12,7 +17,8 @@
  * naming the current state; the HTTP layer answers 409.
  *
  * Where the row cannot follow (its write failed after the jail changed, or
- * the sandbox never got a row), memory alone moves, through state_set(),
+ * the sandbox never got a row, or a transaction rolled back after its
+ * transition moved memory), memory alone moves, through state_set(),
  * which checks the same table. The node sets a state without an edge in one
  * place only: a sandbox's start (pending, or its row's state when loaded).
  *
@@ -36,6 +42,9 @@ enum sb_state {
 	SB_FAILED,
 	SB_DELETED,
 	SB_ROLLING_BACK, /* rollback: jail killed, disk swapped, guest restarting */
+	SB_SUSPENDING,  /* paused, artifacts being made and uploaded; still whole here */
+	SB_SUSPENDED,   /* only in the object store: no jail, subvolume or slot here */
+	SB_RESTORING,   /* artifacts being downloaded, the disk rebuilt, a jail started */
 	SB__COUNT
 };
 

@@ -174,6 +174,20 @@ int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t
 /* Delete every snapshot of id and its directory; called by mgr_sandbox_destroy. */
 int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
 
+/* suspend.c: a suspended sandbox's artifacts into and out of the fd the
+ * node passed (see nm.h, nm_suspend_export / nm_suspend_import). */
+int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+		   uint32_t artifact, int fd, int64_t *size, err_t *err);
+int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+		   uint32_t artifact, int fd, err_t *err);
+/* vm-suspend.c: the memory (zstd of the pages that differ from the
+ * template's RAM file) and device state (zstd) of a full snapshot. Export
+ * of the memory of a snapshot saved as a stream writes nothing (*size 0). */
+int vm_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+		      uint32_t artifact, int fd, int64_t *size, err_t *err);
+int vm_suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+		      uint32_t artifact, int fd, err_t *err);
+
 /* vm-verbs.c, vm-state.c, vm-pool.c, vm-console.c (vm-internal.h says
  * which holds what): the QEMU microVM jail. Verbs as in nm.h (nm_vm_*). */
 int vm_init(struct nm_server *s, err_t *err);

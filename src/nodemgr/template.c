@@ -183,7 +183,11 @@ int template_build(struct nm_server *s, const struct nm_template_spec *t, uid_t 
 			    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 		goto fail;
 	}
-	if ((r = pool_subvol_set_readonly(sub, true, err)) < 0)
+	/* Received-uuid first (only a writable subvolume takes it): a suspended
+	 * sandbox's disk stream is sent against this template and cloned from
+	 * it on receive (pool_subvol_mark_received says why). */
+	if ((r = pool_subvol_mark_received(sub, err)) < 0 ||
+	    (r = pool_subvol_set_readonly(sub, true, err)) < 0)
 		goto fail;
 	log_info("template %s/%u: ready", t->name, t->version);
 	/* Creates resolve to the newest version from now on. */

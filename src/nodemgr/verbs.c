@@ -5,7 +5,8 @@
  * string field is checked for termination and against its pattern before it
  * becomes part of any path, and every path is built under DATA/pool. Nothing
  * here reads bytes produced inside a sandbox: the guest channel is only
- * dup'ed, never read.
+ * dup'ed, never read. The one exception is a suspended sandbox's disk
+ * stream given back to `btrfs receive` (SUSPEND_IMPORT, suspend.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -113,13 +114,15 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 {
 	struct nm_req q;
 	err_t err = { 0 };
-	int r, chan = -1;
+	int r, chan = -1, in_fd = -1;
 	int64_t size = -1;
 	pid_t pid = 0;
 	char addr[16] = "";
 
-	if ((r = wire_recv(fd, &q, sizeof(q), NULL)) < 0 || q.magic != NM_WIRE_MAGIC ||
+	if ((r = wire_recv(fd, &q, sizeof(q), &in_fd)) < 0 || q.magic != NM_WIRE_MAGIC ||
 	    q.version != NM_WIRE_VERSION) {
+		if (in_fd >= 0)
+			close(in_fd);
 		if (r != -EPIPE) {
 			err_set(&err, EPROTO, "bad request");
 			send_result(fd, -EPROTO, &err, 0, -1, -1, "");
@@ -222,6 +225,27 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		if (r == 0)
 			reply_addr(s, q.u.snap.spec.id, addr);
 		break;
+	case NM_SUSPEND_EXPORT:
+	case NM_SUSPEND_IMPORT:
+		/* Safe: the spec is checked as for create and the snapshot id
+		 * by pattern, so the only paths are templates/<t>/<v>,
+		 * snapshots/<id>/<snap> and sandboxes/<id> under the pool; the
+		 * node's file comes as an fd (a regular file, checked), never
+		 * as a path. Import parses a btrfs send stream from the object
+		 * store with `btrfs receive --chroot` (see suspend.c for why
+		 * those bytes are the ones this node made). */
+		if (!valid_spec(&q.u.xfer.spec, true) ||
+		    !valid_sandbox_id(q.u.xfer.snap, sizeof(q.u.xfer.snap))) {
+			r = err_set(&err, EINVAL, "bad sandbox id, template name or snapshot id");
+			break;
+		}
+		if (q.verb == NM_SUSPEND_EXPORT)
+			r = suspend_export(s, &q.u.xfer.spec, q.u.xfer.snap, q.u.xfer.artifact, in_fd,
+					   &size, &err);
+		else
+			r = suspend_import(s, &q.u.xfer.spec, q.u.xfer.snap, q.u.xfer.artifact, in_fd,
+					   &err);
+		break;
 	case NM_SANDBOX_LIST:
 		/* Safe: read-only listing of names we validate before sending. */
 		send_items(fd, mgr_sandbox_list(s));
@@ -284,6 +308,8 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		resp_init(&res, NM_MSG_RESULT);
 		node_info(s, &res.info);
 		wire_send(fd, &res, sizeof(res), -1);
+		if (in_fd >= 0)
+			close(in_fd);
 		close(fd);
 		return;
 	}
@@ -327,5 +353,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 	send_result(fd, r, &err, pid, chan, size, addr);
 	if (chan >= 0)
 		close(chan);
+	if (in_fd >= 0)
+		close(in_fd);
 	close(fd);
 }

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../lib/err.h"
 
@@ -52,6 +53,32 @@ int pool_subvol_otransid(const char *path, uint64_t *transid, err_t *err);
  * cost follows what changed, not the subvolume's size. Deletions do not
  * count. Needs CAP_SYS_ADMIN. */
 int pool_changed_bytes(const char *path, uint64_t since, uint64_t *bytes, err_t *err);
+/* pool-send.c. Write `btrfs send -p parent snap` to out_fd: the changes
+ * of the read-only subvolume snap against the read-only subvolume parent
+ * (an ancestor of snap by snapshot). The child btrfs is waited for with w
+ * (NULL: waitpid), for a caller whose reaper thread takes every exit
+ * status (nodemgr). */
+struct pool_waiter {
+	int (*wait)(void *arg, pid_t pid, int *status);  /* 0 or -errno */
+	void *arg;
+};
+int pool_send(const char *snap, const char *parent, int out_fd, const struct pool_waiter *w,
+	      err_t *err);
+/* Apply a send stream read from in_fd under the directory dir (`btrfs
+ * receive --chroot`): the stream's subvolume appears there, read-only.
+ * The stream is untrusted; receive is confined to dir. */
+int pool_receive(const char *dir, int in_fd, const struct pool_waiter *w, err_t *err);
+/* Give the writable subvolume at path its own uuid as "received uuid" (and
+ * its ctransid as stransid), as if it had come from a receive. A stream
+ * sent with it as parent then names it by that uuid for its clones, which
+ * `btrfs receive` (btrfs-progs 6.2) looks up by received uuid only: without
+ * it, a stream that clones from the parent (a vm disk image) cannot be
+ * received. Mark before making it read-only (the kernel refuses after). */
+int pool_subvol_mark_received(const char *path, err_t *err);
+/* The same for a read-only subvolume that has no received uuid yet (made
+ * writable for the moment it takes, then read-only again); 0 when it has
+ * one. The caller serialises calls on one path. */
+int pool_subvol_ensure_received(const char *path, err_t *err);
 /* Total and free bytes of the filesystem holding path. */
 int pool_usage(const char *path, uint64_t *total, uint64_t *free_bytes, err_t *err);
 

@@ -22,10 +22,17 @@ static bool expected(enum sb_state from, enum sb_state to)
 	case SB_STARTING: return to == SB_RUNNING || to == SB_FAILED;
 	case SB_RUNNING:
 		return to == SB_PAUSED || to == SB_STOPPING || to == SB_FAILED ||
-		       to == SB_ROLLING_BACK;
+		       to == SB_ROLLING_BACK || to == SB_SUSPENDING;
 	case SB_PAUSED:
 		return to == SB_RUNNING || to == SB_STOPPING || to == SB_FAILED ||
-		       to == SB_ROLLING_BACK;
+		       to == SB_ROLLING_BACK || to == SB_SUSPENDING;
+	/* A failed suspend goes back to where it was; only a verified upload
+	 * leads to suspended, which holds nothing on the node. */
+	case SB_SUSPENDING:
+		return to == SB_RUNNING || to == SB_PAUSED || to == SB_SUSPENDED ||
+		       to == SB_FAILED;
+	case SB_SUSPENDED: return to == SB_RESTORING || to == SB_DELETED;
+	case SB_RESTORING: return to == SB_RUNNING || to == SB_SUSPENDED || to == SB_FAILED;
 	case SB_ROLLING_BACK: return to == SB_RUNNING || to == SB_FAILED;
 	case SB_STOPPING: return to == SB_STOPPED || to == SB_FAILED;
 	case SB_STOPPED: return to == SB_DELETED || to == SB_FAILED;
@@ -64,7 +71,10 @@ static void test_table(void)
 			}
 		}
 	}
-	CHECK(legal == 19); /* 15 + running|paused → rolling_back → running|failed */
+	/* 15 + running|paused → rolling_back → running|failed, + 11 of suspend:
+	 * running|paused → suspending → running|paused|suspended|failed,
+	 * suspended → restoring|deleted, restoring → running|suspended|failed */
+	CHECK(legal == 30);
 	/* Out-of-range values are never legal. */
 	CHECK(!state_allowed(SB__COUNT, SB_FAILED));
 	CHECK(!state_allowed(SB_RUNNING, SB__COUNT));
@@ -79,7 +89,8 @@ static void test_set(void)
 
 	for (int f = 0; f < SB__COUNT; f++) {
 		for (int t = 0; t < SB__COUNT; t++) {
-			bool unrecorded = (f == SB_PENDING || f == SB_STARTING) && t == SB_DELETED;
+			bool unrecorded = ((f == SB_PENDING || f == SB_STARTING) && t == SB_DELETED) ||
+					  (f == SB_SUSPENDED && t == SB_SUSPENDING);
 			bool want = expected((enum sb_state)f, (enum sb_state)t) || unrecorded;
 			enum sb_state cur = (enum sb_state)f;
 			int r = state_set("sb-test", &cur, (enum sb_state)t);
@@ -92,12 +103,16 @@ static void test_set(void)
 			}
 		}
 	}
-	CHECK(legal == 21); /* the table's 19 + pending|starting → deleted */
+	/* the table's 30 + pending|starting → deleted + suspended → suspending */
+	CHECK(legal == 33);
 	{
 		enum sb_state cur = SB_PENDING;
 		err_t err = { 0 };
 		CHECK(state_transition(NULL, "sb-test", &cur, SB_DELETED, NULL, 0, &err) == -EBUSY);
 		CHECK(cur == SB_PENDING);
+		cur = SB_SUSPENDED;
+		CHECK(state_transition(NULL, "sb-test", &cur, SB_SUSPENDING, NULL, 0, &err) == -EBUSY);
+		CHECK(cur == SB_SUSPENDED);
 	}
 }
 
@@ -110,7 +125,13 @@ static void test_names(void)
 	CHECK(state_is_live(SB_PAUSED));
 	CHECK(state_parse("rolling_back") == SB_ROLLING_BACK);
 	CHECK(state_is_live(SB_ROLLING_BACK));
-	CHECK(state_parse("suspended") == -1);
+	CHECK(state_parse("suspended") == SB_SUSPENDED);
+	CHECK(state_parse("suspending") == SB_SUSPENDING && state_parse("restoring") == SB_RESTORING);
+	/* suspending and restoring hold the node's resources; suspended holds
+	 * none (it does not count against max_sandboxes). */
+	CHECK(state_is_live(SB_SUSPENDING) && state_is_live(SB_RESTORING));
+	CHECK(!state_is_live(SB_SUSPENDED));
+	CHECK(state_parse("hibernated") == -1);
 	CHECK(state_parse("") == -1);
 	CHECK(state_parse(NULL) == -1);
 	CHECK(strcmp(state_name(SB_RUNNING), "running") == 0);

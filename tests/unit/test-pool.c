@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/btrfs.h>
+#include <linux/fs.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,40 @@ static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return x < y ? -1 : x > y;
+}
+
+/* dst = a reflink of src, then 1 MiB of other bytes at 3 MiB. */
+static void clone_and_touch(const char *src, const char *dst)
+{
+	static char mib[1 << 20];
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	memset(mib, 0x5a, sizeof(mib));
+	CHECK(in >= 0 && out >= 0 && ioctl(out, FICLONE, in) == 0);
+	CHECK(pwrite(out, mib, sizeof(mib), 3 << 20) == (ssize_t)sizeof(mib));
+	close(in);
+	close(out);
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	char *x = xmalloc(1 << 20), *y = xmalloc(1 << 20);
+	int fa = open(a, O_RDONLY | O_CLOEXEC), fb = open(b, O_RDONLY | O_CLOEXEC);
+	bool same = fa >= 0 && fb >= 0;
+	ssize_t n, m;
+
+	while (same && (n = read(fa, x, 1 << 20)) > 0) {
+		m = read(fb, y, (size_t)n);
+		same = m == n && memcmp(x, y, (size_t)n) == 0;
+	}
+	if (same)
+		same = read(fb, y, 1) == 0;
+	close(fa);
+	close(fb);
+	free(x);
+	free(y);
+	return same;
 }
 
 /* Median snapshot and delete time (µs) over n rounds of src -> dst. */
@@ -163,6 +199,66 @@ int main(void)
 		OK(pool_subvol_delete(s3, E));
 		OK(pool_subvol_delete(s2, E));
 		OK(pool_subvol_delete(s1, E));
+	}
+
+	/* Send against a template and receive (suspend's disk artifact): a
+	 * sandbox whose file is a reflink of a modified copy of the template's
+	 * (a vm disk image) sends about the modified MiB only, as clones from
+	 * the template, and receives whole once the template has a received
+	 * uuid (pool_subvol_ensure_received on a read-only template, twice). */
+	{
+		char t2[512], cache[512], sb2[512], sdir[512], s1[512], p1[600], p2[600];
+		char stream[600];
+		struct stat ss;
+		static char mib[1 << 20];
+
+		snprintf(t2, sizeof(t2), "%s/2", tmpl);
+		snprintf(cache, sizeof(cache), "%s/2.vm", tmpl);
+		snprintf(sb2, sizeof(sb2), "%s/sandboxes/sr", pool);
+		snprintf(sdir, sizeof(sdir), "%s/snapshots/sr", pool);
+		snprintf(s1, sizeof(s1), "%s/snapshots/sr/s1", pool);
+		snprintf(stream, sizeof(stream), "%s/stream", tmpdir);
+		OK(pool_subvol_create(t2, E));
+		snprintf(p1, sizeof(p1), "%s/big", t2);
+		fd = open(p1, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		CHECK(fd >= 0);
+		for (int i = 0; i < 8; i++) {
+			for (size_t k = 0; k < sizeof(mib); k++)
+				mib[k] = (char)(k * 7 + i * 13 + (k >> 9));
+			CHECK(write(fd, mib, sizeof(mib)) == (ssize_t)sizeof(mib));
+		}
+		close(fd);
+		OK(pool_subvol_set_readonly(t2, true, E));
+		OK(pool_subvol_ensure_received(t2, E));
+		OK(pool_subvol_ensure_received(t2, E));
+		OK(pool_subvol_create(cache, E));
+		snprintf(p2, sizeof(p2), "%s/big", cache);
+		clone_and_touch(p1, p2);
+		OK(pool_subvol_snapshot(t2, sb2, false, E));
+		snprintf(p1, sizeof(p1), "%s/big", sb2);
+		unlink(p1);
+		clone_and_touch(p2, p1);
+		CHECK(mkdir(sdir, 0700) == 0);
+		OK(pool_subvol_snapshot(sb2, s1, true, E));
+		fd = open(stream, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		CHECK(fd >= 0);
+		OK(pool_send(s1, t2, fd, NULL, E));
+		CHECK(fstat(fd, &ss) == 0);
+		printf("send -p: %lld bytes for 1 MiB changed in an 8 MiB clone\n",
+		       (long long)ss.st_size);
+		CHECK(ss.st_size > (1 << 20) && ss.st_size < (2 << 20));
+		OK(pool_subvol_delete(s1, E));
+		CHECK(lseek(fd, 0, SEEK_SET) == 0);
+		OK(pool_receive(sdir, fd, NULL, E));
+		close(fd);
+		CHECK(pool_is_subvol(s1) == 1);
+		snprintf(p1, sizeof(p1), "%s/big", s1);
+		CHECK(same_file(p1, p2));
+		OK(pool_subvol_delete(s1, E));
+		OK(pool_subvol_delete(sb2, E));
+		OK(pool_subvol_delete(cache, E));
+		OK(pool_subvol_delete(t2, E));
+		unlink(stream);
 	}
 
 	/* Timing: the quota mode pool_ensure chose, full qgroups, no quotas. */

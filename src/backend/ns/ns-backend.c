@@ -59,7 +59,7 @@ static int ns_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *
 
 const struct backend_ops backend_ns = {
 	.name = "ns",
-	.caps = { .pause = true, .disk_snapshot = true, .full_snapshot = false,
+	.caps = { .pause = true, .disk_snapshot = true, .full_snapshot = false, .suspend = "disk",
 		  .memory_fork = false },
 	.create = ns_create,
 	.adopt = ns_adopt,

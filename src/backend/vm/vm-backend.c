@@ -266,7 +266,7 @@ const struct backend_ops backend_vm = {
 	/* pause: QMP stop/cont in nodemgr; disk and full snapshots, rollback
 	 * and fork: nodemgr's snapshot, rollback and fork verbs. */
 	.caps = { .pause = true, .disk_snapshot = true, .full_snapshot = true,
-		  .memory_fork = true },
+		  .memory_fork = true, .suspend = "memory" },
 	.create = vmb_create,
 	.adopt = vmb_adopt,
 	.destroy = vmb_destroy,

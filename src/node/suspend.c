@@ -1,0 +1,796 @@
+/* suspend.c - suspend a sandbox into the object store and restore it:
+ *
+ *   POST /v1/sandboxes/{id}/suspend              200 sandbox (suspended)
+ *   POST /v1/sandboxes/{id}/restore              200 sandbox (running)
+ *   POST /v1/sandboxes/{id}/resume               also restores a suspended one
+ *   exec, connect, files, processes, ports       restore a suspended one first,
+ *                                                unless ?auto_restore=false (409)
+ *
+ * Suspend, in this order (running|paused → suspending → suspended):
+ *   1. suspending (its row), then the jail is paused (frozen);
+ *   2. a snapshot su-… of its disk (vm: a full one, memory and devices);
+ *   3. nodemgr writes each artifact into a file of DATA/staging the node
+ *      opened and passed by fd: the disk as `btrfs send -p <template>`;
+ *   4. each artifact is uploaded to sandboxes/<id>/<snap>/<name> and checked
+ *      back with a HEAD (size + SHA-256);
+ *   5. LAST the manifest (kind, template, backend, shape, and each
+ *      artifact's size and SHA-256), uploaded and checked the same way;
+ *   6. one transaction: the suspensions row (snapshot id, bytes, the
+ *      manifest's SHA-256, the state to give back) and → suspended;
+ *   7. only then the jail, subvolume, cgroup and address are freed (the
+ *      template stays).
+ * A failure in 2-5 deletes what was uploaded and the snapshot, resumes the
+ * jail if it ran, and goes back (suspending → running|paused). A restart
+ * in 1-6 finds the row suspending and the jail whole: reconcile does the
+ * same (suspend_reconcile). A manifest is only ever written after every
+ * artifact it names was verified, and a row is only ever restorable after
+ * its manifest was: no restorable row ever points at a partial upload.
+ *
+ * Restore (suspended → restoring → running): the manifest is fetched and
+ * checked against the SHA-256 the row kept (a manifest swapped in the store
+ * is refused), then each artifact is downloaded into staging and checked
+ * against the manifest (size + SHA-256; a mismatch names the artifact),
+ * nodemgr rebuilds snapshots/<id>/<snap> from the disk stream (`btrfs
+ * receive` on the template), and the sandbox starts from it as a fork of
+ * itself (ns: a fresh init on the restored disk; processes do not survive
+ * an ns suspend). Its network policy, credentials and port tokens are DB
+ * state and apply again as they are. A failure removes what was built and
+ * goes back to suspended; the objects stay, so a retry can succeed. After
+ * a restore the objects are deleted.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../objstore/objstore.h"
+#include "node-internal.h"
+
+#define MANIFEST_MAX (64u * 1024)
+#define ARTIFACT_MAX (1ull << 40)
+
+/* The artifacts a manifest may name, and the file nodemgr makes of each. */
+static const struct {
+	const char *name;
+	enum nm_artifact kind;
+} artifacts[] = {
+	{ "disk", NM_ARTIFACT_DISK },
+	{ "memory", NM_ARTIFACT_MEM },
+	{ "vmstate", NM_ARTIFACT_VMSTATE },
+};
+#define N_ARTIFACTS (sizeof(artifacts) / sizeof(artifacts[0]))
+
+struct art {
+	bool present;
+	uint64_t size;
+	char sha[OBJSTORE_SHA256_HEX];
+};
+
+const char *sandbox_suspend_kind(const struct sandbox *sb)
+{
+	if (!sb->be)
+		return NULL;
+	return sb->be->caps.suspend;
+}
+
+static char *obj_key(const struct sandbox *sb, const char *snap, const char *name)
+{
+	return xasprintf("sandboxes/%s/%s/%s", sb->id, snap, name);
+}
+
+static char *staging_path(struct node *n, const struct sandbox *sb, const char *snap,
+			  const char *name)
+{
+	return xasprintf("%s/%s-%s.%s", n->cfg->staging_dir, sb->id, snap, name);
+}
+
+/* Test builds: AIRLOCK_FAULT=<point>:<file> makes the node die right there,
+ * as a kill -9 would, once: when <file> exists, which it removes first
+ * (the e2e test of an interrupted suspend arms it for one suspend). */
+static void fault_point(const char *point)
+{
+#ifdef AIRLOCK_TEST_FAULTS
+	const char *f = getenv("AIRLOCK_FAULT");
+	size_t len = strlen(point);
+
+	if (f && strncmp(f, point, len) == 0 && f[len] == ':' && unlink(f + len + 1) == 0) {
+		log_err("AIRLOCK_FAULT=%s: exiting", f);
+		_exit(137);
+	}
+#else
+	(void)point;
+#endif
+}
+
+static void sha256_hex(const void *p, size_t n, char out[OBJSTORE_SHA256_HEX])
+{
+	unsigned char md[32];
+	unsigned int len = 0;
+
+	EVP_Digest(p, n, md, &len, EVP_sha256(), NULL);
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* A store failure during a suspend: the sandbox stays, the client is told
+ * the store is unavailable (503). */
+static int store_err(err_t *err, const char *what)
+{
+	int code = err->code;
+
+	err_wrap(err, "object store: %s", what);
+	if (code != EBADMSG && code != ENOENT)
+		err->code = EHOSTUNREACH;
+	return -err->code;
+}
+
+static void delete_objects(struct node *n, struct sandbox *sb, const char *snap)
+{
+	for (size_t i = 0; i <= N_ARTIFACTS; i++) {
+		_cleanup_free_ char *key =
+			obj_key(sb, snap, i < N_ARTIFACTS ? artifacts[i].name : "manifest.json");
+		err_t e = { 0 };
+		if (objstore_delete(n->os, key, &e) < 0)
+			log_warn("sandbox %s: delete %s: %s", sb->id, key, e.msg);
+	}
+}
+
+/* ---- suspend ----------------------------------------------------------- */
+
+/* Upload the artifact in fd and check it back. */
+static int upload(struct node *n, struct sandbox *sb, const char *snap, const char *name,
+		  int fd, struct art *a, err_t *err)
+{
+	_cleanup_free_ char *key = obj_key(sb, snap, name);
+	char sha[OBJSTORE_SHA256_HEX];
+	uint64_t size = 0;
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return err_sys(err, "stat the %s artifact", name);
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return err_sys(err, "rewind the %s artifact", name);
+	a->size = (uint64_t)st.st_size;
+	if (objstore_put_fd(n->os, key, fd, a->size, a->sha, err) < 0)
+		return store_err(err, name);
+	fault_point("suspend_upload");
+	if (objstore_head(n->os, key, &size, sha, err) < 0)
+		return store_err(err, name);
+	if (size != a->size || strcmp(sha, a->sha) != 0)
+		return err_set(err, EHOSTUNREACH,
+			       "object store: %s reads back as %llu bytes %.12s…, sent %llu %.12s…",
+			       name, (unsigned long long)size, sha, (unsigned long long)a->size,
+			       a->sha);
+	a->present = true;
+	return 0;
+}
+
+static char *manifest_text(struct node *n, struct sandbox *sb, const char *snap,
+			   const struct art arts[N_ARTIFACTS])
+{
+	char cpus[32];
+	struct buf b;
+	struct jw w;
+
+	(void)n;
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	jw_key(&w, "format");
+	jw_int(&w, 1);
+	jw_key(&w, "sandbox");
+	jw_str(&w, sb->id);
+	jw_key(&w, "snapshot");
+	jw_str(&w, snap);
+	jw_key(&w, "kind");
+	jw_str(&w, sandbox_suspend_kind(sb));
+	jw_key(&w, "backend");
+	jw_str(&w, sb->backend_name);
+	jw_key(&w, "template");
+	jw_obj(&w);
+	jw_key(&w, "name");
+	jw_str(&w, sb->template_name);
+	jw_key(&w, "version");
+	jw_uint(&w, sb->template_version);
+	jw_end(&w);
+	jw_key(&w, "shape");
+	jw_obj(&w);
+	jw_key(&w, "memory_mb");
+	jw_uint(&w, sb->limits.memory_mb);
+	jw_key(&w, "cpus");
+	snprintf(cpus, sizeof(cpus), "%g", sb->limits.cpu_millis / 1000.0);
+	jw_raw(&w, cpus);
+	jw_key(&w, "disk_mb");
+	jw_uint(&w, sb->limits.disk_mb);
+	jw_end(&w);
+	jw_key(&w, "created_at");
+	jw_int(&w, wall_ms());
+	jw_key(&w, "artifacts");
+	jw_obj(&w);
+	for (size_t i = 0; i < N_ARTIFACTS; i++) {
+		if (!arts[i].present)
+			continue;
+		jw_key(&w, artifacts[i].name);
+		jw_obj(&w);
+		jw_key(&w, "size");
+		jw_uint(&w, arts[i].size);
+		jw_key(&w, "sha256");
+		jw_str(&w, arts[i].sha);
+		jw_end(&w);
+	}
+	jw_end(&w);
+	jw_end(&w);
+	return b.data;
+}
+
+struct suspended_row {
+	const char *snap, *manifest_sha, *procs;
+	int64_t bytes;
+	enum sb_state prev;
+};
+
+/* Step 6: the restorable row and → suspended, together. The sandbox's
+ * local snapshots go with its subvolume (step 7), so their rows go now. */
+static int write_suspended(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
+{
+	const struct suspended_row *row = arg;
+	int r = db_exec(n->db, err,
+			"INSERT INTO suspensions(sandbox_id, snapshot_id, bytes, manifest_sha,"
+			" prev_state, created_at, procs) VALUES(?,?,?,?,?,?,?)"
+			" ON CONFLICT(sandbox_id) DO UPDATE SET snapshot_id=excluded.snapshot_id,"
+			" bytes=excluded.bytes, manifest_sha=excluded.manifest_sha,"
+			" prev_state=excluded.prev_state, created_at=excluded.created_at,"
+			" procs=excluded.procs",
+			"ssissis", sb->id, row->snap, row->bytes, row->manifest_sha,
+			state_name(row->prev), wall_ms(), row->procs);
+
+	if (r >= 0)
+		r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=?", "s", sb->id);
+	if (r >= 0)
+		r = state_transition(n->db, sb->id, &sb->state, SB_SUSPENDED, "suspended",
+				     STATE_IN_TX, err);
+	return r < 0 ? r : 0;
+}
+
+/* Steps 2-5 on a suspending, frozen sandbox. On success *bytes and sha get
+ * the total uploaded and the manifest's digest. */
+static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap, int64_t *bytes,
+			   char manifest_sha[OBJSTORE_SHA256_HEX], char **procs, err_t *err)
+{
+	struct art arts[N_ARTIFACTS] = { 0 };
+	struct nm_sandbox_spec spec;
+	_cleanup_free_ char *man = NULL, *mkey = NULL;
+	bool memory = strcmp(sandbox_suspend_kind(sb), "memory") == 0;
+	char sha[OBJSTORE_SHA256_HEX];
+	int64_t size = -1;
+	uint64_t hsize = 0;
+	int r;
+
+	sandbox_jail_spec(sb, &spec);
+	/* vm: the processes the guest runs carry on after a restore; the node
+	 * keeps their records (and where their output stands) to follow them
+	 * again, as for a full snapshot. */
+	if (memory)
+		*procs = procs_image(sb);
+	r = memory ? sb->be->snapshot_full(&n->bctx, sb->id, snap, "", &size, err)
+		   : sb->be->snapshot(&n->bctx, sb->id, snap, "", &size, err);
+	if (r < 0)
+		return err_wrap(err, "snapshot");
+	*bytes = 0;
+	for (size_t i = 0; i < N_ARTIFACTS; i++) {
+		_cleanup_free_ char *path = staging_path(n, sb, snap, artifacts[i].name);
+		_cleanup_close_ int fd = -1;
+
+		if (!memory && artifacts[i].kind != NM_ARTIFACT_DISK)
+			continue;
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return err_sys(err, "open %s", path);
+		/* Only the fd was needed; the name goes at once. */
+		unlink(path);
+		r = nm_suspend_export(n->cfg->nm_sock, &spec, snap, artifacts[i].kind, fd, &size,
+				      err);
+		if (r < 0)
+			return r;
+		/* a full snapshot saved as a stream has no RAM file: its
+		 * memory is in the vmstate artifact */
+		if (artifacts[i].kind == NM_ARTIFACT_MEM && size == 0)
+			continue;
+		if ((r = upload(n, sb, snap, artifacts[i].name, fd, &arts[i], err)) < 0)
+			return r;
+		*bytes += (int64_t)arts[i].size;
+	}
+	man = manifest_text(n, sb, snap, arts);
+	mkey = obj_key(sb, snap, "manifest.json");
+	sha256_hex(man, strlen(man), manifest_sha);
+	if (objstore_put_buf(n->os, mkey, man, strlen(man), sha, err) < 0)
+		return store_err(err, "manifest");
+	if (objstore_head(n->os, mkey, &hsize, sha, err) < 0)
+		return store_err(err, "manifest");
+	if (hsize != strlen(man) || strcmp(sha, manifest_sha) != 0)
+		return err_set(err, EHOSTUNREACH, "object store: the manifest reads back wrong");
+	*bytes += (int64_t)hsize;
+	return 0;
+}
+
+int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *err)
+{
+	_cleanup_free_ char *snap = random_id("su-", 8);
+	_cleanup_free_ char *procs = NULL;
+	char manifest_sha[OBJSTORE_SHA256_HEX] = "";
+	struct suspended_row row;
+	enum sb_state prev;
+	int64_t bytes = 0;
+	uint64_t t0 = now_us();
+	err_t e2 = { 0 };
+	char reason[200];
+	int r;
+
+	if (!sandbox_suspend_kind(sb) || !n->os)
+		return err_set(err, EOPNOTSUPP, "the %s backend cannot suspend a sandbox%s",
+			       sb->backend_name, n->os ? "" : " (no object store)");
+	pthread_mutex_lock(&sb->mu);
+	while (sb->lc_busy)
+		pthread_cond_wait(&sb->cv, &sb->mu);
+	prev = sb->state;
+	if (sb->deleting || (prev != SB_RUNNING && prev != SB_PAUSED)) {
+		pthread_mutex_unlock(&sb->mu);
+		return err_set(err, EBUSY, "sandbox %s is %s; only a running or paused sandbox "
+			       "can be suspended", sb->id, state_name(prev));
+	}
+	/* 1: the row first, so a restart from here on finds suspending and
+	 * gives the jail back (it thaws a frozen one). */
+	snprintf(reason, sizeof(reason), "%s (was %s)", why, state_name(prev));
+	r = state_transition(n->db, sb->id, &sb->state, SB_SUSPENDING, reason, 0, err);
+	if (r == 0)
+		sb->lc_busy = true;
+	pthread_mutex_unlock(&sb->mu);
+	if (r < 0)
+		return r;
+	if (prev == SB_RUNNING && (r = sb->be->pause(&n->bctx, sb->id, err)) < 0)
+		err_wrap(err, "pause");
+	if (r == 0)
+		r = make_and_upload(n, sb, snap, &bytes, manifest_sha, &procs, err);
+	fault_point("suspend_before_commit");
+	if (r == 0) {
+		row = (struct suspended_row){ snap, manifest_sha, procs, bytes, prev };
+		pthread_mutex_lock(&sb->mu);
+		r = sandbox_tx(n, sb, write_suspended, &row, err);
+		/* The transaction rolled back after its transition moved memory
+		 * to suspended: the row still says suspending, and so must
+		 * memory (state.c: an edge memory alone takes). */
+		if (r < 0 && sb->state == SB_SUSPENDED)
+			state_set(sb->id, &sb->state, SB_SUSPENDING);
+		pthread_mutex_unlock(&sb->mu);
+	}
+	if (r < 0) {
+		/* The sandbox is still whole here: give it back. */
+		delete_objects(n, sb, snap);
+		if (sb->be->snapshot_delete(&n->bctx, sb->id, snap, &e2) < 0)
+			log_warn("sandbox %s: drop snapshot %s: %s", sb->id, snap, e2.msg);
+		if (prev == SB_RUNNING && sb->be->resume(&n->bctx, sb->id, &e2) < 0)
+			log_err("sandbox %s: resume after a failed suspend: %s", sb->id, e2.msg);
+		pthread_mutex_lock(&sb->mu);
+		snprintf(reason, sizeof(reason), "suspend failed: %.180s", err->msg);
+		if (state_transition(n->db, sb->id, &sb->state, prev, reason, 0, &e2) < 0) {
+			log_err("sandbox %s: %s", sb->id, e2.msg);
+			state_set(sb->id, &sb->state, prev);
+		}
+		sb->lc_busy = false;
+		pthread_cond_broadcast(&sb->cv);
+		pthread_mutex_unlock(&sb->mu);
+		return err_wrap(err, "suspend sandbox %s", sb->id);
+	}
+	/* 7: suspended and restorable; now free what it held here. */
+	pthread_mutex_lock(&sb->mu);
+	free(sb->susp_snap);
+	sb->susp_snap = xstrdup(snap);
+	sb->susp_bytes = bytes;
+	snprintf(sb->susp_sha, sizeof(sb->susp_sha), "%s", manifest_sha);
+	pthread_mutex_unlock(&sb->mu);
+	sandbox_gc_retire(sb, "the sandbox was suspended", NULL);
+	if (sb->be->destroy(&n->bctx, sb->id, &e2) < 0)
+		log_err("sandbox %s: free after suspend: %s (reconcile retries)", sb->id, e2.msg);
+	sandbox_net_forget(n, sb);
+	pthread_mutex_lock(&sb->mu);
+	sched_on_state_locked(sb, SB_SUSPENDED);
+	sb->lc_busy = false;
+	pthread_cond_broadcast(&sb->cv);
+	pthread_mutex_unlock(&sb->mu);
+	log_info("sandbox %s suspended as %s: %lld bytes in %.1f ms", sb->id, snap,
+		 (long long)bytes, (now_us() - t0) / 1000.0);
+	return 0;
+}
+
+/* ---- restore ----------------------------------------------------------- */
+
+static bool hex64(const char *s)
+{
+	if (!s || strlen(s) != 64)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+			return false;
+	return true;
+}
+
+/* The manifest is bytes from the store: checked against the digest the row
+ * kept before it is parsed, then every field used is checked again. */
+static int read_manifest(struct node *n, struct sandbox *sb, const char *snap,
+			 const char *want_sha, struct art arts[N_ARTIFACTS], err_t *err)
+{
+	_cleanup_free_ char *key = obj_key(sb, snap, "manifest.json");
+	_cleanup_free_ char *text = NULL;
+	char sha[OBJSTORE_SHA256_HEX];
+	const json *a, *t;
+	uint64_t size = 0;
+	json *m;
+	int r = 0;
+
+	if (objstore_get_buf(n->os, key, MANIFEST_MAX, &text, &size, err) < 0)
+		return err_wrap(err, "artifact manifest.json");
+	sha256_hex(text, size, sha);
+	if (strcmp(sha, want_sha) != 0)
+		return err_set(err, EBADMSG, "artifact manifest.json: SHA-256 %.16s… is not the "
+			       "%.16s… recorded at suspend", sha, want_sha);
+	if (!(m = json_parse(text, size, err)))
+		return err_wrap(err, "artifact manifest.json");
+	t = json_get(m, "template");
+	a = json_get(m, "artifacts");
+	if (!json_get_str(m, "sandbox") || strcmp(json_get_str(m, "sandbox"), sb->id) ||
+	    !json_get_str(m, "snapshot") || strcmp(json_get_str(m, "snapshot"), snap) ||
+	    !t || !json_get_str(t, "name") || strcmp(json_get_str(t, "name"), sb->template_name) ||
+	    !a || a->type != JSON_OBJ) {
+		r = err_set(err, EBADMSG, "artifact manifest.json: not this sandbox's snapshot %s",
+			    snap);
+		goto out;
+	}
+	for (size_t i = 0; i < N_ARTIFACTS; i++) {
+		const json *e = json_get(a, artifacts[i].name), *sz;
+		if (!e)
+			continue;
+		sz = json_get(e, "size");
+		if (e->type != JSON_OBJ || !sz || sz->type != JSON_NUM || !sz->is_int || sz->i < 0 ||
+		    (uint64_t)sz->i > ARTIFACT_MAX || !hex64(json_get_str(e, "sha256"))) {
+			r = err_set(err, EBADMSG, "artifact manifest.json: bad entry for %s",
+				    artifacts[i].name);
+			goto out;
+		}
+		arts[i].present = true;
+		arts[i].size = (uint64_t)sz->i;
+		snprintf(arts[i].sha, sizeof(arts[i].sha), "%s", json_get_str(e, "sha256"));
+	}
+	if (!arts[0].present)
+		r = err_set(err, EBADMSG, "artifact manifest.json: names no disk");
+out:
+	json_free(m);
+	return r;
+}
+
+/* Download, check and hand one artifact to nodemgr. */
+static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, size_t i,
+			  const struct art *want, const struct nm_sandbox_spec *spec, err_t *err)
+{
+	_cleanup_free_ char *key = obj_key(sb, snap, artifacts[i].name);
+	_cleanup_free_ char *path = staging_path(n, sb, snap, artifacts[i].name);
+	_cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+				      0600);
+	char sha[OBJSTORE_SHA256_HEX];
+	uint64_t size = 0;
+
+	if (fd < 0)
+		return err_sys(err, "open %s", path);
+	unlink(path);
+	if (objstore_get_fd(n->os, key, fd, &size, sha, err) < 0)
+		return err_wrap(err, "artifact %s", artifacts[i].name);
+	if (size != want->size || strcmp(sha, want->sha) != 0)
+		return err_set(err, EBADMSG,
+			       "artifact %s: %llu bytes with SHA-256 %.16s…, the manifest says "
+			       "%llu bytes %.16s…",
+			       artifacts[i].name, (unsigned long long)size, sha,
+			       (unsigned long long)want->size, want->sha);
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return err_sys(err, "rewind %s", path);
+	return nm_suspend_import(n->cfg->nm_sock, spec, snap, artifacts[i].kind, fd, err);
+}
+
+static char *suspended_procs(struct node *n, struct sandbox *sb)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	char *procs = NULL;
+
+	if (db_query(n->db, &rows, &err, "SELECT procs FROM suspensions WHERE sandbox_id=?", "s",
+		     sb->id) < 0)
+		return NULL;
+	if (rows.n_rows == 1 && db_cell(&rows, 0, 0))
+		procs = xstrdup(db_cell(&rows, 0, 0));
+	db_rows_free(&rows);
+	return procs;
+}
+
+static int write_restored(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
+{
+	(void)arg;
+	return db_exec(n->db, err, "DELETE FROM suspensions WHERE sandbox_id=?", "s", sb->id) < 0
+		       ? -err->code
+		       : 0;
+}
+
+int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *err)
+{
+	_cleanup_free_ char *snap = NULL;
+	struct art arts[N_ARTIFACTS] = { 0 };
+	struct nm_sandbox_spec spec;
+	char sha[OBJSTORE_SHA256_HEX], addr[16] = "", reason[600];
+	uint64_t t0 = now_us();
+	int r, chan_fd = -1;
+	pid_t pid = 0;
+	err_t e2 = { 0 };
+	size_t live;
+
+	/* A suspended sandbox does not count against max_sandboxes; a
+	 * restored one does again (n->mu before sb->mu). */
+	pthread_mutex_lock(&n->mu);
+	live = sandbox_live_locked(n);
+	pthread_mutex_unlock(&n->mu);
+	pthread_mutex_lock(&sb->mu);
+	while (sb->lc_busy)
+		pthread_cond_wait(&sb->cv, &sb->mu);
+	if (sb->state == SB_RUNNING && !sb->deleting) {
+		pthread_mutex_unlock(&sb->mu);
+		return 0;  /* restored meanwhile by another request */
+	}
+	if (sb->state == SB_SUSPENDED && n->cfg->max_sandboxes && live >= n->cfg->max_sandboxes) {
+		pthread_mutex_unlock(&sb->mu);
+		return err_set(err, EAGAIN, "the node runs its maximum of %u sandboxes; sandbox %s "
+			       "stays suspended", n->cfg->max_sandboxes, sb->id);
+	}
+	if (sb->deleting || sb->state != SB_SUSPENDED || !sb->susp_snap) {
+		r = err_set(err, EBUSY, "sandbox %s is %s; only a suspended sandbox can be restored",
+			    sb->id, state_name(sb->state));
+		pthread_mutex_unlock(&sb->mu);
+		return r;
+	}
+	if (!sb->be || !sb->be->fork || !n->os) {
+		pthread_mutex_unlock(&sb->mu);
+		return err_set(err, EOPNOTSUPP, "sandbox %s cannot be restored here", sb->id);
+	}
+	snap = xstrdup(sb->susp_snap);
+	snprintf(sha, sizeof(sha), "%s", sb->susp_sha);
+	r = state_transition(n->db, sb->id, &sb->state, SB_RESTORING, why, 0, err);
+	if (r == 0)
+		sb->lc_busy = true;
+	pthread_mutex_unlock(&sb->mu);
+	if (r < 0)
+		return r;
+
+	sandbox_jail_spec(sb, &spec);
+	r = read_manifest(n, sb, snap, sha, arts, err);
+	for (size_t i = 0; r == 0 && i < N_ARTIFACTS; i++)
+		if (arts[i].present)
+			r = fetch_artifact(n, sb, snap, i, &arts[i], &spec, err);
+	if (r == 0) {
+		r = sb->be->fork(&n->bctx, &spec, sb->id, snap, &chan_fd, &pid, addr, err);
+		if (r < 0)
+			err_wrap(err, "start");
+	}
+	if (r == 0 && (r = sandbox_net_push(n, sb, addr, err)) < 0)
+		err_wrap(err, "network");
+	if (r == 0) {
+		_cleanup_free_ char *procs = suspended_procs(n, sb);
+		/* vm: the processes of the suspend's moment carry on */
+		sandbox_gc_retire(sb, "the sandbox was restored", procs);
+		snprintf(reason, sizeof(reason), "restored from %s", snap);
+		r = sandbox_guest_up(n, sb, &spec, TAKE_FD(chan_fd), pid, reason,
+				     "guest agent after restore", err);
+	}
+	if (r < 0) {
+		if (chan_fd >= 0)
+			close(chan_fd);
+		/* Nothing of it may run here: the objects stay for a retry. */
+		if (sb->be->destroy(&n->bctx, sb->id, &e2) < 0)
+			log_err("sandbox %s: clean up a failed restore: %s", sb->id, e2.msg);
+		sandbox_net_forget(n, sb);
+		pthread_mutex_lock(&sb->mu);
+		snprintf(reason, sizeof(reason), "restore failed: %.500s", err->msg);
+		if (state_transition(n->db, sb->id, &sb->state, SB_SUSPENDED, reason, 0, &e2) < 0) {
+			log_err("sandbox %s: %s", sb->id, e2.msg);
+			state_set(sb->id, &sb->state, SB_SUSPENDED);
+		}
+		sb->lc_busy = false;
+		pthread_cond_broadcast(&sb->cv);
+		pthread_mutex_unlock(&sb->mu);
+		return err_wrap(err, "restore sandbox %s", sb->id);
+	}
+	/* Running again: the row and the objects of the snapshot go. */
+	if (sandbox_tx(n, sb, write_restored, NULL, &e2) < 0)
+		log_warn("sandbox %s: %s", sb->id, e2.msg);
+	if (sb->be->snapshot_delete(&n->bctx, sb->id, snap, &e2) < 0)
+		log_warn("sandbox %s: drop restored snapshot %s: %s", sb->id, snap, e2.msg);
+	delete_objects(n, sb, snap);
+	pthread_mutex_lock(&sb->mu);
+	free(sb->susp_snap);
+	sb->susp_snap = NULL;
+	sb->susp_bytes = 0;
+	sched_on_state_locked(sb, SB_RUNNING);
+	sandbox_schedule_timeout(n, sb);
+	sb->lc_busy = false;
+	pthread_cond_broadcast(&sb->cv);
+	pthread_mutex_unlock(&sb->mu);
+	log_info("sandbox %s restored from %s in %.1f ms", sb->id, snap, (now_us() - t0) / 1000.0);
+	return 0;
+}
+
+/* ---- the rest of the node ---------------------------------------------- */
+
+void suspend_render_locked(struct jw *w, struct sandbox *sb)
+{
+	const char *kind = sandbox_suspend_kind(sb);
+
+	/* What a suspend keeps: "memory" (vm: processes carry on), "disk"
+	 * (ns: the files; processes end), null: this backend cannot. */
+	jw_key(w, "suspend");
+	jw_str(w, kind);
+	if (sb->state == SB_SUSPENDED && sb->susp_snap) {
+		jw_key(w, "snapshot_id");
+		jw_str(w, sb->susp_snap);
+		jw_key(w, "suspended_bytes");
+		jw_int(w, sb->susp_bytes);
+	}
+}
+
+void suspend_load(struct node *n, struct sandbox *sb)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+
+	if (db_query(n->db, &rows, &err,
+		     "SELECT snapshot_id, bytes, manifest_sha FROM suspensions WHERE sandbox_id=?",
+		     "s", sb->id) < 0) {
+		log_warn("sandbox %s: %s", sb->id, err.msg);
+		return;
+	}
+	if (rows.n_rows == 1) {
+		sb->susp_snap = xstrdup(db_cell(&rows, 0, 0));
+		sb->susp_bytes = db_cell_int(&rows, 0, 1);
+		snprintf(sb->susp_sha, sizeof(sb->susp_sha), "%s", db_cell(&rows, 0, 2));
+	}
+	db_rows_free(&rows);
+}
+
+/* Objects under sandboxes/<id>/ other than keep's (NULL: all of them). */
+struct sweep {
+	struct node *n;
+	const char *keep;   /* "sandboxes/<id>/<snap>/" or NULL */
+};
+
+static int sweep_one(void *arg, const char *key, uint64_t size)
+{
+	struct sweep *sw = arg;
+	err_t e = { 0 };
+
+	(void)size;
+	if (sw->keep && strncmp(key, sw->keep, strlen(sw->keep)) == 0)
+		return 0;
+	if (objstore_delete(sw->n->os, key, &e) < 0)
+		log_warn("delete %s: %s", key, e.msg);
+	return 0;
+}
+
+void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_current)
+{
+	_cleanup_free_ char *prefix = xasprintf("sandboxes/%s/", sb->id);
+	_cleanup_free_ char *keep = NULL;
+	struct sweep sw = { n, NULL };
+	err_t e = { 0 };
+
+	if (!n->os)
+		return;
+	if (keep_current && sb->susp_snap)
+		sw.keep = keep = xasprintf("sandboxes/%s/%s/", sb->id, sb->susp_snap);
+	if (objstore_list(n->os, prefix, sweep_one, &sw, &e) < 0)
+		log_warn("sandbox %s: list its objects: %s", sb->id, e.msg);
+}
+
+void suspend_reconcile(struct node *n, struct sandbox *sb)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	enum sb_state prev = SB_PAUSED;
+
+	if (sb->state == SB_RESTORING) {
+		/* Cut off mid-restore: nothing of it may run; the objects and the
+		 * row are still there. */
+		if (sb->be && sb->be->destroy(&n->bctx, sb->id, &err) < 0)
+			log_warn("sandbox %s: %s", sb->id, err.msg);
+		if (state_transition(n->db, sb->id, &sb->state, SB_SUSPENDED,
+				     "restore interrupted by a node restart", 0, &err) < 0)
+			log_err("%s", err.msg);
+		return;
+	}
+	if (sb->state != SB_SUSPENDING)
+		return;
+	/* Cut off mid-suspend: no row is restorable (that is written with
+	 * suspended), the jail is still whole (it is freed after), frozen. Give
+	 * it back as it was before, and drop a partial upload. */
+	if (db_query(n->db, &rows, &err,
+		     "SELECT from_state FROM events WHERE sandbox_id=? AND to_state='suspending'"
+		     " ORDER BY id DESC LIMIT 1",
+		     "s", sb->id) == 0) {
+		if (rows.n_rows == 1 && db_cell(&rows, 0, 0) &&
+		    strcmp(db_cell(&rows, 0, 0), "running") == 0)
+			prev = SB_RUNNING;
+		db_rows_free(&rows);
+	}
+	suspend_forget_objects(n, sb, false);
+	/* suspending → paused: the jail is frozen; adopt() thaws it to say
+	 * HELLO and pauses it again; a running one is resumed after. */
+	if (state_transition(n->db, sb->id, &sb->state, SB_PAUSED,
+			     "suspend interrupted by a node restart", 0, &err) < 0) {
+		log_err("%s", err.msg);
+		state_set(sb->id, &sb->state, SB_PAUSED);
+	}
+	sb->susp_resume = prev == SB_RUNNING;
+}
+
+/* auto_restore=false in the query: a request that needs the guest answers
+ * 409 on a suspended sandbox instead of restoring it. Returns false when it
+ * answered. */
+static void query_auto_restore(void *arg, const char *k, const char *v)
+{
+	if (strcmp(k, "auto_restore") == 0)
+		*(bool *)arg = !(strcmp(v, "false") == 0 || strcmp(v, "0") == 0);
+}
+
+bool suspend_gate(struct sandbox *sb, struct http_req *req, struct http_conn *c)
+{
+	bool auto_restore = true;
+	enum sb_state st;
+
+	pthread_mutex_lock(&sb->mu);
+	st = sb->state;
+	pthread_mutex_unlock(&sb->mu);
+	if (st != SB_SUSPENDED && st != SB_SUSPENDING)
+		return true;
+	node_query_each(req->query, query_auto_restore, &auto_restore);
+	if (auto_restore)
+		return true;
+	node_respond_conflict(c, st, "sandbox %s is %s and auto_restore=false", sb->id,
+			      state_name(st));
+	return false;
+}
+
+void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
+			    struct http_conn *c)
+{
+	err_t err = { 0 };
+	int r;
+
+	if (strcmp(op, "suspend") == 0) {
+		r = sandbox_suspend(n, sb, "suspended by client", &err);
+	} else {
+		enum sb_state st;
+		bool busy;
+		pthread_mutex_lock(&sb->mu);
+		st = sb->state;
+		busy = sb->lc_busy;
+		pthread_mutex_unlock(&sb->mu);
+		/* An explicit restore of a sandbox that is not suspended is a
+		 * conflict (one restoring now is waited for). */
+		if (!busy && st != SB_SUSPENDED)
+			r = err_set(&err, EBUSY, "sandbox %s is %s; only a suspended sandbox can be "
+				    "restored", sb->id, state_name(st));
+		else
+			r = sandbox_restore(n, sb, "restored by client", &err);
+	}
+	if (r < 0)
+		sandbox_respond_err(c, sb, &err);
+	else
+		sandbox_respond(c, 200, sb);
+}

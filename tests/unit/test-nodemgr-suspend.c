@@ -1,0 +1,247 @@
+/* test-nodemgr-suspend: a vm suspend's memory and device-state artifacts
+ * (src/nodemgr/vm-suspend.c) on a real btrfs pool (root only): the memory
+ * is exported as the pages that differ from the template's RAM file and
+ * rebuilt byte for byte on a reflink of it; the device state round-trips;
+ * and the importer, which parses bytes from the object store as root,
+ * refuses every hostile stream: not zstd, a wrong magic, a RAM size not the
+ * guest's, a page past the end, a stream cut short, bytes after the end
+ * mark, and one that decompresses past its bound. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "../../src/lib/util.h"
+#include "../../src/nodemgr/nodemgr-internal.h"
+#include "../../src/nodemgr/vm-internal.h"
+#include "check.h"
+#include "tmp-pool.h"
+
+#undef CHECK
+#define CHECK(c) REQUIRE(c, tmp_pool_remove)
+
+#define MB 4u
+#define SIZE ((size_t)MB << 20)
+#define PG 4096u
+
+static struct nm_server srv;
+static struct nm_sandbox_spec spec;
+static char snapdir[300], mem[400], vmstate[400], tmem[400];
+
+static void fill(uint8_t *b, uint8_t seed)
+{
+	for (size_t i = 0; i < SIZE; i++)
+		b[i] = (uint8_t)(i * 31 + seed + (i >> 12));
+}
+
+static void put_file(const char *path, const void *p, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	CHECK(fd >= 0 && write_all(fd, p, n) == 0);
+	close(fd);
+}
+
+static uint8_t *get_file(const char *path, size_t *n)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	uint8_t *b;
+
+	CHECK(fd >= 0 && fstat(fd, &st) == 0);
+	b = xmalloc((size_t)st.st_size + 1);
+	CHECK(read(fd, b, (size_t)st.st_size) == st.st_size);
+	close(fd);
+	*n = (size_t)st.st_size;
+	return b;
+}
+
+static int tmpfd(void)
+{
+	char path[400];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/artifact", tmpdir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	unlink(path);
+	return fd;
+}
+
+/* An fd holding zstd(raw). */
+static int zfd(const void *raw, size_t n)
+{
+	size_t cap = ZSTD_compressBound(n);
+	void *z = xmalloc(cap);
+	size_t zn = ZSTD_compress(z, cap, raw, n, 1);
+	int fd = tmpfd();
+
+	CHECK(!ZSTD_isError(zn) && write_all(fd, z, zn) == 0);
+	free(z);
+	return fd;
+}
+
+/* A memory stream: header (magic, page size, base, size), the records, and
+ * the end mark unless end is false. */
+static size_t stream(uint8_t *out, const char *magic, uint64_t size, const uint64_t *idx,
+		     int n, bool end)
+{
+	uint32_t ps = PG, base = 1;
+	size_t o = 0;
+
+	memcpy(out, magic, 8);
+	memcpy(out + 8, &ps, 4);
+	memcpy(out + 12, &base, 4);
+	memcpy(out + 16, &size, 8);
+	o = 24;
+	for (int i = 0; i < n; i++) {
+		memcpy(out + o, &idx[i], 8);
+		memset(out + o + 8, 0x77, PG);
+		o += 8 + PG;
+	}
+	if (end) {
+		memset(out + o, 0xff, 8);
+		o += 8;
+	}
+	return o;
+}
+
+static int import_mem(int fd, err_t *e)
+{
+	return vm_suspend_import(&srv, &spec, "su-1", NM_ARTIFACT_MEM, fd, e);
+}
+
+static void hostile(const char *what, const void *raw, size_t n, bool compress)
+{
+	int fd = compress ? zfd(raw, n) : tmpfd();
+	err_t e = { 0 };
+	int r;
+
+	if (!compress)
+		CHECK(write_all(fd, raw, n) == 0);
+	r = import_mem(fd, &e);
+	if (r != -EBADMSG)
+		fprintf(stderr, "%s: %d %s\n", what, r, e.msg);
+	CHECK(r == -EBADMSG);
+	close(fd);
+}
+
+int main(void)
+{
+	uint8_t *tmpl = xmalloc(SIZE), *guest = xmalloc(SIZE), *raw, *got;
+	size_t n, rawcap = 24 + 4 * (8 + PG) + 8;
+	struct vm_shape sh;
+	bool mounted = false;
+	int64_t size = 0;
+	err_t e = { 0 };
+	char *cache;
+	int fd;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "test-nodemgr-suspend: needs root, skipping\n");
+		return 77;
+	}
+	CHECK(tmp_pool_make(1024, &mounted, &e) == 0);
+	srv.pool = xasprintf("%s/pool", tmpdir);
+	snprintf(spec.id, sizeof(spec.id), "sb-1");
+	snprintf(spec.template_name, sizeof(spec.template_name), "t");
+	spec.template_version = 1;
+	spec.limits.memory_mb = MB;
+	spec.limits.cpu_millis = 1000;
+
+	/* The template's RAM file for this shape, and a full snapshot whose
+	 * RAM is it with 3 pages written (first, middle, last). */
+	vm_shape_of(&spec, &sh);
+	cache = vm_cache_dir(&srv, &spec, &sh);
+	CHECK(mkdir_p(cache, 0700) == 0);
+	snprintf(tmem, sizeof(tmem), "%s/mem", cache);
+	fill(tmpl, 1);
+	put_file(tmem, tmpl, SIZE);
+	memcpy(guest, tmpl, SIZE);
+	memset(guest, 0xaa, PG);
+	memset(guest + SIZE / 2 + 5, 0xbb, 10);
+	memset(guest + SIZE - PG, 0xcc, PG);
+	snprintf(snapdir, sizeof(snapdir), "%s/snapshots/sb-1", srv.pool);
+	CHECK(mkdir(snapdir, 0700) == 0);
+	snprintf(mem, sizeof(mem), "%s/su-1.mem", snapdir);
+	snprintf(vmstate, sizeof(vmstate), "%s/su-1.vmstate", snapdir);
+	put_file(mem, guest, SIZE);
+	put_file(vmstate, "device state", 12);
+	{
+		char sub[400];
+		snprintf(sub, sizeof(sub), "%s/su-1", snapdir);
+		CHECK(pool_subvol_create(sub, &e) == 0);
+	}
+
+	/* Export: 3 pages, compressed; far less than the RAM. */
+	fd = tmpfd();
+	CHECK(vm_suspend_export(&srv, &spec, "su-1", NM_ARTIFACT_MEM, fd, &size, &e) == 0);
+	printf("memory artifact: %lld bytes for 3 written pages of %u MiB\n", (long long)size, MB);
+	CHECK(size > 0 && size < 4 * PG);
+	/* Import over nothing: the same RAM, byte for byte. */
+	unlink(mem);
+	CHECK(import_mem(fd, &e) == 0);
+	got = get_file(mem, &n);
+	CHECK(n == SIZE && memcmp(got, guest, SIZE) == 0);
+	free(got);
+	close(fd);
+	/* The device state round-trips. */
+	fd = tmpfd();
+	CHECK(vm_suspend_export(&srv, &spec, "su-1", NM_ARTIFACT_VMSTATE, fd, &size, &e) == 0);
+	unlink(vmstate);
+	CHECK(vm_suspend_import(&srv, &spec, "su-1", NM_ARTIFACT_VMSTATE, fd, &e) == 0);
+	got = get_file(vmstate, &n);
+	CHECK(n == 12 && memcmp(got, "device state", 12) == 0);
+	free(got);
+	close(fd);
+
+	/* Hostile streams. */
+	raw = xcalloc(1, rawcap + SIZE);
+	{
+		uint64_t ok[1] = { 3 }, past[1] = { SIZE / PG }, huge[1] = { UINT64_MAX - 1 };
+		hostile("not zstd", "this is not a zstd frame at all", 31, false);
+		n = stream(raw, "ALMEM999", SIZE, ok, 1, true);
+		hostile("magic", raw, n, true);
+		n = stream(raw, "ALMEM001", SIZE * 2, ok, 1, true);
+		hostile("size", raw, n, true);
+		n = stream(raw, "ALMEM001", SIZE, past, 1, true);
+		hostile("page past the end", raw, n, true);
+		n = stream(raw, "ALMEM001", SIZE, huge, 1, true);
+		hostile("huge page index", raw, n, true);
+		n = stream(raw, "ALMEM001", SIZE, ok, 1, false);
+		hostile("no end mark", raw, n, true);
+		n = stream(raw, "ALMEM001", SIZE, ok, 1, true);
+		memcpy(raw + n, "trailing", 8);
+		hostile("bytes after the end", raw, n + 8, true);
+		/* a page repeated past twice the RAM: the bound stops it */
+		n = stream(raw, "ALMEM001", SIZE, ok, 0, false);
+		{
+			size_t total = (size_t)2 * SIZE + 2 * (8 + PG);
+			uint8_t *bomb = xcalloc(1, total + n);
+			memcpy(bomb, raw, n);
+			for (size_t o = n; o + 8 + PG <= total + n; o += 8 + PG)
+				memcpy(bomb + o, ok, 8);
+			hostile("bomb", bomb, total + n, true);
+			free(bomb);
+		}
+		/* and a good one still imports after all that */
+		n = stream(raw, "ALMEM001", SIZE, ok, 1, true);
+		fd = zfd(raw, n);
+		CHECK(import_mem(fd, &e) == 0);
+		close(fd);
+		got = get_file(mem, &n);
+		CHECK(n == SIZE && got[3 * PG] == 0x77 && got[4 * PG] == tmpl[4 * PG]);
+		free(got);
+	}
+	free(raw);
+	free(tmpl);
+	free(guest);
+	free(cache);
+	tmp_pool_remove();
+	printf("test-nodemgr-suspend: ok\n");
+	return 0;
+}
