@@ -2,14 +2,16 @@
  *
  * One connection per handle (db.c's mutex serialises it). Statements go with
  * PQexecParams in text format: "?" becomes $1..$n, 's' is sent as text and
- * 'i' as bigint, results come back as text like SQLite's. A lost connection
- * is reset at the start of the next call outside a transaction; the call
- * that saw it fails with -EIO (it may or may not have run, so it is not
- * resent). */
+ * 'i' as bigint, results come back as text like SQLite's. A connection the
+ * server closed while idle is made again before the next statement is sent
+ * (outside a transaction); one lost during a call fails that call with -EIO
+ * (it may or may not have run, so it is not resent) and is made again by the
+ * next. */
 #include "db-internal.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -83,6 +85,9 @@ static int pg_error(struct db *db, err_t *err, const PGresult *res, const char *
 	if (!msg || !*msg)
 		msg = PQerrorMessage(H(db));
 	snprintf(m, sizeof(m), "%s", msg);
+	for (char *p = m; *p; p++)   /* libpq's continuation lines: "\n\t..." */
+		if (*p == '\n' || *p == '\t')
+			*p = ' ';
 	n = strlen(m);
 	while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
 		m[--n] = 0;
@@ -123,9 +128,24 @@ static void pg_close(struct db *db)
 
 /* Reconnect a dropped connection, unless a transaction was open on it: that
  * transaction is gone and its caller must see every statement fail until it
- * rolls back. */
+ * rolls back. A connection that drops during a call fails that call (it may
+ * or may not have run, so it is not resent). */
 static int pg_ready(struct db *db, err_t *err)
 {
+	/* A server that closed the connection while it was idle (a restart, an
+	 * idle timeout, pg_terminate_backend) has sent its FATAL and EOF:
+	 * reading them (libpq's socket never blocks) marks the connection bad
+	 * before this call sends anything, so it reconnects now and the
+	 * statement runs once, instead of failing for the next call to
+	 * reconnect. */
+	for (int i = 0; i < 4 && PQstatus(H(db)) == CONNECTION_OK; i++) {
+		struct pollfd p = { .fd = PQsocket(H(db)), .events = POLLIN };
+
+		/* readable: a message, or EOF, which only the read after the
+		 * one that takes the FATAL sees */
+		if (poll(&p, 1, 0) <= 0 || !PQconsumeInput(H(db)))
+			break;
+	}
 	if (PQstatus(H(db)) == CONNECTION_OK)
 		return 0;
 	if (db->in_tx)

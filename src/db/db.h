@@ -46,8 +46,10 @@ const char *db_driver_name(const struct db *db);    /* "sqlite" or "postgres" */
  *            deadlock (40001, 40P01); the caller rolls back and may retry.
  *            Outside a transaction the driver retries those itself.
  *   -EBUSY   SQLite: the file stayed locked past the busy timeout
- *   -EIO     anything else, the connection lost included (the next call
- *            reconnects; a transaction in progress is lost with it) */
+ *   -EIO     anything else, a PostgreSQL connection lost during the call
+ *            included (the next call reconnects; a transaction in progress
+ *            is lost with it). One the server closed while idle (a
+ *            restart) is made again before the statement is sent. */
 int db_exec(struct db *db, err_t *err, const char *sql, const char *types, ...);
 
 struct db_rows {

@@ -66,6 +66,16 @@ class Postgres:
         conv = lambda f: None if f == "\x1e" else int(f) if f.lstrip("-").isdigit() else f
         return [tuple(conv(f) for f in line.split("\x1f")) for line in r.stdout.splitlines()]
 
+    def restart(self):
+        """Restart the server (same port, same data): every client connection drops."""
+        cmd = ["/usr/lib/postgresql/15/bin/pg_ctl", "-D", os.path.join(self.dir, "data"),
+               "-l", os.path.join(self.dir, "server.log"), "-m", "fast", "-w", "restart"]
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "nobody", "--"] + cmd
+        # not piped: the server it starts would hold the pipe open
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       stdin=subprocess.DEVNULL, cwd=self.dir)
+
     def stop(self):
         subprocess.run(["sh", os.path.join(SRC, "tests/pg/pg-stop.sh"), self.dir])
 

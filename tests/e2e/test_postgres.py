@@ -104,6 +104,25 @@ class PostgresTest(unittest.TestCase):
             self.api_a.call("GET", f"/v1/sandboxes/{sid}")
         self.assertEqual(cm.exception.status, 404)
 
+    def test_reconnect_after_database_restart(self):
+        """The server restarts under both instances: every daemon finds its
+        connection closed before its next statement, makes a new one, and
+        no request fails."""
+        sb = self.api_a.create()
+        self.pg.restart()
+        made = self.api_b.create()
+        for api, sid in ((self.api_a, sb["id"]), (self.api_b, made["id"])):
+            self.assertEqual(api.exec(sid, ["echo", "after"])[:2], (0, b"after\n"))
+            api.call("POST", f"/v1/sandboxes/{sid}/snapshots", {"name": "after"})
+            api.delete(sid)
+        self.assertEqual(self.sql("SELECT count(*) FROM sandboxes WHERE id IN"
+                                  f" ('{sb['id']}', '{made['id']}') AND observed = 'deleted'"),
+                         [["2"]])
+        time.sleep(6)   # a heartbeat of each node after the restart
+        self.assertEqual(self.sql("SELECT count(*) FROM nodes WHERE state = 'up'"
+                                  " AND last_heartbeat > extract(epoch FROM now()) * 1000 - 6000"),
+                         [["2"]])
+
     def test_tenants_keys_credentials_shared(self):
         t = self.api_a.call("POST", "/v1/tenants", {"name": "shared"})
         with self.assertRaises(ApiError) as cm:   # the name is taken in the one database
