@@ -261,6 +261,7 @@ int template_import(struct nm_server *s, const char *name, const char *uuid,
 	_cleanup_free_ char *namedir = xasprintf("%s/templates/%s", s->pool, name);
 	_cleanup_free_ char *tmp = xasprintf("%s/.recv-XXXXXX", namedir);
 	_cleanup_free_ char *sub = NULL, *dst = NULL;
+	struct pool_subvol_ids ids;
 	uint64_t t0 = now_us();
 	uint32_t v = 0;
 	int r;
@@ -283,8 +284,10 @@ int template_import(struct nm_server *s, const char *name, const char *uuid,
 	if ((r = pool_receive(tmp, fd, &w, err)) < 0 ||
 	    (r = received_one(tmp, uuid, &sub, err)) < 0)
 		goto fail;
-	/* Keep it read-only whatever the stream said (it is already). */
-	if ((r = pool_subvol_set_readonly(sub, true, err)) < 0)
+	/* btrfs refuses to rename a read-only subvolume: writable for the
+	 * rename (still in tmp, which nothing lists), read-only again at its
+	 * place (template_list skips it until then), and checked again. */
+	if ((r = pool_subvol_set_readonly(sub, false, err)) < 0)
 		goto fail;
 	pthread_mutex_lock(&import_mu);
 	v = next_version(namedir, min_version);
@@ -298,8 +301,20 @@ int template_import(struct nm_server *s, const char *name, const char *uuid,
 			r = err_sys(err, "rename the received template to %s", dst);
 	}
 	pthread_mutex_unlock(&import_mu);
-	if (r < 0)
+	if (r < 0) {
+		pool_subvol_set_readonly(sub, true, &(err_t){ 0 });
 		goto fail;
+	}
+	if ((r = pool_subvol_set_readonly(dst, true, err)) < 0 ||
+	    (r = pool_subvol_ids(dst, &ids, err)) < 0 ||
+	    !ids.readonly || strcmp(ids.received_uuid, uuid)) {
+		err_t e2 = { 0 };
+		if (r == 0)
+			r = err_set(err, EIO, "%s lost its identity when made read-only", dst);
+		if (pool_subvol_delete(dst, &e2) < 0)
+			log_warn("template %s/%u cleanup: %s", name, v, e2.msg);
+		goto fail;
+	}
 	if (rmdir(tmp) < 0)
 		log_warn("template %s/%u: remove %s: %s", name, v, tmp, strerror(errno));
 	*version = v;
