@@ -22,9 +22,10 @@
  *
  * The stream given to import is untrusted bytes parsed as root: the node
  * checked its size and SHA-256 against its manifest first, and receive runs
- * confined to the temporary directory (--chroot: it cannot resolve, clone
- * from or write to any other subvolume of the pool) and stops at its first
- * error. What it made is then checked before anything else can see it:
+ * confined to the temporary directory (pool_receive_new: --chroot for what
+ * it writes, and that directory as its mount root for the parents and
+ * clone sources it looks up by uuid, so no other subvolume of the pool can
+ * be written, snapshotted or cloned from) and stops at its first error. What it made is then checked before anything else can see it:
  * nothing lists or uses a name starting with '.' (template_list,
  * template_superseded), and the rename into place is the only step that
  * publishes it.
@@ -281,7 +282,7 @@ int template_import(struct nm_server *s, const char *name, const char *uuid,
 		goto fail;
 	}
 	struct pool_waiter w = { wait_child, s };
-	if ((r = pool_receive(tmp, fd, &w, err)) < 0 ||
+	if ((r = pool_receive_new(tmp, fd, &w, err)) < 0 ||
 	    (r = received_one(tmp, uuid, &sub, err)) < 0)
 		goto fail;
 	/* btrfs refuses to rename a read-only subvolume: writable for the

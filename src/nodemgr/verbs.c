@@ -282,10 +282,10 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		 * made under templates/<name>/; the stream comes as an fd (a
 		 * regular file open for reading, checked). It is untrusted
 		 * bytes (from the object store, checked by the node against its
-		 * manifest): `btrfs receive --chroot` applies it inside a fresh
-		 * templates/<name>/.recv-XXXXXX only (no other subvolume can be
-		 * reached, written or cloned from), stopping at its first
-		 * error; what it made is published (renamed to a new, unused
+		 * manifest): `btrfs receive --chroot -m DIR` applies it inside
+		 * a fresh DIR = templates/<name>/.recv-XXXXXX only (no other
+		 * subvolume can be written, snapshotted or cloned from:
+		 * pool_receive_new), stopping at its first error; what it made is published (renamed to a new, unused
 		 * version number) only if it is exactly one read-only
 		 * subvolume made from scratch with the identity the node
 		 * expects, and removed otherwise. Names starting with '.' are

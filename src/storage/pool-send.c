@@ -115,6 +115,17 @@ int pool_receive(const char *dir, int in_fd, const struct pool_waiter *w, err_t 
 	return run_fds(argv, in_fd, -1, w, err);
 }
 
+int pool_receive_new(const char *dir, int in_fd, const struct pool_waiter *w, err_t *err)
+{
+	/* -m dir: receive opens its "mount root" before it chroots and looks
+	 * up parents and clone sources by their path from the filesystem's
+	 * root, relative to it; from dir no such path leads out. */
+	char *argv[] = { "btrfs", "-q", "receive", "-E", "1", "--chroot", "-m", (char *)dir,
+			 (char *)dir, NULL };
+
+	return run_fds(argv, in_fd, -1, w, err);
+}
+
 int pool_subvol_mark_received(const char *path, err_t *err)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -69,6 +69,14 @@ int pool_send(const char *snap, const char *parent, int out_fd, const struct poo
  * receive --chroot`): the stream's subvolume appears there, read-only.
  * The stream is untrusted; receive is confined to dir. */
 int pool_receive(const char *dir, int in_fd, const struct pool_waiter *w, err_t *err);
+/* The same for a stream that must make its subvolume from nothing (a
+ * template from another node): the mount root receive resolves a
+ * snapshot's parent and a clone's source under is dir too (`-m dir`), so
+ * such a stream cannot reach any subvolume outside dir (--chroot alone
+ * confines the paths receive writes, not those it reads: it looks parents
+ * and clone sources up by uuid in the whole filesystem and opens them from
+ * the real mount root). */
+int pool_receive_new(const char *dir, int in_fd, const struct pool_waiter *w, err_t *err);
 /* Give the writable subvolume at path its own uuid as "received uuid" (and
  * its ctransid as stransid), as if it had come from a receive. A stream
  * sent with it as parent then names it by that uuid for its clones, which
