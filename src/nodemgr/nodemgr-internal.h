@@ -194,6 +194,9 @@ int template_find(struct nm_server *s, const char *name, const char *uuid, uint3
 		  err_t *err);
 int template_import(struct nm_server *s, const char *name, const char *uuid,
 		    uint32_t min_version, int fd, uint32_t *version, err_t *err);
+/* At start: remove what imports a crash cut off left
+ * (templates/<name>/.recv-*). */
+void template_import_sweep(struct nm_server *s);
 /* vm-suspend.c: the memory (zstd of the pages that differ from the
  * template's RAM file) and device state (zstd) of a full snapshot. Export
  * of the memory of a snapshot saved as a stream writes nothing (*size 0). */
