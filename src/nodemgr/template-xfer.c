@@ -191,6 +191,7 @@ static int received_one(const char *tmp, const char *uuid, char **sub, err_t *er
 	struct pool_subvol_ids ids;
 	DIR *d = opendir(tmp);
 	struct dirent *de;
+	struct stat st;
 	char *found = NULL;
 	int n = 0, r;
 
@@ -208,7 +209,10 @@ static int received_one(const char *tmp, const char *uuid, char **sub, err_t *er
 		free(found);
 		return err_set(err, EPROTO, "the stream made %d entries, not one subvolume", n);
 	}
-	if (pool_is_subvol(found) != 1) {
+	/* lstat: a stream can make a symlink beside its subvolume (a command
+	 * before its first subvolume writes at the top of tmp), and one
+	 * pointing at another subvolume of the pool must not pass for it. */
+	if (lstat(found, &st) < 0 || !S_ISDIR(st.st_mode) || pool_is_subvol(found) != 1) {
 		free(found);
 		return err_set(err, EPROTO, "the stream made no subvolume");
 	}

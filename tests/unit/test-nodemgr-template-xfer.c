@@ -15,6 +15,8 @@
  *   - refused, with nothing left under templates/<name>/: a corrupted
  *     stream, a wrong expected identity (-EPROTO), an incremental stream
  *     (its parent, a template of the same pool, is out of receive's reach),
+ *     a hand-made stream that only makes a symlink to a template of the
+ *     pool with the expected identity,
  *     two subvolumes in one stream (-EPROTO), a malformed uuid (-EINVAL);
  *   - two concurrent imports of one name get different versions;
  *   - what an import cut off by a crash left is removed at the next start.
@@ -320,6 +322,61 @@ static void make_template(const struct node *n, const char *name, uint32_t ver)
 	OK(pool_subvol_set_readonly(p, true, E));
 }
 
+/* A hand-made send stream (btrfs-progs' send.h, version 1): the header,
+ * then commands of {le32 payload length, le16 command, le32 crc32c (seed
+ * 0, no final inversion, over the command with its crc field 0)} and
+ * their attributes {le16 type, le16 length, bytes}. */
+struct hand {
+	uint8_t b[4096];
+	size_t n, cmd;
+};
+
+static uint32_t crc32c(const uint8_t *p, size_t n)
+{
+	uint32_t c = 0;
+
+	while (n--) {
+		c ^= *p++;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+	}
+	return c;
+}
+
+static void hand_put(struct hand *h, const void *p, size_t n)
+{
+	CHECK(h->n + n <= sizeof(h->b));
+	memcpy(h->b + h->n, p, n);
+	h->n += n;
+}
+
+static void hand_begin(struct hand *h, uint16_t cmd)
+{
+	uint8_t hdr[10] = { 0 };
+
+	if (!h->n)
+		hand_put(h, "btrfs-stream\0\1\0\0\0", 17);
+	h->cmd = h->n;
+	memcpy(hdr + 4, &cmd, 2);
+	hand_put(h, hdr, sizeof(hdr));
+}
+
+static void hand_attr(struct hand *h, uint16_t type, const void *p, uint16_t n)
+{
+	hand_put(h, &type, 2);
+	hand_put(h, &n, 2);
+	hand_put(h, p, n);
+}
+
+static void hand_end(struct hand *h)
+{
+	uint32_t len = (uint32_t)(h->n - h->cmd - 10), crc;
+
+	memcpy(h->b + h->cmd, &len, 4);
+	crc = crc32c(h->b + h->cmd, h->n - h->cmd);
+	memcpy(h->b + h->cmd + 6, &crc, 4);
+}
+
 struct import_arg {
 	int fd;
 	const char *uuid;
@@ -503,6 +560,30 @@ int main(void)
 	close(fd);
 	entries(&B, "t", ls, sizeof(ls));
 	CHECK(!strcmp(ls, "3"));
+	/* a stream whose one command, before any subvolume, is a symlink at
+	 * the top of the receive directory to a template of the pool with
+	 * the expected identity: it is not taken for a subvolume */
+	{
+		struct hand h = { .n = 0 };
+		uint64_t ino = 257;
+		snprintf(q, sizeof(q), "%s/templates/t/3", B.pool);
+		hand_begin(&h, 8);              /* BTRFS_SEND_C_SYMLINK */
+		hand_attr(&h, 15, "x", 1);      /* PATH */
+		hand_attr(&h, 3, &ino, 8);      /* INO */
+		hand_attr(&h, 17, q, (uint16_t)strlen(q)); /* PATH_LINK */
+		hand_end(&h);
+		hand_begin(&h, 21);             /* END */
+		hand_end(&h);
+		fd = stream_fd();
+		CHECK(write_all(fd, h.b, h.n) == 0);
+		FAILS(EPROTO, nm_template_import(B.sock, "t", uuid, 1, fd, &ver, E));
+		close(fd);
+		entries(&B, "t", ls, sizeof(ls));
+		CHECK(!strcmp(ls, "3"));
+		snprintf(q, sizeof(q), "%s/templates/t/3", B.pool);
+		OK(pool_subvol_ids(q, &ids, E));
+		CHECK(ids.readonly);
+	}
 	/* a failed first import of a name leaves not even its directory */
 	FAILS(EPROTO, nm_template_import(B.sock, "v", uuid_u, 1, full, &ver, E));
 	snprintf(q, sizeof(q), "%s/templates/v", B.pool);
