@@ -274,12 +274,19 @@ int template_import(struct nm_server *s, const char *name, const char *uuid,
 	*version = 0;
 	if ((r = artifact_fd_check(fd, false, err)) < 0)
 		return r;
-	if (mkdir(namedir, 0700) < 0 && errno != EEXIST)
-		return err_sys(err, "mkdir %s", namedir);
-	if (!mkdtemp(tmp)) {
-		r = err_sys(err, "mkdtemp %s", tmp);
-		rmdir(namedir);
-		return r;
+	/* Twice: a failed import or a delete of the name may remove namedir
+	 * (when it holds nothing) between the mkdir and the mkdtemp. */
+	for (int i = 0;; i++) {
+		if (mkdir(namedir, 0700) < 0 && errno != EEXIST)
+			return err_sys(err, "mkdir %s", namedir);
+		memcpy(tmp + strlen(tmp) - 6, "XXXXXX", 6);
+		if (mkdtemp(tmp))
+			break;
+		if (errno != ENOENT || i == 1) {
+			r = err_sys(err, "mkdtemp %s", tmp);
+			rmdir(namedir);
+			return r;
+		}
 	}
 	if (lseek(fd, 0, SEEK_SET) < 0) {
 		r = err_sys(err, "rewind stream fd");
