@@ -474,3 +474,61 @@ int nm_suspend_import(const char *sock, const struct nm_sandbox_spec *spec, cons
 		return err_wrap(err, "import artifact %d of sandbox %s", (int)artifact, spec->id);
 	return 0;
 }
+
+static int txfer_req(struct nm_req *q, enum nm_verb verb, const char *name, const char *uuid,
+		     uint32_t version, err_t *err)
+{
+	req_init(q, verb);
+	q->u.txfer.version = version;
+	if (put_str(q->u.txfer.name, sizeof(q->u.txfer.name), name, "template name", err) < 0)
+		return -EINVAL;
+	if (uuid && put_str(q->u.txfer.uuid, sizeof(q->u.txfer.uuid), uuid, "template uuid", err) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+int nm_template_export(const char *sock, const char *name, uint32_t version, int fd,
+		       char uuid[37], int64_t *size, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	uuid[0] = '\0';
+	*size = -1;
+	if (txfer_req(&q, NM_TEMPLATE_EXPORT, name, NULL, version, err) < 0)
+		return -EINVAL;
+	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, err) < 0)
+		return err_wrap(err, "export template %.64s/%u", name, version);
+	res.uuid[sizeof(res.uuid) - 1] = '\0';
+	memcpy(uuid, res.uuid, sizeof(res.uuid));
+	*size = res.size;
+	return 0;
+}
+
+int nm_template_find(const char *sock, const char *name, const char *uuid, uint32_t *version,
+		     err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	if (txfer_req(&q, NM_TEMPLATE_FIND, name, uuid, 0, err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "find template %.64s %.36s", name, uuid);
+	*version = res.tmpl_version;
+	return 0;
+}
+
+int nm_template_import(const char *sock, const char *name, const char *uuid,
+		       uint32_t min_version, int fd, uint32_t *version, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	if (txfer_req(&q, NM_TEMPLATE_IMPORT, name, uuid, min_version, err) < 0)
+		return -EINVAL;
+	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, err) < 0)
+		return err_wrap(err, "import template %.64s %.36s", name, uuid);
+	*version = res.tmpl_version;
+	return 0;
+}

@@ -133,6 +133,33 @@ struct nm_template_spec {
 int nm_template_build(const char *sock, const struct nm_template_spec *spec,
 		      void (*progress)(void *arg, const char *line), void *arg, err_t *err);
 int nm_template_delete(const char *sock, const char *name, uint32_t version, err_t *err);
+/* Moving a template between nodes through the object store
+ * (src/nodemgr/template-xfer.c). A template's identity is the received
+ * uuid of its subvolume, as 36-char text (lower-case 8-4-4-4-12): a build
+ * gives a template its own uuid as received uuid, and a receive gives the
+ * copy the uuid of the stream it came from, so every node's copy of one
+ * build has the same identity, and a sandbox's disk stream (sent against
+ * the template, NM_ARTIFACT_DISK) names its parent by it.
+ *
+ * Export: the full `btrfs send` of templates/<name>/<version> (read-only,
+ * finished) into fd (borrowed; a regular file opened for writing, which is
+ * truncated first). *size gets the bytes written, uuid the identity. */
+int nm_template_export(const char *sock, const char *name, uint32_t version, int fd,
+		       char uuid[37], int64_t *size, err_t *err);
+/* The newest finished local version of template name whose identity
+ * (received uuid, else uuid) is uuid; -ENOENT when this pool has none. */
+int nm_template_find(const char *sock, const char *name, const char *uuid, uint32_t *version,
+		     err_t *err);
+/* `btrfs receive` of the stream in fd (borrowed; a regular file opened for
+ * reading, read from offset 0) as a new version of name:
+ * templates/<name>/<v>, v = max(every numeric version of name in the pool,
+ * min_version - 1) + 1, read-only, with the stream's uuid as received
+ * uuid. A stream that does not make exactly one subvolume (from scratch:
+ * not a snapshot of another), or whose received uuid is not uuid, is
+ * refused with -EPROTO; a stream btrfs cannot apply fails with its error
+ * (-EIO). On failure nothing is left. *version gets v. */
+int nm_template_import(const char *sock, const char *name, const char *uuid,
+		       uint32_t min_version, int fd, uint32_t *version, err_t *err);
 /* Template versions present in the pool, as "name/version" strings;
  * NULL-terminated array the caller frees. */
 int nm_template_list(const char *sock, char ***out, err_t *err);

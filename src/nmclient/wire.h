@@ -5,7 +5,8 @@
  * and exactly one RESULT. A message of the wrong size, magic or version is
  * rejected whole. Strings are fixed char arrays; the receiver checks that
  * each is NUL-terminated before use. An fd (the guest channel) travels with a
- * RESULT as SCM_RIGHTS, and an artifact's fd with a SUSPEND_* request.
+ * RESULT as SCM_RIGHTS, and an artifact's fd with a SUSPEND_* request
+ * (a template's stream with TEMPLATE_EXPORT and TEMPLATE_IMPORT).
  */
 #ifndef AIRLOCK_NM_WIRE_H
 #define AIRLOCK_NM_WIRE_H
@@ -15,7 +16,7 @@
 #include "nm.h"
 
 #define NM_WIRE_MAGIC 0x4d4e4c41u /* "ALNM" */
-#define NM_WIRE_VERSION 3u
+#define NM_WIRE_VERSION 4u
 
 enum nm_verb {
 	NM_SANDBOX_CREATE = 1,
@@ -38,6 +39,9 @@ enum nm_verb {
 	NM_DOCTOR,
 	NM_SUSPEND_EXPORT,         /* the request carries the artifact's fd */
 	NM_SUSPEND_IMPORT,
+	NM_TEMPLATE_EXPORT,        /* the request carries the stream's fd */
+	NM_TEMPLATE_FIND,
+	NM_TEMPLATE_IMPORT,        /* the request carries the stream's fd */
 };
 
 struct nm_req {
@@ -72,6 +76,12 @@ struct nm_req {
 			char snap[65];
 			uint32_t artifact; /* enum nm_artifact */
 		} xfer;                    /* suspend_export/import */
+		struct {
+			char name[65];
+			char uuid[37];     /* find, import: the identity */
+			uint32_t version;  /* export: the version; import: the
+					    * lowest version it may take */
+		} txfer;                   /* template_export/find/import */
 	} u;
 };
 
@@ -89,6 +99,10 @@ struct nm_resp {
 	 * IPv4 address (dotted) on the node's sandbox network, "" when that is
 	 * off. It is its slot's, so a rollback (same slot) keeps it. */
 	char addr[16];
+	/* template export: the template's identity; find, import: the
+	 * version found or made */
+	char uuid[37];
+	uint32_t tmpl_version;
 };
 
 /* Send one message, with fd (or -1). -errno on failure. */

@@ -180,6 +180,23 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 		   uint32_t artifact, int fd, int64_t *size, err_t *err);
 int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
 		   uint32_t artifact, int fd, err_t *err);
+/* Is fd, passed by the node, a regular file open for writing (write) or
+ * for reading? */
+int artifact_fd_check(int fd, bool write, err_t *err);
+/* pool_subvol_ensure_received on the template at path, one at a time. */
+int template_ensure_received(const char *path, err_t *err);
+/* template-xfer.c: a template into and out of a btrfs send stream in the fd
+ * the node passed, and a template found by identity (nm.h,
+ * nm_template_export / _find / _import). */
+int template_export(struct nm_server *s, const char *name, uint32_t version, int fd,
+		    char uuid[37], int64_t *size, err_t *err);
+int template_find(struct nm_server *s, const char *name, const char *uuid, uint32_t *version,
+		  err_t *err);
+int template_import(struct nm_server *s, const char *name, const char *uuid,
+		    uint32_t min_version, int fd, uint32_t *version, err_t *err);
+/* At start: remove what imports a crash cut off left
+ * (templates/<name>/.recv-*). */
+void template_import_sweep(struct nm_server *s);
 /* vm-suspend.c: the memory (zstd of the pages that differ from the
  * template's RAM file) and device state (zstd) of a full snapshot. Export
  * of the memory of a snapshot saved as a stream writes nothing (*size 0). */
@@ -297,5 +314,6 @@ char **template_list(struct nm_server *s);
 bool valid_sandbox_id(const char *s, size_t cap);
 bool valid_template_name(const char *s, size_t cap);
 bool valid_hostname(const char *s, size_t cap);
+bool valid_uuid(const char *s, size_t cap);
 
 #endif

@@ -292,6 +292,7 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	}
 	reap(s);
 	mgr_sandbox_sweep_leftovers(s);
+	template_import_sweep(s);
 	if ((r = vm_init(s, err)) < 0)
 		goto out;
 	if ((r = net_init(s, err)) < 0)

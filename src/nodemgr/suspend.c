@@ -31,7 +31,8 @@
 #include "../storage/pool.h"
 #include "nodemgr-internal.h"
 
-/* One template made writable for a moment at a time (suspend_export). */
+/* One template made writable for a moment at a time (suspend_export,
+ * template_export). */
 static pthread_mutex_t mark_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* btrfs is nodemgr's child: its exit status comes through the reaper. */
@@ -40,7 +41,7 @@ static int wait_child(void *arg, pid_t pid, int *status)
 	return nm_wait_child(arg, pid, status, -1);
 }
 
-static int check_fd(int fd, bool write, err_t *err)
+int artifact_fd_check(int fd, bool write, err_t *err)
 {
 	struct stat st;
 	int fl;
@@ -54,7 +55,19 @@ static int check_fd(int fd, bool write, err_t *err)
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || (write && (fl & O_ACCMODE) == O_RDONLY))
 		return err_set(err, EINVAL, "artifact fd is not writable");
+	if (!write && (fl & O_ACCMODE) == O_WRONLY)
+		return err_set(err, EINVAL, "artifact fd is not readable");
 	return 0;
+}
+
+int template_ensure_received(const char *path, err_t *err)
+{
+	int r;
+
+	pthread_mutex_lock(&mark_mu);
+	r = pool_subvol_ensure_received(path, err);
+	pthread_mutex_unlock(&mark_mu);
+	return r;
 }
 
 int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
@@ -68,7 +81,7 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	int r;
 
 	*size = -1;
-	if ((r = check_fd(fd, true, err)) < 0)
+	if ((r = artifact_fd_check(fd, true, err)) < 0)
 		return r;
 	if (artifact != NM_ARTIFACT_DISK)
 		return vm_suspend_export(s, spec, snap, artifact, fd, size, err);
@@ -79,10 +92,7 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 			       spec->template_version);
 	/* A template built before templates got a received uuid gets it now,
 	 * or its streams could not be received (pool_subvol_mark_received). */
-	pthread_mutex_lock(&mark_mu);
-	r = pool_subvol_ensure_received(parent, err);
-	pthread_mutex_unlock(&mark_mu);
-	if (r < 0)
+	if ((r = template_ensure_received(parent, err)) < 0)
 		return r;
 	if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "truncate artifact fd");
@@ -107,7 +117,7 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	err_t e2 = { 0 };
 	int r;
 
-	if ((r = check_fd(fd, false, err)) < 0)
+	if ((r = artifact_fd_check(fd, false, err)) < 0)
 		return r;
 	if (access(sbx, F_OK) == 0)
 		return err_set(err, EEXIST, "sandbox %s has a subvolume: not suspended here", spec->id);

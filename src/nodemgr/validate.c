@@ -61,3 +61,21 @@ bool valid_hostname(const char *s, size_t cap)
 	}
 	return true;
 }
+
+/* A uuid as text: [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12} */
+bool valid_uuid(const char *s, size_t cap)
+{
+	const char *nul = memchr(s, '\0', cap);
+
+	if (!nul || nul - s != 36)
+		return false;
+	for (size_t i = 0; i < 36; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return false;
+		} else if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) {
+			return false;
+		}
+	}
+	return true;
+}

@@ -5,8 +5,10 @@
  * string field is checked for termination and against its pattern before it
  * becomes part of any path, and every path is built under DATA/pool. Nothing
  * here reads bytes produced inside a sandbox: the guest channel is only
- * dup'ed, never read. The one exception is a suspended sandbox's disk
- * stream given back to `btrfs receive` (SUSPEND_IMPORT, suspend.c).
+ * dup'ed, never read. The exceptions are the btrfs send streams given back
+ * to `btrfs receive`: a suspended sandbox's disk (SUSPEND_IMPORT,
+ * suspend.c) and a template from another node (TEMPLATE_IMPORT,
+ * template-xfer.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,13 +41,15 @@ static int send_text(int fd, uint32_t type, const char *text)
 }
 
 static void send_result(int fd, int rc, const err_t *err, pid_t pid, int pass_fd, int64_t size,
-			const char *addr)
+			const char *addr, const char *uuid, uint32_t version)
 {
 	struct nm_resp r;
 
 	resp_init(&r, NM_MSG_RESULT);
 	r.size = size;
 	snprintf(r.addr, sizeof(r.addr), "%s", addr);
+	snprintf(r.uuid, sizeof(r.uuid), "%s", uuid);
+	r.tmpl_version = version;
 	if (rc < 0) {
 		r.code = err->code > 0 ? err->code : EIO;
 		snprintf(r.text, sizeof(r.text), "%s", err->msg);
@@ -117,7 +121,8 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 	int r, chan = -1, in_fd = -1;
 	int64_t size = -1;
 	pid_t pid = 0;
-	char addr[16] = "";
+	char addr[16] = "", uuid[37] = "";
+	uint32_t version = 0;
 
 	if ((r = wire_recv(fd, &q, sizeof(q), &in_fd)) < 0 || q.magic != NM_WIRE_MAGIC ||
 	    q.version != NM_WIRE_VERSION) {
@@ -125,7 +130,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			close(in_fd);
 		if (r != -EPIPE) {
 			err_set(&err, EPROTO, "bad request");
-			send_result(fd, -EPROTO, &err, 0, -1, -1, "");
+			send_result(fd, -EPROTO, &err, 0, -1, -1, "", "", 0);
 		}
 		close(fd);
 		return;
@@ -246,6 +251,53 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = suspend_import(s, &q.u.xfer.spec, q.u.xfer.snap, q.u.xfer.artifact, in_fd,
 					   &err);
 		break;
+	case NM_TEMPLATE_EXPORT:
+		/* Safe: the name is pattern-checked, so the only path is
+		 * templates/<name>/<version> under the pool, and only a finished
+		 * (read-only) subvolume there is sent. The node's file comes as
+		 * an fd (a regular file open for writing, checked), never as a
+		 * path; `btrfs send` only reads the template. Giving the
+		 * template a received uuid (if it has none) changes no byte of
+		 * it, only what its streams name it by. */
+		if (!valid_template_name(q.u.txfer.name, sizeof(q.u.txfer.name)) ||
+		    q.u.txfer.version < 1) {
+			r = err_set(&err, EINVAL, "bad template name or version");
+			break;
+		}
+		r = template_export(s, q.u.txfer.name, q.u.txfer.version, in_fd, uuid, &size, &err);
+		break;
+	case NM_TEMPLATE_FIND:
+		/* Safe: read-only; name and uuid are pattern-checked, and only
+		 * numbered entries of templates/<name>/ are looked at (their
+		 * subvolume info, by ioctl). */
+		if (!valid_template_name(q.u.txfer.name, sizeof(q.u.txfer.name)) ||
+		    !valid_uuid(q.u.txfer.uuid, sizeof(q.u.txfer.uuid))) {
+			r = err_set(&err, EINVAL, "bad template name or uuid");
+			break;
+		}
+		r = template_find(s, q.u.txfer.name, q.u.txfer.uuid, &version, &err);
+		break;
+	case NM_TEMPLATE_IMPORT:
+		/* Safe: name and uuid are pattern-checked, so everything is
+		 * made under templates/<name>/; the stream comes as an fd (a
+		 * regular file open for reading, checked). It is untrusted
+		 * bytes (from the object store, checked by the node against its
+		 * manifest): `btrfs receive --chroot -m DIR` applies it inside
+		 * a fresh DIR = templates/<name>/.recv-XXXXXX only (no other
+		 * subvolume can be written, snapshotted or cloned from:
+		 * pool_receive_new), stopping at its first error; what it made is published (renamed to a new, unused
+		 * version number) only if it is exactly one read-only
+		 * subvolume made from scratch with the identity the node
+		 * expects, and removed otherwise. Names starting with '.' are
+		 * never listed or used meanwhile. */
+		if (!valid_template_name(q.u.txfer.name, sizeof(q.u.txfer.name)) ||
+		    !valid_uuid(q.u.txfer.uuid, sizeof(q.u.txfer.uuid)) || q.u.txfer.version < 1) {
+			r = err_set(&err, EINVAL, "bad template name, uuid or version");
+			break;
+		}
+		r = template_import(s, q.u.txfer.name, q.u.txfer.uuid, q.u.txfer.version, in_fd,
+				    &version, &err);
+		break;
 	case NM_SANDBOX_LIST:
 		/* Safe: read-only listing of names we validate before sending. */
 		send_items(fd, mgr_sandbox_list(s));
@@ -350,7 +402,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		r = err_set(&err, EOPNOTSUPP, "unknown verb %u", q.verb);
 		break;
 	}
-	send_result(fd, r, &err, pid, chan, size, addr);
+	send_result(fd, r, &err, pid, chan, size, addr, uuid, version);
 	if (chan >= 0)
 		close(chan);
 	if (in_fd >= 0)

@@ -101,8 +101,9 @@ int pool_send(const char *snap, const char *parent, int out_fd, const struct poo
 	      err_t *err)
 {
 	char *argv[] = { "btrfs", "-q", "send", "-p", (char *)parent, (char *)snap, NULL };
+	char *full[] = { "btrfs", "-q", "send", (char *)snap, NULL };
 
-	return run_fds(argv, -1, out_fd, w, err);
+	return run_fds(parent ? argv : full, -1, out_fd, w, err);
 }
 
 int pool_receive(const char *dir, int in_fd, const struct pool_waiter *w, err_t *err)
@@ -110,6 +111,17 @@ int pool_receive(const char *dir, int in_fd, const struct pool_waiter *w, err_t 
 	/* --chroot: the stream's paths resolve inside dir only; -E 1: stop
 	 * at the first error instead of carrying on. */
 	char *argv[] = { "btrfs", "-q", "receive", "-E", "1", "--chroot", (char *)dir, NULL };
+
+	return run_fds(argv, in_fd, -1, w, err);
+}
+
+int pool_receive_new(const char *dir, int in_fd, const struct pool_waiter *w, err_t *err)
+{
+	/* -m dir: receive opens its "mount root" before it chroots and looks
+	 * up parents and clone sources by their path from the filesystem's
+	 * root, relative to it; from dir no such path leads out. */
+	char *argv[] = { "btrfs", "-q", "receive", "-E", "1", "--chroot", "-m", (char *)dir,
+			 (char *)dir, NULL };
 
 	return run_fds(argv, in_fd, -1, w, err);
 }
@@ -156,4 +168,40 @@ int pool_subvol_ensure_received(const char *path, err_t *err)
 	if (pool_subvol_set_readonly(path, true, r < 0 ? &(err_t){ 0 } : err) < 0 && r == 0)
 		r = -err->code;
 	return r;
+}
+
+static void uuid_text(const uint8_t u[BTRFS_UUID_SIZE], char out[37])
+{
+	static const uint8_t zero[BTRFS_UUID_SIZE];
+	char *p = out;
+
+	out[0] = '\0';
+	if (memcmp(u, zero, BTRFS_UUID_SIZE) == 0)
+		return;
+	for (int i = 0; i < BTRFS_UUID_SIZE; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		p += sprintf(p, "%02x", u[i]);
+	}
+}
+
+int pool_subvol_ids(const char *path, struct pool_subvol_ids *out, err_t *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct btrfs_ioctl_get_subvol_info_args info;
+	uint64_t flags = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (fd < 0)
+		return err_sys(err, "open %s", path);
+	memset(&info, 0, sizeof(info));
+	if (ioctl(fd, BTRFS_IOC_GET_SUBVOL_INFO, &info) < 0)
+		return err_sys(err, "subvolume info of %s", path);
+	if (ioctl(fd, BTRFS_IOC_SUBVOL_GETFLAGS, &flags) < 0)
+		return err_sys(err, "subvolume flags of %s", path);
+	uuid_text(info.uuid, out->uuid);
+	uuid_text(info.received_uuid, out->received_uuid);
+	uuid_text(info.parent_uuid, out->parent_uuid);
+	out->readonly = (flags & BTRFS_SUBVOL_RDONLY) != 0;
+	return 0;
 }

@@ -55,7 +55,8 @@ int pool_subvol_otransid(const char *path, uint64_t *transid, err_t *err);
 int pool_changed_bytes(const char *path, uint64_t since, uint64_t *bytes, err_t *err);
 /* pool-send.c. Write `btrfs send -p parent snap` to out_fd: the changes
  * of the read-only subvolume snap against the read-only subvolume parent
- * (an ancestor of snap by snapshot). The child btrfs is waited for with w
+ * (an ancestor of snap by snapshot); parent NULL: `btrfs send snap`, the
+ * whole subvolume (a template moving to another node). The child btrfs is waited for with w
  * (NULL: waitpid), for a caller whose reaper thread takes every exit
  * status (nodemgr). */
 struct pool_waiter {
@@ -68,6 +69,14 @@ int pool_send(const char *snap, const char *parent, int out_fd, const struct poo
  * receive --chroot`): the stream's subvolume appears there, read-only.
  * The stream is untrusted; receive is confined to dir. */
 int pool_receive(const char *dir, int in_fd, const struct pool_waiter *w, err_t *err);
+/* The same for a stream that must make its subvolume from nothing (a
+ * template from another node): the mount root receive resolves a
+ * snapshot's parent and a clone's source under is dir too (`-m dir`), so
+ * such a stream cannot reach any subvolume outside dir (--chroot alone
+ * confines the paths receive writes, not those it reads: it looks parents
+ * and clone sources up by uuid in the whole filesystem and opens them from
+ * the real mount root). */
+int pool_receive_new(const char *dir, int in_fd, const struct pool_waiter *w, err_t *err);
 /* Give the writable subvolume at path its own uuid as "received uuid" (and
  * its ctransid as stransid), as if it had come from a receive. A stream
  * sent with it as parent then names it by that uuid for its clones, which
@@ -79,6 +88,16 @@ int pool_subvol_mark_received(const char *path, err_t *err);
  * writable for the moment it takes, then read-only again); 0 when it has
  * one. The caller serialises calls on one path. */
 int pool_subvol_ensure_received(const char *path, err_t *err);
+/* The identities of the subvolume at path, as 36-char text (lower-case
+ * hex, 8-4-4-4-12; "" for an all-zero uuid): its own uuid, its received
+ * uuid (set by `btrfs receive` or pool_subvol_mark_received) and its parent
+ * uuid (set when it was made as a snapshot of another); and whether it is
+ * read-only. */
+struct pool_subvol_ids {
+	char uuid[37], received_uuid[37], parent_uuid[37];
+	bool readonly;
+};
+int pool_subvol_ids(const char *path, struct pool_subvol_ids *out, err_t *err);
 /* Total and free bytes of the filesystem holding path. */
 int pool_usage(const char *path, uint64_t *total, uint64_t *free_bytes, err_t *err);
 
