@@ -104,6 +104,10 @@ int api_cluster_announce(struct api *a, const char *url, err_t *err);
  * url; -1 when it has answered (an unknown or unavailable node). */
 int api_cluster_route(struct api *a, struct http_req *req, struct http_conn *c,
 		      const struct api_principal *who, char *url, size_t cap);
+/* The api of the node that has sandbox id, for a port request relayed
+ * raw: as api_cluster_route. */
+int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c, const char *id,
+		     char *url, size_t cap);
 /* GET /v1/sandboxes across every up node; false (nothing answered) when
  * there is one node, or the request came from another api. */
 bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
@@ -122,7 +126,8 @@ void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
  * credentials, plus identity), take the client connection over and relay
  * bytes both ways: proxied answers, WebSocket and tunnels pass unchanged. */
 void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
-		     const struct api_principal *who, const char *target, bool host_routed);
+		     const struct api_principal *who, const char *target, bool host_routed,
+		     const char *sandbox_id);
 /* POST /v1/sandboxes/{id}/port-tokens */
 void api_port_token_create(struct api *a, struct http_req *req, struct http_conn *c,
 			   const struct api_principal *who, const char *sandbox_id);

@@ -289,7 +289,7 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 		break;
 	default:
 		if (pk == PP_PROXY)
-			api_forward_raw(a, req, c, &who, req->target, false);
+			api_forward_raw(a, req, c, &who, req->target, false, sbid);
 		else if (pk == PP_TOKENS)
 			api_port_token_create(a, req, c, &who, sbid);
 		else if (!strcmp(req->path, "/v1/sandboxes") && !strcmp(req->method, "GET") &&

@@ -223,14 +223,12 @@ static uint64_t load_of(const struct cnode *c)
 	return mem ? cap_u(c->cap, "committed_mb") * 1000 / mem : UINT64_MAX;
 }
 
-/* Place a create with body b (a JSON object, or NULL). The name of the
- * chosen node into out; -EHOSTUNREACH when no node fits. */
-static int place(struct api *a, const json *b, char *out, size_t cap, err_t *err)
+/* Place a sandbox of backend and template (either NULL: any) that needs
+ * mem MiB. The name of the chosen node into out; -EHOSTUNREACH when no
+ * node fits. */
+static int place(struct api *a, const char *backend, const char *tmpl, uint64_t mem, char *out,
+		 size_t cap, err_t *err)
 {
-	const char *backend = b ? json_get_str(b, "backend") : NULL;
-	const char *tmpl = b ? json_get_str(b, "template") : NULL;
-	const json *lim = b ? json_get(b, "limits") : NULL;
-	uint64_t mem = lim ? (uint64_t)json_get_int(lim, "memory_mb", 0, NULL) : 0;
 	size_t *fit, nfit = 0, nwarm = 0;
 	int r = 0;
 
@@ -294,6 +292,94 @@ static bool idem_node(struct api *a, const struct api_principal *who, const char
 	return found;
 }
 
+/* Is node name up (in the copy)? */
+static bool node_up(struct api *a, const char *name)
+{
+	bool up = false;
+
+	pthread_mutex_lock(&a->cluster->mu);
+	reload_locked(a);
+	for (size_t i = 0; i < a->cluster->n; i++)
+		if (!strcmp(a->cluster->v[i].name, name))
+			up = !strcmp(a->cluster->v[i].state, "up");
+	pthread_mutex_unlock(&a->cluster->mu);
+	return up;
+}
+
+/* The node for a request to existing sandbox id, into node: the one its
+ * row names; for a restore that names a node ({"node"} in the body), that
+ * one; for a suspended sandbox whose node is not up, one placed as for a
+ * create (it moves there: node/suspend.c suspend_claim). 1 when node is
+ * set, 0 to serve it here as it is, -1 when answered. */
+static int route_existing(struct api *a, struct http_req *req, struct http_conn *c,
+			  const char *id, char *node, size_t cap)
+{
+	_cleanup_free_ char *backend = NULL, *tmpl = NULL;
+	struct db_rows rows;
+	bool suspended = false;
+	err_t err = { 0 };
+	size_t n = strlen("/v1/sandboxes/") + strlen(id);
+
+	if (db_query(a->db, &rows, &err,
+		     "SELECT node, observed, backend, template FROM sandboxes WHERE id=?", "s",
+		     id) < 0)
+		return 0;   /* the node answers for itself */
+	if (rows.n_rows == 1 && db_cell(&rows, 0, 0)) {
+		snprintf(node, cap, "%s", db_cell(&rows, 0, 0));
+		suspended = db_cell(&rows, 0, 1) && !strcmp(db_cell(&rows, 0, 1), "suspended");
+		backend = xstrdup(db_cell(&rows, 0, 2));
+		tmpl = xstrdup(db_cell(&rows, 0, 3));
+	}
+	db_rows_free(&rows);
+	if (!node[0])
+		return 0;
+	if (suspended && !strcmp(req->method, "POST") && !strcmp(req->path + n, "/restore") &&
+	    req->body_len) {
+		json *b = json_parse(req->body, req->body_len, NULL);
+		const json *want = b ? json_get(b, "node") : NULL;
+		bool bad = b && (b->type != JSON_OBJ || (want && want->type != JSON_STR));
+
+		if (want && want->type == JSON_STR)
+			snprintf(node, cap, "%s", want->str);
+		json_free(b);
+		if (bad || !b) {
+			http_respond_error(c, 400, "invalid_field", "body: {\"node\": NAME} or none");
+			return -1;
+		}
+		return 1;
+	}
+	if (suspended && !node_up(a, node) && strcmp(req->method, "DELETE") &&
+	    strcmp(req->method, "GET")) {
+		/* its node is lost or down: it comes back on another */
+		if (place(a, backend, tmpl, 0, node, cap, &err) < 0) {
+			http_respond_error(c, 503, "no_capacity", "%s", err.msg);
+			return -1;
+		}
+	}
+	return 1;
+}
+
+int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c, const char *id,
+		     char *url, size_t cap)
+{
+	char node[65] = "";
+	err_t err = { 0 };
+	int r;
+
+	if (!id || forwarded(req) || !a->cfg->node_name || !multi(a))
+		return 0;
+	if ((r = route_existing(a, req, c, id, node, sizeof(node))) <= 0)
+		return r;
+	r = node_url(a, node, url, cap, &err);
+	if (r == -ENOENT)
+		return 0;   /* the node answers for itself (404) */
+	if (r < 0) {
+		http_respond_error(c, 503, "node_unavailable", "%s", err.msg);
+		return -1;
+	}
+	return r;
+}
+
 int api_cluster_route(struct api *a, struct http_req *req, struct http_conn *c,
 		      const struct api_principal *who, char *url, size_t cap)
 {
@@ -307,26 +393,27 @@ int api_cluster_route(struct api *a, struct http_req *req, struct http_conn *c,
 		json *b = req->body_len ? json_parse(req->body, req->body_len, NULL) : NULL;
 		const json *want = b ? json_get(b, "node") : NULL;
 
-		if (want && want->type == JSON_STR)
+		if (want && want->type == JSON_STR) {
 			snprintf(node, sizeof(node), "%s", want->str);
-		else if (!idem_node(a, who, http_req_header(req, "Idempotency-Key"), node,
-				    sizeof(node)))
-			r = place(a, b && b->type == JSON_OBJ ? b : NULL, node, sizeof(node), &err);
+		} else if (!idem_node(a, who, http_req_header(req, "Idempotency-Key"), node,
+				      sizeof(node))) {
+			const json *o = b && b->type == JSON_OBJ ? b : NULL;
+			const json *lim = o ? json_get(o, "limits") : NULL;
+			int64_t mem = lim ? json_get_int(lim, "memory_mb", 0, NULL) : 0;
+
+			place(a, o ? json_get_str(o, "backend") : NULL,
+			      o ? json_get_str(o, "template") : NULL, mem > 0 ? (uint64_t)mem : 0,
+			      node, sizeof(node), &err);
+		}
 		json_free(b);
 		if (!node[0]) {
 			http_respond_error(c, 503, "no_capacity", "%s", err.msg);
 			return -1;
 		}
 	} else if (sandbox_id_of(req->path, id, sizeof(id))) {
-		struct db_rows rows;
-
-		if (db_query(a->db, &rows, &err, "SELECT node FROM sandboxes WHERE id=?", "s", id) < 0)
-			return 0;   /* the node answers for itself */
-		if (rows.n_rows == 1 && db_cell(&rows, 0, 0))
-			snprintf(node, sizeof(node), "%s", db_cell(&rows, 0, 0));
-		db_rows_free(&rows);
-		if (!node[0])
-			return 0;
+		r = route_existing(a, req, c, id, node, sizeof(node));
+		if (r <= 0)
+			return r;
 	} else {
 		return 0;
 	}

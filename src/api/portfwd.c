@@ -96,8 +96,33 @@ char *ports_cookie_without_token(const char *v)
 	return buf_steal(&b);
 }
 
+/* The request as the client sent it, to the api of the node that has the
+ * sandbox (api/cluster.c): that api checks the key or token itself. Only
+ * framing headers are rewritten. */
+static void head_for_peer(struct api *a, struct http_req *req, struct buf *head)
+{
+	const char *conn = http_req_header(req, "Connection");
+	const char *host = http_req_header(req, "Host");
+
+	buf_printf(head, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: %sclose\r\n", req->method,
+		   req->target, host ? host : "localhost",
+		   conn && http_has_token(conn, "upgrade") ? "Upgrade, " : "");
+	for (size_t i = 0; i < req->n_headers; i++) {
+		const struct http_header *h = &req->headers[i];
+		if (!strcasecmp(h->name, "Host") || !strcasecmp(h->name, "Connection") ||
+		    !strcasecmp(h->name, "Content-Length") ||
+		    !strcasecmp(h->name, "Transfer-Encoding") ||
+		    !strcasecmp(h->name, "X-Airlock-Forwarded") ||
+		    (!strcasecmp(h->name, "Upgrade") && !(conn && http_has_token(conn, "upgrade"))))
+			continue;
+		buf_printf(head, "%s: %s\r\n", h->name, h->value);
+	}
+	buf_printf(head, "X-Airlock-Forwarded: %s\r\n", a->cfg->node_name);
+}
+
 static void forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
-			const struct api_principal *who, const char *target, bool host_routed)
+			const struct api_principal *who, const char *target, bool host_routed,
+			const char *peer)
 {
 	_cleanup_(buf_free) struct buf head = { 0 };
 	_cleanup_(buf_free) struct buf pending = { 0 };
@@ -106,11 +131,15 @@ static void forward_raw(struct api *a, struct http_req *req, struct http_conn *c
 	err_t err = { 0 };
 	int nfd, cfd, r;
 
-	nfd = http_dial(a->cfg->node_sock, node_host, sizeof(node_host), &err);
+	nfd = http_dial(peer ? peer : a->cfg->node_sock, node_host, sizeof(node_host), &err);
 	if (nfd < 0) {
 		log_warn("%s %s: node unavailable: %s", req->method, req->path, err.msg);
 		http_respond_error(c, 503, "unavailable", "node unavailable");
 		return;
+	}
+	if (peer) {
+		head_for_peer(a, req, &head);
+		goto send;
 	}
 	/* One request per node connection, always: once we relay raw bytes,
 	 * a second request from the client on the same connection would reach
@@ -142,6 +171,7 @@ static void forward_raw(struct api *a, struct http_req *req, struct http_conn *c
 		   who->admin ? 1 : 0);
 	if (host_routed)
 		buf_adds(&head, "X-Airlock-Host-Routed: 1\r\n");
+send:
 	buf_printf(&head, "Content-Length: %zu\r\n\r\n", req->body_len);
 	buf_add(&head, req->body, req->body_len);
 	cfd = http_conn_takeover(c, &pending);
@@ -155,11 +185,17 @@ static void forward_raw(struct api *a, struct http_req *req, struct http_conn *c
 }
 
 void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
-		     const struct api_principal *who, const char *target, bool host_routed)
+		     const struct api_principal *who, const char *target, bool host_routed,
+		     const char *sandbox_id)
 {
+	char peer[200];
+	int r;
+
 	if (!api_inflight_take(a, c, who))
 		return;
-	forward_raw(a, req, c, who, target, host_routed);
+	r = api_cluster_peer(a, req, c, sandbox_id, peer, sizeof(peer));
+	if (r >= 0)
+		forward_raw(a, req, c, who, target, host_routed, r ? peer : NULL);
 	api_inflight_give(a, who);
 }
 
@@ -458,6 +494,6 @@ bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c)
 	size_t pl = path_end ? (size_t)(path_end - req->target) : strlen(req->target);
 	_cleanup_free_ char *target = xasprintf("/v1/sandboxes/%s/ports/%u%.*s%s%s", id, port,
 						(int)pl, req->target, *q ? "?" : "", q);
-	api_forward_raw(a, req, c, &who, target, true);
+	api_forward_raw(a, req, c, &who, target, true, id);
 	return true;
 }

@@ -299,9 +299,52 @@ int cmd_suspend(struct cli *cli, int argc, char **argv)
 	return lifecycle(cli, argc, argv, "suspend");
 }
 
+/* airlock restore SBX [--node NAME]: on the node it names, else where the
+ * cluster places it (its own node when that is up). */
 int cmd_restore(struct cli *cli, int argc, char **argv)
 {
-	return lifecycle(cli, argc, argv, "restore");
+	static const struct option opts[] = {
+		{ "node", required_argument, NULL, 'N' },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
+	_cleanup_free_ char *raw = NULL, *id = NULL, *target = NULL, *body = NULL;
+	const char *node = NULL;
+	json *resp = NULL;
+	int opt, r = 0;
+
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		if (opt == 'N')
+			node = optarg;
+		else if ((r = cli_common_opt(cli, opt, "restore")))
+			return r;
+	}
+	if (optind + 1 != argc)
+		return cli_usage("restore", "usage: airlock restore SBX [--node NAME]");
+	if (node) {
+		struct buf b;
+		struct jw w;
+
+		buf_init(&b);
+		jw_init(&w, &b);
+		jw_obj(&w);
+		jw_key(&w, "node");
+		jw_str(&w, node);
+		jw_end(&w);
+		body = buf_steal(&b);
+	}
+	id = cli_escape(argv[optind]);
+	target = xasprintf("/v1/sandboxes/%s/restore", id);
+	r = cli_call_json(cli, "POST", target, body ? body : "{}", NULL, &resp, &raw);
+	if (r == 0) {
+		if (cli->json || !resp || resp->type != JSON_OBJ)
+			cli_print_raw(raw);
+		else
+			cli_print_fields(resp);
+	}
+	json_free(resp);
+	return r;
 }
 
 int cmd_connect(struct cli *cli, int argc, char **argv)

@@ -19,7 +19,7 @@ static const char usage[] =
 	"  pause SBX | resume SBX                 freeze / thaw a sandbox (memory kept)\n"
 	"  suspend SBX                            into the object store; frees the node (vm: memory\n"
 	"                                         kept; ns: files kept, processes end)\n"
-	"  restore SBX                            back from the object store (resume does it too)\n"
+	"  restore SBX [--node NAME]              back from the object store, on NAME if given (resume too)\n"
 	"  connect SBX                            make it ready to use (resumes a paused one)\n"
 	"  snapshot create SBX [--name N] [--full]\n"
 	"                                         disk snapshot (--full: memory too, vm), print its id\n"

@@ -157,6 +157,11 @@ static const struct {
 	"  manifest_sha TEXT NOT NULL, prev_state TEXT NOT NULL, created_at " I " NOT NULL,"    \
 	"  procs TEXT);"
 
+/* Migration 6: a template version's identity in the object store
+ * (node/tmplstore.c): the received uuid of its subvolume, once published
+ * or fetched; NULL before. */
+#define SCHEMA_6 "ALTER TABLE templates ADD COLUMN uuid TEXT;"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -175,6 +180,7 @@ static const struct migration migrations[] = {
 	{ 3, SCHEMA_3("INTEGER"), SCHEMA_3("BIGINT"), NULL },
 	{ 4, SCHEMA_4("INTEGER"), SCHEMA_4("BIGINT"), NULL },
 	{ 5, SCHEMA_5("INTEGER"), SCHEMA_5("BIGINT"), NULL },
+	{ 6, SCHEMA_6, SCHEMA_6, NULL },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

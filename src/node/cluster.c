@@ -99,11 +99,52 @@ static void capacity_json(struct node *n, struct buf *b)
 	jw_end(&w);
 }
 
+/* A suspended sandbox that another node took over (suspend_claim there)
+ * has nothing here but its entry in the map, which goes. */
+static void drop_moved(struct node *n)
+{
+	struct sandbox **v = NULL;
+	size_t nv = 0;
+
+	pthread_mutex_lock(&n->mu);
+	for (int bk = 0; bk < NODE_BUCKETS; bk++)
+		for (struct sandbox *sb = n->buckets[bk]; sb; sb = sb->hnext)
+			if (sb->state == SB_SUSPENDED) {
+				v = xrealloc(v, (nv + 1) * sizeof(*v));
+				sandbox_ref(sb);
+				v[nv++] = sb;
+			}
+	pthread_mutex_unlock(&n->mu);
+	for (size_t i = 0; i < nv; i++) {
+		struct sandbox *sb = v[i];
+		struct db_rows rows;
+		bool moved = false;
+
+		if (db_query(n->db, &rows, NULL, "SELECT node FROM sandboxes WHERE id=?", "s",
+			     sb->id) == 0) {
+			moved = rows.n_rows == 1 && db_cell(&rows, 0, 0) &&
+				strcmp(db_cell(&rows, 0, 0), node_me(n)) != 0;
+			if (moved)
+				log_info("sandbox %s: taken over by node %s; forgotten here", sb->id,
+					 db_cell(&rows, 0, 0));
+			db_rows_free(&rows);
+		}
+		pthread_mutex_lock(&sb->mu);
+		moved = moved && sb->state == SB_SUSPENDED && !sb->lc_busy;
+		pthread_mutex_unlock(&sb->mu);
+		if (moved)
+			sandbox_map_remove(n, sb);
+		sandbox_unref(sb);
+	}
+	free(v);
+}
+
 static int beat(struct node *n, err_t *err)
 {
 	struct buf b;
 	int r;
 
+	drop_moved(n);
 	buf_init(&b);
 	capacity_json(n, &b);
 	r = db_exec(n->db, err,

@@ -148,6 +148,11 @@ struct node {
 	pthread_mutex_t tmpl_mu;
 	struct tbuild *builds;
 
+	/* tmplstore.c: one template publish at a time; downloads in flight. */
+	pthread_mutex_t tstore_mu;
+	struct tfetch *tfetches;
+	uint64_t tstore_fetches;   /* atomic: templates fetched from the store */
+
 	/* cluster.c: this node's row in the nodes table and its heartbeat. */
 	int64_t generation;
 	pthread_mutex_t beat_mu;
@@ -243,6 +248,9 @@ void sandbox_unref(struct sandbox *sb);
 struct sandbox *sandbox_find(struct node *n, const char *id, const char *tenant);
 void sandbox_map_insert(struct node *n, struct sandbox *sb);   /* takes the map's ref */
 void sandbox_map_insert_locked(struct node *n, struct sandbox *sb);   /* n->mu held */
+/* Insert sb (the map takes its ref) unless a sandbox with its id is there:
+ * then that one, with a new reference for the caller, and sb stays out. */
+struct sandbox *sandbox_map_insert_unique(struct node *n, struct sandbox *sb);
 void sandbox_map_remove(struct node *n, struct sandbox *sb);
 /* Unlink sb from the map (n->mu held); true if it was there. The map's
  * reference passes to the caller. */
@@ -438,6 +446,21 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 /* Newest ready version of name; builds a built-in (debian, busybox) on
  * demand, sharing one build among concurrent callers. -ENOENT if unknown. */
 int template_resolve(struct node *n, const char *name, uint32_t *version, err_t *err);
+/* tmplstore.c: publish: make sure template name/version is in the object
+ * store (the first call uploads its full stream), *uuid its identity.
+ * fetch: the local version of name whose identity is uuid, downloaded and
+ * received first when there is none (one download per identity at a time). */
+int tmplstore_publish(struct node *n, const char *name, uint32_t version, char uuid[37],
+		      err_t *err);
+int tmplstore_fetch(struct node *n, const char *name, const char *uuid, uint32_t *version,
+		    err_t *err);
+/* suspend.c: take over a suspended sandbox whose row names another node
+ * (lost, down, or the request asked for this one): the row's node is
+ * swapped to this one (compare-and-set), and it is loaded here, suspended.
+ * A new reference, or NULL with err (-ENOENT: no such suspended sandbox of
+ * tenant; -EBUSY: another node took it first; -EOPNOTSUPP: a vm one). */
+struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant, err_t *err);
+
 /* cluster.c: register this node (state up, next generation) and write its
  * first heartbeat; then beat in the background until cluster_stop, which
  * writes state down. */

@@ -70,6 +70,19 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 		return;
 	}
 	sb = sandbox_find(n, id, tenant);
+	if (!sb && nseg > 3) {
+		/* A suspended sandbox of another node, sent here by the api
+		 * (its node is lost or down, or the client asked for this one):
+		 * it moves here, then the request goes on (a restore, or an
+		 * operation that restores it). */
+		err_t e = { 0 };
+
+		sb = suspend_claim(n, id, tenant, &e);
+		if (!sb && e.code != ENOENT) {
+			node_respond_err(c, &e);
+			return;
+		}
+	}
 	if (!sb) {
 		/* An operation on this tenant's deleted sandbox is a conflict with
 		 * its state; reading it (GET) is a plain 404. */
@@ -276,6 +289,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	pthread_mutex_init(&n->mu, NULL);
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);
+	pthread_mutex_init(&n->tstore_mu, NULL);
 	pthread_mutex_init(&n->jan_mu, NULL);
 	pthread_mutex_init(&n->sched_mu, NULL);
 	pthread_condattr_init(&ca);
@@ -356,6 +370,7 @@ out:
 	pthread_mutex_destroy(&n->jan_mu);
 	pthread_mutex_destroy(&n->sched_mu);
 	pthread_mutex_destroy(&n->tmpl_mu);
+	pthread_mutex_destroy(&n->tstore_mu);
 	pthread_mutex_destroy(&n->info_mu);
 	pthread_mutex_destroy(&n->mu);
 	free(n);

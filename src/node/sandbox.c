@@ -109,6 +109,22 @@ void sandbox_map_insert(struct node *n, struct sandbox *sb)
 	pthread_mutex_unlock(&n->mu);
 }
 
+struct sandbox *sandbox_map_insert_unique(struct node *n, struct sandbox *sb)
+{
+	struct sandbox *s;
+
+	pthread_mutex_lock(&n->mu);
+	for (s = n->buckets[bucket_of(sb->id)]; s; s = s->hnext)
+		if (strcmp(s->id, sb->id) == 0)
+			break;
+	if (s)
+		sandbox_ref(s);
+	else
+		sandbox_map_insert_locked(n, sb);
+	pthread_mutex_unlock(&n->mu);
+	return s;
+}
+
 bool sandbox_map_unlink_locked(struct node *n, struct sandbox *sb)
 {
 	for (struct sandbox **pp = &n->buckets[bucket_of(sb->id)]; *pp; pp = &(*pp)->hnext) {

@@ -171,7 +171,7 @@ static int upload(struct node *n, struct sandbox *sb, const char *snap, const ch
 }
 
 static char *manifest_text(struct node *n, struct sandbox *sb, const char *snap,
-			   const struct art arts[N_ARTIFACTS])
+			   const struct art arts[N_ARTIFACTS], const char *tuuid)
 {
 	char cpus[32];
 	struct buf b;
@@ -197,6 +197,11 @@ static char *manifest_text(struct node *n, struct sandbox *sb, const char *snap,
 	jw_str(&w, sb->template_name);
 	jw_key(&w, "version");
 	jw_uint(&w, sb->template_version);
+	if (tuuid && tuuid[0]) {
+		/* its build, published at templates/<name>/<uuid>.btrfs */
+		jw_key(&w, "uuid");
+		jw_str(&w, tuuid);
+	}
 	jw_end(&w);
 	jw_key(&w, "shape");
 	jw_obj(&w);
@@ -266,11 +271,16 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	struct nm_sandbox_spec spec;
 	_cleanup_free_ char *man = NULL, *mkey = NULL;
 	bool memory = strcmp(sandbox_suspend_kind(sb), "memory") == 0;
-	char sha[OBJSTORE_SHA256_HEX];
+	char sha[OBJSTORE_SHA256_HEX], tuuid[37] = "";
 	int64_t size = -1;
 	uint64_t hsize = 0;
 	int r;
 
+	/* A disk-only suspend can come back on any node: its template build
+	 * goes to the store first (once per version; tmplstore.c). */
+	if (!memory && (r = tmplstore_publish(n, sb->template_name, sb->template_version, tuuid,
+					      err)) < 0)
+		return r == -EHOSTUNREACH || r == -ETIMEDOUT ? store_err(err, "template") : r;
 	sandbox_jail_spec(sb, &spec);
 	/* vm: the processes the guest runs carry on after a restore; the node
 	 * keeps their records (and where their output stands) to follow them
@@ -305,7 +315,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 			return r;
 		*bytes += (int64_t)arts[i].size;
 	}
-	man = manifest_text(n, sb, snap, arts);
+	man = manifest_text(n, sb, snap, arts, tuuid);
 	mkey = obj_key(sb, snap, "manifest.json");
 	sha256_hex(man, strlen(man), manifest_sha);
 	if (objstore_put_buf(n->os, mkey, man, strlen(man), sha, err) < 0)
@@ -421,8 +431,21 @@ static bool hex64(const char *s)
 
 /* The manifest is bytes from the store: checked against the digest the row
  * kept before it is parsed, then every field used is checked again. */
+static bool uuid_text(const char *s)
+{
+	if (!s || strlen(s) != 36)
+		return false;
+	for (int i = 0; i < 36; i++)
+		if ((i == 8 || i == 13 || i == 18 || i == 23)
+			    ? s[i] != '-'
+			    : !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
 static int read_manifest(struct node *n, struct sandbox *sb, const char *snap,
-			 const char *want_sha, struct art arts[N_ARTIFACTS], err_t *err)
+			 const char *want_sha, struct art arts[N_ARTIFACTS], char tuuid[37],
+			 err_t *err)
 {
 	_cleanup_free_ char *key = obj_key(sb, snap, "manifest.json");
 	_cleanup_free_ char *text = NULL;
@@ -449,6 +472,14 @@ static int read_manifest(struct node *n, struct sandbox *sb, const char *snap,
 		r = err_set(err, EBADMSG, "artifact manifest.json: not this sandbox's snapshot %s",
 			    snap);
 		goto out;
+	}
+	tuuid[0] = '\0';
+	if (json_get(t, "uuid")) {
+		if (!uuid_text(json_get_str(t, "uuid"))) {
+			r = err_set(err, EBADMSG, "artifact manifest.json: bad template uuid");
+			goto out;
+		}
+		snprintf(tuuid, 37, "%s", json_get_str(t, "uuid"));
 	}
 	for (size_t i = 0; i < N_ARTIFACTS; i++) {
 		const json *e = json_get(a, artifacts[i].name), *sz;
@@ -527,7 +558,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	_cleanup_free_ char *snap = NULL;
 	struct art arts[N_ARTIFACTS] = { 0 };
 	struct nm_sandbox_spec spec;
-	char sha[OBJSTORE_SHA256_HEX], addr[16] = "", reason[600];
+	char sha[OBJSTORE_SHA256_HEX], addr[16] = "", reason[600], tuuid[37] = "";
 	uint64_t t0 = now_us();
 	int r, chan_fd = -1;
 	pid_t pid = 0;
@@ -570,8 +601,25 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	if (r < 0)
 		return r;
 
+	r = read_manifest(n, sb, snap, sha, arts, tuuid, err);
+	/* The template build its disk stream was made against: here already,
+	 * or fetched from the store (a sandbox moved from another node). */
+	if (r == 0 && tuuid[0]) {
+		uint32_t v = 0;
+
+		if ((r = tmplstore_fetch(n, sb->template_name, tuuid, &v, err)) < 0)
+			err_wrap(err, "template %s", sb->template_name);
+		else if (v != sb->template_version &&
+			 (r = db_exec(n->db, err, "UPDATE sandboxes SET template_version=? WHERE id=?",
+				      "is", (int64_t)v, sb->id)) >= 0) {
+			pthread_mutex_lock(&sb->mu);
+			sb->template_version = v;
+			pthread_mutex_unlock(&sb->mu);
+			r = 0;
+		}
+		r = r < 0 ? r : 0;
+	}
 	sandbox_jail_spec(sb, &spec);
-	r = read_manifest(n, sb, snap, sha, arts, err);
 	for (size_t i = 0; r == 0 && i < N_ARTIFACTS; i++)
 		if (arts[i].present)
 			r = fetch_artifact(n, sb, snap, i, &arts[i], &spec, err);
@@ -793,4 +841,77 @@ void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
 		sandbox_respond_err(c, sb, &err);
 	else
 		sandbox_respond(c, 200, sb);
+}
+
+/* ---- moving between nodes ------------------------------------------------ */
+
+struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant, err_t *err)
+{
+	_cleanup_free_ char *old = NULL;
+	struct db_rows rows;
+	struct sandbox *sb;
+	char why[200];
+	int r;
+
+	if (!n->os) {
+		err_set(err, EOPNOTSUPP, "no object store on this node");
+		return NULL;
+	}
+	if ((sb = sandbox_find(n, id, tenant)))
+		return sb;   /* taken over meanwhile by another request here */
+	if ((tenant ? db_query(n->db, &rows, err,
+			       "SELECT " SANDBOX_COLS " FROM sandboxes WHERE id=? AND"
+			       " observed='suspended' AND tenant_id=?", "ss", id, tenant)
+		    : db_query(n->db, &rows, err,
+			       "SELECT " SANDBOX_COLS " FROM sandboxes WHERE id=? AND"
+			       " observed='suspended'", "s", id)) < 0)
+		return NULL;
+	if (rows.n_rows != 1 || !db_cell(&rows, 0, 12)) {
+		db_rows_free(&rows);
+		err_set(err, ENOENT, "no suspended sandbox `%s`", id);
+		return NULL;
+	}
+	old = xstrdup(db_cell(&rows, 0, 12));
+	if (strcmp(db_cell(&rows, 0, 4), "ns") != 0) {
+		db_rows_free(&rows);
+		err_set(err, EOPNOTSUPP, "sandbox %s is a %s sandbox: it comes back only on node %s, "
+			"where its template's memory snapshot is", id, db_cell(&rows, 0, 4), old);
+		return NULL;
+	}
+	sb = sandbox_from_row(n, &rows, 0);
+	db_rows_free(&rows);
+	if (!sb) {
+		err_set(err, ENOENT, "no suspended sandbox `%s`", id);
+		return NULL;
+	}
+	/* Compare-and-set: of two nodes asked at once, one takes it. */
+	r = db_exec(n->db, err,
+		    "UPDATE sandboxes SET node=? WHERE id=? AND observed='suspended' AND node=?",
+		    "sss", node_me(n), id, old);
+	if (r <= 0) {
+		sandbox_unref(sb);
+		if (r == 0)
+			err_set(err, EBUSY, "sandbox %s was taken over by another node", id);
+		return NULL;
+	}
+	free(sb->home);
+	sb->home = NULL;
+	suspend_load(n, sb);
+	{
+		/* Two requests here at once both swapped (the second from this
+		 * node to itself): the first one's sandbox stays. */
+		struct sandbox *other = sandbox_map_insert_unique(n, sb);
+		if (other) {
+			sandbox_unref(sb);
+			return other;
+		}
+	}
+	sandbox_ref(sb);            /* the caller's; the map keeps the first */
+	if (strcmp(old, node_me(n)) != 0) {
+		snprintf(why, sizeof(why), "moved from node %s to node %s", old, node_me(n));
+		if (state_event(n->db, id, SB_SUSPENDED, why, err) < 0)
+			log_warn("sandbox %s: %s", id, err->msg);
+		log_info("sandbox %s: %s (suspended)", id, why);
+	}
+	return sb;
 }

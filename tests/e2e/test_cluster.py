@@ -5,6 +5,9 @@ two apis; a node that stops beating is marked lost, its sandboxes answer 503
 through the other api, and it comes back as a new generation."""
 import json
 import os
+import pwd
+import shutil
+import tempfile
 import subprocess
 import signal
 import threading
@@ -19,8 +22,13 @@ HEARTBEAT_TIMEOUT = 4
 class ClusterTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        extra = ("--set", f"heartbeat_timeout_s={HEARTBEAT_TIMEOUT}")
         cls.db = shared_db_args()
+        # one object store for both: a directory of the daemons' user
+        cls.store = tempfile.mkdtemp(prefix="airlock-store-")
+        pw = pwd.getpwnam("airlock")
+        os.chown(cls.store, pw.pw_uid, pw.pw_gid)
+        extra = ("--set", f"heartbeat_timeout_s={HEARTBEAT_TIMEOUT}",
+                 "--object-store", "file://" + cls.store)
         cls.a = Server(extra_args=("--node-name", "na") + extra + cls.db.args)
         cls.b = Server(extra_args=("--node-name", "nb") + extra + cls.db.args)
         try:
@@ -41,6 +49,7 @@ class ClusterTest(unittest.TestCase):
                     s.cleanup()
         finally:
             cls.db.close()
+            shutil.rmtree(cls.store, ignore_errors=True)
 
     def wait_nodes(self, client, want, timeout=30):
         deadline = time.time() + timeout
@@ -176,8 +185,170 @@ class ClusterTest(unittest.TestCase):
             self.assertEqual(listed.count(sid), 1)
             self.ca.delete(sid)
 
+    def sh(self, c, sid, cmd):
+        code, out, err, _ = c.exec(sid, ["sh", "-c", cmd])
+        self.assertEqual(code, 0, err)
+        return out
+
+    def suspend(self, c, sid):
+        got = c.call("POST", f"/v1/sandboxes/{sid}/suspend", {})
+        self.assertEqual(got["state"], "suspended", got)
+        return got
+
+    def fetches(self, server, name):
+        return server.log().count(f"template {name} (")
+
+    def test_move_a_suspended_sandbox(self):
+        s = self.ca.create(template="busybox", node="na")
+        sid = s["id"]
+        try:
+            self.sh(self.ca, sid, "echo moved > /root/f")
+            self.suspend(self.cb, sid)   # through the other api
+            self.assertFalse(os.path.exists(os.path.join(self.a.dir, "pool", "sandboxes", sid)))
+            # a bad body is refused and changes nothing
+            st, body, _ = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore", {"node": 5})
+            self.assertEqual(st, 400, body)
+            got = self.cb.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
+            self.assertEqual((got["state"], got["node"]), ("running", "nb"), got)
+            self.assertEqual(self.sh(self.ca, sid, "cat /root/f"), b"moved\n")
+            self.assertTrue(os.path.isdir(os.path.join(self.b.dir, "pool", "sandboxes", sid)))
+            # nb had its own busybox build: na's came from the store
+            self.assertIn("fetched from the object store", self.b.log())
+            events = [e["reason"] for e in
+                      self.ca.call("GET", f"/v1/sandboxes/{sid}/events")["events"]]
+            self.assertIn("moved from node na to node nb", events)
+            # na forgets it (its next heartbeat): listed once, on nb
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                listed = [x for x in self.ca.call("GET", "/v1/sandboxes")["sandboxes"]
+                          if x["id"] == sid]
+                if len(listed) == 1:
+                    break
+                time.sleep(0.3)
+            self.assertEqual([x["node"] for x in listed], ["nb"])
+            # and it moves back the same way, with what it wrote on nb
+            self.sh(self.ca, sid, "echo back >> /root/f")
+            self.suspend(self.ca, sid)
+            got = self.ca.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": "na"})
+            self.assertEqual(got["node"], "na")
+            self.assertEqual(self.sh(self.cb, sid, "cat /root/f"), b"moved\nback\n")
+        finally:
+            self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
+
+    def test_port_forward_through_the_other_api(self):
+        s = self.ca.create(template="busybox", node="nb")
+        sid = s["id"]
+        try:
+            self.ca.call("PUT", f"/v1/sandboxes/{sid}/files?path=/www/index.html", "from nb\n")
+            for ev in self.ca.stream("POST", f"/v1/sandboxes/{sid}/exec",
+                                     {"cmd": ["busybox", "httpd", "-f", "-p", "8080", "-h",
+                                              "/www"]}):
+                self.assertEqual(ev["type"], "start", ev)
+                break
+            deadline = time.time() + 60
+            while True:
+                st, body, _ = self.ca.raw("GET", f"/v1/sandboxes/{sid}/ports/8080/index.html")
+                if st == 200 or time.time() > deadline:
+                    break
+                time.sleep(0.2)
+            self.assertEqual((st, body), (200, b"from nb\n"))
+            # another tenant's key is refused by the node's api it reaches
+            _, tc = self.new_tenant("cl-ports")
+            st, _, _ = tc.raw("GET", f"/v1/sandboxes/{sid}/ports/8080/index.html")
+            self.assertEqual(st, 404)
+        finally:
+            self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
+
+    def test_api_killed_mid_create(self):
+        # kill -9 na's api while a create it forwarded to nb is in flight; the
+        # client retries through nb's api with the same key: one sandbox,
+        # running, and nb holds no jail that no row names
+        key = "cl-kill-api"
+        res = {}
+
+        def create():
+            try:
+                res["r"] = self.ca.raw("POST", "/v1/sandboxes",
+                                       {"template": "busybox", "node": "nb"},
+                                       {"Idempotency-Key": key})
+            except Exception as e:   # the connection dies with the api
+                res["r"] = e
+
+        t = threading.Thread(target=create)
+        api_pid = self.a.pid_of("api")
+        t.start()
+        time.sleep(0.02)
+        os.kill(api_pid, signal.SIGKILL)
+        t.join()
+        got = self.cb.call("POST", "/v1/sandboxes", {"template": "busybox", "node": "nb"},
+                           {"Idempotency-Key": key})
+        self.assertEqual(got["state"], "running", got)
+        same = self.cb.call("POST", "/v1/sandboxes", {"template": "busybox"},
+                            {"Idempotency-Key": key})
+        self.assertEqual(same["id"], got["id"])
+        rows = self.db.query("SELECT id FROM sandboxes WHERE idem_key=? AND observed<>'deleted'",
+                             (key,))
+        self.assertEqual(len(rows), 1, rows)
+        # nb's subvolumes are exactly its live rows'
+        subs = set(os.listdir(os.path.join(self.b.dir, "pool", "sandboxes")))
+        live = {r[0] for r in self.db.query(
+            "SELECT id FROM sandboxes WHERE node='nb' AND observed NOT IN"
+            " ('deleted','suspended')")}
+        self.assertEqual(subs, live)
+        self.cb.delete(got["id"])
+        # na's api is back (up restarts it) and serves the cluster again
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                if self.ca.raw("GET", "/v1/nodes")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.assertEqual(self.ca.raw("GET", "/v1/nodes")[0], 200)
+
+    def test_restores_share_one_template_download(self):
+        # a template only na has; ten of its sandboxes come back on nb at once
+        root = tempfile.mkdtemp(prefix="airlock-t10-")
+        try:
+            os.makedirs(os.path.join(root, "bin"))
+            shutil.copy("/bin/busybox", os.path.join(root, "bin", "busybox"))
+            for tool in ("sh", "cat", "echo"):
+                os.symlink("busybox", os.path.join(root, "bin", tool))
+            os.chmod(root, 0o755)
+            self.cli(self.a, "template", "build", "ten", "--from-dir", root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        ids = [self.ca.create(template="ten", node="na")["id"] for _ in range(10)]
+        try:
+            for i, sid in enumerate(ids):
+                self.sh(self.ca, sid, f"echo {i} > /f")
+                self.suspend(self.ca, sid)
+            before = self.fetches(self.b, "ten")
+            out = {}
+
+            def restore(sid):
+                out[sid] = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
+
+            ts = [threading.Thread(target=restore, args=(sid,)) for sid in ids]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            for sid in ids:
+                self.assertEqual(out[sid][0], 200, out[sid][1])
+            self.assertEqual(self.fetches(self.b, "ten") - before, 1, self.b.log()[-3000:])
+            for i, sid in enumerate(ids):
+                self.assertEqual(self.sh(self.cb, sid, "cat /f"), f"{i}\n".encode())
+        finally:
+            for sid in ids:
+                self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
+
     def test_zz_node_lost_and_back(self):
         s = self.ca.create(template="busybox", node="nb")
+        kept = self.ca.create(template="busybox", node="nb")
+        self.sh(self.ca, kept["id"], "echo kept > /root/k")
+        self.suspend(self.ca, kept["id"])
         # kill -9 node b's whole `up` (its daemons die with it)
         os.killpg(self.b.proc.pid, signal.SIGKILL)
         self.b.proc.wait()
@@ -192,6 +363,9 @@ class ClusterTest(unittest.TestCase):
         self.ca.delete(other["id"])
         st, body, _ = self.ca.raw("POST", "/v1/sandboxes", {"template": "busybox", "node": "nb"})
         self.assertEqual(st, 503, body)
+        # its suspended sandbox comes back on the live node, by an exec
+        self.assertEqual(self.sh(self.ca, kept["id"], "cat /root/k"), b"kept\n")
+        self.assertEqual(self.ca.call("GET", f"/v1/sandboxes/{kept['id']}")["node"], "na")
         # back: a new generation, up again, and its sandbox is reachable
         gen = self.db.generation("nb")
         self.b.start()
@@ -200,7 +374,12 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(self.db.generation("nb"), gen + 1)
         st, _, _ = self.ca.raw("GET", f"/v1/sandboxes/{s['id']}")
         self.assertEqual(st, 200)
+        # and it does not run the one that moved: no jail of it on nb
+        self.assertFalse(os.path.exists(os.path.join(self.b.dir, "pool", "sandboxes",
+                                                     kept["id"])))
+        self.assertEqual(self.cb.call("GET", f"/v1/sandboxes/{kept['id']}")["node"], "na")
         self.ca.raw("DELETE", f"/v1/sandboxes/{s['id']}")
+        self.ca.raw("DELETE", f"/v1/sandboxes/{kept['id']}")
 
 
 if __name__ == "__main__":
