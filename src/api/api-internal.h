@@ -106,8 +106,8 @@ int api_cluster_route(struct api *a, struct http_req *req, struct http_conn *c,
 		      const struct api_principal *who, char *url, size_t cap);
 /* The api of the node that has sandbox id, for a port request relayed
  * raw: as api_cluster_route. */
-int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c, const char *id,
-		     char *url, size_t cap);
+int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c,
+		     const struct api_principal *who, const char *id, char *url, size_t cap);
 /* GET /v1/sandboxes across every up node; false (nothing answered) when
  * there is one node, or the request came from another api. */
 bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,

@@ -292,6 +292,37 @@ static bool idem_node(struct api *a, const struct api_principal *who, const char
 	return found;
 }
 
+/* What the cluster knows of a sandbox whose node is not up: its row, with
+ * state `lost` (or `suspended`: it is in the object store and can come
+ * back elsewhere). Columns: LOST_COLS. */
+#define LOST_COLS "id, tenant_id, template, template_version, backend, node, observed, created_at"
+
+static void render_lost(struct jw *w, const struct db_rows *rows, int i)
+{
+	char t[ISO_TIME_MAX];
+	const char *obs = db_cell(rows, i, 6);
+
+	jw_obj(w);
+	jw_key(w, "id");
+	jw_str(w, db_cell(rows, i, 0));
+	jw_key(w, "tenant");
+	jw_str(w, db_cell(rows, i, 1));
+	jw_key(w, "template");
+	jw_str(w, db_cell(rows, i, 2));
+	jw_key(w, "template_version");
+	jw_int(w, db_cell_int(rows, i, 3));
+	jw_key(w, "backend");
+	jw_str(w, db_cell(rows, i, 4));
+	jw_key(w, "node");
+	jw_str(w, db_cell(rows, i, 5));
+	jw_key(w, "state");
+	jw_str(w, obs && !strcmp(obs, "suspended") ? "suspended" : "lost");
+	jw_key(w, "created_at");
+	iso_time(db_cell_int(rows, i, 7), t);
+	jw_str(w, t);
+	jw_end(w);
+}
+
 /* Is node name up (in the copy)? */
 static bool node_up(struct api *a, const char *name)
 {
@@ -312,7 +343,7 @@ static bool node_up(struct api *a, const char *name)
  * create (it moves there: node/suspend.c suspend_claim). 1 when node is
  * set, 0 to serve it here as it is, -1 when answered. */
 static int route_existing(struct api *a, struct http_req *req, struct http_conn *c,
-			  const char *id, char *node, size_t cap)
+			  const struct api_principal *who, const char *id, char *node, size_t cap)
 {
 	_cleanup_free_ char *backend = NULL, *tmpl = NULL;
 	struct db_rows rows;
@@ -348,6 +379,28 @@ static int route_existing(struct api *a, struct http_req *req, struct http_conn 
 		}
 		return 1;
 	}
+	if (!node_up(a, node) && !strcmp(req->method, "GET") && !strcmp(req->path + n, "")) {
+		/* GET of a sandbox whose node is lost or down: the row's view */
+		struct buf b;
+		struct jw w;
+
+		if (db_query(a->db, &rows, &err,
+			     "SELECT " LOST_COLS " FROM sandboxes WHERE id=? AND observed<>'deleted'"
+			     " AND (tenant_id=? OR ?=1)",
+			     "ssi", id, who->tenant, (int64_t)who->admin) < 0 || rows.n_rows != 1) {
+			if (!err.code)
+				db_rows_free(&rows);
+			http_respond_error(c, 404, "not_found", "no sandbox `%s`", id);
+			return -1;
+		}
+		buf_init(&b);
+		jw_init(&w, &b);
+		render_lost(&w, &rows, 0);
+		db_rows_free(&rows);
+		http_respond_json(c, 200, b.data);
+		buf_free(&b);
+		return -1;
+	}
 	if (suspended && !node_up(a, node) && strcmp(req->method, "DELETE") &&
 	    strcmp(req->method, "GET")) {
 		/* its node is lost or down: it comes back on another */
@@ -359,8 +412,8 @@ static int route_existing(struct api *a, struct http_req *req, struct http_conn 
 	return 1;
 }
 
-int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c, const char *id,
-		     char *url, size_t cap)
+int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c,
+		     const struct api_principal *who, const char *id, char *url, size_t cap)
 {
 	char node[65] = "";
 	err_t err = { 0 };
@@ -368,7 +421,7 @@ int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c, c
 
 	if (!id || forwarded(req) || !a->cfg->node_name || !multi(a))
 		return 0;
-	if ((r = route_existing(a, req, c, id, node, sizeof(node))) <= 0)
+	if ((r = route_existing(a, req, c, who, id, node, sizeof(node))) <= 0)
 		return r;
 	r = node_url(a, node, url, cap, &err);
 	if (r == -ENOENT)
@@ -411,7 +464,7 @@ int api_cluster_route(struct api *a, struct http_req *req, struct http_conn *c,
 			return -1;
 		}
 	} else if (sandbox_id_of(req->path, id, sizeof(id))) {
-		r = route_existing(a, req, c, id, node, sizeof(node));
+		r = route_existing(a, req, c, who, id, node, sizeof(node));
 		if (r <= 0)
 			return r;
 	} else {
@@ -480,6 +533,7 @@ bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 	struct cnode *nodes;
 	size_t nn = 0, nall = 0;
 	const json **all = NULL;
+	json *lost = NULL;
 	json **lists;
 	struct buf b;
 	struct jw w;
@@ -515,6 +569,38 @@ bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 			all[nall++] = v->items[k];
 		}
 	}
+	/* Nodes that are not up: what the rows say (state lost, or suspended). */
+	{
+		struct db_rows rows;
+		err_t err = { 0 };
+		int r = who->admin ? db_query(a->db, &rows, &err,
+					      "SELECT " LOST_COLS " FROM sandboxes WHERE observed<>'deleted'"
+					      " AND node NOT IN (SELECT name FROM nodes WHERE state='up')",
+					      NULL)
+				   : db_query(a->db, &rows, &err,
+					      "SELECT " LOST_COLS " FROM sandboxes WHERE observed<>'deleted'"
+					      " AND tenant_id=? AND node NOT IN"
+					      " (SELECT name FROM nodes WHERE state='up')",
+					      "s", who->tenant);
+		if (r == 0) {
+			struct buf lb;
+			struct jw lw;
+
+			buf_init(&lb);
+			jw_init(&lw, &lb);
+			jw_arr(&lw);
+			for (int i = 0; i < rows.n_rows; i++)
+				render_lost(&lw, &rows, i);
+			jw_end(&lw);
+			db_rows_free(&rows);
+			lost = json_parse(lb.data, lb.len, NULL);
+			buf_free(&lb);
+			for (size_t k = 0; lost && k < lost->n; k++) {
+				all = xrealloc(all, (nall + 1) * sizeof(*all));
+				all[nall++] = lost->items[k];
+			}
+		}
+	}
 	if (nall)
 		qsort(all, nall, sizeof(*all), cmp_created);
 	buf_init(&b);
@@ -533,6 +619,7 @@ bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 	free(lists);
 	free(all);
 	free(nodes);
+	json_free(lost);
 	return true;
 }
 

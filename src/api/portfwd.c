@@ -193,7 +193,7 @@ void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
 
 	if (!api_inflight_take(a, c, who))
 		return;
-	r = api_cluster_peer(a, req, c, sandbox_id, peer, sizeof(peer));
+	r = api_cluster_peer(a, req, c, who, sandbox_id, peer, sizeof(peer));
 	if (r >= 0)
 		forward_raw(a, req, c, who, target, host_routed, r ? peer : NULL);
 	api_inflight_give(a, who);

@@ -354,8 +354,17 @@ class ClusterTest(unittest.TestCase):
         self.b.proc.wait()
         got = self.wait_nodes(self.ca, {"nb": "lost", "na": "up"}, timeout=HEARTBEAT_TIMEOUT + 20)
         self.assertEqual(got, {"na": "up", "nb": "lost"})
-        # its sandbox answers 503 with the reason; creates go to the live node
-        st, body, _ = self.ca.raw("GET", f"/v1/sandboxes/{s['id']}")
+        # its sandboxes show as lost (the suspended one as suspended), a request
+        # to the running one answers 503 with the reason; creates go to the live node
+        got = self.ca.call("GET", f"/v1/sandboxes/{s['id']}")
+        self.assertEqual((got["state"], got["node"]), ("lost", "nb"))
+        listed = {x["id"]: x["state"] for x in self.ca.call("GET", "/v1/sandboxes")["sandboxes"]}
+        self.assertEqual(listed.get(s["id"]), "lost")
+        self.assertEqual(listed.get(kept["id"]), "suspended")
+        _, tc = self.new_tenant("cl-lost")
+        self.assertEqual(tc.raw("GET", f"/v1/sandboxes/{s['id']}")[0], 404)
+        self.assertNotIn(s["id"], [x["id"] for x in tc.call("GET", "/v1/sandboxes")["sandboxes"]])
+        st, body, _ = self.ca.raw("POST", f"/v1/sandboxes/{s['id']}/exec", {"cmd": ["true"]})
         self.assertEqual(st, 503, body)
         self.assertIn(b"lost", body)
         other = self.ca.create(template="busybox")
