@@ -314,7 +314,7 @@ int cmd_restore(struct cli *cli, int argc, char **argv)
 	int opt, r = 0;
 
 	optind = 0;
-	while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (opt == 'N')
 			node = optarg;
 		else if ((r = cli_common_opt(cli, opt, "restore")))

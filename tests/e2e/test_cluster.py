@@ -149,6 +149,10 @@ class ClusterTest(unittest.TestCase):
         try:
             got = self.cli(self.b, "get", sid)
             self.assertRegex(got, r"(?m)^node:\s+nb$")
+            self.assertRegex(self.cli(self.a, "suspend", sid), r"(?m)^state:\s+suspended$")
+            got = self.cli(self.b, "restore", sid, "--node", "na")
+            self.assertRegex(got, r"(?m)^node:\s+na$")
+            self.assertRegex(got, r"(?m)^state:\s+running$")
         finally:
             self.cli(self.a, "rm", sid)
 
