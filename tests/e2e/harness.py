@@ -410,6 +410,38 @@ class SharedDb(Postgres):
         self.stop()
 
 
+class S3Server:
+    """The S3-compatible server of tests/s3 (s3rver behind a Signature V4
+    check) on 127.0.0.1, bucket `airlock`, keys S3RVER/S3RVER; stop() ends it
+    and removes its data. None from start() when its npm packages are
+    missing (tests/s3/setup.sh; make test installs them)."""
+
+    @staticmethod
+    def start():
+        here = os.path.join(SRC, "tests", "s3")
+        if not shutil.which("node") or not os.path.isdir(os.path.join(here, "node_modules",
+                                                                       "s3rver")):
+            return None
+        srv = S3Server()
+        srv.proc = subprocess.Popen(["node", "--openssl-legacy-provider",
+                                     os.path.join(here, "s3server.js"), "airlock"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    start_new_session=True)
+        port = int(srv.proc.stdout.readline().strip())
+        srv.url = (f"s3://airlock?endpoint=http://127.0.0.1:{port}&region=us-east-1"
+                   "&path_style=1")
+        return srv
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()   # it stops when its stdin closes
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
 def shared_db_args():
     """A database to share between the instances of one test."""
     return SharedDb()
