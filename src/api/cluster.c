@@ -401,9 +401,9 @@ static int route_existing(struct api *a, struct http_req *req, struct http_conn 
 		buf_free(&b);
 		return -1;
 	}
-	if (suspended && !node_up(a, node) && strcmp(req->method, "DELETE") &&
-	    strcmp(req->method, "GET")) {
-		/* its node is lost or down: it comes back on another */
+	if (suspended && !node_up(a, node) && strcmp(req->method, "GET")) {
+		/* its node is lost or down: it comes back on another (a delete
+		 * too: that node deletes its objects) */
 		if (place(a, backend, tmpl, 0, node, cap, &err) < 0) {
 			http_respond_error(c, 503, "no_capacity", "%s", err.msg);
 			return -1;

@@ -458,6 +458,12 @@ void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 	struct sandbox *sb = sandbox_find(n, id, tenant);
 	err_t err = { 0 };
 
+	/* A suspended sandbox of a node that is lost or down, sent here by the
+	 * api: taken over, then deleted (its objects with it). */
+	if (!sb && !(sb = suspend_claim(n, id, tenant, &err)) && err.code != ENOENT) {
+		node_respond_err(c, &err);
+		return;
+	}
 	if (!sb) {
 		/* Deleting again is fine for the owner. */
 		if (sandbox_is_deleted(n, id, tenant))

@@ -360,6 +360,8 @@ class ClusterTest(unittest.TestCase):
         kept = self.ca.create(template="busybox", node="nb")
         self.sh(self.ca, kept["id"], "echo kept > /root/k")
         self.suspend(self.ca, kept["id"])
+        dropped = self.ca.create(template="busybox", node="nb")
+        self.suspend(self.ca, dropped["id"])
         # kill -9 node b's whole `up` (its daemons die with it)
         os.killpg(self.b.proc.pid, signal.SIGKILL)
         self.b.proc.wait()
@@ -383,6 +385,9 @@ class ClusterTest(unittest.TestCase):
         self.ca.delete(other["id"])
         st, body, _ = self.ca.raw("POST", "/v1/sandboxes", {"template": "busybox", "node": "nb"})
         self.assertEqual(st, 503, body)
+        # a suspended one of it is deleted through the live node
+        self.assertEqual(self.ca.raw("DELETE", f"/v1/sandboxes/{dropped['id']}")[0], 204)
+        self.assertEqual(self.ca.raw("GET", f"/v1/sandboxes/{dropped['id']}")[0], 404)
         # its suspended sandbox comes back on the live node, by an exec
         self.assertEqual(self.sh(self.ca, kept["id"], "cat /root/k"), b"kept\n")
         self.assertEqual(self.ca.call("GET", f"/v1/sandboxes/{kept['id']}")["node"], "na")
