@@ -557,7 +557,7 @@ class NetworkTest(AirlockTestCase):
         self.assertIn("allowed.test", out)
         self.assertIn("deny", out)
         code, out, err = airlock("network", "set", sid, "{not json")
-        self.assertEqual(code, 2)
+        self.assertEqual(code, 125)
 
     def test_debian_curl_and_python(self):
         # the one test on the debian template (built on demand here): real

@@ -75,7 +75,7 @@ class PostgresTest(unittest.TestCase):
             "SELECT node FROM templates WHERE name = 'busybox' AND status = 'ready'")), ["a", "b"])
 
     def test_lifecycle(self):
-        sb = self.api_a.create()
+        sb = self.api_a.create(node="a")   # creates are placed; this one on a
         sid = sb["id"]
         try:
             self.assertEqual(sb["state"], "running")
@@ -120,7 +120,7 @@ class PostgresTest(unittest.TestCase):
                          [["2"]])
         time.sleep(6)   # a heartbeat of each node after the restart
         self.assertEqual(self.sql("SELECT count(*) FROM nodes WHERE state = 'up'"
-                                  " AND last_heartbeat > extract(epoch FROM now()) * 1000 - 6000"),
+                                  " AND heartbeat_at > extract(epoch FROM now()) * 1000 - 6000"),
                          [["2"]])
 
     def test_tenants_keys_credentials_shared(self):
