@@ -41,7 +41,8 @@ static bool decode(const char *s, struct buf *d)
 		if (hi < 0 || lo < 0)
 			return false;
 		c = (unsigned char)(hi << 4 | lo);
-		if (c == 0 || c == '/' || c == '\\' || c == ';')
+		/* '%' too: a server that decodes twice would read "%252e" as "." */
+		if (c == 0 || c == '/' || c == '\\' || c == ';' || c == '%')
 			return false;
 		if (unreserved(c)) {
 			buf_addc(d, (char)c);

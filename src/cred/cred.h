@@ -82,7 +82,7 @@ int cred_parse_spec(const json *body, struct cred *c, err_t *err);
  * unreserved characters and removing "." and ".." segments (RFC 3986
  * 5.2.4), so "/v1" matches "/v1", "/v1/" and "/v1/x" but not "/v10" or
  * "/v1/../admin". A target that servers may read differently from us never
- * matches: one with an encoded '/' or '\' (%2F, %5C), a '\', a ';', an
+ * matches: one with an encoded '/', '\' or '%' (%2F, %5C, %25), a '\', a ';', an
  * empty segment ("//"), a bad or NUL escape, or not starting with '/'.
  * Untrusted input (target). */
 bool cred_path_match(const char *prefix, const char *target);

@@ -1,7 +1,7 @@
 /* fuzz-cred-path: cred_path_match on arbitrary bytes (the target comes from
  * inside a sandbox; the prefix from a tenant). Input: PREFIX '\n' TARGET.
  * Must never crash or read past the strings; a match never holds for a
- * target with what a server may read differently (an encoded '/' or '\',
+ * target with what a server may read differently (an encoded '/', '\' or '%',
  * a '\', a ';') in its path, and the root prefix then matches too. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (target[i] == '\\' || target[i] == ';')
 				abort();
 			if (strncasecmp(target + i, "%2f", 3) == 0 ||
-			    strncasecmp(target + i, "%5c", 3) == 0)
+			    strncasecmp(target + i, "%5c", 3) == 0 ||
+			    strncasecmp(target + i, "%25", 3) == 0)
 				abort();
 		}
 		if (!cred_path_match("/", target))
