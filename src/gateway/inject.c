@@ -477,14 +477,15 @@ static void audit(struct inject_ctx *ctx, const struct inject_who *who, const ch
 		   decision, detail, &err);
 }
 
-/* Audit each placeholder left in the head or the body read (after
- * injection): whose it is and why it was not replaced. injected[0..n_inj)
- * are the placeholders of the credentials put into this request: one of
- * those left is in a place its replace_in does not name. */
+/* A credential put into the request, and the sandbox's placeholder for it. */
 struct put_in {
 	char *ph, *cred_id;
 };
 
+/* Audit each placeholder left in the head or the body read (after
+ * injection): whose it is and why it was not replaced. injected[0..n_inj)
+ * are the placeholders of the credentials put into this request: one of
+ * those left is in a place its replace_in does not name. */
 static void audit_leftovers(struct inject_ctx *ctx, const struct inject_who *who,
 			    const struct http_head *h, const char *path,
 			    const struct put_in *injected, size_t n_inj)
