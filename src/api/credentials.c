@@ -106,8 +106,8 @@ static void cred_create(struct api *a, struct http_req *req, struct http_conn *c
 			const struct api_principal *who)
 {
 	static const char *const allowed[] = { "name", "value", "env", "inject", "hosts",
-					       "path_prefix", "methods", "rate_limit",
-					       "expires_at", "bindings", NULL };
+					       "path_prefix", "methods", "replace_in",
+					       "rate_limit", "expires_at", "bindings", NULL };
 	struct cred cr = { 0 };
 	_cleanup_free_ char *ref = NULL;
 	const json *value, *binds;

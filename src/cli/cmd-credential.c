@@ -11,7 +11,10 @@
 #define USAGE_CREATE "usage: airlock credential create NAME --host H [--host H2 ...] [--env VAR]\n" \
 	"         [--header NAME [--format 'Bearer {value}'] | --basic USER | --query PARAM]\n"  \
 	"         [--project LABEL | --sandbox ID] [--path-prefix P] [--method M ...]\n"         \
-	"         [--rate-per-minute N] [--expires 2026-12-31T23:59:59Z]   (value on stdin)"
+	"         [--replace-in headers|body|target ...]\n"                                   \
+	"         [--rate-per-minute N] [--expires 2026-12-31T23:59:59Z]   (value on stdin)\n" \
+	"  --replace-in: also replace the placeholder there (an upstream that echoes\n"          \
+	"  its request then hands the value back); default: only where injected"
 
 /* The value from stdin: at most 8 KiB, one trailing newline dropped. */
 static int read_value(struct buf *v)
@@ -57,15 +60,16 @@ static int cred_create(struct cli *cli, int argc, char **argv)
 		{ "sandbox", required_argument, NULL, 's' },
 		{ "path-prefix", required_argument, NULL, 'P' },
 		{ "method", required_argument, NULL, 'm' },
+		{ "replace-in", required_argument, NULL, 'R' },
 		{ "rate-per-minute", required_argument, NULL, 'r' },
 		{ "expires", required_argument, NULL, 'x' },
 		CLI_COMMON_OPTS,
 		{ 0 },
 	};
-	const char *hosts[32], *methods[16];
+	const char *hosts[32], *methods[16], *replace_in[3];
 	const char *env = NULL, *header = NULL, *format = NULL, *basic = NULL, *query = NULL;
 	const char *project = NULL, *sandbox = NULL, *prefix = NULL, *rate = NULL, *expires = NULL;
-	size_t n_hosts = 0, n_methods = 0;
+	size_t n_hosts = 0, n_methods = 0, n_replace = 0;
 	_cleanup_free_ char *raw = NULL;
 	struct buf value, body;
 	json *resp = NULL;
@@ -84,6 +88,11 @@ static int cred_create(struct cli *cli, int argc, char **argv)
 			if (n_methods == 16)
 				return cli_usage("credential create", "at most 16 --method");
 			methods[n_methods++] = optarg;
+			break;
+		case 'R':
+			if (n_replace == ARRAY_SIZE(replace_in))
+				return cli_usage("credential create", "at most 3 --replace-in");
+			replace_in[n_replace++] = optarg;
 			break;
 		case 'e': env = optarg; break;
 		case 'd': header = optarg; break;
@@ -153,6 +162,13 @@ static int cred_create(struct cli *cli, int argc, char **argv)
 		jw_arr(&w);
 		for (size_t i = 0; i < n_methods; i++)
 			jw_str(&w, methods[i]);
+		jw_end(&w);
+	}
+	if (n_replace) {
+		jw_key(&w, "replace_in");
+		jw_arr(&w);
+		for (size_t i = 0; i < n_replace; i++)
+			jw_str(&w, replace_in[i]);
 		jw_end(&w);
 	}
 	if (prefix) {

@@ -217,6 +217,34 @@ static int parse_inject(const json *v, struct cred *c, err_t *err)
 	return 0;
 }
 
+static const char *const replace_names[] = { "headers", "body", "target" };
+
+/* replace_in: absent, null or an array of distinct names from replace_names. */
+static int parse_replace_in(const json *v, unsigned *out, err_t *err)
+{
+	*out = 0;
+	if (!v || v->type == JSON_NULL)
+		return 0;
+	if (v->type != JSON_ARR || v->n > ARRAY_SIZE(replace_names))
+		goto bad;
+	for (size_t i = 0; i < v->n; i++) {
+		size_t k;
+
+		if (v->items[i]->type != JSON_STR)
+			goto bad;
+		for (k = 0; k < ARRAY_SIZE(replace_names); k++)
+			if (strcmp(v->items[i]->str, replace_names[k]) == 0)
+				break;
+		if (k == ARRAY_SIZE(replace_names) || (*out & (1u << k)))
+			goto bad;
+		*out |= 1u << k;
+	}
+	return 0;
+bad:
+	return err_set(err, EINVAL, "field `replace_in` must be an array of distinct values "
+			  "among \"headers\", \"body\" and \"target\"");
+}
+
 int cred_parse_spec(const json *body, struct cred *c, err_t *err)
 {
 	const json *v;
@@ -245,9 +273,10 @@ int cred_parse_spec(const json *body, struct cred *c, err_t *err)
 	v = json_get(body, "path_prefix");
 	if (v && v->type != JSON_NULL) {
 		if (v->type != JSON_STR || v->str[0] != '/' || !printable(v->str, 1024) ||
-		    strchr(v->str, ' '))
+		    strchr(v->str, ' ') || !cred_path_prefix_ok(v->str))
 			return err_set(err, EINVAL, "field `path_prefix` must be a path starting "
-					  "with `/`");
+					  "with `/`, without `?`, `#`, `;`, `\\`, `//`, an encoded "
+					  "`/` or `\\`, or a bad `%%` escape");
 		c->path_prefix = xstrdup(v->str);
 	}
 	v = json_get(body, "methods");
@@ -262,6 +291,8 @@ int cred_parse_spec(const json *body, struct cred *c, err_t *err)
 					       c->methods[i]);
 		}
 	}
+	if (parse_replace_in(json_get(body, "replace_in"), &c->replace_in, err) < 0)
+		return -EINVAL;
 	v = json_get(body, "rate_limit");
 	if (v && v->type != JSON_NULL) {
 		static const char *const keys[] = { "per_minute", NULL };
@@ -368,6 +399,12 @@ static void spec_write(struct jw *w, const struct cred *c)
 	jw_str(w, c->path_prefix);
 	jw_key(w, "methods");
 	strv_write(w, c->methods, c->n_methods);
+	jw_key(w, "replace_in");
+	jw_arr(w);
+	for (size_t k = 0; k < ARRAY_SIZE(replace_names); k++)
+		if (c->replace_in & (1u << k))
+			jw_str(w, replace_names[k]);
+	jw_end(w);
 	jw_key(w, "rate_limit");
 	jw_obj(w);
 	jw_key(w, "per_minute");
@@ -509,6 +546,9 @@ static int from_row(const struct db_rows *rows, int i, struct cred *c, err_t *er
 			str_array(m, 16, &c->methods, &c->n_methods);
 		c->path_prefix = pp ? xstrdup(pp) : NULL;
 		c->rate_per_min = rl ? (uint32_t)json_get_int(rl, "per_minute", 0, NULL) : 0;
+		/* A spec stored before replace_in existed has none: the value
+		 * then goes only where inject says, like any new credential. */
+		parse_replace_in(json_get(j, "replace_in"), &c->replace_in, NULL);
 	}
 	json_free(j);
 	if (r < 0)

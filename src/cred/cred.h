@@ -6,7 +6,12 @@
  *            basic   HTTP basic auth, the secret as password (username given)
  *            query   a query parameter
  *   hosts    exact names or "*.suffix" (any subdomain, not the apex)
- *   path_prefix, methods   optional narrowing
+ *   path_prefix, methods   optional narrowing (the prefix matches whole path
+ *            segments, see cred_path_match)
+ *   replace_in            where else the sandbox's placeholder is replaced by
+ *            the value: "headers", "body", "target". Empty by default: the
+ *            value goes only where `inject` says, so a host that echoes its
+ *            request never hands it back.
  *   rate_limit            requests per minute per sandbox (0 = none); past it 429
  *   expires_at            never injected afterwards
  *   env      the environment variable that holds the sandbox's placeholder
@@ -33,6 +38,12 @@
 #define CRED_PLACEHOLDER_PREFIX "airlock-ph-"
 
 enum cred_inject { CRED_HEADER, CRED_BASIC, CRED_QUERY };
+/* replace_in, a bit set. */
+enum {
+	CRED_REPLACE_HEADERS = 1u << 0,
+	CRED_REPLACE_BODY = 1u << 1,
+	CRED_REPLACE_TARGET = 1u << 2,
+};
 enum cred_scope { CRED_SCOPE_TENANT, CRED_SCOPE_PROJECT, CRED_SCOPE_SANDBOX };
 
 struct cred_binding {
@@ -51,6 +62,7 @@ struct cred {
 	char *path_prefix;       /* NULL = any */
 	char **methods;          /* NULL = any */
 	size_t n_methods;
+	unsigned replace_in;     /* CRED_REPLACE_*; 0 = only where inject says */
 	uint32_t rate_per_min;
 	int64_t expires_at;      /* wall ms; 0 = never */
 	uint32_t version;
@@ -65,6 +77,18 @@ void cred_free(struct cred *c);   /* the fields; accepts a zeroed struct */
  * methods, rate_limit, expires_at). Every problem is a clear message in err
  * (-EINVAL). value and bindings are not touched. */
 int cred_parse_spec(const json *body, struct cred *c, err_t *err);
+/* Does the request target (origin-form, query aside) fall under prefix,
+ * segment by segment? Both are compared after decoding percent-encoded
+ * unreserved characters and removing "." and ".." segments (RFC 3986
+ * 5.2.4), so "/v1" matches "/v1", "/v1/" and "/v1/x" but not "/v10" or
+ * "/v1/../admin". A target that servers may read differently from us never
+ * matches: one with an encoded '/', '\' or '%' (%2F, %5C, %25), a '\', a ';', an
+ * empty segment ("//"), a bad or NUL escape, or not starting with '/'.
+ * Untrusted input (target). */
+bool cred_path_match(const char *prefix, const char *target);
+/* Is prefix usable as a path_prefix (cred_path_match could match it)? */
+bool cred_path_prefix_ok(const char *prefix);
+
 /* A binding from {"tenant":true} | {"project":"x"} | {"sandbox":"sbx_..."}. */
 int cred_parse_binding(const json *v, struct cred_binding *b, err_t *err);
 

@@ -322,8 +322,6 @@ static char *pct_encode(const char *s)
 
 static bool path_matches(const struct cred *c, const struct http_head *h)
 {
-	size_t n;
-
 	if (c->n_methods) {
 		bool ok = false;
 		for (size_t i = 0; i < c->n_methods && !ok; i++)
@@ -331,11 +329,8 @@ static bool path_matches(const struct cred *c, const struct http_head *h)
 		if (!ok)
 			return false;
 	}
-	if (!c->path_prefix)
-		return true;
-	n = strlen(c->path_prefix);
-	/* origin-form targets only; an absolute-form one never matches a prefix */
-	return strncmp(h->target, c->path_prefix, n) == 0;
+	/* whole segments, dots resolved; an absolute-form target never matches */
+	return !c->path_prefix || cred_path_match(c->path_prefix, h->target);
 }
 
 static bool cred_applies(const struct cred *c, const char *host, const struct http_head *h)
@@ -385,21 +380,26 @@ static char *body_spelling(const struct http_head *h, const char *value)
 	return xstrdup(value);
 }
 
-/* Replace ph by value throughout the head; inside "Basic" credentials too;
- * and in the body when it is here. */
-static void replace_placeholder(struct http_head *h, const char *ph, const char *value)
+/* Replace ph by value where the credential's replace_in says (CRED_REPLACE_*):
+ * in every header value, inside "Basic" credentials too; in the target; in
+ * the body when it is here. Nowhere by default: each place is one an
+ * upstream that echoes its request could hand the value back from. */
+static void replace_placeholder(struct http_head *h, unsigned where, const char *ph,
+				const char *value)
 {
 	_cleanup_free_ char *enc = pct_encode(value);
 
-	if (h->has_body && h->body.len && memmem(h->body.data, h->body.len, ph, strlen(ph))) {
+	if ((where & CRED_REPLACE_BODY) && h->has_body && h->body.len &&
+	    memmem(h->body.data, h->body.len, ph, strlen(ph))) {
 		char *b = body_spelling(h, value);
 		buf_replace_all(&h->body, ph, b);
 		explicit_bzero(b, strlen(b));
 		free(b);
 	}
 
-	str_replace_all(&h->target, ph, enc);
-	for (size_t i = 0; i < h->n; i++) {
+	if (where & CRED_REPLACE_TARGET)
+		str_replace_all(&h->target, ph, enc);
+	for (size_t i = 0; (where & CRED_REPLACE_HEADERS) && i < h->n; i++) {
 		str_replace_all(&h->f[i].value, ph, value);
 		if (strcasecmp(h->f[i].name, "Authorization") == 0 &&
 		    strncasecmp(h->f[i].value, "Basic ", 6) == 0) {
@@ -477,10 +477,18 @@ static void audit(struct inject_ctx *ctx, const struct inject_who *who, const ch
 		   decision, detail, &err);
 }
 
+/* A credential put into the request, and the sandbox's placeholder for it. */
+struct put_in {
+	char *ph, *cred_id;
+};
+
 /* Audit each placeholder left in the head or the body read (after
- * injection): whose it is and why it was not replaced. */
+ * injection): whose it is and why it was not replaced. injected[0..n_inj)
+ * are the placeholders of the credentials put into this request: one of
+ * those left is in a place its replace_in does not name. */
 static void audit_leftovers(struct inject_ctx *ctx, const struct inject_who *who,
-			    const struct http_head *h, const char *path)
+			    const struct http_head *h, const char *path,
+			    const struct put_in *injected, size_t n_inj)
 {
 	char *seen_ph[8];
 	struct buf all;
@@ -515,6 +523,16 @@ static void audit_leftovers(struct inject_ctx *ctx, const struct inject_who *who
 		if (dup)            /* one record per placeholder and request */
 			continue;
 		seen_ph[seen++] = xstrdup(ph);
+		for (size_t i = 0; i < n_inj; i++) {
+			if (strcmp(injected[i].ph, ph) != 0)
+				continue;
+			audit(ctx, who, injected[i].cred_id, h, path, "not_replaced",
+			      "placeholder outside the places the credential's replace_in names");
+			dup = true;
+			break;
+		}
+		if (dup)
+			continue;
 		if (db_query(ctx->db, &rows, &err,
 			     "SELECT p.sandbox_id, p.cred_id, c.revoked_at, c.expires_at"
 			     " FROM credential_placeholders p JOIN credentials c ON c.id = p.cred_id"
@@ -545,7 +563,8 @@ int cred_inject(struct inject_ctx *ctx, const struct inject_who *who, struct htt
 {
 	_cleanup_free_ char *path = xstrndup(h->target, strcspn(h->target, "?"));
 	struct cred *creds = NULL;
-	size_t n = 0;
+	struct put_in kept[16];   /* placeholders of the credentials put in */
+	size_t n = 0, n_kept = 0;
 	int r;
 
 	*verdict = INJECT_FORWARD;
@@ -577,7 +596,9 @@ int cred_inject(struct inject_ctx *ctx, const struct inject_who *who, struct htt
 		}
 		ph = cred_placeholder(ctx->db, who->sandbox_id, c->id, err);
 		if (ph)
-			replace_placeholder(h, ph, secret.data);
+			replace_placeholder(h, c->replace_in, ph, secret.data);
+		if (ph && n_kept < ARRAY_SIZE(kept))
+			kept[n_kept++] = (struct put_in){ xstrdup(ph), xstrdup(c->id) };
 		set_own(h, c, secret.data);
 		explicit_bzero(secret.data, secret.len);
 		buf_free(&secret);
@@ -586,7 +607,11 @@ int cred_inject(struct inject_ctx *ctx, const struct inject_who *who, struct htt
 	}
 	cred_list_free(creds, n);
 	if (*verdict == INJECT_FORWARD)
-		audit_leftovers(ctx, who, h, path);
+		audit_leftovers(ctx, who, h, path, kept, n_kept);
+	for (size_t i = 0; i < n_kept; i++) {
+		free(kept[i].ph);
+		free(kept[i].cred_id);
+	}
 	return 0;
 }
 

@@ -7,17 +7,20 @@
  * a Content-Length or chunked body of at most BODY_MAX); any other body passes
  * through untouched, so a placeholder in it is never replaced.
  *
- * For the sandbox's credentials (cred_resolve) whose hosts, path prefix and
- * methods match the request:
- *   - every occurrence of the sandbox's placeholder for that credential is
- *     replaced by the value (in header values raw, in the target
- *     percent-encoded, inside "Authorization: Basic" after decoding; in a
- *     body percent-encoded for application/x-www-form-urlencoded, with a
- *     JSON string's escapes for application/json and any +json type, raw
- *     otherwise);
- *   - the credential's own header / basic auth / query parameter is then set
- *     (replacing what the client sent), so a client that never read the
- *     placeholder is served too.
+ * For the sandbox's credentials (cred_resolve) whose hosts, path prefix
+ * (whole segments, cred_path_match) and methods match the request:
+ *   - the credential's own header / basic auth / query parameter is set
+ *     (replacing what the client sent), so the client's placeholder there,
+ *     or none, ends up as the value;
+ *   - only when its replace_in says so, the sandbox's placeholder for it is
+ *     replaced elsewhere too: in every header value ("headers", raw, and
+ *     inside "Authorization: Basic" after decoding), in the target
+ *     ("target", percent-encoded), in the body ("body": percent-encoded for
+ *     application/x-www-form-urlencoded, with a JSON string's escapes for
+ *     application/json and any +json type, raw otherwise). By default it is
+ *     not, so an upstream that echoes what it got (an LLM asked to repeat, a
+ *     paste service) hands back only the placeholder; such a leftover is
+ *     audited as "not_replaced".
  * Any placeholder that is not replaced — another sandbox's, one sent to a
  * host its credential is not bound to, or one of a revoked or expired
  * credential — stays as it is and is audited (decision "exfiltration_attempt",

@@ -2,9 +2,14 @@
 """Credential manager through the real api: create/list/rotate/revoke/bind,
 the vault (values only as sealed boxes; the api cannot read them back),
 placeholders in a sandbox's environment, tenancy, audit, bad input."""
+import hashlib
 import os
+import signal
 import stat
 import subprocess
+import sys
+import tempfile
+import time
 
 from harness import BIN, AirlockTestCase, ApiError, main
 
@@ -204,6 +209,16 @@ class CredentialTest(AirlockTestCase):
         # the value went to the vault without its newline (sealed: length + overhead)
         self.assertEqual(len(self.boxes(cid)[cid + ":1"]), len(__import__("base64").b64encode(
             b"x" * (len(SECRET) + 61))))
+        self.assertEqual(got["replace_in"], [])
+        r = cli("credential", "create", name + "-ri", "--host", "api.example.com",
+                "--replace-in", "body", "--replace-in", "target", stdin=SECRET)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ri = self.api.call("GET", f"/v1/credentials/{r.stdout.strip()}")["replace_in"]
+        self.assertEqual(ri, ["body", "target"])
+        r = cli("credential", "create", name + "-bad", "--host", "api.example.com",
+                "--replace-in", "query", stdin=SECRET)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("replace_in", r.stderr)
         r = cli("credential", "ls")
         self.assertIn(name, r.stdout)
         self.assertNotIn(SECRET, r.stdout + r.stderr)
@@ -252,6 +267,158 @@ class CredentialTest(AirlockTestCase):
         self.assertEqual(self.api.raw("GET", "/v1/credentials/cred_nope")[0], 404)
         self.assertEqual(self.api.raw("GET", "/v1/credentials/audit?limit=0")[0], 400)
         self.assertEqual(self.api.raw("GET", "/v1/credentials", auth=False)[0], 401)
+
+
+# An upstream that echoes its request: the target, every header but
+# Authorization (the credential's own place, reported as a hash so the test
+# sees the injection) and the body, as an LLM asked to repeat or a paste
+# service would hand back what it was sent.
+ECHO = r'''
+import hashlib, http.server, socketserver, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def echo(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        auth = self.headers.get("Authorization") or ""
+        out = ["target=" + self.path, "auth-sha256=" + hashlib.sha256(auth.encode()).hexdigest()]
+        out += ["%s: %s" % (k, v) for k, v in self.headers.items() if k.lower() != "authorization"]
+        data = ("\n".join(out) + "\nbody=").encode() + body + b"\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    do_GET = do_POST = echo
+    def log_message(self, *a):
+        pass
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+srv = S((sys.argv[1], 80), H)
+open(sys.argv[2], "w").write("ready")
+srv.serve_forever()
+'''
+
+SUB = 100 + os.getpid() % 100
+ECHO_NET = f"10.252.{SUB}"
+ECHO_HOST_IP, ECHO_IP = f"{ECHO_NET}.1", f"{ECHO_NET}.2"
+ECHO_NS = f"alcr-{os.getpid()}"
+ECHO_VETH = f"alcr{os.getpid() % 100000}"
+
+
+def run(*cmd, check=True):
+    return subprocess.run(cmd, capture_output=True, text=True, check=check)
+
+
+class EchoTest(AirlockTestCase):
+    """The secret is never echoed back: by default the gateway puts the value
+    only where the credential's `inject` says; a placeholder in the body,
+    another header or the target goes upstream as the placeholder."""
+    extra_args = ("--set", f"network_allow_private_cidrs={ECHO_NET}.0/24",
+                  "--set", f"gateway_hosts=echo.test={ECHO_IP}")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.echo = None
+        cls.tmp = tempfile.mkdtemp(prefix="airlock-echo-")
+        try:
+            run("ip", "netns", "add", ECHO_NS)
+            run("ip", "link", "add", ECHO_VETH, "type", "veth", "peer", "name", "w0",
+                "netns", ECHO_NS)
+            run("ip", "addr", "add", f"{ECHO_HOST_IP}/24", "dev", ECHO_VETH)
+            run("ip", "link", "set", ECHO_VETH, "up")
+            run("ip", "netns", "exec", ECHO_NS, "ip", "addr", "add", f"{ECHO_IP}/24", "dev", "w0")
+            run("ip", "netns", "exec", ECHO_NS, "ip", "link", "set", "w0", "up")
+            with open(f"{cls.tmp}/echo.py", "w") as f:
+                f.write(ECHO)
+            ready = f"{cls.tmp}/ready"
+            cls.echo = subprocess.Popen(["ip", "netns", "exec", ECHO_NS, sys.executable,
+                                         f"{cls.tmp}/echo.py", ECHO_IP, ready],
+                                        start_new_session=True, stderr=subprocess.DEVNULL)
+            for _ in range(200):
+                if os.path.exists(ready):
+                    break
+                time.sleep(0.05)
+            else:
+                raise RuntimeError("echo server did not start")
+            super().setUpClass()
+        except Exception:
+            cls.destroy_echo()
+            raise
+
+    @classmethod
+    def destroy_echo(cls):
+        if cls.echo and cls.echo.poll() is None:
+            os.killpg(cls.echo.pid, signal.SIGKILL)
+            cls.echo.wait()
+        run("ip", "link", "del", ECHO_VETH, check=False)
+        run("ip", "netns", "del", ECHO_NS, check=False)
+        subprocess.run(["rm", "-rf", cls.tmp])
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.destroy_echo()
+
+    def echoed(self, replace_in):
+        secret = "sk-echo-" + os.urandom(8).hex()
+        project = "echo-" + os.urandom(3).hex()
+        body = openai(f"echo-{os.urandom(3).hex()}", value=secret, env="ECHO_KEY",
+                      hosts=["echo.test"], bindings=[{"project": project}])
+        if replace_in is not None:
+            body["replace_in"] = replace_in
+        c = self.api.call("POST", "/v1/credentials", body)
+        self.addCleanup(self.api.call, "DELETE", f"/v1/credentials/{c['id']}")
+        sb = self.api.create(template="busybox", metadata={"project": project},
+                             network={"allow": {"domains": ["echo.test"]}})
+        self.addCleanup(self.api.delete, sb["id"])
+        sid = sb["id"]
+        code, _, _, _ = self.api.exec(sid, ["sh", "-c", f"echo '{ECHO_IP} echo.test' >> /etc/hosts"])
+        self.assertEqual(code, 0)
+        # the placeholder in the query, in another header and in the body
+        code, out, err, _ = self.api.exec(sid, ["sh", "-c",
+            'timeout 10 wget -q -O - --header "X-Other: $ECHO_KEY" '
+            '--header "Content-Type: text/plain" --post-data "repeat: $ECHO_KEY" '
+            '"http://echo.test/e?k=$ECHO_KEY"; echo; echo "ph=$ECHO_KEY"'])
+        out = out.decode(errors="replace")
+        self.assertEqual(code, 0, out + err.decode(errors="replace"))
+        ph = out.rsplit("ph=", 1)[1].strip()
+        self.assertTrue(ph.startswith("airlock-ph-"), out)
+        # the credential's own place got the value in any case
+        want = hashlib.sha256(f"Bearer {secret}".encode()).hexdigest()
+        self.assertIn(f"auth-sha256={want}", out)
+        return out, secret, ph, c
+
+    def test_default_never_echoes_the_secret(self):
+        out, secret, ph, c = self.echoed(None)
+        self.assertEqual(self.api.call("GET", f"/v1/credentials/{c['id']}")["replace_in"], [])
+        self.assertNotIn(secret, out)
+        self.assertIn(f"target=/e?k={ph}", out)
+        self.assertIn(f"X-Other: {ph}", out)
+        self.assertIn(f"body=repeat: {ph}", out)
+        audit = self.api.call("GET", f"/v1/credentials/audit?credential={c['id']}")["records"]
+        self.assertIn("not_replaced", [a["decision"] for a in audit])
+
+    def test_opt_in_echoes_it(self):
+        # proof that the test above can fail: opted in, the echo hands it back
+        out, secret, ph, c = self.echoed(["headers", "body", "target"])
+        self.assertEqual(self.api.call("GET", f"/v1/credentials/{c['id']}")["replace_in"],
+                         ["headers", "body", "target"])
+        self.assertIn(f"target=/e?k={secret}", out)
+        self.assertIn(f"X-Other: {secret}", out)
+        self.assertIn(f"body=repeat: {secret}", out)
+
+    def test_bad_replace_in(self):
+        for bad in (["query"], "body", ["body", "body"], [1]):
+            status, data, _ = self.api.raw("POST", "/v1/credentials",
+                                           openai("bad-ri", replace_in=bad))
+            self.assertEqual(status, 400, (bad, data))
+            self.assertIn(b"replace_in", data)
+        for bad in ("/v1/%2F", "/v1//x", "/a;b"):
+            status, data, _ = self.api.raw("POST", "/v1/credentials",
+                                           openai("bad-pp", path_prefix=bad))
+            self.assertEqual(status, 400, (bad, data))
 
 
 if __name__ == "__main__":

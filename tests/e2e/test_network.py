@@ -624,7 +624,8 @@ class NetworkTest(AirlockTestCase):
 
     def test_credential_injected_over_http(self):
         project = "inj-" + os.urandom(3).hex()
-        c, secret = self.credential(project)
+        # the body replacement below is an opt-in (replace_in)
+        c, secret = self.credential(project, replace_in=["body"])
         sid = self.sandbox_in(project)
         code, ph, _ = self.sh(sid, "printf %s \"$TEST_KEY\"")
         self.assertTrue(ph.startswith("airlock-ph-"), ph)
@@ -700,7 +701,7 @@ class NetworkTest(AirlockTestCase):
         # store (which holds the gateway CA): the gateway intercepts TLS for
         # the bound host, injects, and verifies the real server itself
         project = "tls-" + os.urandom(3).hex()
-        c, secret = self.credential(project)
+        c, secret = self.credential(project, replace_in=["body"])   # the form bodies below
         sid = self.sandbox_in(project, template="debian")
         py = ("import os, sys, urllib.request\n"
               "data = sys.argv[2].replace('PH', os.environ['TEST_KEY']).encode() "
@@ -719,7 +720,7 @@ class NetworkTest(AirlockTestCase):
         self.assertEqual((code, out), (0, "hello from allowed.test\n"), err)
         self.assertIn(f"auth=Bearer {secret}", self.requests_seen("/tls1")[-1])
         self.assertIn("injected", [a["decision"] for a in self.audit(c["id"])])
-        # a form body, intercepted: the placeholder in it is replaced too
+        # a form body, intercepted: the placeholder in it is replaced too (opted in)
         code, out, err = self.sh(sid, "python3 /tmp/get.py https://allowed.test/tls2 "
                                       "'grant=x&client_secret=PH'")
         want = f"grant=x&client_secret={secret}"

@@ -185,8 +185,17 @@ static void test_inject(void)
 		 "\"header\":\"X-Api-Key\"},\"hosts\":[\"old.example.com\"],"
 		 "\"expires_at\":4102444800}", "old-REAL", NULL);
 	add_cred(&e, "cred_body", "{\"name\":\"body\",\"inject\":{\"type\":\"header\","
-		 "\"header\":\"X-Body-Key\"},\"hosts\":[\"body.example.com\"]}", "b\"o&dy\\REAL",
+		 "\"header\":\"X-Body-Key\"},\"hosts\":[\"body.example.com\"],"
+		 "\"replace_in\":[\"body\"]}", "b\"o&dy\\REAL", NULL);
+	add_cred(&e, "cred_echo", "{\"name\":\"echo\",\"inject\":{\"type\":\"header\","
+		 "\"header\":\"X-Echo-Key\"},\"hosts\":[\"echo.example.com\"]}", "echo-REAL",
 		 NULL);
+	add_cred(&e, "cred_echo_all", "{\"name\":\"echo_all\",\"inject\":{\"type\":\"header\","
+		 "\"header\":\"X-Echo-Key\"},\"hosts\":[\"echoall.example.com\"],"
+		 "\"replace_in\":[\"headers\",\"body\",\"target\"]}", "all-REAL", NULL);
+	add_cred(&e, "cred_v1", "{\"name\":\"v1\",\"inject\":{\"type\":\"header\","
+		 "\"header\":\"X-V1-Key\"},\"hosts\":[\"v1.example.com\"],"
+		 "\"path_prefix\":\"/v1\"}", "v1-REAL", NULL);
 	ph = cred_placeholder(e.db, "sbx_1", "cred_oa", &err);
 	ph_gh = cred_placeholder(e.db, "sbx_1", "cred_gh", &err);
 	ph_other = cred_placeholder(e.db, "sbx_2", "cred_oa", &err);
@@ -280,6 +289,62 @@ static void test_inject(void)
 		CHECK(audits(&e, "exfiltration_attempt") == before + 1);
 		buf_free(&body);
 	}
+
+	/* by default the value goes only where inject says: the placeholder in
+	 * the target, another header, Basic credentials or the body stays (an
+	 * upstream echoing the request hands back only the placeholder) */
+	{
+		_cleanup_free_ char *pe = cred_placeholder(e.db, "sbx_1", "cred_echo", &err);
+		_cleanup_free_ char *pa = cred_placeholder(e.db, "sbx_1", "cred_echo_all", &err);
+		_cleanup_free_ char *up = xasprintf("u:%s", pe);
+		_cleanup_free_ char *b64 = base64_encode(up, strlen(up));
+		_cleanup_free_ char *body_in = xasprintf("say %s", pe);
+		_cleanup_free_ char *up_all = NULL, *b64_all = NULL, *body_all = NULL;
+		_cleanup_free_ char *want_b64 = base64_encode("u:all-REAL", 10), *want = NULL;
+		struct buf body;
+		int before = audits(&e, "not_replaced");
+
+		CHECK(pe && pa);
+		buf_init(&body);
+		buf_reset(&req);
+		buf_printf(&req, "POST /e?k=%s HTTP/1.1\r\nX-Other: %s\r\nAuthorization: Basic %s"
+			   "\r\nX-Echo-Key: %s\r\n\r\n", pe, pe, b64, pe);
+		CHECK(run(&e, "sbx_1", "echo.example.com", req.data, &out, &v) == 1);
+		CHECK(strstr(out.data, "X-Echo-Key: echo-REAL\r\n") != NULL);   /* its own place */
+		CHECK(strstr(strstr(out.data, "echo-REAL") + 9, "REAL") == NULL);  /* nowhere else */
+		CHECK(strncmp(out.data, "POST /e?k=", 10) == 0 &&
+		      strncmp(out.data + 10, pe, strlen(pe)) == 0);
+		CHECK(strstr(out.data, "X-Other: ") && strstr(strstr(out.data, "X-Other: "), pe));
+		CHECK(strstr(out.data, b64) != NULL);
+		CHECK(run_body(&e, "sbx_1", "echo.example.com", "POST /e HTTP/1.1\r\n\r\n", body_in,
+			       &body) == 1);
+		CHECK(strcmp(body.data, body_in) == 0);
+		CHECK(audits(&e, "not_replaced") == before + 2);
+		/* opted in: replaced in each place named */
+		up_all = xasprintf("u:%s", pa);
+		b64_all = base64_encode(up_all, strlen(up_all));
+		body_all = xasprintf("say %s", pa);
+		want = xasprintf("Authorization: Basic %s\r\n", want_b64);
+		buf_reset(&req);
+		buf_printf(&req, "POST /e?k=%s HTTP/1.1\r\nX-Other: %s\r\nAuthorization: Basic %s"
+			   "\r\n\r\n", pa, pa, b64_all);
+		CHECK(run(&e, "sbx_1", "echoall.example.com", req.data, &out, &v) == 1);
+		CHECK(strncmp(out.data, "POST /e?k=all-REAL HTTP/1.1\r\n", 29) == 0);
+		CHECK(strstr(out.data, "X-Other: all-REAL\r\n") && strstr(out.data, want));
+		CHECK(!strstr(out.data, pa));
+		CHECK(run_body(&e, "sbx_1", "echoall.example.com", "POST /e HTTP/1.1\r\n\r\n",
+			       body_all, &body) == 1);
+		CHECK(strcmp(body.data, "say all-REAL") == 0);
+		buf_free(&body);
+	}
+	/* path_prefix: whole segments, dots resolved */
+	CHECK(run(&e, "sbx_1", "v1.example.com", "GET /v1/x HTTP/1.1\r\n\r\n", &out, &v) == 1);
+	CHECK(run(&e, "sbx_1", "v1.example.com", "GET /v10 HTTP/1.1\r\n\r\n", &out, &v) == 0);
+	CHECK(run(&e, "sbx_1", "v1.example.com", "GET /v1/../admin HTTP/1.1\r\n\r\n", &out,
+		  &v) == 0);
+	CHECK(run(&e, "sbx_1", "v1.example.com", "GET /v1/%2e%2e/admin HTTP/1.1\r\n\r\n", &out,
+		  &v) == 0);
+	CHECK(!strstr(out.data, "REAL"));
 
 	/* expiry (by the injected clock) and revocation stop injection */
 	CHECK(run(&e, "sbx_1", "old.example.com", "GET / HTTP/1.1\r\n\r\n", &out, &v) == 1);

@@ -89,6 +89,14 @@ static void test_spec(void)
 		   &c) == 0);
 	CHECK(c.inject == CRED_BASIC && strcmp(c.methods[0], "GET") == 0 && c.rate_per_min == 5);
 	CHECK(c.expires_at == 1893553445000LL);
+	CHECK(c.replace_in == 0);    /* default: only where inject says */
+	cred_free(&c);
+	CHECK(spec("{\"name\":\"e\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],"
+		   "\"replace_in\":[\"target\",\"headers\",\"body\"]}", &c) == 0);
+	CHECK(c.replace_in == (CRED_REPLACE_HEADERS | CRED_REPLACE_BODY | CRED_REPLACE_TARGET));
+	cred_free(&c);
+	CHECK(spec("{\"name\":\"e\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],"
+		   "\"replace_in\":[]}", &c) == 0 && c.replace_in == 0);
 	cred_free(&c);
 	/* each of these is refused with a message */
 	static const char *const bad[] = {
@@ -109,6 +117,13 @@ static void test_spec(void)
 		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"expires_at\":\"tomorrow\"}",
 		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"rate_limit\":{\"per_minute\":-1}}",
 		"{\"name\":\"a\",\"inject\":{\"type\":\"header\",\"extra\":1},\"hosts\":[\"a.com\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"replace_in\":[\"query\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"replace_in\":[\"body\",\"body\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"replace_in\":\"body\"}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"replace_in\":[1]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"path_prefix\":\"/a/%2F\"}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"path_prefix\":\"/a?b\"}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"path_prefix\":\"/a//b\"}",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		int r = spec(bad[i], &c);
@@ -117,6 +132,69 @@ static void test_spec(void)
 		CHECK(r == -EINVAL);
 		cred_free(&c);
 	}
+}
+
+/* path_prefix matches whole segments after normalising both sides. */
+static void test_path_match(void)
+{
+	static const struct {
+		const char *prefix, *target;
+		bool match;
+	} cases[] = {
+		{ "/v1", "/v1", true },
+		{ "/v1", "/v1/", true },
+		{ "/v1", "/v1/chat?x=1", true },
+		{ "/v1", "/v1?x=/v10", true },
+		{ "/v1/", "/v1/chat", true },
+		{ "/v1/", "/v1", true },
+		{ "/v1", "/v10", false },
+		{ "/v1", "/v1x/y", false },
+		{ "/v1", "/v1/../admin", false },
+		{ "/v1", "/v1/%2e%2e/admin", false },
+		{ "/v1", "/v1/%2E%2E/admin", false },
+		{ "/v1", "/v1/.%2e/admin", false },
+		{ "/v1", "/v1/x/../../admin", false },
+		{ "/v1", "/v1/x/../y", true },
+		{ "/v1", "/./v1/./x", true },
+		{ "/v1", "/admin/../v1/x", true },
+		{ "/v1", "/../v1/x", true },        /* above the root stays at the root */
+		{ "/v1", "/%76%31/x", true },       /* unreserved decoded */
+		{ "/v1", "/V1/x", false },
+		{ "/v1", "/v1%2Fx", false },        /* encoded slash: never */
+		{ "/v1", "/v1/x%2f..%2f..%2fadmin", false },
+		{ "/v1", "/v1/x%5C..", false },
+		{ "/v1", "/v1\\..\\admin", false },
+		{ "/v1", "/v1/..;/admin", false },  /* path parameters: never */
+		{ "/v1", "/v1;x/y", false },
+		{ "/v1", "/v1//../admin", false },  /* empty segment: never */
+		{ "/v1", "//v1/x", false },
+		{ "/v1", "/v1/%252e%252e/admin", false },   /* a server may decode twice */
+		{ "/v1", "/v1/%zz", false },
+		{ "/v1", "/v1/%0", false },
+		{ "/v1", "/v1/%00", false },
+		{ "/v1", "http://a.com/v1/x", false },  /* absolute-form */
+		{ "/v1", "*", false },
+		{ "/v1", "", false },
+		{ "/a%20b", "/a%20b/c", true },
+		{ "/a%2ab", "/a%2Ab/c", true },     /* hex case is not a difference */
+		{ "/a b", "/a%20b", false },
+		{ "/v1/../v2", "/v2/x", true },     /* the prefix is normalised too */
+		{ "/", "/anything", true },
+		{ "/", "/", true },
+		{ "/repos/", "/repos/a/b", true },
+		{ "/repos/", "/repository", false },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		bool m = cred_path_match(cases[i].prefix, cases[i].target);
+		if (m != cases[i].match)
+			fprintf(stderr, "path case %zu: %s vs %s: %d\n", i, cases[i].prefix,
+				cases[i].target, m);
+		CHECK(m == cases[i].match);
+	}
+	CHECK(cred_path_prefix_ok("/v1/"));
+	CHECK(!cred_path_prefix_ok("/v1%2F"));
+	CHECK(!cred_path_prefix_ok("v1"));
 }
 
 static void test_hosts(void)
@@ -264,6 +342,7 @@ int main(void)
 	test_seal();
 	test_spec();
 	test_hosts();
+	test_path_match();
 	test_db();
 	if (failures)
 		fprintf(stderr, "%d check(s) failed\n", failures);
