@@ -134,6 +134,10 @@ void api_port_token_create(struct api *a, struct http_req *req, struct http_conn
 /* A request for {port}-{id}.<ports_domain>: authorises it (token or the
  * owner's key) and relays it. false when Host is not such a name. */
 bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c);
+/* The head hook's part of it (no body read yet): -1 when Host is not such a
+ * name; 1 when the request carries a valid credential; 0 when it has
+ * answered (401 or 500). */
+int api_host_routed_head(struct api *a, struct http_req *req, struct http_conn *c);
 /* Parsers of client bytes used above (fuzzed: tests/fuzz/fuzz-api-ports.c).
  * "8080-sb-x.<domain>[:port]" -> 8080 and "sb-x" (lowercased, id < idn). */
 bool ports_parse_host(const char *host, const char *domain, unsigned *port, char *id,
