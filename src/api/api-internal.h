@@ -112,6 +112,10 @@ int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c,
  * there is one node, or the request came from another api. */
 bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 		      const struct api_principal *who);
+/* Is ip the host of a node's url in the copy of the nodes table (an api
+ * that forwards its clients' requests here)? Never waits for a query: for
+ * the accept thread (api_max_conns_per_client does not apply to peers). */
+bool api_cluster_is_peer(struct api *a, const char *ip);
 /* GET /v1/nodes */
 void api_handle_nodes(struct api *a, struct http_req *req, struct http_conn *c);
 

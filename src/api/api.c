@@ -276,6 +276,12 @@ static bool head_check(void *ctx, struct http_req *req, struct http_conn *c)
 	       admit(rt, req, c, &who, req->body_chunked ? 0 : req->body_declared);
 }
 
+/* Another node's api forwards many clients' requests from one address. */
+static bool conn_cap_exempt(void *ctx, const char *ip)
+{
+	return api_cluster_is_peer(ctx, ip);
+}
+
 static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 {
 	struct api *a = ctx;
@@ -397,6 +403,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 		.max_conns_per_client = cfg->max_conns_per_client,
 		.body_budget = cfg->body_budget,
 		.head_fn = head_check,
+		.exempt_fn = conn_cap_exempt,
 	};
 	srv = http_server_start_opts(cfg->listen, &opts, handle, &a, err);
 	if (!srv) {

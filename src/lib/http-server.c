@@ -372,9 +372,9 @@ static unsigned conns_from(const struct http_server *s, const char *ip)
 
 /* 0, or why not: -ESHUTDOWN, -EMFILE (the server is full), -EUSERS (this
  * client address has max_conns_per_client). */
-static int conn_register(struct http_server *s, struct http_conn *c)
+static int conn_register(struct http_server *s, struct http_conn *c, bool exempt)
 {
-	unsigned cap = s->opts.max_conns_per_client;
+	unsigned cap = exempt ? 0 : s->opts.max_conns_per_client;
 	int r = 0;
 
 	pthread_mutex_lock(&s->mu);
@@ -446,7 +446,9 @@ static void start_conn(struct http_server *s, int fd, const struct sockaddr_stor
 	buf_init(&c->in);
 	http_format_peer(ss, c->peer, sizeof(c->peer));
 	http_format_peer_ip(ss, c->ip, sizeof(c->ip));
-	int why = conn_register(s, c);
+	int why = conn_register(s, c, false);
+	if (why == -EUSERS && s->opts.exempt_fn && s->opts.exempt_fn(s->ctx, c->ip))
+		why = conn_register(s, c, true);
 	if (why < 0) {
 		log_refused(s, c->peer, why);
 		refuse(fd, why);

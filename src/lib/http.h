@@ -115,6 +115,10 @@ struct http_server_opts {
 	 * peers are never capped). Past it 429 and close, from the accept
 	 * thread, with no connection thread started. */
 	unsigned max_conns_per_client;
+	/* NULL, or: may ip (the peer's address alone, "10.0.0.2") pass
+	 * max_conns_per_client? Asked from the accept thread, only for an
+	 * address at its cap; must not block. ctx: the handler's. */
+	bool (*exempt_fn)(void *ctx, const char *ip);
 	/* Bytes of request bodies held at once by all connections (0: no
 	 * cap). A body that does not fit gets 503 busy + Retry-After. */
 	size_t body_budget;

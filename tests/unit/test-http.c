@@ -630,11 +630,18 @@ static bool deny_hook(void *arg, struct http_req *req, struct http_conn *c)
 	return false;
 }
 
-static struct http_server *start_limited(struct ctx *x, unsigned per_client)
+static bool exempt_loopback(void *arg, const char *ip)
+{
+	(void)arg;
+	return strcmp(ip, "127.0.0.1") == 0;
+}
+
+static struct http_server *start_limited(struct ctx *x, unsigned per_client, bool exempt)
 {
 	struct http_server_opts o = { .max_body = 1 << 20, .head_timeout_ms = 300,
 				      .max_conns_per_client = per_client, .body_budget = 1000,
-				      .head_fn = deny_hook };
+				      .head_fn = deny_hook,
+				      .exempt_fn = exempt ? exempt_loopback : NULL };
 	err_t err = { 0 };
 	struct http_server *s = http_server_start_opts("127.0.0.1:0", &o, handler, x, &err);
 
@@ -644,7 +651,7 @@ static struct http_server *start_limited(struct ctx *x, unsigned per_client)
 
 static void test_limits(struct ctx *x)
 {
-	struct http_server *s = start_limited(x, 0);
+	struct http_server *s = start_limited(x, 0, false);
 	struct buf out;
 	uint64_t t0;
 	int fd;
@@ -706,7 +713,7 @@ static void test_limits(struct ctx *x)
 	http_server_stop(s);
 
 	/* per client address: past the cap, 429 at once from the accept thread */
-	s = start_limited(x, 2);
+	s = start_limited(x, 2, false);
 	if (!s)
 		goto out;
 	int a = raw_connect(http_server_addr(s)), b = raw_connect(http_server_addr(s));
@@ -726,6 +733,20 @@ static void test_limits(struct ctx *x)
 	close(fd);
 	close(a);
 	close(b);
+	http_server_stop(s);
+
+	/* an exempt address (another node's api) is not capped */
+	s = start_limited(x, 1, true);
+	if (!s)
+		goto out;
+	a = raw_connect(http_server_addr(s));
+	fd = raw_connect(http_server_addr(s));
+	buf_reset(&out);
+	raw_send(fd, "GET /hello HTTP/1.1\r\n\r\n");
+	CHECK(!raw_read(fd, &out, "hello", 1));
+	CHECK(out.data && strncmp(out.data, "HTTP/1.1 200 ", 13) == 0);
+	close(fd);
+	close(a);
 	http_server_stop(s);
 out:
 	buf_free(&out);
