@@ -64,6 +64,9 @@ void config_defaults(struct airlockd_config *c)
 	c->console_log_max = 1u << 20;
 	c->gateway_max_conns = GATEWAY_MAX_CONNS_DEFAULT;
 	c->api_max_inflight = HTTP_MAX_CONNS / 4;
+	c->api_max_conns_per_client = 64;
+	c->api_body_budget_mb = 256;
+	c->api_head_timeout_s = HTTP_HEAD_TIMEOUT_MS / 1000;
 	c->ns_warm_pool = 2;
 	c->vm_snapshots = true;
 	c->cgroup_favordynmods = true;
@@ -274,6 +277,29 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		int r = set_u64(&v, key, val, HTTP_MAX_CONNS, err);
 		if (r == 0)
 			c->api_max_inflight = (uint32_t)v;
+		return r;
+	}
+	if (!strcmp(key, "api_max_conns_per_client")) {
+		uint64_t v;
+		int r = set_u64(&v, key, val, HTTP_MAX_CONNS, err);
+		if (r == 0)
+			c->api_max_conns_per_client = (uint32_t)v;
+		return r;
+	}
+	if (!strcmp(key, "api_body_budget_mb")) {
+		uint64_t v;
+		int r = set_u64(&v, key, val, 1 << 20, err);
+		if (r == 0)
+			c->api_body_budget_mb = (uint32_t)v;
+		return r;
+	}
+	if (!strcmp(key, "api_head_timeout_s")) {
+		uint64_t v;
+		int r = set_u64(&v, key, val, 3600, err);
+		if (r == 0 && v == 0)
+			r = err_set(err, EINVAL, "%s: must be 1..3600", key);
+		if (r == 0)
+			c->api_head_timeout_s = (uint32_t)v;
 		return r;
 	}
 	if (!strcmp(key, "gateway_hosts"))

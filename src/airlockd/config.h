@@ -53,6 +53,9 @@ struct airlockd_config {
 	char gateway_upstream_ca[512];         /* extra CA file the gateway trusts upstream */
 	uint32_t gateway_max_conns;            /* live TCP connections per sandbox */
 	uint32_t api_max_inflight;             /* requests to sandboxes in progress per tenant */
+	uint32_t api_max_conns_per_client;     /* api connections per client IP; 0 = no cap */
+	uint32_t api_body_budget_mb;           /* api request bodies in flight; 0 = no cap */
+	uint32_t api_head_timeout_s;           /* a request head must arrive within it */
 	char network_allow_private_cidrs[1024];
 	uint32_t ready_timeout_ms;  /* how long a create waits for the guest's READY */
 	/* The cluster (README "Cluster"): this node's name in the nodes table,

@@ -418,6 +418,9 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 		.node_name = cfg->node_name,
 		.advertise_url = cfg->advertise_url,
 		.heartbeat_timeout_s = cfg->heartbeat_timeout_s,
+		.max_conns_per_client = cfg->api_max_conns_per_client,
+		.body_budget = (size_t)cfg->api_body_budget_mb << 20,
+		.head_timeout_ms = (int)cfg->api_head_timeout_s * 1000,
 	};
 	return api_run(&ac, err);
 }

@@ -112,6 +112,10 @@ int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c,
  * there is one node, or the request came from another api. */
 bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 		      const struct api_principal *who);
+/* Is ip the host of a node's url in the copy of the nodes table (an api
+ * that forwards its clients' requests here)? Never waits for a query: for
+ * the accept thread (api_max_conns_per_client does not apply to peers). */
+bool api_cluster_is_peer(struct api *a, const char *ip);
 /* GET /v1/nodes */
 void api_handle_nodes(struct api *a, struct http_req *req, struct http_conn *c);
 
@@ -134,6 +138,10 @@ void api_port_token_create(struct api *a, struct http_req *req, struct http_conn
 /* A request for {port}-{id}.<ports_domain>: authorises it (token or the
  * owner's key) and relays it. false when Host is not such a name. */
 bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c);
+/* The head hook's part of it (no body read yet): -1 when Host is not such a
+ * name; 1 when the request carries a valid credential; 0 when it has
+ * answered (401 or 500). */
+int api_host_routed_head(struct api *a, struct http_req *req, struct http_conn *c);
 /* Parsers of client bytes used above (fuzzed: tests/fuzz/fuzz-api-ports.c).
  * "8080-sb-x.<domain>[:port]" -> 8080 and "sb-x" (lowercased, id < idn). */
 bool ports_parse_host(const char *host, const char *domain, unsigned *port, char *id,

@@ -5,6 +5,8 @@
  *   2. GET /v1/health          200, unauthenticated (liveness)
  *      GET /v1/ready           200 or 503, unauthenticated (ready.c)
  *   3. Authorization: Bearer   401 unauthorized (missing, malformed, unknown, revoked)
+ *      (3, 5 and 6 are checked first from the head alone when a body is
+ *      announced, before the server reads it: head_check)
  *   4. per-key token bucket    429 rate_limited + Retry-After
  *   5. admin-only route?       403 forbidden
  *   6. body over 1 MiB and not a file write: 413 body_too_large
@@ -192,16 +194,100 @@ void api_inflight_give(struct api *a, const struct api_principal *who)
 		quota_give(a->inflight, who->tenant, strlen(who->tenant));
 }
 
-static void handle(void *ctx, struct http_req *req, struct http_conn *c)
+/* Steps 3 (the key) of the order above: false when answered (401, 500). */
+static bool authenticate(struct api *a, const struct http_req *req, struct http_conn *c,
+			 struct api_principal *who)
 {
 	static const char unauth_hdr[] = "WWW-Authenticate: Bearer\r\n";
+	const char *key = bearer(req);
+	err_t err = { 0 };
+	int r;
+
+	if (!key) {
+		respond_error_hdr(c, 401, "unauthorized",
+				  "missing API key (Authorization: Bearer <key>)", unauth_hdr);
+		return false;
+	}
+	r = auth_lookup(a, key, who, &err);
+	if (r < 0) {
+		log_err("auth: %s", err.msg);
+		http_respond_error(c, 500, "internal", "cannot check the API key");
+		return false;
+	}
+	if (r == 0) {
+		respond_error_hdr(c, 401, "unauthorized", "unknown or revoked API key", unauth_hdr);
+		return false;
+	}
+	return true;
+}
+
+/* Steps 5 and 6: false when answered (403, 413). body_len: the body's
+ * length, or what the head announces when the body is not read yet. */
+static bool admit(enum route rt, const struct http_req *req, struct http_conn *c,
+		  const struct api_principal *who, uint64_t body_len)
+{
+	bool admin_only = rt == R_TENANTS || rt == R_KEYS || rt == R_NODE || rt == R_NODES ||
+			  (strcmp(req->path, "/v1/templates") == 0 &&
+			   strcmp(req->method, "POST") == 0);
+	char sbid[65];
+
+	if (admin_only && !who->admin) {
+		http_respond_error(c, 403, "forbidden", "this endpoint needs an admin key");
+		return false;
+	}
+	if (body_len > MAX_JSON_BODY && !is_file_write(req) &&
+	    port_path(req->path, sbid, sizeof(sbid)) != PP_PROXY) {
+		http_respond_error(c, 413, "body_too_large",
+				   "request bodies are limited to %u MiB (16 MiB for file writes)",
+				   MAX_JSON_BODY >> 20);
+		return false;
+	}
+	return true;
+}
+
+/* The HTTP server's head hook: a request that announces a body is
+ * authenticated and admitted before one byte of it is read, so a client
+ * without a valid key cannot make the api hold (or wait for) bodies. The
+ * handler checks again (the answers are cached) and takes the rate limit. */
+static bool head_check(void *ctx, struct http_req *req, struct http_conn *c)
+{
+	struct api *a = ctx;
+	struct api_principal who;
+	enum route rt;
+	int h;
+
+	if (!req->body_declared && !req->body_chunked)
+		return true;   /* nothing to hold: the handler checks it all */
+	if (req->target[0] == '/' && (h = api_host_routed_head(a, req, c)) >= 0)
+		return h == 1;
+	rt = route_of(req->path);
+	if (rt == R_NONE || req->target[0] != '/') {
+		http_respond_error(c, 404, "not_found", "no such endpoint");
+		return false;
+	}
+	if (rt == R_HEALTH || rt == R_READY) {
+		if (strcmp(req->method, "GET") != 0)
+			api_method_not_allowed(c, "GET");
+		else
+			http_respond_error(c, 413, "body_too_large", "this endpoint takes no body");
+		return false;
+	}
+	return authenticate(a, req, c, &who) &&
+	       admit(rt, req, c, &who, req->body_chunked ? 0 : req->body_declared);
+}
+
+/* Another node's api forwards many clients' requests from one address. */
+static bool conn_cap_exempt(void *ctx, const char *ip)
+{
+	return api_cluster_is_peer(ctx, ip);
+}
+
+static void handle(void *ctx, struct http_req *req, struct http_conn *c)
+{
 	struct api *a = ctx;
 	enum route rt = route_of(req->path);
 	struct api_principal who;
-	const char *key;
 	unsigned retry = 1;
-	err_t err = { 0 };
-	int r;
 
 	/* {port}-{id}.<ports_domain>: a sandbox's service, not the API. */
 	if (req->target[0] == '/' && api_host_routed(a, req, c))
@@ -226,22 +312,8 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 		return;
 	}
 
-	key = bearer(req);
-	if (!key) {
-		respond_error_hdr(c, 401, "unauthorized",
-				  "missing API key (Authorization: Bearer <key>)", unauth_hdr);
+	if (!authenticate(a, req, c, &who))
 		return;
-	}
-	r = auth_lookup(a, key, &who, &err);
-	if (r < 0) {
-		log_err("auth: %s", err.msg);
-		http_respond_error(c, 500, "internal", "cannot check the API key");
-		return;
-	}
-	if (r == 0) {
-		respond_error_hdr(c, 401, "unauthorized", "unknown or revoked API key", unauth_hdr);
-		return;
-	}
 	if (!ratelimit_take(a->rl, who.key_id, &retry)) {
 		char extra[48];
 		snprintf(extra, sizeof(extra), "Retry-After: %u\r\n", retry);
@@ -249,24 +321,11 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 				  extra);
 		return;
 	}
-
-	bool admin_only = rt == R_TENANTS || rt == R_KEYS || rt == R_NODE || rt == R_NODES ||
-			  (strcmp(req->path, "/v1/templates") == 0 &&
-			   strcmp(req->method, "POST") == 0);
-	if (admin_only && !who.admin) {
-		http_respond_error(c, 403, "forbidden", "this endpoint needs an admin key");
+	if (!admit(rt, req, c, &who, req->body_len))
 		return;
-	}
 
 	char sbid[65];
 	int pk = port_path(req->path, sbid, sizeof(sbid));
-	if (req->body_len > MAX_JSON_BODY && !is_file_write(req) && pk != PP_PROXY) {
-		http_respond_error(c, 413, "body_too_large",
-				   "request bodies are limited to %u MiB (16 MiB for file writes)",
-				   MAX_JSON_BODY >> 20);
-		return;
-	}
-
 	switch (rt) {
 	case R_TENANTS:
 		api_handle_tenants(a, req, c, &who);
@@ -338,8 +397,15 @@ int api_run(const struct api_config *cfg, err_t *err)
 	a.inflight = quota_new(cfg->max_inflight);
 	a.cluster = cluster_new();
 
-	srv = http_server_start(cfg->listen, cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY,
-				handle, &a, err);
+	struct http_server_opts opts = {
+		.max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY,
+		.head_timeout_ms = cfg->head_timeout_ms,
+		.max_conns_per_client = cfg->max_conns_per_client,
+		.body_budget = cfg->body_budget,
+		.head_fn = head_check,
+		.exempt_fn = conn_cap_exempt,
+	};
+	srv = http_server_start_opts(cfg->listen, &opts, handle, &a, err);
 	if (!srv) {
 		r = err_wrap(err, "api: listen on %s", cfg->listen);
 		goto out;

@@ -29,6 +29,9 @@ struct api_config {
 	const char *node_name;  /* this node in the nodes table; NULL: no cluster routing */
 	const char *advertise_url; /* where other apis reach this one; NULL: http://<bound> */
 	unsigned heartbeat_timeout_s; /* a node silent this long is lost; 0: never */
+	unsigned max_conns_per_client; /* connections at once per client IP; 0 = no cap */
+	size_t body_budget;     /* bytes of request bodies in flight, all clients; 0 = no cap */
+	int head_timeout_ms;    /* a request head must arrive within it; 0 = 10 s */
 };
 
 /* Serve until SIGTERM or SIGINT arrives, then stop and return 0.

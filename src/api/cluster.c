@@ -51,6 +51,11 @@ struct cluster {
 	int64_t loaded_ms;    /* monotonic */
 	struct cnode *v;
 	size_t n;
+	/* The hosts of the nodes' urls, for the accept thread: under ip_mu,
+	 * which is never held across a query (mu is). */
+	pthread_mutex_t ip_mu;
+	char (*hosts)[64];
+	size_t n_hosts;
 };
 
 struct cluster *cluster_new(void)
@@ -58,6 +63,7 @@ struct cluster *cluster_new(void)
 	struct cluster *cl = xcalloc(1, sizeof(*cl));
 
 	pthread_mutex_init(&cl->mu, NULL);
+	pthread_mutex_init(&cl->ip_mu, NULL);
 	return cl;
 }
 
@@ -73,7 +79,9 @@ void cluster_free(struct cluster *cl)
 	if (!cl)
 		return;
 	nodes_free(cl->v, cl->n);
+	free(cl->hosts);
 	pthread_mutex_destroy(&cl->mu);
+	pthread_mutex_destroy(&cl->ip_mu);
 	free(cl);
 }
 
@@ -85,6 +93,57 @@ int api_cluster_announce(struct api *a, const char *url, err_t *err)
 		       "INSERT INTO nodes(name, url, state) VALUES(?,?,'starting')"
 		       " ON CONFLICT(name) DO UPDATE SET url=excluded.url",
 		       "ss", a->cfg->node_name, url) < 0 ? -err->code : 0;
+}
+
+/* "http://10.0.0.2:8080/x" -> "10.0.0.2", "http://[fd00::2]:80" ->
+ * "fd00::2"; false when there is no host. */
+static bool url_host(const char *url, char *out, size_t cap)
+{
+	const char *p = strstr(url, "://"), *e;
+
+	p = p ? p + 3 : url;
+	if (*p == '[') {
+		e = strchr(++p, ']');
+		if (!e)
+			return false;
+	} else {
+		e = p + strcspn(p, ":/");
+	}
+	if (e == p || (size_t)(e - p) >= cap)
+		return false;
+	snprintf(out, cap, "%.*s", (int)(e - p), p);
+	return true;
+}
+
+static bool is_self(struct api *a, const char *name);
+
+/* The other nodes' hosts (this one's would exempt local clients too). */
+static void set_hosts(struct api *a)
+{
+	struct cluster *cl = a->cluster;
+	char (*hosts)[64] = xcalloc(cl->n + 1, sizeof(*hosts));
+	size_t n = 0;
+
+	for (size_t i = 0; i < cl->n; i++)
+		if (!is_self(a, cl->v[i].name))
+			n += url_host(cl->v[i].url, hosts[n], sizeof(hosts[n]));
+	pthread_mutex_lock(&cl->ip_mu);
+	free(cl->hosts);
+	cl->hosts = hosts;
+	cl->n_hosts = n;
+	pthread_mutex_unlock(&cl->ip_mu);
+}
+
+bool api_cluster_is_peer(struct api *a, const char *ip)
+{
+	struct cluster *cl = a->cluster;
+	bool found = false;
+
+	pthread_mutex_lock(&cl->ip_mu);
+	for (size_t i = 0; i < cl->n_hosts && !found; i++)
+		found = strcmp(cl->hosts[i], ip) == 0;
+	pthread_mutex_unlock(&cl->ip_mu);
+	return found;
 }
 
 /* Reload the copy when it is older than RELOAD_MS. Caller holds cl->mu. */
@@ -123,6 +182,7 @@ static void reload_locked(struct api *a)
 		c->cap = cap ? json_parse(cap, strlen(cap), NULL) : NULL;
 	}
 	db_rows_free(&rows);
+	set_hosts(a);
 }
 
 static bool is_self(struct api *a, const char *name)

@@ -435,49 +435,75 @@ static bool forwarded_https(const struct http_req *req)
 	return p && strcasecmp(p, "https") == 0;
 }
 
-bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c)
+/* The credential of a request for {port}-{id}.<domain>: a port token (in
+ * the query, X-Airlock-Port-Token or the cookie; *qtok when in the query,
+ * caller owns) or the owner's API key. 1 with *who, 0 (answered 401) or -1
+ * (answered 500). */
+static int host_routed_auth(struct api *a, struct http_req *req, struct http_conn *c,
+			    const char *id, unsigned port, struct api_principal *who,
+			    int64_t *expires, char **qtok)
 {
-	struct api_principal key_who_v, *key_who = NULL;
+	struct api_principal key_who;
+	int ok = 0;
+
+	*qtok = http_query_param(req, TOKEN_QUERY);
+	_cleanup_free_ char *ctok = ports_cookie_get(http_req_header(req, "Cookie"), TOKEN_COOKIE);
+	const char *htok = http_req_header(req, "X-Airlock-Port-Token");
+	const char *tok = *qtok ? *qtok : htok ? htok : ctok;
+
+	const char *auth = http_req_header(req, "Authorization");
+	if (tok) {
+		ok = token_check(a, tok, id, port, who, expires);
+	} else if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+		err_t err = { 0 };
+		const char *k = auth + 7;
+		while (*k == ' ')
+			k++;
+		/* the owner's API key; the node checks tenancy */
+		if (api_key_well_formed(k) && auth_lookup(a, k, &key_who, &err) == 1)
+			ok = 1, *who = key_who;
+	}
+	if (ok < 0) {
+		http_respond_error(c, 500, "internal", "cannot check the token");
+		return -1;
+	}
+	if (!ok)
+		http_respond_error(c, 401, "unauthorized",
+				   "this port needs an access token (POST /v1/sandboxes/%s/"
+				   "port-tokens), as ?%s=, the %s cookie or X-Airlock-Port-Token",
+				   id, TOKEN_QUERY, TOKEN_COOKIE);
+	return ok;
+}
+
+int api_host_routed_head(struct api *a, struct http_req *req, struct http_conn *c)
+{
 	const char *domain = a->cfg->ports_domain;
 	const char *host = http_req_header(req, "Host");
 	struct api_principal who;
 	int64_t expires = 0;
 	unsigned port;
 	char id[65];
-	int ok = 0;
+
+	if (!domain || !*domain || !host || !ports_parse_host(host, domain, &port, id, sizeof(id)))
+		return -1;
+	_cleanup_free_ char *qtok = NULL;
+	return host_routed_auth(a, req, c, id, port, &who, &expires, &qtok) == 1;
+}
+
+bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c)
+{
+	const char *domain = a->cfg->ports_domain;
+	const char *host = http_req_header(req, "Host");
+	struct api_principal who;
+	int64_t expires = 0;
+	unsigned port;
+	char id[65];
 
 	if (!domain || !*domain || !host || !ports_parse_host(host, domain, &port, id, sizeof(id)))
 		return false;
-
-	_cleanup_free_ char *qtok = http_query_param(req, TOKEN_QUERY);
-	_cleanup_free_ char *ctok = ports_cookie_get(http_req_header(req, "Cookie"), TOKEN_COOKIE);
-	const char *htok = http_req_header(req, "X-Airlock-Port-Token");
-	const char *tok = qtok ? qtok : htok ? htok : ctok;
-
-	const char *auth = http_req_header(req, "Authorization");
-	if (!tok && auth && strncasecmp(auth, "Bearer ", 7) == 0) {
-		err_t err = { 0 };
-		const char *k = auth + 7;
-		while (*k == ' ')
-			k++;
-		if (api_key_well_formed(k) && auth_lookup(a, k, &key_who_v, &err) == 1)
-			key_who = &key_who_v;
-	}
-	if (tok)
-		ok = token_check(a, tok, id, port, &who, &expires);
-	else if (key_who)
-		ok = 1, who = *key_who;   /* the owner's API key; the node checks tenancy */
-	if (ok < 0) {
-		http_respond_error(c, 500, "internal", "cannot check the token");
+	_cleanup_free_ char *qtok = NULL;
+	if (host_routed_auth(a, req, c, id, port, &who, &expires, &qtok) != 1)
 		return true;
-	}
-	if (!ok) {
-		http_respond_error(c, 401, "unauthorized",
-				   "this port needs an access token (POST /v1/sandboxes/%s/"
-				   "port-tokens), as ?%s=, the %s cookie or X-Airlock-Port-Token",
-				   id, TOKEN_QUERY, TOKEN_COOKIE);
-		return true;
-	}
 	_cleanup_free_ char *q = ports_query_without_token(req->query);
 	if (qtok) {
 		/* Once in the URL, then a cookie for this host only: the token

@@ -112,6 +112,9 @@ struct http_conn {
 	int fd;
 	struct http_conn *prev, *next;   /* srv->conns, under srv->mu */
 	char peer[64];
+	char ip[48];                     /* peer's address without port; "" for unix */
+	uint64_t accepted_ms;            /* now_ms() at accept: the first head's deadline */
+	size_t body_reserved;            /* bytes of srv->body_inflight this request holds */
 	struct buf in;                   /* received, not yet consumed */
 	enum resp_state state;
 	bool keep_alive;                 /* for the current request */
@@ -127,14 +130,17 @@ struct http_server {
 	char *unix_path;                 /* socket file we created, to unlink */
 	dev_t unix_dev;
 	ino_t unix_ino;
-	size_t max_body;
+	struct http_server_opts opts;    /* defaults filled in */
 	http_handler_fn fn;
 	void *ctx;
 	pthread_mutex_t mu;
 	pthread_cond_t idle;             /* signalled when n_conns drops to 0 */
 	struct http_conn *conns;
 	size_t n_conns;
+	size_t body_inflight;            /* sum of conns' body_reserved */
 	bool stopping;
+	uint64_t refused_log_ms;         /* accept thread only: last refusal logged */
+	unsigned refused_unlogged;
 };
 
 static inline bool server_stopping(const struct http_server *s)
@@ -146,6 +152,9 @@ static inline bool server_stopping(const struct http_server *s)
 
 /* "127.0.0.1:5555", "[::1]:5555", or "unix" for anything else. */
 void http_format_peer(const struct sockaddr_storage *ss, char *out, size_t n);
+/* The address alone, "127.0.0.1" or "::1" (an IPv4-mapped IPv6 address as
+ * IPv4), "" for a unix socket peer: the key of the per-client cap. */
+void http_format_peer_ip(const struct sockaddr_storage *ss, char *out, size_t n);
 /* "HOST:PORT" or "[IPV6]:PORT" into host (brackets removed) and port. */
 int http_split_host_port(const char *spec, char *host, size_t hn, char *port, size_t pn,
 			 err_t *err);

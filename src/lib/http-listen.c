@@ -32,6 +32,22 @@ void http_format_peer(const struct sockaddr_storage *ss, char *out, size_t n)
 	}
 }
 
+void http_format_peer_ip(const struct sockaddr_storage *ss, char *out, size_t n)
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+		inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)n);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
+			inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], out, (socklen_t)n);
+		else
+			inet_ntop(AF_INET6, &a->sin6_addr, out, (socklen_t)n);
+	} else if (n) {
+		out[0] = '\0';
+	}
+}
+
 static int listen_fd_ready(int fd, const char *what, err_t *err)
 {
 	if (listen(fd, SOMAXCONN) < 0)

@@ -15,9 +15,10 @@
 
 #include "log.h"
 
-/* An idle keep-alive connection holds a thread; a started request must keep
- * making progress. Both bound what a slow or silent peer can tie up. */
-#define HTTP_IDLE_TIMEOUT_MS (120 * 1000)
+/* A started body must keep making progress (each wait for more of it lasts
+ * at most this); the head has a deadline of its own (opts.head_timeout_ms)
+ * and only an authenticated client gets this far when the server has a head
+ * hook. */
 #define HTTP_READ_TIMEOUT_MS (30 * 1000)
 #define HTTP_SEND_TIMEOUT_S 120
 /* After an error response, read and discard what the client is still sending
@@ -26,14 +27,58 @@
 #define HTTP_LINGER_MS 1000
 #define HTTP_LINGER_BYTES (4 * 1024 * 1024)
 
+/* read_request: the head hook answered; the body was not read. */
+#define REQ_ANSWERED 2
+
 /* ----------------------------------------------------------------- server */
+
+/* ---- the budget of request bodies in flight ---- */
+
+/* Reserve n more bytes of the server's body budget for c's request. */
+static bool budget_take(struct http_conn *c, size_t n)
+{
+	struct http_server *s = c->srv;
+	bool ok;
+
+	if (!s->opts.body_budget || !n)
+		return true;
+	pthread_mutex_lock(&s->mu);
+	ok = n <= s->opts.body_budget - s->body_inflight;
+	if (ok) {
+		s->body_inflight += n;
+		c->body_reserved += n;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return ok;
+}
+
+/* Once the request's body is freed. */
+static void budget_release(struct http_conn *c)
+{
+	struct http_server *s = c->srv;
+
+	if (!c->body_reserved)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->body_inflight -= c->body_reserved;
+	pthread_mutex_unlock(&s->mu);
+	c->body_reserved = 0;
+}
 
 /* ---- reading one request from a connection ---- */
 
-/* Returns 1 with the head length in *head_len, 0 when the connection ended
- * or went idle (close quietly), or -EINVAL for an oversized head. */
-static int read_head(struct http_conn *c, size_t *head_len)
+/* The whole head must arrive by one deadline, so a peer sending a byte now
+ * and then cannot hold the connection (a per-read timeout would restart on
+ * every byte). A connection's first head counts from accept: a silent
+ * connection is closed as soon; a later one from its first byte, after up to
+ * idle_timeout_ms of keep-alive quiet.
+ * Returns 1 with the head length in *head_len, 0 when the connection ended
+ * or went idle (close quietly), -EINVAL for an oversized head, or -ETIMEDOUT
+ * when part of a head came but not all of it in time. */
+static int read_head(struct http_conn *c, bool first, size_t *head_len)
 {
+	const struct http_server_opts *o = &c->srv->opts;
+	uint64_t deadline = first ? c->accepted_ms + (uint64_t)o->head_timeout_ms : 0;
 	size_t scanned = 0;
 
 	for (;;) {
@@ -47,8 +92,19 @@ static int read_head(struct http_conn *c, size_t *head_len)
 			return *head_len > HTTP_MAX_HEAD ? -EINVAL : 1;
 		if (c->in.len >= HTTP_MAX_HEAD)
 			return -EINVAL;
-		int tmo = c->in.len ? HTTP_READ_TIMEOUT_MS : HTTP_IDLE_TIMEOUT_MS;
-		if (http_recv_some(c->fd, &c->in, HTTP_IO_CHUNK, tmo) <= 0)
+		int tmo = o->idle_timeout_ms;
+		if (c->in.len && !deadline)
+			deadline = now_ms() + (uint64_t)o->head_timeout_ms;
+		if (deadline) {
+			uint64_t now = now_ms();
+			if (now >= deadline)
+				return c->in.len ? -ETIMEDOUT : 0;
+			tmo = (int)(deadline - now);
+		}
+		ssize_t n = http_recv_some(c->fd, &c->in, HTTP_IO_CHUNK, tmo);
+		if (n == -ETIMEDOUT && c->in.len)
+			return -ETIMEDOUT;
+		if (n <= 0)
 			return 0;
 	}
 }
@@ -81,7 +137,7 @@ static int read_body_chunked(struct http_conn *c, struct http_req *req, size_t h
 	struct dechunk d;
 	size_t used;
 
-	http_dechunk_init(&d, c->srv->max_body);
+	http_dechunk_init(&d, c->srv->opts.max_body);
 	http_buf_consume(&c->in, head);
 	for (;;) {
 		int r = http_dechunk_feed(&d, c->in.data, c->in.len, &used, http_emit_to_buf,
@@ -89,9 +145,13 @@ static int read_body_chunked(struct http_conn *c, struct http_req *req, size_t h
 		http_buf_consume(&c->in, used);
 		if (r == -EFBIG)
 			return err_set(err, EFBIG, "request body too large (max %zu bytes)",
-				       c->srv->max_body);
+				       c->srv->opts.max_body);
 		if (r < 0)
 			return err_set(err, EINVAL, "malformed chunked body");
+		/* the size is not known ahead: reserve as the body grows */
+		if (body.len > c->body_reserved &&
+		    !budget_take(c, body.len - c->body_reserved + HTTP_IO_CHUNK))
+			return err_set(err, EBUSY, "too many request bodies in flight");
 		if (d.state == DC_DONE)
 			break;
 		if (http_recv_some(c->fd, &c->in, HTTP_IO_CHUNK, HTTP_READ_TIMEOUT_MS) <= 0)
@@ -110,17 +170,50 @@ static int send_continue(struct http_conn *c)
 	return http_send_all(c->fd, cont, sizeof(cont) - 1);
 }
 
-/* Returns 1 with req filled, 0 to close quietly (EOF, timeout, I/O error),
- * or <0 (-EINVAL, -EFBIG, -ENOSYS) with err set for an error response. */
-static int read_request(struct http_conn *c, struct http_req *req, struct req_info *info,
-			err_t *err)
+static void linger_close(struct http_conn *c);
+
+/* The head hook decides before any body byte is read. Returns whether the
+ * request goes on; if not, it has been answered. */
+static bool run_head_hook(struct http_conn *c, struct http_req *req, bool body_expected)
 {
+	bool ka = c->keep_alive;
+
+	c->state = RESP_NONE;
+	c->is_head = strcmp(req->method, "HEAD") == 0;
+	/* answered without reading an announced body: the body's bytes would
+	 * be read as the next request, so the connection ends */
+	c->keep_alive = ka && !body_expected;
+	if (c->srv->opts.head_fn(c->srv->ctx, req, c)) {
+		c->keep_alive = ka;
+		c->state = RESP_NONE;
+		return true;
+	}
+	if (c->state == RESP_NONE) {
+		log_err("http: head hook for %s %s returned without a response", req->method,
+			req->path);
+		http_respond_error(c, 500, "internal", "head hook did not respond");
+	}
+	if (body_expected)
+		linger_close(c);
+	return false;
+}
+
+/* Returns 1 with req filled, REQ_ANSWERED when the head hook answered, 0 to
+ * close quietly (EOF, idle, I/O error), or <0 (-EINVAL, -EFBIG, -ENOSYS,
+ * -ETIMEDOUT, -EBUSY) with err set for an error response. */
+static int read_request(struct http_conn *c, bool first, struct http_req *req,
+			struct req_info *info, err_t *err)
+{
+	const struct http_server_opts *o = &c->srv->opts;
 	size_t head;
-	int r = read_head(c, &head);
+	int r = read_head(c, first, &head);
 
 	memset(req, 0, sizeof(*req));
 	if (r == -EINVAL)
 		return err_set(err, EINVAL, "request head too large (max %d bytes)", HTTP_MAX_HEAD);
+	if (r == -ETIMEDOUT)
+		return err_set(err, ETIMEDOUT, "request head not complete within %d ms",
+			       o->head_timeout_ms);
 	if (r <= 0)
 		return r;
 	if (http_parse_request_head(c->in.data, head, req, info, err) < 0)
@@ -128,10 +221,16 @@ static int read_request(struct http_conn *c, struct http_req *req, struct req_in
 	snprintf(req->peer, sizeof(req->peer), "%s", c->peer);
 	c->http10 = info->http10;
 	c->keep_alive = info->keep_alive;
-	if (info->has_clen && info->clen > c->srv->max_body)
-		return err_set(err, EFBIG, "request body too large (max %zu bytes)",
-			       c->srv->max_body);
-	bool body_pending = (info->chunked || info->clen > 0) && c->in.len == head;
+	req->body_declared = info->clen;
+	req->body_chunked = info->chunked;
+	if (info->has_clen && info->clen > o->max_body)
+		return err_set(err, EFBIG, "request body too large (max %zu bytes)", o->max_body);
+	bool body_expected = info->chunked || info->clen > 0;
+	if (o->head_fn && !run_head_hook(c, req, body_expected))
+		return REQ_ANSWERED;
+	if (info->has_clen && !budget_take(c, (size_t)info->clen))
+		return err_set(err, EBUSY, "too many request bodies in flight");
+	bool body_pending = body_expected && c->in.len == head;
 	if (info->expect_continue && body_pending && send_continue(c) < 0)
 		return 0;
 	if (info->chunked)
@@ -162,11 +261,19 @@ static void linger_close(struct http_conn *c)
 
 static void reply_parse_error(struct http_conn *c, int r, const err_t *err)
 {
+	static const char busy[] = "{\"error\":{\"code\":\"busy\",\"message\":"
+				   "\"too many request bodies in flight; retry\"}}";
+
 	c->state = RESP_NONE;
 	c->keep_alive = false;
 	c->is_head = false;
 	if (r == -EFBIG)
 		http_respond_error(c, 413, "body_too_large", "%s", err->msg);
+	else if (r == -ETIMEDOUT)
+		http_respond_error(c, 408, "request_timeout", "%s", err->msg);
+	else if (r == -EBUSY)
+		http_respond(c, 503, "application/json", busy, sizeof(busy) - 1,
+			     "Retry-After: 1\r\n");
 	else if (r == -ENOSYS)
 		http_respond_error(c, 501, "not_supported", "%s", err->msg);
 	else
@@ -211,16 +318,23 @@ static void conn_unregister(struct http_conn *c)
 static void *conn_main(void *arg)
 {
 	struct http_conn *c = arg;
+	bool first = true;
 
 	for (;;) {
 		struct http_req req;
 		struct req_info info;
 		err_t err = { 0 };
-		int r = read_request(c, &req, &info, &err);
+		int r = read_request(c, first, &req, &info, &err);
+		bool again;
+		first = false;
 		if (r < 0)
 			reply_parse_error(c, r, &err);
-		bool again = r > 0 && serve_one(c, &req);
+		if (r == REQ_ANSWERED)
+			again = c->keep_alive && !c->broken && !server_stopping(c->srv);
+		else
+			again = r > 0 && serve_one(c, &req);
 		http_req_free(&req);
+		budget_release(c);
 		if (!again)
 			break;
 	}
@@ -246,13 +360,31 @@ static void tune_accepted(int fd, int family)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-static bool conn_register(struct http_server *s, struct http_conn *c)
+/* Under s->mu. */
+static unsigned conns_from(const struct http_server *s, const char *ip)
 {
-	bool ok;
+	unsigned n = 0;
+
+	for (const struct http_conn *c = s->conns; c; c = c->next)
+		n += strcmp(c->ip, ip) == 0;
+	return n;
+}
+
+/* 0, or why not: -ESHUTDOWN, -EMFILE (the server is full), -EUSERS (this
+ * client address has max_conns_per_client). */
+static int conn_register(struct http_server *s, struct http_conn *c, bool exempt)
+{
+	unsigned cap = exempt ? 0 : s->opts.max_conns_per_client;
+	int r = 0;
 
 	pthread_mutex_lock(&s->mu);
-	ok = !s->stopping && s->n_conns < HTTP_MAX_CONNS;
-	if (ok) {
+	if (s->stopping)
+		r = -ESHUTDOWN;
+	else if (s->n_conns >= HTTP_MAX_CONNS)
+		r = -EMFILE;
+	else if (cap && c->ip[0] && conns_from(s, c->ip) >= cap)
+		r = -EUSERS;
+	if (r == 0) {
 		c->next = s->conns;
 		if (s->conns)
 			s->conns->prev = c;
@@ -260,7 +392,46 @@ static bool conn_register(struct http_server *s, struct http_conn *c)
 		s->n_conns++;
 	}
 	pthread_mutex_unlock(&s->mu);
-	return ok;
+	return r;
+}
+
+/* Accept thread only. A flood of refusals must not become a flood of log
+ * lines: at most one a second, with the count of those not logged. */
+static void log_refused(struct http_server *s, const char *peer, int why)
+{
+	uint64_t now = now_ms();
+
+	if (s->refused_log_ms && now - s->refused_log_ms < 1000) {
+		s->refused_unlogged++;
+		return;
+	}
+	log_warn("http: refusing connection from %s (%s; %u more refused since the last "
+		 "such line)", peer,
+		 why == -EUSERS ? "too many from this address"
+				: why == -EMFILE ? "server full" : "shutting down",
+		 s->refused_unlogged);
+	s->refused_log_ms = now;
+	s->refused_unlogged = 0;
+}
+
+/* Refuse from the accept thread: a canned answer sent without waiting (the
+ * socket's send buffer is empty), then close; no thread, no reading. */
+static void refuse(int fd, int why)
+{
+	static const char busy_client[] =
+		"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+		"Retry-After: 1\r\nConnection: close\r\nContent-Length: 80\r\n\r\n"
+		"{\"error\":{\"code\":\"too_many_connections\",\"message\":\"too many from this address\"}}";
+	static const char full[] =
+		"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+		"Retry-After: 1\r\nConnection: close\r\nContent-Length: 52\r\n\r\n"
+		"{\"error\":{\"code\":\"busy\",\"message\":\"server is full\"}}";
+
+	if (why == -EUSERS)
+		(void)!send(fd, busy_client, sizeof(busy_client) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	else if (why == -EMFILE)
+		(void)!send(fd, full, sizeof(full) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	close(fd);
 }
 
 static void start_conn(struct http_server *s, int fd, const struct sockaddr_storage *ss)
@@ -271,15 +442,20 @@ static void start_conn(struct http_server *s, int fd, const struct sockaddr_stor
 
 	c->srv = s;
 	c->fd = fd;
+	c->accepted_ms = now_ms();
 	buf_init(&c->in);
 	http_format_peer(ss, c->peer, sizeof(c->peer));
-	tune_accepted(fd, ss->ss_family);
-	if (!conn_register(s, c)) {
-		log_warn("http: refusing connection from %s (limit or shutdown)", c->peer);
-		close(fd);
+	http_format_peer_ip(ss, c->ip, sizeof(c->ip));
+	int why = conn_register(s, c, false);
+	if (why == -EUSERS && s->opts.exempt_fn && s->opts.exempt_fn(s->ctx, c->ip))
+		why = conn_register(s, c, true);
+	if (why < 0) {
+		log_refused(s, c->peer, why);
+		refuse(fd, why);
 		free(c);
 		return;
 	}
+	tune_accepted(fd, ss->ss_family);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	int r = pthread_create(&t, &attr, conn_main, c);
@@ -338,11 +514,24 @@ static void server_free(struct http_server *s)
 struct http_server *http_server_start(const char *listen_addr, size_t max_body,
 				      http_handler_fn fn, void *ctx, err_t *err)
 {
+	struct http_server_opts o = { .max_body = max_body };
+
+	return http_server_start_opts(listen_addr, &o, fn, ctx, err);
+}
+
+struct http_server *http_server_start_opts(const char *listen_addr,
+					   const struct http_server_opts *opts,
+					   http_handler_fn fn, void *ctx, err_t *err)
+{
 	struct http_server *s = xcalloc(1, sizeof(*s));
 	int r;
 
 	s->lfd = -1;
-	s->max_body = max_body;
+	s->opts = *opts;
+	if (s->opts.head_timeout_ms <= 0)
+		s->opts.head_timeout_ms = HTTP_HEAD_TIMEOUT_MS;
+	if (s->opts.idle_timeout_ms <= 0)
+		s->opts.idle_timeout_ms = HTTP_IDLE_TIMEOUT_MS;
 	s->fn = fn;
 	s->ctx = ctx;
 	pthread_mutex_init(&s->mu, NULL);

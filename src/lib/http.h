@@ -6,6 +6,13 @@
  * nothing the peer sends can crash the server. Listens on "HOST:PORT" (IPv4
  * or [IPv6]) or "unix:/path".
  *
+ * What a slow or hostile peer can hold is bounded (struct http_server_opts):
+ * the whole request head must arrive within a deadline (408 past it), an
+ * optional head hook answers before any body byte is read (authentication),
+ * connections per client address are capped (429 from the accept thread, no
+ * thread started), and the bytes of request bodies in flight share a budget
+ * (503 busy past it).
+ *
  * Responses: either one complete response (http_respond*), or a chunked stream
  * (http_stream_begin / write / end). A handler must finish the response
  * before returning; if it does not, the server sends 500.
@@ -15,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 #include "util.h"
@@ -39,6 +47,10 @@ struct http_req {
 	size_t n_headers;
 	char *body;          /* NUL-terminated (not counted in body_len); "" when none */
 	size_t body_len;
+	/* What the head announces, for the head hook (body not read yet):
+	 * Content-Length (0 when absent) and whether the body is chunked. */
+	uint64_t body_declared;
+	bool body_chunked;
 	char peer[64];       /* "127.0.0.1:5555" or "unix" */
 };
 
@@ -80,11 +92,48 @@ bool http_conn_peer_closed(struct http_conn *c);
  * Returns the fd, borrowed for the rest of the handler. */
 int http_conn_takeover(struct http_conn *c, struct buf *pending);
 
+/* Called once a request head is parsed, before the server reads its body
+ * (and before 100 Continue). Return true to go on (read the body, run the
+ * handler); false after answering with http_respond* (the body is never read;
+ * if one was announced the connection closes after the answer). */
+typedef bool (*http_head_fn)(void *ctx, struct http_req *req, struct http_conn *c);
+
+#define HTTP_HEAD_TIMEOUT_MS (10 * 1000)
+#define HTTP_IDLE_TIMEOUT_MS (120 * 1000)
+
+/* Zero fields take the defaults named. */
+struct http_server_opts {
+	size_t max_body;               /* bytes per request body */
+	/* The whole head must arrive within this: from accept for a
+	 * connection's first request, from its first byte for a later one
+	 * (HTTP_HEAD_TIMEOUT_MS). Past it: 408 and close. */
+	int head_timeout_ms;
+	/* A keep-alive connection may wait this long for the next request's
+	 * first byte (HTTP_IDLE_TIMEOUT_MS). */
+	int idle_timeout_ms;
+	/* Connections at once from one IP address (0: no cap; unix socket
+	 * peers are never capped). Past it 429 and close, from the accept
+	 * thread, with no connection thread started. */
+	unsigned max_conns_per_client;
+	/* NULL, or: may ip (the peer's address alone, "10.0.0.2") pass
+	 * max_conns_per_client? Asked from the accept thread, only for an
+	 * address at its cap; must not block. ctx: the handler's. */
+	bool (*exempt_fn)(void *ctx, const char *ip);
+	/* Bytes of request bodies held at once by all connections (0: no
+	 * cap). A body that does not fit gets 503 busy + Retry-After. */
+	size_t body_budget;
+	http_head_fn head_fn;          /* NULL: none */
+};
+
 struct http_server;
 /* Starts the listener thread. ctx is borrowed. unix sockets are created with
  * mode 0660 (an existing socket file is replaced). */
 struct http_server *http_server_start(const char *listen_addr, size_t max_body,
 				      http_handler_fn fn, void *ctx, err_t *err);
+/* The same with limits and a head hook; opts is copied. */
+struct http_server *http_server_start_opts(const char *listen_addr,
+					   const struct http_server_opts *opts,
+					   http_handler_fn fn, void *ctx, err_t *err);
 /* Stops accepting, waits for connection threads to finish. Accepts NULL. */
 void http_server_stop(struct http_server *s);
 /* The bound address, e.g. "127.0.0.1:43111" (useful with port 0). Borrowed. */

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -617,6 +618,140 @@ static void test_ipv6(struct ctx *x)
 	http_server_stop(s);
 }
 
+/* ---- what a slow or unauthenticated peer can hold ---- */
+
+static bool deny_hook(void *arg, struct http_req *req, struct http_conn *c)
+{
+	(void)arg;
+	if (strcmp(req->path, "/deny") != 0)
+		return true;
+	CHECK(req->body_declared == 100000);
+	http_respond_error(c, 401, "unauthorized", "no key");
+	return false;
+}
+
+static bool exempt_loopback(void *arg, const char *ip)
+{
+	(void)arg;
+	return strcmp(ip, "127.0.0.1") == 0;
+}
+
+static struct http_server *start_limited(struct ctx *x, unsigned per_client, bool exempt)
+{
+	struct http_server_opts o = { .max_body = 1 << 20, .head_timeout_ms = 300,
+				      .max_conns_per_client = per_client, .body_budget = 1000,
+				      .head_fn = deny_hook,
+				      .exempt_fn = exempt ? exempt_loopback : NULL };
+	err_t err = { 0 };
+	struct http_server *s = http_server_start_opts("127.0.0.1:0", &o, handler, x, &err);
+
+	CHECK(s != NULL);
+	return s;
+}
+
+static void test_limits(struct ctx *x)
+{
+	struct http_server *s = start_limited(x, 0, false);
+	struct buf out;
+	uint64_t t0;
+	int fd;
+
+	if (!s)
+		return;
+	buf_init(&out);
+
+	/* a head sent a byte at a time is cut at the deadline, not kept alive
+	 * by each byte */
+	fd = raw_connect(http_server_addr(s));
+	raw_send(fd, "GET /hello HTTP/1.1\r\n");
+	t0 = now_ms();
+	while (now_ms() - t0 < 3000 && send(fd, "X", 1, MSG_NOSIGNAL) == 1) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		if (poll(&pf, 1, 50) > 0)
+			break;
+	}
+	CHECK(raw_read(fd, &out, NULL, 0));
+	CHECK(now_ms() - t0 < 1500);
+	CHECK(out.data && strncmp(out.data, "HTTP/1.1 408 ", 13) == 0);
+	close(fd);
+
+	/* a silent connection is closed at the same deadline */
+	buf_reset(&out);
+	fd = raw_connect(http_server_addr(s));
+	t0 = now_ms();
+	CHECK(raw_read(fd, &out, NULL, 0));
+	CHECK(now_ms() - t0 < 1500 && out.len == 0);
+	close(fd);
+
+	/* the hook answers from the head: the body is never waited for */
+	buf_reset(&out);
+	fd = raw_connect(http_server_addr(s));
+	raw_send(fd, "POST /deny HTTP/1.1\r\nContent-Length: 100000\r\n\r\n");
+	t0 = now_ms();
+	CHECK(raw_read(fd, &out, NULL, 0));
+	CHECK(now_ms() - t0 < 2000);
+	CHECK(out.data && strncmp(out.data, "HTTP/1.1 401 ", 13) == 0);
+	CHECK(out.data && strstr(out.data, "Connection: close\r\n"));
+	close(fd);
+
+	/* bodies in flight past the budget: 503 busy */
+	buf_reset(&out);
+	fd = raw_connect(http_server_addr(s));
+	raw_send(fd, "POST /echo HTTP/1.1\r\nContent-Length: 2000\r\n\r\n");
+	CHECK(raw_read(fd, &out, NULL, 0));
+	CHECK(out.data && strncmp(out.data, "HTTP/1.1 503 ", 13) == 0);
+	CHECK(out.data && strstr(out.data, "Retry-After: 1\r\n"));
+	close(fd);
+
+	/* within the budget, and past the hook, it all still works */
+	buf_reset(&out);
+	fd = raw_connect(http_server_addr(s));
+	raw_send(fd, "POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc");
+	CHECK(!raw_read(fd, &out, "abc", 1));
+	CHECK(out.data && strncmp(out.data, "HTTP/1.1 200 ", 13) == 0);
+	close(fd);
+	http_server_stop(s);
+
+	/* per client address: past the cap, 429 at once from the accept thread */
+	s = start_limited(x, 2, false);
+	if (!s)
+		goto out;
+	int a = raw_connect(http_server_addr(s)), b = raw_connect(http_server_addr(s));
+	buf_reset(&out);
+	usleep(100 * 1000);
+	fd = raw_connect(http_server_addr(s));
+	CHECK(raw_read(fd, &out, NULL, 0));
+	CHECK(out.data && strncmp(out.data, "HTTP/1.1 429 ", 13) == 0);
+	/* the canned answer's Content-Length is right and its body JSON */
+	const char *body = out.data ? strstr(out.data, "\r\n\r\n") : NULL;
+	const char *cl = out.data ? strstr(out.data, "Content-Length: ") : NULL;
+	err_t jerr = { 0 };
+	CHECK(body && cl && (size_t)atoi(cl + 16) == strlen(body + 4));
+	json *j = body ? json_parse(body + 4, strlen(body + 4), &jerr) : NULL;
+	CHECK(j != NULL);
+	json_free(j);
+	close(fd);
+	close(a);
+	close(b);
+	http_server_stop(s);
+
+	/* an exempt address (another node's api) is not capped */
+	s = start_limited(x, 1, true);
+	if (!s)
+		goto out;
+	a = raw_connect(http_server_addr(s));
+	fd = raw_connect(http_server_addr(s));
+	buf_reset(&out);
+	raw_send(fd, "GET /hello HTTP/1.1\r\n\r\n");
+	CHECK(!raw_read(fd, &out, "hello", 1));
+	CHECK(out.data && strncmp(out.data, "HTTP/1.1 200 ", 13) == 0);
+	close(fd);
+	close(a);
+	http_server_stop(s);
+out:
+	buf_free(&out);
+}
+
 static void test_client_errors(void)
 {
 	struct http_resp r;
@@ -638,5 +773,6 @@ int main(void)
 	test_tcp(&x);
 	test_unix(&x);
 	test_ipv6(&x);
+	test_limits(&x);
 	return check_done("test-http");
 }
