@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../api/api.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
 #include "airlock-version.h"   /* generated: <build>/gen */
@@ -22,7 +23,8 @@ static void usage(FILE *f)
 	fputs("usage: airlockd up|nodemgr|gateway|node|api [--config FILE] [--data-dir DIR] [--listen ADDR]\n"
 	      "                [--templates a,b] [--db sqlite|URL] [--node-name NAME]\n"
 	      "                [--set key=value]...\n"
-	      "       airlockd version\n",
+	      "       airlockd version\n"
+	      "       airlockd routes          (the public API routes, one \"METHOD /path\" a line)\n",
 	      f);
 }
 
@@ -39,6 +41,10 @@ int main(int argc, char **argv)
 	cmd = argv[1];
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
 		puts("airlockd " AIRLOCK_VERSION);
+		return 0;
+	}
+	if (!strcmp(cmd, "routes")) {
+		api_routes_print(stdout);
 		return 0;
 	}
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {

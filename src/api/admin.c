@@ -6,6 +6,7 @@
 #include "../db/tenant-quota.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
+#include "../lib/page.h"
 #include "../lib/util.h"
 #include "api-internal.h"
 
@@ -90,20 +91,28 @@ static void tenant_create(struct api *a, struct http_req *req, struct http_conn 
 	buf_init(&out);
 	jw_init(&w, &out);
 	write_tenant(&w, id, name_v->str, now);
-	http_respond_json(c, 201, out.data);
+	{
+		_cleanup_free_ char *loc = xasprintf("/v1/tenants/%s", id);
+		http_respond_created(c, loc, out.data);
+	}
 	buf_free(&out);
 	json_free(body);
 }
 
-static void tenant_list(struct api *a, struct http_conn *c)
+static void tenant_list(struct api *a, struct http_req *req, struct http_conn *c)
 {
 	struct db_rows rows;
 	struct buf out;
 	struct jw w;
+	struct page pg;
+	int shown = 0, last = 0;
+	bool more = false;
 	err_t err = { 0 };
 
+	if (page_from_req(&pg, req, false, c) < 0)
+		return;
 	if (db_query(a->db, &rows, &err,
-		     "SELECT id, name, created_at FROM tenants ORDER BY created_at, name", NULL) < 0) {
+		     "SELECT id, name, created_at FROM tenants ORDER BY created_at, id", NULL) < 0) {
 		log_err("list tenants: %s", err.msg);
 		http_respond_error(c, 500, "internal", "cannot list tenants");
 		return;
@@ -113,10 +122,26 @@ static void tenant_list(struct api *a, struct http_conn *c)
 	jw_obj(&w);
 	jw_key(&w, "tenants");
 	jw_arr(&w);
-	for (int i = 0; i < rows.n_rows; i++)
+	for (int i = 0; i < rows.n_rows; i++) {
+		if (!page_after(&pg, db_cell_int(&rows, i, 2), db_cell(&rows, i, 0)))
+			continue;
+		if ((unsigned)shown == pg.limit) {
+			more = true;
+			break;
+		}
 		write_tenant(&w, db_cell(&rows, i, 0), db_cell(&rows, i, 1),
 			     db_cell_int(&rows, i, 2));
+		last = i;
+		shown++;
+	}
 	jw_end(&w);
+	jw_key(&w, "next_token");
+	if (more) {
+		_cleanup_free_ char *t = page_token(db_cell_int(&rows, last, 2), db_cell(&rows, last, 0));
+		jw_str(&w, t);
+	} else {
+		jw_null(&w);
+	}
 	jw_end(&w);
 	db_rows_free(&rows);
 	http_respond_json(c, 200, out.data);
@@ -305,7 +330,7 @@ void api_handle_tenants(struct api *a, struct http_req *req, struct http_conn *c
 	else if (strcmp(req->method, "POST") == 0)
 		tenant_create(a, req, c);
 	else if (strcmp(req->method, "GET") == 0)
-		tenant_list(a, c);
+		tenant_list(a, req, c);
 	else
 		api_method_not_allowed(c, "GET, POST");
 }
@@ -385,7 +410,10 @@ static void key_create(struct api *a, struct http_req *req, struct http_conn *c)
 		jw_key(&w, "created_at");
 		jw_str(&w, ts);
 		jw_end(&w);
-		http_respond_json(c, 201, out.data);
+		{
+			_cleanup_free_ char *loc = xasprintf("/v1/keys/%s", id);
+			http_respond_created(c, loc, out.data);
+		}
 		buf_free(&out);
 	}
 out:

@@ -167,4 +167,20 @@ void api_method_not_allowed(struct http_conn *c, const char *allow);
 struct json *api_parse_body(struct http_req *req, struct http_conn *c,
 			    const char *const *allowed);
 
+/* routes.c: the public routes (method, pattern), the whole API a client can
+ * reach. api_route_check: 1 when a row takes (method, path), -1 when the path
+ * is known but not the method (allow gets "GET, POST"), 0 when no row
+ * matches the path. */
+struct api_route {
+	const char *method;   /* "GET", ..., or "*" */
+	const char *path;     /* "/v1/sandboxes/{id}", ".../{path...}" */
+};
+extern const struct api_route api_routes[];
+extern const size_t api_n_routes;
+int api_route_check(const char *method, const char *path, char *allow, size_t allow_n);
+
+/* docs/openapi.yaml as built into the binary (<build>/gen/openapi-spec.c). */
+extern const char airlock_openapi_yaml[];
+extern const size_t airlock_openapi_yaml_len;
+
 #endif

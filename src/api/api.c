@@ -2,7 +2,9 @@
  *
  * Order of checks for every request (each step answers and stops on failure):
  *   1. route known?            404 not_found (no auth needed to learn that)
+ *      route in the table?     404, or 405 with Allow (routes.c)
  *   2. GET /v1/health          200, unauthenticated (liveness)
+ *      GET /v1/openapi.yaml    200, unauthenticated (the built-in spec)
  *      GET /v1/ready           200 or 503, unauthenticated (ready.c)
  *   3. Authorization: Bearer   401 unauthorized (missing, malformed, unknown, revoked)
  *      (3, 5 and 6 are checked first from the head alone when a body is
@@ -38,6 +40,7 @@
 enum route {
 	R_NONE,
 	R_HEALTH,
+	R_SPEC,        /* anyone: GET /v1/openapi.yaml, built in */
 	R_READY,       /* anyone, served here (ready.c) */
 	R_TENANTS,     /* admin, served here */
 	R_KEYS,        /* admin, served here */
@@ -111,6 +114,8 @@ static enum route route_of(const char *path)
 		return R_HEALTH;
 	if (strcmp(path, "/v1/ready") == 0)
 		return R_READY;
+	if (strcmp(path, "/v1/openapi.yaml") == 0)
+		return R_SPEC;
 	if (under(path, "/v1/tenants"))   /* and /v1/tenants/{t}/quota */
 		return R_TENANTS;
 	if (strcmp(path, "/v1/keys") == 0)
@@ -294,6 +299,26 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 		return;
 	if (rt == R_NONE || req->target[0] != '/') {
 		http_respond_error(c, 404, "not_found", "no such endpoint");
+		return;
+	}
+	/* The route table (routes.c) is the API: nothing else is served or
+	 * forwarded, so docs/openapi.yaml can be checked against it. */
+	{
+		char allow[64];
+		int rc = api_route_check(req->method, req->path, allow, sizeof(allow));
+
+		if (rc == 0) {
+			http_respond_error(c, 404, "not_found", "no such endpoint");
+			return;
+		}
+		if (rc < 0) {
+			api_method_not_allowed(c, allow);
+			return;
+		}
+	}
+	if (rt == R_SPEC) {
+		http_respond(c, 200, "application/yaml", airlock_openapi_yaml,
+			     airlock_openapi_yaml_len, NULL);
 		return;
 	}
 	if (rt == R_HEALTH) {

@@ -12,6 +12,7 @@
 #define AIRLOCK_API_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "../lib/err.h"
 
@@ -48,5 +49,9 @@ int api_run(const struct api_config *cfg, err_t *err);
  * Otherwise it changes nothing, so calling it on every start is safe.
  * Returns 0 or -errno with err filled. */
 int api_bootstrap(const char *db_path, const char *cli_json_path, const char *url, err_t *err);
+
+/* `airlockd routes`: every public route, "METHOD /path/{param}" a line, from
+ * the table the api answers by (routes.c). */
+void api_routes_print(FILE *f);
 
 #endif

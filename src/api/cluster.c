@@ -33,6 +33,7 @@
 #include <sys/random.h>
 
 #include "../lib/log.h"
+#include "../lib/page.h"
 #include "../lib/util.h"
 #include "api-internal.h"
 
@@ -595,11 +596,17 @@ bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 	const json **all = NULL;
 	json *lost = NULL;
 	json **lists;
+	bool more = false;
+	struct page pg;
 	struct buf b;
 	struct jw w;
 
 	if (forwarded(req) || !a->cfg->node_name || !multi(a))
 		return false;
+	/* Each node answers its first `limit` after the cursor (the query goes
+	 * to it unchanged); the merged page is the first `limit` of those. */
+	if (page_from_req(&pg, req, false, c) < 0)
+		return true;
 	/* The up nodes' names and addresses, copied out of the lock. */
 	pthread_mutex_lock(&a->cluster->mu);
 	nodes = xcalloc(a->cluster->n + 1, sizeof(*nodes));
@@ -623,6 +630,9 @@ bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 			log_warn("list: node %s: %s", nodes[i].name, err.msg);
 			continue;
 		}
+		v = json_get(lists[i], "next_token");
+		if (v && v->type == JSON_STR)
+			more = true;
 		v = json_get(lists[i], "sandboxes");
 		for (size_t k = 0; v && v->type == JSON_ARR && k < v->n; k++) {
 			all = xrealloc(all, (nall + 1) * sizeof(*all));
@@ -656,6 +666,9 @@ bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 			lost = json_parse(lb.data, lb.len, NULL);
 			buf_free(&lb);
 			for (size_t k = 0; lost && k < lost->n; k++) {
+				if (!page_after(&pg, page_iso_ms(json_get_str(lost->items[k], "created_at")),
+						json_get_str(lost->items[k], "id")))
+					continue;
 				all = xrealloc(all, (nall + 1) * sizeof(*all));
 				all[nall++] = lost->items[k];
 			}
@@ -668,9 +681,22 @@ bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 	jw_obj(&w);
 	jw_key(&w, "sandboxes");
 	jw_arr(&w);
+	if (nall > pg.limit) {
+		more = true;
+		nall = pg.limit;
+	}
 	for (size_t i = 0; i < nall; i++)
 		jw_value(&w, all[i]);
 	jw_end(&w);
+	jw_key(&w, "next_token");
+	if (more && nall) {
+		_cleanup_free_ char *t =
+			page_token(page_iso_ms(json_get_str(all[nall - 1], "created_at")),
+				   json_get_str(all[nall - 1], "id"));
+		jw_str(&w, t);
+	} else {
+		jw_null(&w);
+	}
 	jw_end(&w);
 	http_respond_json(c, 200, b.data);
 	buf_free(&b);
@@ -685,8 +711,16 @@ bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 
 /* ---- GET /v1/nodes (admin) --------------------------------------------- */
 
+static int cnode_cmp(const void *x, const void *y)
+{
+	return strcmp((*(const struct cnode *const *)x)->name, (*(const struct cnode *const *)y)->name);
+}
+
+/* By name, compared bytewise (the page key), whatever the database's collation. */
 void api_handle_nodes(struct api *a, struct http_req *req, struct http_conn *c)
 {
+	const struct cnode **order;
+	struct page pg;
 	struct buf b;
 	struct jw w;
 
@@ -694,6 +728,8 @@ void api_handle_nodes(struct api *a, struct http_req *req, struct http_conn *c)
 		api_method_not_allowed(c, "GET");
 		return;
 	}
+	if (page_from_req(&pg, req, false, c) < 0)
+		return;
 	buf_init(&b);
 	jw_init(&w, &b);
 	pthread_mutex_lock(&a->cluster->mu);
@@ -702,10 +738,17 @@ void api_handle_nodes(struct api *a, struct http_req *req, struct http_conn *c)
 	jw_obj(&w);
 	jw_key(&w, "nodes");
 	jw_arr(&w);
+	order = xcalloc(a->cluster->n + 1, sizeof(*order));
+	for (size_t i = 0; i < a->cluster->n; i++)
+		order[i] = &a->cluster->v[i];
+	if (a->cluster->n)
+		qsort(order, a->cluster->n, sizeof(*order), cnode_cmp);
 	for (size_t i = 0; i < a->cluster->n; i++) {
-		const struct cnode *n = &a->cluster->v[i];
+		const struct cnode *n = order[i];
 		char t[ISO_TIME_MAX];
 
+		if (!page_take(&pg, 0, n->name))
+			continue;
 		jw_obj(&w);
 		jw_key(&w, "name");
 		jw_str(&w, n->name);
@@ -729,7 +772,9 @@ void api_handle_nodes(struct api *a, struct http_req *req, struct http_conn *c)
 			jw_raw(&w, "{}");
 		jw_end(&w);
 	}
+	free(order);
 	jw_end(&w);
+	page_write_next(&pg, &w);
 	jw_end(&w);
 	pthread_mutex_unlock(&a->cluster->mu);
 	http_respond_json(c, 200, b.data);

@@ -21,6 +21,7 @@
 #include "../cred/vault.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
+#include "../lib/page.h"
 #include "../lib/util.h"
 #include "api-internal.h"
 
@@ -32,7 +33,12 @@ static void respond_cred(struct http_conn *c, int status, const struct cred *cr)
 	buf_init(&out);
 	jw_init(&w, &out);
 	cred_write(&w, cr);
-	http_respond_json(c, status, out.data);
+	if (status == 201) {
+		_cleanup_free_ char *loc = xasprintf("/v1/credentials/%s", cr->id);
+		http_respond_created(c, loc, out.data);
+	} else {
+		http_respond_json(c, status, out.data);
+	}
 	buf_free(&out);
 }
 
@@ -166,7 +172,7 @@ static void cred_create(struct api *a, struct http_req *req, struct http_conn *c
 	}
 	cred_audit(a->db, cr.tenant, NULL, cr.id, NULL, NULL, NULL, "created", NULL, NULL);
 	log_info("credential %s (%s) created for tenant %s", cr.id, cr.name, cr.tenant);
-	respond_cred(c, 201, &cr);
+	respond_cred(c, 201, &cr);   /* with Location: /v1/credentials/{id} */
 out:
 	/* the parsed value lives in body; scrub it before freeing */
 	if (body && (value = json_get(body, "value")) && value->type == JSON_STR)
@@ -175,14 +181,20 @@ out:
 	cred_free(&cr);
 }
 
-static void cred_list_all(struct api *a, struct http_conn *c, const struct api_principal *who)
+static void cred_list_all(struct api *a, struct http_req *req, struct http_conn *c,
+			  const struct api_principal *who)
 {
 	struct cred *v = NULL;
-	size_t n = 0;
+	size_t n = 0, shown = 0, last = 0;
+	bool more = false;
+	struct page pg;
 	struct buf out;
 	struct jw w;
 	err_t err = { 0 };
 
+	/* newest first: (created_at, id) descending, as cred_list orders them */
+	if (page_from_req(&pg, req, true, c) < 0)
+		return;
 	if (cred_list(a->db, who->tenant, &v, &n, &err) < 0) {
 		internal(c, "list credentials", &err);
 		return;
@@ -192,9 +204,25 @@ static void cred_list_all(struct api *a, struct http_conn *c, const struct api_p
 	jw_obj(&w);
 	jw_key(&w, "credentials");
 	jw_arr(&w);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n && !more; i++) {
+		if (!page_after(&pg, v[i].created_at, v[i].id))
+			continue;
+		if (shown == pg.limit) {
+			more = true;
+			break;
+		}
 		cred_write(&w, &v[i]);
+		last = i;
+		shown++;
+	}
 	jw_end(&w);
+	jw_key(&w, "next_token");
+	if (more) {
+		_cleanup_free_ char *t = page_token(v[last].created_at, v[last].id);
+		jw_str(&w, t);
+	} else {
+		jw_null(&w);
+	}
 	jw_end(&w);
 	http_respond_json(c, 200, out.data);
 	buf_free(&out);
@@ -404,7 +432,7 @@ void api_handle_credentials(struct api *a, struct http_req *req, struct http_con
 		if (strcmp(m, "POST") == 0)
 			cred_create(a, req, c, who);
 		else if (strcmp(m, "GET") == 0)
-			cred_list_all(a, c, who);
+			cred_list_all(a, req, c, who);
 		else
 			api_method_not_allowed(c, "GET, POST");
 		return;

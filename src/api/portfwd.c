@@ -288,7 +288,12 @@ void api_port_token_create(struct api *a, struct http_req *req, struct http_conn
 		jw_null(&w);
 	}
 	jw_end(&w);
-	http_respond_json(c, 201, out.data);
+	{
+		/* What the token opens; the token itself never goes in a URL path. */
+		_cleanup_free_ char *loc = xasprintf("/v1/sandboxes/%s/ports/%d/", sandbox_id,
+						     (int)port);
+		http_respond_created(c, loc, out.data);
+	}
 	buf_free(&out);
 }
 

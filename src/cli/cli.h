@@ -127,6 +127,7 @@ void table_init(struct table *t, size_t n_cols, const char *const *header);
 /* Adds a row; takes ownership of the n_cols strings in cells (NULL = "-"). */
 void table_add(struct table *t, char **cells);
 void table_print(struct table *t, FILE *f);   /* and frees it */
+void table_free(struct table *t);
 /* GET target and print the array under `key`: the server's JSON with --json,
  * else a table of the named fields (head[i] over fields[i]). `what` names
  * the list in the error when the answer has none. Returns the exit code. */

@@ -510,7 +510,12 @@ void table_print(struct table *t, FILE *f)
 				fprintf(f, "%-*s  ", (int)w[c], s);
 		}
 	}
-	for (size_t i = 0; i < t->n_rows * t->n_cols; i++)
+	table_free(t);
+}
+
+void table_free(struct table *t)
+{
+	for (size_t i = 0; t->cells && i < t->n_rows * t->n_cols; i++)
 		free(t->cells[i]);
 	free(t->cells);
 	t->cells = NULL;
@@ -538,12 +543,37 @@ int cli_list_table(struct cli *cli, const char *target, const char *key, const c
 		return cli_fail("bad_response", "the answer carries no %s", what);
 	}
 	table_init(&t, n_cols, head);
-	for (size_t i = 0; i < list->n; i++) {
-		char **row = xcalloc(n_cols, sizeof(*row));
-		for (size_t c = 0; c < n_cols; c++)
-			row[c] = cli_field(list->items[i], fields[c]);
-		table_add(&t, row);
-		free(row);
+	/* A table shows the whole list: follow next_token page by page (lists
+	 * are keyset-paginated, so nothing repeats). --json prints one page. */
+	for (int page = 0;; page++) {
+		const char *next = json_get_str(resp, "next_token");
+		_cleanup_free_ char *more = NULL;
+
+		for (size_t i = 0; i < list->n; i++) {
+			char **row = xcalloc(n_cols, sizeof(*row));
+			for (size_t c = 0; c < n_cols; c++)
+				row[c] = cli_field(list->items[i], fields[c]);
+			table_add(&t, row);
+			free(row);
+		}
+		if (!next || !*next || page == 10000)
+			break;
+		more = xasprintf("%s%climit=1000&next_token=%s", target,
+				 strchr(target, '?') ? '&' : '?', next);
+		json_free(resp);
+		resp = NULL;
+		free(raw);
+		raw = NULL;
+		if ((r = cli_call_json(cli, "GET", more, NULL, NULL, &resp, &raw))) {
+			table_free(&t);
+			return r;
+		}
+		list = resp ? json_get(resp, key) : NULL;
+		if (!list || list->type != JSON_ARR) {
+			json_free(resp);
+			table_free(&t);
+			return cli_fail("bad_response", "the answer carries no %s", what);
+		}
 	}
 	table_print(&t, stdout);
 	json_free(resp);

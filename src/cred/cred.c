@@ -613,7 +613,7 @@ int cred_list(struct db *db, const char *tenant, struct cred **out, size_t *n, e
 	int r;
 
 	r = db_query(db, &rows, err, "SELECT " CRED_COLS " FROM credentials WHERE tenant_id = ?"
-		     " ORDER BY created_at DESC, id", "s", tenant);
+		     " ORDER BY created_at DESC, id DESC", "s", tenant);
 	if (r < 0)
 		return r;
 	r = load_many(db, &rows, out, n, err);

@@ -91,6 +91,17 @@ int http_respond_json(struct http_conn *c, int status, const char *json_body)
 	return http_respond(c, status, "application/json", json_body, strlen(json_body), NULL);
 }
 
+int http_respond_created(struct http_conn *c, const char *location, const char *json_body)
+{
+	_cleanup_free_ char *extra = NULL;
+
+	/* ids are server-made ([a-z0-9_-]); refuse anything that could end the line */
+	if (strpbrk(location, "\r\n"))
+		return http_respond_json(c, 201, json_body);
+	extra = xasprintf("Location: %s\r\n", location);
+	return http_respond(c, 201, "application/json", json_body, strlen(json_body), extra);
+}
+
 void http_write_error(struct jw *w, const char *code, const char *msg)
 {
 	jw_key(w, "error");

@@ -70,6 +70,8 @@ typedef void (*http_handler_fn)(void *ctx, struct http_req *req, struct http_con
 int http_respond(struct http_conn *c, int status, const char *content_type,
 		 const void *body, size_t len, const char *extra_headers);
 int http_respond_json(struct http_conn *c, int status, const char *json_body);
+/* 201 with `Location: location` (a path of the new resource) and the body. */
+int http_respond_created(struct http_conn *c, const char *location, const char *json_body);
 /* {"error":{"code":code,"message":...}} */
 int http_respond_error(struct http_conn *c, int status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

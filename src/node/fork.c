@@ -250,7 +250,11 @@ static void respond_children(struct http_conn *c, struct sandbox **kids, int cou
 		sandbox_render(&w, kids[i]);
 	jw_end(&w);
 	jw_end(&w);
-	http_respond_json(c, 201, b.data);
+	{
+		/* Location names the first child; the body lists them all. */
+		_cleanup_free_ char *loc = xasprintf("/v1/sandboxes/%s", kids[0]->id);
+		http_respond_created(c, loc, b.data);
+	}
 	buf_free(&b);
 }
 

@@ -383,7 +383,8 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
  * response has begun; lines already in out go first. */
 void proc_stream(struct node *n, struct sandbox *sb, struct proc *p, struct http_conn *c,
 		 uint64_t off[2], bool follow, struct buf *out);
-void handle_processes(struct node *n, struct sandbox *sb, struct http_conn *c);
+void handle_processes(struct node *n, struct sandbox *sb, struct http_req *req,
+		      struct http_conn *c);
 /* rest: "output", "stdin", "signal", "resize" */
 void handle_process(struct node *n, struct sandbox *sb, uint32_t pid, const char *rest,
 		    struct http_req *req, struct http_conn *c);
@@ -394,7 +395,7 @@ void handle_files(struct node *n, struct sandbox *sb, const char *sub, struct ht
 
 /* console.c: GET .../console (501 when the backend has none) */
 void handle_console(struct node *n, struct sandbox *sb, struct http_conn *c);
-void handle_events(struct node *n, struct sandbox *sb, struct http_conn *c);
+void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
 
 /* snapshots.c: .../snapshots (snap NULL: POST create, GET list) and
  * .../snapshots/{snap} (DELETE); POST .../rollback. 501 when the backend
@@ -470,7 +471,7 @@ int cluster_start(struct node *n, err_t *err);
 void cluster_poke(struct node *n);
 void cluster_stop(struct node *n);
 
-void handle_templates_list(struct node *n, struct http_conn *c);
+void handle_templates_list(struct node *n, struct http_req *req, struct http_conn *c);
 void handle_templates_create(struct node *n, struct http_req *req, struct http_conn *c);
 void handle_templates_delete(struct node *n, const char *name, struct http_conn *c);
 void templates_reconcile(struct node *n);

@@ -131,7 +131,7 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 			not_allowed(c, req);
 	} else if (strcmp(segs[3], "events") == 0 && nseg == 4) {
 		if (method_is(req, "GET"))
-			handle_events(n, sb, c);
+			handle_events(n, sb, req, c);
 		else
 			not_allowed(c, req);
 	} else if (strcmp(segs[3], "console") == 0 && nseg == 4) {
@@ -141,7 +141,7 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 			not_allowed(c, req);
 	} else if (strcmp(segs[3], "processes") == 0 && nseg == 4) {
 		if (method_is(req, "GET"))
-			handle_processes(n, sb, c);
+			handle_processes(n, sb, req, c);
 		else
 			not_allowed(c, req);
 	} else if (strcmp(segs[3], "processes") == 0 && nseg == 6) {
@@ -244,7 +244,7 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 			handle_node(n, c);
 	} else if (strcmp(segs[1], "templates") == 0 && nseg == 2) {
 		if (method_is(req, "GET"))
-			handle_templates_list(n, c);
+			handle_templates_list(n, req, c);
 		else if (!method_is(req, "POST"))
 			not_allowed(c, req);
 		else if (!admin)

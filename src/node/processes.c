@@ -15,10 +15,13 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
+#include "../lib/page.h"
 #include "node-internal.h"
 
 /* ---- streaming -------------------------------------------------------- */
@@ -158,12 +161,29 @@ void proc_stream(struct node *n, struct sandbox *sb, struct proc *p, struct http
 
 /* ---- process endpoints -------------------------------------------------- */
 
-void handle_processes(struct node *n, struct sandbox *sb, struct http_conn *c)
+static int proc_cmp(const void *x, const void *y)
 {
+	const struct proc *a = *(struct proc *const *)x, *b = *(struct proc *const *)y;
+
+	if (a->started_at != b->started_at)
+		return a->started_at < b->started_at ? -1 : 1;
+	return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
+/* Oldest first; the page key is (started_at, pid zero-padded). */
+void handle_processes(struct node *n, struct sandbox *sb, struct http_req *req,
+		      struct http_conn *c)
+{
+	struct proc **v = NULL;
+	size_t nv = 0, cap = 0;
+	struct page pg;
 	struct buf b;
 	struct jw w;
 	char t[ISO_TIME_MAX];
 
+	(void)n;
+	if (page_from_req(&pg, req, false, c) < 0)
+		return;
 	buf_init(&b);
 	jw_init(&w, &b);
 	jw_obj(&w);
@@ -172,6 +192,21 @@ void handle_processes(struct node *n, struct sandbox *sb, struct http_conn *c)
 	pthread_mutex_lock(&sb->mu);
 	for (struct proc *p = sb->procs; p; p = p->next) {
 		if (!p->claimed)
+			continue;
+		if (nv == cap) {
+			cap = cap ? cap * 2 : 16;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		v[nv++] = p;
+	}
+	if (nv)
+		qsort(v, nv, sizeof(*v), proc_cmp);
+	for (size_t i = 0; i < nv; i++) {
+		struct proc *p = v[i];
+		char key[16];
+
+		snprintf(key, sizeof(key), "%010u", (unsigned)p->pid);
+		if (!page_take(&pg, p->started_at, key))
 			continue;
 		jw_obj(&w);
 		jw_key(&w, "pid");
@@ -201,7 +236,9 @@ void handle_processes(struct node *n, struct sandbox *sb, struct http_conn *c)
 		jw_end(&w);
 	}
 	pthread_mutex_unlock(&sb->mu);
+	free(v);
 	jw_end(&w);
+	page_write_next(&pg, &w);
 	jw_end(&w);
 	http_respond_json(c, 200, b.data);
 	buf_free(&b);

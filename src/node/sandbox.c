@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../lib/log.h"
+#include "../lib/page.h"
 #include "node-internal.h"
 
 /* ---- map and refcounts ------------------------------------------------ */
@@ -268,7 +269,12 @@ void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb)
 	buf_init(&b);
 	jw_init(&w, &b);
 	sandbox_render(&w, sb);
-	http_respond_json(c, status, b.data);
+	if (status == 201) {
+		_cleanup_free_ char *loc = xasprintf("/v1/sandboxes/%s", sb->id);
+		http_respond_created(c, loc, b.data);
+	} else {
+		http_respond_json(c, status, b.data);
+	}
 	buf_free(&b);
 }
 
@@ -533,7 +539,9 @@ void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_con
 {
 	struct list_filter f = { .state = -1 };
 	struct sandbox **v = NULL;
-	size_t nv = 0, cap = 0;
+	size_t nv = 0, cap = 0, shown = 0, last = 0;
+	bool more = false;
+	struct page pg;
 	struct buf b;
 	struct jw w;
 
@@ -542,6 +550,8 @@ void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_con
 		http_respond_error(c, 400, "invalid_field", "%s", f.bad);
 		goto out;
 	}
+	if (page_from_req(&pg, req, false, c) < 0)
+		goto out;
 	pthread_mutex_lock(&n->mu);
 	for (int bk = 0; bk < NODE_BUCKETS; bk++)
 		for (struct sandbox *sb = n->buckets[bk]; sb; sb = sb->hnext) {
@@ -563,13 +573,30 @@ void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_con
 	jw_obj(&w);
 	jw_key(&w, "sandboxes");
 	jw_arr(&w);
+	/* Keyset page: the first `limit` matches after the cursor, in
+	 * (created_at, id) order; one more match means there is a next page. */
 	for (size_t i = 0; i < nv; i++) {
-		if (filter_match(&f, v[i]))
-			sandbox_render(&w, v[i]);
-		sandbox_unref(v[i]);
+		if (!more && page_after(&pg, v[i]->created_at, v[i]->id) && filter_match(&f, v[i])) {
+			if (shown == pg.limit) {
+				more = true;
+			} else {
+				sandbox_render(&w, v[i]);
+				last = i;
+				shown++;
+			}
+		}
 	}
 	jw_end(&w);
+	jw_key(&w, "next_token");
+	if (more) {
+		_cleanup_free_ char *t = page_token(v[last]->created_at, v[last]->id);
+		jw_str(&w, t);
+	} else {
+		jw_null(&w);
+	}
 	jw_end(&w);
+	for (size_t i = 0; i < nv; i++)
+		sandbox_unref(v[i]);
 	http_respond_json(c, 200, b.data);
 	buf_free(&b);
 	free(v);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/page.h"
 #include "node-internal.h"
 
 #define SNAP_COLS "id, name, kind, size_bytes, created_at, scheduled"
@@ -290,7 +291,11 @@ static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req 
 		jw_init(&w, &b);
 		render_snapshot(&w, sb->id, &rows, 0);
 		db_rows_free(&rows);
-		http_respond_json(c, 201, b.data);
+		{
+			_cleanup_free_ char *loc =
+				xasprintf("/v1/sandboxes/%s/snapshots/%s", sb->id, snap_id);
+			http_respond_created(c, loc, b.data);
+		}
 		buf_free(&b);
 		metrics_observe(n, OP_SNAPSHOT, now_us() - t_req);
 	}
@@ -298,15 +303,20 @@ out:
 	json_free(body);
 }
 
-static void snapshot_list(struct node *n, struct sandbox *sb, struct http_conn *c)
+static void snapshot_list(struct node *n, struct sandbox *sb, struct http_req *req,
+			  struct http_conn *c)
 {
 	struct db_rows rows;
+	struct page pg;
 	err_t err = { 0 };
 	struct buf b;
 	struct jw w;
 
+	if (page_from_req(&pg, req, false, c) < 0)
+		return;
+	/* oldest first; ids break ties (the page key is (created_at, id)) */
 	if (db_query(n->db, &rows, &err,
-		     "SELECT " SNAP_COLS " FROM snapshots WHERE sandbox_id=? ORDER BY created_at, rowid",
+		     "SELECT " SNAP_COLS " FROM snapshots WHERE sandbox_id=? ORDER BY created_at, id",
 		     "s", sb->id) < 0) {
 		node_respond_err(c, &err);
 		return;
@@ -317,8 +327,10 @@ static void snapshot_list(struct node *n, struct sandbox *sb, struct http_conn *
 	jw_key(&w, "snapshots");
 	jw_arr(&w);
 	for (int i = 0; i < rows.n_rows; i++)
-		render_snapshot(&w, sb->id, &rows, i);
+		if (page_take(&pg, db_cell_int(&rows, i, 4), db_cell(&rows, i, 0)))
+			render_snapshot(&w, sb->id, &rows, i);
 	jw_end(&w);
+	page_write_next(&pg, &w);
 	jw_end(&w);
 	db_rows_free(&rows);
 	http_respond_json(c, 200, b.data);
@@ -366,7 +378,7 @@ void handle_snapshots(struct node *n, struct sandbox *sb, const char *snap, stru
 	if (!snap && strcmp(req->method, "POST") == 0)
 		snapshot_create(n, sb, req, c);
 	else if (!snap && strcmp(req->method, "GET") == 0)
-		snapshot_list(n, sb, c);
+		snapshot_list(n, sb, req, c);
 	else if (snap && strcmp(req->method, "DELETE") == 0)
 		snapshot_delete(n, sb, snap, c);
 	else

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../lib/log.h"
+#include "../lib/page.h"
 #include "node-internal.h"
 
 struct tbuild {
@@ -245,13 +246,31 @@ static void render_template_row(struct jw *w, const struct db_rows *rows, int i)
 
 #define TEMPLATE_COLS "name, version, status, source, created_at, error, node"
 
-void handle_templates_list(struct node *n, struct http_conn *c)
+struct tkey {
+	char key[PAGE_ID_MAX + 1];
+	int row;
+};
+
+static int tkey_cmp(const void *x, const void *y)
+{
+	return strcmp(((const struct tkey *)x)->key, ((const struct tkey *)y)->key);
+}
+
+/* Keyset order of templates: name, then version, compared bytewise here (not
+ * by the database's collation, which may differ between drivers). The key is
+ * "name version" with the version zero-padded; ' ' sorts before every byte a
+ * name may hold. */
+void handle_templates_list(struct node *n, struct http_req *req, struct http_conn *c)
 {
 	struct db_rows rows;
+	struct tkey *keys;
+	struct page pg;
 	err_t err = { 0 };
 	struct buf b;
 	struct jw w;
 
+	if (page_from_req(&pg, req, false, c) < 0)
+		return;
 	if (db_query(n->db, &rows, &err,
 		     "SELECT " TEMPLATE_COLS " FROM templates WHERE node=? ORDER BY name, version",
 		     "s", node_me(n)) < 0) {
@@ -263,9 +282,20 @@ void handle_templates_list(struct node *n, struct http_conn *c)
 	jw_obj(&w);
 	jw_key(&w, "templates");
 	jw_arr(&w);
+	keys = xcalloc((size_t)rows.n_rows + 1, sizeof(*keys));
+	for (int i = 0; i < rows.n_rows; i++) {
+		snprintf(keys[i].key, sizeof(keys[i].key), "%.64s %020lld", db_cell(&rows, i, 0),
+			 (long long)db_cell_int(&rows, i, 1));
+		keys[i].row = i;
+	}
+	if (rows.n_rows)
+		qsort(keys, (size_t)rows.n_rows, sizeof(*keys), tkey_cmp);
 	for (int i = 0; i < rows.n_rows; i++)
-		render_template_row(&w, &rows, i);
+		if (page_take(&pg, 0, keys[i].key))
+			render_template_row(&w, &rows, keys[i].row);
+	free(keys);
 	jw_end(&w);
+	page_write_next(&pg, &w);
 	jw_end(&w);
 	db_rows_free(&rows);
 	http_respond_json(c, 200, b.data);

@@ -125,6 +125,33 @@ class ClusterTest(unittest.TestCase):
             ids = [s["id"] for s in c.call("GET", "/v1/sandboxes")["sandboxes"]]
             self.assertNotIn(on_b["id"], ids)
 
+    def test_paged_list_across_nodes(self):
+        """The merged list pages like one list: limit=2 over 3 + 3 sandboxes
+        on two nodes, through either api, gives every id once in order."""
+        _, tc = self.new_tenant("cl-pages")
+        made = []
+        try:
+            for i in range(6):
+                made.append(tc.create(template="busybox", node="na" if i % 2 else "nb")["id"])
+            for c in (self.ca, self.cb):
+                c = Client(c.host + ":" + str(c.port), tc.key)
+                seen, token, n = [], None, 0
+                while True:
+                    q = "/v1/sandboxes?limit=2" + (f"&next_token={token}" if token else "")
+                    got = c.call("GET", q)
+                    self.assertLessEqual(len(got["sandboxes"]), 2)
+                    seen += [(s["created_at"], s["id"]) for s in got["sandboxes"]]
+                    token, n = got["next_token"], n + 1
+                    if not token:
+                        break
+                    self.assertLess(n, 10)
+                self.assertEqual(sorted(i for _, i in seen), sorted(made))
+                self.assertEqual(seen, sorted(seen))
+                self.assertEqual(c.raw("GET", "/v1/sandboxes?next_token=zz!")[0], 400)
+        finally:
+            for sid in made:
+                tc.call("DELETE", f"/v1/sandboxes/{sid}", expect=(204, 404))
+
     def test_placement(self):
         # asked-for node: unknown is 404, bad type is 400
         st, body, _ = self.ca.raw("POST", "/v1/sandboxes", {"template": "busybox", "node": "nz"})
