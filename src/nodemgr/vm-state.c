@@ -242,8 +242,11 @@ int vm_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bo
 		if (vm_console_copy_tail(log, keep, 0) < 0)
 			log_warn("template boot log %s: %s", keep, strerror(errno));
 	}
-	/* Clones get their own reflinked copy of this disk; keep it root's. */
-	if (chown(disk, 0, 0) < 0 || chmod(disk, 0644) < 0) {
+	/* Clones get their own reflinked copy of this disk; keep it root's.
+	 * Every clone maps the RAM file private: root's, readable by the vm
+	 * jails' group, writable by none (the boot QEMU that owned it is gone). */
+	if (chown(disk, 0, 0) < 0 || chmod(disk, 0644) < 0 || chown(mem, 0, VM_SHARED_GID) < 0 ||
+	    chmod(mem, 0640) < 0) {
 		r = err_sys(err, "chown %s", disk);
 		goto out;
 	}
