@@ -199,6 +199,7 @@ static void check_guest_kernel(struct report *r, const struct doctor_opts *o)
 	_cleanup_free_ char *k = xasprintf("%s/vmlinuz", o->vm_dir);
 	_cleanup_free_ char *i = xasprintf("%s/initramfs.cpio.gz", o->vm_dir);
 	_cleanup_free_ char *vf = xasprintf("%s/kernel.version", o->vm_dir);
+	_cleanup_free_ char *ro = xasprintf("%s/lib/libairlock-romem.so", o->vm_dir);
 	struct buf v;
 
 	if (!exists(k) || !exists(i)) {
@@ -206,6 +207,14 @@ static void check_guest_kernel(struct report *r, const struct doctor_opts *o)
 		      "build the tree (its vm-kernel step, scripts/vm-kernel.sh, fetches Debian's cloud "
 		      "kernel and packs the initramfs) or set vm_dir to a directory holding both",
 		      "%s: %s missing", o->vm_dir, exists(k) ? "initramfs.cpio.gz" : "vmlinuz");
+		needs(r, "guest_kernel", false, true);
+		return;
+	}
+	/* nodemgr preloads it into QEMUs that map a shared RAM file (vm-qemu.c). */
+	if (!exists(ro)) {
+		check(r, "guest_kernel", ST_FAIL,
+		      "build the tree (target airlock-romem) or copy its vm/lib into vm_dir",
+		      "%s missing", ro);
 		needs(r, "guest_kernel", false, true);
 		return;
 	}

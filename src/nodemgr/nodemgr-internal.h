@@ -163,10 +163,10 @@ void mgr_sandbox_kill_all(struct nm_server *s);
  * <snap> VM_MEM_SUFFIX its RAM file (vm-delta.c). */
 #define VM_FULL_SUFFIX ".vmstate"
 #define VM_MEM_SUFFIX ".mem"
-/* The group of every RAM file a QEMU maps (a template's, a delta
- * snapshot's): QEMU 7.2 must open it O_RDWR even though it maps it
- * MAP_PRIVATE (it has no way to map a read-only fd writable-private), so
- * every vm jail gets this supplementary group. */
+/* The group of every RAM file several QEMUs map private (a template's, a
+ * delta snapshot's): root's, mode 0640, so every vm jail gets this
+ * supplementary group to read it, and none can write it (QEMU opens it
+ * O_RDONLY through src/vmstub/romem.c, bound read-only: vm-qemu.c). */
 #define VM_SHARED_GID (NM_UID_BASE - 1)
 int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
 		    bool full, int64_t *size, err_t *err);

@@ -236,9 +236,9 @@ int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
 	pm2 = xmalloc((size_t)(m.len / PAGE) * sizeof(*pm2));
 	a = xmalloc(CHUNK);
 	b = xmalloc(CHUNK);
-	if ((dst = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660)) < 0)
+	if ((dst = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640)) < 0)
 		return err_sys(err, "create %s", mem);
-	if (fchown(dst, 0, gid) < 0 || fchmod(dst, 0660) < 0) {
+	if (fchown(dst, 0, gid) < 0 || fchmod(dst, 0640) < 0) {
 		r = err_sys(err, "chown %s", mem);
 		goto fail;
 	}

@@ -12,8 +12,8 @@
 
 /* Process pid (stopped, so only save may move its memory) maps a file
  * MAP_PRIVATE, read-write, at offset 0, exactly size bytes long, and no
- * other mapping fits that. Make mem (new; mode 0660, owner root, group
- * gid) = that file with every page pid wrote since written over it, call
+ * other mapping fits that. Make mem (new; mode 0640, owner root, group
+ * gid: readable, never writable, by the QEMUs that map it) = that file with every page pid wrote since written over it, call
  * save(arg) (which saves whatever must go with the memory at the same
  * point), and check the pages did not move meanwhile; when they did, all
  * again (three tries, then -EAGAIN). *bytes: the pages written. -ENOTSUP

@@ -32,6 +32,7 @@ struct nm_vm {
 	char reason[160];
 	char *kernel, *initrd, *qemu;
 	char *capstone;  /* the libcapstone stand-in (src/vmstub/capstone.c), NULL if absent */
+	char *romem;     /* src/vmstub/romem.c, preloaded where RAM maps a file private */
 	char *run;       /* DATA/run/vm */
 	char *root;      /* DATA/run/nodemgr/vmroot: each jail mounts its tmpfs here, in its own ns */
 	gid_t kvm_gid;

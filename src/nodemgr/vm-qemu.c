@@ -10,7 +10,8 @@
  *   child:  join the cgroup; new mount, net (no devices but lo), ipc and uts
  *           namespaces; an empty tmpfs root holding only /usr (read-only,
  *           for QEMU's libraries and firmware), /dev/{null,urandom[,kvm]},
- *           the kernel, the initramfs, its disk, its RAM file and its run
+ *           the kernel, the initramfs, its disk, its RAM file (read-only
+ *           when mapped private: see "RAM files" below) and its run
  *           dir; pivot_root; setgroups/setresgid/setresuid to its uid;
  *           no_new_privs; fds 3 (QMP), 4 (channel), 6 (tap) and 7 (serial)
  *           only; exec QEMU with
@@ -23,6 +24,18 @@
  * no socket file to race for, and nodemgr keeps the host ends for the VM's
  * life exactly as for ns jails (adopt hands out a new dup). When QEMU dies the
  * node sees EOF on its dup.
+ *
+ * RAM files. A QEMU whose RAM maps a file private (share=off: a clone of a
+ * template's memory snapshot, a warm or fork standby QEMU, a restore from a
+ * full snapshot's .mem) never writes that file, and several QEMUs may map
+ * the same one (every clone of a template), so it must not be able to: the
+ * file is root's, mode 0640 (group VM_SHARED_GID, which every vm jail has,
+ * to read it), bound read-only at /mem, and QEMU opens it O_RDONLY. QEMU
+ * 7.2 has no option for that (readonly=on maps the RAM PROT_READ; 8.2's
+ * rom=off separates the two), so src/vmstub/romem.c is preloaded and turns
+ * its open("/mem", O_RDWR) into O_RDONLY; a private writable map needs no
+ * more. Only a template boot (share=on) maps its RAM file writable, a file
+ * of its own uid until the save hands it to root (vm_template_save).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -90,6 +103,12 @@ static int bind_at(const char *src, const char *dst, bool dir, bool ro)
 	return 0;
 }
 
+/* QEMU maps its RAM file private: the file and QEMU's fd on it read-only. */
+static bool mem_ro(const struct vm_launch *l)
+{
+	return l->mem && !l->mem_shared;
+}
+
 /* Runs in the child between fork and exec: no locks, no return. */
 static void __attribute__((noreturn))
 child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_fd, int con_fd,
@@ -135,12 +154,15 @@ child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_
 	if (bind_at(vm->kernel, "vm/vmlinuz", false, true) < 0 ||
 	    bind_at(vm->initrd, "vm/initrd", false, true) < 0)
 		child_fail(efd, "bind kernel");
-	if (vm->capstone && (mkdir("vm/lib", 0755) < 0 ||
-			     bind_at(vm->capstone, "vm/lib/libcapstone.so.4", false, true) < 0))
+	if (mkdir("vm/lib", 0755) < 0)
+		child_fail(efd, "mkdir vm/lib");
+	if (vm->capstone && bind_at(vm->capstone, "vm/lib/libcapstone.so.4", false, true) < 0)
 		child_fail(efd, "bind the libcapstone stand-in");
+	if (mem_ro(l) && bind_at(vm->romem, "vm/lib/libairlock-romem.so", false, true) < 0)
+		child_fail(efd, "bind libairlock-romem.so");
 	if (bind_at(l->disk, "disk", false, false) < 0)
 		child_fail(efd, "bind disk");
-	if (l->mem && bind_at(l->mem, "mem", false, false) < 0)
+	if (l->mem && bind_at(l->mem, "mem", false, mem_ro(l)) < 0)
 		child_fail(efd, "bind mem");
 	if (bind_at(l->run, "run", true, false) < 0)
 		child_fail(efd, "bind run dir");
@@ -189,9 +211,14 @@ child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_
 	 * nodes) keeps slabs and per-thread magazines of its own; plain malloc
 	 * left an idle clone ~0.3 MiB smaller. LD_LIBRARY_PATH: ld.so takes
 	 * libcapstone.so.4 from /vm/lib, the stand-in (1.3 MiB less private
-	 * memory per QEMU); a QEMU that does not link Capstone ignores it. */
-	char *envp[] = { "PATH=/usr/bin", "G_SLICE=always-malloc",
-			 vm->capstone ? "LD_LIBRARY_PATH=/vm/lib" : NULL, NULL };
+	 * memory per QEMU); a QEMU that does not link Capstone ignores it.
+	 * LD_PRELOAD: QEMU opens a private RAM file read-only (above). */
+	char *envp[5] = { "PATH=/usr/bin", "G_SLICE=always-malloc" };
+	int ne = 2;
+	if (mem_ro(l))
+		envp[ne++] = "LD_PRELOAD=/vm/lib/libairlock-romem.so";
+	if (vm->capstone)
+		envp[ne++] = "LD_LIBRARY_PATH=/vm/lib";
 	execve("/usr/bin/qemu-system-x86_64", argv, envp);
 	child_fail(efd, "exec qemu");
 }
@@ -412,6 +439,13 @@ int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu_millis
 	*q = NULL;
 	if ((r = cgroup_create(&s->cg, l->id, &cl, err)) < 0)
 		goto fail;
+	/* A RAM file saved by an older build was group-writable (0660). */
+	struct stat st;
+	if (mem_ro(l) && stat(l->mem, &st) == 0 && (st.st_mode & 022) &&
+	    chmod(l->mem, st.st_mode & 0755) < 0) {
+		r = err_sys(err, "chmod %s", l->mem);
+		goto fail;
+	}
 	vm_cleanup_run(s, l->id);
 	if (mkdir(run, 0700) < 0 || chown(run, l->uid, l->uid) < 0) {
 		r = err_sys(err, "mkdir %s", run);

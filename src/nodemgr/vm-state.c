@@ -242,9 +242,15 @@ int vm_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bo
 		if (vm_console_copy_tail(log, keep, 0) < 0)
 			log_warn("template boot log %s: %s", keep, strerror(errno));
 	}
-	/* Clones get their own reflinked copy of this disk; keep it root's. */
+	/* Clones get their own reflinked copy of this disk; keep it root's.
+	 * Every clone maps the RAM file private: root's, readable by the vm
+	 * jails' group, writable by none (the boot QEMU that owned it is gone). */
 	if (chown(disk, 0, 0) < 0 || chmod(disk, 0644) < 0) {
 		r = err_sys(err, "chown %s", disk);
+		goto out;
+	}
+	if (chown(mem, 0, VM_SHARED_GID) < 0 || chmod(mem, 0640) < 0) {
+		r = err_sys(err, "chown %s", mem);
 		goto out;
 	}
 	/* The RAM file and the disk on the pool before `ready` says they are

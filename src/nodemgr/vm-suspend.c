@@ -339,13 +339,13 @@ static int import_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 			goto out;
 		dst = open(mem, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	} else {
-		dst = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0660);
+		dst = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
 		if (dst >= 0 && ftruncate(dst, (off_t)size) < 0) {
 			r = err_sys(err, "size %s", mem);
 			goto out;
 		}
 	}
-	if (dst < 0 || fchown(dst, 0, VM_SHARED_GID) < 0 || fchmod(dst, 0660) < 0) {
+	if (dst < 0 || fchown(dst, 0, VM_SHARED_GID) < 0 || fchmod(dst, 0640) < 0) {
 		r = err_sys(err, "create %s", mem);
 		goto out;
 	}

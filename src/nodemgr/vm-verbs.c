@@ -9,7 +9,8 @@
  *   pool/templates/<name>/<ver>/rootfs.ext4      the template's disk (read-only subvolume)
  *   pool/templates/<name>/<ver>.vm/              writable subvolume: the template's VM cache
  *       m<MB>-c<N>/rootfs.ext4                   the disk as the saved VM last saw it
- *       m<MB>-c<N>/mem                           guest RAM (memory-backend-file, share=on)
+ *       m<MB>-c<N>/mem                           guest RAM (memory-backend-file, share=on;
+ *                                                root's, 0640, once saved)
  *       m<MB>-c<N>/vmstate                       device state (x-ignore-shared stream)
  *       m<MB>-c<N>/ready                         written last: the snapshot is complete
  *   pool/sandboxes/<id>/rootfs.ext4              the sandbox's disk (CoW)
@@ -101,6 +102,7 @@ int vm_init(struct nm_server *s, err_t *err)
 			free(vm->capstone);
 			vm->capstone = NULL;
 		}
+		vm->romem = xasprintf("%s/lib/libairlock-romem.so", dir);
 	}
 	if (mkdir_p(vm->run, 0700) < 0 || (mkdir(vm->root, 0755) < 0 && errno != EEXIST))
 		return err_sys(err, "mkdir %s", vm->run);
@@ -109,6 +111,11 @@ int vm_init(struct nm_server *s, err_t *err)
 	} else if (!dir || access(vm->kernel, R_OK) < 0 || access(vm->initrd, R_OK) < 0) {
 		snprintf(vm->reason, sizeof(vm->reason), "no guest kernel/initramfs in %s",
 			 dir ? dir : "(vm_dir unset)");
+	} else if (access(vm->romem, R_OK) < 0) {
+		/* Without it a clone's QEMU would need its template's shared RAM
+		 * file writable (vm-qemu.c): no vm backend rather than that. */
+		snprintf(vm->reason, sizeof(vm->reason), "no %s (build target airlock-romem)",
+			 vm->romem);
 	} else {
 		vm->usable = true;
 		vm_accel_detect(s, vm->accel, sizeof(vm->accel), vm->reason, sizeof(vm->reason));
@@ -131,6 +138,7 @@ void vm_free(struct nm_server *s)
 	free(vm->kernel);
 	free(vm->initrd);
 	free(vm->capstone);
+	free(vm->romem);
 	free(vm->qemu);
 	free(vm->run);
 	free(vm->root);
@@ -309,9 +317,11 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 			goto fail;
 		mem = xasprintf("%s/mem", cache);
 		unlink(mem);
-		_cleanup_close_ int mfd = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
+		/* The booting QEMU's own until the save makes it root's and
+		 * read-only for the clones (vm_template_save). */
+		_cleanup_close_ int mfd = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (mfd < 0 || ftruncate(mfd, (off_t)sh.mem_mb << 20) < 0 ||
-		    fchown(mfd, 0, VM_SHARED_GID) < 0 || fchmod(mfd, 0660) < 0) {
+		    fchown(mfd, uid, uid) < 0 || fchmod(mfd, 0600) < 0) {
 			r = err_sys(err, "create %s", mem);
 			goto fail;
 		}

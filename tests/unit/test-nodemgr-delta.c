@@ -185,7 +185,7 @@ static void check_file(const char *mem, const uint8_t *want)
 
 	CHECK(fd >= 0);
 	CHECK(fstat(fd, &st) == 0 && st.st_size == NPAGES * PG);
-	CHECK((st.st_mode & 0777) == 0660);
+	CHECK((st.st_mode & 0777) == 0640);
 	for (size_t i = 0; i < NPAGES; i++) {
 		uint8_t b = want[i] ? want[i] : tmpl_byte(i);
 		CHECK(pread(fd, buf, PG, (off_t)(i * PG)) == PG);
