@@ -99,6 +99,31 @@ static void capacity_json(struct node *n, struct buf *b)
 	jw_end(&w);
 }
 
+bool cluster_forget_if_moved(struct node *n, struct sandbox *sb)
+{
+	struct db_rows rows;
+	bool moved = false;
+
+	pthread_mutex_lock(&sb->mu);
+	moved = sb->state == SB_SUSPENDED && !sb->lc_busy;
+	pthread_mutex_unlock(&sb->mu);
+	if (!moved || db_query(n->db, &rows, NULL, "SELECT node FROM sandboxes WHERE id=?", "s",
+			       sb->id) < 0)
+		return false;
+	moved = rows.n_rows == 1 && db_cell(&rows, 0, 0) &&
+		strcmp(db_cell(&rows, 0, 0), node_me(n)) != 0;
+	if (moved)
+		log_info("sandbox %s: taken over by node %s; forgotten here", sb->id,
+			 db_cell(&rows, 0, 0));
+	db_rows_free(&rows);
+	pthread_mutex_lock(&sb->mu);
+	moved = moved && sb->state == SB_SUSPENDED && !sb->lc_busy;
+	pthread_mutex_unlock(&sb->mu);
+	if (moved)
+		sandbox_map_remove(n, sb);
+	return moved;
+}
+
 /* A suspended sandbox that another node took over (suspend_claim there)
  * has nothing here but its entry in the map, which goes. */
 static void drop_moved(struct node *n)
@@ -116,25 +141,8 @@ static void drop_moved(struct node *n)
 			}
 	pthread_mutex_unlock(&n->mu);
 	for (size_t i = 0; i < nv; i++) {
-		struct sandbox *sb = v[i];
-		struct db_rows rows;
-		bool moved = false;
-
-		if (db_query(n->db, &rows, NULL, "SELECT node FROM sandboxes WHERE id=?", "s",
-			     sb->id) == 0) {
-			moved = rows.n_rows == 1 && db_cell(&rows, 0, 0) &&
-				strcmp(db_cell(&rows, 0, 0), node_me(n)) != 0;
-			if (moved)
-				log_info("sandbox %s: taken over by node %s; forgotten here", sb->id,
-					 db_cell(&rows, 0, 0));
-			db_rows_free(&rows);
-		}
-		pthread_mutex_lock(&sb->mu);
-		moved = moved && sb->state == SB_SUSPENDED && !sb->lc_busy;
-		pthread_mutex_unlock(&sb->mu);
-		if (moved)
-			sandbox_map_remove(n, sb);
-		sandbox_unref(sb);
+		cluster_forget_if_moved(n, v[i]);
+		sandbox_unref(v[i]);
 	}
 	free(v);
 }

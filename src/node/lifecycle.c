@@ -458,6 +458,10 @@ void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 	struct sandbox *sb = sandbox_find(n, id, tenant);
 	err_t err = { 0 };
 
+	if (sb && cluster_forget_if_moved(n, sb)) {   /* stale: it moved away */
+		sandbox_unref(sb);
+		sb = NULL;
+	}
 	/* A suspended sandbox of a node that is lost or down, sent here by the
 	 * api: taken over, then deleted (its objects with it). */
 	if (!sb && !(sb = suspend_claim(n, id, tenant, &err)) && err.code != ENOENT) {

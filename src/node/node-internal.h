@@ -467,6 +467,9 @@ struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant
  * writes state down. */
 int cluster_register(struct node *n, err_t *err);
 int cluster_start(struct node *n, err_t *err);
+/* sb is suspended and its row names another node (it moved there): out of
+ * the map (the caller's reference stays); true when so. */
+bool cluster_forget_if_moved(struct node *n, struct sandbox *sb);
 /* Beat now rather than at the next tick (a template became ready). */
 void cluster_poke(struct node *n);
 void cluster_stop(struct node *n);

@@ -70,6 +70,11 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 		return;
 	}
 	sb = sandbox_find(n, id, tenant);
+	if (sb && cluster_forget_if_moved(n, sb)) {
+		/* moved to another node since: what this node has is stale */
+		sandbox_unref(sb);
+		sb = NULL;
+	}
 	if (!sb && nseg > 3) {
 		/* A suspended sandbox of another node, sent here by the api
 		 * (its node is lost or down, or the client asked for this one):

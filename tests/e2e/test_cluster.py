@@ -345,6 +345,21 @@ class ClusterTest(unittest.TestCase):
             time.sleep(0.2)
         self.assertEqual(self.ca.raw("GET", "/v1/nodes")[0], 200)
 
+    def test_moves_back_and_forth_at_once(self):
+        # no wait for the old node's heartbeat between moves: a node that
+        # still holds a sandbox that moved away must not restore its old
+        # snapshot (that one's objects are gone)
+        sid = self.ca.create(template="busybox", node="na")["id"]
+        try:
+            for i, dst in enumerate(("nb", "na", "nb", "na")):
+                self.sh(self.ca, sid, f"echo {i} >> /root/log")
+                self.suspend(self.cb, sid)
+                got = self.ca.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": dst})
+                self.assertEqual((got["state"], got["node"]), ("running", dst))
+            self.assertEqual(self.sh(self.cb, sid, "cat /root/log"), b"0\n1\n2\n3\n")
+        finally:
+            self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
+
     def test_restores_share_one_template_download(self):
         # a template only na has; ten of its sandboxes come back on nb at once
         root = tempfile.mkdtemp(prefix="airlock-t10-")
