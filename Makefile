@@ -46,6 +46,7 @@ cluster: build npm-deps
 test: build build-asan npm-deps
 	cd $(BUILD) && ctest --output-on-failure $(CTEST_ARGS)
 	cd $(BUILD_ASAN) && ctest --output-on-failure -L 'unit|fuzz' $(CTEST_ARGS)
+	cd $(BUILD_ASAN) && ctest --output-on-failure -R '^e2e-test_(core|cluster|suspend|pagination|api_limits)$$' $(CTEST_ARGS)
 
 test-unit: build npm-deps
 	cd $(BUILD) && ctest --output-on-failure -L 'unit|fuzz' $(CTEST_ARGS)
