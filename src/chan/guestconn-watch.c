@@ -18,6 +18,10 @@ _Static_assert((int)GW_CREATE == (int)PW_CREATE && (int)GW_WRITE == (int)PW_WRIT
 	       (int)GW_REMOVE == (int)PW_REMOVE && (int)GW_RENAME == (int)PW_RENAME &&
 	       (int)GW_OVERFLOW == (int)PW_OVERFLOW, "watch kinds");
 
+/* Whatever max_queue says, a watch holds at most this much of names (a
+ * guest may send 8 KiB of them per event). */
+#define QUEUE_BYTES (4u << 20)
+
 struct guest_watch {
 	struct guest_watch *next; /* gc->watches */
 	struct guestconn *gc;
@@ -27,6 +31,7 @@ struct guest_watch {
 	 * overflow marker behind a full queue). */
 	struct guest_watch_event *q;
 	size_t cap, max, head, len;
+	size_t bytes;             /* of the paths queued: at most QUEUE_BYTES */
 	bool ended;
 	int err;
 };
@@ -46,6 +51,11 @@ static void watch_wake(struct guest_watch *w)
 	(void)!write(w->efd, &one, sizeof(one));
 }
 
+static size_t ev_bytes(const struct guest_watch_event *ev)
+{
+	return (ev->path ? strlen(ev->path) : 0) + (ev->path2 ? strlen(ev->path2) : 0);
+}
+
 static struct guest_watch_event *tail_locked(struct guest_watch *w)
 {
 	return w->len ? &w->q[(w->head + w->len - 1) % w->cap] : NULL;
@@ -56,7 +66,8 @@ static void push_locked(struct guest_watch *w, struct guest_watch_event *ev)
 {
 	struct guest_watch_event *t = tail_locked(w);
 
-	if (ev->kind == GW_OVERFLOW || w->len >= w->max) {
+	if (ev->kind == GW_OVERFLOW || w->len >= w->max ||
+	    ev_bytes(ev) > QUEUE_BYTES - w->bytes) {
 		guest_watch_event_free(ev);
 		if (t && t->kind == GW_OVERFLOW)
 			return;   /* one marker for a run of losses */
@@ -66,6 +77,7 @@ static void push_locked(struct guest_watch *w, struct guest_watch_event *ev)
 	}
 	w->q[(w->head + w->len) % w->cap] = *ev;
 	w->len++;
+	w->bytes += ev_bytes(ev);
 	watch_wake(w);
 }
 
@@ -196,6 +208,7 @@ int guest_watch_next(struct guest_watch *w, struct guest_watch_event *ev)
 	pthread_mutex_lock(&gc->mu);
 	if (w->len) {
 		*ev = w->q[w->head];
+		w->bytes -= ev_bytes(ev);
 		memset(&w->q[w->head], 0, sizeof(*ev));
 		w->head = (w->head + 1) % w->cap;
 		w->len--;
@@ -205,6 +218,14 @@ int guest_watch_next(struct guest_watch *w, struct guest_watch_event *ev)
 	}
 	pthread_mutex_unlock(&gc->mu);
 	return r;
+}
+
+bool guest_watch_ended(struct guest_watch *w)
+{
+	pthread_mutex_lock(&w->gc->mu);
+	bool e = w->ended;
+	pthread_mutex_unlock(&w->gc->mu);
+	return e;
 }
 
 void guest_watch_stop(struct guest_watch *w)

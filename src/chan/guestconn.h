@@ -200,6 +200,8 @@ void guest_watch_clear(struct guest_watch *w);
 /* 1: *ev is the oldest event (caller frees it), 0: none now, -errno: the
  * watch ended (ECONNRESET: channel closed or guestconn_watches_abort). */
 int guest_watch_next(struct guest_watch *w, struct guest_watch_event *ev);
+/* The watch ended (events may still be queued). */
+bool guest_watch_ended(struct guest_watch *w);
 /* WATCH_STOP unless the channel is gone, then free. Accepts NULL. */
 void guest_watch_stop(struct guest_watch *w);
 /* End every watch of gc now; as guestconn_ports_abort (no I/O, own lock). */

@@ -17,8 +17,10 @@
  * overflow line, and never grows the node's memory.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "node-internal.h"
 
@@ -83,36 +85,90 @@ static bool parse_bool(const char *s, bool *v)
 	return false;
 }
 
-/* Stream until the client leaves, the watch ends or the node stops. */
-static void watch_stream(struct node *n, struct guest_watch *w, const char *root,
-			 struct http_conn *c)
-{
-	_cleanup_(buf_free) struct buf out = { 0 };
+#define OUT_MAX (256u * 1024)   /* bytes waiting for a slow client; then the queue fills */
 
+/* Append one chunk of the chunked encoding. */
+static void chunk(struct buf *out, const struct buf *lines)
+{
+	buf_printf(out, "%zx\r\n", lines->len);
+	buf_add(out, lines->data, lines->len);
+	buf_adds(out, "\r\n");
+}
+
+/* Stream over the taken-over connection fd (non-blocking) until the client
+ * leaves, the watch ends (the sandbox's teardown ends it: we must never sit
+ * in a blocking write then, or a client that stops reading would hold the
+ * teardown) or the node stops. */
+static void watch_stream(struct node *n, struct guest_watch *w, const char *root, int fd,
+			 struct buf *out)
+{
+	_cleanup_(buf_free) struct buf lines = { 0 };
+	size_t off = 0;
+	bool ended = false;
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 	for (;;) {
 		struct guest_watch_event ev;
 		int r = 0;
 
 		/* Clear first, then look: nothing that arrives after is missed. */
 		guest_watch_clear(w);
-		while (out.len < NODE_CHUNK && (r = guest_watch_next(w, &ev)) > 0) {
-			line_event(&out, root, &ev);
+		while (!ended && out->len - off < OUT_MAX && (r = guest_watch_next(w, &ev)) > 0) {
+			line_event(&lines, root, &ev);
 			guest_watch_event_free(&ev);
+			if (lines.len >= NODE_CHUNK) {
+				chunk(out, &lines);
+				buf_reset(&lines);
+			}
 		}
-		if (out.len) {
-			if (http_stream_write(c, out.data, out.len) < 0)
-				return;   /* the client went away */
-			buf_reset(&out);
-			if (r > 0)
-				continue;   /* the chunk filled up: more may wait */
+		if (lines.len) {
+			chunk(out, &lines);
+			buf_reset(&lines);
 		}
-		if (r < 0 || node_stopping(n))
-			break;
-		struct pollfd pf = { .fd = guest_watch_fd(w), .events = POLLIN };
-		if (poll(&pf, 1, 1000) == 0 && http_conn_peer_closed(c))
+		/* A client that is behind does not read the queue, but must
+		 * still see the end (the teardown waits for us). */
+		if (r < 0 || node_stopping(n) || (out->len - off >= OUT_MAX && guest_watch_ended(w)))
+			ended = true;
+		if (ended && off == out->len) {
+			buf_adds(out, "0\r\n\r\n");
+			(void)!send(fd, out->data + off, out->len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
 			return;
+		}
+		while (off < out->len) {
+			ssize_t k = send(fd, out->data + off, out->len - off, MSG_NOSIGNAL);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0 && errno == EAGAIN)
+				break;
+			if (k <= 0)
+				return;   /* the client went away */
+			off += (size_t)k;
+		}
+		if (off == out->len) {
+			buf_reset(out);
+			off = 0;
+		}
+		if (ended)
+			return;   /* a client that does not read gets no more */
+		struct pollfd pf[2] = {
+			{ .fd = guest_watch_fd(w), .events = POLLIN },
+			{ .fd = fd, .events = POLLIN | (off < out->len ? POLLOUT : 0) },
+		};
+		if (out->len - off >= OUT_MAX)
+			pf[0].fd = -1;   /* the queue fills (and overflows) meanwhile */
+		if (poll(pf, 2, 1000) < 0 && errno != EINTR)
+			return;
+		if (pf[1].revents & (POLLHUP | POLLERR))
+			return;
+		if (pf[1].revents & POLLIN) {
+			char junk[256];
+			ssize_t k = recv(fd, junk, sizeof(junk), 0);
+			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+				return;   /* EOF: the client is gone */
+		}
 	}
-	http_stream_end(c);
 }
 
 void handle_files_watch(struct node *n, struct sandbox *sb, struct http_req *req,
@@ -163,9 +219,15 @@ void handle_files_watch(struct node *n, struct sandbox *sb, struct http_req *req
 	pthread_mutex_lock(&sb->mu);
 	sb->sched.streams++;
 	pthread_mutex_unlock(&sb->mu);
-	if (http_stream_begin(c, 200, "application/x-ndjson", NULL) == 0) {
+	{
+		_cleanup_(buf_free) struct buf pending = { 0 };
+		_cleanup_(buf_free) struct buf out = { 0 };
 		_cleanup_(buf_free) struct buf b = { 0 };
 		struct jw j;
+		int fd = http_conn_takeover(c, &pending);
+
+		buf_adds(&out, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+			       "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
 		jw_init(&j, &b);
 		jw_obj(&j);
 		jw_key(&j, "type");
@@ -176,8 +238,8 @@ void handle_files_watch(struct node *n, struct sandbox *sb, struct http_req *req
 		jw_bool(&j, recursive);
 		jw_end(&j);
 		buf_addc(&b, '\n');
-		if (http_stream_write(c, b.data, b.len) == 0)
-			watch_stream(n, w, path, c);
+		chunk(&out, &b);
+		watch_stream(n, w, path, fd, &out);
 	}
 	guest_watch_stop(w);
 	pthread_mutex_lock(&sb->mu);

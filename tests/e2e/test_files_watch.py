@@ -64,7 +64,10 @@ class Watch:
         """Events up to and including the first that pred accepts."""
         got, deadline = [], time.time() + timeout
         while True:
-            ev = self.next(max(0.1, deadline - time.time()))
+            try:
+                ev = self.next(max(0.1, deadline - time.time()))
+            except queue.Empty:
+                raise AssertionError(f"timed out; got {got}") from None
             if ev is None:
                 raise AssertionError(f"stream ended; got {got}")
             got.append(ev)
@@ -172,6 +175,25 @@ class FilesWatchTest(AirlockTestCase):
         finally:
             w.close()
         self.api.delete(sid)
+
+    def test_delete_with_stuck_client(self):
+        """A client that stopped reading does not hold the sandbox's
+        teardown (the node never blocks writing to it)."""
+        sb = self.api.create()
+        sid = sb["id"]
+        # A root of ~3000 bytes makes every line that long: 3000 events are
+        # ~9 MB, more than every socket buffer on the way holds.
+        root = "/tmp/s/" + "/".join(["d" * 200] * 15)
+        self.sh(sid, f"mkdir -p {root}")
+        w = Watch(self.api, sid, root, rcvbuf=4096, paused=True)
+        try:
+            self.sh(sid, f'cd {root} && i=0; while [ $i -lt 3000 ]; do : > $i; '
+                         f'i=$((i+1)); done')
+            t0 = time.time()
+            self.api.delete(sid)
+            self.assertLess(time.time() - t0, 60)
+        finally:
+            w.close()
 
     def test_errors_and_end(self):
         sb = self.api.create()
