@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/inotify.h>
@@ -37,6 +38,7 @@
 		  IN_DELETE_SELF | IN_EXCL_UNLINK)
 #define FILE_MASK (IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF)
 #define MAX_DEPTH 128
+#define MOVE_WAIT_MS 20          /* for an IN_MOVED_TO behind an IN_MOVED_FROM */
 
 struct wdent {
 	int wd;
@@ -295,11 +297,17 @@ void watch_io(struct agent *a, struct gwatch *w)
 {
 	agent_touch(a);
 	read_events(a, w);
-	/* A move's two halves are queued by one rename(2): when the kernel
-	 * has nothing more, the IN_MOVED_FROM that waits is a move out. */
-	for (int i = 0; w->pend && i < 4; i++)
-		if (read_events(a, w) == 0)
+	/* A move's two halves are queued by one rename(2), but a read may
+	 * fall between them (another CPU): give the second half a moment.
+	 * When nothing more comes, the IN_MOVED_FROM that waits is a move out
+	 * of the tree. */
+	for (int i = 0; w->pend && i < 8; i++) {
+		if (read_events(a, w) > 0)
+			continue;
+		struct pollfd p = { .fd = w->fd, .events = POLLIN };
+		if (poll(&p, 1, MOVE_WAIT_MS) <= 0)
 			break;
+	}
 	flush_pending(a, w);
 }
 

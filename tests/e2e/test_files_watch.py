@@ -96,14 +96,18 @@ def squash(events):
 
 
 class FilesWatchTest(AirlockTestCase):
+    def new_sandbox(self):
+        sid = self.api.create()["id"]
+        self.addCleanup(self.api.raw, "DELETE", f"/v1/sandboxes/{sid}")
+        return sid
+
     def sh(self, sid, script):
         code, out, err, _ = self.api.exec(sid, ["sh", "-c", script])
         self.assertEqual(code, 0, err)
         return out
 
     def test_events_in_order(self):
-        sb = self.api.create()
-        sid = sb["id"]
+        sid = self.new_sandbox()
         self.sh(sid, "mkdir -p /tmp/w")
         w = Watch(self.api, sid, "/tmp/w")
         try:
@@ -152,26 +156,36 @@ class FilesWatchTest(AirlockTestCase):
         self.api.delete(sid)
 
     def test_overflow(self):
-        sb = self.api.create()
-        sid = sb["id"]
-        self.sh(sid, "mkdir -p /tmp/o")
+        sid = self.new_sandbox()
         # A client that reads nothing for a while (its socket's buffer is
-        # small) and a queue of 16: the node must drop and say so.
-        w = Watch(self.api, sid, "/tmp/o", max_queue=16, rcvbuf=4096, paused=True)
+        # small) and a queue of 16: the node must drop and say so. A root of
+        # ~3000 bytes makes 3000 events ~9 MB of lines, more than every
+        # buffer on the way holds, however slowly the sandbox makes them.
+        root = "/tmp/o/" + "/".join(["o" * 200] * 15)
+        self.sh(sid, f"mkdir -p {root}")
+        w = Watch(self.api, sid, root, max_queue=16, rcvbuf=4096, paused=True)
         try:
-            prefix = "f" * 200
-            self.sh(sid, f'cd /tmp/o && i=0; while [ $i -lt 3000 ]; do : > {prefix}$i; '
+            self.sh(sid, f'cd {root} && i=0; while [ $i -lt 3000 ]; do : > $i; '
                          f'i=$((i+1)); done')
             time.sleep(2)
             w.go.set()
-            self.sh(sid, "touch /tmp/o/last")
-            evs = w.until(lambda e: e.get("path") == "/tmp/o/last", timeout=300)
-            types = [e["type"] for e in evs]
-            self.assertEqual(types[0], "start")
-            self.assertIn("overflow", types, f"{len(types)} lines, no overflow")
+            evs = w.until(lambda e: e["type"] == "overflow", timeout=300)
+            self.assertEqual(evs[0]["type"], "start")
+            # Read until the client caught up (nothing for 2 s).
+            while True:
+                try:
+                    ev = w.next(timeout=2)
+                except queue.Empty:
+                    break
+                self.assertIsNotNone(ev)
+                evs.append(ev)
             # Fewer lines than events: they were dropped, not buffered.
-            self.assertLess(len(evs), 3000)
-            self.assertEqual(evs[-1], {"type": "create", "path": "/tmp/o/last", "dir": False})
+            creates = [e for e in evs if e["type"] == "create"]
+            self.assertLess(len(creates), 3000)
+            # Events are live again.
+            self.sh(sid, f"touch {root}/last")
+            evs = w.until(lambda e: e.get("path") == f"{root}/last", timeout=120)
+            self.assertEqual(evs, [{"type": "create", "path": f"{root}/last", "dir": False}])
         finally:
             w.close()
         self.api.delete(sid)
@@ -179,8 +193,7 @@ class FilesWatchTest(AirlockTestCase):
     def test_delete_with_stuck_client(self):
         """A client that stopped reading does not hold the sandbox's
         teardown (the node never blocks writing to it)."""
-        sb = self.api.create()
-        sid = sb["id"]
+        sid = self.new_sandbox()
         # A root of ~3000 bytes makes every line that long: 3000 events are
         # ~9 MB, more than every socket buffer on the way holds.
         root = "/tmp/s/" + "/".join(["d" * 200] * 15)
@@ -196,8 +209,7 @@ class FilesWatchTest(AirlockTestCase):
             w.close()
 
     def test_errors_and_end(self):
-        sb = self.api.create()
-        sid = sb["id"]
+        sid = self.new_sandbox()
         base = f"/v1/sandboxes/{sid}/files/watch"
         for q, status in [("?path=/nonexistent", 404), ("?path=relative", 400), ("", 400),
                           ("?path=/tmp&recursive=maybe", 400), ("?path=/tmp&max_queue=0", 400),
@@ -228,8 +240,7 @@ class FilesWatchTest(AirlockTestCase):
         w.close()
 
     def test_cli(self):
-        sb = self.api.create()
-        sid = sb["id"]
+        sid = self.new_sandbox()
         self.sh(sid, "mkdir -p /tmp/c")
         env = dict(os.environ, AIRLOCK_URL=f"http://{self.server.addr}",
                    AIRLOCK_API_KEY=self.server.admin_key)
