@@ -260,6 +260,8 @@ class FilesWatchTest(AirlockTestCase):
             finally:
                 p.kill()
                 p.wait()
+                p.stdout.close()
+                p.stderr.close()
         r = subprocess.run([CLI, "files", "watch", sid, "/nope"], env=env,
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 125)
