@@ -11,6 +11,7 @@
  *   guestconn-files.c    files: read, write, stat, list, mkdir, remove, rename
  *   guestconn-system.c   the guest as a whole: status, sync, the clone reset
  *   guestconn-ports.c    port streams (PORT_* frames, flow control)
+ *   guestconn-watch.c    file watches (WATCH_* frames, a bounded queue each)
  *
  * Locking: gc->write_mu keeps frames whole on the wire; gc->mu guards the
  * fields below it in struct guestconn, the waiters and every port stream.
@@ -77,6 +78,8 @@ struct guestconn {
 	char reason[256];
 	struct gstream *streams;
 	uint32_t next_stream;
+	struct guest_watch *watches;
+	uint32_t next_watch;
 };
 
 /* ---- guestconn.c ---- */
@@ -123,5 +126,13 @@ void gc_stream_end_locked(struct gstream *st, int err);
 /* A PORT_DATA, _CREDIT, _SHUT or _CLOSE frame from the guest (what it may
  * carry is checked there). Returns 0, or -EBADMSG to close the channel. */
 int gc_handle_port(struct guestconn *gc, const struct proto_frame *f);
+
+/* ---- guestconn-watch.c ---- */
+
+/* Every watch ends (err: ECONNRESET). Caller holds gc->mu. */
+void gc_watches_end_locked(struct guestconn *gc, int err);
+/* A WATCH_EVENT from the guest (untrusted). Returns 0, or -EBADMSG to
+ * close the channel. */
+int gc_handle_watch(struct guestconn *gc, const struct proto_frame *f);
 
 #endif

@@ -112,6 +112,8 @@ int gc_handle_frame(struct guestconn *gc, const struct proto_frame *f)
 	case PT_PORT_SHUT:
 	case PT_PORT_CLOSE:
 		return gc_handle_port(gc, f);
+	case PT_WATCH_EVENT:
+		return gc_handle_watch(gc, f);
 	case PT_OUTPUT: {
 		struct proto_output o;
 		if (proto_dec_output(f, &o) < 0)

@@ -59,6 +59,7 @@ void gc_mark_closed_locked(struct guestconn *gc, const char *reason)
 		return;
 	for (struct gstream *st = gc->streams; st; st = st->next)
 		gc_stream_end_locked(st, ECONNRESET);
+	gc_watches_end_locked(gc, ECONNRESET);
 	gc->closed = true;
 	snprintf(gc->reason, sizeof(gc->reason), "%s", reason);
 	for (struct waiter *w = gc->waiters; w; w = w->next) {

@@ -171,4 +171,40 @@ void gstream_close(struct gstream *s);
  * lock, sends nothing, never blocks: callable with the sandbox's lock held. */
 void guestconn_ports_abort(struct guestconn *gc);
 
+/* ---- file watches --------------------------------------------------------
+ * inotify in the guest on a path (recursive: every directory under it),
+ * WATCH_* frames. Events wait in a queue of at most max_queue entries per
+ * watch; when its reader is slower than the guest, new events are dropped
+ * and one GW_OVERFLOW entry marks where (as the guest's own overflow). */
+enum guest_watch_kind { GW_CREATE = 1, GW_WRITE, GW_REMOVE, GW_RENAME, GW_OVERFLOW };
+
+struct guest_watch_event {
+	int kind;              /* GW_* */
+	bool dir;
+	char *path;            /* relative to the watched path ("" = itself); NULL
+				* for GW_OVERFLOW. Bytes from the guest: any but NUL. */
+	char *path2;           /* GW_RENAME: the new path */
+};
+void guest_watch_event_free(struct guest_watch_event *ev);
+
+struct guest_watch;
+/* Start a watch (waits for the guest's answer). err->code is the guest's
+ * errno: ENOENT, ENOSPC (too many directories), EMFILE (too many watches).
+ * Caller owns it: guest_watch_stop it before the guestconn is closed. */
+struct guest_watch *guestconn_watch_start(struct guestconn *gc, const char *path,
+					  bool recursive, size_t max_queue, err_t *err);
+/* Readable (POLLIN) when events arrived or the watch ended; same contract
+ * as gstream_fd / gstream_clear. Borrowed. */
+int guest_watch_fd(const struct guest_watch *w);
+void guest_watch_clear(struct guest_watch *w);
+/* 1: *ev is the oldest event (caller frees it), 0: none now, -errno: the
+ * watch ended (ECONNRESET: channel closed or guestconn_watches_abort). */
+int guest_watch_next(struct guest_watch *w, struct guest_watch_event *ev);
+/* The watch ended (events may still be queued). */
+bool guest_watch_ended(struct guest_watch *w);
+/* WATCH_STOP unless the channel is gone, then free. Accepts NULL. */
+void guest_watch_stop(struct guest_watch *w);
+/* End every watch of gc now; as guestconn_ports_abort (no I/O, own lock). */
+void guestconn_watches_abort(struct guestconn *gc);
+
 #endif

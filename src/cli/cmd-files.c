@@ -197,6 +197,68 @@ static int files_mv(struct cli *cli, int argc, char **argv)
 	return r;
 }
 
+/* One event line of the watch stream as text: "create /x/a", "rename
+ * /x/a -> /x/b", "overflow" (a trailing '/' for directories). */
+static int watch_line(void *arg, char *line, size_t len)
+{
+	struct cli *cli = arg;
+	json *ev;
+
+	if (cli->json) {
+		fwrite(line, 1, len, stdout);
+		putchar('\n');
+		fflush(stdout);
+		return 0;
+	}
+	if (!(ev = json_parse(line, len, NULL)))
+		return 0;
+	const char *type = json_get_str(ev, "type");
+	const char *path = json_get_str(ev, "path");
+	const char *from = json_get_str(ev, "from");
+	bool bad = false, dir = json_get_bool(ev, "dir", false, &bad);
+	if (type && strcmp(type, "start") == 0)
+		fprintf(stderr, "watching %s\n", path ? path : "?");
+	else if (type && strcmp(type, "rename") == 0)
+		printf("rename %s%s -> %s%s\n", from ? from : "?", dir ? "/" : "",
+		       path ? path : "?", dir ? "/" : "");
+	else if (type && path)
+		printf("%s %s%s\n", type, path, dir ? "/" : "");
+	else if (type)
+		printf("%s\n", type);
+	fflush(stdout);
+	json_free(ev);
+	return 0;
+}
+
+static int files_watch(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "recursive", no_argument, NULL, 'r' },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
+	_cleanup_free_ char *target = NULL;
+	bool recursive = false;
+	int opt, r;
+
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "rh", opts, NULL)) != -1) {
+		if (opt == 'r')
+			recursive = true;
+		else if ((r = cli_common_opt(cli, opt, "files watch")))
+			return r;
+	}
+	if (argc - optind != 2)
+		return cli_usage("files watch", "usage: airlock files watch SBX PATH [-r]");
+	target = files_target(argv[optind], "files/watch", argv[optind + 1]);
+	if (recursive) {
+		char *t = xasprintf("%s&recursive=true", target);
+		free(target);
+		target = t;
+	}
+	return cli_stream_lines(cli, "GET", target, NULL, watch_line, cli);
+}
+
 int cmd_files(struct cli *cli, int argc, char **argv)
 {
 	static const struct {
@@ -205,11 +267,11 @@ int cmd_files(struct cli *cli, int argc, char **argv)
 	} subs[] = {
 		{ "read", files_read },	  { "cat", files_read },   { "write", files_write },
 		{ "ls", files_ls },	  { "stat", files_stat },  { "rm", files_rm },
-		{ "mkdir", files_mkdir }, { "mv", files_mv },
+		{ "mkdir", files_mkdir }, { "mv", files_mv },	   { "watch", files_watch },
 	};
 
 	if (argc < 2)
-		return cli_usage("files", "missing subcommand (read, write, ls, stat, rm, mkdir, mv)");
+		return cli_usage("files", "missing subcommand (read, write, ls, stat, rm, mkdir, mv, watch)");
 	for (size_t i = 0; i < ARRAY_SIZE(subs); i++)
 		if (strcmp(argv[1], subs[i].name) == 0)
 			return subs[i].fn(cli, argc - 1, argv + 1);

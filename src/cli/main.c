@@ -54,6 +54,8 @@ static const char usage[] =
 	"  files rm SBX PATH [-r]                 remove (recursively with -r)\n"
 	"  files mkdir SBX PATH                   create a directory and its parents\n"
 	"  files mv SBX FROM TO                   rename\n"
+	"  files watch SBX PATH [-r]              print changes as they happen (create, write,\n"
+	"                                         remove, rename, overflow); -r: subdirectories too\n"
 	"\n"
 	"Templates:\n"
 	"  template ls\n"

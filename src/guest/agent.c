@@ -89,6 +89,7 @@ static void chan_down(struct agent *a, const char *why)
 	a->out_off = 0;
 	file_reset_transfers(a);
 	port_reset_all(a);
+	watch_reset_all(a);
 	a->next_probe_ms = now_ms() + PORT_PROBE_MS;
 }
 
@@ -160,6 +161,7 @@ static void dispatch(struct agent *a, const struct proto_frame *f)
 		file_reset_transfers(a);
 		proc_forget_acks(a);
 		port_reset_all(a);
+		watch_reset_all(a);
 		send_hello(a, f->req_id);
 		return;
 	case PT_EXEC: proc_exec(a, f); return;
@@ -186,6 +188,8 @@ static void dispatch(struct agent *a, const struct proto_frame *f)
 	case PT_PORT_CREDIT:
 	case PT_PORT_SHUT:
 	case PT_PORT_CLOSE: port_frame(a, f); return;
+	case PT_WATCH_START: watch_start(a, f); return;
+	case PT_WATCH_STOP: watch_stop(a, f); return;
 	}
 	agent_send_error(a, f->req_id, ENOSYS, "unsupported frame type %u (%s)", f->type,
 			 proto_type_name(f->type));
@@ -252,7 +256,7 @@ static void handle_signals(struct agent *a)
 	proc_reap(a);
 }
 
-enum { K_CHAN, K_SIG, K_OUT0, K_OUT1, K_IN, K_PORT };
+enum { K_CHAN, K_SIG, K_OUT0, K_OUT1, K_IN, K_PORT, K_WATCH };
 
 int agent_run(struct agent *a)
 {
@@ -282,8 +286,9 @@ int agent_run(struct agent *a)
 
 		for (struct proc *p = a->procs; p; p = p->next)
 			nprocs++;
-		if (cap < 2 + 3 * nprocs + a->n_streams) {
-			cap = 2 + 3 * nprocs + a->n_streams + 16;
+		size_t want = 2 + 3 * nprocs + a->n_streams + a->n_watches;
+		if (cap < want) {
+			cap = want + 16;
 			pfd = xrealloc(pfd, cap * sizeof(*pfd));
 			owner = xrealloc(owner, cap * sizeof(*owner));
 			kind = xrealloc(kind, cap * sizeof(*kind));
@@ -325,6 +330,13 @@ int agent_run(struct agent *a)
 			pfd[n] = (struct pollfd){ .fd = s->fd, .events = ev };
 			owner[n] = s;
 			kind[n++] = K_PORT;
+		}
+		/* Watches are read only while the channel keeps up: a host
+		 * that does not read lets the kernel's queue overflow. */
+		for (struct gwatch *w = a->watches; w && a->chan_up && room; w = watch_next(w)) {
+			pfd[n] = (struct pollfd){ .fd = watch_fd(w), .events = POLLIN };
+			owner[n] = w;
+			kind[n++] = K_WATCH;
 		}
 		/* Downloads left after file_pump_downloads wait for POLLOUT. */
 		timeout = proc_next_timeout(a);
@@ -373,6 +385,10 @@ int agent_run(struct agent *a)
 				if (port_alive(a, owner[i]) &&
 				    ((struct pstream *)owner[i])->fd == pfd[i].fd)
 					port_io(a, owner[i], re);
+				break;
+			case K_WATCH:
+				if (watch_alive(a, owner[i]) && watch_fd(owner[i]) == pfd[i].fd)
+					watch_io(a, owner[i]);
 				break;
 			}
 		}

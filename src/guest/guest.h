@@ -76,6 +76,8 @@ struct pstream {                /* a port stream (agent-ports.c) */
 	bool rd_eof;            /* EOF from the socket; PORT_SHUT sent */
 };
 
+struct gwatch;                  /* a file watch (agent-watch.c) */
+
 struct agent {
 	int chan_fd;
 	bool chan_up;           /* false after EOF/error: output is then discarded */
@@ -93,6 +95,8 @@ struct agent {
 	struct download *downloads;
 	struct pstream *streams;
 	size_t n_streams;
+	struct gwatch *watches;
+	size_t n_watches;
 	int64_t last_activity_ms;
 	uint64_t start_ms;
 	char boot_id[PROTO_BOOT_ID_MAX + 1];
@@ -174,5 +178,16 @@ void port_io(struct agent *a, struct pstream *s, short revents);
 bool port_alive(const struct agent *a, const struct pstream *s);
 /* Close every stream (the host that opened them is gone). */
 void port_reset_all(struct agent *a);
+
+/* agent-watch.c */
+void watch_start(struct agent *a, const struct proto_frame *f);
+void watch_stop(struct agent *a, const struct proto_frame *f);
+/* The watch's inotify fd is readable: report what it says. */
+void watch_io(struct agent *a, struct gwatch *w);
+int watch_fd(const struct gwatch *w);
+struct gwatch *watch_next(const struct gwatch *w);   /* the list of a->watches */
+bool watch_alive(const struct agent *a, const struct gwatch *w);
+/* Drop every watch (the host that started them is gone). */
+void watch_reset_all(struct agent *a);
 
 #endif

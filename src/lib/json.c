@@ -710,6 +710,25 @@ void jw_strn(struct jw *w, const char *s, size_t n)
 	put_escaped(w->b, s, n);
 }
 
+void jw_str_lossy(struct jw *w, const char *s)
+{
+	_cleanup_(buf_free) struct buf clean = { 0 };
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = strlen(s);
+
+	for (size_t k = 0; k < n;) {
+		size_t l = u[k] < 0x80 ? 1 : utf8_seq(u + k, n - k);
+		if (l == 0) {
+			buf_adds(&clean, "\xEF\xBF\xBD");   /* U+FFFD */
+			k++;
+			continue;
+		}
+		buf_add(&clean, s + k, l);
+		k += l;
+	}
+	jw_strn(w, clean.data ? clean.data : "", clean.len);
+}
+
 void jw_str(struct jw *w, const char *s)
 {
 	if (!s) {

@@ -66,6 +66,9 @@ void jw_end(struct jw *w);                   /* closes the innermost obj/arr */
 void jw_key(struct jw *w, const char *k);
 void jw_str(struct jw *w, const char *s);    /* NULL writes null */
 void jw_strn(struct jw *w, const char *s, size_t n); /* escapes, bytes >= 0x80 passed through */
+/* Untrusted bytes (file names from a sandbox): invalid UTF-8 becomes U+FFFD,
+ * so the output is always valid JSON text. */
+void jw_str_lossy(struct jw *w, const char *s);
 void jw_int(struct jw *w, int64_t v);
 void jw_uint(struct jw *w, uint64_t v);
 /* Shortest text that reads back to v; NaN and infinities are written as null. */

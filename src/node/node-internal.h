@@ -392,6 +392,9 @@ void handle_process(struct node *n, struct sandbox *sb, uint32_t pid, const char
 /* files.c; sub: "" (GET/PUT/DELETE), "stat", "list", "mkdir", "rename" */
 void handle_files(struct node *n, struct sandbox *sb, const char *sub, struct http_req *req,
 		  struct http_conn *c);
+/* files-watch.c: GET .../files/watch (NDJSON until the client leaves). */
+void handle_files_watch(struct node *n, struct sandbox *sb, struct http_req *req,
+			struct http_conn *c);
 
 /* console.c: GET .../console (501 when the backend has none) */
 void handle_console(struct node *n, struct sandbox *sb, struct http_conn *c);

@@ -171,13 +171,16 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 			not_allowed(c, req);
 	} else if (strcmp(segs[3], "files") == 0 && nseg == 5) {
 		const char *sub = segs[4];
-		bool get = strcmp(sub, "stat") == 0 || strcmp(sub, "list") == 0;
+		bool watch = strcmp(sub, "watch") == 0;
+		bool get = watch || strcmp(sub, "stat") == 0 || strcmp(sub, "list") == 0;
 		bool post = strcmp(sub, "mkdir") == 0 || strcmp(sub, "rename") == 0;
 
 		if (!get && !post)
 			http_respond_error(c, 404, "not_found", "no such endpoint");
 		else if ((get && !method_is(req, "GET")) || (post && !method_is(req, "POST")))
 			not_allowed(c, req);
+		else if (watch)
+			handle_files_watch(n, sb, req, c);
 		else
 			handle_files(n, sb, sub, req, c);
 	} else {

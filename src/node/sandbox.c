@@ -335,9 +335,10 @@ struct guestconn *sandbox_gc_take_locked(struct sandbox *sb)
 	struct guestconn *gc = sb->gc;
 
 	sb->gc = NULL;
-	/* Port relays hold the channel for as long as their client stays;
-	 * end them rather than wait (this takes only the channel's lock). */
+	/* Port relays and file watches hold the channel for as long as their
+	 * client stays; end them rather than wait (this takes only the channel's lock). */
 	guestconn_ports_abort(gc);
+	guestconn_watches_abort(gc);
 	while (sb->gc_users > 0)
 		pthread_cond_wait(&sb->cv, &sb->mu);
 	return gc;

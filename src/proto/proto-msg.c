@@ -524,3 +524,89 @@ int proto_dec_port(const struct proto_frame *f, struct proto_port *m)
 	}
 	return 0;
 }
+
+/* ---- WATCH_* ------------------------------------------------------------- */
+
+static bool watch_path_ok(const char *s, bool absolute)
+{
+	return s && strlen(s) <= PROTO_MAX_PATH && (s[0] == '/') == absolute;
+}
+
+int proto_enc_watch(struct buf *out, uint32_t req_id, const struct proto_watch *m)
+{
+	struct proto_enc e;
+
+	switch (m->type) {
+	case PT_WATCH_START:
+		if (!watch_path_ok(m->path, true))
+			return -EINVAL;
+		break;
+	case PT_WATCH_EVENT:
+		if (m->kind < PW_CREATE || m->kind > PW_OVERFLOW ||
+		    (m->kind != PW_OVERFLOW && !watch_path_ok(m->path, false)) ||
+		    (m->kind == PW_RENAME && !watch_path_ok(m->path2, false)))
+			return -EINVAL;
+		break;
+	case PT_WATCH_STOP:
+		break;
+	default:
+		return -EINVAL;
+	}
+	proto_enc_begin(&e, out, m->type, 0, m->type == PT_WATCH_START ? req_id : 0);
+	proto_enc_u32(&e, PTAG_STREAM, m->id);
+	if (m->type == PT_WATCH_START) {
+		proto_enc_str(&e, PTAG_PATH, m->path);
+		proto_enc_u8(&e, PTAG_RECURSIVE, m->recursive);
+	} else if (m->type == PT_WATCH_EVENT) {
+		proto_enc_u8(&e, PTAG_TYPE, m->kind);
+		if (m->kind != PW_OVERFLOW)
+			proto_enc_str(&e, PTAG_PATH, m->path);
+		if (m->kind == PW_RENAME)
+			proto_enc_str(&e, PTAG_PATH2, m->path2);
+		proto_enc_u8(&e, PTAG_DIR, m->dir);
+	}
+	return proto_enc_end(&e);
+}
+
+/* Untrusted on the node's side: an event's paths are names the guest
+ * reports; they are only ever shown to the owner (JSON-escaped there). */
+int proto_dec_watch(const struct proto_frame *f, struct proto_watch *m)
+{
+	memset(m, 0, sizeof(*m));
+	if (f->type < PT_WATCH_START || f->type > PT_WATCH_STOP)
+		return -EBADMSG;
+	m->type = f->type;
+	if (proto_get_u32(f->payload, f->len, PTAG_STREAM, &m->id) < 0)
+		return -EBADMSG;
+	switch (f->type) {
+	case PT_WATCH_START:
+		if (proto_get_str(f->payload, f->len, PTAG_PATH, PROTO_MAX_PATH, &m->path) < 0 ||
+		    m->path[0] != '/')
+			return -EBADMSG;
+		m->recursive = proto_get_flag(f->payload, f->len, PTAG_RECURSIVE);
+		break;
+	case PT_WATCH_EVENT:
+		if (proto_get_u8(f->payload, f->len, PTAG_TYPE, &m->kind) < 0 ||
+		    m->kind < PW_CREATE || m->kind > PW_OVERFLOW)
+			return -EBADMSG;
+		m->dir = proto_get_flag(f->payload, f->len, PTAG_DIR);
+		if (m->kind == PW_OVERFLOW)
+			break;
+		if (proto_get_str(f->payload, f->len, PTAG_PATH, PROTO_MAX_PATH, &m->path) < 0 ||
+		    m->path[0] == '/')
+			return -EBADMSG;
+		if (m->kind == PW_RENAME &&
+		    (proto_get_str(f->payload, f->len, PTAG_PATH2, PROTO_MAX_PATH, &m->path2) < 0 ||
+		     m->path2[0] == '/'))
+			return -EBADMSG;
+		break;
+	}
+	return 0;
+}
+
+void proto_watch_free(struct proto_watch *m)
+{
+	free(m->path);
+	free(m->path2);
+	m->path = m->path2 = NULL;
+}

@@ -76,6 +76,9 @@ const char *proto_type_name(unsigned type)
 	case PT_PORT_CREDIT: return "PORT_CREDIT";
 	case PT_PORT_SHUT: return "PORT_SHUT";
 	case PT_PORT_CLOSE: return "PORT_CLOSE";
+	case PT_WATCH_START: return "WATCH_START";
+	case PT_WATCH_EVENT: return "WATCH_EVENT";
+	case PT_WATCH_STOP: return "WATCH_STOP";
 	}
 	return "?";
 }

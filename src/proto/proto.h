@@ -107,6 +107,21 @@
  *                     (both directions ended, or an error/reset). The
  *                     receiver closes its socket and forgets the id; frames
  *                     for an unknown id are dropped (they crossed a CLOSE).
+ *
+ * File watches (inotify in the guest, see docs/API.md "files/watch"). The
+ * host picks the watch id, as for port streams.
+ *
+ *   WATCH_START h->g  STREAM u32, PATH str (absolute), RECURSIVE u8 -> OK
+ *                     once the watches are set, or ERROR (ENOENT, ENOSPC
+ *                     over PROTO_WATCH_MAX_DIRS directories, EMFILE over
+ *                     PROTO_WATCH_MAX watches, EEXIST for an id in use).
+ *   WATCH_EVENT g->h  STREAM u32, TYPE u8 (PW_*), PATH str (relative to the
+ *                     watched path, "" for itself; absent for OVERFLOW),
+ *                     PATH2 str (RENAME: the new name), DIR u8. request_id
+ *                     0. OVERFLOW: events were lost (the kernel's queue or
+ *                     the agent's limits); what follows is live again.
+ *   WATCH_STOP  h->g  STREAM u32. No answer; events for an id the host
+ *                     stopped are dropped (they crossed the STOP).
  */
 #ifndef AIRLOCK_PROTO_H
 #define AIRLOCK_PROTO_H
@@ -137,6 +152,8 @@
 #define PROTO_MACHINE_ID_LEN 32     /* hex digits, as in machine-id(5) */
 #define PROTO_PORT_WINDOW (512u * 1024)  /* unacknowledged bytes per stream direction */
 #define PROTO_PORT_MAX_STREAMS 1024 /* open streams per guest */
+#define PROTO_WATCH_MAX 64          /* watches per guest */
+#define PROTO_WATCH_MAX_DIRS 8192   /* inotify watches (directories) per watch */
 
 /* Header flags. */
 #define PROTO_F_MORE 0x0001         /* more frames of this transfer follow */
@@ -173,6 +190,19 @@ enum proto_type {
 	PT_PORT_CREDIT = 52,
 	PT_PORT_SHUT = 53,
 	PT_PORT_CLOSE = 54,
+	/* 60..69: file watches */
+	PT_WATCH_START = 60,
+	PT_WATCH_EVENT = 61,
+	PT_WATCH_STOP = 62,
+};
+
+/* WATCH_EVENT kinds (TYPE). */
+enum proto_watch_kind {
+	PW_CREATE = 1,
+	PW_WRITE = 2,
+	PW_REMOVE = 3,
+	PW_RENAME = 4,
+	PW_OVERFLOW = 5,
 };
 
 enum proto_tag {
@@ -226,6 +256,8 @@ enum proto_tag {
 	PTAG_STREAM = 50,
 	PTAG_PORT = 51,
 	PTAG_CREDIT = 52,
+	/* 70..79: file watches */
+	PTAG_DIR = 70,
 };
 
 /* Name of a frame type for messages ("EXEC"), or "?" */
@@ -442,6 +474,26 @@ struct proto_port {
 };
 int proto_enc_port(struct buf *out, uint32_t req_id, const struct proto_port *m);
 int proto_dec_port(const struct proto_frame *f, struct proto_port *m);
+
+/* WATCH_* frames. One struct for the three; which fields are meaningful
+ * depends on the type. The decoder checks the type, the kind, that paths are
+ * there when the kind needs them (PATH for all but OVERFLOW, PATH2 for
+ * RENAME), at most PROTO_MAX_PATH bytes without a NUL, and that an event's
+ * paths are relative (no leading '/'): -EBADMSG otherwise. */
+struct proto_watch {
+	uint8_t type;         /* PT_WATCH_* */
+	uint32_t id;
+	uint8_t kind;         /* EVENT: PW_* */
+	bool recursive;       /* START */
+	bool dir;             /* EVENT: the path is a directory */
+	char *path;           /* START: absolute; EVENT: relative, "" = the watched path */
+	char *path2;          /* EVENT, RENAME: the new path (relative) */
+};
+/* Borrowed strings; -EINVAL when the decoder would refuse the frame. */
+int proto_enc_watch(struct buf *out, uint32_t req_id, const struct proto_watch *m);
+/* Fills *m; the caller frees it with proto_watch_free (also after a failure). */
+int proto_dec_watch(const struct proto_frame *f, struct proto_watch *m);
+void proto_watch_free(struct proto_watch *m);
 
 /* ---- stream receiver ----------------------------------------------------- */
 

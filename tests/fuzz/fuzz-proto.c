@@ -20,6 +20,7 @@ static void decode_all(const struct proto_frame *f)
 	struct proto_stat st;
 	struct proto_reset rs;
 	struct proto_port pp;
+	struct proto_watch pw;
 	struct proto_iter it;
 	struct proto_field fld;
 	char *str = NULL;
@@ -48,6 +49,14 @@ static void decode_all(const struct proto_frame *f)
 		volatile uint8_t sink = pp.data[0] ^ pp.data[pp.len - 1];
 		(void)sink;
 	}
+	/* Watch events: a decoded one has a kind and, but for an overflow, a
+	 * relative path; a rename has its second path too. */
+	if (proto_dec_watch(f, &pw) == 0 && pw.type == PT_WATCH_EVENT &&
+	    (pw.kind < PW_CREATE || pw.kind > PW_OVERFLOW ||
+	     (pw.kind != PW_OVERFLOW && (!pw.path || pw.path[0] == '/')) ||
+	     (pw.kind == PW_RENAME && (!pw.path2 || pw.path2[0] == '/'))))
+		abort();
+	proto_watch_free(&pw);
 	(void)proto_dec_stat_fields(f->payload, f->len, &st);
 	(void)proto_get_u64(f->payload, f->len, PTAG_OFFSET, &u64);
 	if (proto_get_str(f->payload, f->len, PTAG_PATH, PROTO_MAX_PATH, &str) == 0)

@@ -273,6 +273,19 @@ static void test_writer(void)
 	jw_init(&w, &b);
 	jw_strn(&w, "a\0b", 3);
 	CHECK(strcmp(b.data, "\"a\\u0000b\"") == 0);
+
+	/* Untrusted names: invalid UTF-8 (a stray byte, a truncated or an
+	 * overlong sequence, a surrogate) becomes U+FFFD; valid stays, and
+	 * what comes out parses. */
+	buf_reset(&b);
+	jw_init(&w, &b);
+	jw_str_lossy(&w, "\xff\xc3\xa9\xe2\x82\xc0\xaf\xed\xa0\x80\"x\xe2\x82");
+	CHECK(strcmp(b.data, "\"\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+			     "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+			     "\\\"x\xef\xbf\xbd\xef\xbf\xbd\"") == 0);
+	j = json_parse(b.data, b.len, &err);
+	CHECK(j != NULL);
+	json_free(j);
 	buf_free(&b);
 }
 
