@@ -66,6 +66,7 @@ const struct api_route api_routes[] = {
 	{ "DELETE", "/v1/sandboxes/{id}/files" },
 	{ "GET", "/v1/sandboxes/{id}/files/stat" },
 	{ "GET", "/v1/sandboxes/{id}/files/list" },
+	{ "GET", "/v1/sandboxes/{id}/files/watch" },
 	{ "POST", "/v1/sandboxes/{id}/files/mkdir" },
 	{ "POST", "/v1/sandboxes/{id}/files/rename" },
 	{ "GET", "/v1/sandboxes/{id}/network" },

@@ -6,6 +6,7 @@ success and one 4xx, with every answer's status documented and its body
 valid against the documented schema (NDJSON: each line against the line
 schema of `x-ndjson-item`). Uses python3-yaml and python3-jsonschema."""
 import base64
+import http.client
 import json
 import os
 import re
@@ -258,6 +259,17 @@ class OpenApiTest(AirlockTestCase):
         c("GET", "/v1/sandboxes/{id}/files/stat", sp + "/files/stat?path=/tmp/none")
         c("GET", "/v1/sandboxes/{id}/files/list", sp + "/files/list?path=/tmp")
         c("GET", "/v1/sandboxes/{id}/files/list", sp + "/files/list?path=/tmp/none")
+        # a watch lasts until the client leaves: read its first line, then go
+        c("GET", "/v1/sandboxes/{id}/files/watch", sp + "/files/watch?path=/tmp/none")
+        conn = http.client.HTTPConnection(self.server.addr.split(":")[0],
+                                          int(self.server.addr.split(":")[1]), timeout=60)
+        conn.request("GET", sp + "/files/watch?path=/tmp",
+                     headers={"Authorization": "Bearer " + self.server.admin_key})
+        wr = conn.getresponse()
+        first = wr.readline()
+        self.check("GET", "/v1/sandboxes/{id}/files/watch", wr.status,
+                   {"Content-Type": wr.getheader("Content-Type"), "Location": None}, first)
+        conn.close()
         c("POST", "/v1/sandboxes/{id}/files/mkdir", sp + "/files/mkdir", {"path": "/tmp/d/e"})
         c("POST", "/v1/sandboxes/{id}/files/mkdir", sp + "/files/mkdir", {"nope": 1})
         c("POST", "/v1/sandboxes/{id}/files/rename", sp + "/files/rename",
