@@ -458,7 +458,7 @@ int tmplstore_publish(struct node *n, const char *name, uint32_t version, char u
 		      err_t *err);
 int tmplstore_fetch(struct node *n, const char *name, const char *uuid, uint32_t *version,
 		    err_t *err);
-/* suspend.c: take over a suspended sandbox whose row names another node
+/* move.c: take over a suspended sandbox whose row names another node
  * (lost, down, or the request asked for this one): the row's node is
  * swapped to this one (compare-and-set), and it is loaded here, suspended.
  * A new reference, or NULL with err (-ENOENT: no such suspended sandbox of
