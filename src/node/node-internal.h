@@ -453,11 +453,12 @@ int template_resolve(struct node *n, const char *name, uint32_t *version, err_t 
 /* tmplstore.c: publish: make sure template name/version is in the object
  * store (the first call uploads its full stream), *uuid its identity.
  * fetch: the local version of name whose identity is uuid, downloaded and
- * received first when there is none (one download per identity at a time). */
+ * received first when there is none (one download per identity at a time);
+ * sha (may be NULL or ""): the stream's SHA-256 the manifest names, checked. */
 int tmplstore_publish(struct node *n, const char *name, uint32_t version, char uuid[37],
-		      err_t *err);
-int tmplstore_fetch(struct node *n, const char *name, const char *uuid, uint32_t *version,
-		    err_t *err);
+		      char sha[65], err_t *err);
+int tmplstore_fetch(struct node *n, const char *name, const char *uuid, const char *sha,
+		    uint32_t *version, err_t *err);
 /* move.c: take over a suspended sandbox whose row names another node
  * (lost, down, or the request asked for this one): the row's node is
  * swapped to this one (compare-and-set), and it is loaded here, suspended.

@@ -171,7 +171,7 @@ static int upload(struct node *n, struct sandbox *sb, const char *snap, const ch
 }
 
 static char *manifest_text(struct node *n, struct sandbox *sb, const char *snap,
-			   const struct art arts[N_ARTIFACTS], const char *tuuid)
+			   const struct art arts[N_ARTIFACTS], const char *tuuid, const char *tsha)
 {
 	char cpus[32];
 	struct buf b;
@@ -201,6 +201,9 @@ static char *manifest_text(struct node *n, struct sandbox *sb, const char *snap,
 		/* its build, published at templates/<name>/<uuid>.btrfs */
 		jw_key(&w, "uuid");
 		jw_str(&w, tuuid);
+		/* the stream's digest: pinned, with the manifest, by the row */
+		jw_key(&w, "sha256");
+		jw_str(&w, tsha);
 	}
 	jw_end(&w);
 	jw_key(&w, "shape");
@@ -271,7 +274,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	struct nm_sandbox_spec spec;
 	_cleanup_free_ char *man = NULL, *mkey = NULL;
 	bool memory = strcmp(sandbox_suspend_kind(sb), "memory") == 0;
-	char sha[OBJSTORE_SHA256_HEX], tuuid[37] = "";
+	char sha[OBJSTORE_SHA256_HEX], tuuid[37] = "", tsha[OBJSTORE_SHA256_HEX] = "";
 	int64_t size = -1;
 	uint64_t hsize = 0;
 	int r;
@@ -279,7 +282,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	/* A disk-only suspend can come back on any node: its template build
 	 * goes to the store first (once per version; tmplstore.c). */
 	if (!memory && (r = tmplstore_publish(n, sb->template_name, sb->template_version, tuuid,
-					      err)) < 0)
+					      tsha, err)) < 0)
 		return r == -EHOSTUNREACH || r == -ETIMEDOUT ? store_err(err, "template") : r;
 	sandbox_jail_spec(sb, &spec);
 	/* vm: the processes the guest runs carry on after a restore; the node
@@ -315,7 +318,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 			return r;
 		*bytes += (int64_t)arts[i].size;
 	}
-	man = manifest_text(n, sb, snap, arts, tuuid);
+	man = manifest_text(n, sb, snap, arts, tuuid, tsha);
 	mkey = obj_key(sb, snap, "manifest.json");
 	sha256_hex(man, strlen(man), manifest_sha);
 	if (objstore_put_buf(n->os, mkey, man, strlen(man), sha, err) < 0)
@@ -445,7 +448,7 @@ static bool uuid_text(const char *s)
 
 static int read_manifest(struct node *n, struct sandbox *sb, const char *snap,
 			 const char *want_sha, struct art arts[N_ARTIFACTS], char tuuid[37],
-			 err_t *err)
+			 char tsha[OBJSTORE_SHA256_HEX], err_t *err)
 {
 	_cleanup_free_ char *key = obj_key(sb, snap, "manifest.json");
 	_cleanup_free_ char *text = NULL;
@@ -473,13 +476,14 @@ static int read_manifest(struct node *n, struct sandbox *sb, const char *snap,
 			    snap);
 		goto out;
 	}
-	tuuid[0] = '\0';
+	tuuid[0] = tsha[0] = '\0';
 	if (json_get(t, "uuid")) {
-		if (!uuid_text(json_get_str(t, "uuid"))) {
-			r = err_set(err, EBADMSG, "artifact manifest.json: bad template uuid");
+		if (!uuid_text(json_get_str(t, "uuid")) || !hex64(json_get_str(t, "sha256"))) {
+			r = err_set(err, EBADMSG, "artifact manifest.json: bad template uuid or digest");
 			goto out;
 		}
 		snprintf(tuuid, 37, "%s", json_get_str(t, "uuid"));
+		snprintf(tsha, OBJSTORE_SHA256_HEX, "%s", json_get_str(t, "sha256"));
 	}
 	for (size_t i = 0; i < N_ARTIFACTS; i++) {
 		const json *e = json_get(a, artifacts[i].name), *sz;
@@ -559,6 +563,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	struct art arts[N_ARTIFACTS] = { 0 };
 	struct nm_sandbox_spec spec;
 	char sha[OBJSTORE_SHA256_HEX], addr[16] = "", reason[600], tuuid[37] = "";
+	char tsha[OBJSTORE_SHA256_HEX] = "";
 	uint64_t t0 = now_us();
 	int r, chan_fd = -1;
 	pid_t pid = 0;
@@ -601,13 +606,13 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	if (r < 0)
 		return r;
 
-	r = read_manifest(n, sb, snap, sha, arts, tuuid, err);
+	r = read_manifest(n, sb, snap, sha, arts, tuuid, tsha, err);
 	/* The template build its disk stream was made against: here already,
 	 * or fetched from the store (a sandbox moved from another node). */
 	if (r == 0 && tuuid[0]) {
 		uint32_t v = 0;
 
-		if ((r = tmplstore_fetch(n, sb->template_name, tuuid, &v, err)) < 0)
+		if ((r = tmplstore_fetch(n, sb->template_name, tuuid, tsha, &v, err)) < 0)
 			err_wrap(err, "template %s", sb->template_name);
 		else if (v != sb->template_version &&
 			 (r = db_exec(n->db, err, "UPDATE sandboxes SET template_version=? WHERE id=?",

@@ -61,7 +61,7 @@ static int staging_fd(struct node *n, const char *what, err_t *err)
 }
 
 int tmplstore_publish(struct node *n, const char *name, uint32_t version, char uuid[37],
-		      err_t *err)
+		      char sha[OBJSTORE_SHA256_HEX], err_t *err)
 {
 	_cleanup_free_ char *key = NULL;
 	struct db_rows rows;
@@ -81,7 +81,7 @@ int tmplstore_publish(struct node *n, const char *name, uint32_t version, char u
 	db_rows_free(&rows);
 	if (uuid[0]) {
 		key = object_key(name, uuid);
-		r = objstore_head(n->os, key, &size, NULL, err);
+		r = objstore_head(n->os, key, &size, sha, err);
 		if (r == 0)
 			return 0;   /* published before */
 		if (r != -ENOENT)
@@ -97,12 +97,12 @@ int tmplstore_publish(struct node *n, const char *name, uint32_t version, char u
 	if (r == 0) {
 		free(key);
 		key = object_key(name, uuid);
-		if (objstore_head(n->os, key, &size, NULL, err) == 0) {
+		if (objstore_head(n->os, key, &size, sha, err) == 0) {
 			r = 0;   /* another node published the same build */
 		} else if (lseek(fd, 0, SEEK_SET) < 0) {
 			r = err_sys(err, "rewind the template stream");
 		} else {
-			r = objstore_put_fd(n->os, key, fd, (uint64_t)sent, NULL, err);
+			r = objstore_put_fd(n->os, key, fd, (uint64_t)sent, sha, err);
 			if (r == 0)
 				log_info("template %s/%u published as %s (%lld bytes)", name, version,
 					 key, (long long)sent);
@@ -119,9 +119,10 @@ out:
 }
 
 /* Download the stream and have nodemgr receive it as a new local version. */
-static int fetch(struct node *n, const char *name, const char *uuid, uint32_t *version,
-		 err_t *err)
+static int fetch(struct node *n, const char *name, const char *uuid, const char *want_sha,
+		 uint32_t *version, err_t *err)
 {
+	char sha[OBJSTORE_SHA256_HEX] = "";
 	_cleanup_free_ char *key = object_key(name, uuid);
 	struct db_rows rows;
 	uint32_t next = 1;
@@ -131,7 +132,10 @@ static int fetch(struct node *n, const char *name, const char *uuid, uint32_t *v
 
 	if ((fd = staging_fd(n, "btrfs", err)) < 0)
 		return fd;
-	r = objstore_get_fd(n->os, key, fd, &size, NULL, err);
+	r = objstore_get_fd(n->os, key, fd, &size, sha, err);
+	if (r == 0 && want_sha && want_sha[0] && strcmp(sha, want_sha) != 0)
+		r = err_set(err, EBADMSG, "SHA-256 %.16s… is not the %.16s… its manifest names", sha,
+			    want_sha);
 	if (r < 0) {
 		close(fd);
 		return err_wrap(err, "template %s (%s)", name, uuid);
@@ -163,8 +167,8 @@ static int fetch(struct node *n, const char *name, const char *uuid, uint32_t *v
 	return 0;
 }
 
-int tmplstore_fetch(struct node *n, const char *name, const char *uuid, uint32_t *version,
-		    err_t *err)
+int tmplstore_fetch(struct node *n, const char *name, const char *uuid, const char *sha,
+		    uint32_t *version, err_t *err)
 {
 	struct tfetch *f;
 	int r;
@@ -205,7 +209,7 @@ int tmplstore_fetch(struct node *n, const char *name, const char *uuid, uint32_t
 	/* Found meanwhile (another path received it)? Then no download. */
 	r = nm_template_find(n->cfg->nm_sock, name, uuid, version, err);
 	if (r == -ENOENT)
-		r = fetch(n, name, uuid, version, err);
+		r = fetch(n, name, uuid, sha, version, err);
 
 	pthread_mutex_lock(&n->tstore_mu);
 	for (struct tfetch **pp = &n->tfetches; *pp; pp = &(*pp)->next)

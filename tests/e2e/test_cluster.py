@@ -20,6 +20,41 @@ from harness import CLI, Client, S3Server, Server, main, shared_db_args, stop_an
 HEARTBEAT_TIMEOUT = 4
 
 
+def crc32c_raw(data, crc=0):
+    """CRC-32C as btrfs send streams use it: seed 0, no inversion."""
+    table = crc32c_raw.table
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc
+
+
+crc32c_raw.table = []
+for _i in range(256):
+    _c = _i
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    crc32c_raw.table.append(_c)
+
+
+def tamper_btrfs_stream(data):
+    """A valid send stream with one byte of file data changed: the last byte
+    of the first WRITE command (its DATA comes last), its CRC made again. The
+    stream's uuid and structure are the same; only its digest tells."""
+    import struct
+    assert data[:13] == b"btrfs-stream\0"
+    off = 17
+    while off + 10 <= len(data):
+        ln, cmd, _ = struct.unpack_from("<IHI", data, off)
+        if cmd == 15 and ln > 64:   # BTRFS_SEND_C_WRITE
+            buf = bytearray(data[off:off + 10 + ln])
+            buf[-1] ^= 0xFF
+            struct.pack_into("<I", buf, 6, 0)
+            struct.pack_into("<I", buf, 6, crc32c_raw(bytes(buf)))
+            return data[:off] + bytes(buf) + data[off + 10 + ln:]
+        off += 10 + ln
+    raise AssertionError("no WRITE command in the stream")
+
+
 class ClusterTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -357,6 +392,55 @@ class ClusterTest(unittest.TestCase):
                 got = self.ca.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": dst})
                 self.assertEqual((got["state"], got["node"]), ("running", dst))
             self.assertEqual(self.sh(self.cb, sid, "cat /root/log"), b"0\n1\n2\n3\n")
+        finally:
+            self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
+
+    def objtool(self, *args):
+        tool = os.path.join(os.path.dirname(CLI), "airlock-objstore-tool")
+        url = self.s3.url if self.s3 else "file://" + self.store
+        r = subprocess.run([tool, args[0], url] + list(args[1:]), capture_output=True,
+                           timeout=60, env=dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER",
+                                                AWS_SECRET_ACCESS_KEY="S3RVER"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.decode()
+
+    def test_replaced_template_build_is_refused(self):
+        # someone with write access to the store replaces a template build
+        # (with a matching digest of its own): the manifest's digest refuses it
+        root = tempfile.mkdtemp(prefix="airlock-tt-")
+        try:
+            os.makedirs(os.path.join(root, "bin"))
+            shutil.copy("/bin/busybox", os.path.join(root, "bin", "busybox"))
+            for tool in ("sh", "cat", "echo"):
+                os.symlink("busybox", os.path.join(root, "bin", tool))
+            os.chmod(root, 0o755)
+            self.cli(self.a, "template", "build", "tampered", "--from-dir", root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        sid = self.ca.create(template="tampered", node="na")["id"]
+        try:
+            self.sh(self.ca, sid, "echo kept > /f")
+            self.suspend(self.ca, sid)
+            keys = [l.split()[0] for l in self.objtool("ls", "templates/tampered/").splitlines()
+                    if l.strip()]
+            self.assertEqual(len(keys), 1, keys)
+            with tempfile.TemporaryDirectory() as tmp:
+                stream = os.path.join(tmp, "s")
+                self.objtool("get", keys[0], stream)
+                with open(stream, "rb") as f:
+                    data = f.read()
+                with open(stream, "wb") as f:
+                    f.write(tamper_btrfs_stream(data))
+                self.objtool("put", keys[0], stream)
+            st, body, _ = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
+            self.assertGreaterEqual(st, 400, body)
+            self.assertIn(b"template tampered", body)
+            self.assertIn(b"manifest names", body)
+            self.assertEqual(self.ca.call("GET", f"/v1/sandboxes/{sid}")["state"], "suspended")
+            # on its own node, whose build it is, it comes back
+            got = self.ca.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": "na"})
+            self.assertEqual(got["state"], "running")
+            self.assertEqual(self.sh(self.ca, sid, "cat /f"), b"kept\n")
         finally:
             self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
 
