@@ -404,19 +404,23 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout.decode()
 
-    def test_replaced_template_build_is_refused(self):
-        # someone with write access to the store replaces a template build
-        # (with a matching digest of its own): the manifest's digest refuses it
-        root = tempfile.mkdtemp(prefix="airlock-tt-")
+    def build_on_a(self, name):
+        """A busybox template built from a directory on node na only."""
+        root = tempfile.mkdtemp(prefix="airlock-tmpl-")
         try:
             os.makedirs(os.path.join(root, "bin"))
             shutil.copy("/bin/busybox", os.path.join(root, "bin", "busybox"))
             for tool in ("sh", "cat", "echo"):
                 os.symlink("busybox", os.path.join(root, "bin", tool))
             os.chmod(root, 0o755)
-            self.cli(self.a, "template", "build", "tampered", "--from-dir", root)
+            self.cli(self.a, "template", "build", name, "--from-dir", root)
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+    def test_replaced_template_build_is_refused(self):
+        # someone with write access to the store replaces a template build
+        # (with a matching digest of its own): the manifest's digest refuses it
+        self.build_on_a("tampered")
         sid = self.ca.create(template="tampered", node="na")["id"]
         try:
             self.sh(self.ca, sid, "echo kept > /f")
@@ -446,16 +450,7 @@ class ClusterTest(unittest.TestCase):
 
     def test_restores_share_one_template_download(self):
         # a template only na has; ten of its sandboxes come back on nb at once
-        root = tempfile.mkdtemp(prefix="airlock-t10-")
-        try:
-            os.makedirs(os.path.join(root, "bin"))
-            shutil.copy("/bin/busybox", os.path.join(root, "bin", "busybox"))
-            for tool in ("sh", "cat", "echo"):
-                os.symlink("busybox", os.path.join(root, "bin", tool))
-            os.chmod(root, 0o755)
-            self.cli(self.a, "template", "build", "ten", "--from-dir", root)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+        self.build_on_a("ten")
         ids = [self.ca.create(template="ten", node="na")["id"] for _ in range(10)]
         try:
             for i, sid in enumerate(ids):
