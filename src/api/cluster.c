@@ -401,7 +401,7 @@ static bool node_up(struct api *a, const char *name)
 /* The node for a request to existing sandbox id, into node: the one its
  * row names; for a restore that names a node ({"node"} in the body), that
  * one; for a suspended sandbox whose node is not up, one placed as for a
- * create (it moves there: node/suspend.c suspend_claim). 1 when node is
+ * create (it moves there: node/move.c suspend_claim). 1 when node is
  * set, 0 to serve it here as it is, -1 when answered. */
 static int route_existing(struct api *a, struct http_req *req, struct http_conn *c,
 			  const struct api_principal *who, const char *id, char *node, size_t cap)
@@ -473,25 +473,35 @@ static int route_existing(struct api *a, struct http_req *req, struct http_conn 
 	return 1;
 }
 
+/* The api url of node into url, as api_cluster_route answers: 1 another
+ * node's, 0 this one's; a node the table does not know is 404 (or, with
+ * unknown_here, this node's, which answers for itself); one not up, 503. */
+static int answer_url(struct api *a, struct http_conn *c, const char *node, bool unknown_here,
+		      char *url, size_t cap)
+{
+	err_t err = { 0 };
+	int r = node_url(a, node, url, cap, &err);
+
+	if (r == -ENOENT && unknown_here)
+		return 0;
+	if (r == -ENOENT)
+		http_respond_error(c, 404, "not_found", "%s", err.msg);
+	else if (r < 0)
+		http_respond_error(c, 503, "node_unavailable", "%s", err.msg);
+	return r < 0 ? -1 : r;
+}
+
 int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c,
 		     const struct api_principal *who, const char *id, char *url, size_t cap)
 {
 	char node[65] = "";
-	err_t err = { 0 };
 	int r;
 
 	if (!id || forwarded(req) || !a->cfg->node_name || !multi(a))
 		return 0;
 	if ((r = route_existing(a, req, c, who, id, node, sizeof(node))) <= 0)
 		return r;
-	r = node_url(a, node, url, cap, &err);
-	if (r == -ENOENT)
-		return 0;   /* the node answers for itself (404) */
-	if (r < 0) {
-		http_respond_error(c, 503, "node_unavailable", "%s", err.msg);
-		return -1;
-	}
-	return r;
+	return answer_url(a, c, node, true, url, cap);
 }
 
 int api_cluster_route(struct api *a, struct http_req *req, struct http_conn *c,
@@ -531,16 +541,7 @@ int api_cluster_route(struct api *a, struct http_req *req, struct http_conn *c,
 	} else {
 		return 0;
 	}
-	r = node_url(a, node, url, cap, &err);
-	if (r == -ENOENT) {
-		http_respond_error(c, 404, "not_found", "%s", err.msg);
-		return -1;
-	}
-	if (r < 0) {
-		http_respond_error(c, 503, "node_unavailable", "%s", err.msg);
-		return -1;
-	}
-	return r;
+	return answer_url(a, c, node, false, url, cap);
 }
 
 /* ---- GET /v1/sandboxes across the cluster ------------------------------ */
