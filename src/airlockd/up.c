@@ -776,9 +776,32 @@ static void ensure_templates(const struct airlockd_config *cfg)
 	http_resp_free(&resp);
 }
 
+/* Make the templates, then say that we are up; in a child, dying with us. */
+static pid_t spawn_templates(const struct airlockd_config *cfg)
+{
+	pid_t parent = getpid(), pid;
+
+	fflush(stdout);  /* or the child writes our buffered lines again */
+	pid = fork();
+	if (pid != 0)
+		return pid;
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+	if (getppid() != parent)
+		_exit(1);
+	ensure_templates(cfg);
+	{
+		_cleanup_free_ char *cli = data_path(cfg, "cli.json");
+		printf("airlock is up: http://%s  (CLI config: %s)\n", cfg->listen, cli);
+		fflush(stdout);
+	}
+	_exit(0);
+}
+
 int airlockd_up(const struct airlockd_config *cfg, err_t *err)
 {
-	pid_t pids[N_ROLES] = { 0 };
+	pid_t pids[N_ROLES] = { 0 }, templates_pid = 0;
 	bool pool_mounted = false;
 	int r;
 
@@ -815,13 +838,12 @@ int airlockd_up(const struct airlockd_config *cfg, err_t *err)
 		}
 	}
 	write_pidfile(cfg, "up", getpid());
+	/* The templates are made by a child of their own, so that this
+	 * process takes a stop at once, also during a first-run build (the
+	 * node then cancels the build). A child, not a thread: a role that
+	 * dies is restarted by fork without exec, which wants one thread. */
 	if (!stop_requested)
-		ensure_templates(cfg);
-	{
-		_cleanup_free_ char *cli = data_path(cfg, "cli.json");
-		printf("airlock is up: http://%s  (CLI config: %s)\n", cfg->listen, cli);
-		fflush(stdout);
-	}
+		templates_pid = spawn_templates(cfg);
 
 	/* Supervise: restart a role that dies (the node re-adopts sandboxes). */
 	while (!stop_requested) {
@@ -832,6 +854,8 @@ int airlockd_up(const struct airlockd_config *cfg, err_t *err)
 				continue;
 			break;
 		}
+		if (p == templates_pid)
+			templates_pid = 0;
 		for (int i = 0; i < N_ROLES; i++) {
 			if (pids[i] != p || stop_requested)
 				continue;
@@ -843,6 +867,8 @@ int airlockd_up(const struct airlockd_config *cfg, err_t *err)
 	}
 	r = 0;
 stop:
+	if (templates_pid > 0)
+		kill(templates_pid, SIGTERM);  /* a build it waits for is cancelled by the node */
 	/* Stop in reverse order: api, node, nodemgr. */
 	for (int i = N_ROLES - 1; i >= 0; i--) {
 		if (pids[i] <= 0)
@@ -862,6 +888,8 @@ stop:
 			waitpid(pids[i], NULL, 0);
 		}
 	}
+	if (templates_pid > 0)
+		waitpid(templates_pid, NULL, 0);  /* its node connection is closed by now */
 out:
 	/* Release the pool even when an earlier, crashed instance mounted it:
 	 * pool_release only unmounts a loop-image pool. */

@@ -2,6 +2,7 @@
 #include "nm.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -50,9 +51,33 @@ static int put_str(char *dst, size_t cap, const char *s, const char *what, err_t
 
 /* Send q, then read replies: ITEMs go to items (if not NULL), PROGRESS lines
  * to progress, until the RESULT, which is left in *res (with its fd). */
+/* Wait until s has a reply to read, or cancel_fd (when >= 0) is readable:
+ * -ECANCELED then. */
+static int wait_reply(int s, int cancel_fd)
+{
+	struct pollfd pf[2] = { { .fd = s, .events = POLLIN }, { .fd = cancel_fd, .events = POLLIN } };
+
+	if (cancel_fd < 0)
+		return 0;
+	for (;;) {
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (pf[1].revents)
+			return -ECANCELED;
+		if (pf[0].revents)
+			return 0;
+	}
+}
+
+/* cancel_fd: when it becomes readable the call is abandoned and the socket
+ * closed, which nodemgr sees as the client going away (a template build is
+ * then stopped). */
 static int nm_call_full(const char *sock, const struct nm_req *q, int in_fd, struct nm_resp *res,
 			int *fd, char ***items, void (*progress)(void *, const char *), void *arg,
-			int timeout_ms, err_t *err)
+			int timeout_ms, int cancel_fd, err_t *err)
 {
 	_cleanup_close_ int s = nm_connect(sock, err);
 	size_t n = 0, cap = 0;
@@ -76,6 +101,10 @@ static int nm_call_full(const char *sock, const struct nm_req *q, int in_fd, str
 	}
 	for (;;) {
 		int rfd = -1;
+		if ((r = wait_reply(s, cancel_fd)) < 0) {
+			r = err_set(err, -r, r == -ECANCELED ? "cancelled" : "wait for nodemgr");
+			goto fail;
+		}
 		if ((r = wire_recv(s, res, sizeof(*res), &rfd)) < 0) {
 			errno = -r;
 			r = err_sys(err, "receive from nodemgr");
@@ -131,7 +160,7 @@ fail:
 static int nm_call(const char *sock, const struct nm_req *q, struct nm_resp *res, int *fd,
 		   char ***items, void (*progress)(void *, const char *), void *arg, err_t *err)
 {
-	return nm_call_full(sock, q, -1, res, fd, items, progress, arg, -1, err);
+	return nm_call_full(sock, q, -1, res, fd, items, progress, arg, -1, -1, err);
 }
 
 /* What a reply that started a sandbox carries besides the channel. */
@@ -228,7 +257,7 @@ int nm_sandbox_list(const char *sock, char ***ids, err_t *err)
 	return nm_call(sock, &q, &res, NULL, ids, NULL, NULL, err);
 }
 
-int nm_template_build(const char *sock, const struct nm_template_spec *spec,
+int nm_template_build(const char *sock, const struct nm_template_spec *spec, int cancel_fd,
 		      void (*progress)(void *arg, const char *line), void *arg, err_t *err)
 {
 	struct nm_req q;
@@ -236,7 +265,7 @@ int nm_template_build(const char *sock, const struct nm_template_spec *spec,
 
 	req_init(&q, NM_TEMPLATE_BUILD);
 	q.u.build = *spec;
-	if (nm_call(sock, &q, &res, NULL, NULL, progress, arg, err) < 0)
+	if (nm_call_full(sock, &q, -1, &res, NULL, NULL, progress, arg, -1, cancel_fd, err) < 0)
 		return err_wrap(err, "build template %.64s/%u", spec->name, spec->version);
 	return 0;
 }
@@ -310,7 +339,7 @@ int nm_ping(const char *sock, int timeout_ms, err_t *err)
 
 	/* NODE_INFO is cheap (sysinfo, statvfs) and answered on its own thread */
 	req_init(&q, NM_NODE_INFO);
-	if (nm_call_full(sock, &q, -1, &res, NULL, NULL, NULL, NULL, timeout_ms, err) < 0)
+	if (nm_call_full(sock, &q, -1, &res, NULL, NULL, NULL, NULL, timeout_ms, -1, err) < 0)
 		return err->code == EAGAIN ? err_set(err, ETIMEDOUT, "nodemgr: no answer within %d ms",
 						     timeout_ms)
 					   : -err->code;
@@ -456,7 +485,7 @@ int nm_suspend_export(const char *sock, const struct nm_sandbox_spec *spec, cons
 
 	if (xfer_req(&q, NM_SUSPEND_EXPORT, spec, snap, artifact, err) < 0)
 		return -EINVAL;
-	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, err) < 0)
+	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, -1, err) < 0)
 		return err_wrap(err, "export artifact %d of sandbox %s", (int)artifact, spec->id);
 	*size = res.size;
 	return 0;
@@ -470,7 +499,7 @@ int nm_suspend_import(const char *sock, const struct nm_sandbox_spec *spec, cons
 
 	if (xfer_req(&q, NM_SUSPEND_IMPORT, spec, snap, artifact, err) < 0)
 		return -EINVAL;
-	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, err) < 0)
+	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, -1, err) < 0)
 		return err_wrap(err, "import artifact %d of sandbox %s", (int)artifact, spec->id);
 	return 0;
 }
@@ -497,7 +526,7 @@ int nm_template_export(const char *sock, const char *name, uint32_t version, int
 	*size = -1;
 	if (txfer_req(&q, NM_TEMPLATE_EXPORT, name, NULL, version, err) < 0)
 		return -EINVAL;
-	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, err) < 0)
+	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, -1, err) < 0)
 		return err_wrap(err, "export template %.64s/%u", name, version);
 	res.uuid[sizeof(res.uuid) - 1] = '\0';
 	memcpy(uuid, res.uuid, sizeof(res.uuid));
@@ -527,7 +556,7 @@ int nm_template_import(const char *sock, const char *name, const char *uuid,
 
 	if (txfer_req(&q, NM_TEMPLATE_IMPORT, name, uuid, min_version, err) < 0)
 		return -EINVAL;
-	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, err) < 0)
+	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, -1, err) < 0)
 		return err_wrap(err, "import template %.64s %.36s", name, uuid);
 	*version = res.tmpl_version;
 	return 0;

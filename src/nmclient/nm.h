@@ -129,8 +129,10 @@ struct nm_template_spec {
 };
 /* Build templates/<name>/<ver>/rootfs and make the subvolume read-only. Each
  * progress line from the builder is passed to progress (may be NULL). On
- * failure the half-built subvolume is removed. */
-int nm_template_build(const char *sock, const struct nm_template_spec *spec,
+ * failure the half-built subvolume is removed. When cancel_fd (>= 0) becomes
+ * readable the build is stopped and removed, and this fails with
+ * ECANCELED. */
+int nm_template_build(const char *sock, const struct nm_template_spec *spec, int cancel_fd,
 		      void (*progress)(void *arg, const char *line), void *arg, err_t *err);
 int nm_template_delete(const char *sock, const char *name, uint32_t version, err_t *err);
 /* Moving a template between nodes through the object store

@@ -137,6 +137,7 @@ struct node {
 	struct backend_ctx bctx;
 	struct http_server *http;
 	int stopping;           /* atomic */
+	int stop_fd;            /* eventfd, readable once the node stops: cancels template builds */
 
 	pthread_mutex_t mu;
 	struct sandbox *buckets[NODE_BUCKETS];

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 
 #include "../lib/log.h"
@@ -292,6 +293,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	int sig = 0, r;
 
 	n->cfg = cfg;
+	n->stop_fd = eventfd(0, EFD_CLOEXEC);
 	n->bctx.nm_sock = cfg->nm_sock;
 	n->bctx.vm_cold_boot = cfg->vm_cold_boot;
 	pthread_mutex_init(&n->mu, NULL);
@@ -365,6 +367,8 @@ out:
 	/* Wake every streaming handler so the server's connection threads can
 	 * finish, then stop serving, then retire the sandboxes. */
 	__atomic_store_n(&n->stopping, 1, __ATOMIC_RELEASE);
+	if (n->stop_fd >= 0 && eventfd_write(n->stop_fd, 1) < 0)
+		log_warn("cannot cancel template builds: %m");
 	procs_wake_all(n);
 	http_server_stop(n->http);
 	cluster_stop(n);
@@ -374,6 +378,8 @@ out:
 	templates_cleanup(n);
 	db_close(n->db);
 	objstore_close(n->os);
+	if (n->stop_fd >= 0)
+		close(n->stop_fd);
 	pthread_cond_destroy(&n->jan_cv);
 	pthread_mutex_destroy(&n->jan_mu);
 	pthread_mutex_destroy(&n->sched_mu);

@@ -146,7 +146,7 @@ static int run_build(struct node *n, struct nm_template_spec *spec,
 	if (r < 0)
 		return err_wrap(err, "template %s/%u", spec->name, spec->version);
 	log_info("building template %s/%u from %s", spec->name, spec->version, source);
-	r = nm_template_build(n->cfg->nm_sock, spec, progress, arg, err);
+	r = nm_template_build(n->cfg->nm_sock, spec, n->stop_fd, progress, arg, err);
 	if (r < 0) {
 		err_t e2 = { 0 };
 		err_wrap(err, "build template %s/%u", spec->name, spec->version);

@@ -298,8 +298,9 @@ void nswarm_discard(struct nm_server *s, struct jail *j);
 
 /* template.c */
 typedef int (*progress_fn)(void *arg, const char *line);  /* <0: client gone */
+/* A hang-up on client_fd (the requester's socket) cancels the build. */
 int template_build(struct nm_server *s, const struct nm_template_spec *spec, uid_t peer_uid,
-		   progress_fn progress, void *arg, err_t *err);
+		   int client_fd, progress_fn progress, void *arg, err_t *err);
 int template_delete(struct nm_server *s, const char *name, uint32_t version, err_t *err);
 /* Remove the parked jails and QEMUs (ns warm pool, vm warm pool, fork
  * standbys) of template name at version, or (older) at every version

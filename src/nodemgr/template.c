@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,9 @@
 #include "../lib/util.h"
 #include "../storage/pool.h"
 #include "nodemgr-internal.h"
+
+/* How long a cancelled builder has after SIGTERM before SIGKILL. */
+#define BUILD_TERM_MS 3000
 
 static bool in_set(const char *s, const char *extra)
 {
@@ -106,16 +110,102 @@ static __attribute__((noreturn)) void exec_builder(struct nm_server *s,
 	_exit(127);
 }
 
+/* The builder is done with, or the client gone: stop it, politely first (a
+ * debootstrap-like tool cleans up its own mounts on SIGTERM), and read its
+ * output to the end, which comes once every process holding the pipe is
+ * gone. */
+static void cancel_builder(int out_fd, pid_t pid)
+{
+	uint64_t kill_at = now_ms() + BUILD_TERM_MS;
+	bool killed = false;
+	char chunk[4096];
+
+	kill(-pid, SIGTERM);
+	for (;;) {
+		struct pollfd pf = { .fd = out_fd, .events = POLLIN };
+		ssize_t k;
+		int n;
+
+		if (!killed && now_ms() >= kill_at) {
+			kill(-pid, SIGKILL);
+			killed = true;
+		}
+		if (killed && now_ms() >= kill_at + BUILD_TERM_MS) {
+			/* a process outside the group still holds the pipe */
+			log_warn("template build (pid %d): output still open after SIGKILL", (int)pid);
+			break;
+		}
+		if ((n = poll(&pf, 1, 100)) < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		k = read(out_fd, chunk, sizeof(chunk));
+		if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN))
+			break;
+	}
+}
+
+/* Stream each output line of the builder (cut at 1000 bytes) as progress
+ * until it closes its end. The builder runs as root on host inputs the node
+ * chose; its output is host data, not sandbox data. The client going away
+ * cancels the build: a failed progress write, or a hang-up on its socket,
+ * which is seen even while the builder prints nothing (the node hangs up
+ * when it stops). Returns whether the client went away. */
+static bool stream_build(int out_fd, int client_fd, pid_t pid, progress_fn progress, void *arg)
+{
+	struct buf line;
+	char chunk[4096];
+	bool gone = false;
+
+	buf_init(&line);
+	while (!gone) {
+		struct pollfd pf[2] = { { .fd = out_fd, .events = POLLIN },
+					{ .fd = client_fd, .events = POLLRDHUP } };
+		ssize_t n;
+
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pf[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+			gone = true;
+			break;
+		}
+		if (!pf[0].revents)
+			continue;
+		n = read(out_fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		for (ssize_t i = 0; i < n && !gone; i++) {
+			if (chunk[i] != '\n') {
+				if (line.len < 1000)
+					buf_addc(&line, chunk[i]);
+				continue;
+			}
+			gone = progress(arg, line.data ? line.data : "") < 0;
+			buf_reset(&line);
+		}
+	}
+	if (gone) {
+		log_info("template build (pid %d): the client went away; cancelling it", (int)pid);
+		cancel_builder(out_fd, pid);
+	} else if (line.len) {
+		progress(arg, line.data);
+	}
+	buf_free(&line);
+	return gone;
+}
+
 int template_build(struct nm_server *s, const struct nm_template_spec *t, uid_t peer_uid,
-		   progress_fn progress, void *arg, err_t *err)
+		   int client_fd, progress_fn progress, void *arg, err_t *err)
 {
 	_cleanup_free_ char *namedir = NULL, *sub = NULL, *out = NULL;
-	struct buf line;
 	int p[2], st = 0, r;
-	bool client_gone = false;
+	bool client_gone;
 	pid_t pid;
-	FILE *f;
-	char chunk[4096];
 
 	if (check_spec(t, err) < 0)
 		return -err->code;
@@ -144,31 +234,8 @@ int template_build(struct nm_server *s, const struct nm_template_spec *t, uid_t 
 	close(p[1]);
 	log_info("template %s/%u: building (%s), pid %d", t->name, t->version, t->kind, (int)pid);
 
-	/* Stream each output line (cut at 1000 bytes) as progress. The builder
-	 * runs as root on host inputs the node chose; its output is host data,
-	 * not sandbox data. */
-	buf_init(&line);
-	f = fdopen(p[0], "r");
-	while (f && fgets(chunk, sizeof(chunk), f)) {
-		size_t n = strcspn(chunk, "\n");
-		bool eol = chunk[n] == '\n';
-		if (line.len < 1000)
-			buf_add(&line, chunk, n < 1000 - line.len ? n : 1000 - line.len);
-		if (!eol && !feof(f))
-			continue;
-		if (!client_gone && progress(arg, line.data ? line.data : "") < 0) {
-			client_gone = true;
-			kill(-pid, SIGKILL);
-		}
-		buf_reset(&line);
-	}
-	if (line.len && !client_gone)
-		progress(arg, line.data);
-	buf_free(&line);
-	if (f)
-		fclose(f);
-	else
-		close(p[0]);
+	client_gone = stream_build(p[0], client_fd, pid, progress, arg);
+	close(p[0]);
 	if ((r = nm_wait_child(s, pid, &st, -1)) < 0) {
 		err_set(err, -r, "wait for template builder");
 		goto fail;

@@ -308,7 +308,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		 * as separate argv entries (no shell string); the output is a new
 		 * subvolume under templates/. Host sources for dir/tar are read
 		 * with the requester's uid unless the requester is root. */
-		r = template_build(s, &q.u.build, peer_uid, progress_to_client, &fd, &err);
+		r = template_build(s, &q.u.build, peer_uid, fd, progress_to_client, &fd, &err);
 		break;
 	case NM_TEMPLATE_DELETE:
 		/* Safe: deletes only templates/<valid name>/<number>. */

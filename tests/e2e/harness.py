@@ -208,7 +208,9 @@ class Server:
         self.extra_args = list(extra_args)
         self.proc = None
 
-    def start(self, timeout=600):
+    def start(self, timeout=600, until=b"airlock is up"):
+        """Start `airlockd up` and wait for the line `until` in its log
+        (by default: up, templates made)."""
         start_at = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -222,11 +224,13 @@ class Server:
                 raise RuntimeError(f"airlockd up exited {self.proc.returncode}:\n{self.log()}")
             with open(self.log_path, "rb") as f:
                 f.seek(start_at)
-                if b"airlock is up" in f.read():
+                if until in f.read():
                     break
             time.sleep(0.05)
         else:
             raise RuntimeError("airlockd up did not come up:\n" + self.log())
+        if until != b"airlock is up":
+            return self
         with open(os.path.join(self.dir, "cli.json")) as f:
             cfg = json.load(f)
         self.admin_key = cfg["api_key"]

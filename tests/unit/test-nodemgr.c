@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -332,25 +333,55 @@ int main(void)
 	snprintf(ts.name, sizeof(ts.name), "bb");
 	ts.version = 1;
 	snprintf(ts.kind, sizeof(ts.kind), "busybox");
-	OK(nm_template_build(sock, &ts, on_progress, NULL, E));
+	OK(nm_template_build(sock, &ts, -1, on_progress, NULL, E));
 	CHECK(progress_lines > 0);
 	OK(nm_template_list(sock, &list, E));
 	CHECK(list_has(list, "bb/1"));
 	{
 		err_t e = { 0 };
-		CHECK(nm_template_build(sock, &ts, NULL, NULL, &e) == -EEXIST);
+		CHECK(nm_template_build(sock, &ts, -1, NULL, NULL, &e) == -EEXIST);
 		snprintf(ts.name, sizeof(ts.name), "../x");
-		CHECK(nm_template_build(sock, &ts, NULL, NULL, &e) == -EINVAL);
+		CHECK(nm_template_build(sock, &ts, -1, NULL, NULL, &e) == -EINVAL);
 		snprintf(ts.name, sizeof(ts.name), "badkind");
 		snprintf(ts.kind, sizeof(ts.kind), "rm");
-		CHECK(nm_template_build(sock, &ts, NULL, NULL, &e) == -EINVAL);
+		CHECK(nm_template_build(sock, &ts, -1, NULL, NULL, &e) == -EINVAL);
 		/* A failing build leaves nothing behind. */
 		snprintf(ts.name, sizeof(ts.name), "broken");
 		snprintf(ts.kind, sizeof(ts.kind), "tar");
 		snprintf(ts.arg, sizeof(ts.arg), "/nonexistent.tar");
-		CHECK(nm_template_build(sock, &ts, NULL, NULL, &e) < 0);
+		CHECK(nm_template_build(sock, &ts, -1, NULL, NULL, &e) < 0);
 		snprintf(path, sizeof(path), "%s/templates/broken", pool);
 		CHECK(access(path, F_OK) < 0);
+	}
+	{
+		/* A silent build (cat of a FIFO nobody writes) is cancelled
+		 * through cancel_fd: the call fails at once, and nodemgr stops
+		 * the builder and removes its subvolume. */
+		err_t e = { 0 };
+		char fifo[512];
+		int efd = eventfd(0, EFD_CLOEXEC);
+		uint64_t t0;
+		pid_t waker;
+
+		snprintf(fifo, sizeof(fifo), "%s/silent.tar", tmpdir);
+		CHECK(mkfifo(fifo, 0600) == 0 && efd >= 0);
+		snprintf(ts.name, sizeof(ts.name), "silent");
+		snprintf(ts.arg, sizeof(ts.arg), "%s", fifo);
+		t0 = now_ms();
+		waker = fork();
+		if (waker == 0) {  /* cancels once the builder sits on the FIFO */
+			usleep(1000 * 1000);
+			_exit(eventfd_write(efd, 1) < 0);
+		}
+		CHECK(waker > 0);
+		CHECK(nm_template_build(sock, &ts, efd, NULL, NULL, &e) == -ECANCELED);
+		CHECK(waitpid(waker, NULL, 0) == waker);
+		snprintf(path, sizeof(path), "%s/templates/silent", pool);
+		for (int i = 0; i < 100 && access(path, F_OK) == 0; i++)
+			usleep(100 * 1000);
+		CHECK(access(path, F_OK) < 0);
+		CHECK(now_ms() - t0 < 8000);
+		close(efd);
 	}
 
 	/* Sandbox one, with limits. */
