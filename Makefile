@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc)
 DATA_DIR   ?= /var/lib/airlock
 CTEST_ARGS ?=
 
-.PHONY: all deps npm-deps build build-asan vm-kernel up cluster test test-unit test-e2e test-vm bench clean fuzz
+.PHONY: all deps npm-deps build build-asan vm-kernel up cluster test test-unit test-e2e test-vm bench clean fuzz install deb
 
 all: build
 
@@ -29,6 +29,16 @@ vm-kernel: build
 build-asan: deps
 	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DAIRLOCK_SANITIZE=ON >/dev/null
 	@cmake --build $(BUILD_ASAN) -j$(JOBS)
+
+# Install under PREFIX (FHS: bin/, lib/airlock/, the systemd unit; the config
+# in /etc/airlock). DESTDIR stages it elsewhere.
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# A Debian package of the same layout under /usr: $(BUILD)/airlock_*.deb.
+deb: build
+	cd $(BUILD) && cpack
 
 # Build, prepare the pool and the default templates, run the all-in-one server.
 up: build

@@ -38,6 +38,7 @@ as_source() {
 	fi
 }
 
+log "$0 $KIND $ARG"
 mkdir -p "$OUT"
 
 case "$KIND" in

@@ -14,11 +14,14 @@
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,8 +65,13 @@ static char *db_sqlite_file(const struct airlockd_config *cfg)
 	return data_path(cfg, "db/airlock.db");
 }
 
+/* Read when no --config is given (an install puts a commented one there). */
+#define DEFAULT_CONFIG "/etc/airlock/airlockd.conf"
+
 int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_t *err)
 {
+	bool have_config = false;
+
 	/* --config first, so that flags override the file whatever their order. */
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--config")) {
@@ -72,7 +80,18 @@ int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_
 			int r = config_load(cfg, argv[i + 1], err);
 			if (r < 0)
 				return r;
+			have_config = true;
 		}
+	/* Else $AIRLOCK_CONFIG (empty: none), else the system's file if any. */
+	if (!have_config) {
+		const char *env = getenv("AIRLOCK_CONFIG");
+		const char *path = env ? env : DEFAULT_CONFIG;
+		int r;
+
+		if (path[0] && (env || access(path, F_OK) == 0) &&
+		    (r = config_load(cfg, path, err)) < 0)
+			return r;
+	}
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		static const struct { const char *flag, *key; } map[] = {
@@ -247,11 +266,12 @@ static int net_settings(const struct airlockd_config *cfg, struct net_settings *
 int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 {
 	_cleanup_free_ char *sock = data_path(cfg, "run/nodemgr.sock");
-	_cleanup_free_ char *guest = xasprintf("%s/airlock-guest", AIRLOCK_BIN_DIR);
-	_cleanup_free_ char *scripts = xasprintf("%s/scripts", AIRLOCK_SOURCE_DIR);
-	/* The guest kernel: vm_dir, else the build tree's vm/ (scripts/vm-kernel.sh). */
+	_cleanup_free_ char *guest = airlock_resource("airlock-guest");
+	_cleanup_free_ char *scripts = airlock_resource("scripts");
+	/* The guest kernel: vm_dir, else the one shipped with the binaries
+	 * (made by scripts/vm-kernel.sh). */
 	_cleanup_free_ char *vm_dir = cfg->vm_dir[0] ? xstrdup(cfg->vm_dir)
-						     : xasprintf("%s/../vm", AIRLOCK_BIN_DIR);
+						     : airlock_resource("vm");
 	uid_t uid = 0;
 	gid_t gid = 0;
 	int r;
@@ -776,6 +796,29 @@ static void ensure_templates(const struct airlockd_config *cfg)
 	http_resp_free(&resp);
 }
 
+/* Tell systemd (Type=notify) how we are: "READY=1", "STOPPING=1". Its
+ * socket is in $NOTIFY_SOCKET, a path or, after '@', an abstract name. */
+static void notify_systemd(const char *state)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n;
+	int fd;
+
+	if (!path || (path[0] != '/' && path[0] != '@') || (n = strlen(path)) >= sizeof(sa.sun_path))
+		return;
+	memcpy(sa.sun_path, path, n);
+	if (path[0] == '@')
+		sa.sun_path[0] = '\0';
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+		   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) < 0)
+		log_warn("sd_notify %s: %m", state);
+	close(fd);
+}
+
 /* Make the templates, then say that we are up; in a child, dying with us. */
 static pid_t spawn_templates(const struct airlockd_config *cfg)
 {
@@ -854,8 +897,10 @@ int airlockd_up(const struct airlockd_config *cfg, err_t *err)
 				continue;
 			break;
 		}
-		if (p == templates_pid)
+		if (p == templates_pid) {
 			templates_pid = 0;
+			notify_systemd("READY=1");  /* up, templates made or tried */
+		}
 		for (int i = 0; i < N_ROLES; i++) {
 			if (pids[i] != p || stop_requested)
 				continue;
@@ -867,6 +912,7 @@ int airlockd_up(const struct airlockd_config *cfg, err_t *err)
 	}
 	r = 0;
 stop:
+	notify_systemd("STOPPING=1");
 	if (templates_pid > 0)
 		kill(templates_pid, SIGTERM);  /* a build it waits for is cancelled by the node */
 	/* Stop in reverse order: api, node, nodemgr. */

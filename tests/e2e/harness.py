@@ -198,7 +198,10 @@ class ApiError(Exception):
 class Server:
     """One `airlockd up` instance."""
 
-    def __init__(self, templates="busybox", extra_args=()):
+    def __init__(self, templates="busybox", extra_args=(), airlockd=None, env=None):
+        self.airlockd = airlockd or AIRLOCKD
+        # No system config (/etc/airlock/airlockd.conf) leaks into a test.
+        self.env = dict(os.environ, AIRLOCK_CONFIG="", **(env or {}))
         self.dir = tempfile.mkdtemp(prefix="airlock-e2e-")
         os.chmod(self.dir, 0o755)
         self.port = free_port()
@@ -214,10 +217,10 @@ class Server:
         start_at = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [AIRLOCKD, "up", "--data-dir", self.dir, "--listen", self.addr,
+                [self.airlockd, "up", "--data-dir", self.dir, "--listen", self.addr,
                  "--templates", self.templates, "--pool-size-mb", "16384"] + self.extra_args,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=login_fd_limit)
+                preexec_fn=login_fd_limit, env=self.env)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
