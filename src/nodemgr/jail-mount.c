@@ -5,7 +5,12 @@
  * pivots into it and detaches everything of the host:
  *
  *   /            the idmapped rootfs (attached by the parent), nodev nosuid
- *   /proc        fresh procfs of the jail's pid namespace
+ *   /proc        fresh procfs of the jail's pid namespace, with what container
+ *                runtimes hide hidden: the host's kernel image, timers,
+ *                scheduler state and keys read as empty (/dev/null over
+ *                them), host hardware dirs as empty read-only tmpfs, and
+ *                kernel settings (/proc/sys, irq, bus, fs, sysrq-trigger)
+ *                read-only. Those files are not per pid namespace.
  *   /dev         tmpfs with null zero full random urandom tty bound from the
  *                host, devpts (newinstance), ptmx -> pts/ptmx, shm tmpfs
  *   /tmp, /work  whatever the rootfs has (the sandbox's own disk)
@@ -37,6 +42,38 @@ static int bind_dev(const char *name, char *msg, size_t cap)
 	close(fd);
 	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
 		return FAIL(src);
+	return 0;
+}
+
+/* Hide or freeze the parts of /proc (mounted at "proc") that show or
+ * steer the host rather than the jail. A path this kernel lacks is
+ * skipped. */
+static int mask_proc(char *msg, size_t cap)
+{
+	static const char *const empty_files[] = {
+		"proc/kcore", "proc/keys", "proc/key-users", "proc/timer_list",
+		"proc/sched_debug", "proc/latency_stats", "proc/timer_stats",
+	};
+	static const char *const empty_dirs[] = { "proc/acpi", "proc/scsi", "proc/asound" };
+	static const char *const read_only[] = {
+		"proc/sys", "proc/irq", "proc/bus", "proc/fs", "proc/sysrq-trigger",
+	};
+	const unsigned long ro = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+	for (size_t i = 0; i < sizeof(empty_files) / sizeof(empty_files[0]); i++)
+		if (access(empty_files[i], F_OK) == 0 &&
+		    mount("dev/null", empty_files[i], NULL, MS_BIND, NULL) < 0)
+			return FAIL(empty_files[i]);
+	for (size_t i = 0; i < sizeof(empty_dirs) / sizeof(empty_dirs[0]); i++)
+		if (access(empty_dirs[i], F_OK) == 0 &&
+		    mount("tmpfs", empty_dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  "size=0") < 0)
+			return FAIL(empty_dirs[i]);
+	for (size_t i = 0; i < sizeof(read_only) / sizeof(read_only[0]); i++)
+		if (access(read_only[i], F_OK) == 0 &&
+		    (mount(read_only[i], read_only[i], NULL, MS_BIND | MS_REC, NULL) < 0 ||
+		     mount(NULL, read_only[i], NULL, ro, NULL) < 0))
+			return FAIL(read_only[i]);
 	return 0;
 }
 
@@ -84,6 +121,8 @@ int jail_mount_root(int root_fd, char *msg, size_t cap)
 			return FAIL(links[i][1]);
 	if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return FAIL("mount /proc");
+	if (mask_proc(msg, cap) < 0)
+		return -EPERM;
 
 	/* pivot_root(".", ".") stacks the old root on top of the new one;
 	 * detaching "." then drops every host mount from this namespace. */
