@@ -509,6 +509,24 @@ static void fail_transport(struct call *c, const err_t *err)
 	fail(c, 0, "unavailable", "cannot reach the Airlock API: %s", err->msg[0] ? err->msg : "?");
 }
 
+/* Levels of nesting of v (a scalar is 1). */
+static int depth_of(const json *v)
+{
+	int d = 0;
+
+	for (size_t i = 0; (v->type == JSON_OBJ || v->type == JSON_ARR) && i < v->n; i++) {
+		int k = depth_of(v->items[i]);
+		if (k > d)
+			d = k;
+	}
+	return d + 1;
+}
+
+/* An answer's values go 3 levels down in ours (message, result,
+ * structuredContent): past this, the client's parser (ours too) could
+ * refuse what we send. The API's answers are far shallower. */
+#define MAX_ANSWER_DEPTH (JSON_MAX_DEPTH - 4)
+
 /* One request with a whole answer. Returns true on 2xx, with *out the parsed
  * JSON answer (NULL for an empty body) when out is not NULL. */
 static bool api(struct call *c, const char *method, const char *target, const char *ctype,
@@ -527,12 +545,13 @@ static bool api(struct call *c, const char *method, const char *target, const ch
 		fail_answer(c, resp.status, resp.body.data, resp.body.len);
 	} else if (out && resp.body.len) {
 		*out = json_parse(resp.body.data, resp.body.len, &err);
-		if (*out && (*out)->type == JSON_OBJ) {
+		if (*out && (*out)->type == JSON_OBJ && depth_of(*out) <= MAX_ANSWER_DEPTH) {
 			ok = true;
 		} else {
 			json_free(*out);
 			*out = NULL;
-			fail(c, resp.status, "bad_response", "the server sent an answer that is not a JSON object");
+			fail(c, resp.status, "bad_response",
+			     "the server's answer is not a JSON object (or nests too deep)");
 		}
 	} else {
 		ok = true;
