@@ -751,7 +751,12 @@ static void run_write(struct call *c)
 		return;
 	}
 	if (enc && strcmp(enc, "base64") == 0) {
-		if (base64_decode(content, cv->str_len, &data) < 0) {
+		/* base64 as some tools wrap it, in lines: drop the white space */
+		_cleanup_(buf_free) struct buf b64 = { 0 };
+		for (size_t i = 0; i < cv->str_len; i++)
+			if (!strchr(" \t\r\n", content[i]))
+				buf_addc(&b64, content[i]);
+		if (base64_decode(b64.data ? b64.data : "", b64.len, &data) < 0) {
 			fail(c, 0, "invalid_argument", "content is not valid base64");
 			return;
 		}
@@ -795,10 +800,11 @@ static int stream_head(struct stream *st, const struct http_resp *head)
 /* Keep an error answer's body (bounded); true when the data was that. */
 static bool stream_error_data(struct stream *st, const void *p, size_t n)
 {
+	size_t room = MAX_ERROR_BODY - st->errbody.len;
+
 	if (st->ok)
 		return false;
-	if (st->errbody.len < MAX_ERROR_BODY)
-		buf_add(&st->errbody, p, n < MAX_ERROR_BODY - st->errbody.len ? n : MAX_ERROR_BODY - st->errbody.len);
+	buf_add(&st->errbody, p, n < room ? n : room);
 	return true;
 }
 
@@ -861,7 +867,13 @@ static void run_read(struct call *c)
 	rs.max = (size_t)json_get_int(c->args, "max_bytes", MCP_READ_MAX, NULL);
 	r = c->s->t.stream(c->s->t.arg, "GET", target, NULL, &cbs, &rs, &err);
 	if (stream_end(&rs.st, r, &err)) {
-		bool text = json_utf8_valid(rs.data.data ? rs.data.data : "", rs.data.len);
+		const char *d = rs.data.data ? rs.data.data : "";
+		bool text = json_utf8_valid(d, rs.data.len);
+
+		/* a cut may split a character of a text file: end before it */
+		for (size_t k = 1; !text && rs.truncated && k <= 3 && k <= rs.data.len; k++)
+			if ((text = json_utf8_valid(d, rs.data.len - k)))
+				rs.data.len -= k;
 
 		jw_key(&c->w, "path");
 		jw_str(&c->w, arg_str(c, "path"));

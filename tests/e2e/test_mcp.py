@@ -186,9 +186,16 @@ class McpTest(AirlockTestCase):
         self.assertEqual((r["content"], r["encoding"], r["truncated"]), ("version one\n", "utf-8", False))
         r = self.ok("files_read", sandbox=sid, path="/work/notes.txt", max_bytes=7)
         self.assertEqual((r["content"], r["truncated"]), ("version", True))
+        # a cut inside a character ends before it, still text
+        self.ok("files_write", sandbox=sid, path="/work/utf8.txt", content="h\u00e9llo")
+        r = self.ok("files_read", sandbox=sid, path="/work/utf8.txt", max_bytes=2)
+        self.assertEqual((r["content"], r["encoding"], r["size"], r["truncated"]),
+                         ("h", "utf-8", 1, True))
         blob = bytes(range(256))
+        b64 = base64.encodebytes(blob).decode()   # in lines of 76, as some tools write it
+        self.assertIn("\n", b64)
         self.ok("files_write", sandbox=sid, path="/work/blob.bin",
-                content=base64.b64encode(blob).decode(), encoding="base64", mode="0600")
+                content=b64, encoding="base64", mode="0600")
         r = self.ok("files_read", sandbox=sid, path="/work/blob.bin")
         self.assertEqual(r["encoding"], "base64")
         self.assertEqual(base64.b64decode(r["content"]), blob)
