@@ -121,20 +121,35 @@ struct tool {
 	void (*run)(struct call *c);
 };
 
-#define ARG_SANDBOX { "sandbox", A_ID, true, "The sandbox id (as sandbox_create or sandbox_list give it).", NULL, 0 }
+#define ARG_SANDBOX                                                                  \
+	{ "sandbox", A_ID, true, "The sandbox id (as sandbox_create or sandbox_list give it).", \
+	  NULL, 0 }
 
 static const char *const kinds[] = { "disk", "full", NULL };
 static const char *const encodings[] = { "utf-8", "base64", NULL };
-static const char *const states[] = { "creating", "running", "paused", "suspended",
-				      "rolling_back", "failed", "stopped", NULL };
+/* docs/openapi.yaml's sandbox states */
+static const char *const states[] = {
+	"creating", "starting", "running", "pausing", "paused", "resuming", "suspending",
+	"suspended", "restoring", "rolling_back", "stopping", "deleting", "deleted", "failed",
+	"lost", NULL,
+};
 
 static const struct arg_spec create_args[] = {
-	{ "template", A_STR, false, "Template name (default \"debian\"; the server's `airlock template ls` lists them).", NULL, 0 },
-	{ "backend", A_STR, false, "\"ns\" (Linux namespaces, fast) or \"vm\" (a microVM); default: the node's default.", NULL, 0 },
-	{ "env", A_STRMAP, false, "Environment variables every command in the sandbox gets.", NULL, 0 },
-	{ "metadata", A_STRMAP, false, "String labels, returned as is and usable as list filters.", NULL, 0 },
-	{ "network", A_NETWORK, false, "Egress policy: \"allow-all\", \"deny-all\" or a policy object such as {\"allow\":{\"domains\":[\"pypi.org\"]}}.", NULL, 0 },
-	{ "ttl", A_INT, false, "Seconds of running time after which the sandbox is deleted (0: never).", NULL, 0 },
+	{ "template", A_STR, false,
+	  "Template name (default \"debian\"; `airlock template ls` lists them).", NULL, 0 },
+	{ "backend", A_STR, false,
+	  "\"ns\" (Linux namespaces, fast) or \"vm\" (a microVM); default: the node's default.",
+	  NULL, 0 },
+	{ "env", A_STRMAP, false, "Environment variables every command in the sandbox gets.", NULL,
+	  0 },
+	{ "metadata", A_STRMAP, false, "String labels, returned as is and usable as list filters.",
+	  NULL, 0 },
+	{ "network", A_NETWORK, false,
+	  "Egress policy: \"allow-all\", \"deny-all\" or a policy object such as "
+	  "{\"allow\":{\"domains\":[\"pypi.org\"]}}.",
+	  NULL, 0 },
+	{ "ttl", A_INT, false,
+	  "Seconds of running time after which the sandbox is deleted (0: never).", NULL, 0 },
 	{ 0 },
 };
 static const struct arg_spec list_args[] = {
@@ -147,23 +162,31 @@ static const struct arg_spec list_args[] = {
 static const struct arg_spec sandbox_args[] = { ARG_SANDBOX, { 0 } };
 static const struct arg_spec exec_args[] = {
 	ARG_SANDBOX,
-	{ "cmd", A_CMD, true, "The command: a string is run by `sh -c`; an array is the argv, run as is.", NULL, 0 },
+	{ "cmd", A_CMD, true,
+	  "The command: a string is run by `sh -c`; an array is the argv, run as is.", NULL, 0 },
 	{ "cwd", A_STR, false, "Working directory.", NULL, 0 },
 	{ "env", A_STRMAP, false, "Extra environment variables.", NULL, 0 },
-	{ "timeout_s", A_INT, false, "Kill the command after this many seconds (default 600, 0: no limit).", NULL, 0 },
+	{ "timeout_s", A_INT, false,
+	  "Kill the command after this many seconds (default 600, 0: no limit).", NULL, 0 },
 	{ 0 },
 };
 static const struct arg_spec read_args[] = {
 	ARG_SANDBOX,
 	{ "path", A_STR, true, "Absolute path of the file in the sandbox.", NULL, 0 },
-	{ "max_bytes", A_INT, false, "Return at most this many bytes (default and limit 4 MiB).", NULL, MCP_READ_MAX },
+	{ "max_bytes", A_INT, false, "Return at most this many bytes (default and limit 4 MiB).",
+	  NULL, MCP_READ_MAX },
 	{ 0 },
 };
 static const struct arg_spec write_args[] = {
 	ARG_SANDBOX,
-	{ "path", A_STR, true, "Absolute path of the file in the sandbox; missing parent directories are created.", NULL, 0 },
-	{ "content", A_STR, true, "The new content of the whole file (at most 16 MiB once decoded).", NULL, 0 },
-	{ "encoding", A_STR, false, "How content is written: \"utf-8\" text (default) or \"base64\" for binary data.", encodings, 0 },
+	{ "path", A_STR, true,
+	  "Absolute path of the file in the sandbox; missing parent directories are created.",
+	  NULL, 0 },
+	{ "content", A_STR, true,
+	  "The new content of the whole file (at most 16 MiB once decoded).", NULL, 0 },
+	{ "encoding", A_STR, false,
+	  "How content is written: \"utf-8\" text (default) or \"base64\" for binary data.",
+	  encodings, 0 },
 	{ "mode", A_STR, false, "Octal permission bits such as \"0755\" (default 0644).", NULL, 0 },
 	{ 0 },
 };
@@ -174,8 +197,11 @@ static const struct arg_spec list_files_args[] = {
 };
 static const struct arg_spec snap_args[] = {
 	ARG_SANDBOX,
-	{ "name", A_ID, false, "Snapshot name, [a-z0-9][a-z0-9._-]{0,63}, unique in the sandbox (default: its id).", NULL, 0 },
-	{ "kind", A_STR, false, "\"disk\" (default: the files) or \"full\" (memory too; vm backend only).", kinds, 0 },
+	{ "name", A_ID, false,
+	  "Snapshot name, [a-z0-9][a-z0-9._-]{0,63}, unique in the sandbox (default: its id).",
+	  NULL, 0 },
+	{ "kind", A_STR, false,
+	  "\"disk\" (default: the files) or \"full\" (memory too; vm backend only).", kinds, 0 },
 	{ 0 },
 };
 static const struct arg_spec rollback_args[] = {
@@ -197,41 +223,44 @@ static void run_rollback(struct call *c);
 
 static const struct tool tools[] = {
 	{ "sandbox_create", "Create a sandbox",
-	  "Create an isolated Linux sandbox and wait until it is running. Returns its id and state; "
-	  "pass the id to the other tools. Delete it with sandbox_delete when done.",
+	  "Create an isolated Linux sandbox and wait until it is running. Returns its id and "
+	  "state; pass the id to the other tools. Delete it with sandbox_delete when done.",
 	  create_args, false, false, run_create },
 	{ "sandbox_list", "List sandboxes",
-	  "List your sandboxes (id, state, template, metadata, ...), oldest first, one page at a time.",
+	  "List your sandboxes (id, state, template, metadata, ...), oldest first, one page at "
+	  "a time.",
 	  list_args, true, false, run_list },
 	{ "sandbox_delete", "Delete a sandbox",
 	  "Delete a sandbox with its files, processes and snapshots.", sandbox_args, false, true,
 	  run_delete },
 	{ "exec", "Run a command",
-	  "Run a command in a sandbox and wait for it to end. Returns stdout, stderr (text; invalid UTF-8 "
-	  "shows as U+FFFD) and exit_code (128+signal when it was killed, with `signal`). Each stream keeps "
-	  "its first 64 KiB; stdout_truncated/stderr_truncated say when more was written.",
+	  "Run a command in a sandbox and wait for it to end. Returns stdout, stderr (text; "
+	  "invalid UTF-8 shows as U+FFFD) and exit_code (128+signal when it was killed, with "
+	  "`signal`). Each stream keeps its first 64 KiB; stdout_truncated/stderr_truncated say "
+	  "when more was written.",
 	  exec_args, false, false, run_exec },
 	{ "files_read", "Read a file",
-	  "Read a file of a sandbox. UTF-8 text comes back as is (encoding \"utf-8\"), anything else as "
-	  "base64 (encoding \"base64\"). Returns at most max_bytes; `truncated` says when the file is longer.",
+	  "Read a file of a sandbox. UTF-8 text comes back as is (encoding \"utf-8\"), anything "
+	  "else as base64 (encoding \"base64\"). Returns at most max_bytes; `truncated` says when "
+	  "the file is longer.",
 	  read_args, true, false, run_read },
 	{ "files_write", "Write a file",
-	  "Replace (or create) a file in a sandbox, atomically. Content is UTF-8 text, or base64 with "
-	  "encoding \"base64\".",
+	  "Replace (or create) a file in a sandbox, atomically. Content is UTF-8 text, or base64 "
+	  "with encoding \"base64\".",
 	  write_args, false, false, run_write },
 	{ "files_list", "List a directory",
-	  "List a directory of a sandbox: name, type (file, dir, symlink, other), size, mode and mtime "
-	  "of each entry.",
+	  "List a directory of a sandbox: name, type (file, dir, symlink, other), size, mode and "
+	  "mtime of each entry.",
 	  list_files_args, true, false, run_list_files },
 	{ "snapshot_create", "Snapshot a sandbox",
-	  "Take a snapshot of a sandbox's files (kind \"disk\") or of its memory too (\"full\", vm only), to "
-	  "come back to later with rollback.",
+	  "Take a snapshot of a sandbox's files (kind \"disk\") or of its memory too (\"full\", "
+	  "vm only), to come back to later with rollback.",
 	  snap_args, false, false, run_snapshot },
 	{ "snapshot_list", "List snapshots", "List a sandbox's snapshots, oldest first.", sandbox_args,
 	  true, false, run_snapshot_list },
 	{ "rollback", "Roll back to a snapshot",
-	  "Put a sandbox back to a snapshot: its files become the snapshot's. After a disk snapshot every "
-	  "process of the sandbox is ended and it starts afresh.",
+	  "Put a sandbox back to a snapshot: its files become the snapshot's. After a disk "
+	  "snapshot every process of the sandbox is ended and it starts afresh.",
 	  rollback_args, false, true, run_rollback },
 };
 
