@@ -167,6 +167,7 @@ int cmd_key(struct cli *cli, int argc, char **argv);
 int cmd_health(struct cli *cli, int argc, char **argv);
 int cmd_node(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
+int cmd_mcp(struct cli *cli, int argc, char **argv);
 
 /* The usage text (main.c). */
 void cli_print_usage(FILE *f);

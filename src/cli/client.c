@@ -369,28 +369,6 @@ void cli_print_fields(const json *o)
 
 /* --- output --- */
 
-char *cli_escape(const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	struct buf b;
-
-	buf_init(&b);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
-			buf_addc(&b, (char)c);
-		} else {
-			buf_addc(&b, '%');
-			buf_addc(&b, hex[c >> 4]);
-			buf_addc(&b, hex[c & 15]);
-		}
-	}
-	buf_addc(&b, '\0');
-	b.len--;
-	return buf_steal(&b);
-}
-
 int cli_print_id(struct cli *cli, int r, json *resp, const char *raw)
 {
 	if (r == 0) {

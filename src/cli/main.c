@@ -76,6 +76,11 @@ static const char usage[] =
 	"                                         gap; exit 1 when the default backend cannot run\n"
 	"                                         (checks run here, as root; --remote: the server's)\n"
 	"\n"
+	"Agents:\n"
+	"  mcp                                    serve the Model Context Protocol on stdin/stdout:\n"
+	"                                         sandboxes, exec, files, snapshots and rollback as\n"
+	"                                         tools for an MCP client (docs/MCP.md); logs to stderr\n"
+	"\n"
 	"  version                                this client's version\n"
 	"\n"
 	"Global flags:\n"
@@ -168,6 +173,7 @@ static const struct verb {
 	{ "credential", cmd_credential },
 	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
 	{ "fork", cmd_fork },	  { "version", cmd_version }, { "doctor", cmd_doctor },
+	{ "mcp", cmd_mcp },
 };
 
 int main(int argc, char **argv)

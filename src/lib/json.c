@@ -710,11 +710,10 @@ void jw_strn(struct jw *w, const char *s, size_t n)
 	put_escaped(w->b, s, n);
 }
 
-void jw_str_lossy(struct jw *w, const char *s)
+void jw_strn_lossy(struct jw *w, const char *s, size_t n)
 {
 	_cleanup_(buf_free) struct buf clean = { 0 };
 	const unsigned char *u = (const unsigned char *)s;
-	size_t n = strlen(s);
 
 	for (size_t k = 0; k < n;) {
 		size_t l = u[k] < 0x80 ? 1 : utf8_seq(u + k, n - k);
@@ -727,6 +726,24 @@ void jw_str_lossy(struct jw *w, const char *s)
 		k += l;
 	}
 	jw_strn(w, clean.data ? clean.data : "", clean.len);
+}
+
+void jw_str_lossy(struct jw *w, const char *s)
+{
+	jw_strn_lossy(w, s, strlen(s));
+}
+
+bool json_utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	for (size_t k = 0; k < n;) {
+		size_t l = u[k] == 0 ? 0 : u[k] < 0x80 ? 1 : utf8_seq(u + k, n - k);
+		if (l == 0)
+			return false;
+		k += l;
+	}
+	return true;
 }
 
 void jw_str(struct jw *w, const char *s)

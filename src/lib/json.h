@@ -69,6 +69,10 @@ void jw_strn(struct jw *w, const char *s, size_t n); /* escapes, bytes >= 0x80 p
 /* Untrusted bytes (file names from a sandbox): invalid UTF-8 becomes U+FFFD,
  * so the output is always valid JSON text. */
 void jw_str_lossy(struct jw *w, const char *s);
+void jw_strn_lossy(struct jw *w, const char *s, size_t n);   /* may hold NULs */
+/* Is s[0..n) valid UTF-8 (the strict form the parser accepts) without NUL
+ * bytes, i.e. text a JSON string can carry as is? */
+bool json_utf8_valid(const char *s, size_t n);
 void jw_int(struct jw *w, int64_t v);
 void jw_uint(struct jw *w, uint64_t v);
 /* Shortest text that reads back to v; NaN and infinities are written as null. */

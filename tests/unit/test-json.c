@@ -286,7 +286,22 @@ static void test_writer(void)
 	j = json_parse(b.data, b.len, &err);
 	CHECK(j != NULL);
 	json_free(j);
+
+	/* with a length: NULs are carried (escaped), bad bytes replaced */
+	buf_reset(&b);
+	jw_init(&w, &b);
+	jw_strn_lossy(&w, "a\0\xff", 3);
+	CHECK(strcmp(b.data, "\"a\\u0000\xef\xbf\xbd\"") == 0);
 	buf_free(&b);
+
+	/* text a JSON string carries as is: strict UTF-8, no NUL */
+	CHECK(json_utf8_valid("", 0));
+	CHECK(json_utf8_valid("h\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 10));
+	CHECK(!json_utf8_valid("a\0b", 3));
+	CHECK(!json_utf8_valid("\xff", 1));
+	CHECK(!json_utf8_valid("\xe2\x82", 2));        /* cut short */
+	CHECK(!json_utf8_valid("\xc0\xaf", 2));        /* overlong */
+	CHECK(!json_utf8_valid("\xed\xa0\x80", 3));    /* a surrogate */
 }
 
 /* A maximally nested parsed value echoed inside a wrapper goes deeper than
