@@ -57,6 +57,8 @@ class CutProxy:
             u = socket.create_connection(("127.0.0.1", self.target_port))
             with self.lock:
                 self.socks += [c, u]
+                if self.closed:
+                    break
             state = {"cut": False, "sent": 0, "seen": b""}
             threading.Thread(target=self._up, args=(c, u, state), daemon=True).start()
             threading.Thread(target=self._down, args=(u, c, state), daemon=True).start()
@@ -117,8 +119,11 @@ class CutProxy:
             pass
 
     def close(self):
-        self.closed = True
+        with self.lock:
+            self.closed = True
+        self._shut(self.lsock)
         self.lsock.close()
+        self.thread.join(5)
         with self.lock:
             for s in self.socks:
                 self._shut(s)
@@ -336,7 +341,8 @@ class SdkTest(AirlockTestCase):
         try:
             sb = Sandbox.create(template=TEMPLATE, api_url=proxy.url, api_key=kw["api_key"],
                                 backend=harness.BACKEND)
-            self.addCleanup(sb.kill)
+            # (deleted directly: the proxy is gone by then)
+            self.addCleanup(Sandbox(sb.data, airlock.Transport(**kw)).kill)
             self.assertTrue(proxy.cut_done)
             self.assertEqual(sum(q.startswith("POST /v1/sandboxes ") for q in proxy.requests), 2)
         finally:
@@ -444,6 +450,17 @@ class SdkTest(AirlockTestCase):
         self.assertEqual(events[0], {"type": "create", "path": "/tmp/w/sub", "dir": True})
         with self.assertRaises(airlock.NotFoundError):
             sb.files.watch("/tmp/nope")
+        # quiet for longer than the read timeout: the watch still waits; the
+        # sandbox's end ends it cleanly (not broken)
+        quiet = Sandbox.connect(sb.id, request_timeout=1, **self.kw)
+        w = quiet.files.watch("/tmp/w")
+        time.sleep(2.5)
+        sb.commands.run("touch /tmp/w/late")
+        ev = next(w)
+        self.assertEqual((ev["type"], ev["path"]), ("create", "/tmp/w/late"))
+        sb.kill()
+        list(w)
+        self.assertFalse(w.broken)
 
     # ---- snapshots, rollback, fork, network, ports ----------------------
 

@@ -249,9 +249,11 @@ class Transport:
     # ---- streams --------------------------------------------------------
 
     def open_stream(self, method, path, *, query=None, json_body=_NO_BODY, retry=None,
-                    timeout=None):
+                    timeout=None, read_timeout=_NO_BODY):
         """Send a request whose 200 answer is a stream; return (conn, response)
-        with the head read. The caller reads and closes."""
+        with the head read. The caller reads and closes. ``timeout`` bounds
+        connecting and the answer's head; ``read_timeout`` each read of the
+        stream after it (default: the same; None: wait as long as it takes)."""
         body = json.dumps(json_body).encode() if json_body is not _NO_BODY else None
         if retry is None:
             retry = method in _IDEMPOTENT
@@ -273,6 +275,8 @@ class Transport:
                     continue
                 raise self._conn_error(e) from e
             if r.status == 200:
+                if read_timeout is not _NO_BODY and conn.sock is not None:
+                    conn.sock.settimeout(read_timeout)
                 return conn, r
             try:
                 data = r.read()

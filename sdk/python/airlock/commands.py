@@ -22,11 +22,14 @@ _STREAMS = ("stdout", "stderr")
 
 
 class _Broken(Exception):
-    """The stream ended before its exit line. ``quiet``: only a read timeout."""
+    """The stream ended (for an exec stream: before its exit line).
+    ``quiet``: a read timeout; ``clean``: the server ended the answer
+    properly (the last chunk came)."""
 
-    def __init__(self, why, quiet=False):
+    def __init__(self, why, quiet=False, clean=False):
         super().__init__(why)
         self.quiet = quiet
+        self.clean = clean
 
 
 def _ndjson(resp):
@@ -42,7 +45,7 @@ def _ndjson(resp):
             # under it (a stop() from another thread).
             raise _Broken(e)
         if not line:
-            raise _Broken("end of stream")
+            raise _Broken("end of stream", clean=True)
         if not line.endswith(b"\n"):
             raise _Broken("cut line")
         line = line.strip()

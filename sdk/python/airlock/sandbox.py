@@ -324,7 +324,10 @@ class Files:
         ``path``, ``dir``, ``from``), or pass ``on_event`` to get them on a
         background thread. ``stop()`` ends it."""
         q = {"path": path, "recursive": "true" if recursive else None, "max_queue": max_queue}
-        conn, resp = self._sb._t.open_stream("GET", self._p("/watch"), query=q, timeout=None)
+        # No read timeout: a watch may see no change for hours; stop() ends
+        # the read by closing the socket.
+        conn, resp = self._sb._t.open_stream("GET", self._p("/watch"), query=q,
+                                             read_timeout=None)
         h = WatchHandle(conn, resp)
         first = h._next_raw()
         if first is None or first.get("type") != "start":
@@ -339,8 +342,9 @@ class Files:
 
 class WatchHandle:
     """A file watch: an iterator over event dicts; ``stop()`` ends it (the
-    iteration then ends). A broken stream also ends it (a watch cannot be
-    resumed without missing changes; ``broken`` is then True)."""
+    iteration then ends), and so does the end of the sandbox. A broken
+    stream also ends it (a watch cannot be resumed without missing changes;
+    ``broken`` is then True)."""
 
     def __init__(self, conn, resp):
         self._conn, self._resp = conn, resp
@@ -352,9 +356,12 @@ class WatchHandle:
     def _next_raw(self):
         try:
             return next(self._it)
-        except (_Broken, StopIteration):
-            if not self._stopped:
+        except _Broken as b:
+            # A clean end (the sandbox went) is not a break.
+            if not self._stopped and not b.clean:
                 self.broken = True
+            return None
+        except StopIteration:
             return None
 
     def __iter__(self):
