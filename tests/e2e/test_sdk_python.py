@@ -542,6 +542,8 @@ class SdkTest(AirlockTestCase):
             Sandbox.connect("sb-0000000000000000", **self.kw)
         self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
         self.assertTrue(cm.exception.message)
+        with self.assertRaises(airlock.NotFoundError):   # an id is one path segment
+            Sandbox.connect("../sandboxes", **self.kw)
         sb = self.create()
         with self.assertRaises(airlock.ConflictError) as cm:
             sb.resume()

@@ -123,7 +123,8 @@ class Sandbox:
         a suspended one restored (``POST .../connect``). 404
         :class:`~airlock.errors.NotFoundError` for an unknown id."""
         t = _transport(api_url, api_key, request_timeout, max_retries)
-        return cls(t.call("POST", f"/v1/sandboxes/{sandbox_id}/connect", retry=True), t)
+        sid = urllib.parse.quote(str(sandbox_id), safe="")   # one path segment, whatever it holds
+        return cls(t.call("POST", f"/v1/sandboxes/{sid}/connect", retry=True), t)
 
     @classmethod
     def list(cls, state=None, template=None, metadata=None, *, page_size=None, api_url=None,
