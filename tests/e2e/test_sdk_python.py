@@ -621,6 +621,51 @@ class SdkTest(AirlockTestCase):
         self.assertEqual(list(Sandbox.list(**kw)), [])
 
 
+class SdkKeepAliveTest(unittest.TestCase):
+    """The SDK's side alone, against a loopback server that answers with
+    keep-alive and then closes the connection while it is idle (as the api
+    does after 120 s): the next request, a POST that is never retried, goes
+    out once, on a fresh connection, and succeeds."""
+
+    def test_closed_idle_connection_is_not_reused(self):
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(8)
+        seen = []
+
+        def serve():
+            for _ in range(2):
+                c, _ = lsock.accept()
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += c.recv(65536)
+                head, _, rest = data.partition(b"\r\n\r\n")
+                n = int([l.split(b":")[1] for l in head.split(b"\r\n")
+                         if l.lower().startswith(b"content-length:")][0]) \
+                    if b"content-length" in head.lower() else 0
+                while len(rest) < n:
+                    rest += c.recv(65536)
+                seen.append(head.split(b"\r\n")[0].decode())
+                body = b'{"id":"sb-1","state":"running"}'
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                time.sleep(0.1)
+                c.close()   # idle keep-alive connection closed by the server
+        th = threading.Thread(target=serve, daemon=True)
+        th.start()
+        try:
+            t = airlock.Transport(api_url=f"http://127.0.0.1:{lsock.getsockname()[1]}",
+                                  api_key="k", max_retries=0)
+            sb = Sandbox(t.call("GET", "/v1/sandboxes/sb-1"), t)
+            time.sleep(0.5)
+            self.assertEqual(sb.pause().state, "running")   # POST, retry=False
+            th.join(5)
+            self.assertEqual(seen, ["GET /v1/sandboxes/sb-1 HTTP/1.1",
+                                    "POST /v1/sandboxes/sb-1/pause HTTP/1.1"])
+        finally:
+            lsock.close()
+
+
 class SdkRateLimitTest(AirlockTestCase):
     """429 on an instance whose keys get 1 request/s (burst 2)."""
     extra_args = ("--set", "rate_per_s=1", "--set", "rate_burst=2")

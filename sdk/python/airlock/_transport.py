@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import random
+import select
 import socket
 import ssl
 import threading
@@ -102,6 +103,19 @@ class _Slot:
     def close(self):
         self.conn.close()
 
+    def dropped(self):
+        """Has the server closed it (or sent bytes nobody asked for)? An
+        idle keep-alive socket that polls readable is one not to reuse: a
+        request sent on it would fail without our knowing whether the
+        server saw it."""
+        sock = self.conn.sock
+        if sock is None:
+            return True
+        try:
+            return bool(select.select([sock], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+
     def __del__(self):
         self.conn.close()
 
@@ -144,7 +158,7 @@ class Transport:
     def _pooled(self, timeout):
         loc = self._local
         slot = getattr(loc, "slot", None)
-        if slot is not None and time.monotonic() - slot.used > _POOL_IDLE_S:
+        if slot is not None and (time.monotonic() - slot.used > _POOL_IDLE_S or slot.dropped()):
             slot.close()
             slot = None
         if slot is None:
@@ -221,14 +235,14 @@ class Transport:
                 reused = self._local.reused
                 self._drop_pooled()
                 err = self._conn_error(e)
-                # A keep-alive connection the server had already closed
-                # fails before anything was read: the request did not get
-                # through, so one more go on a fresh connection is safe.
-                stale = reused and isinstance(e, (http.client.RemoteDisconnected,
-                                                  BrokenPipeError, ConnectionResetError))
+                # Refused: nothing reached the server, any request may go
+                # again. Otherwise only one that may be repeated (a reused
+                # connection was checked for a close before the send, see
+                # _Slot.dropped, so this is a real failure, not a stale one).
                 refused = isinstance(e, ConnectionRefusedError)
-                if (retry or refused or (stale and attempt == 0)) and attempt < self.max_retries:
-                    if not (stale and attempt == 0):
+                if (retry or refused) and attempt < self.max_retries:
+                    # a reused connection that broke: at once on a fresh one
+                    if not (reused and attempt == 0):
                         self._sleep_backoff(attempt)
                     attempt += 1
                     continue
