@@ -1,0 +1,17 @@
+#!/bin/sh
+# sdk/typescript/setup.sh - install the TypeScript SDK's dev tooling
+# (typescript, @types/node) into sdk/typescript/node_modules exactly as
+# package-lock.json pins it (npm ci, from npm's configured registry), then
+# compile src/ to dist/ (ESM + .d.ts). The SDK itself has no runtime
+# dependencies. `make npm-deps` runs it; scripts/setup-deps.sh installs node
+# and npm. Skips npm ci when node_modules is newer than the lockfile.
+set -eu
+cd "$(dirname "$0")"
+if ! command -v npm >/dev/null 2>&1; then
+	echo "sdk/typescript/setup.sh: npm is missing (scripts/setup-deps.sh installs it)" >&2
+	exit 1
+fi
+if ! [ -f node_modules/.package-lock.json ] || ! [ node_modules/.package-lock.json -nt package-lock.json ]; then
+	npm ci --no-audit --no-fund --loglevel=error
+fi
+npm run --silent build
