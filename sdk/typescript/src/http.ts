@@ -170,28 +170,37 @@ export class HttpClient {
   }
 
   /** JSON answer (or undefined for 204). */
-  async json<T>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
-    const r = await this.open(method, path, opts);
-    try {
-      if (r.response.status === 204) return undefined as T;
-      const text = await r.response.text();
+  json<T>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
+    return this.whole(method, path, opts, async (res) => {
+      if (res.status === 204) return undefined as T;
+      const text = await res.text();
       return (text ? JSON.parse(text) : undefined) as T;
-    } catch (e) {
-      throw this.readError(e, r.signal);
-    } finally {
-      r.close();
-    }
+    });
   }
 
   /** The answer's bytes. */
-  async bytes(method: string, path: string, opts: RequestOptions = {}): Promise<Uint8Array> {
-    const r = await this.open(method, path, opts);
-    try {
-      return new Uint8Array(await r.response.arrayBuffer());
-    } catch (e) {
-      throw this.readError(e, r.signal);
-    } finally {
-      r.close();
+  bytes(method: string, path: string, opts: RequestOptions = {}): Promise<Uint8Array> {
+    return this.whole(method, path, opts, async (res) => new Uint8Array(await res.arrayBuffer()));
+  }
+
+  /**
+   * A request whose answer is read whole. An answer that breaks off in its
+   * body is asked for again when the request is idempotent, like one that
+   * never came.
+   */
+  private async whole<T>(method: string, path: string, opts: RequestOptions, read: (res: Response) => Promise<T>): Promise<T> {
+    const idempotent = opts.idempotent ?? (method === "GET" || method === "PUT" || method === "DELETE");
+    for (let attempt = 0; ; attempt++) {
+      const r = await this.open(method, path, opts);
+      try {
+        return await read(r.response);
+      } catch (e) {
+        const err = this.readError(e, r.signal);
+        if (!(err instanceof ConnectionError) || !idempotent || attempt >= this.maxRetries) throw err;
+      } finally {
+        r.close();
+      }
+      await sleep(backoffMs(attempt), opts.signal);
     }
   }
 
