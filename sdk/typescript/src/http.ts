@@ -48,6 +48,10 @@ export interface RequestOptions extends CallOptions {
 const DEFAULT_URL = "http://127.0.0.1:7070";
 const RETRY_BASE_MS = 250;
 const RETRY_MAX_MS = 8000;
+/** The longest Retry-After the SDK waits out by itself; past it the error is the caller's. */
+const RETRY_AFTER_MAX_S = 60;
+/** The longest NDJSON line taken from a server (a file watch or exec line is far shorter). */
+const MAX_LINE = 16 << 20;
 
 function envVar(name: string): string | undefined {
   const v = typeof process !== "undefined" ? process.env[name] : undefined;
@@ -268,7 +272,8 @@ export class HttpClient {
       // 429 and 503 `busy` come before the request did anything.
       const refused = err.status === 429 || (err.status === 503 && err.code === "busy");
       const transient = err.status === 502 || err.status === 503 || err.status === 504;
-      if (attempt < this.maxRetries && (refused || (idempotent && transient))) {
+      const tooLong = retryAfter !== undefined && retryAfter > RETRY_AFTER_MAX_S;
+      if (attempt < this.maxRetries && !tooLong && (refused || (idempotent && transient))) {
         const wait = retryAfter !== undefined ? retryAfter * 1000 : backoffMs(attempt);
         await sleep(wait, opts.signal);
         continue;
@@ -330,6 +335,9 @@ export async function* ndjson<T = Record<string, unknown>>(r: OpenResponse, http
       }
       if (chunk.done || !chunk.value) break;
       pending += decoder.decode(chunk.value, { stream: true });
+      if (pending.length > MAX_LINE && pending.indexOf("\n") < 0) {
+        throw new ConnectionError(`a stream line over ${MAX_LINE} bytes`);
+      }
       let nl: number;
       while ((nl = pending.indexOf("\n")) >= 0) {
         const line = pending.slice(0, nl).trim();

@@ -5,7 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 
 import { Sandbox, CommandHandle, AbortError, NotFoundError } from "../dist/index.js";
-import { sbOpts, cuttingProxy, API_KEY } from "./helpers.mjs";
+import { sbOpts, cuttingProxy, API_KEY, API_URL } from "./helpers.mjs";
 
 let sb;
 before(async () => {
@@ -192,4 +192,17 @@ test("pty: output, input, resize, kill, wait", async () => {
   const t2 = await sb.pty.create({ cmd: ["/bin/sh"] });
   await t2.sendInput("exit 7\n");
   assert.equal((await t2.wait()).exitCode, 7);
+});
+
+test("the output route replays each stream from its own offset (what reconnects use)", async () => {
+  const r = await sb.commands.run("printf 0123456789; printf abcdefghij >&2");
+  const url = `${API_URL}/v1/sandboxes/${sb.sandboxId}/processes/${r.pid}/output?offset=4&stderr_offset=7&follow=0`;
+  const res = await fetch(url, { headers: { Authorization: `Bearer ${API_KEY}` } });
+  assert.equal(res.status, 200);
+  const lines = (await res.text()).trim().split("\n").map((l) => JSON.parse(l));
+  const data = (t) => lines.filter((l) => l.type === t).map((l) => Buffer.from(l.data, "base64").toString()).join("");
+  assert.equal(data("stdout"), "456789");
+  assert.equal(data("stderr"), "hij");
+  assert.equal(lines.find((l) => l.type === "stderr").offset, 7);
+  assert.equal(lines.at(-1).type, "exit");
 });
