@@ -238,7 +238,9 @@ export class HttpClient {
       const dl = new Deadline(opts.signal, timeoutMs);
       let res: Response;
       try {
-        res = await fetch(url, { method, headers, body, signal: dl.signal });
+        // No redirects: the API answers none, and following one would send
+        // the key's request (and body) somewhere the caller did not name.
+        res = await fetch(url, { method, headers, body, signal: dl.signal, redirect: "manual" });
       } catch (e) {
         dl.done();
         if (opts.signal?.aborted) throw abortError(opts.signal);

@@ -123,7 +123,8 @@ test("client-side timeout is TimeoutError; no server is ConnectionError", async 
 test("list pages through 250 sandboxes, each once, oldest first", async () => {
   const { key } = await newTenant("pages");
   const ids = await pool(8, Array.from({ length: 250 }), async () => {
-    const s = await Sandbox.create(sbOpts({ apiKey: key, limits: { memory_mb: 32 }, metadata: { batch: "p250" } }));
+    // the node's default backend (ns): paging is the api's, whatever the backend
+    const s = await Sandbox.create(sbOpts({ apiKey: key, backend: undefined, limits: { memory_mb: 32 }, metadata: { batch: "p250" } }));
     return s.sandboxId;
   });
   try {

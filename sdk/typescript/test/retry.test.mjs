@@ -96,3 +96,17 @@ test("a POST that is not idempotent is not repeated after a lost answer or a 502
     await s.close();
   }
 });
+
+test("a redirect is not followed (the key never goes elsewhere)", async () => {
+  const other = await scripted([{ status: 200, body: SB }]);
+  const s = await scripted([{ status: 302, headers: { Location: `${other.url}/v1/sandboxes/sb-1` } }]);
+  try {
+    const e = await Sandbox.getInfo("sb-1", { apiUrl: s.url, apiKey: "k" }).catch((x) => x);
+    assert.ok(e instanceof Error && !(e.id === "sb-1"), String(e));
+    assert.equal(e.status, 302);
+    assert.equal(other.seen.length, 0, "the redirect target got nothing");
+  } finally {
+    await s.close();
+    await other.close();
+  }
+});
