@@ -12,9 +12,10 @@ if (!API_URL || !API_KEY) {
   throw new Error("AIRLOCK_API_URL and AIRLOCK_API_KEY must name a running Airlock (tests/e2e/test_sdk_typescript.py)");
 }
 
-/** Small sandboxes: the host is small and shared. */
+/** Small sandboxes: the host is small and shared (a vm guest's kernel needs more). */
+export const MEMORY_MB = BACKEND === "vm" ? 256 : 64;
 export function sbOpts(extra = {}) {
-  return { template: TEMPLATE, backend: BACKEND, limits: { memory_mb: 64 }, ...extra };
+  return { template: TEMPLATE, backend: BACKEND, limits: { memory_mb: MEMORY_MB }, ...extra };
 }
 
 /** An admin call over plain fetch (tenants, keys, quotas are not SDK surface). */

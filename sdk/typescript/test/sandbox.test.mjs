@@ -6,7 +6,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 
 import { Sandbox, ConflictError } from "../dist/index.js";
-import { sbOpts, cuttingProxy, API_URL, API_KEY, BACKEND } from "./helpers.mjs";
+import { sbOpts, cuttingProxy, API_URL, API_KEY, BACKEND, MEMORY_MB } from "./helpers.mjs";
 
 const made = [];
 async function create(extra = {}) {
@@ -34,7 +34,7 @@ test("create: the body's fields reach the sandbox", async () => {
   assert.equal(sb.info.template, sbOpts().template);
   assert.equal(sb.info.timeout_s, 3600);
   assert.deepEqual(sb.info.metadata, { suite: "sandbox", run: String(process.pid) });
-  assert.equal(sb.info.limits.memory_mb, 64);
+  assert.equal(sb.info.limits.memory_mb, MEMORY_MB);
   const r = await sb.commands.run('echo "$FROM_CREATE"');
   assert.equal(r.stdout, "yes\n");
   // timeout in seconds, as the Python SDK spells it
