@@ -1,6 +1,6 @@
 """The TypeScript SDK (sdk/typescript) against a real `airlockd up` (ns, or
-vm with AIRLOCK_E2E_BACKEND=vm): builds the SDK when its dist/ is missing
-(sdk/typescript/setup.sh: npm ci as the lockfile pins it, then tsc) and runs
+vm with AIRLOCK_E2E_BACKEND=vm): builds the SDK first (sdk/typescript/setup.sh:
+npm ci as the lockfile pins it unless node_modules is current, then tsc) and runs
 its `node --test` suites (sdk/typescript/test/*.test.mjs) with the instance's
 URL and keys in the environment; fails when any node test fails.
 
@@ -32,12 +32,12 @@ class TypeScriptSdkTest(AirlockTestCase):
     @classmethod
     def setUpClass(cls):
         # Build before the server starts: npm and tsc are slow on a busy box.
-        if not os.path.exists(os.path.join(SDK, "dist", "index.js")):
-            r = subprocess.run(["sh", os.path.join(SDK, "setup.sh")], capture_output=True,
-                               text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"sdk/typescript/setup.sh exited {r.returncode}:\n"
-                                   f"{r.stdout}\n{r.stderr}")
+        # Always: a dist/ older than src/ would test old code (setup.sh skips
+        # npm ci when node_modules is up to date; tsc takes seconds).
+        r = subprocess.run(["sh", os.path.join(SDK, "setup.sh")], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"sdk/typescript/setup.sh exited {r.returncode}:\n"
+                               f"{r.stdout}\n{r.stderr}")
         super().setUpClass()
 
     def test_node_suites(self):

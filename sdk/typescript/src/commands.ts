@@ -136,7 +136,8 @@ export class CommandHandle implements AsyncIterable<OutputChunk> {
   private readonly chunks: OutputChunk[] = [];
   private readonly offsets = { stdout: 0, stderr: 0 };
   private readonly decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
-  private readonly texts = { stdout: [] as string[], stderr: [] as string[] };
+  /** Text the decoders held back until the end (a cut-off UTF-8 sequence). */
+  private readonly tails = { stdout: "", stderr: "" };
   private waiters: Array<() => void> = [];
   private ended = false;
   private failure?: AirlockError;
@@ -173,12 +174,19 @@ export class CommandHandle implements AsyncIterable<OutputChunk> {
 
   /** Everything written on stdout so far. */
   get stdout(): string {
-    return this.texts.stdout.join("");
+    return this.text("stdout");
   }
 
   /** Everything written on stderr so far. */
   get stderr(): string {
-    return this.texts.stderr.join("");
+    return this.text("stderr");
+  }
+
+  /** One stream's text, from the chunks (kept once, for iteration too). */
+  private text(s: "stdout" | "stderr"): string {
+    let t = "";
+    for (const c of this.chunks) if (c.stream === s) t += c.text;
+    return t + this.tails[s];
   }
 
   /** Wait for the process to end; its whole output and exit status. */
@@ -259,7 +267,6 @@ export class CommandHandle implements AsyncIterable<OutputChunk> {
         else if (ev.offset > have) this.dropped += ev.offset - have;
         this.offsets[s] = end;
         const text = this.decoders[s].decode(bytes, { stream: true });
-        this.texts[s].push(text);
         this.chunks.push({ stream: s, data: bytes, text });
         if (s === "stdout") {
           this.cb.onData?.(bytes);
@@ -328,7 +335,7 @@ export class CommandHandle implements AsyncIterable<OutputChunk> {
       for (const s of ["stdout", "stderr"] as const) {
         const tail = this.decoders[s].decode();
         if (tail) {
-          this.texts[s].push(tail);
+          this.tails[s] = tail;
           if (s === "stdout") this.cb.onStdout?.(tail);
           else this.cb.onStderr?.(tail);
         }
