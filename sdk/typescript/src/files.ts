@@ -1,5 +1,5 @@
 /** `sb.files`: the sandbox's filesystem. */
-import { AbortError, NotFoundError } from "./errors.js";
+import { AbortError, ConnectionError, NotFoundError } from "./errors.js";
 import { CallOptions, abortError, ndjson } from "./http.js";
 import type { SandboxRef } from "./commands.js";
 import type { FileEntry, FileInfo, WatchEvent } from "./types.js";
@@ -158,18 +158,25 @@ export class Files {
       if (user.aborted) throw abortError(user);
       user.addEventListener("abort", onAbort, { once: true });
     }
-    const r = await this.ref.http.open("GET", this.path("/watch"), {
-      query: { path, recursive: opts.recursive ?? true, max_queue: opts.maxQueue },
-      signal: ac.signal,
-    });
-    const gen = ndjson<WatchEvent>(r, this.ref.http);
-    // The `start` line says the guest's inotify watch is set.
-    const first = await gen.next();
-    if (first.done || first.value.type !== "start") {
-      await gen.return(undefined);
-      throw new AbortError("the watch ended before it started");
+    const detach = () => user?.removeEventListener("abort", onAbort);
+    let gen: AsyncGenerator<WatchEvent>;
+    try {
+      const r = await this.ref.http.open("GET", this.path("/watch"), {
+        query: { path, recursive: opts.recursive ?? true, max_queue: opts.maxQueue },
+        signal: ac.signal,
+      });
+      gen = ndjson<WatchEvent>(r, this.ref.http);
+      // The `start` line says the guest's inotify watch is set.
+      const first = await gen.next();
+      if (first.done || first.value.type !== "start") {
+        await gen.return(undefined);
+        throw new ConnectionError("the watch ended before it started");
+      }
+    } catch (e) {
+      detach();
+      throw e;
     }
-    ac.signal.addEventListener("abort", () => user?.removeEventListener("abort", onAbort), { once: true });
+    ac.signal.addEventListener("abort", detach, { once: true });
     return new WatchHandle(ac, gen, opts.onEvent);
   }
 }
