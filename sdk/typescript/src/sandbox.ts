@@ -178,7 +178,7 @@ export class Sandbox {
    * a lost answer gets the same sandbox, never a second one.
    */
   static async create(opts: SandboxOptions = {}): Promise<Sandbox> {
-    const http = new HttpClient({ requestTimeoutMs: 600_000, ...opts });
+    const http = new HttpClient(opts);
     const body: Record<string, unknown> = {};
     if (opts.template !== undefined) body.template = opts.template;
     if (opts.backend !== undefined) body.backend = opts.backend;

@@ -68,6 +68,8 @@ test("create: every try carries the same Idempotency-Key; 503 busy and lost answ
     assert.ok(keys[0] && keys[0].length >= 16);
     assert.deepEqual(keys, [keys[0], keys[0], keys[0]]);
     assert.deepEqual(JSON.parse(s.seen[0].body), { template: "t" });
+    // the create's long timeout (600 s) is its own, not the sandbox's
+    assert.equal(sb.http.requestTimeoutMs, 60_000);
     // another call, another key
     const s2 = await Sandbox.create({ apiUrl: s.url, apiKey: "k" });
     assert.equal(s2.sandboxId, "sb-1");
