@@ -12,9 +12,11 @@ all: build
 deps:
 	@sh scripts/setup-deps.sh
 
-# The s3 tests' npm packages (s3rver, the AWS client), as the lockfile pins them.
+# The s3 tests' npm packages (s3rver, the AWS client), as the lockfile pins them;
+# the TypeScript SDK's dev tooling (typescript), and its build (sdk/typescript/dist).
 npm-deps: deps
 	@sh tests/s3/setup.sh
+	@sh sdk/typescript/setup.sh
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
