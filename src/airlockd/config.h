@@ -17,6 +17,7 @@ struct airlockd_config {
 	char node_name[65];        /* this node in the shared database (default: the hostname) */
 	char listen[128];          /* api listen address */
 	char user[64];             /* unprivileged user for node and api */
+	char gateway_user[64];     /* the gateway's own user; "" = user + "-gw" */
 	uint64_t pool_size_mb;     /* size of DATA/pool.img when DATA is not on btrfs */
 	char default_backend[16];
 	char default_template[65];

@@ -8,6 +8,7 @@
  * re-adopts its sandboxes), and SIGTERM/SIGINT stops api, node, nodemgr in
  * that order and unmounts the pool if we mounted it. */
 #include <arpa/inet.h>
+#include <openssl/crypto.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -34,6 +35,7 @@
 #include "../lib/http.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
+#include "../lib/secmem.h"
 #include "../lib/util.h"
 #include "../node/node.h"
 #include "../nodemgr/nodemgr.h"
@@ -172,8 +174,20 @@ static int ensure_user(const char *name, err_t *err)
 /* The `up` process, when this one is a role it spawned; 0 otherwise. */
 static pid_t supervisor_pid;
 
-/* Drop root for good: supplementary groups, gid, uid, and no way back. */
-static int drop_privileges(const char *user, err_t *err)
+/* The gateway's user: its own, so that the api and the node (cfg->user),
+ * which face clients and sandboxes, can neither read its memory nor its
+ * keys. In cfg->user's group as well, for the database and the sockets. */
+static const char *gateway_user(const struct airlockd_config *cfg, char buf[64])
+{
+	if (cfg->gateway_user[0])
+		return cfg->gateway_user;
+	snprintf(buf, 64, "%.60s-gw", cfg->user);
+	return buf;
+}
+
+/* Drop root for good: supplementary groups (only extra_group, when not
+ * (gid_t)-1), gid, uid, and no way back. */
+static int drop_privileges(const char *user, gid_t extra_group, err_t *err)
 {
 	uid_t uid = 0;
 	gid_t gid = 0;
@@ -184,7 +198,8 @@ static int drop_privileges(const char *user, err_t *err)
 	r = lookup_user(user, &uid, &gid, err);
 	if (r < 0)
 		return r;
-	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+	if (setgroups(extra_group == (gid_t)-1 ? 0 : 1, &extra_group) < 0 ||
+	    setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
 		return err_sys(err, "drop privileges to %s", user);
 	if (setuid(0) == 0)
 		return err_set(err, EPERM, "could regain root after dropping privileges");
@@ -328,20 +343,38 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *ca_key = data_path(cfg, "keys/ca.key");
 	_cleanup_free_ char *ca_crt = data_path(cfg, "ca.crt");
 	struct net_settings net;
-	struct seal_key key;
+	struct seal_key *key = NULL;
 	struct ca *ca;
+	char gwbuf[64];
+	uid_t uid;
+	gid_t shared_gid = (gid_t)-1;
 	int r = net_settings(cfg, &net, err);
 
 	if (r < 0)
 		return r;
+	if (getuid() == 0 && (r = lookup_user(cfg->user, &uid, &shared_gid, err)) < 0)
+		return r;
+	/* Private keys live in locked memory left out of core dumps: OpenSSL's
+	 * secure heap for the CA's key (and the X25519 keys the vault derives),
+	 * a page of our own for the vault's. */
+	if (!CRYPTO_secure_malloc_initialized() && !CRYPTO_secure_malloc_init(64 << 10, 32))
+		log_warn("gateway: no OpenSSL secure heap; keys are in ordinary memory");
+	key = secmem_alloc(sizeof(*key));
 	/* The vault's private key and the CA's key are root's files: read them
 	 * now, then drop (binding needs no root either: ports > 1024). */
-	if ((r = seal_key_load_private(&key, vault_key, err)) < 0)
-		return r;
-	if (!(ca = ca_load(ca_key, ca_crt, err)))
-		return -err->code;
-	if ((r = drop_privileges(cfg->user, err)) < 0)
-		return r;
+	if ((r = seal_key_load_private(key, vault_key, err)) < 0)
+		goto out;
+	if (!(ca = ca_load(ca_key, ca_crt, err))) {
+		r = -err->code;
+		goto out;
+	}
+	if ((r = drop_privileges(gateway_user(cfg, gwbuf), shared_gid, err)) < 0) {
+		ca_free(ca);
+		goto out;
+	}
+	/* Not dumpable: no core file, and /proc/<pid>/mem and ptrace closed
+	 * even to a process of the same uid. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	struct gateway_config gc = {
 		.admin_sock = admin,
 		.proxy_port = net.proxy_port,
@@ -351,14 +384,15 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 		.hosts = cfg->gateway_hosts,
 		.node_sock = node,
 		.db_path = db,
-		.vault_key = &key,
+		.vault_key = key,
 		.ca = ca,
 		.upstream_ca = cfg->gateway_upstream_ca[0] ? cfg->gateway_upstream_ca : NULL,
 		.max_conns = cfg->gateway_max_conns,
 	};
 	r = gateway_run(&gc, err);
-	explicit_bzero(&key, sizeof(key));
 	ca_free(ca);
+out:
+	secmem_free(key, sizeof(*key));
 	return r;
 }
 
@@ -374,7 +408,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *objects = data_path(cfg, "objects");
 	_cleanup_free_ char *store = cfg->object_store[0] ? xstrdup(cfg->object_store)
 							  : xasprintf("file://%s", objects);
-	int r = drop_privileges(cfg->user, err);
+	int r = drop_privileges(cfg->user, (gid_t)-1, err);
 
 	if (r < 0)
 		return r;
@@ -421,7 +455,7 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *sock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *vault_pub = data_path(cfg, "vault.pub");
-	int r = drop_privileges(cfg->user, err);
+	int r = drop_privileges(cfg->user, (gid_t)-1, err);
 
 	if (r < 0)
 		return r;
@@ -638,17 +672,24 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 	/* staging/ holds artifacts of suspends and restores in transit (the
 	 * node's); objects/ is the default file:// object store, which only
 	 * the node talks to. */
-	static const char *const owned[] = { "run", "db", "staging", "objects" };
+	/* run/ and db/ are shared with the gateway, which runs as a user of
+	 * its own in this user's group: group-writable, and setgid so that
+	 * what either creates there (sockets, SQLite's -wal and -shm) keeps
+	 * the group. */
+	static const struct { const char *dir; mode_t mode; } owned[] = {
+		{ "run", 02770 }, { "db", 02770 }, { "staging", 0700 }, { "objects", 0700 },
+	};
 	for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
-		_cleanup_free_ char *p = data_path(cfg, owned[i]);
-		if (chown(p, uid, gid) < 0 || chmod(p, 0750) < 0)
+		_cleanup_free_ char *p = data_path(cfg, owned[i].dir);
+		if (chown(p, uid, gid) < 0 || chmod(p, owned[i].mode) < 0)
 			return err_sys(err, "chown %s", p);
 	}
-	/* An SQLite DB (and its WAL files) belong to the unprivileged user. */
+	/* An SQLite DB (and its WAL files) belong to the unprivileged user,
+	 * readable and writable by its group (the gateway). */
 	_cleanup_free_ char *db = db_sqlite_file(cfg);
 	if (db) {
-		_cleanup_close_ int fd = open(db, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (fd < 0 || fchown(fd, uid, gid) < 0)
+		_cleanup_close_ int fd = open(db, O_RDWR | O_CREAT | O_CLOEXEC, 0660);
+		if (fd < 0 || fchown(fd, uid, gid) < 0 || fchmod(fd, 0660) < 0)
 			return err_sys(err, "prepare %s", db);
 	}
 	/* The credential vault's key pair: the private half stays root's
@@ -700,7 +741,7 @@ static int bootstrap(const struct airlockd_config *cfg, err_t *err)
 		return err_wrap(err, "bootstrap");
 	for (size_t i = 0; file && i < ARRAY_SIZE(suffixes); i++) {
 		_cleanup_free_ char *p = xasprintf("%s%s", file, suffixes[i]);
-		if (chown(p, uid, gid) < 0 && errno != ENOENT)
+		if ((chown(p, uid, gid) < 0 || chmod(p, 0660) < 0) && errno != ENOENT)
 			return err_sys(err, "chown %s", p);
 	}
 	return 0;
@@ -851,6 +892,10 @@ int airlockd_up(const struct airlockd_config *cfg, err_t *err)
 	if (getuid() != 0)
 		return err_set(err, EPERM, "`airlockd up` must run as root (it starts the node manager)");
 	r = ensure_user(cfg->user, err);
+	if (r == 0 && cfg->network) {
+		char gwbuf[64];
+		r = ensure_user(gateway_user(cfg, gwbuf), err);
+	}
 	if (r < 0)
 		return r;
 	r = prepare_data_dir(cfg, &pool_mounted, err);

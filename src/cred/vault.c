@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../lib/secmem.h"
+
 static int local_put(struct vault *v, const char *ref, const void *secret, size_t n, err_t *err)
 {
 	_cleanup_free_ char *b64 = NULL;
@@ -57,8 +59,7 @@ static int local_del(struct vault *v, const char *ref, err_t *err)
 
 static void local_close(struct vault *v)
 {
-	explicit_bzero(&v->key, sizeof(v->key));
-	free(v);
+	secmem_free(v, sizeof(*v));  /* wipes the key */
 }
 
 static const struct vault_ops local_ops = {
@@ -67,7 +68,8 @@ static const struct vault_ops local_ops = {
 
 struct vault *vault_local_open(struct db *db, const struct seal_key *key)
 {
-	struct vault *v = xcalloc(1, sizeof(*v));
+	/* Locked, out of core dumps: it may hold the private key. */
+	struct vault *v = secmem_alloc(sizeof(*v));
 
 	v->ops = &local_ops;
 	v->db = db;
