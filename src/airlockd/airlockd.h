@@ -14,11 +14,6 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err);
 int airlockd_gateway(const struct airlockd_config *cfg, err_t *err);
 int airlockd_api(const struct airlockd_config *cfg, err_t *err);
 
-/* A file shipped beside the binaries ("airlock-guest", "scripts", "vm"):
- * PREFIX/lib/airlock/NAME when installed, else where a build tree has it;
- * found from this executable's path (paths.c). Caller owns the result. */
-char *airlock_resource(const char *name);
-
 /* Paths under the data directory; caller owns the result. */
 char *data_path(const struct airlockd_config *cfg, const char *rel);
 

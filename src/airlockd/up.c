@@ -35,6 +35,7 @@
 #include "../lib/http.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
+#include "../lib/resource.h"
 #include "../lib/secmem.h"
 #include "../lib/util.h"
 #include "../node/node.h"

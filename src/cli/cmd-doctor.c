@@ -12,26 +12,10 @@
 #include <unistd.h>
 
 #include "../doctor/doctor.h"
+#include "../lib/resource.h"
 #include "cli.h"
 
 #define DEFAULT_DATA_DIR "/var/lib/airlock"
-
-/* <dir of this binary>/../vm: where a build tree keeps the guest kernel
- * (airlockd's vm_dir default is the same). Caller owns. */
-static char *default_vm_dir(void)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	char *slash;
-
-	if (n <= 0)
-		return xstrdup("vm");
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (slash)
-		*slash = '\0';
-	return xasprintf("%s/../vm", exe);
-}
 
 static void print_report(const json *rep)
 {
@@ -79,7 +63,7 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		CLI_COMMON_OPTS,
 		{ 0 },
 	};
-	_cleanup_free_ char *vm_dir_default = default_vm_dir();
+	_cleanup_free_ char *vm_dir_default = airlock_resource("vm");
 	struct doctor_opts o = { .data_dir = DEFAULT_DATA_DIR, .vm_dir = vm_dir_default,
 				 .vm_accel = "auto", .default_backend = "ns" };
 	_cleanup_free_ char *raw = NULL;

@@ -1,4 +1,4 @@
-/* paths.c - where the files that ship beside the binaries are.
+/* resource.c - where the files that ship beside the programs are.
  *
  * Found from this executable's own path, so that a build tree, an install
  * and a relocated install work alike and no build or source path is
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/util.h"
-#include "airlockd.h"
+#include "resource.h"
+#include "util.h"
 
 /* The directory of /proc/self/exe, or "." when it cannot be read. */
 static char *exe_dir(void)
