@@ -15,6 +15,7 @@ deps:
 # The s3 tests' npm packages (s3rver, the AWS client), as the lockfile pins them.
 npm-deps: deps
 	@sh tests/s3/setup.sh
+	@sh tests/e2b/setup.sh
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -177,6 +177,10 @@ struct api_route {
 };
 extern const struct api_route api_routes[];
 extern const size_t api_n_routes;
+/* Compatibility prefixes (routes.c): `airlockd routes` prints them after
+ * the table; they are not Airlock's API and not in docs/openapi.yaml. */
+extern const struct api_route api_compat_routes[];
+extern const size_t api_n_compat_routes;
 int api_route_check(const char *method, const char *path, char *allow, size_t allow_n);
 
 /* docs/openapi.yaml as built into the binary (<build>/gen/openapi-spec.c). */

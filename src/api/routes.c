@@ -78,6 +78,15 @@ const struct api_route api_routes[] = {
 };
 const size_t api_n_routes = ARRAY_SIZE(api_routes);
 
+/* Compatibility prefixes: other products' APIs, translated onto Airlock's
+ * own operations and documented apart (not in docs/openapi.yaml). Each
+ * serves every path under it itself (404/405 in that API's own error
+ * form). tests/e2e/test_openapi.py accepts exactly these beyond the spec. */
+const struct api_route api_compat_routes[] = {
+	{ "*", "/e2b/{path...}" },   /* docs/E2B.md, src/compat/e2b */
+};
+const size_t api_n_compat_routes = ARRAY_SIZE(api_compat_routes);
+
 /* Does path match pattern? Both start with '/'. */
 static bool pattern_match(const char *pat, const char *path)
 {
@@ -131,4 +140,6 @@ void api_routes_print(FILE *f)
 {
 	for (size_t i = 0; i < api_n_routes; i++)
 		fprintf(f, "%s %s\n", api_routes[i].method, api_routes[i].path);
+	for (size_t i = 0; i < api_n_compat_routes; i++)
+		fprintf(f, "%s %s\n", api_compat_routes[i].method, api_compat_routes[i].path);
 }
