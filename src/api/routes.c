@@ -48,6 +48,7 @@ const struct api_route api_routes[] = {
 	{ "POST", "/v1/sandboxes/{id}/suspend" },
 	{ "POST", "/v1/sandboxes/{id}/restore" },
 	{ "POST", "/v1/sandboxes/{id}/connect" },
+	{ "POST", "/v1/sandboxes/{id}/timeout" },
 	{ "GET", "/v1/sandboxes/{id}/snapshots" },
 	{ "POST", "/v1/sandboxes/{id}/snapshots" },
 	{ "DELETE", "/v1/sandboxes/{id}/snapshots/{snapshot}" },
