@@ -119,6 +119,20 @@ async function main() {
     assert.equal(ar.stdout, 'late\n')
     ok('commands.connect(pid) follows a running command to its end')
 
+    step = 'pty'
+    let screen = ''
+    const dec = new TextDecoder()
+    const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { screen += dec.decode(d) } })
+    assert.ok(term.pid > 0)
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo pty-$((1+2))\n'))
+    await until('the terminal to echo pty-3', () => screen.includes('pty-3'))
+    await sbx.pty.resize(term.pid, { cols: 100, rows: 30 })
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('stty size\n'))
+    await until('stty size to show 30 100', () => screen.includes('30 100'))
+    assert.equal(await sbx.pty.kill(term.pid), true)
+    await assert.rejects(term.wait())
+    ok('pty: create, sendInput, output through onData, resize (stty size 30 100), kill')
+
     step = 'files'
     assert.equal(await sbx.files.makeDir('/tmp/e2b/sub'), true)
     assert.equal(await sbx.files.makeDir('/tmp/e2b/sub'), false)
@@ -162,6 +176,12 @@ async function main() {
     await until('a watch event for new.txt', () => events.some((e) => e.name === 'new.txt' && (e.type === 'create' || e.type === 'write')))
     await sbx.files.remove('/tmp/e2b/new.txt')
     await until('a remove event for new.txt', () => events.some((e) => e.name === 'new.txt' && e.type === 'remove'))
+    await sbx.files.rename('/tmp/e2b/a.txt', '/tmp/e2b/a2.txt')
+    await until('rename events for a.txt', () => events.some((e) => e.name === 'a.txt' && e.type === 'rename') &&
+      events.some((e) => e.name === 'a2.txt' && e.type === 'create'))
+    await sbx.files.rename('/tmp/e2b/a2.txt', '/tmp/e2b/a.txt')
+    // the temporary file of Airlock's atomic write is not the client's business
+    assert.ok(!events.some((e) => e.name.includes('.airlock-tmp-')), JSON.stringify(events))
     await h.stop()
     ok(`files.watchDir: ${events.map((e) => `${e.type} ${e.name}`).join(', ')}`)
 

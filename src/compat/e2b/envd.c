@@ -275,6 +275,16 @@ static void fs_event(struct buf *msg, const char *name, const char *type)
 	jw_end(&w);
 }
 
+/* Airlock's own temporary file of an atomic write (guest agent:
+ * ".airlock-tmp-<hex>" beside the target, renamed over it): its events
+ * are ours, not the client's; the rename shows as the target's create. */
+static bool write_tmp(const char *path)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+
+	return path && !strncmp(slash ? slash + 1 : path, ".airlock-tmp-", 13);
+}
+
 /* One watch line -> WatchDirResponse messages, sent here. */
 static void watch_line(struct stream *s, const json *l)
 {
@@ -294,14 +304,14 @@ static void watch_line(struct stream *s, const json *l)
 	} else if (!strcmp(t, "rename") && path) {
 		/* envd (fsnotify) reports the old name renamed, the new created */
 		const char *from = json_get_str(l, "from");
-		if (from) {
+		if (from && !write_tmp(from)) {
 			fs_event(&msg, rel_name(s->root, from), "EVENT_TYPE_RENAME");
 			stream_send(s, 0, &msg);
 			buf_reset(&msg);
 		}
 		fs_event(&msg, rel_name(s->root, path), "EVENT_TYPE_CREATE");
 		stream_send(s, 0, &msg);
-	} else if (path) {
+	} else if (path && !write_tmp(path)) {
 		for (size_t i = 0; i < ARRAY_SIZE(types); i++)
 			if (!strcmp(t, types[i].ours)) {
 				fs_event(&msg, rel_name(s->root, path), types[i].theirs);
@@ -718,6 +728,26 @@ static void process_start(struct envd_ctx *x, const json *msg)
 	buf_free(&b);
 }
 
+/* Does process pid have a terminal (its output is then "pty" data)? */
+static bool process_has_pty(struct envd_ctx *x, int64_t pid)
+{
+	_cleanup_free_ char *target = xasprintf("/v1/sandboxes/%s/processes?limit=1000", x->id);
+	_cleanup_(json_freep) json *j = NULL;
+	struct http_resp r;
+	bool pty = false;
+
+	if (e2b_node(x->a, x->who->tenant, "GET", target, NULL, NULL, 0, &r) == 200)
+		j = json_parse(r.body.data, r.body.len, NULL);
+	http_resp_free(&r);
+	const json *ps = j ? json_get(j, "processes") : NULL;
+	for (size_t i = 0; ps && ps->type == JSON_ARR && i < ps->n; i++)
+		if (json_get_int(ps->items[i], "pid", 0, NULL) == pid) {
+			const json *p = json_get(ps->items[i], "pty");
+			pty = p && (p->type == JSON_OBJ || (p->type == JSON_BOOL && p->b));
+		}
+	return pty;
+}
+
 static void process_connect(struct envd_ctx *x, const json *msg)
 {
 	const json *sel = json_get(msg, "process");
@@ -735,6 +765,7 @@ static void process_connect(struct envd_ctx *x, const json *msg)
 	}
 	snprintf(pids, sizeof(pids), "%lld", (long long)pid);
 	s.root = pids;   /* on_head writes the start message with it */
+	s.pty = process_has_pty(x, pid);
 	_cleanup_free_ char *target = xasprintf("/v1/sandboxes/%s/processes/%s/output?offset=0"
 						"&follow=1", x->id, pids);
 	relay_stream(x, &s, "GET", target, NULL);
