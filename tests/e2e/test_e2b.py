@@ -139,6 +139,11 @@ class E2BTest(AirlockTestCase):
             self.assertEqual(json.loads(data)["code"], 400)
             st, data = raw(a, "GET", "/e2b/nope", {"X-API-KEY": self.key})
             self.assertEqual(st, 404)
+            # an id that would break the node's request line (decoded path)
+            st, data = raw(a, "GET", "/e2b/sandboxes/sb-x%20HTTP%2F1.1%0D%0AX-Airlock-Admin:%201",
+                           {"X-API-KEY": self.key})
+            self.assertEqual(st, 404)
+            self.assertEqual(json.loads(data)["code"], 404)
             # a path that walks is refused before anything
             self.assertEqual(raw(a, "GET", "/e2b/../v1/health")[0], 404)
         finally:

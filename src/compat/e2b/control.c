@@ -477,6 +477,13 @@ void e2b_control(struct api *a, struct http_req *req, struct http_conn *c,
 		goto not_found;
 	memcpy(id, p, n);
 	id[n] = '\0';
+	/* The path is percent-decoded: the id goes into the node's request
+	 * line, so only the characters of our ids pass. */
+	for (const char *s = id; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_')) {
+			e2b_error(c, 404, "no sandbox `%.64s`", id);
+			return;
+		}
 	op = p + n;
 	if (!*op && !strcmp(m, "GET"))
 		get(a, c, who, id);
