@@ -33,7 +33,6 @@
 #include "../lib/quota.h"
 #include "../lib/util.h"
 #include "api-internal.h"
-#include "../compat/e2b/e2b.h"
 
 #define DEFAULT_MAX_BODY (16u << 20)   /* file writes (PUT .../files) */
 #define MAX_JSON_BODY (1u << 20)       /* everything else: docs/API.md */
@@ -258,6 +257,7 @@ static bool admit(enum route rt, const struct http_req *req, struct http_conn *c
 static bool head_check(void *ctx, struct http_req *req, struct http_conn *c)
 {
 	struct api *a = ctx;
+	const struct api_compat *compat;
 	struct api_principal who;
 	enum route rt;
 	int h;
@@ -266,8 +266,8 @@ static bool head_check(void *ctx, struct http_req *req, struct http_conn *c)
 		return true;   /* nothing to hold: the handler checks it all */
 	if (req->target[0] == '/' && (h = api_host_routed_head(a, req, c)) >= 0)
 		return h == 1;
-	if (req->target[0] == '/' && path_clean(req->path) && e2b_path(req->path))
-		return e2b_head_check(a, req, c);
+	if (req->target[0] == '/' && path_clean(req->path) && (compat = api_compat_of(req->path)))
+		return compat->head(a, req, c);
 	rt = route_of(req->path);
 	if (rt == R_NONE || req->target[0] != '/') {
 		http_respond_error(c, 404, "not_found", "no such endpoint");
@@ -300,11 +300,15 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 	/* {port}-{id}.<ports_domain>: a sandbox's service, not the API. */
 	if (req->target[0] == '/' && api_host_routed(a, req, c))
 		return;
-	/* /e2b/...: the E2B-compatible API (src/compat/e2b), a declared
-	 * compatibility prefix of the route table (routes.c). */
-	if (req->target[0] == '/' && path_clean(req->path) && e2b_path(req->path)) {
-		e2b_handle(a, req, c);
-		return;
+	/* /e2b/...: a declared compatibility prefix (routes.c), another
+	 * product's API (src/compat), which authenticates by its own rules. */
+	if (req->target[0] == '/' && path_clean(req->path)) {
+		const struct api_compat *compat = api_compat_of(req->path);
+
+		if (compat) {
+			compat->handle(a, req, c);
+			return;
+		}
 	}
 	if (rt == R_NONE || req->target[0] != '/') {
 		http_respond_error(c, 404, "not_found", "no such endpoint");

@@ -23,13 +23,6 @@
 #define TOKEN_TTL_MS (30LL * 86400 * 1000)
 #define TOKENS_KEPT 16          /* per sandbox: each connect makes one */
 
-bool e2b_path(const char *path)
-{
-	size_t n = strlen(E2B_PREFIX);
-
-	return strncmp(path, E2B_PREFIX, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 void e2b_error(struct http_conn *c, int status, const char *fmt, ...)
 {
 	char msg[512];

@@ -12,12 +12,10 @@
 
 #define E2B_PREFIX "/e2b"
 
-/* Is path E2B_PREFIX or below it? */
-bool e2b_path(const char *path);
-/* The head hook's part: a request that announces a body is authenticated
- * before the body is read. true: go on; false: answered (401, 413). */
-bool e2b_head_check(struct api *a, struct http_req *req, struct http_conn *c);
-/* Serve a request under E2B_PREFIX (authentication included). */
-void e2b_handle(struct api *a, struct http_req *req, struct http_conn *c);
+/* The api calls e2b_head_check (a request that announces a body is
+ * authenticated before the body is read: true to go on, false when
+ * answered with 401 or 413) and e2b_handle (serve a request under
+ * E2B_PREFIX, authentication included); api-internal.h declares both, and
+ * routes.c's api_compat table names them. */
 
 #endif
