@@ -469,6 +469,9 @@ void e2b_control(struct api *a, struct http_req *req, struct http_conn *c,
 			e2b_error(c, 405, "method not allowed");
 		return;
 	}
+	if (!strncmp(p, "/templates", 10) || !strncmp(p, "/snapshots", 10) ||
+	    !strncmp(p, "/volumes", 8))
+		goto not_supported;
 	if (strncmp(p, "/sandboxes/", 11) != 0)
 		goto not_found;
 	p += 11;
@@ -498,8 +501,17 @@ void e2b_control(struct api *a, struct http_req *req, struct http_conn *c,
 	else if (!*op || !strcmp(op, "/pause") || !strcmp(op, "/connect") ||
 		 !strcmp(op, "/resume") || !strcmp(op, "/timeout"))
 		e2b_error(c, 405, "method not allowed");
+	else if (!strcmp(op, "/metrics") || !strcmp(op, "/snapshots") || !strcmp(op, "/fork") ||
+		 !strcmp(op, "/network") || !strcmp(op, "/refreshes"))
+		goto not_supported;
 	else
 		goto not_found;
+	return;
+not_supported:
+	/* E2B calls Airlock has no translation for: not a 404, which the SDK
+	 * reads as "sandbox not found". */
+	e2b_error(c, 501, "%s %s is not supported by Airlock's E2B API (docs/E2B.md); Airlock's "
+		  "own API may have it (docs/API.md)", m, rest);
 	return;
 not_found:
 	e2b_error(c, 404, "no such endpoint in Airlock's E2B API (docs/E2B.md): %s %s", m, rest);
