@@ -76,7 +76,9 @@ class E2BTest(AirlockTestCase):
             self.assertEqual(files(two["sandboxID"], one["envdAccessToken"]), 401)
             self.assertEqual(files(one["sandboxID"], self.key), 401)
             self.assertEqual(files(one["sandboxID"], None), 401)
-            self.assertEqual(files(one["sandboxID"], one["envdAccessToken"][:-1] + "0"), 401)
+            tok = one["envdAccessToken"]
+            self.assertEqual(files(one["sandboxID"], tok[:-1] + ("1" if tok[-1] == "0" else "0")),
+                             401)
             # the token is not an API key, on the control API nor on /v1
             self.assertEqual(raw(a, "GET", "/e2b/v2/sandboxes",
                                  {"X-API-KEY": one["envdAccessToken"]})[0], 401)
@@ -151,6 +153,36 @@ class E2BTest(AirlockTestCase):
             self.assertEqual(raw(a, "GET", "/e2b/../v1/health")[0], 404)
         finally:
             raw(a, "DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", {"X-API-KEY": self.key})
+
+    def test_4_set_timeout_ends_the_sandbox(self):
+        """setTimeout shortens the deadline: the node deletes the sandbox when
+        it passes (on_timeout delete), and a longer one keeps it."""
+        import time
+        a = self.server.addr
+        short, long_ = self.create(self.key), self.create(self.key)
+        try:
+            for sb, t in ((short, 2), (long_, 3600)):
+                st, data = raw(a, "POST", f"/e2b/sandboxes/{sb['sandboxID']}/timeout",
+                               {"X-API-KEY": self.key, "Content-Type": "application/json"},
+                               json.dumps({"timeout": t}))
+                self.assertEqual(st, 204, data)
+            st, sandbox = self.client.raw("GET", f"/v1/sandboxes/{long_['sandboxID']}")[:2]
+            self.assertEqual(st, 200)
+            self.assertGreaterEqual(json.loads(sandbox)["timeout_s"], 3600)
+            deadline = time.time() + 30
+            while raw(a, "GET", f"/e2b/sandboxes/{short['sandboxID']}",
+                      {"X-API-KEY": self.key})[0] != 404:
+                self.assertLess(time.time(), deadline, "the sandbox outlived its new timeout")
+                time.sleep(0.2)
+            self.assertEqual(raw(a, "GET", f"/e2b/sandboxes/{long_['sandboxID']}",
+                                 {"X-API-KEY": self.key})[0], 200)
+            st, data = raw(a, "POST", f"/e2b/sandboxes/{long_['sandboxID']}/timeout",
+                           {"X-API-KEY": self.key, "Content-Type": "application/json"},
+                           json.dumps({"timeout": -1}))
+            self.assertEqual(st, 400)
+        finally:
+            for sb in (short, long_):
+                raw(a, "DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", {"X-API-KEY": self.key})
 
 
 if __name__ == "__main__":
