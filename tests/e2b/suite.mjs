@@ -143,6 +143,11 @@ async function main() {
     const bytes = Uint8Array.from({ length: 256 }, (_, i) => i)
     await sbx.files.write('/tmp/e2b/bin', bytes)
     assert.deepEqual(await sbx.files.read('/tmp/e2b/bin', { format: 'bytes' }), bytes)
+    // a stream body: the SDK uploads it as application/octet-stream, chunked
+    const big = 'z'.repeat(300_000)
+    await sbx.files.write('/tmp/e2b/stream.txt', new Blob([big]).stream())
+    assert.equal(await sbx.files.read('/tmp/e2b/stream.txt'), big)
+    await sbx.files.remove('/tmp/e2b/stream.txt')
     const multi = await sbx.files.write([{ path: '/tmp/e2b/b.txt', data: 'beta' }, { path: '/tmp/e2b/sub/c.txt', data: 'gamma' }])
     assert.deepEqual(multi.map((f) => f.path), ['/tmp/e2b/b.txt', '/tmp/e2b/sub/c.txt'])
     assert.equal((await sbx.commands.run('cat /tmp/e2b/sub/c.txt')).stdout, 'gamma')
@@ -167,7 +172,7 @@ async function main() {
       assert.ok(e instanceof FileNotFoundError || e instanceof NotFoundError, `${e}`)
       return true
     })
-    ok('files: makeDir, write (text, bytes, several), read, list (depth 1 and 2), getInfo, exists, rename, remove, missing file')
+    ok('files: makeDir, write (text, bytes, a stream, several), read, list (depth 1 and 2), getInfo, exists, rename, remove, missing file')
 
     step = 'watch'
     const events = []
@@ -221,11 +226,17 @@ async function main() {
     step = 'pause + connect'
     assert.equal(await sbx.pause(), true)
     assert.equal((await sbx.getInfo()).state, 'paused')
+    const paused = await Sandbox.list({ query: { state: ['paused'] } }).nextItems()
+    assert.ok(paused.some((s) => s.sandboxId === sbx.sandboxId), JSON.stringify(paused))
+    const running = await Sandbox.list({ query: { state: ['running'] } }).nextItems()
+    assert.ok(!running.some((s) => s.sandboxId === sbx.sandboxId), JSON.stringify(running))
+    const both = await Sandbox.list({ query: { state: ['running', 'paused'] } }).nextItems()
+    assert.ok(both.some((s) => s.sandboxId === sbx.sandboxId), JSON.stringify(both))
     const same = await Sandbox.connect(sbx.sandboxId)
     assert.equal(same.sandboxId, sbx.sandboxId)
     assert.equal((await same.getInfo()).state, 'running')
     assert.equal((await same.commands.run('cat /tmp/e2b/a.txt')).stdout, 'alpha\n')
-    ok('pause, then Sandbox.connect resumes it and its files are there')
+    ok('pause (listed under state paused only), then Sandbox.connect resumes it and its files are there')
 
     step = 'kill'
     assert.equal(await Sandbox.kill(sbx.sandboxId), true)

@@ -268,13 +268,38 @@ static bool metadata_query(const char *q, struct buf *out)
 	return true;
 }
 
+/* Does the query ask for E2B state st? No state= at all: every state.
+ * The SDK repeats the parameter (state=running&state=paused); a comma
+ * list is taken too. */
+static bool state_wanted(const char *query, const char *st)
+{
+	bool any = false;
+
+	for (const char *p = query; p && *p;) {
+		size_t n = strcspn(p, "&");
+
+		if (n > 6 && !strncmp(p, "state=", 6)) {
+			any = true;
+			for (const char *v = p + 6; v < p + n;) {
+				size_t m = strcspn(v, ",&");
+				if (m > (size_t)(p + n - v))
+					m = (size_t)(p + n - v);
+				if (m == strlen(st) && !strncmp(v, st, m))
+					return true;
+				v += m + 1;
+			}
+		}
+		p += n + (p[n] == '&');
+	}
+	return !any;
+}
+
 static void list(struct api *a, struct http_req *req, struct http_conn *c,
 		 const struct api_principal *who)
 {
 	_cleanup_free_ char *limit = http_query_param(req, "limit");
 	_cleanup_free_ char *next = http_query_param(req, "nextToken");
 	_cleanup_free_ char *mdq = http_query_param(req, "metadata");
-	_cleanup_free_ char *state = http_query_param(req, "state");
 	_cleanup_(json_freep) json *j = NULL;
 	struct http_resp r;
 	struct buf target, b, extra;
@@ -316,8 +341,7 @@ static void list(struct api *a, struct http_req *req, struct http_conn *c,
 	jw_arr(&w);
 	for (size_t i = 0; i < arr->n; i++) {
 		const char *s = e2b_state(json_get_str(arr->items[i], "state"));
-		/* state=running,paused (comma list or the first of repeated ones) */
-		if (!s || (state && *state && !strstr(state, s)))
+		if (!s || !state_wanted(req->query, s))
 			continue;
 		write_sandbox(&w, arr->items[i], s);
 	}
