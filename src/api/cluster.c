@@ -411,6 +411,12 @@ static int route_existing(struct api *a, struct http_req *req, struct http_conn 
 	bool suspended = false;
 	err_t err = { 0 };
 	size_t n = strlen("/v1/sandboxes/") + strlen(id);
+	/* What follows the id in /v1/sandboxes/{id}...; NULL for another path
+	 * naming the sandbox (src/compat: /e2b/...), which has no such part. */
+	const char *rest = !strncmp(req->path, "/v1/sandboxes/", 14) &&
+				   !strncmp(req->path + 14, id, strlen(id))
+			   ? req->path + n
+			   : NULL;
 
 	if (db_query(a->db, &rows, &err,
 		     "SELECT node, observed, backend, template FROM sandboxes WHERE id=?", "s",
@@ -425,7 +431,7 @@ static int route_existing(struct api *a, struct http_req *req, struct http_conn 
 	db_rows_free(&rows);
 	if (!node[0])
 		return 0;
-	if (suspended && !strcmp(req->method, "POST") && !strcmp(req->path + n, "/restore") &&
+	if (suspended && !strcmp(req->method, "POST") && rest && !strcmp(rest, "/restore") &&
 	    req->body_len) {
 		json *b = json_parse(req->body, req->body_len, NULL);
 		const json *want = b ? json_get(b, "node") : NULL;
@@ -440,7 +446,7 @@ static int route_existing(struct api *a, struct http_req *req, struct http_conn 
 		}
 		return 1;
 	}
-	if (!node_up(a, node) && !strcmp(req->method, "GET") && !strcmp(req->path + n, "")) {
+	if (!node_up(a, node) && !strcmp(req->method, "GET") && rest && !strcmp(rest, "")) {
 		/* GET of a sandbox whose node is lost or down: the row's view */
 		struct buf b;
 		struct jw w;

@@ -234,6 +234,43 @@ static bool e2b_auth(struct api *a, struct http_req *req, struct http_conn *c,
 	return true;
 }
 
+/* The sandbox a control-API path names: /sandboxes/{id}[/...] or
+ * /v2/sandboxes/{id}/...; into id, false when none. */
+static bool control_sandbox(const char *path, char *id, size_t cap)
+{
+	const char *p = path + strlen(E2B_PREFIX);
+	size_t n;
+
+	if (!strncmp(p, "/v2/", 4))
+		p += 3;
+	if (strncmp(p, "/sandboxes/", 11) != 0)
+		return false;
+	p += 11;
+	n = strcspn(p, "/");
+	if (n == 0 || n >= cap)
+		return false;
+	memcpy(id, p, n);
+	id[n] = '\0';
+	return sandbox_id_ok(id);
+}
+
+/* A cluster: a request about a sandbox of another node goes, unchanged, to
+ * that node's api (api/cluster.c finds it; X-Airlock-Forwarded keeps it
+ * there), which checks the key or token itself against the same database.
+ * true when it has been relayed or answered. */
+static bool to_peer(struct api *a, struct http_req *req, struct http_conn *c,
+		    const struct api_principal *who, const char *id)
+{
+	char peer[200];
+	int r = api_cluster_peer(a, req, c, who, id, peer, sizeof(peer));
+
+	if (r == 0)
+		return false;
+	if (r > 0)
+		api_forward_raw(a, req, c, who, req->target, false, id);
+	return true;
+}
+
 bool e2b_head_check(struct api *a, struct http_req *req, struct http_conn *c)
 {
 	struct api_principal who;
@@ -260,6 +297,11 @@ void e2b_handle(struct api *a, struct http_req *req, struct http_conn *c)
 		e2b_error(c, 429, "too many requests; retry in %u s", retry);
 		return;
 	}
+	char id[65];
+	if (is_envd(req->path) ? to_peer(a, req, c, &who, http_req_header(req, "E2b-Sandbox-Id"))
+			       : control_sandbox(req->path, id, sizeof(id)) &&
+					 to_peer(a, req, c, &who, id))
+		return;
 	if (is_envd(req->path)) {
 		const char *rest = req->path + strlen(E2B_PREFIX "/envd");
 
