@@ -462,7 +462,8 @@ static bool call_user(const struct http_req *req, char *out, size_t cap)
 
 	buf_init(&dec);
 	if (h && !strncasecmp(h, "Basic ", 6) &&
-	    base64_decode(h + 6 + strspn(h + 6, " "), strlen(h + 6 + strspn(h + 6, " ")), &dec) == 0) {
+	    base64_decode(h + 6 + strspn(h + 6, " "), strlen(h + 6 + strspn(h + 6, " ")), &dec) == 0 &&
+	    dec.len) {
 		char *colon = memchr(dec.data, ':', dec.len);
 		if (colon)
 			*colon = '\0';
