@@ -1,4 +1,4 @@
-/* e2b.h - the E2B-compatible API, as the api (src/api/api.c) sees it.
+/* e2b.h - the E2B-compatible API (src/compat/e2b): its prefix and entry points.
  *
  * Everything under E2B_PREFIX is E2B's, not Airlock's: the control API
  * (E2B_API_URL = <api>/e2b) and envd, the in-sandbox API

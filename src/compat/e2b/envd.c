@@ -121,6 +121,7 @@ struct stream {
 	struct buf line;      /* a partial NDJSON line */
 	struct buf errbody;   /* the node's error answer */
 	const char *root;     /* WatchDir: the watched path */
+	const char *pid;      /* Connect: the pid, for the start message */
 };
 
 static int stream_send(struct stream *s, uint8_t flags, const struct buf *msg)
@@ -357,7 +358,7 @@ static int on_head(void *arg, const struct http_resp *head)
 		/* Connect: the SDK waits for a start message first */
 		struct buf msg;
 		buf_init(&msg);
-		buf_printf(&msg, "{\"event\":{\"start\":{\"pid\":%s}}}", (const char *)s->root);
+		buf_printf(&msg, "{\"event\":{\"start\":{\"pid\":%s}}}", s->pid);
 		stream_send(s, 0, &msg);
 		buf_free(&msg);
 	}
@@ -765,7 +766,7 @@ static void process_connect(struct envd_ctx *x, const json *msg)
 		return;
 	}
 	snprintf(pids, sizeof(pids), "%lld", (long long)pid);
-	s.root = pids;   /* on_head writes the start message with it */
+	s.pid = pids;   /* on_head writes the start message with it */
 	s.pty = process_has_pty(x, pid);
 	_cleanup_free_ char *target = xasprintf("/v1/sandboxes/%s/processes/%s/output?offset=0"
 						"&follow=1", x->id, pids);
