@@ -112,6 +112,10 @@ int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c,
  * there is one node, or the request came from another api. */
 bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 		      const struct api_principal *who);
+/* The api urls of the other up nodes, at most max (a list that fans out:
+ * src/compat); 0 outside a cluster or for a request another api sent. */
+size_t api_cluster_peer_urls(struct api *a, const struct http_req *req, char (*urls)[200],
+			     size_t max);
 /* Is ip the host of a node's url in the copy of the nodes table (an api
  * that forwards its clients' requests here)? Never waits for a query: for
  * the accept thread (api_max_conns_per_client does not apply to peers). */

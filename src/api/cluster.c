@@ -595,6 +595,24 @@ static json *list_of(struct api *a, struct http_req *req, const struct api_princ
 	return j;
 }
 
+size_t api_cluster_peer_urls(struct api *a, const struct http_req *req, char (*urls)[200],
+			     size_t max)
+{
+	size_t n = 0;
+
+	if (forwarded(req) || !a->cfg->node_name || !multi(a))
+		return 0;
+	pthread_mutex_lock(&a->cluster->mu);
+	for (size_t i = 0; i < a->cluster->n && n < max; i++) {
+		const struct cnode *cn = &a->cluster->v[i];
+
+		if (!is_self(a, cn->name) && !strcmp(cn->state, "up") && cn->url[0])
+			snprintf(urls[n++], 200, "%s", cn->url);
+	}
+	pthread_mutex_unlock(&a->cluster->mu);
+	return n;
+}
+
 bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 		      const struct api_principal *who)
 {

@@ -337,6 +337,17 @@ class ClusterTest(unittest.TestCase):
                              "nb")
             st, data = raw(self.a.addr, "GET", f"/e2b/sandboxes/{sid}", key)
             self.assertEqual((st, json.loads(data)["sandboxID"]), (200, sid))
+            # listed once through either api, beside one on na
+            st, data = raw(self.a.addr, "POST", "/e2b/v2/sandboxes", key,
+                           json.dumps({"templateID": "busybox"}))
+            self.assertEqual(st, 201, data)
+            on_a = json.loads(data)["sandboxID"]
+            for addr in (self.a.addr, self.b.addr):
+                st, data = raw(addr, "GET", "/e2b/v2/sandboxes", key)
+                self.assertEqual(st, 200)
+                self.assertEqual(sorted(x["sandboxID"] for x in json.loads(data)),
+                                 sorted([sid, on_a]))
+            self.assertEqual(raw(self.b.addr, "DELETE", f"/e2b/sandboxes/{on_a}", key)[0], 204)
             envd = {"E2b-Sandbox-Id": sid, "X-Access-Token": sb["envdAccessToken"]}
             body = (b"--XB\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/x\"\r\n"
                     b"\r\nacross\r\n--XB--\r\n")

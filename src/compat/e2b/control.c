@@ -294,6 +294,17 @@ static bool state_wanted(const char *query, const char *st)
 	return !any;
 }
 
+/* The sandboxes of arr in E2B's states the query asks for. */
+static void write_listed(struct jw *w, const struct http_req *req, const json *arr)
+{
+	for (size_t i = 0; i < arr->n; i++) {
+		const char *s = e2b_state(json_get_str(arr->items[i], "state"));
+
+		if (s && state_wanted(req->query, s))
+			write_sandbox(w, arr->items[i], s);
+	}
+}
+
 static void list(struct api *a, struct http_req *req, struct http_conn *c,
 		 const struct api_principal *who)
 {
@@ -323,8 +334,8 @@ static void list(struct api *a, struct http_req *req, struct http_conn *c,
 		return;
 	}
 	int st = e2b_node(a, who->tenant, "GET", target.data, NULL, NULL, 0, &r);
-	buf_free(&target);
 	if (st != 200) {
+		buf_free(&target);
 		node_error(c, st, &r);
 		http_resp_free(&r);
 		return;
@@ -333,21 +344,42 @@ static void list(struct api *a, struct http_req *req, struct http_conn *c,
 	http_resp_free(&r);
 	const json *arr = j ? json_get(j, "sandboxes") : NULL;
 	if (!arr || arr->type != JSON_ARR) {
+		buf_free(&target);
 		e2b_error(c, 500, "unexpected answer from the node");
 		return;
 	}
 	buf_init(&b);
 	jw_init(&w, &b);
 	jw_arr(&w);
-	for (size_t i = 0; i < arr->n; i++) {
-		const char *s = e2b_state(json_get_str(arr->items[i], "state"));
-		if (!s || !state_wanted(req->query, s))
-			continue;
-		write_sandbox(&w, arr->items[i], s);
+	write_listed(&w, req, arr);
+	/* A cluster: each other up node's own list, through its api with the
+	 * caller's key (X-Airlock-Forwarded: it answers for itself only). */
+	char urls[16][200];
+	size_t np = api_cluster_peer_urls(a, req, urls, ARRAY_SIZE(urls));
+	for (size_t i = 0; i < np; i++) {
+		_cleanup_free_ char *hdr = xasprintf("Authorization: Bearer %s\r\n"
+						     "X-Airlock-Forwarded: %s\r\n",
+						     http_req_header(req, "X-API-KEY"),
+						     a->cfg->node_name);
+		struct http_resp pr;
+		err_t err = { 0 };
+		memset(&pr, 0, sizeof(pr));
+		if (http_request(urls[i], "GET", target.data, hdr, NULL, 0, &pr, &err) == 0 &&
+		    pr.status == 200) {
+			_cleanup_(json_freep) json *pj = json_parse(pr.body.data, pr.body.len, NULL);
+			const json *pa = pj ? json_get(pj, "sandboxes") : NULL;
+			if (pa && pa->type == JSON_ARR)
+				write_listed(&w, req, pa);
+		} else {
+			log_warn("e2b list: %s: %s", urls[i], err.code ? err.msg : "not 200");
+		}
+		http_resp_free(&pr);
 	}
+	buf_free(&target);
 	jw_end(&w);
 	buf_init(&extra);
-	const char *nt = json_get_str(j, "next_token");
+	/* The node's cursor pages its own list only: no cursor for a merged one. */
+	const char *nt = np ? NULL : json_get_str(j, "next_token");
 	if (nt && strlen(nt) < 512 && !strpbrk(nt, "\r\n"))
 		buf_printf(&extra, "X-Next-Token: %s\r\n", nt);
 	http_respond(c, 200, "application/json", b.data, b.len, extra.len ? extra.data : NULL);
