@@ -14,6 +14,7 @@
 #include "node-internal.h"
 
 #define TIMEOUT_MAX_S 0xfffffffeLL
+#define TIMEOUT_REQ_MAX_S (10LL * 365 * 86400)   /* as create's timeout_s */
 
 /* Write timeout_s into the spec row. */
 static int store_timeout(struct node *n, struct sandbox *sb, uint32_t t, err_t *err)
@@ -66,9 +67,9 @@ void handle_sandbox_timeout(struct node *n, struct sandbox *sb, struct http_req 
 		return;
 	add = json_get_int(body, "timeout_s", -1, &bad);
 	json_free(body);
-	if (bad || add < 0 || add > TIMEOUT_MAX_S / 2) {
+	if (bad || add < 0 || add > TIMEOUT_REQ_MAX_S) {
 		http_respond_error(c, 400, "invalid_field",
-				   "field `timeout_s` must be an integer 0..%lld", TIMEOUT_MAX_S / 2);
+				   "field `timeout_s` must be an integer 0..%lld", TIMEOUT_REQ_MAX_S);
 		return;
 	}
 	pthread_mutex_lock(&sb->mu);

@@ -203,11 +203,11 @@ static void create(struct api *a, struct http_req *req, struct http_conn *c,
 	int64_t timeout = json_get_int(body, "timeout", 300, &bad);
 	bool pause = json_get_bool(body, "autoPause", false, &bad);
 	const json *md = json_get(body, "metadata"), *env = json_get(body, "envVars");
-	if (bad || !tmpl || !*tmpl || timeout < 0 || timeout > 100LL * 365 * 86400 ||
+	if (bad || !tmpl || !*tmpl || timeout < 0 || timeout > 10LL * 365 * 86400 ||
 	    (md && md->type != JSON_OBJ && md->type != JSON_NULL) ||
 	    (env && env->type != JSON_OBJ && env->type != JSON_NULL)) {
 		e2b_error(c, 400, "templateID (a template name) is required; timeout is seconds "
-			  ">= 0; metadata and envVars are objects of strings");
+			  "0..10 years; metadata and envVars are objects of strings");
 		return;
 	}
 	buf_init(&nb);
@@ -493,8 +493,8 @@ static void set_timeout(struct api *a, struct http_req *req, struct http_conn *c
 	if (!body)
 		return;
 	t = json_get_int(body, "timeout", -1, &bad);
-	if (bad || t < 0 || t > 100LL * 365 * 86400 || body->n != 1) {
-		e2b_error(c, 400, "body must be {\"timeout\": seconds}");
+	if (bad || t < 0 || t > 10LL * 365 * 86400 || body->n != 1) {
+		e2b_error(c, 400, "body must be {\"timeout\": seconds} (at most 10 years)");
 		return;
 	}
 	nb = xasprintf("{\"timeout_s\":%lld}", (long long)t);
