@@ -166,7 +166,8 @@ static int token_check(struct api *a, const char *tok, const char *sandbox_id,
 	if (found >= 0) {
 		memset(who, 0, sizeof(*who));
 		snprintf(who->tenant, sizeof(who->tenant), "%s", db_cell(&rows, found, 1));
-		snprintf(who->key_id, sizeof(who->key_id), "e2b-envd:%.50s", sandbox_id);
+		/* the rate limit's bucket: one per tenant for all its envd calls */
+		snprintf(who->key_id, sizeof(who->key_id), "e2b-envd:%.50s", who->tenant);
 	}
 	db_rows_free(&rows);
 	return found >= 0;

@@ -19,7 +19,8 @@
 
 #define LINE_MAX_BYTES (8u << 20)     /* one NDJSON line from the node */
 #define KEEPALIVE_MS 30000
-#define LIST_MAX_ENTRIES 10000        /* ListDir with depth > 1 */
+#define LIST_MAX_ENTRIES 10000        /* ListDir with depth > 1 ... */
+#define LIST_MAX_DIRS 256             /* ... and the directories it lists */
 
 struct envd_ctx {
 	struct api *a;
@@ -914,13 +915,15 @@ static void process_update(struct envd_ctx *x, const json *msg)
 
 /* Entries of dir (depth levels) into w; false when answered (an error). */
 static bool list_into(struct envd_ctx *x, struct jw *w, const char *dir, unsigned depth,
-		      size_t *count, bool top)
+		      size_t *count, size_t *dirs, bool top)
 {
 	_cleanup_free_ char *t = files_target(x->id, "/list", dir, NULL);
 	_cleanup_(json_freep) json *j = NULL;
 	struct http_resp r;
-	int st = e2b_node(x->a, x->who->tenant, "GET", t, NULL, NULL, 0, &r);
+	int st;
 
+	++*dirs;   /* one node request per directory: bounded per call */
+	st = e2b_node(x->a, x->who->tenant, "GET", t, NULL, NULL, 0, &r);
 	if (st != 200) {
 		if (top) {
 			rpc_node_error(x->c, st, &r);
@@ -941,8 +944,8 @@ static bool list_into(struct envd_ctx *x, struct jw *w, const char *dir, unsigne
 						      dir[strlen(dir) - 1] == '/' ? "" : "/", name);
 		write_entry(w, es->items[i], path);
 		const char *t2 = json_get_str(es->items[i], "type");
-		if (depth > 1 && t2 && !strcmp(t2, "dir") &&
-		    !list_into(x, w, path, depth - 1, count, false))
+		if (depth > 1 && t2 && !strcmp(t2, "dir") && *dirs < LIST_MAX_DIRS &&
+		    !list_into(x, w, path, depth - 1, count, dirs, false))
 			return false;
 	}
 	return true;
@@ -953,7 +956,7 @@ static void fs_list(struct envd_ctx *x, const json *msg)
 	_cleanup_free_ char *path = req_path(x, msg, "path");
 	bool bad = false;
 	int64_t depth = json_get_int(msg, "depth", 1, &bad);
-	size_t count = 0;
+	size_t count = 0, dirs = 0;
 	struct buf b;
 	struct jw w;
 
@@ -968,7 +971,7 @@ static void fs_list(struct envd_ctx *x, const json *msg)
 	jw_obj(&w);
 	jw_key(&w, "entries");
 	jw_arr(&w);
-	if (list_into(x, &w, path, depth ? (unsigned)depth : 1, &count, true)) {
+	if (list_into(x, &w, path, depth ? (unsigned)depth : 1, &count, &dirs, true)) {
 		jw_end(&w);
 		jw_end(&w);
 		rpc_ok(x->c, b.data, b.len);
