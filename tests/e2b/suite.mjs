@@ -129,9 +129,16 @@ async function main() {
     await sbx.pty.resize(term.pid, { cols: 100, rows: 30 })
     await sbx.pty.sendInput(term.pid, new TextEncoder().encode('stty size\n'))
     await until('stty size to show 30 100', () => screen.includes('30 100'))
+    // a second handle on the same terminal: its output arrives as pty data
+    let screen2 = ''
+    const term2 = await sbx.pty.connect(term.pid, { onData: (d) => { screen2 += dec.decode(d) } })
+    assert.equal(term2.pid, term.pid)
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo again-$((2+2))\n'))
+    await until('the connected handle to see again-4', () => screen2.includes('again-4'))
     assert.equal(await sbx.pty.kill(term.pid), true)
     await assert.rejects(term.wait())
-    ok('pty: create, sendInput, output through onData, resize (stty size 30 100), kill')
+    await assert.rejects(term2.wait())
+    ok('pty: create, sendInput, output through onData, resize (stty size 30 100), connect, kill')
 
     step = 'files'
     assert.equal(await sbx.files.makeDir('/tmp/e2b/sub'), true)
