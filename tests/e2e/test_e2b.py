@@ -169,6 +169,23 @@ class E2BTest(AirlockTestCase):
             st, sandbox = self.client.raw("GET", f"/v1/sandboxes/{long_['sandboxID']}")[:2]
             self.assertEqual(st, 200)
             self.assertGreaterEqual(json.loads(sandbox)["timeout_s"], 3600)
+            # endAt is Airlock's ends_at: an hour away, and paused time moves it on
+            def end_at():
+                st, data = raw(a, "GET", f"/e2b/sandboxes/{long_['sandboxID']}",
+                               {"X-API-KEY": self.key})
+                self.assertEqual(st, 200)
+                from datetime import datetime
+                return datetime.fromisoformat(json.loads(data)["endAt"].replace("Z", "+00:00"))
+            left = end_at().timestamp() - time.time()
+            self.assertTrue(3590 < left <= 3601, left)
+            self.assertEqual(raw(a, "POST", f"/e2b/sandboxes/{long_['sandboxID']}/pause",
+                                 {"X-API-KEY": self.key})[0], 204)
+            e1 = end_at()
+            time.sleep(1.5)
+            self.assertGreaterEqual((end_at() - e1).total_seconds(), 1.0)
+            self.assertEqual(raw(a, "POST", f"/e2b/v2/sandboxes/{long_['sandboxID']}/connect",
+                                 {"X-API-KEY": self.key, "Content-Type": "application/json"},
+                                 b"{}")[0], 200)
             deadline = time.time() + 30
             while raw(a, "GET", f"/e2b/sandboxes/{short['sandboxID']}",
                       {"X-API-KEY": self.key})[0] != 404:

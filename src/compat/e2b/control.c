@@ -49,7 +49,7 @@ static void write_sandbox(struct jw *w, const json *sb, const char *state)
 	const json *lim = json_get(sb, "limits");
 	const json *md = json_get(sb, "metadata");
 	const char *created = json_get_str(sb, "created_at");
-	int64_t t0 = iso_ms(created), timeout = json_get_int(sb, "timeout_s", 0, NULL);
+	const char *ends = json_get_str(sb, "ends_at");
 	char end[ISO_TIME_MAX];
 
 	jw_obj(w);
@@ -64,9 +64,9 @@ static void write_sandbox(struct jw *w, const json *sb, const char *state)
 	jw_key(w, "startedAt");
 	jw_str(w, created);
 	/* E2B has no "never": a sandbox without a timeout ends in 100 years */
-	iso_time(t0 + (timeout ? timeout : 100LL * 365 * 86400) * 1000, end);
+	iso_time(iso_ms(created) + 100LL * 365 * 86400 * 1000, end);
 	jw_key(w, "endAt");
-	jw_str(w, end);
+	jw_str(w, ends ? ends : end);
 	jw_key(w, "state");
 	jw_str(w, state);
 	jw_key(w, "cpuCount");
