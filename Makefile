@@ -17,6 +17,7 @@ deps:
 npm-deps: deps
 	@sh tests/s3/setup.sh
 	@sh sdk/typescript/setup.sh
+	@sh tests/e2b/setup.sh
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

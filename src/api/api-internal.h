@@ -112,6 +112,10 @@ int api_cluster_peer(struct api *a, struct http_req *req, struct http_conn *c,
  * there is one node, or the request came from another api. */
 bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,
 		      const struct api_principal *who);
+/* The api urls of the other up nodes, at most max (a list that fans out:
+ * src/compat); 0 outside a cluster or for a request another api sent. */
+size_t api_cluster_peer_urls(struct api *a, const struct http_req *req, char (*urls)[200],
+			     size_t max);
 /* Is ip the host of a node's url in the copy of the nodes table (an api
  * that forwards its clients' requests here)? Never waits for a query: for
  * the accept thread (api_max_conns_per_client does not apply to peers). */
@@ -177,6 +181,28 @@ struct api_route {
 };
 extern const struct api_route api_routes[];
 extern const size_t api_n_routes;
+/* Compatibility prefixes (routes.c): another product's API under a path
+ * prefix, translated onto Airlock's operations by handlers in
+ * src/compat/<name>, which include this header (the api includes nothing
+ * of theirs: docs/INTERNALS.md). `airlockd routes` prints their rows after
+ * the table; they are not Airlock's API and not in docs/openapi.yaml. */
+struct api_compat {
+	struct api_route route;   /* "*", "/e2b/{path...}" */
+	const char *prefix;       /* "/e2b": the path is it, or below it */
+	/* The head hook's part (a body is announced, not read): true to go on,
+	 * false when answered. */
+	bool (*head)(struct api *a, struct http_req *req, struct http_conn *c);
+	/* Serve the request, authentication included. */
+	void (*handle)(struct api *a, struct http_req *req, struct http_conn *c);
+};
+extern const struct api_compat api_compat[];
+extern const size_t api_n_compat;
+/* The compat prefix path is under, or NULL. */
+const struct api_compat *api_compat_of(const char *path);
+
+/* src/compat/e2b (docs/E2B.md) */
+bool e2b_head_check(struct api *a, struct http_req *req, struct http_conn *c);
+void e2b_handle(struct api *a, struct http_req *req, struct http_conn *c);
 int api_route_check(const char *method, const char *path, char *allow, size_t allow_n);
 
 /* docs/openapi.yaml as built into the binary (<build>/gen/openapi-spec.c). */

@@ -257,6 +257,7 @@ static bool admit(enum route rt, const struct http_req *req, struct http_conn *c
 static bool head_check(void *ctx, struct http_req *req, struct http_conn *c)
 {
 	struct api *a = ctx;
+	const struct api_compat *compat;
 	struct api_principal who;
 	enum route rt;
 	int h;
@@ -265,6 +266,8 @@ static bool head_check(void *ctx, struct http_req *req, struct http_conn *c)
 		return true;   /* nothing to hold: the handler checks it all */
 	if (req->target[0] == '/' && (h = api_host_routed_head(a, req, c)) >= 0)
 		return h == 1;
+	if (req->target[0] == '/' && path_clean(req->path) && (compat = api_compat_of(req->path)))
+		return compat->head(a, req, c);
 	rt = route_of(req->path);
 	if (rt == R_NONE || req->target[0] != '/') {
 		http_respond_error(c, 404, "not_found", "no such endpoint");
@@ -297,6 +300,16 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 	/* {port}-{id}.<ports_domain>: a sandbox's service, not the API. */
 	if (req->target[0] == '/' && api_host_routed(a, req, c))
 		return;
+	/* /e2b/...: a declared compatibility prefix (routes.c), another
+	 * product's API (src/compat), which authenticates by its own rules. */
+	if (req->target[0] == '/' && path_clean(req->path)) {
+		const struct api_compat *compat = api_compat_of(req->path);
+
+		if (compat) {
+			compat->handle(a, req, c);
+			return;
+		}
+	}
 	if (rt == R_NONE || req->target[0] != '/') {
 		http_respond_error(c, 404, "not_found", "no such endpoint");
 		return;

@@ -411,6 +411,12 @@ static int route_existing(struct api *a, struct http_req *req, struct http_conn 
 	bool suspended = false;
 	err_t err = { 0 };
 	size_t n = strlen("/v1/sandboxes/") + strlen(id);
+	/* What follows the id in /v1/sandboxes/{id}...; NULL for another path
+	 * naming the sandbox (src/compat: /e2b/...), which has no such part. */
+	const char *rest = !strncmp(req->path, "/v1/sandboxes/", 14) &&
+				   !strncmp(req->path + 14, id, strlen(id))
+			   ? req->path + n
+			   : NULL;
 
 	if (db_query(a->db, &rows, &err,
 		     "SELECT node, observed, backend, template FROM sandboxes WHERE id=?", "s",
@@ -425,7 +431,7 @@ static int route_existing(struct api *a, struct http_req *req, struct http_conn 
 	db_rows_free(&rows);
 	if (!node[0])
 		return 0;
-	if (suspended && !strcmp(req->method, "POST") && !strcmp(req->path + n, "/restore") &&
+	if (suspended && !strcmp(req->method, "POST") && rest && !strcmp(rest, "/restore") &&
 	    req->body_len) {
 		json *b = json_parse(req->body, req->body_len, NULL);
 		const json *want = b ? json_get(b, "node") : NULL;
@@ -440,7 +446,7 @@ static int route_existing(struct api *a, struct http_req *req, struct http_conn 
 		}
 		return 1;
 	}
-	if (!node_up(a, node) && !strcmp(req->method, "GET") && !strcmp(req->path + n, "")) {
+	if (!node_up(a, node) && !strcmp(req->method, "GET") && rest && !strcmp(rest, "")) {
 		/* GET of a sandbox whose node is lost or down: the row's view */
 		struct buf b;
 		struct jw w;
@@ -587,6 +593,24 @@ static json *list_of(struct api *a, struct http_req *req, const struct api_princ
 		j = json_parse(resp.body.data ? resp.body.data : "", resp.body.len, err);
 	http_resp_free(&resp);
 	return j;
+}
+
+size_t api_cluster_peer_urls(struct api *a, const struct http_req *req, char (*urls)[200],
+			     size_t max)
+{
+	size_t n = 0;
+
+	if (forwarded(req) || !a->cfg->node_name || !multi(a))
+		return 0;
+	pthread_mutex_lock(&a->cluster->mu);
+	for (size_t i = 0; i < a->cluster->n && n < max; i++) {
+		const struct cnode *cn = &a->cluster->v[i];
+
+		if (!is_self(a, cn->name) && !strcmp(cn->state, "up") && cn->url[0])
+			snprintf(urls[n++], 200, "%s", cn->url);
+	}
+	pthread_mutex_unlock(&a->cluster->mu);
+	return n;
 }
 
 bool api_cluster_list(struct api *a, struct http_req *req, struct http_conn *c,

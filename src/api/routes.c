@@ -48,6 +48,7 @@ const struct api_route api_routes[] = {
 	{ "POST", "/v1/sandboxes/{id}/suspend" },
 	{ "POST", "/v1/sandboxes/{id}/restore" },
 	{ "POST", "/v1/sandboxes/{id}/connect" },
+	{ "POST", "/v1/sandboxes/{id}/timeout" },
 	{ "GET", "/v1/sandboxes/{id}/snapshots" },
 	{ "POST", "/v1/sandboxes/{id}/snapshots" },
 	{ "DELETE", "/v1/sandboxes/{id}/snapshots/{snapshot}" },
@@ -77,6 +78,26 @@ const struct api_route api_routes[] = {
 	{ "POST", "/v1/sandboxes/{id}/port-tokens" },
 };
 const size_t api_n_routes = ARRAY_SIZE(api_routes);
+
+/* Compatibility prefixes: other products' APIs, translated onto Airlock's
+ * own operations and documented apart (not in docs/openapi.yaml). Each
+ * serves every path under it itself (404/405 in that API's own error
+ * form). tests/e2e/test_openapi.py accepts exactly these beyond the spec. */
+const struct api_compat api_compat[] = {
+	{ { "*", "/e2b/{path...}" }, "/e2b", e2b_head_check, e2b_handle },   /* docs/E2B.md */
+};
+const size_t api_n_compat = ARRAY_SIZE(api_compat);
+
+const struct api_compat *api_compat_of(const char *path)
+{
+	for (size_t i = 0; i < api_n_compat; i++) {
+		size_t n = strlen(api_compat[i].prefix);
+
+		if (strncmp(path, api_compat[i].prefix, n) == 0 && (path[n] == '\0' || path[n] == '/'))
+			return &api_compat[i];
+	}
+	return NULL;
+}
 
 /* Does path match pattern? Both start with '/'. */
 static bool pattern_match(const char *pat, const char *path)
@@ -131,4 +152,6 @@ void api_routes_print(FILE *f)
 {
 	for (size_t i = 0; i < api_n_routes; i++)
 		fprintf(f, "%s %s\n", api_routes[i].method, api_routes[i].path);
+	for (size_t i = 0; i < api_n_compat; i++)
+		fprintf(f, "%s %s\n", api_compat[i].route.method, api_compat[i].route.path);
 }

@@ -329,6 +329,9 @@ int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *e
  * Pair with sandbox_gc_put. */
 struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char *why,
 				 err_t *err);
+/* timeout.c: POST /v1/sandboxes/{id}/timeout */
+void handle_sandbox_timeout(struct node *n, struct sandbox *sb, struct http_req *req,
+			    struct http_conn *c);
 void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
 			      struct http_conn *c);
 /* Tear down and retire (delete) or mark failed. Returns 0 or -errno. */

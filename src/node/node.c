@@ -117,6 +117,11 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 			not_allowed(c, req);
 	} else if (strcmp(segs[3], "snapshots") == 0 && (nseg == 4 || nseg == 5)) {
 		handle_snapshots(n, sb, nseg == 5 ? segs[4] : NULL, req, c);
+	} else if (strcmp(segs[3], "timeout") == 0 && nseg == 4) {
+		if (method_is(req, "POST"))
+			handle_sandbox_timeout(n, sb, req, c);
+		else
+			not_allowed(c, req);
 	} else if (strcmp(segs[3], "fork") == 0 && nseg == 4) {
 		if (method_is(req, "POST"))
 			handle_fork(n, sb, req, c);

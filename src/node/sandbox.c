@@ -239,6 +239,20 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 	}
 	jw_key(w, "timeout_s");
 	jw_uint(w, sb->timeout_s);
+	{
+		/* When timeout_s of active time runs out, as of now (a paused
+		 * sandbox's moves on while it stays paused); null: no timeout. */
+		int64_t end = sched_ttl_deadline_locked(sb);
+		char t[ISO_TIME_MAX];
+
+		jw_key(w, "ends_at");
+		if (end) {
+			iso_time(end, t);
+			jw_str(w, t);
+		} else {
+			jw_null(w);
+		}
+	}
 	sched_policy_render(w, &sb->pol);
 	jw_key(w, "created_at");
 	jw_str(w, created);

@@ -308,6 +308,88 @@ class ClusterTest(unittest.TestCase):
         finally:
             self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
 
+    def test_e2b_api_through_either_api(self):
+        """The E2B-compatible API (docs/E2B.md): a sandbox made through nb's
+        /e2b is served by na's too (control API and envd, streams
+        included), with the same key and envd token."""
+        import base64
+        import http.client
+        import struct
+
+        def raw(addr, method, path, headers, body=None):
+            host, port = addr.rsplit(":", 1)
+            c = http.client.HTTPConnection(host, int(port), timeout=120)
+            c.request(method, path, body=body, headers=headers)
+            r = c.getresponse()
+            data = r.read()
+            c.close()
+            return r.status, data
+
+        _, tc = self.new_tenant("cl-e2b")
+        key = {"X-API-KEY": tc.key, "Content-Type": "application/json"}
+        st, data = raw(self.b.addr, "POST", "/e2b/v2/sandboxes", key,
+                       json.dumps({"templateID": "busybox"}))
+        self.assertEqual(st, 201, data)
+        sb = json.loads(data)
+        sid = sb["sandboxID"]
+        try:
+            self.assertEqual(Client(self.b.addr, tc.key).call("GET", f"/v1/sandboxes/{sid}")["node"],
+                             "nb")
+            st, data = raw(self.a.addr, "GET", f"/e2b/sandboxes/{sid}", key)
+            self.assertEqual((st, json.loads(data)["sandboxID"]), (200, sid))
+            # listed once through either api, beside one on na
+            st, data = raw(self.a.addr, "POST", "/e2b/v2/sandboxes", key,
+                           json.dumps({"templateID": "busybox"}))
+            self.assertEqual(st, 201, data)
+            on_a = json.loads(data)["sandboxID"]
+            for addr in (self.a.addr, self.b.addr):
+                st, data = raw(addr, "GET", "/e2b/v2/sandboxes", key)
+                self.assertEqual(st, 200)
+                self.assertEqual(sorted(x["sandboxID"] for x in json.loads(data)),
+                                 sorted([sid, on_a]))
+            self.assertEqual(raw(self.b.addr, "DELETE", f"/e2b/sandboxes/{on_a}", key)[0], 204)
+            envd = {"E2b-Sandbox-Id": sid, "X-Access-Token": sb["envdAccessToken"]}
+            body = (b"--XB\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/x\"\r\n"
+                    b"\r\nacross\r\n--XB--\r\n")
+            st, data = raw(self.a.addr, "POST", "/e2b/envd/files",
+                           dict(envd, **{"Content-Type": "multipart/form-data; boundary=XB"}), body)
+            self.assertEqual(st, 200, data)
+            self.assertEqual(raw(self.a.addr, "GET", "/e2b/envd/files?path=/tmp/x", envd),
+                             (200, b"across"))
+            # a stream: process.Process/Start through na, run on nb
+            msg = json.dumps({"process": {"cmd": "/bin/sh", "args": ["-c", "hostname"]}}).encode()
+            st, data = raw(self.a.addr, "POST", "/e2b/envd/process.Process/Start",
+                           dict(envd, **{"Content-Type": "application/connect+json"}),
+                           b"\0" + struct.pack(">I", len(msg)) + msg)
+            self.assertEqual(st, 200)
+            out, end = b"", None
+            while data:
+                flags, n = data[0], struct.unpack(">I", data[1:5])[0]
+                m = json.loads(data[5:5 + n])
+                data = data[5 + n:]
+                if flags & 2:
+                    end = m
+                elif "data" in m["event"]:
+                    out += base64.b64decode(m["event"]["data"]["stdout"])
+            self.assertEqual((out, end), ((sid + "\n").encode(), {}))
+            # connect through na: a new token, good through either api
+            st, data = raw(self.a.addr, "POST", f"/e2b/v2/sandboxes/{sid}/connect", key, b"{}")
+            self.assertEqual(st, 200, data)
+            tok2 = json.loads(data)["envdAccessToken"]
+            for addr in (self.a.addr, self.b.addr):
+                self.assertEqual(raw(addr, "GET", "/e2b/envd/files?path=/tmp/x",
+                                     dict(envd, **{"X-Access-Token": tok2}))[0], 200)
+            # another tenant: 404 through either api
+            _, other = self.new_tenant("cl-e2b-other")
+            for addr in (self.a.addr, self.b.addr):
+                self.assertEqual(raw(addr, "GET", f"/e2b/sandboxes/{sid}",
+                                     {"X-API-KEY": other.key})[0], 404)
+            st, _ = raw(self.a.addr, "DELETE", f"/e2b/sandboxes/{sid}", key)
+            self.assertEqual(st, 204)
+            self.assertEqual(raw(self.b.addr, "GET", f"/e2b/sandboxes/{sid}", key)[0], 404)
+        finally:
+            Client(self.b.addr, tc.key).raw("DELETE", f"/v1/sandboxes/{sid}")
+
     def test_port_forward_through_the_other_api(self):
         s = self.ca.create(template="busybox", node="nb")
         sid = s["id"]

@@ -38,6 +38,8 @@ printf 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'
 NO_SUCCESS_HERE = set()
 if (harness.BACKEND or "ns") == "ns":
     NO_SUCCESS_HERE.add("GET /v1/sandboxes/{id}/console")   # no serial console: 501
+# Not Airlock's API, so not in the spec: each a whole prefix (docs/E2B.md).
+COMPAT_ROUTES = {("*", "/e2b/{path...}")}
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 
 
@@ -123,6 +125,10 @@ class OpenApiTest(AirlockTestCase):
                              check=True).stdout
         server = {tuple(l.split(" ", 1)) for l in out.splitlines() if l.strip()}
         self.assertGreater(len(server), 50)
+        # Declared compatibility prefixes (routes.c api_compat_routes): other
+        # products' APIs, documented apart (docs/E2B.md), exactly these.
+        self.assertLessEqual(COMPAT_ROUTES, server, "a compatibility prefix is not served")
+        server -= COMPAT_ROUTES
         spec = spec_routes()
         self.assertEqual(server - spec, set(), "routes the server has and the spec lacks")
         self.assertEqual(spec - server, set(), "routes in the spec the server does not have")
@@ -329,6 +335,8 @@ class OpenApiTest(AirlockTestCase):
         c("POST", "/v1/sandboxes/{id}/resume", sp + "/resume")        # 409: running
         c("POST", "/v1/sandboxes/{id}/connect", sp + "/connect")
         c("POST", "/v1/sandboxes/{id}/connect", "/v1/sandboxes/sb-none/connect")
+        c("POST", "/v1/sandboxes/{id}/timeout", sp + "/timeout", {"timeout_s": 3600})
+        c("POST", "/v1/sandboxes/{id}/timeout", sp + "/timeout", {"timeout_s": -1})
         c("POST", "/v1/sandboxes/{id}/restore", sp + "/restore")      # 409: not suspended
         st, _ = c("POST", "/v1/sandboxes/{id}/suspend", sp + "/suspend")
         if st == 200:

@@ -1,0 +1,210 @@
+"""The unmodified `e2b` npm SDK (tests/e2b, pinned 2.51.0) against Airlock's
+E2B-compatible API (/e2b, docs/E2B.md): tests/e2b/suite.mjs drives a real
+`airlockd up` through the SDK with only its settings changed and asserts
+every result; this file starts the server, makes a tenant and its key, runs
+the suite, and fails when it fails. It also checks the compat routes'
+credentials from outside the SDK: an API key is no envd token, one
+sandbox's token opens no other sandbox, another tenant sees nothing."""
+import json
+import os
+import subprocess
+import sys
+import http.client
+
+import harness
+from harness import AirlockTestCase, main
+
+E2B_DIR = os.path.join(harness.SRC, "tests", "e2b")
+DOMAIN = "sbx.e2b.test"
+
+
+def raw(addr, method, path, headers=None, body=None):
+    host, port = addr.rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=120)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+class E2BTest(AirlockTestCase):
+    extra_args = ("--set", f"ports_domain={DOMAIN}")
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(os.path.join(E2B_DIR, "node_modules", "e2b", "package.json")):
+            subprocess.run(["sh", os.path.join(E2B_DIR, "setup.sh")], check=True)
+        super().setUpClass()
+        cls.tenant, cls.client = cls.new_tenant(cls, "e2b")
+        cls.key = cls.client.key
+
+    def env(self, key):
+        e = dict(os.environ)
+        base = f"http://{self.server.addr}"
+        e.update(E2B_API_URL=base + "/e2b", E2B_SANDBOX_URL=base + "/e2b/envd",
+                 E2B_API_KEY=key, E2B_DOMAIN=DOMAIN, E2B_TEMPLATE="busybox",
+                 AIRLOCK_TEST_API_ADDR=self.server.addr)
+        return e
+
+    def test_1_sdk_suite(self):
+        r = subprocess.run(["node", os.path.join(E2B_DIR, "suite.mjs")], env=self.env(self.key),
+                           capture_output=True, text=True, timeout=900)
+        sys.stdout.write(r.stdout)
+        sys.stderr.write(r.stderr)
+        self.assertEqual(r.returncode, 0, "tests/e2b/suite.mjs failed (output above)")
+        self.assertIn("e2b suite: all passed", r.stdout)
+
+    def create(self, key):
+        st, data = raw(self.server.addr, "POST", "/e2b/v2/sandboxes",
+                       {"X-API-KEY": key, "Content-Type": "application/json"},
+                       json.dumps({"templateID": "busybox", "timeout": 600}))
+        self.assertEqual(st, 201, data)
+        return json.loads(data)
+
+    def test_2_credentials(self):
+        a = self.addr = self.server.addr
+        one, two = self.create(self.key), self.create(self.key)
+        try:
+            def files(sb_id, token):
+                h = {"E2b-Sandbox-Id": sb_id}
+                if token:
+                    h["X-Access-Token"] = token
+                return raw(a, "GET", "/e2b/envd/files?path=/etc/hostname", h)[0]
+            self.assertNotEqual(files(one["sandboxID"], one["envdAccessToken"]), 401)
+            # one sandbox's token is refused for another, an API key is no token
+            self.assertEqual(files(two["sandboxID"], one["envdAccessToken"]), 401)
+            self.assertEqual(files(one["sandboxID"], self.key), 401)
+            self.assertEqual(files(one["sandboxID"], None), 401)
+            tok = one["envdAccessToken"]
+            self.assertEqual(files(one["sandboxID"], tok[:-1] + ("1" if tok[-1] == "0" else "0")),
+                             401)
+            # the token is not an API key, on the control API nor on /v1
+            self.assertEqual(raw(a, "GET", "/e2b/v2/sandboxes",
+                                 {"X-API-KEY": one["envdAccessToken"]})[0], 401)
+            self.assertEqual(raw(a, "GET", "/v1/sandboxes",
+                                 {"Authorization": "Bearer " + one["envdAccessToken"]})[0], 401)
+            # nor a port token of the host-routed proxy
+            self.assertEqual(raw(a, "GET", "/", {"Host": f"49983-{one['sandboxID']}.{DOMAIN}",
+                                                 "X-Airlock-Port-Token":
+                                                 one["envdAccessToken"]})[0], 401)
+            # another tenant: 404 for the sandbox, absent from its list
+            _, other = self.new_tenant("e2b-other")
+            st, _ = raw(a, "GET", f"/e2b/sandboxes/{one['sandboxID']}", {"X-API-KEY": other.key})
+            self.assertEqual(st, 404)
+            st, _ = raw(a, "DELETE", f"/e2b/sandboxes/{one['sandboxID']}",
+                        {"X-API-KEY": other.key})
+            self.assertEqual(st, 404)
+            st, data = raw(a, "GET", "/e2b/v2/sandboxes", {"X-API-KEY": other.key})
+            self.assertEqual((st, json.loads(data)), (200, []))
+            # killed: its tokens are gone
+            st, _ = raw(a, "DELETE", f"/e2b/sandboxes/{two['sandboxID']}", {"X-API-KEY": self.key})
+            self.assertEqual(st, 204)
+            self.assertEqual(files(two["sandboxID"], two["envdAccessToken"]), 401)
+            st, _ = raw(a, "DELETE", f"/e2b/sandboxes/{two['sandboxID']}", {"X-API-KEY": self.key})
+            self.assertEqual(st, 404)
+        finally:
+            for sb in (one, two):
+                raw(a, "DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", {"X-API-KEY": self.key})
+
+    def test_3_bad_input(self):
+        a = self.server.addr
+        sb = self.create(self.key)
+        h = {"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": sb["envdAccessToken"]}
+        try:
+            def rpc(method, body, ct="application/json"):
+                st, data = raw(a, "POST", "/e2b/envd/" + method, dict(h, **{"Content-Type": ct}),
+                               body)
+                return st, data
+            st, data = rpc("filesystem.Filesystem/Stat", b"{nope")
+            self.assertEqual(st, 400)
+            self.assertEqual(json.loads(data)["code"], "invalid_argument")
+            st, data = rpc("filesystem.Filesystem/Stat", b'{"path":"/nonexistent"}')
+            self.assertEqual((st, json.loads(data)["code"]), (404, "not_found"))
+            st, data = rpc("filesystem.Filesystem/Nope", b"{}")
+            self.assertEqual((st, json.loads(data)["code"]), (501, "unimplemented"))
+            # a stream call whose envelope lies about its length
+            st, data = rpc("process.Process/Start", b"\x00\x00\x00\x01\x00{}",
+                           "application/connect+json")
+            self.assertEqual(st, 400)
+            self.assertIn("envelope length", json.loads(data)["message"])
+            # a multipart body without its closing boundary
+            st, data = raw(a, "POST", "/e2b/envd/files?path=/tmp/x",
+                           dict(h, **{"Content-Type": "multipart/form-data; boundary=XX"}),
+                           b"--XX\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc")
+            self.assertEqual(st, 400)
+            self.assertIn("closing boundary", json.loads(data)["message"])
+            st, data = raw(a, "POST", "/e2b/v2/sandboxes",
+                           {"X-API-KEY": self.key, "Content-Type": "application/json"},
+                           b'{"templateID":"busybox","bogus":1}')
+            self.assertEqual(st, 400)
+            self.assertEqual(json.loads(data)["code"], 400)
+            st, data = raw(a, "GET", "/e2b/nope", {"X-API-KEY": self.key})
+            self.assertEqual(st, 404)
+            st, data = raw(a, "GET", f"/e2b/sandboxes/{sb['sandboxID']}/metrics",
+                           {"X-API-KEY": self.key})
+            self.assertEqual((st, json.loads(data)["code"]), (501, 501))
+            # an id that would break the node's request line (decoded path)
+            st, data = raw(a, "GET", "/e2b/sandboxes/sb-x%20HTTP%2F1.1%0D%0AX-Airlock-Admin:%201",
+                           {"X-API-KEY": self.key})
+            self.assertEqual(st, 404)
+            self.assertEqual(json.loads(data)["code"], 404)
+            # a path that walks is refused before anything
+            self.assertEqual(raw(a, "GET", "/e2b/../v1/health")[0], 404)
+        finally:
+            raw(a, "DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", {"X-API-KEY": self.key})
+
+    def test_4_set_timeout_ends_the_sandbox(self):
+        """setTimeout shortens the deadline: the node deletes the sandbox when
+        it passes (on_timeout delete), and a longer one keeps it."""
+        import time
+        a = self.server.addr
+        short, long_ = self.create(self.key), self.create(self.key)
+        try:
+            for sb, t in ((short, 2), (long_, 3600)):
+                st, data = raw(a, "POST", f"/e2b/sandboxes/{sb['sandboxID']}/timeout",
+                               {"X-API-KEY": self.key, "Content-Type": "application/json"},
+                               json.dumps({"timeout": t}))
+                self.assertEqual(st, 204, data)
+            st, sandbox = self.client.raw("GET", f"/v1/sandboxes/{long_['sandboxID']}")[:2]
+            self.assertEqual(st, 200)
+            self.assertGreaterEqual(json.loads(sandbox)["timeout_s"], 3600)
+            # endAt is Airlock's ends_at: an hour away, and paused time moves it on
+            def end_at():
+                st, data = raw(a, "GET", f"/e2b/sandboxes/{long_['sandboxID']}",
+                               {"X-API-KEY": self.key})
+                self.assertEqual(st, 200)
+                from datetime import datetime
+                return datetime.fromisoformat(json.loads(data)["endAt"].replace("Z", "+00:00"))
+            left = end_at().timestamp() - time.time()
+            self.assertTrue(3590 < left <= 3601, left)
+            self.assertEqual(raw(a, "POST", f"/e2b/sandboxes/{long_['sandboxID']}/pause",
+                                 {"X-API-KEY": self.key})[0], 204)
+            e1 = end_at()
+            time.sleep(1.5)
+            self.assertGreaterEqual((end_at() - e1).total_seconds(), 1.0)
+            self.assertEqual(raw(a, "POST", f"/e2b/v2/sandboxes/{long_['sandboxID']}/connect",
+                                 {"X-API-KEY": self.key, "Content-Type": "application/json"},
+                                 b"{}")[0], 200)
+            deadline = time.time() + 30
+            while raw(a, "GET", f"/e2b/sandboxes/{short['sandboxID']}",
+                      {"X-API-KEY": self.key})[0] != 404:
+                self.assertLess(time.time(), deadline, "the sandbox outlived its new timeout")
+                time.sleep(0.2)
+            self.assertEqual(raw(a, "GET", f"/e2b/sandboxes/{long_['sandboxID']}",
+                                 {"X-API-KEY": self.key})[0], 200)
+            st, data = raw(a, "POST", f"/e2b/sandboxes/{long_['sandboxID']}/timeout",
+                           {"X-API-KEY": self.key, "Content-Type": "application/json"},
+                           json.dumps({"timeout": -1}))
+            self.assertEqual(st, 400)
+        finally:
+            for sb in (short, long_):
+                raw(a, "DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", {"X-API-KEY": self.key})
+
+
+if __name__ == "__main__":
+    import shutil
+    if not shutil.which("node") or not shutil.which("npm"):
+        print("skip: the e2b SDK suite needs node and npm (scripts/setup-deps.sh installs them)")
+        sys.exit(77)
+    main()
