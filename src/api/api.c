@@ -118,7 +118,7 @@ static enum route route_of(const char *path)
 		return R_SPEC;
 	if (under(path, "/v1/tenants"))   /* and /v1/tenants/{t}/quota */
 		return R_TENANTS;
-	if (strcmp(path, "/v1/keys") == 0)
+	if (under(path, "/v1/keys"))   /* and /v1/keys/{id} */
 		return R_KEYS;
 	if (strcmp(path, "/v1/node") == 0 || strcmp(path, "/v1/node/doctor") == 0 ||
 	    strcmp(path, "/metrics") == 0)

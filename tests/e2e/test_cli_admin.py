@@ -1,0 +1,180 @@
+"""Administration through the CLI and the API against a real server: keys
+listed and revoked (refused at once, on open keep-alive connections too; the
+last admin key kept), tenants deleted (not while they own sandboxes), and
+what a tenant sees of templates (no host paths)."""
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+from harness import CLI, AirlockTestCase, Client, main
+
+
+class CliAdminTest(AirlockTestCase):
+    def cli(self, *args, key=None, check=True):
+        env = dict(os.environ)
+        env.pop("AIRLOCK_URL", None)
+        env.pop("AIRLOCK_API_KEY", None)
+        if key:
+            env["AIRLOCK_API_KEY"] = key
+        r = subprocess.run([CLI, "--config", os.path.join(self.server.dir, "cli.json")]
+                           + list(args), capture_output=True, env=env, timeout=120)
+        if check and r.returncode != 0:
+            self.fail(f"airlock {args} -> {r.returncode}: {r.stderr.decode()}")
+        return r
+
+    def keepalive(self, key):
+        """A connection kept open, and a GET on it with key: its status."""
+        host, port = self.server.addr.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+
+        def get(path="/v1/sandboxes"):
+            conn.request("GET", path, headers={"Authorization": "Bearer " + key})
+            r = conn.getresponse()
+            r.read()
+            return r.status
+        return conn, get
+
+    def test_key_ls_and_rm(self):
+        t = self.api.call("POST", "/v1/tenants", {"name": "ka-tenant"})
+        key = self.cli("key", "create", "--tenant", "ka-tenant", "--name", "ci").stdout.decode().strip()
+        self.assertTrue(key.startswith("al_"))
+        out = self.cli("key", "ls", "--tenant", "ka-tenant").stdout.decode()
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["ID", "NAME", "TENANT", "ADMIN", "CREATED"])
+        self.assertEqual(len(lines), 2, out)
+        kid, name, tenant, admin = lines[1].split()[:4]
+        self.assertEqual((name, tenant, admin), ("ci", t["id"], "false"))
+        self.assertNotIn(key, out)
+        # --json: the documented fields, never the key or its hash
+        listed = json.loads(self.cli("--json", "key", "ls").stdout)["keys"]
+        mine = [k for k in listed if k["id"] == kid]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual(set(mine[0]), {"id", "name", "tenant", "admin", "created_at"})
+        hashes = [h for (h,) in self.db_rows("SELECT hash FROM api_keys")]
+        text = json.dumps(listed)
+        self.assertFalse([h for h in hashes if h in text])
+        self.assertNotIn(key, text)
+        # a tenant key cannot list keys
+        r = self.cli("key", "ls", key=key, check=False)
+        self.assertEqual(r.returncode, 126)
+
+        # revoked: refused on the very next request of an open connection,
+        # well inside the 5 s the lookup cache would otherwise keep it
+        conn, get = self.keepalive(key)
+        try:
+            self.assertEqual(get(), 200)
+            self.assertEqual(get(), 200)   # now cached
+            t0 = time.monotonic()
+            self.cli("key", "rm", kid)
+            self.assertEqual(get(), 401)
+            self.assertLess(time.monotonic() - t0, 4.0)
+        finally:
+            conn.close()
+        self.assertEqual(Client(self.server.addr, key).raw("GET", "/v1/sandboxes")[0], 401)
+        out = self.cli("key", "ls", "--tenant", t["id"]).stdout.decode()
+        self.assertNotIn(kid, out)
+        # again, and an unknown one: 404, exit 125
+        r = self.cli("key", "rm", kid, check=False)
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"(not_found)", r.stderr)
+        r = self.cli("key", "ls", "--tenant", "nobody-here", check=False)
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"(not_found)", r.stderr)
+
+    def test_last_admin_key_kept(self):
+        own = self.db_rows("SELECT id FROM api_keys WHERE hash = ?",
+                           hashlib.sha256(self.server.admin_key.encode()).hexdigest())[0][0]
+        # a second admin key can revoke itself while another remains
+        k2 = self.api.call("POST", "/v1/keys", {"tenant": "admin", "admin": True})
+        self.cli("key", "rm", k2["id"], key=k2["key"])
+        self.assertEqual(Client(self.server.addr, k2["key"]).raw("GET", "/v1/keys")[0], 401)
+        # every other admin key goes; the last one, in use, is refused
+        for k in self.api.call("GET", "/v1/keys")["keys"]:
+            if k["admin"] and k["id"] != own:
+                self.api.call("DELETE", f"/v1/keys/{k['id']}", expect=(204,))
+        left = [k["id"] for k in self.api.call("GET", "/v1/keys")["keys"] if k["admin"]]
+        self.assertEqual(left, [own])
+        r = self.cli("key", "rm", own, check=False)
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"last admin key", r.stderr)
+        self.assertIn(b"(conflict)", r.stderr)
+        self.assertEqual(self.api.raw("GET", "/v1/keys")[0], 200)
+
+    def test_tenant_rm(self):
+        t, tc = self.new_tenant("gone-tenant")
+        self.api.call("PUT", f"/v1/tenants/{t['id']}/quota", {"sandboxes": 5})
+        cred = tc.call("POST", "/v1/credentials",
+                       {"name": "c1", "value": "s3cret", "hosts": ["example.com"],
+                        "inject": {"type": "header"}})
+        sid = tc.create()["id"]
+        r = self.cli("tenant", "rm", "gone-tenant", check=False)
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"(conflict)", r.stderr)
+        self.assertIn(b"1 sandbox", r.stderr)
+        self.assertEqual(tc.raw("GET", "/v1/sandboxes")[0], 200)
+        tc.delete(sid)
+        deadline = time.time() + 60
+        while self.db_rows("SELECT observed FROM sandboxes WHERE id = ?", sid)[0][0] != "deleted":
+            self.assertLess(time.time(), deadline, "sandbox not deleted")
+            time.sleep(0.1)
+        conn, get = self.keepalive(tc.key)
+        try:
+            self.assertEqual(get(), 200)
+            self.cli("tenant", "rm", "gone-tenant")
+            self.assertEqual(get(), 401)
+        finally:
+            conn.close()
+        for q in ("SELECT count(*) FROM tenants WHERE id = ?",
+                  "SELECT count(*) FROM api_keys WHERE tenant_id = ?",
+                  "SELECT count(*) FROM credentials WHERE tenant_id = ?",
+                  "SELECT count(*) FROM tenant_quotas WHERE tenant_id = ?"):
+            self.assertEqual(self.db_rows(q, t["id"])[0][0], 0, q)
+        self.assertEqual(self.db_rows("SELECT count(*) FROM vault_secrets WHERE ref LIKE ?",
+                                      cred["id"] + "%")[0][0], 0)
+        names = [x["name"] for x in self.api.call("GET", "/v1/tenants")["tenants"]]
+        self.assertNotIn("gone-tenant", names)
+        r = self.cli("tenant", "rm", "gone-tenant", check=False)
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"(not_found)", r.stderr)
+        # the tenant of the key in use stays
+        r = self.cli("tenant", "rm", "admin", check=False)
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"(conflict)", r.stderr)
+        # a tenant cannot delete tenants
+        _, tc2 = self.new_tenant("other-tenant")
+        self.assertEqual(tc2.raw("DELETE", "/v1/tenants/admin")[0], 403)
+
+    def test_template_source_hidden_from_tenants(self):
+        tmp = tempfile.mkdtemp(prefix="al-src-secret-")
+        try:
+            os.chmod(tmp, 0o755)
+            os.makedirs(os.path.join(tmp, "bin"))
+            shutil.copy("/bin/busybox", os.path.join(tmp, "bin", "busybox"))
+            os.symlink("busybox", os.path.join(tmp, "bin", "sh"))
+            self.cli("template", "build", "hostpath", "--from-dir", tmp)
+        finally:
+            shutil.rmtree(tmp)
+        _, tc = self.new_tenant("tmpl-viewer")
+        admin_view = {x["name"]: x for x in self.api.call("GET", "/v1/templates")["templates"]}
+        self.assertIn(tmp, admin_view["hostpath"]["source"])
+        seen = tc.raw("GET", "/v1/templates")[1].decode()
+        self.assertNotIn(tmp, seen)
+        self.assertNotIn("al-src-secret", seen)
+        tenant_view = {x["name"]: x for x in json.loads(seen)["templates"]}
+        kind = admin_view["hostpath"]["source"].split(":")[0]
+        self.assertEqual(tenant_view["hostpath"]["source"], kind)
+        self.assertNotIn("/", kind)
+        # through the CLI with the tenant's key too
+        out = self.cli("template", "ls", key=tc.key).stdout.decode()
+        self.assertIn("hostpath", out)
+        self.assertNotIn(tmp, out)
+        self.api.call("DELETE", "/v1/templates/hostpath")
+
+
+if __name__ == "__main__":
+    main()
