@@ -59,21 +59,51 @@ int cli_common_opt(struct cli *cli, int opt, const char *verb)
 	}
 }
 
+/* The user's own config: $XDG_CONFIG_HOME/airlock/config.json, else
+ * ~/.config/airlock/config.json (XDG base directories: a relative
+ * XDG_CONFIG_HOME is ignored). NULL when there is no home. Caller owns. */
+static char *user_config_path(void)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+
+	if (xdg && xdg[0] == '/')
+		return xasprintf("%s/airlock/config.json", xdg);
+	if (home && home[0] == '/')
+		return xasprintf("%s/.config/airlock/config.json", home);
+	return NULL;
+}
+
+/* Which config file: --config, else $AIRLOCK_CONFIG, else the user's own
+ * when it exists, else the one `airlockd up` writes. Documented in the
+ * usage text and README ("CLI"). *explicit_path: a missing file is an
+ * error (only the last default may be absent). Caller owns. */
+static char *config_path(const struct cli *cli, bool *explicit_path)
+{
+	const char *p = cli->config_flag ? cli->config_flag : getenv("AIRLOCK_CONFIG");
+	char *user;
+
+	*explicit_path = true;
+	if (p && *p)
+		return xstrdup(p);
+	user = user_config_path();
+	if (user && access(user, F_OK) == 0)
+		return user;
+	free(user);
+	*explicit_path = false;
+	return xstrdup(DEFAULT_CONFIG);
+}
+
 int cli_load(struct cli *cli)
 {
-	const char *path = cli->config_flag, *env;
-	bool explicit_path = true;
+	_cleanup_free_ char *path = NULL;
+	const char *env;
+	bool explicit_path;
 	struct buf b;
 	int r;
 
 	if (cli->loaded)
 		return 0;
-	if (!path)
-		path = getenv("AIRLOCK_CONFIG");
-	if (!path || !*path) {
-		path = DEFAULT_CONFIG;
-		explicit_path = false;
-	}
+	path = config_path(cli, &explicit_path);
 	buf_init(&b);
 	r = read_file(path, 1 << 20, &b);
 	if (r < 0 && explicit_path) {
@@ -152,8 +182,8 @@ int cli_fail_resp(int status, const char *body, size_t len)
 		r = cli_fail(fallback, "the server answered HTTP %d", status);
 	}
 	if (status == 401)
-		fprintf(stderr, "airlock: check the API key (AIRLOCK_API_KEY, --config or %s)\n",
-			DEFAULT_CONFIG);
+		fprintf(stderr, "airlock: check the API key (AIRLOCK_API_KEY, --config, "
+			"~/.config/airlock/config.json or %s)\n", DEFAULT_CONFIG);
 	json_free(j);
 	return status == 401 || status == 403 ? EXIT_AUTH : r;
 }

@@ -175,6 +175,42 @@ class CliAdminTest(AirlockTestCase):
         self.assertNotIn(tmp, out)
         self.api.call("DELETE", "/v1/templates/hostpath")
 
+    def test_config_fallback(self):
+        """No --config, no $AIRLOCK_CONFIG: $XDG_CONFIG_HOME/airlock/config.json,
+        else ~/.config/airlock/config.json, before /var/lib/airlock/cli.json."""
+        top = tempfile.mkdtemp(prefix="al-cfg-")
+        try:
+            def write(base, key):
+                os.makedirs(os.path.join(base, "airlock"))
+                with open(os.path.join(base, "airlock", "config.json"), "w") as f:
+                    json.dump({"url": f"http://{self.server.addr}", "api_key": key}, f)
+            home, xdg = os.path.join(top, "home"), os.path.join(top, "xdg")
+            write(os.path.join(home, ".config"), self.server.admin_key)
+            write(xdg, "al_" + "0" * 32)
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith("AIRLOCK_") and k != "XDG_CONFIG_HOME"}
+            env["HOME"] = home
+
+            def run(**extra):
+                return subprocess.run([CLI, "key", "ls"], capture_output=True, timeout=60,
+                                      env=dict(env, **extra))
+            r = run()
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(b"ADMIN", r.stdout)
+            r = run(XDG_CONFIG_HOME=xdg)          # preferred over ~/.config: its key is bad
+            self.assertEqual(r.returncode, 126, r.stderr)
+            r = run(XDG_CONFIG_HOME=xdg,          # $AIRLOCK_CONFIG before both
+                    AIRLOCK_CONFIG=os.path.join(home, ".config", "airlock", "config.json"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(xdg, "airlock", "config.json"), "w") as f:
+                f.write("not json")
+            r = run(XDG_CONFIG_HOME=xdg)          # found but broken: said, not skipped
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"(bad_config)", r.stderr)
+            self.assertIn(xdg.encode(), r.stderr)
+        finally:
+            shutil.rmtree(top)
+
 
 if __name__ == "__main__":
     main()
