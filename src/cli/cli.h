@@ -168,6 +168,21 @@ int cmd_health(struct cli *cli, int argc, char **argv);
 int cmd_node(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
 
+int cmd_help(struct cli *cli, int argc, char **argv);
+int cmd_completion(struct cli *cli, int argc, char **argv);
+
+/* The verb table (main.c): name, handler, and the subcommands it takes
+ * (space-separated; NULL: none), which completion offers. */
+struct cli_verb {
+	const char *name;
+	int (*fn)(struct cli *, int, char **);
+	const char *subs;
+};
+extern const struct cli_verb cli_verbs[];
+extern const size_t cli_n_verbs;
+/* The whole usage text, as `airlock --help` prints it. */
+const char *cli_usage_text(void);
+
 /* The usage text (main.c). */
 void cli_print_usage(FILE *f);
 /* The lines of the usage text about one verb (its first word counts:

@@ -81,6 +81,9 @@ static const char usage[] =
 	"                                         (checks run here, as root; --remote: the server's)\n"
 	"\n"
 	"  version                                this client's version\n"
+	"  help [--man]                           this text (--man: as a man page, roff)\n"
+	"  completion bash                        a bash completion script; load it with\n"
+	"                                         source <(airlock completion bash)\n"
 	"\n"
 	"Global flags:\n"
 	"  --json           print the server's JSON instead of tables\n"
@@ -156,25 +159,49 @@ void cli_print_verb_usage(FILE *f, const char *verb)
 		      f);
 }
 
-static const struct verb {
-	const char *name;
-	int (*fn)(struct cli *, int, char **);
-} verbs[] = {
-	{ "create", cmd_create }, { "ls", cmd_ls },	     { "list", cmd_ls },
-	{ "get", cmd_get },	  { "rm", cmd_rm },	     { "delete", cmd_rm },
-	{ "exec", cmd_exec },	  { "ps", cmd_ps },	     { "logs", cmd_logs },
-	{ "kill", cmd_kill },	  { "files", cmd_files },   { "template", cmd_template },
-	{ "tenant", cmd_tenant }, { "key", cmd_key },	     { "health", cmd_health },
-	{ "node", cmd_node },	  { "pause", cmd_pause },   { "resume", cmd_resume },
-	{ "connect", cmd_connect }, { "console", cmd_console },
-	{ "suspend", cmd_suspend }, { "restore", cmd_restore },
-	{ "events", cmd_events },
-	{ "port-forward", cmd_port_forward },
-	{ "network", cmd_network },
-	{ "credential", cmd_credential },
-	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
-	{ "fork", cmd_fork },	  { "version", cmd_version }, { "doctor", cmd_doctor },
+/* The verbs, with the subcommands each takes (for `airlock completion`;
+ * the verb's own code parses them). */
+const struct cli_verb cli_verbs[] = {
+	{ "create", cmd_create, NULL },
+	{ "ls", cmd_ls, NULL },
+	{ "list", cmd_ls, NULL },
+	{ "get", cmd_get, NULL },
+	{ "rm", cmd_rm, NULL },
+	{ "delete", cmd_rm, NULL },
+	{ "exec", cmd_exec, NULL },
+	{ "ps", cmd_ps, NULL },
+	{ "logs", cmd_logs, NULL },
+	{ "kill", cmd_kill, NULL },
+	{ "files", cmd_files, "read write ls stat rm mkdir mv watch" },
+	{ "template", cmd_template, "ls build rm" },
+	{ "tenant", cmd_tenant, "create ls rm quota" },
+	{ "key", cmd_key, "create ls rm" },
+	{ "health", cmd_health, NULL },
+	{ "node", cmd_node, "ls" },
+	{ "pause", cmd_pause, NULL },
+	{ "resume", cmd_resume, NULL },
+	{ "connect", cmd_connect, NULL },
+	{ "console", cmd_console, NULL },
+	{ "suspend", cmd_suspend, NULL },
+	{ "restore", cmd_restore, NULL },
+	{ "events", cmd_events, NULL },
+	{ "port-forward", cmd_port_forward, NULL },
+	{ "network", cmd_network, "set log" },
+	{ "credential", cmd_credential, "create ls rotate rm audit" },
+	{ "snapshot", cmd_snapshot, "create ls rm" },
+	{ "rollback", cmd_rollback, NULL },
+	{ "fork", cmd_fork, NULL },
+	{ "version", cmd_version, NULL },
+	{ "doctor", cmd_doctor, NULL },
+	{ "help", cmd_help, NULL },
+	{ "completion", cmd_completion, "bash" },
 };
+const size_t cli_n_verbs = ARRAY_SIZE(cli_verbs);
+
+const char *cli_usage_text(void)
+{
+	return usage;
+}
 
 int main(int argc, char **argv)
 {
@@ -206,15 +233,15 @@ int main(int argc, char **argv)
 		fputs(usage, stderr);
 		return EXIT_USAGE;
 	}
-	for (size_t v = 0; v < ARRAY_SIZE(verbs); v++) {
-		if (strcmp(argv[i], verbs[v].name) != 0)
+	for (size_t v = 0; v < cli_n_verbs; v++) {
+		if (strcmp(argv[i], cli_verbs[v].name) != 0)
 			continue;
 		/* `airlock VERB --help`, also for the verbs with subcommands */
 		if (i + 1 < argc && (!strcmp(argv[i + 1], "--help") || !strcmp(argv[i + 1], "-h"))) {
 			cli_print_verb_usage(stdout, argv[i]);
 			return 0;
 		}
-		r = verbs[v].fn(&cli, argc - i, argv + i);
+		r = cli_verbs[v].fn(&cli, argc - i, argv + i);
 		fflush(stdout);
 		free(cli.url);
 		free(cli.key);

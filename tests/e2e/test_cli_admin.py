@@ -6,11 +6,14 @@ import hashlib
 import http.client
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import tempfile
 import time
 
+import harness
 from harness import CLI, AirlockTestCase, Client, main
 
 
@@ -210,6 +213,66 @@ class CliAdminTest(AirlockTestCase):
             self.assertIn(xdg.encode(), r.stderr)
         finally:
             shutil.rmtree(top)
+
+    def test_bash_completion(self):
+        script = subprocess.run([CLI, "completion", "bash"], capture_output=True, check=True,
+                                timeout=30).stdout
+        with open(os.path.join(harness.SRC, "scripts", "airlock.bash"), "rb") as f:
+            self.assertEqual(f.read(), script, "scripts/airlock.bash is not what "
+                             "`airlock completion bash` prints: regenerate it")
+
+        def complete(*words):
+            """COMPREPLY for the command line `airlock WORDS` (the last one being typed)."""
+            words = ["airlock"] + list(words)
+            arr = " ".join(shlex.quote(w) for w in words)
+            prog = (f"source {shlex.quote(os.path.join(harness.SRC, 'scripts', 'airlock.bash'))}\n"
+                    f"COMP_WORDS=({arr}); COMP_CWORD={len(words) - 1}\n"
+                    "_airlock; printf '%s\\n' \"${COMPREPLY[@]}\"\n"
+                    "complete -p airlock\n")
+            out = subprocess.run(["bash", "--norc", "--noprofile", "-c", prog],
+                                 capture_output=True, text=True, check=True, timeout=30).stdout
+            lines = out.splitlines()
+            self.assertEqual(lines[-1], "complete -o default -F _airlock airlock")
+            return sorted(l for l in lines[:-1] if l)
+        self.assertEqual(complete("sn"), ["snapshot"])
+        self.assertEqual(complete("te"), ["template", "tenant"])
+        self.assertEqual(complete("key", ""), ["create", "ls", "rm"])
+        self.assertEqual(complete("--json", "tenant", "r"), ["rm"])
+        self.assertEqual(complete("--config", "/x", "key", "create", "--t"), ["--tenant"])
+        self.assertEqual(complete("exec", "-"),
+                         sorted(["-i", "-t", "--env", "--cwd", "--user", "--timeout", "--json",
+                                 "--config", "--url", "--help"]))
+        self.assertEqual(complete("co"), ["completion", "connect", "console"])
+
+    def test_man_page(self):
+        page = subprocess.run([CLI, "help", "--man"], capture_output=True, check=True,
+                              timeout=30).stdout
+        # the build made the same page
+        with open(os.path.join(harness.BIN, "..", "docs", "airlock.1"), "rb") as f:
+            self.assertEqual(f.read(), page)
+        with tempfile.NamedTemporaryFile(suffix=".1") as f:
+            f.write(page)
+            f.flush()
+            if shutil.which("man"):
+                r = subprocess.run(["man", "--warnings", "-l", f.name], capture_output=True,
+                                   env=dict(os.environ, MANWIDTH="100", MANPAGER="cat",
+                                            LC_ALL="C.UTF-8"), timeout=60)
+            else:
+                r = subprocess.run(["groff", "-man", "-Tutf8", "-ww", f.name],
+                                   capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, b"", "roff warnings")
+        text = re.sub(r".\x08", "", r.stdout.decode())
+        self.assertIn("AIRLOCK(1)", text)
+        for line in ("key rm ID...", "tenant rm T...", "completion bash",
+                     "--config FILE", "~/.config/airlock/config.json"):
+            self.assertIn(line, text)
+        # every verb of the table is in it
+        for verb in re.findall(r"(?m)^        ([a-z-]+)\) subs=",
+                               subprocess.run([CLI, "completion", "bash"], capture_output=True,
+                                              text=True).stdout):
+            if verb not in ("list", "delete", "resume"):   # aliases, shared lines
+                self.assertRegex(text, rf"(?m)^ +{re.escape(verb)}\b", verb)
 
 
 if __name__ == "__main__":
