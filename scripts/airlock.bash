@@ -4,7 +4,7 @@
 _airlock() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     local i w verb= sub= subs= opts=
-    local globals='--json --config --url --help'
+    local globals='--json --config --url --cacert --help'
     COMPREPLY=()
     case $prev in
         --config|--from-dir|--from-tar|--cacert|--data-dir|--vm-dir)
@@ -13,7 +13,7 @@ _airlock() {
     for ((i = 1; i < COMP_CWORD; i++)); do
         w=${COMP_WORDS[i]}
         case $w in
-            --config|--url) ((i++));;
+            --config|--url|--cacert) ((i++));;
             -*) ;;
             *) if [[ -z $verb ]]; then verb=$w; else sub=$w; break; fi;;
         esac

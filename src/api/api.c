@@ -429,6 +429,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 		.body_budget = cfg->body_budget,
 		.head_fn = head_check,
 		.exempt_fn = conn_cap_exempt,
+		.tls = cfg->tls,
 	};
 	srv = http_server_start_opts(cfg->listen, &opts, handle, &a, err);
 	if (!srv) {
@@ -449,7 +450,8 @@ int api_run(const struct api_config *cfg, err_t *err)
 	if (cfg->node_name) {
 		_cleanup_free_ char *url = cfg->advertise_url && *cfg->advertise_url
 						   ? xstrdup(cfg->advertise_url)
-						   : xasprintf("http://%s", http_server_addr(srv));
+						   : xasprintf("%s://%s", cfg->tls ? "https" : "http",
+							       http_server_addr(srv));
 		err_t e2 = { 0 };
 
 		if (api_cluster_announce(&a, url, &e2) < 0)

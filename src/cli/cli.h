@@ -33,6 +33,7 @@ struct cli {
 	/* from flags; borrowed from argv */
 	const char *config_flag;
 	const char *url_flag;
+	const char *cacert_flag;
 	bool json;
 	/* resolved lazily by cli_load(); owned */
 	bool loaded;
@@ -40,15 +41,18 @@ struct cli {
 	char *key;
 };
 
-/* Options every verb accepts besides its own: --json, --config F, --url U.
+/* Options every verb accepts besides its own: --json, --config F, --url U,
+ * --cacert F.
  * Put CLI_COMMON_OPTS at the end of a verb's long options (before the zero
  * entry) and pass unhandled option chars to cli_common_opt(). */
 #define OPT_JSON 1001
 #define OPT_CONFIG 1002
 #define OPT_URL 1003
+#define OPT_CACERT 1004
 #define CLI_COMMON_OPTS                                                                   \
 	{ "json", no_argument, NULL, OPT_JSON }, { "config", required_argument, NULL, OPT_CONFIG }, \
-	{ "url", required_argument, NULL, OPT_URL }, { "help", no_argument, NULL, 'h' }
+	{ "url", required_argument, NULL, OPT_URL },                                      \
+	{ "cacert", required_argument, NULL, OPT_CACERT }, { "help", no_argument, NULL, 'h' }
 /* Returns 0 if handled, else prints a usage error for verb and returns EXIT_USAGE. */
 int cli_common_opt(struct cli *cli, int opt, const char *verb);
 

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "../lib/tls.h"
 #include "cli.h"
 
 #define DEFAULT_CONFIG "/var/lib/airlock/cli.json"
@@ -49,6 +50,9 @@ int cli_common_opt(struct cli *cli, int opt, const char *verb)
 	case OPT_URL:
 		cli->url_flag = optarg;
 		return 0;
+	case OPT_CACERT:
+		cli->cacert_flag = optarg;
+		return 0;
 	case 'h':
 		cli_print_verb_usage(stdout, verb);
 		exit(0);
@@ -93,9 +97,22 @@ static char *config_path(const struct cli *cli, bool *explicit_path)
 	return xstrdup(DEFAULT_CONFIG);
 }
 
+/* https: the server is verified against ca_file (PEM) when given, else
+ * the system's CAs, and its certificate must name the URL's host. */
+static int setup_tls(const char *ca_file)
+{
+	err_t err = { 0 };
+	struct tls_ctx *t = tls_client_ctx(ca_file, &err);
+
+	if (!t)
+		return cli_fail("bad_config", "%s", err.msg);
+	http_client_set_tls(t);   /* for the life of the process */
+	return 0;
+}
+
 int cli_load(struct cli *cli)
 {
-	_cleanup_free_ char *path = NULL;
+	_cleanup_free_ char *path = NULL, *ca_file = NULL;
 	const char *env;
 	bool explicit_path;
 	struct buf b;
@@ -125,6 +142,13 @@ int cli_load(struct cli *cli)
 			cli->url = xstrdup(s);
 		if ((s = json_get_str(j, "api_key")))
 			cli->key = xstrdup(s);
+		if ((s = json_get_str(j, "ca_file"))) {
+			/* relative: to the config file's directory */
+			const char *slash = strrchr(path, '/');
+			free(ca_file);
+			ca_file = s[0] == '/' || !slash ? xstrdup(s)
+							: xasprintf("%.*s/%s", (int)(slash - path), path, s);
+		}
 		json_free(j);
 	}
 	buf_free(&b);
@@ -147,6 +171,16 @@ int cli_load(struct cli *cli)
 		cli->url[n - 1] = '\0';
 	if (cli->key && strpbrk(cli->key, "\r\n"))
 		return cli_fail("bad_config", "the API key contains a line break");
+	if ((env = getenv("AIRLOCK_CA_FILE")) && *env) {
+		free(ca_file);
+		ca_file = xstrdup(env);
+	}
+	if (cli->cacert_flag) {
+		free(ca_file);
+		ca_file = xstrdup(cli->cacert_flag);
+	}
+	if (strncmp(cli->url, "https://", 8) == 0 && (r = setup_tls(ca_file)))
+		return r;
 	cli->loaded = true;
 	return 0;
 }

@@ -6,7 +6,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"Usage: airlock [--json] [--config FILE] [--url URL] COMMAND [ARGS]\n"
+	"Usage: airlock [--json] [--config FILE] [--url URL] [--cacert FILE] COMMAND [ARGS]\n"
 	"\n"
 	"Sandboxes:\n"
 	"  create [--template T] [--backend B] [--memory MB] [--cpus N] [--pids N]\n"
@@ -90,8 +90,14 @@ static const char usage[] =
 	"  --config FILE    config file; without it: $AIRLOCK_CONFIG, else\n"
 	"                   $XDG_CONFIG_HOME/airlock/config.json (~/.config/...) when it\n"
 	"                   exists, else /var/lib/airlock/cli.json\n"
-	"  --url URL        API address (overrides $AIRLOCK_URL and the config file)\n"
-	"Environment: AIRLOCK_URL and AIRLOCK_API_KEY override the config file.\n"
+	"  --url URL        API address, http:// or https:// (overrides $AIRLOCK_URL and\n"
+	"                   the config file)\n"
+	"  --cacert FILE    https: the CA (PEM) the server's certificate must chain to,\n"
+	"                   besides its name matching the URL's host (overrides\n"
+	"                   $AIRLOCK_CA_FILE and the config's ca_file; default: the\n"
+	"                   system's CAs)\n"
+	"Environment: AIRLOCK_URL, AIRLOCK_API_KEY and AIRLOCK_CA_FILE override the config\n"
+	"file.\n"
 	"Exit status: 0 ok; 125 usage error, bad config or an error answer of the API\n"
 	"(\"airlock: <message> (<code>)\"); 126 key refused (401, 403); 127 server\n"
 	"unreachable. exec and logs exit with the remote process's status.\n";
@@ -221,6 +227,10 @@ int main(int argc, char **argv)
 			return 0;
 		} else if ((strcmp(a, "--config") == 0 || strcmp(a, "--url") == 0) && i + 1 < argc) {
 			*(a[2] == 'c' ? &cli.config_flag : &cli.url_flag) = argv[++i];
+		} else if (strcmp(a, "--cacert") == 0 && i + 1 < argc) {
+			cli.cacert_flag = argv[++i];
+		} else if (strncmp(a, "--cacert=", 9) == 0) {
+			cli.cacert_flag = a + 9;
 		} else if (strncmp(a, "--config=", 9) == 0) {
 			cli.config_flag = a + 9;
 		} else if (strncmp(a, "--url=", 6) == 0) {

@@ -241,7 +241,7 @@ class CliAdminTest(AirlockTestCase):
         self.assertEqual(complete("--config", "/x", "key", "create", "--t"), ["--tenant"])
         self.assertEqual(complete("exec", "-"),
                          sorted(["-i", "-t", "--env", "--cwd", "--user", "--timeout", "--json",
-                                 "--config", "--url", "--help"]))
+                                 "--config", "--url", "--cacert", "--help"]))
         self.assertEqual(complete("co"), ["completion", "connect", "console"])
 
     def test_man_page(self):
