@@ -17,6 +17,10 @@
 #include "util.h"
 
 #define RELAY_BUF (16 * 1024)   /* one TLS record's worth */
+/* A peer that stops reading what we send it is given up after this (as
+ * the HTTP server's SO_SNDTIMEO does on plain sockets), so it cannot hold
+ * the relay's thread and socket for ever. */
+#define RELAY_SEND_TIMEOUT_MS (120 * 1000)
 
 /* An error of OpenSSL's queue (or `what` alone) into err; clears the queue. */
 static int tls_err(err_t *err, int code, const char *what)
@@ -55,6 +59,9 @@ struct tls_ctx *tls_server_ctx(const char *cert_file, const char *key_file, err_
 	}
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+	/* a client asking for handshake after handshake makes us spend CPU at
+	 * its will: refuse (TLS 1.2; 1.3 has none) */
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
 	return (struct tls_ctx *)ctx;
 }
 
@@ -238,12 +245,25 @@ static bool relay_step(struct relay *r)
 static void *relay_main(void *arg)
 {
 	struct relay *r = arg;
+	uint64_t sent_ms = now_ms();   /* when TLS last took bytes we had for it */
 
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = r->tfd }, { .fd = r->pfd } };
+		size_t before = r->down_len;
+		int tmo = -1;
 
 		while (relay_step(r) || (!r->up_len && !r->tls_eof && SSL_pending(r->ssl) > 0))
 			;
+		if (!r->down_len || r->down_len != before)
+			sent_ms = now_ms();
+		if (r->down_len) {
+			uint64_t idle = now_ms() - sent_ms;
+			if (idle >= RELAY_SEND_TIMEOUT_MS) {
+				r->failed = true;   /* the peer stopped reading */
+				break;
+			}
+			tmo = (int)(RELAY_SEND_TIMEOUT_MS - idle);
+		}
 		if (r->pair_eof && !r->down_len)
 			break;
 		if (r->failed && r->tls_eof)
@@ -256,7 +276,7 @@ static void *relay_main(void *arg)
 			pf[1].events |= POLLOUT;
 		if (!r->down_len && !r->pair_eof)
 			pf[1].events |= POLLIN;
-		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+		if (poll(pf, 2, tmo) < 0 && errno != EINTR)
 			break;
 	}
 	if (!r->failed)
