@@ -21,6 +21,9 @@
  * the HTTP server's SO_SNDTIMEO does on plain sockets), so it cannot hold
  * the relay's thread and socket for ever. */
 #define RELAY_SEND_TIMEOUT_MS (120 * 1000)
+/* The server's side of a connection is done (the HTTP code closed it): how
+ * long a client that says nothing may keep the relay before it goes. */
+#define RELAY_SERVER_LINGER_MS (30 * 1000)
 
 /* An error of OpenSSL's queue (or `what` alone) into err; clears the queue. */
 static int tls_err(err_t *err, int code, const char *what)
@@ -154,7 +157,8 @@ struct relay {
 	size_t up_off, up_len;
 	char down[RELAY_BUF];        /* from the pair, to TLS */
 	size_t down_off, down_len;
-	bool tls_eof, pair_eof, failed;
+	bool tls_eof, pair_eof, failed, close_sent;
+	int linger_ms;               /* 0: no limit (see relay_main) */
 	short rd_want, wr_want;      /* what SSL_read / SSL_write wait for */
 };
 
@@ -239,35 +243,70 @@ static bool relay_step(struct relay *r)
 	return moved;
 }
 
-/* Until the plain side is done and flushed, or the TLS side failed: the
- * plain side closing is the end (the HTTP code closes its end when it is
- * done with the connection); TLS closing cleanly only half-closes. */
+/* Send our close_notify once the plain side has ended and all it sent is
+ * out: TLS's half-close (shutdown(SHUT_WR) on a socket). False while it
+ * waits to be written. */
+static bool send_close(struct relay *r)
+{
+	int k, e;
+
+	if (r->close_sent)
+		return true;
+	k = SSL_shutdown(r->ssl);
+	if (k >= 0) {
+		r->close_sent = true;
+		return true;
+	}
+	e = SSL_get_error(r->ssl, k);
+	if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+		r->wr_want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+		return false;
+	}
+	r->close_sent = true;   /* cannot: the peer is gone */
+	r->failed = true;
+	return true;
+}
+
+/* Each direction ends on its own, as a TCP connection's do: TLS's
+ * close_notify half-closes the pair (the HTTP code reads EOF), the plain
+ * side's EOF (the HTTP code closed, or a tunnel's half-close) becomes our
+ * close_notify. The relay ends when both have, or on an error. A peer
+ * that stops reading is dropped after RELAY_SEND_TIMEOUT_MS; one that
+ * keeps its side open after ours ended, after linger_ms of silence. */
 static void *relay_main(void *arg)
 {
 	struct relay *r = arg;
 	uint64_t sent_ms = now_ms();   /* when TLS last took bytes we had for it */
+	uint64_t heard_ms = now_ms();  /* when TLS last gave us bytes */
 
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = r->tfd }, { .fd = r->pfd } };
-		size_t before = r->down_len;
+		size_t before_down = r->down_len, before_up = r->up_len;
+		uint64_t now;
 		int tmo = -1;
 
 		while (relay_step(r) || (!r->up_len && !r->tls_eof && SSL_pending(r->ssl) > 0))
 			;
-		if (!r->down_len || r->down_len != before)
-			sent_ms = now_ms();
+		if (r->failed)
+			break;
+		if (r->pair_eof && !r->down_len && !send_close(r))
+			pf[0].events |= r->wr_want;
+		if (r->failed || (r->close_sent && r->tls_eof && !r->up_len))
+			break;
+		now = now_ms();
+		if (!r->down_len || r->down_len != before_down)
+			sent_ms = now;
+		if (r->up_len != before_up)
+			heard_ms = now;
 		if (r->down_len) {
-			uint64_t idle = now_ms() - sent_ms;
-			if (idle >= RELAY_SEND_TIMEOUT_MS) {
-				r->failed = true;   /* the peer stopped reading */
-				break;
-			}
-			tmo = (int)(RELAY_SEND_TIMEOUT_MS - idle);
+			if (now - sent_ms >= RELAY_SEND_TIMEOUT_MS)
+				break;   /* the peer stopped reading */
+			tmo = (int)(RELAY_SEND_TIMEOUT_MS - (now - sent_ms));
+		} else if (r->close_sent && r->linger_ms) {
+			if (now - heard_ms >= (uint64_t)r->linger_ms)
+				break;   /* we are done; it says nothing more */
+			tmo = (int)((uint64_t)r->linger_ms - (now - heard_ms));
 		}
-		if (r->pair_eof && !r->down_len)
-			break;
-		if (r->failed && r->tls_eof)
-			break;
 		if (!r->up_len && !r->tls_eof)
 			pf[0].events |= r->rd_want ? r->rd_want : POLLIN;
 		if (r->down_len)
@@ -279,8 +318,6 @@ static void *relay_main(void *arg)
 		if (poll(pf, 2, tmo) < 0 && errno != EINTR)
 			break;
 	}
-	if (!r->failed)
-		SSL_shutdown(r->ssl);   /* close_notify, best effort */
 	SSL_free(r->ssl);
 	close(r->tfd);
 	close(r->pfd);
@@ -290,7 +327,7 @@ static void *relay_main(void *arg)
 
 /* Handshake done: the pair, the thread. Returns the plain end or -errno;
  * on failure ssl is freed and fd left open. */
-static int start_relay(SSL *ssl, int fd, err_t *err)
+static int start_relay(SSL *ssl, int fd, int linger_ms, err_t *err)
 {
 	struct relay *r;
 	pthread_attr_t attr;
@@ -312,6 +349,7 @@ static int start_relay(SSL *ssl, int fd, err_t *err)
 	r->ssl = ssl;
 	r->tfd = fd;
 	r->pfd = sp[1];
+	r->linger_ms = linger_ms;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	/* no signal of the process is for this thread (the api sigwaits) */
@@ -382,7 +420,7 @@ int tls_server_wrap(struct tls_ctx *t, int fd, uint64_t deadline_ms, err_t *err)
 		SSL_free(ssl);
 		return -err->code;
 	}
-	return start_relay(ssl, fd, err);
+	return start_relay(ssl, fd, RELAY_SERVER_LINGER_MS, err);
 }
 
 int tls_client_wrap(struct tls_ctx *t, int fd, const char *host, uint64_t deadline_ms,
@@ -414,5 +452,5 @@ int tls_client_wrap(struct tls_ctx *t, int fd, const char *host, uint64_t deadli
 		SSL_free(ssl);
 		return -err->code;
 	}
-	return start_relay(ssl, fd, err);
+	return start_relay(ssl, fd, 0, err);   /* the user's own process */
 }

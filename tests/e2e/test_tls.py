@@ -3,6 +3,7 @@ made here with the openssl CLI: the CLI creates and execs over https://
 (the certificate checked against --cacert and the URL's host name), a
 wrong CA and a wrong name are refused, plain HTTP to the TLS port gets a
 clear answer, and keep-alive works over TLS."""
+import hashlib
 import http.client
 import json
 import os
@@ -11,6 +12,8 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
+import time
 
 import harness
 from harness import BACKEND, CLI, AirlockTestCase, main
@@ -98,6 +101,48 @@ class TlsTest(AirlockTestCase):
             self.assertEqual(self.cli("files", "read", sid, "/tmp/x").stdout, big)
             self.assertIn(sid.encode(), self.cli("ls").stdout)
         finally:
+            self.cli("rm", sid)
+
+    def test_port_forward_over_https(self):
+        """A tunnel: the connection the api takes over and relays raw, here
+        through the TLS relays of both ends."""
+        extra = ["--backend", BACKEND] if BACKEND else []
+        sid = self.cli("create", "--template", "busybox", *extra).stdout.decode().strip()
+        p = None
+        try:
+            self.cli("exec", sid, "--", "sh", "-c",
+                     "busybox nc -ll -p 9000 -e /bin/cat >/dev/null 2>&1 &")
+            env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+            p = subprocess.Popen([CLI, "--config", os.path.join(self.server.dir, "cli.json"),
+                                  "--url", f"https://localhost:{self.port()}", "--cacert", self.ca,
+                                  "port-forward", sid, "0:9000"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+            line = p.stdout.readline().decode()
+            self.assertTrue(line.startswith("Forwarding 127.0.0.1:"), line)
+            lport = int(line.split()[1].rsplit(":", 1)[1])
+            data = os.urandom(2 << 20)
+            deadline = time.time() + 60
+            while True:   # until nc listens in the sandbox
+                s = socket.create_connection(("127.0.0.1", lport), timeout=60)
+                t = threading.Thread(target=lambda: (s.sendall(data), s.shutdown(socket.SHUT_WR)))
+                t.start()
+                got = b""
+                while True:
+                    d = s.recv(65536)
+                    if not d:
+                        break
+                    got += d
+                t.join()
+                s.close()
+                if got or time.time() > deadline:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(hashlib.sha256(got).hexdigest(), hashlib.sha256(data).hexdigest())
+        finally:
+            if p:
+                p.stdout.close()
+                p.terminate()
+                p.wait(timeout=30)
             self.cli("rm", sid)
 
     def test_wrong_ca_and_wrong_name_refused(self):
