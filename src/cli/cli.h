@@ -138,6 +138,15 @@ void table_free(struct table *t);
 int cli_list_table(struct cli *cli, const char *target, const char *key, const char *what,
 		   size_t n_cols, const char *const *head, const char *const *fields);
 
+/* --- progress.c: one line on stderr while a long call runs, only when
+ * stderr is a terminal (and AIRLOCK_NO_PROGRESS is unset): spinner, time
+ * so far, what is being done, the last note. One at a time; starting
+ * another ends the first. end erases the line; cli_fail and cli_usage end
+ * it before they print. --- */
+void cli_progress_start(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_progress_note(const char *msg);
+void cli_progress_end(void);
+
 /* Verbs. */
 int cmd_create(struct cli *cli, int argc, char **argv);
 int cmd_ls(struct cli *cli, int argc, char **argv);

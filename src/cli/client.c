@@ -13,6 +13,7 @@ int cli_fail(const char *code, const char *fmt, ...)
 {
 	va_list ap;
 
+	cli_progress_end();
 	fflush(stdout);
 	fputs("airlock: ", stderr);
 	va_start(ap, fmt);
@@ -26,6 +27,7 @@ int cli_usage(const char *verb, const char *fmt, ...)
 {
 	va_list ap;
 
+	cli_progress_end();
 	fputs("airlock: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);

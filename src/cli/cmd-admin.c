@@ -21,6 +21,7 @@ static int template_ls(struct cli *cli, int argc, char **argv)
 struct build {
 	struct cli *cli;
 	bool done;
+	bool bar;   /* a progress line is shown (stderr is a terminal) */
 };
 
 static int build_line(void *arg, char *line, size_t len)
@@ -42,13 +43,20 @@ static int build_line(void *arg, char *line, size_t len)
 		return cli_fail("bad_response", "invalid line in the build stream");
 	}
 	if (strcmp(ev, "progress") == 0) {
-		if (!b->cli->json && json_get_str(j, "line")) {
-			printf("%s\n", json_get_str(j, "line"));
+		const char *l = json_get_str(j, "line");
+
+		/* on a terminal the progress line shows the newest; the whole
+		 * log still goes to a stdout that is not the terminal */
+		if (l)
+			cli_progress_note(l);
+		if (!b->cli->json && l && !(b->bar && isatty(1))) {
+			printf("%s\n", l);
 			fflush(stdout);
 		}
 	} else if (strcmp(ev, "done") == 0) {
 		const json *t = json_get(j, "template");
 		b->done = true;
+		cli_progress_end();
 		if (!b->cli->json) {
 			_cleanup_free_ char *name = cli_field(t, "name"), *ver = cli_field(t, "version");
 			printf("template %s version %s ready\n", name, ver);
@@ -138,7 +146,10 @@ static int template_build(struct cli *cli, int argc, char **argv)
 		write_path(&w, tar);
 	}
 	jw_end(&w);
+	b.bar = isatty(2) && !getenv("AIRLOCK_NO_PROGRESS");
+	cli_progress_start("building %s", argv[optind]);
 	r = cli_stream_lines(cli, "POST", "/v1/templates", body.data, build_line, &b);
+	cli_progress_end();
 	buf_free(&body);
 	if (r == 0 && !b.done)
 		r = cli_fail("unavailable", "the build stream ended without a result");

@@ -1,17 +1,23 @@
 """Administration through the CLI and the API against a real server: keys
 listed and revoked (refused at once, on open keep-alive connections too; the
 last admin key kept), tenants deleted (not while they own sandboxes), and
-what a tenant sees of templates (no host paths)."""
+what a tenant sees of templates (no host paths). And the CLI's own parts:
+the config file fallback, bash completion, the man page, and the progress
+line on a terminal (against a stub API that answers slowly)."""
 import hashlib
 import http.client
+import http.server
 import json
 import os
+import pty
 import re
 import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+import unittest
 
 import harness
 from harness import CLI, AirlockTestCase, Client, main
@@ -273,6 +279,109 @@ class CliAdminTest(AirlockTestCase):
                                               text=True).stdout):
             if verb not in ("list", "delete", "resume"):   # aliases, shared lines
                 self.assertRegex(text, rf"(?m)^ +{re.escape(verb)}\b", verb)
+
+
+class StubApi(http.server.BaseHTTPRequestHandler):
+    """Answers as the API would, slowly: fork after 1.2 s, a template build
+    streaming three progress lines 0.5 s apart."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path.endswith("/fork"):
+            time.sleep(1.2)
+            body = json.dumps({"sandboxes": [{"id": "sb-kid1"}, {"id": "sb-kid2"}]}).encode()
+            self.send_response(201)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        events = [{"event": "progress", "line": f"step {i} of 3"} for i in (1, 2, 3)]
+        events.append({"event": "done", "template": {"name": "slow", "version": 1}})
+        for ev in events:
+            data = (json.dumps(ev) + "\n").encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+            time.sleep(0.5)
+        self.wfile.write(b"0\r\n\r\n")
+
+
+class ProgressTest(unittest.TestCase):
+    """A progress line on stderr when it is a terminal, nothing otherwise."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StubApi)
+        cls.thread = threading.Thread(target=cls.httpd.serve_forever, daemon=True)
+        cls.thread.start()
+        cls.url = f"http://127.0.0.1:{cls.httpd.server_address[1]}"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.httpd.shutdown()
+        cls.httpd.server_close()
+
+    def run_cli(self, args, tty):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+        env.update(AIRLOCK_URL=self.url, AIRLOCK_API_KEY="al_" + "0" * 32, HOME="/nonexistent")
+        if not tty:
+            r = subprocess.run([CLI] + args, capture_output=True, env=env, timeout=60)
+            return r.returncode, r.stdout, r.stderr
+        master, slave = pty.openpty()
+        try:
+            p = subprocess.Popen([CLI] + args, stdout=subprocess.PIPE, stderr=slave, env=env)
+            os.close(slave)
+            slave = None
+            err = b""
+            while True:
+                try:
+                    d = os.read(master, 4096)
+                except OSError:   # EIO: the other side closed
+                    break
+                if not d:
+                    break
+                err += d
+            out = p.stdout.read()
+            p.stdout.close()
+            return p.wait(timeout=60), out, err
+        finally:
+            os.close(master)
+            if slave is not None:
+                os.close(slave)
+
+    def test_fork_progress_on_a_terminal_only(self):
+        code, out, err = self.run_cli(["fork", "sb-parent", "--count", "2"], tty=True)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, b"sb-kid1\nsb-kid2\n")
+        self.assertIn(b"forking 2 of sb-parent", err)
+        frames = err.split(b"\r\x1b[K")
+        self.assertGreaterEqual(len(frames), 4, err)    # redrawn as time passes
+        self.assertRegex(err, rb"forking 2 of sb-parent 1\.[0-9]s")
+        self.assertEqual(frames[-1], b"", err)           # erased at the end
+        code, out, err = self.run_cli(["fork", "sb-parent", "--count", "2"], tty=False)
+        self.assertEqual((code, out, err), (0, b"sb-kid1\nsb-kid2\n", b""))
+
+    def test_build_progress_shows_the_last_line(self):
+        code, out, err = self.run_cli(["template", "build", "slow", "--from-dir", "/tmp"], tty=True)
+        self.assertEqual(code, 0, err)
+        self.assertIn(b"building slow", err)
+        self.assertIn(b"step 3 of 3", err)
+        self.assertTrue(err.endswith(b"\r\x1b[K"), err)
+        # stdout is not the terminal: the whole log still goes there
+        self.assertEqual(out, b"step 1 of 3\nstep 2 of 3\nstep 3 of 3\n"
+                              b"template slow version 1 ready\n")
+        code, out, err = self.run_cli(["template", "build", "slow", "--from-dir", "/tmp"],
+                                      tty=False)
+        self.assertEqual(code, 0)
+        self.assertEqual(err, b"")
 
 
 if __name__ == "__main__":
