@@ -325,7 +325,8 @@ static void tenant_quota(struct api *a, struct http_req *req, struct http_conn *
 
 /* Everything of a tenant that is not a sandbox, in one transaction:
  * refused (-EBUSY) while it has a sandbox not deleted yet, suspended ones
- * included, since those would be left with no owner. Its credentials'
+ * included, since those would be left with no owner; a create racing the
+ * delete either is counted or fails (403) for want of its tenant. Its credentials'
  * sealed values are erased after the commit (refs; caller frees). The
  * credential audit is kept: it is history, and tenant ids are never reused. */
 static int tenant_delete_rows(struct api *a, const char *id, struct db_rows *creds, err_t *err)
@@ -348,6 +349,17 @@ static int tenant_delete_rows(struct api *a, const char *id, struct db_rows *cre
 	memset(creds, 0, sizeof(*creds));
 	if ((r = db_tx_begin(a->db, err)) < 0)
 		return r;
+	/* A create or fork on its way inserts its row only while the tenant
+	 * row exists, holding it (node/quota.c): take the row first, so either
+	 * it committed and is counted below, or it finds no tenant. SQLite's
+	 * transactions are serial already. */
+	if (strcmp(db_driver_name(a->db), "postgres") == 0) {
+		r = db_query(a->db, &rows, err, "SELECT 1 FROM tenants WHERE id = ? FOR UPDATE",
+			     "s", id);
+		if (r < 0)
+			goto fail;
+		db_rows_free(&rows);
+	}
 	r = db_query(a->db, &rows, err,
 		     "SELECT count(*) FROM sandboxes WHERE tenant_id = ? AND observed <> 'deleted'",
 		     "s", id);

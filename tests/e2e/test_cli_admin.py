@@ -13,6 +13,7 @@ import pty
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -21,6 +22,17 @@ import unittest
 
 import harness
 from harness import CLI, AirlockTestCase, Client, main
+
+
+class UnixConn(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=120)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(120)
+        self.sock.connect(self.path)
 
 
 class CliAdminTest(AirlockTestCase):
@@ -147,6 +159,20 @@ class CliAdminTest(AirlockTestCase):
                                       cred["id"] + "%")[0][0], 0)
         names = [x["name"] for x in self.api.call("GET", "/v1/tenants")["tenants"]]
         self.assertNotIn("gone-tenant", names)
+        # a create that was on its way when the tenant went (here: sent to
+        # the node with the gone tenant's id) makes no sandbox
+        c = UnixConn(os.path.join(self.server.dir, "run", "node.sock"))
+        try:
+            c.request("POST", "/v1/sandboxes", body=json.dumps({"template": "busybox"}),
+                      headers={"X-Airlock-Tenant": t["id"], "Content-Type": "application/json"})
+            r = c.getresponse()
+            body = r.read()
+        finally:
+            c.close()
+        self.assertEqual(r.status, 403, body)
+        self.assertIn(b"no longer exists", body)
+        self.assertEqual(self.db_rows("SELECT count(*) FROM sandboxes WHERE tenant_id = ? AND"
+                                      " observed <> 'deleted'", t["id"])[0][0], 0)
         r = self.cli("tenant", "rm", "gone-tenant", check=False)
         self.assertEqual(r.returncode, 125)
         self.assertIn(b"(not_found)", r.stderr)
