@@ -443,21 +443,23 @@ void api_handle_tenants(struct api *a, struct http_req *req, struct http_conn *c
 			const struct api_principal *who)
 {
 	static const char prefix[] = "/v1/tenants/";
-	const char *rest = req->path + sizeof(prefix) - 1;
+	bool sub = strncmp(req->path, prefix, sizeof(prefix) - 1) == 0;
+	const char *rest = sub ? req->path + sizeof(prefix) - 1 : NULL;
 
-	if (strncmp(req->path, prefix, sizeof(prefix) - 1) == 0 && !strchr(rest, '/')) {
+	if (sub && !strchr(rest, '/')) {   /* /v1/tenants/{t} */
 		if (strcmp(req->method, "DELETE") == 0)
 			tenant_delete(a, c, rest, who);
 		else
 			api_method_not_allowed(c, "DELETE");
-	} else if (strncmp(req->path, prefix, sizeof(prefix) - 1) == 0)
+	} else if (sub) {
 		tenant_quota(a, req, c, rest);
-	else if (strcmp(req->method, "POST") == 0)
+	} else if (strcmp(req->method, "POST") == 0) {
 		tenant_create(a, req, c);
-	else if (strcmp(req->method, "GET") == 0)
+	} else if (strcmp(req->method, "GET") == 0) {
 		tenant_list(a, req, c);
-	else
+	} else {
 		api_method_not_allowed(c, "GET, POST");
+	}
 }
 
 static void key_create(struct api *a, struct http_req *req, struct http_conn *c)
