@@ -133,6 +133,11 @@ class CliAdminTest(AirlockTestCase):
                        {"name": "c1", "value": "s3cret", "hosts": ["example.com"],
                         "inject": {"type": "header"}})
         sid = tc.create()["id"]
+        # suspended (into the data dir's object store): still the tenant's
+        st, body, _ = tc.raw("POST", f"/v1/sandboxes/{sid}/suspend", {})
+        if st != 501:   # 501: this backend cannot suspend; a running one it is
+            self.assertEqual(st, 200, body)
+            self.assertEqual(json.loads(body)["state"], "suspended")
         r = self.cli("tenant", "rm", "gone-tenant", check=False)
         self.assertEqual(r.returncode, 125)
         self.assertIn(b"(conflict)", r.stderr)
