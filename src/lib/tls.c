@@ -17,6 +17,7 @@
 #include "util.h"
 
 #define RELAY_BUF (16 * 1024)   /* one TLS record's worth */
+#define RELAY_STACK (256 * 1024)
 /* A peer that stops reading what we send it is given up after this (as
  * the HTTP server's SO_SNDTIMEO does on plain sockets), so it cannot hold
  * the relay's thread and socket for ever. */
@@ -352,6 +353,9 @@ static int start_relay(SSL *ssl, int fd, int linger_ms, err_t *err)
 	r->linger_ms = linger_ms;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* its buffers are on the heap: a server full of TLS connections
+	 * should not reserve 8 MiB of stack for each of these */
+	pthread_attr_setstacksize(&attr, RELAY_STACK);
 	/* no signal of the process is for this thread (the api sigwaits) */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
