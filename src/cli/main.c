@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "airlock-version.h"   /* generated: <build>/gen */
+#include "../lib/tls.h"
 #include "cli.h"
 
 static const char usage[] =
@@ -253,6 +254,7 @@ int main(int argc, char **argv)
 		}
 		r = cli_verbs[v].fn(&cli, argc - i, argv + i);
 		fflush(stdout);
+		tls_relays_wait(2000);   /* https: let the connections close */
 		free(cli.url);
 		free(cli.key);
 		return r;

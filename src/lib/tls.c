@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -12,6 +13,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "log.h"
 #include "util.h"
@@ -149,6 +151,29 @@ static int handshake(SSL *ssl, int fd, bool server, uint64_t deadline_ms, err_t 
 }
 
 /* ---- the relay ---------------------------------------------------------- */
+
+/* Relays running, so a client process can let them finish before it exits
+ * (tls_relays_wait). */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t live_cv = PTHREAD_COND_INITIALIZER;
+static unsigned live_relays;
+
+void tls_relays_wait(int timeout_ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&live_mu);
+	while (live_relays && pthread_cond_timedwait(&live_cv, &live_mu, &ts) == 0)
+		;
+	pthread_mutex_unlock(&live_mu);
+}
 
 struct relay {
 	SSL *ssl;
@@ -323,6 +348,13 @@ static void *relay_main(void *arg)
 	close(r->tfd);
 	close(r->pfd);
 	free(r);
+	/* this thread's OpenSSL state (its error queue), now rather than in
+	 * a key destructor after the count below says we are gone */
+	OPENSSL_thread_stop();
+	pthread_mutex_lock(&live_mu);
+	if (--live_relays == 0)
+		pthread_cond_broadcast(&live_cv);
+	pthread_mutex_unlock(&live_mu);
 	return NULL;
 }
 
@@ -359,10 +391,16 @@ static int start_relay(SSL *ssl, int fd, int linger_ms, err_t *err)
 	/* no signal of the process is for this thread (the api sigwaits) */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_mutex_lock(&live_mu);
+	live_relays++;
+	pthread_mutex_unlock(&live_mu);
 	e = pthread_create(&t, &attr, relay_main, r);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (e != 0) {
+		pthread_mutex_lock(&live_mu);
+		live_relays--;
+		pthread_mutex_unlock(&live_mu);
 		free(r);
 		SSL_free(ssl);
 		close(sp[0]);

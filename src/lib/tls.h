@@ -39,4 +39,9 @@ int tls_server_wrap(struct tls_ctx *t, int fd, uint64_t deadline_ms, err_t *err)
 int tls_client_wrap(struct tls_ctx *t, int fd, const char *host, uint64_t deadline_ms,
 		    err_t *err);
 
+/* Wait up to timeout_ms for every relay of this process to end: a client
+ * about to exit lets its connections close cleanly (close_notify both
+ * ways) instead of cutting them. */
+void tls_relays_wait(int timeout_ms);
+
 #endif
