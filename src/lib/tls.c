@@ -20,6 +20,7 @@
 
 #define RELAY_BUF (16 * 1024)   /* one TLS record's worth */
 #define RELAY_STACK (256 * 1024)
+#define PLAIN_LINGER_MS 500   /* refuse_plain: how long to drain the request */
 /* A peer that stops reading what we send it is given up after this (as
  * the HTTP server's SO_SNDTIMEO does on plain sockets), so it cannot hold
  * the relay's thread and socket for ever. */
@@ -441,6 +442,23 @@ static int refuse_plain(int fd, uint64_t deadline_ms, err_t *err)
 		       "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
 		       sizeof(body) - 1, body);
 	(void)!send(fd, msg, (size_t)len, MSG_NOSIGNAL);
+	/* Closing with its request unread would send a RST that can destroy
+	 * the answer before the client reads it: read and drop what it sends
+	 * for a moment first, as the HTTP server does after an error. */
+	shutdown(fd, SHUT_WR);
+	{
+		uint64_t until = now_ms() + PLAIN_LINGER_MS;
+		char junk[4096];
+		size_t total = 0;
+
+		while (total < (64u << 10) && wait_fd(fd, POLLIN, until) == 0) {
+			n = recv(fd, junk, sizeof(junk), 0);
+			if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR)))
+				break;
+			if (n > 0)
+				total += (size_t)n;
+		}
+	}
 	return err_set(err, EPROTO, "plain HTTP on the TLS port");
 }
 
