@@ -413,7 +413,8 @@ static int start_relay(SSL *ssl, int fd, int linger_ms, err_t *err)
 
 /* A client that speaks plain HTTP to the TLS port: its first byte is a
  * method's letter, where a TLS ClientHello starts with 0x16. Tell it in
- * plain HTTP, which it can read. 1: it was plain (answered); 0: TLS. */
+ * plain HTTP, which it can read. 0: TLS comes; -errno (err set) when it
+ * was plain (answered) or nothing came by the deadline. */
 static int refuse_plain(int fd, uint64_t deadline_ms, err_t *err)
 {
 	static const char body[] = "{\"error\":{\"code\":\"tls_required\",\"message\":"
