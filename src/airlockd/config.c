@@ -157,9 +157,14 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 				       val);
 		return set_str(c->node_name, sizeof(c->node_name), key, val, err);
 	}
+	if (!strcmp(key, "tls_cert"))
+		return set_str(c->tls_cert, sizeof(c->tls_cert), key, val, err);
+	if (!strcmp(key, "tls_key"))
+		return set_str(c->tls_key, sizeof(c->tls_key), key, val, err);
 	if (!strcmp(key, "advertise_url")) {
-		if (*val && strncmp(val, "http://", 7))
-			return err_set(err, EINVAL, "advertise_url: `%s` is not http://HOST:PORT", val);
+		if (*val && strncmp(val, "http://", 7) && strncmp(val, "https://", 8))
+			return err_set(err, EINVAL, "advertise_url: `%s` is not http(s)://HOST:PORT",
+				       val);
 		return set_str(c->advertise_url, sizeof(c->advertise_url), key, val, err);
 	}
 	if (!strcmp(key, "heartbeat_timeout_s")) {

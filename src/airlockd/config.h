@@ -16,6 +16,9 @@ struct airlockd_config {
 	char db[1024];
 	char node_name[65];        /* this node in the shared database (default: the hostname) */
 	char listen[128];          /* api listen address */
+	/* TLS on the api listener: PEM certificate (chain) and key; "" = plain
+	 * HTTP. Read by the api process before it drops privileges. */
+	char tls_cert[512], tls_key[512];
 	char user[64];             /* unprivileged user for node and api */
 	char gateway_user[64];     /* the gateway's own user; "" = user + "-gw" */
 	uint64_t pool_size_mb;     /* size of DATA/pool.img when DATA is not on btrfs */

@@ -37,6 +37,7 @@
 #include "../lib/log.h"
 #include "../lib/resource.h"
 #include "../lib/secmem.h"
+#include "../lib/tls.h"
 #include "../lib/util.h"
 #include "../node/node.h"
 #include "../nodemgr/nodemgr.h"
@@ -103,6 +104,7 @@ int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_
 			{ "--pool-size-mb", "pool_size_mb" }, { "--log-level", "log_level" },
 			{ "--db", "db" }, { "--node-name", "node_name" },
 			{ "--object-store", "object_store" },
+			{ "--tls-cert", "tls_cert" }, { "--tls-key", "tls_key" },
 		};
 		bool done = false;
 
@@ -456,11 +458,19 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *sock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *vault_pub = data_path(cfg, "vault.pub");
-	int r = drop_privileges(cfg->user, (gid_t)-1, err);
+	struct tls_ctx *tls = NULL;
+	int r;
 
-	if (r < 0)
+	/* The key is read as root, so its file may be root's alone. */
+	if (cfg->tls_cert[0] && !(tls = tls_server_ctx(cfg->tls_cert, cfg->tls_key, err)))
+		return err_wrap(err, "api");
+	r = drop_privileges(cfg->user, (gid_t)-1, err);
+	if (r < 0) {
+		tls_ctx_free(tls);
 		return r;
+	}
 	struct api_config ac = {
+		.tls = tls,
 		.listen = cfg->listen,
 		.db_path = db,
 		.node_sock = node,
@@ -477,7 +487,9 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 		.body_budget = (size_t)cfg->api_body_budget_mb << 20,
 		.head_timeout_ms = (int)cfg->api_head_timeout_s * 1000,
 	};
-	return api_run(&ac, err);
+	r = api_run(&ac, err);
+	tls_ctx_free(tls);
+	return r;
 }
 
 /* ---- supervision ---- */
@@ -545,6 +557,8 @@ static int wait_ready(const struct airlockd_config *cfg, enum role role, pid_t p
 				       role_names[role], st);
 		if (role == ROLE_API) {
 			struct http_resp resp;
+			/* with TLS the plain probe gets a plain 400 tls_required:
+			 * an answer all the same, the api is up */
 			_cleanup_free_ char *url = xasprintf("http://%s", cfg->listen);
 			err_t e2 = { 0 };
 			memset(&resp, 0, sizeof(resp));
@@ -730,7 +744,8 @@ static int bootstrap(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *db = db_target(cfg);
 	_cleanup_free_ char *file = db_sqlite_file(cfg);
 	_cleanup_free_ char *cli = data_path(cfg, "cli.json");
-	_cleanup_free_ char *url = xasprintf("http://%s", cfg->listen);
+	_cleanup_free_ char *url = xasprintf("%s://%s", cfg->tls_cert[0] ? "https" : "http",
+					     cfg->listen);
 	uid_t uid = 0;
 	gid_t gid = 0;
 	int r = lookup_user(cfg->user, &uid, &gid, err);
@@ -878,7 +893,8 @@ static pid_t spawn_templates(const struct airlockd_config *cfg)
 	ensure_templates(cfg);
 	{
 		_cleanup_free_ char *cli = data_path(cfg, "cli.json");
-		printf("airlock is up: http://%s  (CLI config: %s)\n", cfg->listen, cli);
+		printf("airlock is up: %s://%s  (CLI config: %s)\n",
+		       cfg->tls_cert[0] ? "https" : "http", cfg->listen, cli);
 		fflush(stdout);
 	}
 	_exit(0);
@@ -892,6 +908,15 @@ int airlockd_up(const struct airlockd_config *cfg, err_t *err)
 
 	if (getuid() != 0)
 		return err_set(err, EPERM, "`airlockd up` must run as root (it starts the node manager)");
+	if (!cfg->tls_cert[0] != !cfg->tls_key[0])
+		return err_set(err, EINVAL, "tls_cert and tls_key go together");
+	if (cfg->tls_cert[0]) {
+		/* a bad file is said now, not as an api that keeps dying */
+		struct tls_ctx *t = tls_server_ctx(cfg->tls_cert, cfg->tls_key, err);
+		if (!t)
+			return err_wrap(err, "TLS");
+		tls_ctx_free(t);
+	}
 	r = ensure_user(cfg->user, err);
 	if (r == 0 && cfg->network) {
 		char gwbuf[64];

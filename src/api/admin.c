@@ -1,8 +1,11 @@
 /* admin.c - the endpoints the api serves itself: tenants and keys.
  * The router (api.c) has already checked that the caller is an admin. */
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
 
+#include "../cred/cred.h"
+#include "../cred/vault.h"
 #include "../db/tenant-quota.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
@@ -320,19 +323,143 @@ static void tenant_quota(struct api *a, struct http_req *req, struct http_conn *
 		api_method_not_allowed(c, "GET, PUT");
 }
 
+/* Everything of a tenant that is not a sandbox, in one transaction:
+ * refused (-EBUSY) while it has a sandbox not deleted yet, suspended ones
+ * included, since those would be left with no owner; a create racing the
+ * delete either is counted or fails (403) for want of its tenant. Its credentials'
+ * sealed values are erased after the commit (refs; caller frees). The
+ * credential audit is kept: it is history, and tenant ids are never reused. */
+static int tenant_delete_rows(struct api *a, const char *id, struct db_rows *creds, err_t *err)
+{
+	static const char *const per_tenant[] = {
+		"DELETE FROM api_keys WHERE tenant_id = ?",
+		"DELETE FROM port_tokens WHERE tenant_id = ?",
+		"DELETE FROM tenant_quotas WHERE tenant_id = ?",
+		"DELETE FROM credential_bindings WHERE cred_id IN"
+		" (SELECT id FROM credentials WHERE tenant_id = ?)",
+		"DELETE FROM credential_placeholders WHERE cred_id IN"
+		" (SELECT id FROM credentials WHERE tenant_id = ?)",
+		"DELETE FROM credentials WHERE tenant_id = ?",
+		"DELETE FROM tenants WHERE id = ?",
+	};
+	struct db_rows rows;
+	int64_t live;
+	int r;
+
+	memset(creds, 0, sizeof(*creds));
+	if ((r = db_tx_begin(a->db, err)) < 0)
+		return r;
+	/* A create or fork on its way inserts its row only while the tenant
+	 * row exists, holding it (node/quota.c): take the row first, so either
+	 * it committed and is counted below, or it finds no tenant. SQLite's
+	 * transactions are serial already. */
+	if (strcmp(db_driver_name(a->db), "postgres") == 0) {
+		r = db_query(a->db, &rows, err, "SELECT 1 FROM tenants WHERE id = ? FOR UPDATE",
+			     "s", id);
+		if (r < 0)
+			goto fail;
+		db_rows_free(&rows);
+	}
+	r = db_query(a->db, &rows, err,
+		     "SELECT count(*) FROM sandboxes WHERE tenant_id = ? AND observed <> 'deleted'",
+		     "s", id);
+	if (r < 0)
+		goto fail;
+	live = db_cell_int(&rows, 0, 0);
+	db_rows_free(&rows);
+	if (live > 0) {
+		db_tx_rollback(a->db);
+		return err_set(err, EBUSY, "%" PRId64, live);
+	}
+	r = db_query(a->db, creds, err, "SELECT id, version FROM credentials WHERE tenant_id = ?",
+		     "s", id);
+	if (r < 0)
+		goto fail;
+	for (size_t i = 0; i < ARRAY_SIZE(per_tenant); i++)
+		if ((r = db_exec(a->db, err, per_tenant[i], "s", id)) < 0)
+			goto fail;
+	if ((r = db_tx_commit(a->db, err)) < 0)
+		goto out;
+	return 0;
+fail:
+	db_tx_rollback(a->db);
+out:
+	db_rows_free(creds);
+	memset(creds, 0, sizeof(*creds));
+	return r;
+}
+
+/* DELETE /v1/tenants/{tenant} (id or name). */
+static void tenant_delete(struct api *a, struct http_conn *c, const char *ref,
+			  const struct api_principal *who)
+{
+	_cleanup_free_ char *id = NULL;
+	struct db_rows creds;
+	err_t err = { 0 };
+	int r = tenant_lookup(a, ref, &id, &err);
+
+	if (r == -ENOENT) {
+		http_respond_error(c, 404, "not_found", "tenant `%s` not found", ref);
+		return;
+	}
+	if (r < 0) {
+		log_err("delete tenant: %s", err.msg);
+		http_respond_error(c, 500, "internal", "cannot look up tenant");
+		return;
+	}
+	/* Its keys go with it: the caller's own would lock the operator out. */
+	if (strcmp(id, who->tenant) == 0) {
+		http_respond_error(c, 409, "conflict",
+				   "tenant `%s` holds the key making this request", ref);
+		return;
+	}
+	r = tenant_delete_rows(a, id, &creds, &err);
+	if (r == -EBUSY) {
+		http_respond_error(c, 409, "conflict",
+				   "tenant `%s` still has %s sandbox(es); delete them first", ref,
+				   err.msg);
+		return;
+	}
+	if (r < 0) {
+		log_err("delete tenant %s: %s", id, err.msg);
+		http_respond_error(c, 500, "internal", "cannot delete tenant");
+		return;
+	}
+	/* Its keys are refused from the next request on, not in 5 s. */
+	auth_cache_clear(a->cache);
+	for (int i = 0; i < creds.n_rows; i++) {
+		_cleanup_free_ char *sref =
+			cred_ref(db_cell(&creds, i, 0), (uint32_t)db_cell_int(&creds, i, 1));
+		if (a->vault && vault_del(a->vault, sref, &err) < 0)
+			log_err("delete tenant %s: credential %s: %s", id, db_cell(&creds, i, 0),
+				err.msg);
+	}
+	log_info("tenant %s (%s) deleted with %d credential(s)", id, ref, creds.n_rows);
+	db_rows_free(&creds);
+	http_respond(c, 204, NULL, NULL, 0, NULL);
+}
+
 void api_handle_tenants(struct api *a, struct http_req *req, struct http_conn *c,
 			const struct api_principal *who)
 {
 	static const char prefix[] = "/v1/tenants/";
+	bool sub = strncmp(req->path, prefix, sizeof(prefix) - 1) == 0;
+	const char *rest = sub ? req->path + sizeof(prefix) - 1 : NULL;
 
-	if (strncmp(req->path, prefix, sizeof(prefix) - 1) == 0)
-		tenant_quota(a, req, c, req->path + sizeof(prefix) - 1);
-	else if (strcmp(req->method, "POST") == 0)
+	if (sub && !strchr(rest, '/')) {   /* /v1/tenants/{t} */
+		if (strcmp(req->method, "DELETE") == 0)
+			tenant_delete(a, c, rest, who);
+		else
+			api_method_not_allowed(c, "DELETE");
+	} else if (sub) {
+		tenant_quota(a, req, c, rest);
+	} else if (strcmp(req->method, "POST") == 0) {
 		tenant_create(a, req, c);
-	else if (strcmp(req->method, "GET") == 0)
+	} else if (strcmp(req->method, "GET") == 0) {
 		tenant_list(a, req, c);
-	else
+	} else {
 		api_method_not_allowed(c, "GET, POST");
+	}
 }
 
 static void key_create(struct api *a, struct http_req *req, struct http_conn *c)
@@ -420,11 +547,155 @@ out:
 	json_free(body);
 }
 
+/* GET /v1/keys[?tenant=T]: never the key nor its hash. Revoked keys are
+ * not listed. */
+static void key_list(struct api *a, struct http_req *req, struct http_conn *c)
+{
+	_cleanup_free_ char *tref = http_query_param(req, "tenant"), *tid = NULL;
+	struct db_rows rows;
+	struct page pg;
+	struct buf out;
+	struct jw w;
+	err_t err = { 0 };
+	int r;
+
+	if (page_from_req(&pg, req, false, c) < 0)
+		return;
+	if (tref) {
+		r = tenant_lookup(a, tref, &tid, &err);
+		if (r == -ENOENT) {
+			http_respond_error(c, 404, "not_found", "tenant `%s` not found", tref);
+			return;
+		}
+		if (r < 0) {
+			log_err("list keys: %s", err.msg);
+			http_respond_error(c, 500, "internal", "cannot look up tenant");
+			return;
+		}
+	}
+	if (db_query(a->db, &rows, &err,
+		     "SELECT id, name, tenant_id, admin, created_at FROM api_keys"
+		     " WHERE revoked = 0 AND (? IS NULL OR tenant_id = ?)"
+		     " ORDER BY created_at, id",
+		     "ss", tid, tid) < 0) {
+		log_err("list keys: %s", err.msg);
+		http_respond_error(c, 500, "internal", "cannot list keys");
+		return;
+	}
+	buf_init(&out);
+	jw_init(&w, &out);
+	jw_obj(&w);
+	jw_key(&w, "keys");
+	jw_arr(&w);
+	for (int i = 0; i < rows.n_rows; i++) {
+		char ts[ISO_TIME_MAX];
+
+		if (!page_take(&pg, db_cell_int(&rows, i, 4), db_cell(&rows, i, 0)))
+			continue;
+		iso_time(db_cell_int(&rows, i, 4), ts);
+		jw_obj(&w);
+		jw_key(&w, "id");
+		jw_str(&w, db_cell(&rows, i, 0));
+		jw_key(&w, "name");
+		jw_str(&w, db_cell(&rows, i, 1));
+		jw_key(&w, "tenant");
+		jw_str(&w, db_cell(&rows, i, 2));
+		jw_key(&w, "admin");
+		jw_bool(&w, db_cell_int(&rows, i, 3) != 0);
+		jw_key(&w, "created_at");
+		jw_str(&w, ts);
+		jw_end(&w);
+	}
+	jw_end(&w);
+	page_write_next(&pg, &w);
+	jw_end(&w);
+	db_rows_free(&rows);
+	http_respond_json(c, 200, out.data);
+	buf_free(&out);
+}
+
+/* Revoke key id unless it is the last admin key: the check and the write
+ * in one transaction. SQLite's transactions are serial; PostgreSQL's READ
+ * COMMITTED would let two revokes of two admin keys each count the other,
+ * so there the table is locked against other writers first. Rows changed. */
+static int key_revoke_row(struct api *a, const char *id, err_t *err)
+{
+	int r = db_tx_begin(a->db, err);
+
+	if (r < 0)
+		return r;
+	if (strcmp(db_driver_name(a->db), "postgres") == 0)
+		r = db_exec(a->db, err, "LOCK TABLE api_keys IN SHARE ROW EXCLUSIVE MODE", NULL);
+	if (r >= 0)
+		r = db_exec(a->db, err,
+			    "UPDATE api_keys SET revoked = 1 WHERE id = ? AND revoked = 0 AND"
+			    " (admin = 0 OR (SELECT count(*) FROM api_keys k"
+			    "  WHERE k.admin = 1 AND k.revoked = 0) > 1)",
+			    "s", id);
+	if (r < 0) {
+		db_tx_rollback(a->db);
+		return r;
+	}
+	int c = db_tx_commit(a->db, err);
+	return c < 0 ? c : r;
+}
+
+/* DELETE /v1/keys/{id}: refused at once by this api (the cache is emptied).
+ * The last admin key cannot go: nobody could then manage the service. */
+static void key_revoke(struct api *a, struct http_conn *c, const char *id)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	bool exists;
+	int r = key_revoke_row(a, id, &err);
+
+	if (r < 0) {
+		log_err("revoke key %s: %s", id, err.msg);
+		http_respond_error(c, 500, "internal", "cannot revoke key");
+		return;
+	}
+	if (r > 0) {
+		auth_cache_clear(a->cache);
+		log_info("key %s revoked", id);
+		http_respond(c, 204, NULL, NULL, 0, NULL);
+		return;
+	}
+	/* Nothing changed: unknown, already revoked, or the last admin key. */
+	if (db_query(a->db, &rows, &err, "SELECT admin FROM api_keys WHERE id = ? AND revoked = 0",
+		     "s", id) < 0) {
+		log_err("revoke key %s: %s", id, err.msg);
+		http_respond_error(c, 500, "internal", "cannot revoke key");
+		return;
+	}
+	exists = rows.n_rows > 0;
+	db_rows_free(&rows);
+	if (exists)
+		http_respond_error(c, 409, "conflict",
+				   "key `%s` is the last admin key; create another first", id);
+	else
+		http_respond_error(c, 404, "not_found", "key `%s` not found", id);
+}
+
 void api_handle_keys(struct api *a, struct http_req *req, struct http_conn *c,
 		     const struct api_principal *who)
 {
-	if (strcmp(req->method, "POST") == 0)
+	static const char prefix[] = "/v1/keys/";
+
+	(void)who;
+	if (strncmp(req->path, prefix, sizeof(prefix) - 1) == 0) {
+		const char *id = req->path + sizeof(prefix) - 1;
+
+		if (!*id || strchr(id, '/'))
+			http_respond_error(c, 404, "not_found", "no such endpoint");
+		else if (strcmp(req->method, "DELETE") == 0)
+			key_revoke(a, c, id);
+		else
+			api_method_not_allowed(c, "DELETE");
+	} else if (strcmp(req->method, "POST") == 0) {
 		key_create(a, req, c);
-	else
-		api_method_not_allowed(c, "POST");
+	} else if (strcmp(req->method, "GET") == 0) {
+		key_list(a, req, c);
+	} else {
+		api_method_not_allowed(c, "GET, POST");
+	}
 }

@@ -41,7 +41,7 @@ struct api {
 
 #define API_KEY_PREFIX "al_"
 #define API_KEY_HEX 32                    /* hex chars after the prefix */
-#define AUTH_CACHE_TTL_MS 5000            /* revocations take effect within this */
+#define AUTH_CACHE_TTL_MS 5000            /* other apis' revocations take effect within this */
 
 /* SHA-256 of key as lowercase hex into out (65 bytes with NUL). */
 void api_key_hash(const char *key, char out[65]);
@@ -50,6 +50,9 @@ bool api_key_well_formed(const char *s);
 
 struct auth_cache *auth_cache_new(void);
 void auth_cache_free(struct auth_cache *c);   /* accepts NULL */
+/* Forget every answer: after a key is revoked or a tenant deleted, so the
+ * next request with it is looked up (and refused) at once. */
+void auth_cache_clear(struct auth_cache *c);
 
 /* Resolve a presented key. Returns 1 and fills *who when valid, 0 when
  * unknown or revoked, -errno on a DB failure. Answers (positive and negative)

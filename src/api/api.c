@@ -118,7 +118,7 @@ static enum route route_of(const char *path)
 		return R_SPEC;
 	if (under(path, "/v1/tenants"))   /* and /v1/tenants/{t}/quota */
 		return R_TENANTS;
-	if (strcmp(path, "/v1/keys") == 0)
+	if (under(path, "/v1/keys"))   /* and /v1/keys/{id} */
 		return R_KEYS;
 	if (strcmp(path, "/v1/node") == 0 || strcmp(path, "/v1/node/doctor") == 0 ||
 	    strcmp(path, "/metrics") == 0)
@@ -442,6 +442,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 		.body_budget = cfg->body_budget,
 		.head_fn = head_check,
 		.exempt_fn = conn_cap_exempt,
+		.tls = cfg->tls,
 	};
 	srv = http_server_start_opts(cfg->listen, &opts, handle, &a, err);
 	if (!srv) {
@@ -462,7 +463,8 @@ int api_run(const struct api_config *cfg, err_t *err)
 	if (cfg->node_name) {
 		_cleanup_free_ char *url = cfg->advertise_url && *cfg->advertise_url
 						   ? xstrdup(cfg->advertise_url)
-						   : xasprintf("http://%s", http_server_addr(srv));
+						   : xasprintf("%s://%s", cfg->tls ? "https" : "http",
+							       http_server_addr(srv));
 		err_t e2 = { 0 };
 
 		if (api_cluster_announce(&a, url, &e2) < 0)

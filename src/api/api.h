@@ -16,6 +16,8 @@
 
 #include "../lib/err.h"
 
+struct tls_ctx;
+
 struct api_config {
 	const char *listen;     /* "HOST:PORT" (port 0 = any) or "unix:/path" */
 	const char *db_path;    /* db_open target: SQLite file or PostgreSQL URL (migrated on open) */
@@ -33,6 +35,7 @@ struct api_config {
 	unsigned max_conns_per_client; /* connections at once per client IP; 0 = no cap */
 	size_t body_budget;     /* bytes of request bodies in flight, all clients; 0 = no cap */
 	int head_timeout_ms;    /* a request head must arrive within it; 0 = 10 s */
+	struct tls_ctx *tls;    /* NULL: plain HTTP; else TLS (lib/tls.h), borrowed */
 };
 
 /* Serve until SIGTERM or SIGINT arrives, then stop and return 0.

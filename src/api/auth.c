@@ -7,8 +7,11 @@
  * The cache is direct-mapped (a fixed number of slots indexed by the hash),
  * so its memory is bounded no matter how many garbage keys a client tries,
  * and a lookup is one SHA-256 plus one mutex. Negative answers are cached too,
- * so a flood of unknown keys does not become a flood of DB queries. The price
- * is that a revoked key keeps working for up to AUTH_CACHE_TTL_MS.
+ * so a flood of unknown keys does not become a flood of DB queries. A key
+ * revoked (or a tenant deleted) through this api empties the cache
+ * (auth_cache_clear), so it is refused at once here; another api on the
+ * same database (a cluster) learns it when its entry expires, within
+ * AUTH_CACHE_TTL_MS.
  */
 #include <errno.h>
 #include <openssl/evp.h>
@@ -31,6 +34,9 @@ struct cache_slot {
 
 struct auth_cache {
 	pthread_mutex_t mu;
+	/* Bumped by auth_cache_clear: a lookup whose query began before a
+	 * clear does not store its (maybe stale) answer after it. */
+	uint64_t gen;
 	struct cache_slot slots[CACHE_SLOTS];
 };
 
@@ -77,6 +83,15 @@ void auth_cache_free(struct auth_cache *c)
 	free(c);
 }
 
+void auth_cache_clear(struct auth_cache *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->gen++;
+	for (size_t i = 0; i < CACHE_SLOTS; i++)
+		c->slots[i].expires_ms = 0;
+	pthread_mutex_unlock(&c->mu);
+}
+
 static unsigned slot_of(const char *hash)
 {
 	unsigned v = 0;
@@ -91,6 +106,7 @@ int auth_lookup(struct api *a, const char *key, struct api_principal *who, err_t
 	struct cache_slot *s;
 	struct db_rows rows;
 	char hash[65];
+	uint64_t gen;
 	bool found;
 	int r;
 
@@ -109,6 +125,7 @@ int auth_lookup(struct api *a, const char *key, struct api_principal *who, err_t
 		pthread_mutex_unlock(&a->cache->mu);
 		return found ? 1 : 0;
 	}
+	gen = a->cache->gen;
 	pthread_mutex_unlock(&a->cache->mu);
 
 	r = db_query(a->db, &rows, err,
@@ -126,10 +143,12 @@ int auth_lookup(struct api *a, const char *key, struct api_principal *who, err_t
 	db_rows_free(&rows);
 
 	pthread_mutex_lock(&a->cache->mu);
-	memcpy(s->hash, hash, sizeof(hash));
-	s->found = found;
-	s->who = *who;
-	s->expires_ms = now_ms() + AUTH_CACHE_TTL_MS;
+	if (a->cache->gen == gen) {
+		memcpy(s->hash, hash, sizeof(hash));
+		s->found = found;
+		s->who = *who;
+		s->expires_ms = now_ms() + AUTH_CACHE_TTL_MS;
+	}
 	pthread_mutex_unlock(&a->cache->mu);
 	return found ? 1 : 0;
 }

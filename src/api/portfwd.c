@@ -422,8 +422,9 @@ char *ports_redirect_location(const char *target, const char *q)
  * reads it), SameSite=Lax (Strict would drop it on the top-level
  * navigation from a link, the way such a URL is opened; Lax still keeps it
  * off cross-site subrequests and POSTs), Max-Age up to the token's expiry,
- * and Secure when the client came over https (a TLS front says so in
- * X-Forwarded-Proto; a client claiming it only narrows its own cookie).
+ * and Secure when the client came over https (the api's own TLS, or a TLS
+ * front that says so in X-Forwarded-Proto; a client claiming it only
+ * narrows its own cookie).
  * Caller owns. */
 char *ports_token_cookie(const char *token, int64_t max_age_s, bool https)
 {
@@ -515,7 +516,7 @@ bool api_host_routed(struct api *a, struct http_req *req, struct http_conn *c)
 		 * leaves the address bar, history and the service's logs. */
 		_cleanup_free_ char *location = ports_redirect_location(req->target, q);
 		_cleanup_free_ char *cookie = ports_token_cookie(
-			qtok, (expires - wall_ms()) / 1000, forwarded_https(req));
+			qtok, (expires - wall_ms()) / 1000, a->cfg->tls || forwarded_https(req));
 		_cleanup_free_ char *extra = xasprintf("Location: %s\r\nSet-Cookie: %s\r\n",
 						       location, cookie);
 		http_respond(c, 302, "text/plain", "", 0, extra);

@@ -33,6 +33,7 @@ struct cli {
 	/* from flags; borrowed from argv */
 	const char *config_flag;
 	const char *url_flag;
+	const char *cacert_flag;
 	bool json;
 	/* resolved lazily by cli_load(); owned */
 	bool loaded;
@@ -40,15 +41,18 @@ struct cli {
 	char *key;
 };
 
-/* Options every verb accepts besides its own: --json, --config F, --url U.
+/* Options every verb accepts besides its own: --json, --config F, --url U,
+ * --cacert F.
  * Put CLI_COMMON_OPTS at the end of a verb's long options (before the zero
  * entry) and pass unhandled option chars to cli_common_opt(). */
 #define OPT_JSON 1001
 #define OPT_CONFIG 1002
 #define OPT_URL 1003
+#define OPT_CACERT 1004
 #define CLI_COMMON_OPTS                                                                   \
 	{ "json", no_argument, NULL, OPT_JSON }, { "config", required_argument, NULL, OPT_CONFIG }, \
-	{ "url", required_argument, NULL, OPT_URL }, { "help", no_argument, NULL, 'h' }
+	{ "url", required_argument, NULL, OPT_URL },                                      \
+	{ "cacert", required_argument, NULL, OPT_CACERT }, { "help", no_argument, NULL, 'h' }
 /* Returns 0 if handled, else prints a usage error for verb and returns EXIT_USAGE. */
 int cli_common_opt(struct cli *cli, int opt, const char *verb);
 
@@ -134,6 +138,15 @@ void table_free(struct table *t);
 int cli_list_table(struct cli *cli, const char *target, const char *key, const char *what,
 		   size_t n_cols, const char *const *head, const char *const *fields);
 
+/* --- progress.c: one line on stderr while a long call runs, only when
+ * stderr is a terminal (and AIRLOCK_NO_PROGRESS is unset): spinner, time
+ * so far, what is being done, the last note. One at a time; starting
+ * another ends the first. end erases the line; cli_fail and cli_usage end
+ * it before they print. --- */
+void cli_progress_start(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_progress_note(const char *msg);
+void cli_progress_end(void);
+
 /* Verbs. */
 int cmd_create(struct cli *cli, int argc, char **argv);
 int cmd_ls(struct cli *cli, int argc, char **argv);
@@ -168,6 +181,21 @@ int cmd_health(struct cli *cli, int argc, char **argv);
 int cmd_node(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
 int cmd_mcp(struct cli *cli, int argc, char **argv);
+
+int cmd_help(struct cli *cli, int argc, char **argv);
+int cmd_completion(struct cli *cli, int argc, char **argv);
+
+/* The verb table (main.c): name, handler, and the subcommands it takes
+ * (space-separated; NULL: none), which completion offers. */
+struct cli_verb {
+	const char *name;
+	int (*fn)(struct cli *, int, char **);
+	const char *subs;
+};
+extern const struct cli_verb cli_verbs[];
+extern const size_t cli_n_verbs;
+/* The whole usage text, as `airlock --help` prints it. */
+const char *cli_usage_text(void);
 
 /* The usage text (main.c). */
 void cli_print_usage(FILE *f);

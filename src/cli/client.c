@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "../lib/tls.h"
 #include "cli.h"
 
 #define DEFAULT_CONFIG "/var/lib/airlock/cli.json"
@@ -12,6 +13,7 @@ int cli_fail(const char *code, const char *fmt, ...)
 {
 	va_list ap;
 
+	cli_progress_end();
 	fflush(stdout);
 	fputs("airlock: ", stderr);
 	va_start(ap, fmt);
@@ -25,6 +27,7 @@ int cli_usage(const char *verb, const char *fmt, ...)
 {
 	va_list ap;
 
+	cli_progress_end();
 	fputs("airlock: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -49,6 +52,9 @@ int cli_common_opt(struct cli *cli, int opt, const char *verb)
 	case OPT_URL:
 		cli->url_flag = optarg;
 		return 0;
+	case OPT_CACERT:
+		cli->cacert_flag = optarg;
+		return 0;
 	case 'h':
 		cli_print_verb_usage(stdout, verb);
 		exit(0);
@@ -59,21 +65,64 @@ int cli_common_opt(struct cli *cli, int opt, const char *verb)
 	}
 }
 
+/* The user's own config: $XDG_CONFIG_HOME/airlock/config.json, else
+ * ~/.config/airlock/config.json (XDG base directories: a relative
+ * XDG_CONFIG_HOME is ignored). NULL when there is no home. Caller owns. */
+static char *user_config_path(void)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+
+	if (xdg && xdg[0] == '/')
+		return xasprintf("%s/airlock/config.json", xdg);
+	if (home && home[0] == '/')
+		return xasprintf("%s/.config/airlock/config.json", home);
+	return NULL;
+}
+
+/* Which config file: --config, else $AIRLOCK_CONFIG, else the user's own
+ * when it exists, else the one `airlockd up` writes. Documented in the
+ * usage text and README ("CLI"). *explicit_path: a missing file is an
+ * error (only the last default may be absent). Caller owns. */
+static char *config_path(const struct cli *cli, bool *explicit_path)
+{
+	const char *p = cli->config_flag ? cli->config_flag : getenv("AIRLOCK_CONFIG");
+	char *user;
+
+	*explicit_path = true;
+	if (p && *p)
+		return xstrdup(p);
+	user = user_config_path();
+	if (user && access(user, F_OK) == 0)
+		return user;
+	free(user);
+	*explicit_path = false;
+	return xstrdup(DEFAULT_CONFIG);
+}
+
+/* https: the server is verified against ca_file (PEM) when given, else
+ * the system's CAs, and its certificate must name the URL's host. */
+static int setup_tls(const char *ca_file)
+{
+	err_t err = { 0 };
+	struct tls_ctx *t = tls_client_ctx(ca_file, &err);
+
+	if (!t)
+		return cli_fail("bad_config", "%s", err.msg);
+	http_client_set_tls(t);   /* for the life of the process */
+	return 0;
+}
+
 int cli_load(struct cli *cli)
 {
-	const char *path = cli->config_flag, *env;
-	bool explicit_path = true;
+	_cleanup_free_ char *path = NULL, *ca_file = NULL;
+	const char *env;
+	bool explicit_path;
 	struct buf b;
 	int r;
 
 	if (cli->loaded)
 		return 0;
-	if (!path)
-		path = getenv("AIRLOCK_CONFIG");
-	if (!path || !*path) {
-		path = DEFAULT_CONFIG;
-		explicit_path = false;
-	}
+	path = config_path(cli, &explicit_path);
 	buf_init(&b);
 	r = read_file(path, 1 << 20, &b);
 	if (r < 0 && explicit_path) {
@@ -95,6 +144,13 @@ int cli_load(struct cli *cli)
 			cli->url = xstrdup(s);
 		if ((s = json_get_str(j, "api_key")))
 			cli->key = xstrdup(s);
+		if ((s = json_get_str(j, "ca_file"))) {
+			/* relative: to the config file's directory */
+			const char *slash = strrchr(path, '/');
+			free(ca_file);
+			ca_file = s[0] == '/' || !slash ? xstrdup(s)
+							: xasprintf("%.*s/%s", (int)(slash - path), path, s);
+		}
 		json_free(j);
 	}
 	buf_free(&b);
@@ -117,6 +173,16 @@ int cli_load(struct cli *cli)
 		cli->url[n - 1] = '\0';
 	if (cli->key && strpbrk(cli->key, "\r\n"))
 		return cli_fail("bad_config", "the API key contains a line break");
+	if ((env = getenv("AIRLOCK_CA_FILE")) && *env) {
+		free(ca_file);
+		ca_file = xstrdup(env);
+	}
+	if (cli->cacert_flag) {
+		free(ca_file);
+		ca_file = xstrdup(cli->cacert_flag);
+	}
+	if (strncmp(cli->url, "https://", 8) == 0 && (r = setup_tls(ca_file)))
+		return r;
 	cli->loaded = true;
 	return 0;
 }
@@ -152,8 +218,8 @@ int cli_fail_resp(int status, const char *body, size_t len)
 		r = cli_fail(fallback, "the server answered HTTP %d", status);
 	}
 	if (status == 401)
-		fprintf(stderr, "airlock: check the API key (AIRLOCK_API_KEY, --config or %s)\n",
-			DEFAULT_CONFIG);
+		fprintf(stderr, "airlock: check the API key (AIRLOCK_API_KEY, --config, "
+			"~/.config/airlock/config.json or %s)\n", DEFAULT_CONFIG);
 	json_free(j);
 	return status == 401 || status == 403 ? EXIT_AUTH : r;
 }

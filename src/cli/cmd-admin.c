@@ -21,6 +21,7 @@ static int template_ls(struct cli *cli, int argc, char **argv)
 struct build {
 	struct cli *cli;
 	bool done;
+	bool bar;   /* a progress line is shown (stderr is a terminal) */
 };
 
 static int build_line(void *arg, char *line, size_t len)
@@ -42,13 +43,20 @@ static int build_line(void *arg, char *line, size_t len)
 		return cli_fail("bad_response", "invalid line in the build stream");
 	}
 	if (strcmp(ev, "progress") == 0) {
-		if (!b->cli->json && json_get_str(j, "line")) {
-			printf("%s\n", json_get_str(j, "line"));
+		const char *l = json_get_str(j, "line");
+
+		/* on a terminal the progress line shows the newest; the whole
+		 * log still goes to a stdout that is not the terminal */
+		if (l)
+			cli_progress_note(l);
+		if (!b->cli->json && l && !(b->bar && isatty(1))) {
+			printf("%s\n", l);
 			fflush(stdout);
 		}
 	} else if (strcmp(ev, "done") == 0) {
 		const json *t = json_get(j, "template");
 		b->done = true;
+		cli_progress_end();
 		if (!b->cli->json) {
 			_cleanup_free_ char *name = cli_field(t, "name"), *ver = cli_field(t, "version");
 			printf("template %s version %s ready\n", name, ver);
@@ -138,7 +146,10 @@ static int template_build(struct cli *cli, int argc, char **argv)
 		write_path(&w, tar);
 	}
 	jw_end(&w);
+	b.bar = isatty(2) && !getenv("AIRLOCK_NO_PROGRESS");
+	cli_progress_start("building %s", argv[optind]);
 	r = cli_stream_lines(cli, "POST", "/v1/templates", body.data, build_line, &b);
+	cli_progress_end();
 	buf_free(&body);
 	if (r == 0 && !b.done)
 		r = cli_fail("unavailable", "the build stream ended without a result");
@@ -294,8 +305,28 @@ static int tenant_quota(struct cli *cli, int argc, char **argv)
 	return 0;
 }
 
+/* tenant rm T...: each in turn; the first failure's exit code. */
+static int tenant_rm(struct cli *cli, int argc, char **argv)
+{
+	int r, first = 0;
+
+	if ((r = cli_only_common(cli, argc, argv, "tenant rm", 1, -1)))
+		return r;
+	for (int i = optind; i < argc; i++) {
+		_cleanup_free_ char *t = cli_escape(argv[i]);
+		_cleanup_free_ char *target = xasprintf("/v1/tenants/%s", t);
+
+		r = cli_call_json(cli, "DELETE", target, NULL, NULL, NULL, NULL);
+		if (r && !first)
+			first = r;
+	}
+	return first;
+}
+
 int cmd_tenant(struct cli *cli, int argc, char **argv)
 {
+	if (argc >= 2 && (strcmp(argv[1], "rm") == 0 || strcmp(argv[1], "delete") == 0))
+		return tenant_rm(cli, argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "quota") == 0)
 		return tenant_quota(cli, argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "create") == 0)
@@ -303,7 +334,57 @@ int cmd_tenant(struct cli *cli, int argc, char **argv)
 	if (argc >= 2 && (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0))
 		return tenant_ls(cli, argc - 1, argv + 1);
 	return cli_usage("tenant", "usage: airlock tenant create NAME | tenant ls | "
-			 "tenant quota NAME [--sandboxes N ...]");
+			 "tenant rm NAME... | tenant quota NAME [--sandboxes N ...]");
+}
+
+/* key ls [--tenant T] */
+static int key_ls(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "tenant", required_argument, NULL, 'T' },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
+	static const char *const head[] = { "ID", "NAME", "TENANT", "ADMIN", "CREATED" };
+	static const char *const fields[] = { "id", "name", "tenant", "admin", "created_at" };
+	_cleanup_free_ char *target = NULL;
+	const char *tenant = NULL;
+	int opt, r;
+
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (opt == 'T')
+			tenant = optarg;
+		else if ((r = cli_common_opt(cli, opt, "key ls")))
+			return r;
+	}
+	if (optind < argc)
+		return cli_usage("key ls", "usage: airlock key ls [--tenant T]");
+	if (tenant) {
+		_cleanup_free_ char *t = cli_escape(tenant);
+		target = xasprintf("/v1/keys?tenant=%s", t);
+	} else {
+		target = xstrdup("/v1/keys");
+	}
+	return cli_list_table(cli, target, "keys", "key list", ARRAY_SIZE(head), head, fields);
+}
+
+/* key rm ID...: revoke each; the first failure's exit code. */
+static int key_rm(struct cli *cli, int argc, char **argv)
+{
+	int r, first = 0;
+
+	if ((r = cli_only_common(cli, argc, argv, "key rm", 1, -1)))
+		return r;
+	for (int i = optind; i < argc; i++) {
+		_cleanup_free_ char *id = cli_escape(argv[i]);
+		_cleanup_free_ char *target = xasprintf("/v1/keys/%s", id);
+
+		r = cli_call_json(cli, "DELETE", target, NULL, NULL, NULL, NULL);
+		if (r && !first)
+			first = r;
+	}
+	return first;
 }
 
 int cmd_key(struct cli *cli, int argc, char **argv)
@@ -323,8 +404,13 @@ int cmd_key(struct cli *cli, int argc, char **argv)
 	struct jw w;
 	int opt, r;
 
+	if (argc >= 2 && (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0))
+		return key_ls(cli, argc - 1, argv + 1);
+	if (argc >= 2 && (strcmp(argv[1], "rm") == 0 || strcmp(argv[1], "revoke") == 0))
+		return key_rm(cli, argc - 1, argv + 1);
 	if (argc < 2 || strcmp(argv[1], "create") != 0)
-		return cli_usage("key", "usage: airlock key create --tenant T [--admin] [--name N]");
+		return cli_usage("key", "usage: airlock key create --tenant T [--admin] [--name N] | "
+				 "key ls [--tenant T] | key rm ID...");
 	argc--;
 	argv++;
 	optind = 0;

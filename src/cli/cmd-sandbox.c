@@ -273,7 +273,12 @@ static int lifecycle(struct cli *cli, int argc, char **argv, const char *op)
 		return r;
 	id = cli_escape(argv[optind]);
 	target = xasprintf("/v1/sandboxes/%s/%s", id, op);
+	/* suspend and resume move the sandbox to or from the object store */
+	if (!strcmp(op, "suspend") || !strcmp(op, "resume"))
+		cli_progress_start("%s %s", !strcmp(op, "suspend") ? "suspending" : "resuming",
+				   argv[optind]);
 	r = cli_call_json(cli, "POST", target, "{}", NULL, &resp, &raw);
+	cli_progress_end();
 	if (r == 0) {
 		if (cli->json || !resp || resp->type != JSON_OBJ)
 			cli_print_raw(raw);
@@ -336,7 +341,9 @@ int cmd_restore(struct cli *cli, int argc, char **argv)
 	}
 	id = cli_escape(argv[optind]);
 	target = xasprintf("/v1/sandboxes/%s/restore", id);
+	cli_progress_start("restoring %s", argv[optind]);
 	r = cli_call_json(cli, "POST", target, body ? body : "{}", NULL, &resp, &raw);
+	cli_progress_end();
 	if (r == 0) {
 		if (cli->json || !resp || resp->type != JSON_OBJ)
 			cli_print_raw(raw);

@@ -177,7 +177,9 @@ int cmd_fork(struct cli *cli, int argc, char **argv)
 	jw_end(&w);
 	id = cli_escape(argv[optind]);
 	target = xasprintf("/v1/sandboxes/%s/fork", id);
+	cli_progress_start("forking %ld of %s", count, argv[optind]);
 	r = cli_call_json(cli, "POST", target, body.data, NULL, &resp, &raw);
+	cli_progress_end();
 	if (r == 0) {
 		const json *kids = resp ? json_get(resp, "sandboxes") : NULL;
 		if (cli->json || !kids || kids->type != JSON_ARR) {

@@ -3,10 +3,11 @@
 #include <string.h>
 
 #include "airlock-version.h"   /* generated: <build>/gen */
+#include "../lib/tls.h"
 #include "cli.h"
 
 static const char usage[] =
-	"Usage: airlock [--json] [--config FILE] [--url URL] COMMAND [ARGS]\n"
+	"Usage: airlock [--json] [--config FILE] [--url URL] [--cacert FILE] COMMAND [ARGS]\n"
 	"\n"
 	"Sandboxes:\n"
 	"  create [--template T] [--backend B] [--memory MB] [--cpus N] [--pids N]\n"
@@ -65,9 +66,13 @@ static const char usage[] =
 	"\n"
 	"Administration (admin key):\n"
 	"  tenant create NAME ; tenant ls\n"
+	"  tenant rm T...                         delete tenants with no sandboxes (their keys,\n"
+	"                                         credentials and quota go too)\n"
 	"  tenant quota T [--sandboxes N] [--memory-mb N] [--cpus X] [--disk-mb N]\n"
 	"               [--snapshots N] [--snapshot-mb N]   show, or change (0 = no limit)\n"
 	"  key create --tenant T [--admin] [--name N]   print a new key (shown once)\n"
+	"  key ls [--tenant T]                    list keys (never the keys themselves)\n"
+	"  key rm ID...                           revoke keys (refused at once; not the last admin key)\n"
 	"  node                                   this node's info\n"
 	"  node ls                                the cluster's nodes: state, heartbeat, capacity\n"
 	"  health                                 is the API up?\n"
@@ -82,12 +87,23 @@ static const char usage[] =
 	"                                         tools for an MCP client (docs/MCP.md); logs to stderr\n"
 	"\n"
 	"  version                                this client's version\n"
+	"  help [--man]                           this text (--man: as a man page, roff)\n"
+	"  completion bash                        a bash completion script; load it with\n"
+	"                                         source <(airlock completion bash)\n"
 	"\n"
 	"Global flags:\n"
 	"  --json           print the server's JSON instead of tables\n"
-	"  --config FILE    config file (default $AIRLOCK_CONFIG, else /var/lib/airlock/cli.json)\n"
-	"  --url URL        API address (overrides $AIRLOCK_URL and the config file)\n"
-	"Environment: AIRLOCK_URL and AIRLOCK_API_KEY override the config file.\n"
+	"  --config FILE    config file; without it: $AIRLOCK_CONFIG, else\n"
+	"                   $XDG_CONFIG_HOME/airlock/config.json (~/.config/...) when it\n"
+	"                   exists, else /var/lib/airlock/cli.json\n"
+	"  --url URL        API address, http:// or https:// (overrides $AIRLOCK_URL and\n"
+	"                   the config file)\n"
+	"  --cacert FILE    https: the CA (PEM) the server's certificate must chain to,\n"
+	"                   besides its name matching the URL's host (overrides\n"
+	"                   $AIRLOCK_CA_FILE and the config's ca_file; default: the\n"
+	"                   system's CAs)\n"
+	"Environment: AIRLOCK_URL, AIRLOCK_API_KEY and AIRLOCK_CA_FILE override the config\n"
+	"file.\n"
 	"Exit status: 0 ok; 125 usage error, bad config or an error answer of the API\n"
 	"(\"airlock: <message> (<code>)\"); 126 key refused (401, 403); 127 server\n"
 	"unreachable. exec and logs exit with the remote process's status.\n";
@@ -155,26 +171,50 @@ void cli_print_verb_usage(FILE *f, const char *verb)
 		      f);
 }
 
-static const struct verb {
-	const char *name;
-	int (*fn)(struct cli *, int, char **);
-} verbs[] = {
-	{ "create", cmd_create }, { "ls", cmd_ls },	     { "list", cmd_ls },
-	{ "get", cmd_get },	  { "rm", cmd_rm },	     { "delete", cmd_rm },
-	{ "exec", cmd_exec },	  { "ps", cmd_ps },	     { "logs", cmd_logs },
-	{ "kill", cmd_kill },	  { "files", cmd_files },   { "template", cmd_template },
-	{ "tenant", cmd_tenant }, { "key", cmd_key },	     { "health", cmd_health },
-	{ "node", cmd_node },	  { "pause", cmd_pause },   { "resume", cmd_resume },
-	{ "connect", cmd_connect }, { "console", cmd_console },
-	{ "suspend", cmd_suspend }, { "restore", cmd_restore },
-	{ "events", cmd_events },
-	{ "port-forward", cmd_port_forward },
-	{ "network", cmd_network },
-	{ "credential", cmd_credential },
-	{ "snapshot", cmd_snapshot }, { "rollback", cmd_rollback },
-	{ "fork", cmd_fork },	  { "version", cmd_version }, { "doctor", cmd_doctor },
-	{ "mcp", cmd_mcp },
+/* The verbs, with the subcommands each takes (for `airlock completion`;
+ * the verb's own code parses them). */
+const struct cli_verb cli_verbs[] = {
+	{ "create", cmd_create, NULL },
+	{ "ls", cmd_ls, NULL },
+	{ "list", cmd_ls, NULL },
+	{ "get", cmd_get, NULL },
+	{ "rm", cmd_rm, NULL },
+	{ "delete", cmd_rm, NULL },
+	{ "exec", cmd_exec, NULL },
+	{ "ps", cmd_ps, NULL },
+	{ "logs", cmd_logs, NULL },
+	{ "kill", cmd_kill, NULL },
+	{ "files", cmd_files, "read write ls stat rm mkdir mv watch" },
+	{ "template", cmd_template, "ls build rm" },
+	{ "tenant", cmd_tenant, "create ls rm quota" },
+	{ "key", cmd_key, "create ls rm" },
+	{ "health", cmd_health, NULL },
+	{ "node", cmd_node, "ls" },
+	{ "pause", cmd_pause, NULL },
+	{ "resume", cmd_resume, NULL },
+	{ "connect", cmd_connect, NULL },
+	{ "console", cmd_console, NULL },
+	{ "suspend", cmd_suspend, NULL },
+	{ "restore", cmd_restore, NULL },
+	{ "events", cmd_events, NULL },
+	{ "port-forward", cmd_port_forward, NULL },
+	{ "network", cmd_network, "set log" },
+	{ "credential", cmd_credential, "create ls rotate rm audit" },
+	{ "snapshot", cmd_snapshot, "create ls rm" },
+	{ "rollback", cmd_rollback, NULL },
+	{ "fork", cmd_fork, NULL },
+	{ "version", cmd_version, NULL },
+	{ "doctor", cmd_doctor, NULL },
+	{ "help", cmd_help, NULL },
+	{ "completion", cmd_completion, "bash" },
+	{ "mcp", cmd_mcp, NULL },
 };
+const size_t cli_n_verbs = ARRAY_SIZE(cli_verbs);
+
+const char *cli_usage_text(void)
+{
+	return usage;
+}
 
 int main(int argc, char **argv)
 {
@@ -194,6 +234,10 @@ int main(int argc, char **argv)
 			return 0;
 		} else if ((strcmp(a, "--config") == 0 || strcmp(a, "--url") == 0) && i + 1 < argc) {
 			*(a[2] == 'c' ? &cli.config_flag : &cli.url_flag) = argv[++i];
+		} else if (strcmp(a, "--cacert") == 0 && i + 1 < argc) {
+			cli.cacert_flag = argv[++i];
+		} else if (strncmp(a, "--cacert=", 9) == 0) {
+			cli.cacert_flag = a + 9;
 		} else if (strncmp(a, "--config=", 9) == 0) {
 			cli.config_flag = a + 9;
 		} else if (strncmp(a, "--url=", 6) == 0) {
@@ -206,16 +250,17 @@ int main(int argc, char **argv)
 		fputs(usage, stderr);
 		return EXIT_USAGE;
 	}
-	for (size_t v = 0; v < ARRAY_SIZE(verbs); v++) {
-		if (strcmp(argv[i], verbs[v].name) != 0)
+	for (size_t v = 0; v < cli_n_verbs; v++) {
+		if (strcmp(argv[i], cli_verbs[v].name) != 0)
 			continue;
 		/* `airlock VERB --help`, also for the verbs with subcommands */
 		if (i + 1 < argc && (!strcmp(argv[i + 1], "--help") || !strcmp(argv[i + 1], "-h"))) {
 			cli_print_verb_usage(stdout, argv[i]);
 			return 0;
 		}
-		r = verbs[v].fn(&cli, argc - i, argv + i);
+		r = cli_verbs[v].fn(&cli, argc - i, argv + i);
 		fflush(stdout);
+		tls_relays_wait(2000);   /* https: let the connections close */
 		free(cli.url);
 		free(cli.key);
 		return r;

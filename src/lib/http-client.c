@@ -1,9 +1,12 @@
-/* http-client.c - the HTTP/1.1 client: dial "http://host:port" or
- * "unix:/path", send one request (Connection: close), read the response
- * whole (http_request) or hand its body on as it arrives
+/* http-client.c - the HTTP/1.1 client: dial "http://host:port",
+ * "https://host:port" or "unix:/path", send one request (Connection: close),
+ * read the response whole (http_request) or hand its body on as it arrives
  * (http_request_stream). The response is parsed as strictly as a request.
+ * https: the connection goes through a TLS relay (tls.h), so the code below
+ * reads and writes a plain socket either way.
  */
 #include "http-internal.h"
+#include "tls.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,8 +19,12 @@
 
 /* ----------------------------------------------------------------- client */
 
+/* How long a TLS handshake may take. */
+#define TLS_HANDSHAKE_MS (30 * 1000)
+
 struct endpoint {
 	bool is_unix;
+	bool tls;
 	char host[256];       /* for getaddrinfo, without brackets */
 	char port[8];
 	char host_header[256];
@@ -35,9 +42,11 @@ static int parse_base(const char *base, struct endpoint *ep, err_t *err)
 		strcpy(ep->host_header, "localhost");
 		return 0;
 	}
-	if (strncmp(base, "http://", 7) != 0)
+	if (strncmp(base, "https://", 8) == 0)
+		ep->tls = true;
+	else if (strncmp(base, "http://", 7) != 0)
 		return err_set(err, EINVAL, "unsupported base URL `%s`", base);
-	const char *hp = base + 7;
+	const char *hp = base + (ep->tls ? 8 : 7);
 	size_t n = strcspn(hp, "/");
 	if (n == 0 || n >= sizeof(ep->host_header))
 		return err_set(err, EINVAL, "bad host in `%s`", base);
@@ -48,7 +57,7 @@ static int parse_base(const char *base, struct endpoint *ep, err_t *err)
 	if (has_port)
 		return http_split_host_port(ep->host_header, ep->host, sizeof(ep->host), ep->port,
 					    sizeof(ep->port), err);
-	snprintf(ep->port, sizeof(ep->port), "80");
+	snprintf(ep->port, sizeof(ep->port), ep->tls ? "443" : "80");
 	if (ep->host_header[0] == '[' && (n < 3 || ep->host_header[n - 1] != ']'))
 		return err_set(err, EINVAL, "bad host in `%s`", base);
 	if (ep->host_header[0] == '[')
@@ -101,6 +110,57 @@ static int connect_tcp(const struct endpoint *ep, err_t *err)
 	return fd;
 }
 
+static pthread_mutex_t tls_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct tls_ctx *tls_client;   /* under tls_mu; made at the first https */
+static bool tls_client_set;
+
+void http_client_set_tls(struct tls_ctx *ctx)
+{
+	pthread_mutex_lock(&tls_mu);
+	tls_client = ctx;
+	tls_client_set = true;
+	pthread_mutex_unlock(&tls_mu);
+}
+
+/* The client TLS context: the one set, else one trusting the system's CAs. */
+static struct tls_ctx *client_tls(err_t *err)
+{
+	struct tls_ctx *t;
+
+	pthread_mutex_lock(&tls_mu);
+	if (!tls_client_set) {
+		tls_client = tls_client_ctx(NULL, err);
+		tls_client_set = tls_client != NULL;
+	}
+	t = tls_client;
+	pthread_mutex_unlock(&tls_mu);
+	if (!t && !err->code)
+		err_set(err, EINVAL, "no TLS client context");
+	return t;
+}
+
+static int dial(const struct endpoint *ep, err_t *err)
+{
+	struct tls_ctx *t;
+	int fd, pfd;
+
+	if (ep->is_unix)
+		return connect_unix(ep, err);
+	fd = connect_tcp(ep, err);
+	if (fd < 0 || !ep->tls)
+		return fd;
+	if (!(t = client_tls(err))) {
+		close(fd);
+		return -err->code;
+	}
+	pfd = tls_client_wrap(t, fd, ep->host, now_ms() + TLS_HANDSHAKE_MS, err);
+	if (pfd < 0) {
+		close(fd);
+		return err_wrap(err, "%s", ep->host_header);
+	}
+	return pfd;
+}
+
 int http_dial(const char *base, char *host_header, size_t hn, err_t *err)
 {
 	struct endpoint ep;
@@ -109,7 +169,7 @@ int http_dial(const char *base, char *host_header, size_t hn, err_t *err)
 		return -err->code;
 	if (host_header)
 		snprintf(host_header, hn, "%s", ep.host_header);
-	return ep.is_unix ? connect_unix(&ep, err) : connect_tcp(&ep, err);
+	return dial(&ep, err);
 }
 
 /* The request goes out in one sendmsg: head and body together, so a small
@@ -297,7 +357,7 @@ static int start_request(const char *base, const char *method, const char *targe
 
 	if (parse_base(base, &ep, err) < 0)
 		return -err->code;
-	r->fd = ep.is_unix ? connect_unix(&ep, err) : connect_tcp(&ep, err);
+	r->fd = dial(&ep, err);
 	if (r->fd < 0)
 		return r->fd;
 	int sr = send_request(r->fd, &ep, method, target, headers, body, len);

@@ -14,6 +14,7 @@
 #include <sys/eventfd.h>
 
 #include "log.h"
+#include "tls.h"
 
 /* A started body must keep making progress (each wait for more of it lasts
  * at most this); the head has a deadline of its own (opts.head_timeout_ms)
@@ -299,6 +300,8 @@ static bool serve_one(struct http_conn *c, struct http_req *req)
 	return c->keep_alive && !c->broken && !server_stopping(c->srv);
 }
 
+static void tune_accepted(int fd, int family);
+
 static void conn_unregister(struct http_conn *c)
 {
 	struct http_server *s = c->srv;
@@ -315,12 +318,35 @@ static void conn_unregister(struct http_conn *c)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* TLS: hand the socket to a relay and talk through its plain end from
+ * here on. False when the handshake failed (nothing to answer: the client
+ * could not read it, or was already told it needs TLS). */
+static bool conn_start_tls(struct http_conn *c)
+{
+	err_t err = { 0 };
+	int pfd = tls_server_wrap(c->srv->opts.tls, c->fd,
+				  c->accepted_ms + (uint64_t)c->srv->opts.head_timeout_ms, &err);
+
+	if (pfd < 0) {
+		log_debug("http: %s: %s", c->peer, err.msg);
+		return false;
+	}
+	tune_accepted(pfd, AF_UNIX);
+	/* under the lock: http_server_stop shuts the listed fds down */
+	pthread_mutex_lock(&c->srv->mu);
+	c->fd = pfd;   /* the relay owns the TCP socket now */
+	pthread_mutex_unlock(&c->srv->mu);
+	return true;
+}
+
 static void *conn_main(void *arg)
 {
 	struct http_conn *c = arg;
 	bool first = true;
 
 	for (;;) {
+		if (first && c->srv->opts.tls && !conn_start_tls(c))
+			break;
 		struct http_req req;
 		struct req_info info;
 		err_t err = { 0 };

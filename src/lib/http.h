@@ -125,6 +125,11 @@ struct http_server_opts {
 	 * cap). A body that does not fit gets 503 busy + Retry-After. */
 	size_t body_budget;
 	http_head_fn head_fn;          /* NULL: none */
+	/* NULL: plain HTTP. Else every connection is TLS (tls_server_ctx,
+	 * tls.h; borrowed), ended in a relay thread before the first head;
+	 * the handshake shares the first head's deadline. A client speaking
+	 * plain HTTP gets a plain 400 tls_required. */
+	struct tls_ctx *tls;
 };
 
 struct http_server;
@@ -152,7 +157,13 @@ struct http_resp {
 void http_resp_free(struct http_resp *r);  /* frees headers and body */
 const char *http_resp_header(const struct http_resp *r, const char *name);
 
-/* Connect to base ("http://host:port" or "unix:/path"); the Host header a
+/* https:// bases verify the server against ctx (tls_client_ctx, tls.h);
+ * without a call, against the system's CAs. ctx is borrowed for good. */
+struct tls_ctx;
+void http_client_set_tls(struct tls_ctx *ctx);
+
+/* Connect to base ("http://host:port", "https://host:port" or "unix:/path"):
+ * for https the fd is the plain end of a TLS relay. The Host header a
  * request to it should carry goes to host_header. Returns an fd (O_CLOEXEC,
  * caller owns) or -errno with err filled. */
 int http_dial(const char *base, char *host_header, size_t hn, err_t *err);

@@ -482,7 +482,9 @@ bool cluster_forget_if_moved(struct node *n, struct sandbox *sb);
 void cluster_poke(struct node *n);
 void cluster_stop(struct node *n);
 
-void handle_templates_list(struct node *n, struct http_req *req, struct http_conn *c);
+/* admin: show the templates' sources and errors (host paths) too. */
+void handle_templates_list(struct node *n, struct http_req *req, struct http_conn *c,
+			   bool admin);
 void handle_templates_create(struct node *n, struct http_req *req, struct http_conn *c);
 void handle_templates_delete(struct node *n, const char *name, struct http_conn *c);
 void templates_reconcile(struct node *n);

@@ -258,7 +258,7 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 			handle_node(n, c);
 	} else if (strcmp(segs[1], "templates") == 0 && nseg == 2) {
 		if (method_is(req, "GET"))
-			handle_templates_list(n, req, c);
+			handle_templates_list(n, req, c, admin);
 		else if (!method_is(req, "POST"))
 			not_allowed(c, req);
 		else if (!admin)

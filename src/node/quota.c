@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "../db/tenant-quota.h"
 #include "node-internal.h"
@@ -43,8 +44,24 @@ int quota_admit_sandbox(struct node *n, const char *tenant, const struct nm_limi
 	struct tenant_usage use, add = { .sandboxes = 1, .memory_mb = l->memory_mb,
 					 .cpu_millis = l->cpu_millis, .disk_mb = l->disk_mb };
 	struct tenant_quota q;
+	struct db_rows rows;
+	bool pg = strcmp(db_driver_name(n->db), "postgres") == 0;
 	int r;
 
+	/* The tenant must still exist (DELETE /v1/tenants/{t} may have come
+	 * while this request was on its way), and must not go before this
+	 * transaction commits: PostgreSQL holds its row (the delete takes it
+	 * FOR UPDATE first, api/admin.c); SQLite's transactions are serial. */
+	r = db_query(n->db, &rows, err,
+		     pg ? "SELECT 1 FROM tenants WHERE id = ? FOR KEY SHARE"
+			: "SELECT 1 FROM tenants WHERE id = ?",
+		     "s", tenant);
+	if (r < 0)
+		return r;
+	r = rows.n_rows;
+	db_rows_free(&rows);
+	if (r == 0)
+		return err_set(err, EACCES, "tenant `%s` no longer exists", tenant);
 	if ((r = tenant_quota_get(n->db, tenant, &q, err)) < 0 ||
 	    (r = tenant_usage_get(n->db, tenant, &use, err)) < 0)
 		return r;

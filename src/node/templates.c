@@ -217,8 +217,13 @@ int template_resolve(struct node *n, const char *name, uint32_t *version, err_t 
 
 /* ---- HTTP ------------------------------------------------------------- */
 
-static void render_template_row(struct jw *w, const struct db_rows *rows, int i)
+/* What a tenant (not an admin) sees of a template is what it needs to pick
+ * one: no host paths. "source" keeps only its kind ("tar:/srv/x.tar" ->
+ * "tar", "debian:bookworm +curl" -> "debian"), and a failed build's error,
+ * which may quote paths, is left out. */
+static void render_template_row(struct jw *w, const struct db_rows *rows, int i, bool admin)
 {
+	const char *source = db_cell(rows, i, 3);
 	char t[ISO_TIME_MAX];
 
 	jw_obj(w);
@@ -229,11 +234,14 @@ static void render_template_row(struct jw *w, const struct db_rows *rows, int i)
 	jw_key(w, "status");
 	jw_str(w, db_cell(rows, i, 2));
 	jw_key(w, "source");
-	jw_str(w, db_cell(rows, i, 3));
+	if (admin || !source)
+		jw_str(w, source);
+	else
+		jw_strn(w, source, strcspn(source, ": "));
 	jw_key(w, "created_at");
 	iso_time(db_cell_int(rows, i, 4), t);
 	jw_str(w, t);
-	if (db_cell(rows, i, 5)) {
+	if (db_cell(rows, i, 5) && admin) {
 		jw_key(w, "error");
 		jw_str(w, db_cell(rows, i, 5));
 	}
@@ -260,7 +268,8 @@ static int tkey_cmp(const void *x, const void *y)
  * by the database's collation, which may differ between drivers). The key is
  * "name version" with the version zero-padded; ' ' sorts before every byte a
  * name may hold. */
-void handle_templates_list(struct node *n, struct http_req *req, struct http_conn *c)
+void handle_templates_list(struct node *n, struct http_req *req, struct http_conn *c,
+			   bool admin)
 {
 	struct db_rows rows;
 	struct tkey *keys;
@@ -292,7 +301,7 @@ void handle_templates_list(struct node *n, struct http_req *req, struct http_con
 		qsort(keys, (size_t)rows.n_rows, sizeof(*keys), tkey_cmp);
 	for (int i = 0; i < rows.n_rows; i++)
 		if (page_take(&pg, 0, keys[i].key))
-			render_template_row(&w, &rows, keys[i].row);
+			render_template_row(&w, &rows, keys[i].row, admin);
 	free(keys);
 	jw_end(&w);
 	page_write_next(&pg, &w);
@@ -549,7 +558,7 @@ void handle_templates_create(struct node *n, struct http_req *req, struct http_c
 			     "SELECT " TEMPLATE_COLS " FROM templates WHERE node=? AND name=?"
 			     " AND version=?", "ssi", node_me(n), spec.name, (int64_t)spec.version) == 0 &&
 		    rows.n_rows == 1) {
-			render_template_row(&w, &rows, 0);
+			render_template_row(&w, &rows, 0, true);   /* builds are admin only */
 			db_rows_free(&rows);
 		} else {
 			jw_null(&w);

@@ -39,7 +39,7 @@ class VersionTest(unittest.TestCase):
 VERBS = ["create", "ls", "list", "get", "rm", "delete", "pause", "resume", "connect",
          "snapshot", "rollback", "fork", "exec", "ps", "logs", "kill", "console", "events",
          "port-forward", "network", "credential", "files", "template", "tenant", "key",
-         "node", "health", "version", "doctor", "mcp"]
+         "node", "health", "version", "doctor", "help", "completion", "mcp"]
 
 
 class CliExitTest(AirlockTestCase):

@@ -400,7 +400,9 @@ static void test_auth(const char *admin_key)
 	      404, "dot segments");
 	CHECK(req_code("DELETE", "/v1/tenants", admin_key, NULL, code, sizeof(code)) == 405 &&
 	      strcmp(code, "method_not_allowed") == 0, "405: %s", code);
-	CHECK(req_code("GET", "/v1/keys", admin_key, NULL, code, sizeof(code)) == 405, "keys 405");
+	CHECK(req_code("PATCH", "/v1/keys", admin_key, NULL, code, sizeof(code)) == 405, "keys 405");
+	CHECK(req_code("GET", "/v1/keys/key_x", admin_key, NULL, code, sizeof(code)) == 405,
+	      "a key has DELETE only");
 }
 
 /* Returns a non-admin key of a new tenant "acme" (caller owns), and its id. */
@@ -495,7 +497,7 @@ static char *test_admin(const char *admin_key, char *tenant_id, size_t tid_len)
 		      "bad quota %s: %s", bad_quota[i], code);
 	CHECK(req_code("GET", "/v1/tenants/nobody/quota", admin_key, NULL, code,
 		       sizeof(code)) == 404, "unknown tenant");
-	CHECK(req_code("GET", "/v1/tenants/acme", admin_key, NULL, code, sizeof(code)) == 404 &&
+	CHECK(req_code("GET", "/v1/tenants/acme", admin_key, NULL, code, sizeof(code)) == 405 &&
 	      req_code("GET", "/v1/tenants/acme/quota/x", admin_key, NULL, code,
 		       sizeof(code)) == 404 &&
 	      req_code("GET", "/v1/tenants//quota", admin_key, NULL, code, sizeof(code)) != 200,
