@@ -114,7 +114,8 @@ class Package(unittest.TestCase):
         files = run("dpkg-deb", "-c", deb).stdout
         for f in ("./usr/bin/airlockd", "./usr/bin/airlock", "./usr/lib/airlock/airlock-guest",
                   "./usr/lib/airlock/scripts/template-build.sh",
-                  "./usr/lib/systemd/system/airlockd.service", "./etc/airlock/airlockd.conf"):
+                  "./usr/lib/systemd/system/airlockd.service", "./etc/airlock/airlockd.conf",
+                  "./usr/share/bash-completion/completions/airlock", "./usr/share/man/man1/airlock.1"):
             self.assertIn(f, files)
         self.assertIn("/etc/airlock/airlockd.conf", run("dpkg-deb", "-I", deb, "conffiles").stdout)
 
