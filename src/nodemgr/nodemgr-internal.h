@@ -50,6 +50,7 @@ struct jail {
 	struct qmp *qmp;      /* vm: the monitor connection; NULL otherwise */
 	uint32_t vm_mem_mb;   /* vm: the guest's RAM (its QEMU's size) */
 	bool vm_devices_only; /* vm: restored from a memory-delta snapshot */
+	bool from_pool;       /* a warm pool's jail or QEMU taken by a create */
 };
 
 /* An exit status the reaper collected that nobody claimed yet. */
