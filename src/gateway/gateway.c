@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -65,10 +66,30 @@ struct gw_sbx *gw_find_locked(struct gw *g, uint32_t ip)
 	return NULL;
 }
 
+struct gw_bytes *gw_bytes_new(void)
+{
+	struct gw_bytes *b = xcalloc(1, sizeof(*b));
+	b->refs = 1;
+	return b;
+}
+
+struct gw_bytes *gw_bytes_ref(struct gw_bytes *b)
+{
+	__atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
+	return b;
+}
+
+void gw_bytes_unref(struct gw_bytes *b)
+{
+	if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(b);
+}
+
 static void sbx_free(struct gw_sbx *s)
 {
 	if (!s)
 		return;
+	gw_bytes_unref(s->bytes);
 	policy_free(&s->pol);
 	pthread_mutex_destroy(&s->log_mu);
 	free(s->log);
@@ -192,6 +213,7 @@ static void handle_put(struct gw *g, const char *id, struct http_req *req, struc
 	s = xcalloc(1, sizeof(*s));
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->addr = ip;
+	s->bytes = gw_bytes_new();
 	pthread_mutex_init(&s->log_mu, NULL);
 	if (policy_parse(json_get(body, "network"), &s->pol, msg, sizeof(msg)) < 0) {
 		http_respond_error(c, 400, "invalid_field", "%s", msg);
@@ -217,6 +239,10 @@ static void handle_put(struct gw *g, const char *id, struct http_req *req, struc
 		pp = &e->next;
 	}
 	if (old) {
+		/* the same sandbox: its byte counts go on */
+		gw_bytes_unref(s->bytes);
+		s->bytes = old->bytes;
+		old->bytes = NULL;
 		pthread_mutex_lock(&old->log_mu);
 		free(s->log);
 		s->log = old->log;
@@ -300,6 +326,31 @@ static void handle_log(struct gw *g, const char *id, struct http_conn *c)
 	buf_free(&b);
 }
 
+/* GET /sandboxes/<id>/stats: the bytes relayed for it since its first PUT
+ * (kept across policy changes). */
+static void handle_sbx_stats(struct gw *g, const char *id, struct http_conn *c)
+{
+	struct gw_sbx *s;
+	uint64_t in = 0, out = 0;
+	char body[128];
+
+	pthread_rwlock_rdlock(&g->lock);
+	for (s = g->sbx; s && strcmp(s->id, id); s = s->next)
+		;
+	if (s) {
+		in = __atomic_load_n(&s->bytes->in, __ATOMIC_RELAXED);
+		out = __atomic_load_n(&s->bytes->out, __ATOMIC_RELAXED);
+	}
+	pthread_rwlock_unlock(&g->lock);
+	if (!s) {
+		http_respond_error(c, 404, "not_found", "no sandbox `%s` at the gateway", id);
+		return;
+	}
+	snprintf(body, sizeof(body), "{\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 "}", in,
+		 out);
+	http_respond_json(c, 200, body);
+}
+
 static void handle_stats(struct gw *g, struct http_conn *c)
 {
 	static const struct { const char *key; size_t off; } fields[] = {
@@ -311,6 +362,8 @@ static void handle_stats(struct gw *g, struct http_conn *c)
 		{ "sniff_us", offsetof(struct gw_stats, sniff_us) },
 		{ "decide_us", offsetof(struct gw_stats, decide_us) },
 		{ "dial_us", offsetof(struct gw_stats, dial_us) },
+		{ "bytes_in", offsetof(struct gw_stats, bytes_in) },
+		{ "bytes_out", offsetof(struct gw_stats, bytes_out) },
 	};
 	struct buf b;
 	struct jw w;
@@ -373,6 +426,8 @@ static void admin_handler(void *ctx, struct http_req *req, struct http_conn *c)
 		handle_delete(g, id, c);
 	else if (rest && strcmp(rest, "/log") == 0 && strcmp(req->method, "GET") == 0)
 		handle_log(g, id, c);
+	else if (rest && strcmp(rest, "/stats") == 0 && strcmp(req->method, "GET") == 0)
+		handle_sbx_stats(g, id, c);
 	else
 		http_respond_error(c, 404, "not_found", "no such endpoint");
 }
