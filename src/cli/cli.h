@@ -137,6 +137,7 @@ int cli_list_table(struct cli *cli, const char *target, const char *key, const c
 /* Verbs. */
 int cmd_create(struct cli *cli, int argc, char **argv);
 int cmd_ls(struct cli *cli, int argc, char **argv);
+int cmd_top(struct cli *cli, int argc, char **argv);
 int cmd_get(struct cli *cli, int argc, char **argv);
 int cmd_rm(struct cli *cli, int argc, char **argv);
 int cmd_pause(struct cli *cli, int argc, char **argv);

@@ -15,6 +15,8 @@ static const char usage[] =
 	"         [--idempotency-key K]           create a sandbox, print its id\n"
 	"  ls [--state S] [--template T] [--meta K=V]...   list sandboxes\n"
 	"  get SBX                                show one sandbox\n"
+	"  top [--once] [--interval S]            live CPU, memory, disk and network use of\n"
+	"                                         your running sandboxes (every 2 s)\n"
 	"  rm SBX...                              delete sandboxes\n"
 	"  pause SBX | resume SBX                 freeze / thaw a sandbox (memory kept)\n"
 	"  suspend SBX                            into the object store; frees the node (vm: memory\n"
@@ -155,6 +157,7 @@ static const struct verb {
 	int (*fn)(struct cli *, int, char **);
 } verbs[] = {
 	{ "create", cmd_create }, { "ls", cmd_ls },	     { "list", cmd_ls },
+	{ "top", cmd_top },
 	{ "get", cmd_get },	  { "rm", cmd_rm },	     { "delete", cmd_rm },
 	{ "exec", cmd_exec },	  { "ps", cmd_ps },	     { "logs", cmd_logs },
 	{ "kill", cmd_kill },	  { "files", cmd_files },   { "template", cmd_template },
