@@ -170,7 +170,10 @@ static char **pool_levels(struct nm_server *s)
 }
 
 /* A live sandbox's use: its cgroup's counters and the file data written
- * into its subvolume since it was made. */
+ * into its subvolume since it was made (a tree search whose cost grows with
+ * what the sandbox wrote: at most once per STATS_DISK_EVERY_MS a sandbox,
+ * however often its owner asks). */
+#define STATS_DISK_EVERY_MS 2000
 static int sandbox_stats(struct nm_server *s, const char *id, struct nm_sandbox_stats *out,
 			 err_t *err)
 {
@@ -181,9 +184,16 @@ static int sandbox_stats(struct nm_server *s, const char *id, struct nm_sandbox_
 	bool live;
 	err_t e2 = { 0 };
 
+	uint64_t now = now_ms(), cached = 0;
+	bool fresh = false;
+
 	pthread_mutex_lock(&s->lock);
 	j = jail_find_locked(s, id);
 	live = j && !j->hidden && j->alive;
+	if (live && j->disk_at_ms && now - j->disk_at_ms < STATS_DISK_EVERY_MS) {
+		fresh = true;
+		cached = j->disk_bytes;
+	}
 	pthread_mutex_unlock(&s->lock);
 	if (!live)
 		return err_set(err, ENOENT, "no live sandbox %s", id);
@@ -194,12 +204,24 @@ static int sandbox_stats(struct nm_server *s, const char *id, struct nm_sandbox_
 	out->mem_bytes = cs.mem_bytes;
 	out->mem_peak_bytes = cs.mem_peak_bytes;
 	out->mem_peak_known = cs.mem_peak_known;
-	/* what a snapshot would call changed since the subvolume was made */
+	if (fresh) {
+		out->disk_bytes = cached;
+		return 0;
+	}
+	/* what a snapshot would call changed since the subvolume was made;
+	 * its cost follows what the sandbox wrote, so it is remembered */
 	if (pool_subvol_otransid(sbx, &since, &e2) == 0 &&
-	    pool_changed_bytes(sbx, since, &bytes, &e2) == 0)
+	    pool_changed_bytes(sbx, since, &bytes, &e2) == 0) {
 		out->disk_bytes = bytes;
-	else
+		pthread_mutex_lock(&s->lock);
+		if ((j = jail_find_locked(s, id))) {
+			j->disk_bytes = bytes;
+			j->disk_at_ms = now_ms();
+		}
+		pthread_mutex_unlock(&s->lock);
+	} else {
 		log_debug("sandbox %s: disk use: %s", id, e2.msg);
+	}
 	return 0;
 }
 

@@ -282,7 +282,12 @@ class SandboxMetricsTest(WorldTestCase):
         # disk: an 8 MiB file, synced
         self.sh(tenant, sid, "mkdir -p /work; dd if=/dev/urandom of=/work/blob bs=1M count=8 "
                              "2>/dev/null; sync")
-        m3 = self.metrics(tenant, sid)
+        # nodemgr scans a sandbox's disk at most every 2 s
+        for _ in range(40):
+            m3 = self.metrics(tenant, sid)
+            if m3["disk_used_bytes"] - m2["disk_used_bytes"] >= 8 << 20:
+                break
+            time.sleep(0.1)
         self.assertGreaterEqual(m3["disk_used_bytes"] - m2["disk_used_bytes"], 8 << 20, m3)
 
         # network: a download
