@@ -85,6 +85,18 @@ void gw_bytes_unref(struct gw_bytes *b)
 		free(b);
 }
 
+/* An entry for sandbox id at ip, its policy still to be parsed. */
+static struct gw_sbx *sbx_new(const char *id, uint32_t ip)
+{
+	struct gw_sbx *s = xcalloc(1, sizeof(*s));
+
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	s->addr = ip;
+	s->bytes = gw_bytes_new();
+	pthread_mutex_init(&s->log_mu, NULL);
+	return s;
+}
+
 static void sbx_free(struct gw_sbx *s)
 {
 	if (!s)
@@ -210,11 +222,7 @@ static void handle_put(struct gw *g, const char *id, struct http_req *req, struc
 		json_free(body);
 		return;
 	}
-	s = xcalloc(1, sizeof(*s));
-	snprintf(s->id, sizeof(s->id), "%s", id);
-	s->addr = ip;
-	s->bytes = gw_bytes_new();
-	pthread_mutex_init(&s->log_mu, NULL);
+	s = sbx_new(id, ip);
 	if (policy_parse(json_get(body, "network"), &s->pol, msg, sizeof(msg)) < 0) {
 		http_respond_error(c, 400, "invalid_field", "%s", msg);
 		sbx_free(s);
@@ -500,10 +508,7 @@ static void pull_from_node(struct gw *g)
 		char msg[256];
 		if (!id || strlen(id) > 64 || parse_addr(addr, &ip) < 0)
 			continue;
-		s = xcalloc(1, sizeof(*s));
-		snprintf(s->id, sizeof(s->id), "%s", id);
-		s->addr = ip;
-		pthread_mutex_init(&s->log_mu, NULL);
+		s = sbx_new(id, ip);
 		if (policy_parse(json_get(e, "network"), &s->pol, msg, sizeof(msg)) < 0) {
 			sbx_free(s);
 			continue;
