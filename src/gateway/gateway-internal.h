@@ -118,6 +118,10 @@ int gw_name_gate(struct gw *g, uint32_t src, const char *proto, const struct des
  * resolver (IPv4 only). Returns the number of addresses (host order). */
 size_t gw_resolve(struct gw *g, const char *name, uint32_t *out, size_t max);
 
+/* tcpbytes.c: the payload bytes a TCP socket received and sent (first
+ * transmissions), from TCP_INFO; -1 when the kernel does not say. */
+int gw_sock_bytes(int fd, uint64_t *received, uint64_t *sent);
+
 /* proxy.c: accept loop (worker threads, then the relay loop). */
 void *gw_proxy_main(void *arg);
 /* dns.c: one thread answering queries. */

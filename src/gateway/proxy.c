@@ -211,6 +211,24 @@ static void hand_over(struct pconn *pc, const void *pending, size_t n)
 	pc->handed = true;
 }
 
+/* A connection the gateway served itself (intercepted TLS) is over: its
+ * sandbox side's bytes, as the kernel counted them, go to the totals and
+ * to its sandbox (the relay counts the others as it moves them). */
+static void count_own(struct pconn *pc)
+{
+	struct gw_stats *st = &pc->g->stats;
+	uint64_t from_sbx, to_sbx;
+
+	if (gw_sock_bytes(pc->fd, &from_sbx, &to_sbx) < 0)
+		return;
+	gw_count(&st->bytes_out, from_sbx);
+	gw_count(&st->bytes_in, to_sbx);
+	if (pc->bytes) {
+		gw_count(&pc->bytes->out, from_sbx);
+		gw_count(&pc->bytes->in, to_sbx);
+	}
+}
+
 /* Credential injection (cred.h) on an allowed connection. Returns true when
  * it served the connection itself (intercepted TLS, a rewritten HTTP head
  * then relayed, or an answer of its own); false to relay as usual. */
@@ -227,8 +245,10 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 		if (!gw_cred_wants(gc, sbx, pc->host))
 			return false;
 		pc->up = dial(pc->g, target, pc->dport, false);
-		if (pc->up >= 0)
+		if (pc->up >= 0) {
 			gw_cred_tls(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, pc->up);
+			count_own(pc);
+		}
 		return true;
 	}
 	/* A placeholder toward a host without credentials is audited too. */
