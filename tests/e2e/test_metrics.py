@@ -324,6 +324,40 @@ class SandboxMetricsTest(WorldTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(sid, [m["id"] for m in json.loads(r.stdout)])
 
+    def test_top_redraws_on_a_terminal(self):
+        import pty
+        import select
+        _, tenant = self.new_tenant("metrics-top")
+        sid = tenant.create()["id"]
+        self.addCleanup(tenant.call, "DELETE", f"/v1/sandboxes/{sid}", expect=(200, 204, 404))
+        env = dict(os.environ, AIRLOCK_API_KEY=tenant.key)
+        env.pop("AIRLOCK_URL", None)
+        master, slave = pty.openpty()
+        p = subprocess.Popen([CLI, "--config", os.path.join(self.server.dir, "cli.json"),
+                              "top", "--interval", "1"], stdout=slave, stderr=subprocess.PIPE,
+                             env=env)
+        os.close(slave)
+        out = b""
+        try:
+            deadline = time.time() + 30
+            while out.count(b"\x1b[H\x1b[2J") < 3 and time.time() < deadline:
+                if select.select([master], [], [], 0.5)[0]:
+                    out += os.read(master, 65536)
+        finally:
+            p.send_signal(signal.SIGINT)
+            p.wait(timeout=10)
+            os.close(master)
+            err = p.stderr.read()
+            p.stderr.close()
+        # redrawn every interval: screens cleared and the table each time,
+        # CPU% known from the second screen on
+        screens = out.split(b"\x1b[H\x1b[2J")[1:]
+        self.assertGreaterEqual(len(screens), 3, out)
+        for scr in screens[:2]:
+            self.assertIn(b"CPU%", scr)
+        self.assertRegex(screens[1].decode(), rf"{sid}\s+running\s+\S+\s+[0-9.]+\s+[0-9]+\s")
+        self.assertEqual(p.returncode, 0, err)
+
     def test_owner_only_and_states(self):
         _, a = self.new_tenant("metrics-a")
         _, b = self.new_tenant("metrics-b")
