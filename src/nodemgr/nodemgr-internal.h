@@ -55,6 +55,7 @@ struct jail {
 	 * so that polling a sandbox's metrics scans its subvolume at most
 	 * once per STATS_DISK_EVERY_MS */
 	uint64_t disk_bytes, disk_at_ms;
+	bool disk_scanning;   /* one scan at a time: others take the last value */
 };
 
 /* An exit status the reaper collected that nobody claimed yet. */

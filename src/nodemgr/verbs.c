@@ -171,9 +171,25 @@ static char **pool_levels(struct nm_server *s)
 
 /* A live sandbox's use: its cgroup's counters and the file data written
  * into its subvolume since it was made (a tree search whose cost grows with
- * what the sandbox wrote: at most once per STATS_DISK_EVERY_MS a sandbox,
- * however often its owner asks). */
+ * what the sandbox wrote: at most once per STATS_DISK_EVERY_MS a sandbox and
+ * one at a time, however often its owner asks; meanwhile the last value). */
 #define STATS_DISK_EVERY_MS 2000
+/* The scan sandbox_stats started is over: remember what it found (ok). */
+static void disk_scan_done(struct nm_server *s, const char *id, bool ok, uint64_t bytes)
+{
+	struct jail *j;
+
+	pthread_mutex_lock(&s->lock);
+	if ((j = jail_find_locked(s, id))) {
+		j->disk_scanning = false;
+		if (ok) {
+			j->disk_bytes = bytes;
+			j->disk_at_ms = now_ms();
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
 static int sandbox_stats(struct nm_server *s, const char *id, struct nm_sandbox_stats *out,
 			 err_t *err)
 {
@@ -181,25 +197,29 @@ static int sandbox_stats(struct nm_server *s, const char *id, struct nm_sandbox_
 	struct cgroup_stats cs;
 	struct jail *j;
 	uint64_t since = 0, bytes = 0;
-	bool live;
-	err_t e2 = { 0 };
-
 	uint64_t now = now_ms(), cached = 0;
-	bool fresh = false;
+	bool live, fresh = false;
+	err_t e2 = { 0 };
 
 	pthread_mutex_lock(&s->lock);
 	j = jail_find_locked(s, id);
 	live = j && !j->hidden && j->alive;
-	if (live && j->disk_at_ms && now - j->disk_at_ms < STATS_DISK_EVERY_MS) {
+	if (live && ((j->disk_at_ms && now - j->disk_at_ms < STATS_DISK_EVERY_MS) ||
+		     j->disk_scanning)) {
 		fresh = true;
 		cached = j->disk_bytes;
+	} else if (live) {
+		j->disk_scanning = true;
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!live)
 		return err_set(err, ENOENT, "no live sandbox %s", id);
-	if (cgroup_stats(&s->cg, id, &cs, err) < 0)
-		return -err->code;
 	memset(out, 0, sizeof(*out));
+	if (cgroup_stats(&s->cg, id, &cs, err) < 0) {
+		if (!fresh)
+			disk_scan_done(s, id, false, 0);
+		return -err->code;
+	}
 	out->cpu_ns = cs.cpu_ns;
 	out->mem_bytes = cs.mem_bytes;
 	out->mem_peak_bytes = cs.mem_peak_bytes;
@@ -213,14 +233,10 @@ static int sandbox_stats(struct nm_server *s, const char *id, struct nm_sandbox_
 	if (pool_subvol_otransid(sbx, &since, &e2) == 0 &&
 	    pool_changed_bytes(sbx, since, &bytes, &e2) == 0) {
 		out->disk_bytes = bytes;
-		pthread_mutex_lock(&s->lock);
-		if ((j = jail_find_locked(s, id))) {
-			j->disk_bytes = bytes;
-			j->disk_at_ms = now_ms();
-		}
-		pthread_mutex_unlock(&s->lock);
+		disk_scan_done(s, id, true, bytes);
 	} else {
 		log_debug("sandbox %s: disk use: %s", id, e2.msg);
+		disk_scan_done(s, id, false, 0);
 	}
 	return 0;
 }
