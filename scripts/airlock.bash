@@ -22,7 +22,7 @@ _airlock() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "$globals --version" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W 'create ls list get rm delete exec ps logs kill files template tenant key health node pause resume connect console suspend restore events port-forward network credential snapshot rollback fork version doctor help completion mcp' -- "$cur"))
+            COMPREPLY=($(compgen -W 'create ls list top get rm delete exec ps logs kill files template tenant key health node pause resume connect console suspend restore events port-forward network credential snapshot rollback fork version doctor help completion mcp' -- "$cur"))
         fi
         return 0
     fi
@@ -30,6 +30,7 @@ _airlock() {
         create) subs=''; opts='--template --backend --memory --cpus --pids --disk --env --meta --timeout --network --node --idempotency-key';;
         ls) subs=''; opts='--state --template --meta';;
         list) subs=''; opts='--state --template --meta';;
+        top) subs=''; opts='--once --interval';;
         get) subs=''; opts='';;
         rm) subs=''; opts='';;
         delete) subs=''; opts='';;

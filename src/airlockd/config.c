@@ -353,6 +353,12 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 			return err_set(err, EINVAL, "%s: at most 64", key);
 		return 0;
 	}
+	if (!strcmp(key, "log_format")) {
+		if (strcmp(val, "text") && strcmp(val, "json"))
+			return err_set(err, EINVAL, "log_format: `%s` is not text|json", val);
+		c->log_json = !strcmp(val, "json");
+		return 0;
+	}
 	if (!strcmp(key, "log_level")) {
 		static const char *names[] = { "error", "warn", "info", "debug" };
 		for (int i = 0; i < 4; i++)

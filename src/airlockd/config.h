@@ -34,6 +34,7 @@ struct airlockd_config {
 	double rate_per_s, rate_burst;
 	char ports_domain[200];    /* host-routed port URLs {port}-{id}.<this>; "" = off */
 	int log_level;             /* 0 error .. 3 debug */
+	bool log_json;             /* log_format = json: one JSON object a line */
 	char vm_accel[8];          /* vm backend: "auto" | "kvm" | "tcg" */
 	char vm_dir[512];          /* vmlinuz + initramfs.cpio.gz; "" = the build tree's */
 	uint32_t vm_warm_pool;     /* QEMU processes waiting per template (vm) */

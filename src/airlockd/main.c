@@ -58,6 +58,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_init(cmd, (enum log_level)cfg.log_level);
+	log_set_json(cfg.log_json);
 	int r;
 	if (!strcmp(cmd, "up"))
 		r = airlockd_up(&cfg, &err);

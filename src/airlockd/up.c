@@ -102,6 +102,7 @@ int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_
 			{ "--data-dir", "data_dir" }, { "--listen", "listen" },
 			{ "--templates", "templates" }, { "--user", "user" },
 			{ "--pool-size-mb", "pool_size_mb" }, { "--log-level", "log_level" },
+			{ "--log-format", "log_format" },
 			{ "--db", "db" }, { "--node-name", "node_name" },
 			{ "--object-store", "object_store" },
 			{ "--tls-cert", "tls_cert" }, { "--tls-key", "tls_key" },
@@ -519,6 +520,7 @@ static pid_t spawn_role(const struct airlockd_config *cfg, enum role role)
 	if (getppid() != supervisor_pid)
 		_exit(1);
 	log_init(role_names[role], (enum log_level)cfg->log_level);
+	log_set_json(cfg->log_json);
 	if (role == ROLE_NODEMGR)
 		r = airlockd_nodemgr(cfg, &err);
 	else if (role == ROLE_GATEWAY)

@@ -250,6 +250,26 @@ static bool admit(enum route rt, const struct http_req *req, struct http_conn *c
 	return true;
 }
 
+/* The request's id for the logs of api, node and nodemgr: the client's
+ * X-Request-Id when it is sane (log_request_id_ok: at most 64 of
+ * [A-Za-z0-9._-]), else a fresh one; echoed in every answer. Set once per
+ * request (the head hook and the handler both ask). */
+static void request_id(const struct http_req *req, struct http_conn *c)
+{
+	const char *given = http_req_header(req, "X-Request-Id");
+	char id[LOG_REQUEST_ID_MAX + 1], line[LOG_REQUEST_ID_MAX + 24];
+
+	if (log_request_id()[0])
+		return;
+	if (given && log_request_id_ok(given))
+		snprintf(id, sizeof(id), "%s", given);
+	else
+		log_new_request_id(id, sizeof(id));
+	log_set_request_id(id);
+	snprintf(line, sizeof(line), "X-Request-Id: %s\r\n", id);
+	http_conn_set_header(c, line);
+}
+
 /* The HTTP server's head hook: a request that announces a body is
  * authenticated and admitted before one byte of it is read, so a client
  * without a valid key cannot make the api hold (or wait for) bodies. The
@@ -262,6 +282,7 @@ static bool head_check(void *ctx, struct http_req *req, struct http_conn *c)
 	enum route rt;
 	int h;
 
+	request_id(req, c);
 	if (!req->body_declared && !req->body_chunked)
 		return true;   /* nothing to hold: the handler checks it all */
 	if (req->target[0] == '/' && (h = api_host_routed_head(a, req, c)) >= 0)
@@ -297,6 +318,7 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 	struct api_principal who;
 	unsigned retry = 1;
 
+	request_id(req, c);
 	/* {port}-{id}.<ports_domain>: a sandbox's service, not the API. */
 	if (req->target[0] == '/' && api_host_routed(a, req, c))
 		return;

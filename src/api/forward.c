@@ -159,6 +159,8 @@ static void forward(struct api *a, struct http_req *req, struct http_conn *c,
 		buf_printf(&hdr, "Accept: %s\r\n", accept);
 	if (idem)
 		buf_printf(&hdr, "Idempotency-Key: %s\r\n", idem);
+	if (log_request_id()[0])   /* pattern-checked: one safe token */
+		buf_printf(&hdr, "X-Request-Id: %s\r\n", log_request_id());
 	if (peer)
 		/* Authorization passed auth_lookup here: printable, one line. */
 		buf_printf(&hdr, "Authorization: %s\r\nX-Airlock-Forwarded: %s\r\n",

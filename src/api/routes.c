@@ -64,6 +64,7 @@ const struct api_route api_routes[] = {
 	{ "POST", "/v1/sandboxes/{id}/processes/{pid}/signal" },
 	{ "POST", "/v1/sandboxes/{id}/processes/{pid}/resize" },
 	{ "GET", "/v1/sandboxes/{id}/events" },
+	{ "GET", "/v1/sandboxes/{id}/metrics" },
 	{ "GET", "/v1/sandboxes/{id}/console" },
 	{ "GET", "/v1/sandboxes/{id}/files" },
 	{ "PUT", "/v1/sandboxes/{id}/files" },

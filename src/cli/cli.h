@@ -150,6 +150,7 @@ void cli_progress_end(void);
 /* Verbs. */
 int cmd_create(struct cli *cli, int argc, char **argv);
 int cmd_ls(struct cli *cli, int argc, char **argv);
+int cmd_top(struct cli *cli, int argc, char **argv);
 int cmd_get(struct cli *cli, int argc, char **argv);
 int cmd_rm(struct cli *cli, int argc, char **argv);
 int cmd_pause(struct cli *cli, int argc, char **argv);

@@ -16,6 +16,8 @@ static const char usage[] =
 	"         [--idempotency-key K]           create a sandbox, print its id\n"
 	"  ls [--state S] [--template T] [--meta K=V]...   list sandboxes\n"
 	"  get SBX                                show one sandbox\n"
+	"  top [--once] [--interval S]            live CPU, memory, disk and network use of\n"
+	"                                         your running sandboxes (every 2 s)\n"
 	"  rm SBX...                              delete sandboxes\n"
 	"  pause SBX | resume SBX                 freeze / thaw a sandbox (memory kept)\n"
 	"  suspend SBX                            into the object store; frees the node (vm: memory\n"
@@ -177,6 +179,7 @@ const struct cli_verb cli_verbs[] = {
 	{ "create", cmd_create, NULL },
 	{ "ls", cmd_ls, NULL },
 	{ "list", cmd_ls, NULL },
+	{ "top", cmd_top, NULL },
 	{ "get", cmd_get, NULL },
 	{ "rm", cmd_rm, NULL },
 	{ "delete", cmd_rm, NULL },

@@ -24,6 +24,18 @@ struct gw_logent {
 	char rule[96];
 };
 
+/* Bytes relayed for one sandbox (its id's, across policy changes): in =
+ * to the sandbox, out = from it. Shared by the sandbox's entry and each of
+ * its relayed connections (refs, atomic), so a connection that outlives a
+ * DELETE still has somewhere to count. */
+struct gw_bytes {
+	int refs;
+	uint64_t in, out;
+};
+struct gw_bytes *gw_bytes_new(void);
+struct gw_bytes *gw_bytes_ref(struct gw_bytes *b);
+void gw_bytes_unref(struct gw_bytes *b);
+
 /* One sandbox the node told us about. Entries are replaced whole on PUT
  * and freed on DELETE under gw->lock (write); readers hold it for read
  * while they decide. The log has its own mutex. */
@@ -35,6 +47,7 @@ struct gw_sbx {
 	pthread_mutex_t log_mu;
 	struct gw_logent *log;        /* ring, grown up to GW_LOG_KEEP */
 	size_t log_head, log_n, log_cap;
+	struct gw_bytes *bytes;       /* never NULL */
 };
 
 struct gw_host {
@@ -54,6 +67,7 @@ struct gw_stats {
 	uint64_t over_limit;          /* reset at accept: the sandbox had max_conns */
 	uint64_t dials, dial_fails;
 	uint64_t sniff_us, decide_us, dial_us;
+	uint64_t bytes_in, bytes_out; /* relayed to sandboxes, from them */
 };
 
 struct gw {
@@ -103,6 +117,10 @@ int gw_name_gate(struct gw *g, uint32_t src, const char *proto, const struct des
 /* The gateway's own resolution: gateway_hosts first, then the host's
  * resolver (IPv4 only). Returns the number of addresses (host order). */
 size_t gw_resolve(struct gw *g, const char *name, uint32_t *out, size_t max);
+
+/* tcpbytes.c: the payload bytes a TCP socket received and sent (first
+ * transmissions), from TCP_INFO; -1 when the kernel does not say. */
+int gw_sock_bytes(int fd, uint64_t *received, uint64_t *sent);
 
 /* proxy.c: accept loop (worker threads, then the relay loop). */
 void *gw_proxy_main(void *arg);

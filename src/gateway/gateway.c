@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -65,10 +66,42 @@ struct gw_sbx *gw_find_locked(struct gw *g, uint32_t ip)
 	return NULL;
 }
 
+struct gw_bytes *gw_bytes_new(void)
+{
+	struct gw_bytes *b = xcalloc(1, sizeof(*b));
+	b->refs = 1;
+	return b;
+}
+
+struct gw_bytes *gw_bytes_ref(struct gw_bytes *b)
+{
+	__atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
+	return b;
+}
+
+void gw_bytes_unref(struct gw_bytes *b)
+{
+	if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(b);
+}
+
+/* An entry for sandbox id at ip, its policy still to be parsed. */
+static struct gw_sbx *sbx_new(const char *id, uint32_t ip)
+{
+	struct gw_sbx *s = xcalloc(1, sizeof(*s));
+
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	s->addr = ip;
+	s->bytes = gw_bytes_new();
+	pthread_mutex_init(&s->log_mu, NULL);
+	return s;
+}
+
 static void sbx_free(struct gw_sbx *s)
 {
 	if (!s)
 		return;
+	gw_bytes_unref(s->bytes);
 	policy_free(&s->pol);
 	pthread_mutex_destroy(&s->log_mu);
 	free(s->log);
@@ -189,10 +222,7 @@ static void handle_put(struct gw *g, const char *id, struct http_req *req, struc
 		json_free(body);
 		return;
 	}
-	s = xcalloc(1, sizeof(*s));
-	snprintf(s->id, sizeof(s->id), "%s", id);
-	s->addr = ip;
-	pthread_mutex_init(&s->log_mu, NULL);
+	s = sbx_new(id, ip);
 	if (policy_parse(json_get(body, "network"), &s->pol, msg, sizeof(msg)) < 0) {
 		http_respond_error(c, 400, "invalid_field", "%s", msg);
 		sbx_free(s);
@@ -217,6 +247,10 @@ static void handle_put(struct gw *g, const char *id, struct http_req *req, struc
 		pp = &e->next;
 	}
 	if (old) {
+		/* the same sandbox: its byte counts go on */
+		gw_bytes_unref(s->bytes);
+		s->bytes = old->bytes;
+		old->bytes = NULL;
 		pthread_mutex_lock(&old->log_mu);
 		free(s->log);
 		s->log = old->log;
@@ -300,6 +334,31 @@ static void handle_log(struct gw *g, const char *id, struct http_conn *c)
 	buf_free(&b);
 }
 
+/* GET /sandboxes/<id>/stats: the bytes relayed for it since its first PUT
+ * (kept across policy changes). */
+static void handle_sbx_stats(struct gw *g, const char *id, struct http_conn *c)
+{
+	struct gw_sbx *s;
+	uint64_t in = 0, out = 0;
+	char body[128];
+
+	pthread_rwlock_rdlock(&g->lock);
+	for (s = g->sbx; s && strcmp(s->id, id); s = s->next)
+		;
+	if (s) {
+		in = __atomic_load_n(&s->bytes->in, __ATOMIC_RELAXED);
+		out = __atomic_load_n(&s->bytes->out, __ATOMIC_RELAXED);
+	}
+	pthread_rwlock_unlock(&g->lock);
+	if (!s) {
+		http_respond_error(c, 404, "not_found", "no sandbox `%s` at the gateway", id);
+		return;
+	}
+	snprintf(body, sizeof(body), "{\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 "}", in,
+		 out);
+	http_respond_json(c, 200, body);
+}
+
 static void handle_stats(struct gw *g, struct http_conn *c)
 {
 	static const struct { const char *key; size_t off; } fields[] = {
@@ -311,6 +370,8 @@ static void handle_stats(struct gw *g, struct http_conn *c)
 		{ "sniff_us", offsetof(struct gw_stats, sniff_us) },
 		{ "decide_us", offsetof(struct gw_stats, decide_us) },
 		{ "dial_us", offsetof(struct gw_stats, dial_us) },
+		{ "bytes_in", offsetof(struct gw_stats, bytes_in) },
+		{ "bytes_out", offsetof(struct gw_stats, bytes_out) },
 	};
 	struct buf b;
 	struct jw w;
@@ -373,6 +434,8 @@ static void admin_handler(void *ctx, struct http_req *req, struct http_conn *c)
 		handle_delete(g, id, c);
 	else if (rest && strcmp(rest, "/log") == 0 && strcmp(req->method, "GET") == 0)
 		handle_log(g, id, c);
+	else if (rest && strcmp(rest, "/stats") == 0 && strcmp(req->method, "GET") == 0)
+		handle_sbx_stats(g, id, c);
 	else
 		http_respond_error(c, 404, "not_found", "no such endpoint");
 }
@@ -445,10 +508,7 @@ static void pull_from_node(struct gw *g)
 		char msg[256];
 		if (!id || strlen(id) > 64 || parse_addr(addr, &ip) < 0)
 			continue;
-		s = xcalloc(1, sizeof(*s));
-		snprintf(s->id, sizeof(s->id), "%s", id);
-		s->addr = ip;
-		pthread_mutex_init(&s->log_mu, NULL);
+		s = sbx_new(id, ip);
 		if (policy_parse(json_get(e, "network"), &s->pol, msg, sizeof(msg)) < 0) {
 			sbx_free(s);
 			continue;

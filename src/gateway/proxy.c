@@ -53,6 +53,7 @@ struct pconn {
 	size_t n;
 	const char *proto;               /* "tcp", "tls", "http" */
 	char host[SNIFF_HOST_MAX + 1];
+	struct gw_bytes *bytes;          /* its sandbox's counters (a ref); NULL */
 };
 
 static int wait_in(int fd, int ms)
@@ -172,6 +173,7 @@ static void deny_http(struct pconn *pc)
 struct relayed {
 	struct gw *g;
 	uint32_t src;
+	struct gw_bytes *bytes;          /* a ref, or NULL */
 };
 
 static void conn_give(struct gw *g, uint32_t addr);
@@ -184,6 +186,7 @@ static void relayed_done(void *arg, int a, int b, int r)
 	close(a);
 	close(b);
 	conn_give(x->g, x->src);
+	gw_bytes_unref(x->bytes);
 	free(x);
 }
 
@@ -192,11 +195,38 @@ static void hand_over(struct pconn *pc, const void *pending, size_t n)
 {
 	struct relayed *x = xmalloc(sizeof(*x));
 
+	struct gw_stats *st = &pc->g->stats;
+	struct relay_counts cnt = {
+		.ab = { &st->bytes_out, pc->bytes ? &pc->bytes->out : NULL },
+		.ba = { &st->bytes_in, pc->bytes ? &pc->bytes->in : NULL },
+	};
+
 	x->g = pc->g;
 	x->src = pc->src;
-	relay_loop_add(pc->g->relay, pc->pipes, pc->fd, pc->up, pending, n, relayed_done, x);
+	x->bytes = pc->bytes;   /* the ref goes with the pair */
+	pc->bytes = NULL;
+	relay_loop_add_counted(pc->g->relay, pc->pipes, pc->fd, pc->up, pending, n, &cnt,
+			       relayed_done, x);
 	pc->fd = pc->up = -1;
 	pc->handed = true;
+}
+
+/* A connection the gateway served itself (intercepted TLS) is over: its
+ * sandbox side's bytes, as the kernel counted them, go to the totals and
+ * to its sandbox (the relay counts the others as it moves them). */
+static void count_own(struct pconn *pc)
+{
+	struct gw_stats *st = &pc->g->stats;
+	uint64_t from_sbx, to_sbx;
+
+	if (gw_sock_bytes(pc->fd, &from_sbx, &to_sbx) < 0)
+		return;
+	gw_count(&st->bytes_out, from_sbx);
+	gw_count(&st->bytes_in, to_sbx);
+	if (pc->bytes) {
+		gw_count(&pc->bytes->out, from_sbx);
+		gw_count(&pc->bytes->in, to_sbx);
+	}
 }
 
 /* Credential injection (cred.h) on an allowed connection. Returns true when
@@ -215,8 +245,10 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 		if (!gw_cred_wants(gc, sbx, pc->host))
 			return false;
 		pc->up = dial(pc->g, target, pc->dport, false);
-		if (pc->up >= 0)
+		if (pc->up >= 0) {
 			gw_cred_tls(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, pc->up);
+			count_own(pc);
+		}
 		return true;
 	}
 	/* A placeholder toward a host without credentials is audited too. */
@@ -288,8 +320,10 @@ static bool serve(struct pconn *pc)
 	}
 	pthread_rwlock_rdlock(&g->lock);
 	s = gw_find_locked(g, pc->src);
-	if (s)
+	if (s) {
 		snprintf(sbx, sizeof(sbx), "%s", s->id);
+		pc->bytes = gw_bytes_ref(s->bytes);
+	}
 	if (!s) {
 		allow = false;
 	} else if (pc->host[0] && n == 0) {
@@ -320,6 +354,7 @@ static bool serve(struct pconn *pc)
 		close(pc->up);
 	if (pc->fd >= 0)
 		close(pc->fd);
+	gw_bytes_unref(pc->bytes);
 	free(pc);
 	return handed;
 }

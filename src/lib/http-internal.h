@@ -121,6 +121,7 @@ struct http_conn {
 	bool http10;
 	bool is_head;
 	bool broken;                     /* a send failed; close after handler */
+	char req_hdr[128];               /* http_conn_set_header: this request's */
 };
 
 struct http_server {

@@ -48,6 +48,7 @@ static void start_head(struct http_conn *c, struct buf *h, int status, const cha
 		if (extra[strlen(extra) - 1] != '\n')
 			buf_adds(h, "\r\n");
 	}
+	buf_adds(h, c->req_hdr);
 	if (!c->keep_alive)
 		buf_adds(h, "Connection: close\r\n");
 	else if (c->http10)
@@ -206,4 +207,9 @@ int http_conn_takeover(struct http_conn *c, struct buf *pending)
 		buf_add(pending, c->in.data, c->in.len);
 	http_buf_consume(&c->in, c->in.len);
 	return c->fd;
+}
+
+void http_conn_set_header(struct http_conn *c, const char *lines)
+{
+	snprintf(c->req_hdr, sizeof(c->req_hdr), "%s", lines ? lines : "");
 }

@@ -220,6 +220,9 @@ static int read_request(struct http_conn *c, bool first, struct http_req *req,
 	if (http_parse_request_head(c->in.data, head, req, info, err) < 0)
 		return -err->code;
 	snprintf(req->peer, sizeof(req->peer), "%s", c->peer);
+	/* a new request: the last one's id and headers are not its own */
+	c->req_hdr[0] = '\0';
+	log_set_request_id(NULL);
 	c->http10 = info->http10;
 	c->keep_alive = info->keep_alive;
 	req->body_declared = info->clen;

@@ -85,6 +85,10 @@ int http_stream_begin(struct http_conn *c, int status, const char *content_type,
 		      const char *extra_headers);
 int http_stream_write(struct http_conn *c, const void *p, size_t n);
 int http_stream_end(struct http_conn *c);
+/* Header lines ("Name: value\r\n", < 128 bytes, not checked: the caller's
+ * own) sent with every answer to the current request (X-Request-Id);
+ * cleared when the next request's head arrives. */
+void http_conn_set_header(struct http_conn *c, const char *lines);
 /* True once the peer closed its side (checked without blocking). */
 bool http_conn_peer_closed(struct http_conn *c);
 

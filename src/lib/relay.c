@@ -27,7 +27,15 @@ struct dir {
 	bool eof;        /* read side ended */
 	bool shut;       /* shutdown(to, SHUT_WR) done */
 	bool sink;       /* the receiver is gone: read and drop until EOF */
+	uint64_t *count[2];   /* added to as bytes reach `to`; NULL = none */
 };
+
+static void counted(struct dir *d, size_t n)
+{
+	for (int k = 0; k < 2; k++)
+		if (d->count[k])
+			__atomic_add_fetch(d->count[k], n, __ATOMIC_RELAXED);
+}
 
 /* One relayed connection: d[0] moves fd[0] -> fd[1], d[1] the other way. */
 struct pair {
@@ -137,6 +145,7 @@ static int step_dir(struct dir *d)
 				return r;
 			}
 			d->off += (size_t)n;
+			counted(d, (size_t)n);
 			continue;
 		}
 		d->len = d->off = 0;
@@ -149,6 +158,7 @@ static int step_dir(struct dir *d)
 				return r;
 			}
 			d->inpipe -= (size_t)n;
+			counted(d, (size_t)n);
 			continue;
 		}
 		if (d->eof) {
@@ -532,6 +542,13 @@ struct relay_loop *relay_loop_start(unsigned threads, err_t *err)
 void relay_loop_add(struct relay_loop *l, struct relay_pipes *rp, int a, int b,
 		    const void *a_pending, size_t a_n, relay_done_fn done, void *arg)
 {
+	relay_loop_add_counted(l, rp, a, b, a_pending, a_n, NULL, done, arg);
+}
+
+void relay_loop_add_counted(struct relay_loop *l, struct relay_pipes *rp, int a, int b,
+			    const void *a_pending, size_t a_n, const struct relay_counts *cnt,
+			    relay_done_fn done, void *arg)
+{
 	struct relay_pipes own = RELAY_PIPES_INIT;
 	struct lthread *t = &l->t[__atomic_fetch_add(&l->next, 1, __ATOMIC_RELAXED) % l->n];
 	struct lpair *lp = xcalloc(1, sizeof(*lp));
@@ -542,6 +559,10 @@ void relay_loop_add(struct relay_loop *l, struct relay_pipes *rp, int a, int b,
 	 * leave now, not a thread switch later. A pipe still held after it
 	 * holds bytes, and goes with the pair. */
 	pair_init(&lp->p, rp ? rp : &own, a, b, a_pending, a_n, NULL, 0);
+	for (int k = 0; cnt && k < 2; k++) {
+		lp->p.d[0].count[k] = cnt->ab[k];
+		lp->p.d[1].count[k] = cnt->ba[k];
+	}
 	/* b's bytes, if any came already, are reported when b is registered:
 	 * a splice now could only say EAGAIN */
 	lp->p.go[1] = false;

@@ -22,6 +22,7 @@
 #define AIRLOCK_RELAY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 
@@ -74,6 +75,17 @@ struct relay_loop *relay_loop_start(unsigned threads, err_t *err);
  * is called exactly once, whatever happens. */
 void relay_loop_add(struct relay_loop *l, struct relay_pipes *rp, int a, int b,
 		    const void *a_pending, size_t a_n, relay_done_fn done, void *arg);
+
+/* relay_loop_add, counting: as bytes are delivered, ab's counters (up to
+ * two, NULL = none) grow by what went from a to b, ba's by what went from b
+ * to a (a_pending included), atomically. The counters must outlive the
+ * pair (until done is called). */
+struct relay_counts {
+	uint64_t *ab[2], *ba[2];
+};
+void relay_loop_add_counted(struct relay_loop *l, struct relay_pipes *rp, int a, int b,
+			    const void *a_pending, size_t a_n, const struct relay_counts *cnt,
+			    relay_done_fn done, void *arg);
 
 /* Pairs the loop carries now. */
 unsigned relay_loop_pairs(struct relay_loop *l);

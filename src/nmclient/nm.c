@@ -10,8 +10,17 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../lib/log.h"
 #include "../lib/util.h"
 #include "wire.h"
+
+/* nm_last_from_pool: per thread, as the node serves one request a thread */
+static __thread bool last_from_pool;
+
+bool nm_last_from_pool(void)
+{
+	return last_from_pool;
+}
 
 static int nm_connect(const char *sock, err_t *err)
 {
@@ -38,6 +47,8 @@ static void req_init(struct nm_req *q, enum nm_verb verb)
 	q->magic = NM_WIRE_MAGIC;
 	q->version = NM_WIRE_VERSION;
 	q->verb = verb;
+	/* the log's id of the request this thread serves (already checked) */
+	snprintf(q->request_id, sizeof(q->request_id), "%s", log_request_id());
 }
 
 /* Copy s into a fixed wire field; refuse (rather than cut) what does not fit. */
@@ -186,6 +197,7 @@ int nm_sandbox_create(const char *sock, const struct nm_sandbox_spec *spec, int 
 	if (*chan_fd < 0)
 		return err_set(err, EPROTO, "create sandbox %.64s: no channel fd", spec->id);
 	started(&res, pid, addr);
+	last_from_pool = res.from_pool != 0;
 	return 0;
 }
 
@@ -332,6 +344,30 @@ int nm_doctor(const char *sock, const char *default_backend, char **json_text, e
 	return 0;
 }
 
+int nm_pool_levels(const char *sock, char ***out, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_POOL_LEVELS);
+	return nm_call(sock, &q, &res, NULL, out, NULL, NULL, err);
+}
+
+int nm_sandbox_stats(const char *sock, const char *id, struct nm_sandbox_stats *out,
+		     err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SANDBOX_STATS);
+	if (put_str(q.u.sandbox.id, sizeof(q.u.sandbox.id), id, "sandbox id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return -err->code;
+	*out = res.stats;
+	return 0;
+}
+
 int nm_ping(const char *sock, int timeout_ms, err_t *err)
 {
 	struct nm_req q;
@@ -361,6 +397,7 @@ int nm_vm_create(const char *sock, const struct nm_sandbox_spec *spec, uint32_t 
 	if (*chan_fd < 0)
 		return err_set(err, EPROTO, "create vm %.64s: no channel fd", spec->id);
 	started(&res, pid, addr);
+	last_from_pool = res.from_pool != 0;
 	return 0;
 }
 

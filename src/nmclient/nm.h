@@ -178,6 +178,27 @@ int nm_node_info(const char *sock, struct nm_node_info *out, err_t *err);
 /* nodemgr runs the host checks (src/doctor) and returns the report as JSON
  * text (*json_text: caller owns); default_backend decides its "ok". */
 int nm_doctor(const char *sock, const char *default_backend, char **json_text, err_t *err);
+/* What the warm pools hold now: one string per template (and vm shape)
+ * with waiting jails, "<kind> <template>/<version>[/<shape>] <count>",
+ * kind "ns" or "vm"; NULL-terminated, caller frees. */
+int nm_pool_levels(const char *sock, char ***out, err_t *err);
+/* Whether the last nm_sandbox_create or nm_vm_create of the calling thread
+ * that succeeded was served by a warm pool. */
+bool nm_last_from_pool(void);
+
+/* A live sandbox's use, from its cgroup (every process of its jail: the ns
+ * guest's, or the QEMU of a vm) and its subvolume. */
+struct nm_sandbox_stats {
+	uint64_t cpu_ns;          /* CPU time, user + system */
+	uint64_t mem_bytes;       /* memory charged now (page cache included) */
+	uint64_t mem_peak_bytes;  /* the most it was charged; 0 when unknown */
+	uint64_t disk_bytes;      /* file data written since the subvolume was made */
+	uint32_t mem_peak_known, _pad;
+};
+/* -ENOENT when nodemgr holds no live sandbox id. */
+int nm_sandbox_stats(const char *sock, const char *id, struct nm_sandbox_stats *out,
+		     err_t *err);
+
 /* Does nodemgr answer a request within timeout_ms? 0, or -errno
  * (-ETIMEDOUT when it accepted but did not answer: stalled). */
 int nm_ping(const char *sock, int timeout_ms, err_t *err);

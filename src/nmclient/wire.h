@@ -16,7 +16,7 @@
 #include "nm.h"
 
 #define NM_WIRE_MAGIC 0x4d4e4c41u /* "ALNM" */
-#define NM_WIRE_VERSION 4u
+#define NM_WIRE_VERSION 5u
 
 enum nm_verb {
 	NM_SANDBOX_CREATE = 1,
@@ -42,10 +42,15 @@ enum nm_verb {
 	NM_TEMPLATE_EXPORT,        /* the request carries the stream's fd */
 	NM_TEMPLATE_FIND,
 	NM_TEMPLATE_IMPORT,        /* the request carries the stream's fd */
+	NM_POOL_LEVELS,            /* ITEMs "<kind> <key> <n>" */
+	NM_SANDBOX_STATS,
 };
 
 struct nm_req {
 	uint32_t magic, version, verb, _pad;
+	/* the node's request this verb serves, for nodemgr's log lines; ""
+	 * when none. nodemgr uses it only if log_request_id_ok. */
+	char request_id[65];
 	union {
 		struct nm_sandbox_spec create;
 		struct {
@@ -103,6 +108,9 @@ struct nm_resp {
 	 * version found or made */
 	char uuid[37];
 	uint32_t tmpl_version;
+	/* create, vm create: 1 when a warm pool's jail or QEMU served it */
+	uint32_t from_pool;
+	struct nm_sandbox_stats stats;   /* sandbox_stats */
 };
 
 /* Send one message, with fd (or -1). -errno on failure. */

@@ -667,6 +667,7 @@ static int create_jail(struct create *cx)
 		return r;
 	}
 	cx->created = true;
+	metrics_pool_create(cx->n, sb->be->name, nm_last_from_pool());
 	return 0;
 }
 

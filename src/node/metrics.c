@@ -7,8 +7,18 @@
  *                                             (request to answer), exec (to
  *                                             the process started), snapshot
  *                                             create and fork (to the answer)
+ *   airlock_warm_pool_creates_total{backend,result}
+ *                                             counter: creates whose jail a
+ *                                             warm pool gave (hit) or not
+ *   airlock_warm_pool_ready{kind,template}    gauge: parked jails/QEMUs now
+ *                                             (nodemgr's NM_POOL_LEVELS)
  *   airlock_node_*                            capacity: cpus, memory, pool
- *   airlock_gateway_*                         the gateway's GET /stats
+ *   airlock_gateway_*                         the gateway's GET /stats, bytes
+ *                                             relayed included
+ *   airlock_snapshots{kind}, airlock_snapshot_bytes{kind}
+ *                                             gauges: this node's snapshot
+ *                                             rows and the sum of their
+ *                                             size_bytes, from the database
  *   airlock_credential_audit_total{decision}  the gateway's credential audit
  *                                             rows (decision "injected" is one
  *                                             injection), from the database
@@ -16,6 +26,7 @@
  * The histograms live in struct node (reset when the node restarts, as a
  * Prometheus counter may); the rest is read fresh on each scrape.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +40,15 @@ static const uint64_t bounds_us[OP_BUCKETS] = {
 	1000000, 2500000, 5000000, 10000000, 20000000, 30000000, 60000000,
 };
 static const char *const op_names[OP__COUNT] = { "create", "exec", "snapshot", "fork" };
+static const char *const pool_backends[2] = { "ns", "vm" };
+
+void metrics_pool_create(struct node *n, const char *backend, bool hit)
+{
+	for (int i = 0; i < 2; i++)
+		if (backend && !strcmp(backend, pool_backends[i]))
+			__atomic_add_fetch(hit ? &n->pool_hits[i] : &n->pool_misses[i], 1,
+					   __ATOMIC_RELAXED);
+}
 
 void metrics_observe(struct node *n, enum node_op op, uint64_t us)
 {
@@ -211,6 +231,18 @@ static void gateway(struct node *n, struct buf *b)
 	}
 	family(b, "airlock_gateway_up", "gauge", "1 when the gateway answered GET /stats.");
 	buf_printf(b, "airlock_gateway_up %d\n", st && st->type == JSON_OBJ);
+	if (st && st->type == JSON_OBJ) {
+		bool bad = false;
+		int64_t in = json_get_int(st, "bytes_in", -1, &bad);
+		int64_t out = json_get_int(st, "bytes_out", -1, &bad);
+		if (!bad && in >= 0 && out >= 0) {
+			family(b, "airlock_gateway_bytes_total", "counter",
+			       "Bytes the gateway relayed: in = to sandboxes, out = from them.");
+			buf_printf(b, "airlock_gateway_bytes_total{direction=\"in\"} %" PRId64 "\n", in);
+			buf_printf(b, "airlock_gateway_bytes_total{direction=\"out\"} %" PRId64 "\n",
+				   out);
+		}
+	}
 	for (size_t i = 0; st && st->type == JSON_OBJ && i < ARRAY_SIZE(fields); i++) {
 		bool bad = false;
 		int64_t v = json_get_int(st, fields[i].key, -1, &bad);
@@ -244,6 +276,80 @@ static void credential_audit(struct node *n, struct buf *b)
 	db_rows_free(&rows);
 }
 
+/* Creates served by a warm pool or not, and what the pools hold now. */
+static void warm_pools(struct node *n, struct buf *b)
+{
+	char **items = NULL;
+	err_t err = { 0 };
+
+	family(b, "airlock_warm_pool_creates_total", "counter",
+	       "Creates whose jail (ns) or QEMU (vm) a warm pool gave (hit) or that made one (miss).");
+	for (int i = 0; i < 2; i++) {
+		buf_printf(b, "airlock_warm_pool_creates_total{backend=\"%s\",result=\"hit\"} %" PRIu64
+			   "\n", pool_backends[i], __atomic_load_n(&n->pool_hits[i], __ATOMIC_RELAXED));
+		buf_printf(b, "airlock_warm_pool_creates_total{backend=\"%s\",result=\"miss\"} %" PRIu64
+			   "\n", pool_backends[i], __atomic_load_n(&n->pool_misses[i], __ATOMIC_RELAXED));
+	}
+	if (nm_pool_levels(n->cfg->nm_sock, &items, &err) < 0) {
+		log_warn("metrics: warm pool levels: %s", err.msg);
+		return;
+	}
+	family(b, "airlock_warm_pool_ready", "gauge",
+	       "Jails (kind ns), QEMUs (vm) and fork standbys (vm_fork) parked per template "
+	       "(and vm shape), ready to be taken.");
+	for (size_t i = 0; items[i]; i++) {
+		char kind[16], key[128];
+		unsigned cnt;
+		/* nodemgr's own text: "<kind> <key> <n>", keys without spaces */
+		if (sscanf(items[i], "%15s %127s %u", kind, key, &cnt) == 3) {
+			buf_adds(b, "airlock_warm_pool_ready{kind=\"");
+			label_value(b, kind);
+			buf_adds(b, "\",template=\"");
+			label_value(b, key);
+			buf_printf(b, "\"} %u\n", cnt);
+		}
+		free(items[i]);
+	}
+	free(items);
+}
+
+/* This node's snapshots: how many and the bytes they hold (each row's
+ * size_bytes: data written since the previous snapshot; unknown sizes
+ * count 0). */
+static void snapshot_bytes(struct node *n, struct buf *b)
+{
+	static const char *const kinds[] = { "disk", "full" };
+	struct db_rows rows;
+	err_t err = { 0 };
+
+	if (db_query(n->db, &rows, &err,
+		     "SELECT s.kind, count(*), coalesce(sum(s.size_bytes), 0) FROM snapshots s"
+		     " JOIN sandboxes b ON b.id = s.sandbox_id"
+		     " WHERE coalesce(b.node, '') = ? GROUP BY s.kind",
+		     "s", node_me(n)) < 0) {
+		log_warn("metrics: snapshots: %s", err.msg);
+		return;
+	}
+	family(b, "airlock_snapshots", "gauge", "Snapshots of this node's sandboxes, by kind.");
+	for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
+		int64_t cnt = 0;
+		for (int i = 0; i < rows.n_rows; i++)
+			if (db_cell(&rows, i, 0) && !strcmp(db_cell(&rows, i, 0), kinds[k]))
+				cnt = db_cell_int(&rows, i, 1);
+		buf_printf(b, "airlock_snapshots{kind=\"%s\"} %" PRId64 "\n", kinds[k], cnt);
+	}
+	family(b, "airlock_snapshot_bytes", "gauge",
+	       "Sum of the snapshots' sizes (data written since the previous snapshot), by kind.");
+	for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
+		int64_t sum = 0;
+		for (int i = 0; i < rows.n_rows; i++)
+			if (db_cell(&rows, i, 0) && !strcmp(db_cell(&rows, i, 0), kinds[k]))
+				sum = db_cell_int(&rows, i, 2);
+		buf_printf(b, "airlock_snapshot_bytes{kind=\"%s\"} %" PRId64 "\n", kinds[k], sum);
+	}
+	db_rows_free(&rows);
+}
+
 void handle_metrics(struct node *n, struct http_conn *c)
 {
 	struct buf b;
@@ -251,9 +357,104 @@ void handle_metrics(struct node *n, struct http_conn *c)
 	buf_init(&b);
 	sandboxes(n, &b);
 	histograms(n, &b);
+	warm_pools(n, &b);
 	capacity(n, &b);
 	gateway(n, &b);
+	snapshot_bytes(n, &b);
 	credential_audit(n, &b);
 	http_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, NULL);
+	buf_free(&b);
+}
+
+/* The gateway's byte counts of sandbox id: 1 when it knows them, 0 when
+ * there is no gateway or it does not know the sandbox, -1 when it failed. */
+static int gateway_bytes(struct node *n, const char *id, int64_t *in, int64_t *out)
+{
+	_cleanup_free_ char *target = xasprintf("/sandboxes/%s/stats", id);
+	struct http_resp resp;
+	err_t err = { 0 };
+	json *st = NULL;
+	int r = -1;
+
+	if (!n->cfg->gateway_sock)
+		return 0;
+	if (http_request_timeout(n->cfg->gateway_sock, "GET", target, NULL, NULL, 0, 1000, &resp,
+				 &err) < 0)
+		return -1;
+	if (resp.status == 404)
+		r = 0;
+	else if (resp.status == 200 &&
+		 (st = json_parse(resp.body.data ? resp.body.data : "", resp.body.len, &err)) &&
+		 st->type == JSON_OBJ) {
+		bool bad = false;
+		*in = json_get_int(st, "bytes_in", -1, &bad);
+		*out = json_get_int(st, "bytes_out", -1, &bad);
+		r = bad || *in < 0 || *out < 0 ? -1 : 1;
+	}
+	json_free(st);
+	http_resp_free(&resp);
+	return r;
+}
+
+void handle_sandbox_metrics(struct node *n, struct sandbox *sb, struct http_conn *c)
+{
+	struct nm_sandbox_stats st;
+	enum sb_state state;
+	int64_t in = 0, out = 0;
+	err_t err = { 0 };
+	struct buf b;
+	struct jw w;
+	int g;
+
+	pthread_mutex_lock(&sb->mu);
+	state = sb->state;
+	pthread_mutex_unlock(&sb->mu);
+	/* only a sandbox with a jail has a cgroup to read */
+	if (state != SB_RUNNING && state != SB_PAUSED) {
+		http_respond_error(c, 409, "conflict", "sandbox %s is %s: no metrics", sb->id,
+				   state_name(state));
+		return;
+	}
+	if (nm_sandbox_stats(n->cfg->nm_sock, sb->id, &st, &err) < 0) {
+		if (err.code == ENOENT)
+			http_respond_error(c, 409, "conflict", "sandbox %s has no jail now", sb->id);
+		else
+			node_respond_err(c, &err);
+		return;
+	}
+	g = gateway_bytes(n, sb->id, &in, &out);
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	jw_key(&w, "id");
+	jw_str(&w, sb->id);
+	jw_key(&w, "backend");
+	jw_str(&w, sb->backend_name);
+	jw_key(&w, "state");
+	jw_str(&w, state_name(state));
+	jw_key(&w, "cpu_seconds");
+	jw_double(&w, st.cpu_ns / 1e9);
+	jw_key(&w, "memory_bytes");
+	jw_uint(&w, st.mem_bytes);
+	jw_key(&w, "memory_peak_bytes");
+	if (st.mem_peak_known)
+		jw_uint(&w, st.mem_peak_bytes);
+	else
+		jw_null(&w);
+	jw_key(&w, "disk_used_bytes");
+	jw_uint(&w, st.disk_bytes);
+	jw_key(&w, "network");
+	if (g == 1) {
+		jw_obj(&w);
+		jw_key(&w, "bytes_in");
+		jw_uint(&w, (uint64_t)in);
+		jw_key(&w, "bytes_out");
+		jw_uint(&w, (uint64_t)out);
+		jw_end(&w);
+	} else {
+		jw_null(&w);   /* no network, or the gateway did not answer */
+	}
+	jw_end(&w);
+	http_respond_json(c, 200, b.data);
 	buf_free(&b);
 }

@@ -174,6 +174,9 @@ struct node {
 	int64_t sched_offset_ms;   /* atomic: the debug clock's advance */
 
 	struct op_histo ops[OP__COUNT];   /* metrics.c */
+	/* creates whose jail came from a warm pool (hit) or was made then
+	 * (miss), by backend (ns, vm): atomic, metrics_pool_create */
+	uint64_t pool_hits[2], pool_misses[2];
 };
 
 /* This node's name in the shared database ("" when it has none). */
@@ -235,6 +238,10 @@ void handle_internal_network(struct node *n, struct http_conn *c);
  * GET /metrics (admin) in the Prometheus text format. */
 void metrics_observe(struct node *n, enum node_op op, uint64_t us);
 void handle_metrics(struct node *n, struct http_conn *c);
+/* A create's jail is up: count it as a warm-pool hit or miss. */
+void metrics_pool_create(struct node *n, const char *backend, bool hit);
+/* GET /v1/sandboxes/{id}/metrics (owner): the sandbox's use now. */
+void handle_sandbox_metrics(struct node *n, struct sandbox *sb, struct http_conn *c);
 
 /* ready.c: GET /internal/ready, nodemgr's and the gateway's status as the
  * node sees them (200 all up, 503 otherwise), each probe time-bounded. */

@@ -140,6 +140,11 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 			handle_exec(n, sb, req, c);
 		else
 			not_allowed(c, req);
+	} else if (strcmp(segs[3], "metrics") == 0 && nseg == 4) {
+		if (method_is(req, "GET"))
+			handle_sandbox_metrics(n, sb, c);
+		else
+			not_allowed(c, req);
 	} else if (strcmp(segs[3], "events") == 0 && nseg == 4) {
 		if (method_is(req, "GET"))
 			handle_events(n, sb, req, c);
@@ -205,6 +210,9 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 	char *segs[MAX_SEGS];
 	int nseg;
 
+	/* The api's id of this request, for our log lines and nodemgr's
+	 * (nm.c sends it with each verb); dropped unless pattern-clean. */
+	log_set_request_id(http_req_header(req, "X-Request-Id"));
 	/* The api's readiness probe acts for nobody: only the airlock user can
 	 * reach this socket (0660), and the answer names daemons, not data. */
 	if (strcmp(path, "/internal/ready") == 0 && method_is(req, "GET")) {

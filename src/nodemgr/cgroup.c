@@ -19,8 +19,17 @@
 #include "../lib/log.h"
 #include "../lib/util.h"
 
-/* v1 controllers we use; the freezer (first) is what destroy sweeps through. */
-static const char *const v1_ctrls[] = { "freezer", "memory", "cpu", "pids" };
+/* v1 controllers we use; the freezer (first) is what destroy sweeps through.
+ * cpuacct (last: CPU time for the sandbox's metrics) only when it is a
+ * hierarchy of its own (cg->v1_cpuacct); mounted with cpu ("cpu,cpuacct")
+ * its files are in the cpu directory, and a second mkdir/rename/rmdir of
+ * the same directory would fail. */
+static const char *const v1_ctrls[] = { "freezer", "memory", "cpu", "pids", "cpuacct" };
+
+static size_t v1_n(const struct cgroups *cg)
+{
+	return ARRAY_SIZE(v1_ctrls) - (cg->v1_cpuacct ? 0 : 1);
+}
 
 static void sleep_us(long us)
 {
@@ -97,7 +106,13 @@ int cgroup_init(struct cgroups *cg, const char *parent, err_t *err)
 			return err_sys(err, "enable controllers in %s", sub);
 		return 0;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
+	{
+		struct stat acct, cpu;
+		/* its own hierarchy: a different superblock than cpu's */
+		cg->v1_cpuacct = stat("/sys/fs/cgroup/cpuacct", &acct) == 0 &&
+				 stat("/sys/fs/cgroup/cpu", &cpu) == 0 && acct.st_dev != cpu.st_dev;
+	}
+	for (size_t i = 0; i < v1_n(cg); i++) {
 		_cleanup_free_ char *dir = cgroup_file(cg, v1_ctrls[i], NULL, NULL);
 		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 			return err_sys(err, "mkdir %s (cgroup v1 %s controller mounted?)", dir,
@@ -137,7 +152,7 @@ void cgroup_release(const struct cgroups *cg)
 		rmdir(dir);
 		return;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
+	for (size_t i = 0; i < v1_n(cg); i++) {
 		_cleanup_free_ char *dir = cgroup_file(cg, v1_ctrls[i], NULL, NULL);
 		rmdir(dir);
 	}
@@ -157,7 +172,7 @@ int cgroup_create(const struct cgroups *cg, const char *id, const struct cgroup_
 			return err_sys(err, "mkdir %s", dir);
 		return cgroup_set_limits(cg, id, l, err);
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
+	for (size_t i = 0; i < v1_n(cg); i++) {
 		_cleanup_free_ char *dir = cgroup_file(cg, v1_ctrls[i], id, NULL);
 		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 			return err_sys(err, "mkdir %s", dir);
@@ -229,7 +244,7 @@ int cgroup_attach(const struct cgroups *cg, const char *id, pid_t pid, err_t *er
 	snprintf(v, sizeof(v), "%d", (int)pid);
 	if (cg->v2)
 		return set_file(cg, NULL, id, "cgroup.procs", v, err);
-	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++)
+	for (size_t i = 0; i < v1_n(cg); i++)
 		if (set_file(cg, v1_ctrls[i], id, "cgroup.procs", v, err) < 0)
 			return -err->code;
 	return 0;
@@ -363,7 +378,7 @@ int cgroup_destroy(const struct cgroups *cg, const char *id, err_t *err)
 		_cleanup_free_ char *dir = cgroup_file(cg, NULL, id, NULL);
 		return rmdir_retry(dir, err);
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
+	for (size_t i = 0; i < v1_n(cg); i++) {
 		_cleanup_free_ char *dir = cgroup_file(cg, v1_ctrls[i], id, NULL);
 		if (rmdir_retry(dir, err) < 0)
 			r = -err->code;
@@ -375,7 +390,7 @@ int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id),
 {
 	/* On v1 a leftover may exist in any hierarchy: visit the union. The
 	 * callback's cgroup_destroy is idempotent, so repeats are harmless. */
-	size_t nctrl = cg->v2 ? 1 : ARRAY_SIZE(v1_ctrls);
+	size_t nctrl = cg->v2 ? 1 : v1_n(cg);
 
 	for (size_t i = 0; i < nctrl; i++) {
 		_cleanup_free_ char *dir = cgroup_file(cg, cg->v2 ? NULL : v1_ctrls[i], NULL, NULL);
@@ -448,7 +463,7 @@ int cgroup_rename(const struct cgroups *cg, const char *from, const char *to, er
 {
 	/* rename(2) of a cgroup directory keeps its processes and limits (v1
 	 * and v2); in v1 each hierarchy is renamed on its own. */
-	size_t n = cg->v2 ? 1 : ARRAY_SIZE(v1_ctrls);
+	size_t n = cg->v2 ? 1 : v1_n(cg);
 
 	for (size_t i = 0; i < n; i++) {
 		const char *ctrl = cg->v2 ? NULL : v1_ctrls[i];
@@ -457,5 +472,58 @@ int cgroup_rename(const struct cgroups *cg, const char *from, const char *to, er
 		if (rename(a, b) < 0)
 			return err_sys(err, "rename cgroup %s to %s", a, b);
 	}
+	return 0;
+}
+
+/* The first number in file (v1 single-value files), or in the line that
+ * starts with key (v2 flat keyed files). false when absent. */
+static bool read_u64(const char *path, const char *key, uint64_t *out)
+{
+	struct buf b;
+	bool ok = false;
+
+	buf_init(&b);
+	if (read_file(path, 1 << 16, &b) == 0 && b.data) {
+		const char *p = b.data;
+		if (key) {
+			size_t kn = strlen(key);
+			for (p = b.data; p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+				if (!strncmp(p, key, kn) && p[kn] == ' ')
+					break;
+			if (p)
+				p += kn;
+		}
+		ok = p && sscanf(p, " %" SCNu64, out) == 1;
+	}
+	buf_free(&b);
+	return ok;
+}
+
+int cgroup_stats(const struct cgroups *cg, const char *id, struct cgroup_stats *out, err_t *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (cg->v2) {
+		_cleanup_free_ char *cpu = cgroup_file(cg, NULL, id, "cpu.stat");
+		_cleanup_free_ char *cur = cgroup_file(cg, NULL, id, "memory.current");
+		_cleanup_free_ char *peak = cgroup_file(cg, NULL, id, "memory.peak");
+		uint64_t usec = 0;
+
+		if (!read_u64(cpu, "usage_usec", &usec) || !read_u64(cur, NULL, &out->mem_bytes))
+			return err_set(err, ENOENT, "cgroup %s: no cpu.stat or memory.current", id);
+		out->cpu_ns = usec * 1000;
+		/* memory.peak is kernel 5.19+ */
+		out->mem_peak_known = read_u64(peak, NULL, &out->mem_peak_bytes);
+		return 0;
+	}
+	_cleanup_free_ char *cpu = cgroup_file(cg, cg->v1_cpuacct ? "cpuacct" : "cpu", id,
+					       "cpuacct.usage");
+	_cleanup_free_ char *cur = cgroup_file(cg, "memory", id, "memory.usage_in_bytes");
+	_cleanup_free_ char *peak = cgroup_file(cg, "memory", id, "memory.max_usage_in_bytes");
+
+	if (!read_u64(cur, NULL, &out->mem_bytes))
+		return err_set(err, ENOENT, "cgroup %s: no memory.usage_in_bytes", id);
+	out->mem_peak_known = read_u64(peak, NULL, &out->mem_peak_bytes);
+	if (!read_u64(cpu, NULL, &out->cpu_ns))
+		return err_set(err, ENOENT, "cgroup %s: no cpuacct.usage", id);
 	return 0;
 }

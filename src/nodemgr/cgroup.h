@@ -22,6 +22,7 @@ struct cgroup_limits {
 
 struct cgroups {
 	bool v2;
+	bool v1_cpuacct;        /* v1: cpuacct is a hierarchy of its own */
 	char root[64];          /* /sys/fs/cgroup */
 	char parent[64];        /* "airlock" */
 };
@@ -66,6 +67,14 @@ int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id),
  * cgroup2 mount (unified, or /sys/fs/cgroup on v2) speeds up v1 too.
  * Returns 0 (also when already set), -ENOENT without a cgroup2 mount. */
 int cgroup_favor_dynmods(err_t *err);
+/* What airlock/<id> used: CPU time (v1 cpuacct.usage, v2 cpu.stat
+ * usage_usec), memory charged now and its peak (v1 max_usage_in_bytes, v2
+ * memory.peak when the kernel has it). The kernel writes these files. */
+struct cgroup_stats {
+	uint64_t cpu_ns, mem_bytes, mem_peak_bytes;
+	bool mem_peak_known;
+};
+int cgroup_stats(const struct cgroups *cg, const char *id, struct cgroup_stats *out, err_t *err);
 /* Path of a control file for tests and node_info: caller owns. */
 char *cgroup_file(const struct cgroups *cg, const char *ctrl, const char *id, const char *file);
 

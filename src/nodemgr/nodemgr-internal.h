@@ -50,6 +50,12 @@ struct jail {
 	struct qmp *qmp;      /* vm: the monitor connection; NULL otherwise */
 	uint32_t vm_mem_mb;   /* vm: the guest's RAM (its QEMU's size) */
 	bool vm_devices_only; /* vm: restored from a memory-delta snapshot */
+	bool from_pool;       /* a warm pool's jail or QEMU taken by a create */
+	/* verbs.c sandbox_stats: the last disk use found and when (now_ms),
+	 * so that polling a sandbox's metrics scans its subvolume at most
+	 * once per STATS_DISK_EVERY_MS */
+	uint64_t disk_bytes, disk_at_ms;
+	bool disk_scanning;   /* one scan at a time: others take the last value */
 };
 
 /* An exit status the reaper collected that nobody claimed yet. */

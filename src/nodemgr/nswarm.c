@@ -431,6 +431,7 @@ int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *ch
 		return r;
 	}
 	renamed = true;
+	j->from_pool = true;   /* busy: this verb's; freed if the take fails */
 	if (rename(wsbx, sbx) < 0) {
 		r = err_sys(err, "rename %s", wsbx);
 		goto fail;

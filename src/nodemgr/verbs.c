@@ -40,13 +40,25 @@ static int send_text(int fd, uint32_t type, const char *text)
 	return wire_send(fd, &r, sizeof(r), -1);
 }
 
+/* What a RESULT carries besides the common fields: whether a create was
+ * served by a warm pool, a sandbox's stats. */
+struct result_extra {
+	uint32_t from_pool;
+	struct nm_sandbox_stats stats;
+};
+
 static void send_result(int fd, int rc, const err_t *err, pid_t pid, int pass_fd, int64_t size,
-			const char *addr, const char *uuid, uint32_t version)
+			const char *addr, const char *uuid, uint32_t version,
+			const struct result_extra *x)
 {
 	struct nm_resp r;
 
 	resp_init(&r, NM_MSG_RESULT);
 	r.size = size;
+	if (x) {
+		r.from_pool = x->from_pool;
+		r.stats = x->stats;
+	}
 	snprintf(r.addr, sizeof(r.addr), "%s", addr);
 	snprintf(r.uuid, sizeof(r.uuid), "%s", uuid);
 	r.tmpl_version = version;
@@ -104,6 +116,131 @@ static void reply_addr(struct nm_server *s, const char *id, char addr[16])
 		addr[0] = '\0';
 }
 
+/* Did a warm pool serve the create of id (its jail is still this verb's)? */
+static uint32_t reply_from_pool(struct nm_server *s, const char *id)
+{
+	struct jail *j;
+	uint32_t yes;
+
+	pthread_mutex_lock(&s->lock);
+	j = jail_find_locked(s, id);
+	yes = j && j->from_pool;
+	pthread_mutex_unlock(&s->lock);
+	return yes;
+}
+
+/* The warm pools' levels: per key, the parked jails a create (or fork)
+ * could take now, as "<kind> <template>/<version>[/<shape>] <n>". Keys
+ * are ours (nswarm.c ns_key, vm-pool.c warm_key and standby_key). */
+static char **pool_levels(struct nm_server *s)
+{
+	struct lvl {
+		char key[96];
+		unsigned n;
+	} *l = NULL;
+	size_t n = 0;
+	char **out;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct jail *j = s->jails; j; j = j->next) {
+		size_t i;
+		if (!j->hidden || !j->alive || j->busy || !j->warm_key[0])
+			continue;
+		for (i = 0; i < n && strcmp(l[i].key, j->warm_key); i++)
+			;
+		if (i == n) {
+			l = xrealloc(l, (n + 1) * sizeof(*l));
+			snprintf(l[n].key, sizeof(l[n].key), "%s", j->warm_key);
+			l[n++].n = 0;
+		}
+		l[i].n++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	out = xcalloc(n + 1, sizeof(*out));
+	for (size_t i = 0; i < n; i++) {
+		const char *k = l[i].key, *kind = "vm";
+		if (!strncmp(k, "ns:", 3))
+			kind = "ns", k += 3;
+		else if (!strncmp(k, "fork:", 5))
+			kind = "vm_fork", k += 5;
+		out[i] = xasprintf("%s %s %u", kind, k, l[i].n);
+	}
+	free(l);
+	return out;
+}
+
+/* A live sandbox's use: its cgroup's counters and the file data written
+ * into its subvolume since it was made (a tree search whose cost grows with
+ * what the sandbox wrote: at most once per STATS_DISK_EVERY_MS a sandbox and
+ * one at a time, however often its owner asks; meanwhile the last value). */
+#define STATS_DISK_EVERY_MS 2000
+/* The scan sandbox_stats started is over: remember what it found (ok). */
+static void disk_scan_done(struct nm_server *s, const char *id, bool ok, uint64_t bytes)
+{
+	struct jail *j;
+
+	pthread_mutex_lock(&s->lock);
+	if ((j = jail_find_locked(s, id))) {
+		j->disk_scanning = false;
+		if (ok) {
+			j->disk_bytes = bytes;
+			j->disk_at_ms = now_ms();
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static int sandbox_stats(struct nm_server *s, const char *id, struct nm_sandbox_stats *out,
+			 err_t *err)
+{
+	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
+	struct cgroup_stats cs;
+	struct jail *j;
+	uint64_t since = 0, bytes = 0;
+	uint64_t now = now_ms(), cached = 0;
+	bool live, fresh = false;
+	err_t e2 = { 0 };
+
+	pthread_mutex_lock(&s->lock);
+	j = jail_find_locked(s, id);
+	live = j && !j->hidden && j->alive;
+	if (live && ((j->disk_at_ms && now - j->disk_at_ms < STATS_DISK_EVERY_MS) ||
+		     j->disk_scanning)) {
+		fresh = true;
+		cached = j->disk_bytes;
+	} else if (live) {
+		j->disk_scanning = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!live)
+		return err_set(err, ENOENT, "no live sandbox %s", id);
+	memset(out, 0, sizeof(*out));
+	if (cgroup_stats(&s->cg, id, &cs, err) < 0) {
+		if (!fresh)
+			disk_scan_done(s, id, false, 0);
+		return -err->code;
+	}
+	out->cpu_ns = cs.cpu_ns;
+	out->mem_bytes = cs.mem_bytes;
+	out->mem_peak_bytes = cs.mem_peak_bytes;
+	out->mem_peak_known = cs.mem_peak_known;
+	if (fresh) {
+		out->disk_bytes = cached;
+		return 0;
+	}
+	/* what a snapshot would call changed since the subvolume was made;
+	 * its cost follows what the sandbox wrote, so it is remembered */
+	if (pool_subvol_otransid(sbx, &since, &e2) == 0 &&
+	    pool_changed_bytes(sbx, since, &bytes, &e2) == 0) {
+		out->disk_bytes = bytes;
+		disk_scan_done(s, id, true, bytes);
+	} else {
+		log_debug("sandbox %s: disk use: %s", id, e2.msg);
+		disk_scan_done(s, id, false, 0);
+	}
+	return 0;
+}
+
 /* The sandbox spec of a create, rollback, fork or vm verb: id (when the
  * verb names a sandbox), template name and optional hostname by pattern, so
  * every path built from them stays under the pool. */
@@ -123,6 +260,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 	pid_t pid = 0;
 	char addr[16] = "", uuid[37] = "";
 	uint32_t version = 0;
+	struct result_extra extra = { 0 };
 
 	if ((r = wire_recv(fd, &q, sizeof(q), &in_fd)) < 0 || q.magic != NM_WIRE_MAGIC ||
 	    q.version != NM_WIRE_VERSION) {
@@ -130,11 +268,15 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			close(in_fd);
 		if (r != -EPIPE) {
 			err_set(&err, EPROTO, "bad request");
-			send_result(fd, -EPROTO, &err, 0, -1, -1, "", "", 0);
+			send_result(fd, -EPROTO, &err, 0, -1, -1, "", "", 0, NULL);
 		}
 		close(fd);
 		return;
 	}
+	/* The node's request id for this verb's log lines (pattern-checked
+	 * by log_set_request_id; else none). */
+	q.request_id[sizeof(q.request_id) - 1] = '\0';
+	log_set_request_id(q.request_id);
 	switch (q.verb) {
 	case NM_SANDBOX_CREATE:
 		/* Safe: id, template name and hostname are pattern-checked; the
@@ -146,8 +288,10 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			break;
 		}
 		r = mgr_sandbox_create(s, &q.u.create, &chan, &pid, &err);
-		if (r == 0)
+		if (r == 0) {
 			reply_addr(s, q.u.create.id, addr);
+			extra.from_pool = reply_from_pool(s, q.u.create.id);
+		}
 		break;
 	case NM_SANDBOX_ADOPT:
 		/* Safe: only dups a channel nodemgr already holds for that id. */
@@ -380,11 +524,30 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		}
 		if (q.verb == NM_VM_CREATE) {
 			r = vm_create(s, &q.u.vm.spec, q.u.vm.mode, &chan, &pid, &err);
-			if (r == 0 && q.u.vm.mode != NM_VM_TEMPLATE)
+			if (r == 0 && q.u.vm.mode != NM_VM_TEMPLATE) {
 				reply_addr(s, q.u.vm.spec.id, addr);
+				extra.from_pool = reply_from_pool(s, q.u.vm.spec.id);
+			}
 		} else {
 			r = vm_template_save(s, &q.u.vm.spec, q.u.vm.mode == 1, &err);
 		}
+		break;
+	case NM_POOL_LEVELS:
+		/* Safe: read-only; counts of nodemgr's own hidden jails, by
+		 * keys it made from pattern-checked template names. */
+		send_items(fd, pool_levels(s));
+		r = 0;
+		break;
+	case NM_SANDBOX_STATS:
+		/* Safe: read-only; kernel-written cgroup files of airlock/<id>
+		 * and a tree search of sandboxes/<id> (metadata the kernel
+		 * wrote), for a live jail nodemgr holds under this
+		 * pattern-checked id. */
+		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
+			r = err_set(&err, EINVAL, "bad sandbox id");
+			break;
+		}
+		r = sandbox_stats(s, q.u.sandbox.id, &extra.stats, &err);
 		break;
 	case NM_VM_CONSOLE:
 		/* Safe: a read-only fd on DATA/run/vm/<id>/console.log of a vm
@@ -402,7 +565,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		r = err_set(&err, EOPNOTSUPP, "unknown verb %u", q.verb);
 		break;
 	}
-	send_result(fd, r, &err, pid, chan, size, addr, uuid, version);
+	send_result(fd, r, &err, pid, chan, size, addr, uuid, version, &extra);
 	if (chan >= 0)
 		close(chan);
 	if (in_fd >= 0)

@@ -469,6 +469,7 @@ int vm_warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	warm_key(spec, sh, key, sizeof(key));
 	if (!(j = pool_pick(s, key, wid)))
 		return -EAGAIN;
+	j->from_pool = true;   /* busy: this verb's; freed if the adopt fails */
 	return pool_adopt(s, j, wid, spec, warm_go, NULL, chan_dup, pid, err);
 }
 

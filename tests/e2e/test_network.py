@@ -716,8 +716,14 @@ class NetworkTest(AirlockTestCase):
               "except Exception as e:\n"
               "    print('failed', e); sys.exit(3)\n")
         self.api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/get.py", py)
+        net0 = self.api.call("GET", f"/v1/sandboxes/{sid}/metrics")["network"]
         code, out, err = self.sh(sid, "python3 /tmp/get.py https://allowed.test/tls1")
         self.assertEqual((code, out), (0, "hello from allowed.test\n"), err)
+        # the intercepted connection counts for the sandbox too: its side's
+        # TLS records (the gateway CA's chain in, a ClientHello out at least)
+        net1 = self.api.call("GET", f"/v1/sandboxes/{sid}/metrics")["network"]
+        self.assertGreater(net1["bytes_in"] - net0["bytes_in"], 500, (net0, net1))
+        self.assertGreater(net1["bytes_out"] - net0["bytes_out"], 200, (net0, net1))
         self.assertIn(f"auth=Bearer {secret}", self.requests_seen("/tls1")[-1])
         self.assertIn("injected", [a["decision"] for a in self.audit(c["id"])])
         # a form body, intercepted: the placeholder in it is replaced too (opted in)

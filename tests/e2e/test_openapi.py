@@ -265,6 +265,8 @@ class OpenApiTest(AirlockTestCase):
         c("POST", "/v1/sandboxes/{id}/processes/{pid}/signal", lp + "/signal", {"signal": "NOPE"})
         c("GET", "/v1/sandboxes/{id}/events", sp + "/events")
         c("GET", "/v1/sandboxes/{id}/events", sp + "/events?next_token=%%%")
+        c("GET", "/v1/sandboxes/{id}/metrics", sp + "/metrics")
+        c("GET", "/v1/sandboxes/{id}/metrics", "/v1/sandboxes/sb-none/metrics")
         c("GET", "/v1/sandboxes/{id}/console", sp + "/console")
         c("GET", "/v1/sandboxes/{id}/console", "/v1/sandboxes/sb-none/console")
 

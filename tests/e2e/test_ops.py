@@ -36,7 +36,7 @@ class VersionTest(unittest.TestCase):
         self.assertTrue(json.loads(r.stdout)["version"].startswith(want))
 
 
-VERBS = ["create", "ls", "list", "get", "rm", "delete", "pause", "resume", "connect",
+VERBS = ["create", "ls", "list", "get", "top", "rm", "delete", "pause", "resume", "connect",
          "snapshot", "rollback", "fork", "exec", "ps", "logs", "kill", "console", "events",
          "port-forward", "network", "credential", "files", "template", "tenant", "key",
          "node", "health", "version", "doctor", "help", "completion", "mcp"]
