@@ -26,6 +26,14 @@ struct tbuild {
 	pthread_cond_t cv;      /* with tmpl_mu; broadcast when done */
 };
 
+/* The image defaults of one template version (NULL: it has none). */
+struct tconfig {
+	struct tconfig *next;
+	char name[65];
+	uint32_t version;
+	json *cfg;
+};
+
 /* Built-in recipes, built on first use. */
 static bool builtin_recipe(const char *name, struct nm_template_spec *spec)
 {
@@ -215,6 +223,103 @@ int template_resolve(struct node *n, const char *name, uint32_t *version, err_t 
 	return r == -ENOENT ? err_set(err, EIO, "%s", err->msg) : r;
 }
 
+/* ---- image defaults ---------------------------------------------------- */
+
+static bool str_array_ok(const json *v)
+{
+	if (v->type != JSON_ARR || v->n > 4096)
+		return false;
+	for (size_t i = 0; i < v->n; i++)
+		if (v->items[i]->type != JSON_STR)
+			return false;
+	return true;
+}
+
+/* The file comes from a build of an untrusted image (through airlock-oci,
+ * which wrote it from the image's config): check every field as a request
+ * would be, and refuse the whole thing otherwise. */
+static bool image_config_ok(const json *c)
+{
+	static const char *const keys[] = { "env", "workdir", "user", "entrypoint", "cmd", NULL };
+	const json *v;
+	err_t err = { 0 };
+
+	if (c->type != JSON_OBJ || json_check_keys(c, keys, &err) < 0)
+		return false;
+	if ((v = json_get(c, "env"))) {
+		if (v->type != JSON_OBJ || v->n > 1024)
+			return false;
+		for (size_t i = 0; i < v->n; i++)
+			if (v->items[i]->type != JSON_STR || !*v->keys[i] || strchr(v->keys[i], '=') ||
+			    strlen(v->keys[i]) > 256 || v->items[i]->str_len > 32768)
+				return false;
+	}
+	if ((v = json_get(c, "workdir")) &&
+	    (v->type != JSON_STR || v->str[0] != '/' || v->str_len > 4096))
+		return false;
+	if ((v = json_get(c, "user")) && (v->type != JSON_STR || !v->str_len || v->str_len > 64))
+		return false;
+	if (((v = json_get(c, "entrypoint")) && !str_array_ok(v)) ||
+	    ((v = json_get(c, "cmd")) && !str_array_ok(v)))
+		return false;
+	return true;
+}
+
+int template_image_config(struct node *n, const char *name, uint32_t version, json **out,
+			  err_t *err)
+{
+	_cleanup_free_ char *text = NULL;
+	struct tconfig *t;
+	json *cfg = NULL;
+
+	*out = NULL;
+	pthread_mutex_lock(&n->tmpl_mu);
+	for (t = n->tconfigs; t; t = t->next)
+		if (t->version == version && !strcmp(t->name, name))
+			break;
+	if (t)
+		*out = json_dup(t->cfg);
+	pthread_mutex_unlock(&n->tmpl_mu);
+	if (t)
+		return 0;
+	if (nm_template_config(n->cfg->nm_sock, name, version, &text, err) < 0)
+		return -err->code;
+	if (text) {
+		cfg = json_parse(text, strlen(text), err);
+		if (!cfg || !image_config_ok(cfg)) {
+			json_free(cfg);
+			return err_set(err, EINVAL, "template %s/%u: its image defaults are not valid",
+				       name, version);
+		}
+	}
+	pthread_mutex_lock(&n->tmpl_mu);
+	t = xcalloc(1, sizeof(*t));
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->version = version;
+	t->cfg = cfg;
+	t->next = n->tconfigs;
+	n->tconfigs = t;
+	*out = json_dup(cfg);
+	pthread_mutex_unlock(&n->tmpl_mu);
+	return 0;
+}
+
+/* Forget the cached defaults of name (deleted: its version numbers may be
+ * used again). Called with tmpl_mu held. */
+static void tconfig_forget_locked(struct node *n, const char *name)
+{
+	for (struct tconfig **pp = &n->tconfigs; *pp;) {
+		struct tconfig *t = *pp;
+		if (strcmp(t->name, name)) {
+			pp = &t->next;
+			continue;
+		}
+		*pp = t->next;
+		json_free(t->cfg);
+		free(t);
+	}
+}
+
 /* ---- HTTP ------------------------------------------------------------- */
 
 static void render_template_row(struct jw *w, const struct db_rows *rows, int i)
@@ -355,6 +460,7 @@ void handle_templates_delete(struct node *n, const char *name, struct http_conn 
 		if ((r = nm_template_delete(n->cfg->nm_sock, name, (uint32_t)ver, &err)) < 0)
 			goto out;
 	}
+	tconfig_forget_locked(n, name);
 	if ((r = db_exec(n->db, &err, "DELETE FROM templates WHERE name=? AND node=?", "ss", name,
 			 n->cfg->node_name)) < 0)
 		goto out;
@@ -404,8 +510,8 @@ static const char *parse_template(const json *body, struct nm_template_spec *spe
 {
 	const json *name = json_get(body, "name"), *from = json_get(body, "from");
 	const json *pk = json_get(body, "packages"), *dir = json_get(body, "from_dir");
-	const json *tar = json_get(body, "from_tar");
-	int sources = !!from + !!dir + !!tar;
+	const json *tar = json_get(body, "from_tar"), *oci = json_get(body, "from_oci");
+	int sources = !!from + !!dir + !!tar + !!oci;
 
 	memset(spec, 0, sizeof(*spec));
 	if (!name || name->type != JSON_STR || !node_name_valid(name->str)) {
@@ -417,7 +523,7 @@ static const char *parse_template(const json *body, struct nm_template_spec *spe
 	if (sources == 0 && !json_get(body, "packages") && builtin_recipe(name->str, spec))
 		return NULL;
 	if (sources != 1) {
-		snprintf(msg, sz, "give exactly one of `from`, `from_dir`, `from_tar`"
+		snprintf(msg, sz, "give exactly one of `from`, `from_dir`, `from_tar`, `from_oci`"
 			 " (or only the name of a built-in: debian, busybox)");
 		return "invalid_field";
 	}
@@ -436,13 +542,13 @@ static const char *parse_template(const json *body, struct nm_template_spec *spe
 			return "invalid_field";
 		}
 	} else {
-		const json *p = dir ? dir : tar;
+		const json *p = dir ? dir : tar ? tar : oci;
 		if (p->type != JSON_STR || p->str[0] != '/' || p->str_len >= sizeof(spec->arg)) {
 			snprintf(msg, sz, "`%s` must be an absolute host path",
-				 dir ? "from_dir" : "from_tar");
+				 dir ? "from_dir" : tar ? "from_tar" : "from_oci");
 			return "invalid_field";
 		}
-		snprintf(spec->kind, sizeof(spec->kind), "%s", dir ? "dir" : "tar");
+		snprintf(spec->kind, sizeof(spec->kind), "%s", dir ? "dir" : tar ? "tar" : "oci");
 		snprintf(spec->arg, sizeof(spec->arg), "%s", p->str);
 	}
 	if (pk) {
@@ -499,7 +605,7 @@ static void on_progress(void *arg, const char *line)
 void handle_templates_create(struct node *n, struct http_req *req, struct http_conn *c)
 {
 	static const char *const keys[] = { "name", "from", "packages", "from_dir", "from_tar",
-					    NULL };
+					    "from_oci", NULL };
 	struct progress_ctx pc = { .c = c };
 	struct nm_template_spec spec;
 	struct tbuild *b;
@@ -650,4 +756,12 @@ void templates_cleanup(struct node *n)
 	 * has stopped none is left. */
 	if (n->builds)
 		log_warn("template builds still registered at shutdown");
+	pthread_mutex_lock(&n->tmpl_mu);
+	while (n->tconfigs) {
+		struct tconfig *t = n->tconfigs;
+		n->tconfigs = t->next;
+		json_free(t->cfg);
+		free(t);
+	}
+	pthread_mutex_unlock(&n->tmpl_mu);
 }

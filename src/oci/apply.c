@@ -138,7 +138,7 @@ int oci_clean_path(const char *in, char *out)
 
 /* ---- resolving beneath the root ---- */
 
-static int openat2_beneath(int dirfd, const char *path, int flags)
+int oci_openat2_beneath(int dirfd, const char *path, int flags)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_CLOEXEC),
@@ -161,13 +161,22 @@ static int refuse(struct ctx *c, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static int refuse(struct ctx *c, int code, const char *fmt, ...)
 {
-	char why[300];
+	char why[300], name[201];
+	size_t i;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	return err_set(c->err, code, "%s: entry `%.200s`: %s", c->layer, c->entry, why);
+	/* The name is the image's: printable ASCII only in a message that
+	 * becomes JSON and a log line. */
+	for (i = 0; c->entry[i] && i < sizeof(name) - 1; i++)
+		name[i] = c->entry[i] >= 0x20 && c->entry[i] < 0x7f ? c->entry[i] : '?';
+	name[i] = '\0';
+	for (i = 0; why[i]; i++)
+		if ((unsigned char)why[i] < 0x20 || (unsigned char)why[i] >= 0x7f)
+			why[i] = '?';
+	return err_set(c->err, code, "%s: entry `%s`: %s", c->layer, name, why);
 }
 
 static int resolve_error(struct ctx *c, int r, const char *dir)
@@ -191,13 +200,13 @@ static int open_dir(struct ctx *c, const char *dir, bool make)
 	int fd, r;
 
 	if (!*dir)
-		return openat2_beneath(c->a->root, ".", O_PATH | O_DIRECTORY);
-	fd = openat2_beneath(c->a->root, dir, O_PATH | O_DIRECTORY);
+		return oci_openat2_beneath(c->a->root, ".", O_PATH | O_DIRECTORY);
+	fd = oci_openat2_beneath(c->a->root, dir, O_PATH | O_DIRECTORY);
 	if (fd >= 0 || fd != -ENOENT || !make)
 		return fd >= 0 ? fd : resolve_error(c, fd, dir);
 	/* Walk it, making what is missing. */
 	_cleanup_free_ char *path = xstrdup(dir);
-	fd = openat2_beneath(c->a->root, ".", O_PATH | O_DIRECTORY);
+	fd = oci_openat2_beneath(c->a->root, ".", O_PATH | O_DIRECTORY);
 	if (fd < 0)
 		return resolve_error(c, fd, ".");
 	for (p = path;; p = slash + 1) {
@@ -206,7 +215,7 @@ static int open_dir(struct ctx *c, const char *dir, bool make)
 		slash = strchr(p, '/');
 		if (slash)
 			*slash = '\0';
-		next = openat2_beneath(fd, p, O_PATH | O_DIRECTORY);
+		next = oci_openat2_beneath(fd, p, O_PATH | O_DIRECTORY);
 		if (next == -ENOENT) {
 			if (mkdirat(fd, p, 0755) < 0 && errno != EEXIST) {
 				r = -errno;
@@ -214,7 +223,7 @@ static int open_dir(struct ctx *c, const char *dir, bool make)
 				return resolve_error(c, r, path);
 			}
 			set_put(c->made, path);
-			next = openat2_beneath(fd, p, O_PATH | O_DIRECTORY);
+			next = oci_openat2_beneath(fd, p, O_PATH | O_DIRECTORY);
 		}
 		close(fd);
 		if (next < 0)
@@ -398,7 +407,7 @@ static int make_link(struct ctx *c, const struct tar_entry *e, int dirfd, const 
 	tbase = slash ? slash + 1 : target;
 	if (slash)
 		*slash = '\0';
-	tdir = openat2_beneath(c->a->root, slash ? target : ".", O_PATH | O_DIRECTORY);
+	tdir = oci_openat2_beneath(c->a->root, slash ? target : ".", O_PATH | O_DIRECTORY);
 	if (tdir < 0 || fstatat(tdir, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return refuse(c, EPERM, "refused: hardlink target `%.200s` is not in the tree",
 			      e->linkname);

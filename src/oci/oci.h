@@ -65,6 +65,24 @@ int oci_apply_layer(struct oci_applier *a, struct tar_reader *tr, const char *la
  * 0 ("" for the root itself) or -EINVAL. */
 int oci_clean_path(const char *in, char *out);
 
+/* openat2(dirfd, path, flags | O_CLOEXEC) with RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV: an fd, or
+ * -errno (-ELOOP: a symlink on the way; -EXDEV: the path leaves dirfd). */
+int oci_openat2_beneath(int dirfd, const char *path, int flags);
+
+/* ---- the finishing touches of every template rootfs ---- */
+
+/* What scripts/template-build.sh did with shell paths, which follow
+ * symlinks the tree may hold (an image's /tmp -> /etc would have made the
+ * host's /etc mode 1777): the jail's mount points proc, dev, sys, tmp (1777),
+ * work and etc as real directories (whatever non-directory was there is
+ * replaced), etc/hostname when there is none, and with ca_path (may be NULL)
+ * the gateway CA in etc/airlock/gateway-ca.crt,
+ * usr/local/share/ca-certificates/airlock-gateway.crt and appended to
+ * etc/ssl/certs/ca-certificates.crt. All beneath root, nothing followed; a
+ * CA path blocked by a symlink is skipped with a line on log. */
+int oci_finish_rootfs(int root, const char *ca_path, FILE *log, err_t *err);
+
 /* ---- the image ---- */
 
 /* The image config's defaults, normalised to the JSON the node reads

@@ -1,6 +1,7 @@
 /* airlock-oci - apply an image archive to a directory (template builds).
  *
  *   airlock-oci ROOT CONFIG_OUT [SPOOL_DIR] < IMAGE
+ *   airlock-oci --finish ROOT [CA_CERT]
  *
  * IMAGE (stdin) is a docker-save archive or an OCI layout as a tar. Run by
  * scripts/template-build.sh as root, with stdin already read as the
@@ -9,6 +10,9 @@
  * parent of ROOT), since an archive is read out of order. ROOT must exist;
  * CONFIG_OUT is created (never replaced) with the normalised image config.
  * Exit 0 when done, 1 with "oci: ..." on stderr when refused or failed.
+ *
+ * --finish gives any template rootfs its mount points, hostname and the
+ * gateway CA (oci_finish_rootfs), beneath ROOT without following a link.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,6 +59,16 @@ int main(int argc, char **argv)
 	struct stat st;
 	int root, fd = 0, out, r;
 
+	if (argc >= 3 && argc <= 4 && !strcmp(argv[1], "--finish")) {
+		umask(022);
+		root = open(argv[2], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (root < 0 || oci_finish_rootfs(root, argc == 4 ? argv[3] : NULL, stdout, &err) < 0) {
+			fprintf(stderr, "template-build: %s: %s\n", argv[2],
+				root < 0 ? strerror(errno) : err.msg);
+			return 1;
+		}
+		return 0;
+	}
 	if (argc < 3 || argc > 4) {
 		fprintf(stderr, "usage: airlock-oci ROOT CONFIG_OUT [SPOOL_DIR] < IMAGE\n");
 		return 2;
