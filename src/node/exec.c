@@ -110,6 +110,8 @@ static const char *parse_exec(const json *body, struct exec_req *er, char *msg, 
 
 	/* No cmd: the template image's default command (image_defaults). */
 	v = json_get(body, "cmd");
+	if (v && v->type == JSON_NULL)
+		v = NULL;
 	if (v && (v->type != JSON_ARR || v->n == 0 || v->n > 4096)) {
 		snprintf(msg, sz, "`cmd` must be a non-empty array of strings");
 		return "invalid_field";
