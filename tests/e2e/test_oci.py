@@ -8,6 +8,7 @@ build whose message names the layer and the entry, with nothing left in the
 pool and nothing written outside it."""
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -212,12 +213,60 @@ class OciTest(AirlockTestCase):
         os.chmod(self.path("plain.tar"), 0o644)
         self.assert_refused("bad-plain", self.path("plain.tar"), "manifest.json", "index.json")
 
+    def test_finishing_touches_stay_inside(self):
+        # Every rootfs gets /tmp 1777, /etc/hostname and the mount points;
+        # with a tree whose /tmp and /etc/hostname are links out of it, they
+        # must not land on the host (this used to be shell on "$OUT/tmp").
+        outside = tempfile.mkdtemp(prefix="airlock-oci-outside-")
+        try:
+            os.chmod(outside, 0o700)
+            layer = [oi.sym("tmp", outside), oi.d("etc"),
+                     oi.sym("etc/hostname", os.path.join(outside, "planted")),
+                     oi.sym("proc", outside)]
+            tar = self.path("finish-rootfs.tar")
+            with open(tar, "wb") as f:
+                f.write(oi.layer_tar(layer))
+            os.chmod(tar, 0o644)
+            events = list(self.api.stream("POST", "/v1/templates",
+                                          {"name": "finish-tar", "from_tar": tar}))
+            self.assertEqual(events[-1]["event"], "done", events[-3:])
+            oi.docker_save(self.path("finish.tar"), [oi.layer_tar(layer)], oi.config_blob())
+            self.assert_built_one("finish-oci", self.path("finish.tar"))
+            self.assertEqual(os.stat(outside).st_mode & 0o7777, 0o700)
+            self.assertEqual(os.listdir(outside), [])
+            for name in ("finish-tar", "finish-oci"):
+                root = os.path.join(self.server.dir, "pool", "templates", name, "1", "rootfs")
+                st = os.lstat(os.path.join(root, "tmp"))
+                self.assertTrue(stat.S_ISDIR(st.st_mode) and st.st_mode & 0o7777 == 0o1777)
+                self.assertTrue(stat.S_ISDIR(os.lstat(os.path.join(root, "proc")).st_mode))
+                # the image's own (dangling) hostname link stays as it was
+                self.assertTrue(os.path.islink(os.path.join(root, "etc", "hostname")))
+        finally:
+            shutil.rmtree(outside)
+
+    def assert_built_one(self, name, source):
+        events = self.build(name, source)
+        self.assertEqual(events[-1]["event"], "done", events[-5:])
+
     def test_source_read_as_requester(self):
         # root's 0600 file: the node's user cannot read it, so neither can the build
         src = self.path("secret.tar")
         oi.docker_save(src, [oi.layer_tar(top_layer())], CONFIG)
         os.chmod(src, 0o600)
         self.assert_refused("bad-unreadable", src, "cannot read")
+
+    def test_from_image_without_skopeo(self):
+        # --from-image copies with skopeo first; without it the CLI says so
+        # (no registry is reachable here, so only the absent case is tested)
+        env = dict(os.environ, PATH="/nonexistent")
+        r = subprocess.run([CLI, "--config", os.path.join(self.server.dir, "cli.json"),
+                            "template", "build", "img-pulled", "--from-image",
+                            "docker://debian:bookworm-slim"],
+                           capture_output=True, timeout=60, env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"needs skopeo", r.stderr)
+        names = [t["name"] for t in self.api.call("GET", "/v1/templates")["templates"]]
+        self.assertNotIn("img-pulled", names)
 
     def test_bad_requests(self):
         for body in ({"name": "x", "from_oci": "relative/path"},

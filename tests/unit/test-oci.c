@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "../../src/oci/oci.h"
 #include "check.h"
@@ -418,6 +419,28 @@ static void test_gzip_stream(void)
 		CHECK(r < 0 && strstr(err.msg, "truncated"));
 		tar_free(&tr);
 		oci_stream_close(s);
+	}
+	/* zstd, detected by its magic too */
+	{
+		size_t cap = ZSTD_compressBound(tar.len), n;
+		char *zbuf = xmalloc(cap);
+		n = ZSTD_compress(zbuf, cap, tar.data, tar.len, 3);
+		CHECK(!ZSTD_isError(n));
+		CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, zbuf, n, 0) == (ssize_t)n);
+		s = oci_stream_open(fd, 0, n, &err);
+		CHECK(s && !strcmp(oci_stream_kind(s), "zstd"));
+		if (s) {
+			struct tar_reader tr;
+			struct tar_entry *e;
+			char body[64] = "";
+			tar_init(&tr, oci_stream_read, s);
+			CHECK(tar_next(&tr, &e, &err) == 1 && !strcmp(e->name, "inside"));
+			CHECK(tar_read(&tr, body, 60, &err) == 7 && !strcmp(body, "gzipped"));
+			CHECK(tar_next(&tr, &e, &err) == 0);
+			tar_free(&tr);
+			oci_stream_close(s);
+		}
+		free(zbuf);
 	}
 	close(fd);
 	buf_free(&tar);
