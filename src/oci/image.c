@@ -23,6 +23,7 @@
 
 struct member {
 	char *name;        /* cleaned (oci_clean_path) */
+	char *link;        /* a symlink member: its target, resolved (archive_find); else NULL */
 	uint64_t off, size;
 };
 
@@ -34,13 +35,60 @@ struct archive {
 
 static void archive_free(struct archive *ar)
 {
-	for (size_t i = 0; i < ar->n; i++)
+	for (size_t i = 0; i < ar->n; i++) {
 		free(ar->m[i].name);
+		free(ar->m[i].link);
+	}
 	free(ar->m);
 }
 
-/* Index the regular files of the outer tar (other types are ignored: a
- * layout's symlinks are never followed to find a blob). */
+/* dir/target with "." and ".." taken lexically, never above the archive's
+ * top; NULL when it would go there. Only names inside the archive are
+ * formed here: nothing on a file system is looked up. */
+static char *join_lexical(const char *member, const char *target)
+{
+	_cleanup_free_ char *dir = xstrdup(member);
+	char *slash = strrchr(dir, '/');
+	struct buf out;
+	const char *p;
+
+	if (target[0] == '/')
+		return NULL;
+	if (slash)
+		*slash = '\0';
+	else
+		dir[0] = '\0';
+	_cleanup_free_ char *all = *dir ? xasprintf("%s/%s", dir, target) : xstrdup(target);
+	buf_init(&out);
+	for (p = all; *p;) {
+		size_t n = strcspn(p, "/");
+		if (n == 2 && !strncmp(p, "..", 2)) {
+			char *up;
+			if (!out.len) {
+				buf_free(&out);
+				return NULL;
+			}
+			up = strrchr(out.data, '/');
+			out.len = up ? (size_t)(up - out.data) : 0;
+			out.data[out.len] = '\0';
+		} else if (n && !(n == 1 && *p == '.')) {
+			if (out.len)
+				buf_addc(&out, '/');
+			buf_add(&out, p, n);
+		}
+		p += n;
+		p += strspn(p, "/");
+	}
+	if (!out.len) {
+		buf_free(&out);
+		return NULL;
+	}
+	return buf_steal(&out);
+}
+
+/* Index the regular files of the outer tar, and its symlinks as names for
+ * other members (older `docker save` links a layer it already wrote:
+ * <id>/layer.tar -> ../<other>/layer.tar). Nothing else is kept. */
 static int archive_index(struct archive *ar, int fd, err_t *err)
 {
 	struct oci_stream *s;
@@ -65,7 +113,11 @@ static int archive_index(struct archive *ar, int fd, err_t *err)
 	ar->fd = fd;
 	tar_init(&tr, oci_stream_read, s);
 	while ((r = tar_next(&tr, &e, err)) > 0) {
-		if (e->type != '0' || oci_clean_path(e->name, clean) < 0)
+		char *link = NULL;
+
+		if ((e->type != '0' && e->type != '2') || oci_clean_path(e->name, clean) < 0)
+			continue;
+		if (e->type == '2' && !(link = join_lexical(clean, e->linkname)))
 			continue;
 		if (ar->n >= INDEX_MAX) {
 			r = err_set(err, EFBIG, "more than %d files in the image archive", INDEX_MAX);
@@ -73,6 +125,7 @@ static int archive_index(struct archive *ar, int fd, err_t *err)
 		}
 		ar->m = xrealloc(ar->m, (ar->n + 1) * sizeof(*ar->m));
 		ar->m[ar->n].name = xstrdup(clean);
+		ar->m[ar->n].link = link;
 		ar->m[ar->n].off = tar_data_offset(&tr);
 		ar->m[ar->n].size = e->size;
 		ar->n++;
@@ -84,12 +137,20 @@ static int archive_index(struct archive *ar, int fd, err_t *err)
 	return 0;
 }
 
-/* The last member of that name (a later one in a tar wins). */
+/* The last member of that name (a later one in a tar wins), through at
+ * most 8 symlink members; a regular file or NULL. */
 static const struct member *archive_find(const struct archive *ar, const char *name)
 {
-	for (size_t i = ar->n; i-- > 0;)
-		if (!strcmp(ar->m[i].name, name))
-			return &ar->m[i];
+	for (int hops = 0; hops <= 8; hops++) {
+		const struct member *m = NULL;
+
+		for (size_t i = ar->n; i-- > 0 && !m;)
+			if (!strcmp(ar->m[i].name, name))
+				m = &ar->m[i];
+		if (!m || !m->link)
+			return m;
+		name = m->link;
+	}
 	return NULL;
 }
 

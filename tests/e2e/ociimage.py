@@ -67,16 +67,24 @@ def _add(t, name, data, mode=0o644):
     t.addfile(ti, io.BytesIO(data))
 
 
-def docker_save(path, layers, config, extra_layer_names=(), truncate_outer=0):
+def docker_save(path, layers, config, extra_layer_names=(), truncate_outer=0, links=None):
     """A `docker save` archive: <id>/layer.tar per layer, <hash>.json config,
-    manifest.json. extra_layer_names are named in the manifest but absent."""
+    manifest.json. extra_layer_names are named in the manifest but absent.
+    links: {layer index: symlink target} writes that layer as a symlink
+    member instead (as docker does for a layer it already wrote)."""
     cfg_name = hashlib.sha256(config).hexdigest() + ".json"
     names = []
     bio = io.BytesIO()
     with tarfile.open(fileobj=bio, mode="w", format=tarfile.USTAR_FORMAT) as t:
         for i, data in enumerate(layers):
             name = f"{hashlib.sha256(data).hexdigest()[:12]}{i}/layer.tar"
-            _add(t, name, data)
+            if links and i in links:
+                ti = tarfile.TarInfo(name)
+                ti.type = tarfile.SYMTYPE
+                ti.linkname = links[i]
+                t.addfile(ti)
+            else:
+                _add(t, name, data)
             names.append(name)
         _add(t, cfg_name, config)
         manifest = [{"Config": cfg_name, "RepoTags": ["test:latest"],

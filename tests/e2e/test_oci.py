@@ -153,6 +153,25 @@ class OciTest(AirlockTestCase):
         finally:
             self.api.delete(s["id"])
 
+    def test_docker_save_linked_layer(self):
+        # older docker links a layer it already wrote: X/layer.tar -> ../Y/layer.tar
+        empty = oi.layer_tar([])
+        layers = [oi.layer_tar(base_layer()), empty, oi.layer_tar(top_layer()), empty]
+        first_empty = f"{__import__('hashlib').sha256(empty).hexdigest()[:12]}1/layer.tar"
+        oi.docker_save(self.path("linked.tar"), layers, CONFIG,
+                       links={3: "../" + first_empty})
+        self.assert_built("img-linked", self.path("linked.tar"))
+        s = self.api.create(template="img-linked")
+        try:
+            self.check_layers(s["id"])
+        finally:
+            self.api.delete(s["id"])
+        # a link member that leaves the archive names nothing
+        oi.docker_save(self.path("linked-out.tar"), layers, CONFIG,
+                       links={3: "../../../etc/passwd"})
+        self.assert_refused("bad-linked", self.path("linked-out.tar"), "layer 4",
+                            "not in the archive")
+
     def test_oci_layout_dir_and_tar(self):
         files = oi.oci_layout([oi.layer_tar(base_layer(), fmt=tarfile.GNU_FORMAT),
                                oi.layer_tar(top_layer(), fmt=tarfile.GNU_FORMAT)], CONFIG)
