@@ -81,6 +81,21 @@ static void write_path(struct jw *w, const char *p)
  * then reads like --from-oci. The node reads it with its own uid, so the
  * directory and the archive are made readable to others (0755/0644) for
  * the length of the build; they are removed after it. *out: the archive. */
+static bool in_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+
+	for (const char *p = path ? path : ""; *p;) {
+		size_t n = strcspn(p, ":");
+		_cleanup_free_ char *f = xasprintf("%.*s/%s", (int)n, p, prog);
+		if (n && access(f, X_OK) == 0)
+			return true;
+		p += n;
+		p += strspn(p, ":");
+	}
+	return false;
+}
+
 static int pull_image(const char *ref, char **out)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -89,7 +104,7 @@ static int pull_image(const char *ref, char **out)
 	int st;
 	pid_t pid;
 
-	if (system("command -v skopeo >/dev/null 2>&1") != 0)
+	if (!in_path("skopeo"))
 		return cli_fail("unavailable", "--from-image needs skopeo (apt-get install skopeo);"
 				" or save the image yourself and give --from-oci FILE");
 	if (!strchr(ref, ':') && !strchr(ref, '/'))

@@ -287,6 +287,41 @@ class OciTest(AirlockTestCase):
         names = [t["name"] for t in self.api.call("GET", "/v1/templates")["templates"]]
         self.assertNotIn("img-pulled", names)
 
+    def test_from_image_with_skopeo(self):
+        # A stand-in skopeo (no registry here) that "copies" a prepared OCI
+        # archive: the CLI's part of --from-image is the same with the real
+        # one (copy into a fresh dir, build from it, remove it).
+        files = oi.oci_layout([oi.layer_tar(base_layer()), oi.layer_tar(top_layer())], CONFIG)
+        oi.write_layout_tar(self.path("pulled.tar"), files)
+        bindir = self.path("fakebin")
+        os.makedirs(bindir, exist_ok=True)
+        calls = self.path("skopeo-calls")
+        with open(os.path.join(bindir, "skopeo"), "w") as f:
+            f.write("#!/bin/sh\n"
+                    f"echo \"$@\" >> {calls}\n"
+                    f'[ "$1 $2 $3" = "copy --quiet docker://example.org/app:1" ] || exit 1\n'
+                    f'cp {self.path("pulled.tar")} "${{4#oci-archive:}}"\n')
+        os.chmod(os.path.join(bindir, "skopeo"), 0o755)
+        tmpdir = tempfile.mkdtemp(prefix="airlock-oci-tmp-")
+        os.chmod(tmpdir, 0o755)   # as /tmp is: the node reads the copy with its own uid
+        try:
+            env = dict(os.environ, PATH=bindir + ":" + os.environ["PATH"], TMPDIR=tmpdir)
+            r = subprocess.run([CLI, "--config", os.path.join(self.server.dir, "cli.json"),
+                                "template", "build", "img-pulled2", "--from-image",
+                                "example.org/app:1"], capture_output=True, timeout=300, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(calls) as f:
+                self.assertIn("docker://example.org/app:1 oci-archive:" + tmpdir, f.read())
+            self.assertEqual(os.listdir(tmpdir), [])   # the copy is removed after the build
+        finally:
+            shutil.rmtree(tmpdir)
+        s = self.api.create(template="img-pulled2")
+        try:
+            code, out, _, _ = self.api.exec(s["id"], None)
+            self.assertEqual(out, b"hello from the image\n")
+        finally:
+            self.api.delete(s["id"])
+
     def test_bad_requests(self):
         for body in ({"name": "x", "from_oci": "relative/path"},
                      {"name": "x", "from_oci": 3},
