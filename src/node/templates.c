@@ -322,9 +322,13 @@ static void tconfig_forget_locked(struct node *n, const char *name)
 
 /* ---- HTTP ------------------------------------------------------------- */
 
-static void render_template_row(struct jw *w, const struct db_rows *rows, int i)
+/* One row; a ready version built from an image also shows the defaults
+ * its sandboxes get ("image": env, workdir, user, entrypoint, cmd). */
+static void render_template_row(struct node *n, struct jw *w, const struct db_rows *rows, int i)
 {
 	char t[ISO_TIME_MAX];
+	json *image = NULL;
+	err_t err = { 0 };
 
 	jw_obj(w);
 	jw_key(w, "name");
@@ -345,6 +349,13 @@ static void render_template_row(struct jw *w, const struct db_rows *rows, int i)
 	if (db_cell(rows, i, 6)) {
 		jw_key(w, "node");
 		jw_str(w, db_cell(rows, i, 6));
+	}
+	if (db_cell(rows, i, 2) && !strcmp(db_cell(rows, i, 2), "ready") && db_cell(rows, i, 0) &&
+	    template_image_config(n, db_cell(rows, i, 0), (uint32_t)db_cell_int(rows, i, 1), &image,
+				  &err) == 0 && image) {
+		jw_key(w, "image");
+		jw_value(w, image);
+		json_free(image);
 	}
 	jw_end(w);
 }
@@ -397,7 +408,7 @@ void handle_templates_list(struct node *n, struct http_req *req, struct http_con
 		qsort(keys, (size_t)rows.n_rows, sizeof(*keys), tkey_cmp);
 	for (int i = 0; i < rows.n_rows; i++)
 		if (page_take(&pg, 0, keys[i].key))
-			render_template_row(&w, &rows, keys[i].row);
+			render_template_row(n, &w, &rows, keys[i].row);
 	free(keys);
 	jw_end(&w);
 	page_write_next(&pg, &w);
@@ -655,7 +666,7 @@ void handle_templates_create(struct node *n, struct http_req *req, struct http_c
 			     "SELECT " TEMPLATE_COLS " FROM templates WHERE node=? AND name=?"
 			     " AND version=?", "ssi", node_me(n), spec.name, (int64_t)spec.version) == 0 &&
 		    rows.n_rows == 1) {
-			render_template_row(&w, &rows, 0);
+			render_template_row(n, &w, &rows, 0);
 			db_rows_free(&rows);
 		} else {
 			jw_null(&w);

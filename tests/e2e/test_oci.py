@@ -113,7 +113,15 @@ class OciTest(AirlockTestCase):
     def test_docker_save(self):
         src = self.path("docker.tar")
         oi.docker_save(src, [oi.layer_tar(base_layer()), oi.layer_tar(top_layer())], CONFIG)
-        self.assert_built("img-docker", src)
+        events = self.assert_built("img-docker", src)
+        want = {"env": {"PATH": "/bin", "GREETING": "hi there", "ONLY_IMAGE": "1"},
+                "workdir": "/app", "user": "app", "entrypoint": ["/bin/cat"], "cmd": ["hello.txt"]}
+        self.assertEqual(events[-1]["template"]["image"], want)
+        listed = [t for t in self.api.call("GET", "/v1/templates")["templates"]
+                  if t["name"] == "img-docker"]
+        self.assertEqual(listed[0]["image"], want)
+        self.assertNotIn("image", [t for t in self.api.call("GET", "/v1/templates")["templates"]
+                                   if t["name"] == "busybox"][0])
         s = self.api.create(template="img-docker", env={"GREETING": "from the request"})
         try:
             self.check_layers(s["id"])
