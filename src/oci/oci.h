@@ -45,7 +45,7 @@ ssize_t oci_stream_read(void *s, void *p, size_t n, err_t *err); /* a tar_read_f
 
 /* ---- applying one layer ---- */
 
-/* A layer name as the archive gave it, for messages. */
+/* Applies layers one after another onto one root (oci_apply_layer). */
 struct oci_applier {
 	int root;                 /* borrowed: O_PATH|O_DIRECTORY fd of the target root */
 	struct oci_limits lim;

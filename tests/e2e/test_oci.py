@@ -181,8 +181,11 @@ class OciTest(AirlockTestCase):
                             "not in the archive")
 
     def test_oci_layout_dir_and_tar(self):
+        # numeric User "uid:gid", and a Cmd without an Entrypoint
+        config = oi.config_blob(env=["PATH=/bin"], workdir="/opq", user="1234:5678",
+                                cmd=["cat", "new.txt"])
         files = oi.oci_layout([oi.layer_tar(base_layer(), fmt=tarfile.GNU_FORMAT),
-                               oi.layer_tar(top_layer(), fmt=tarfile.GNU_FORMAT)], CONFIG)
+                               oi.layer_tar(top_layer(), fmt=tarfile.GNU_FORMAT)], config)
         layout = self.path("layout")
         oi.write_layout_dir(layout, files)
         oi.write_layout_tar(self.path("layout.tar"), files)
@@ -192,7 +195,9 @@ class OciTest(AirlockTestCase):
             try:
                 self.check_layers(s["id"])
                 code, out, _, _ = self.api.exec(s["id"], None)
-                self.assertEqual(out, b"hello from the image\n")
+                self.assertEqual((code, out), (0, b"new\n"))
+                code, out, _, _ = self.api.exec(s["id"], ["sh", "-c", "id -u; id -g; pwd"])
+                self.assertEqual(out, b"1234\n5678\n/opq\n")
             finally:
                 self.api.delete(s["id"])
 
