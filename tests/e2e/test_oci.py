@@ -161,6 +161,21 @@ class OciTest(AirlockTestCase):
         finally:
             self.api.delete(s["id"])
 
+    def test_defaults_survive_a_node_restart(self):
+        # kept in the sandbox's row (spec "image"), not only in memory
+        src = self.path("restart.tar")
+        oi.docker_save(src, [oi.layer_tar(base_layer()), oi.layer_tar(top_layer())], CONFIG)
+        self.assert_built("img-restart", src)
+        s = self.api.create(template="img-restart")
+        try:
+            self.kill_and_wait_restarted("node")
+            code, out, _, _ = self.api.exec(s["id"], None)
+            self.assertEqual((code, out), (0, b"hello from the image\n"))
+            code, out, _, _ = self.api.exec(s["id"], ["sh", "-c", 'echo "$GREETING|$(pwd)"'])
+            self.assertEqual(out, b"hi there|/app\n")
+        finally:
+            self.api.delete(s["id"])
+
     def test_docker_save_linked_layer(self):
         # older docker links a layer it already wrote: X/layer.tar -> ../Y/layer.tar
         empty = oi.layer_tar([])
