@@ -91,12 +91,14 @@ int main(int argc, char **argv)
 	r = oci_import(fd, root, &lim, &cfg, stdout, &err);
 	if (r < 0) {
 		fprintf(stderr, "oci: %s\n", err.msg);
+		buf_free(&cfg);
 		return 1;
 	}
 	out = open(argv[2], O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (out < 0 || write_all(out, cfg.data, cfg.len) < 0 || write_all(out, "\n", 1) < 0 ||
 	    close(out) < 0) {
 		fprintf(stderr, "oci: write %s: %s\n", argv[2], strerror(errno));
+		buf_free(&cfg);
 		return 1;
 	}
 	printf("oci: image config: %s\n", cfg.data);
