@@ -98,6 +98,7 @@ static int archive_index(struct archive *ar, int fd, err_t *err)
 	struct stat st;
 	int r;
 
+	memset(ar, 0, sizeof(*ar));
 	if (fstat(fd, &st) < 0)
 		return err_sys(err, "image archive");
 	if (!(s = oci_stream_open(fd, 0, (uint64_t)st.st_size, err)))
@@ -109,7 +110,6 @@ static int archive_index(struct archive *ar, int fd, err_t *err)
 		oci_stream_close(s);
 		return r;
 	}
-	memset(ar, 0, sizeof(*ar));
 	ar->fd = fd;
 	tar_init(&tr, oci_stream_read, s);
 	while ((r = tar_next(&tr, &e, err)) > 0) {
@@ -132,8 +132,11 @@ static int archive_index(struct archive *ar, int fd, err_t *err)
 	}
 	tar_free(&tr);
 	oci_stream_close(s);
-	if (r < 0)
+	if (r < 0) {
+		archive_free(ar);
+		memset(ar, 0, sizeof(*ar));
 		return err_wrap(err, "image archive");
+	}
 	return 0;
 }
 
