@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 
@@ -171,6 +172,22 @@ static json *read_json(const struct archive *ar, const char *name, const char *w
 	d = xmalloc((size_t)m->size + 1);
 	if (pread(ar->fd, d, (size_t)m->size, (off_t)m->off) != (ssize_t)m->size)
 		return err_set(err, EIO, "read %s", name), NULL;
+	{
+		_cleanup_free_ char *want = oci_blob_digest(name);
+		unsigned char md[32];
+		char hex[65];
+		unsigned int n = 0;
+
+		if (want) {
+			if (!EVP_Digest(d, (size_t)m->size, md, &n, EVP_sha256(), NULL) || n != 32)
+				return err_set(err, EIO, "sha256"), NULL;
+			for (unsigned i = 0; i < 32; i++)
+				snprintf(hex + 2 * i, 3, "%02x", md[i]);
+			if (strcmp(hex, want + 7))
+				return err_set(err, EBADMSG, "%s `%s`: its content does not match"
+					       " its digest", what, name), NULL;
+		}
+	}
 	j = json_parse(d, (size_t)m->size, err);
 	if (!j)
 		err_wrap(err, "%s `%s`", what, name);
@@ -486,11 +503,23 @@ int oci_import(int fd, int root, const struct oci_limits *lim, struct buf *confi
 			break;
 		}
 		snprintf(label, sizeof(label), "layer %zu (%.200s)", i + 1, p.layers[i]);
+		{
+			/* A blob of a layout is named by its digest: check it (after
+			 * the layer is applied; a mismatch fails the whole build,
+			 * which is then thrown away). */
+			_cleanup_free_ char *want = oci_blob_digest(p.layers[i]);
+			if (want && (r = oci_stream_expect(s, want, err)) < 0) {
+				oci_stream_close(s);
+				break;
+			}
+		}
 		if (progress)
 			fprintf(progress, "oci: applying %s, %s, %llu bytes\n", label,
 				oci_stream_kind(s), (unsigned long long)m->size), fflush(progress);
 		tar_init(&tr, oci_stream_read, s);
 		r = oci_apply_layer(&a, &tr, label, err);
+		if (r == 0 && (r = oci_stream_verify(s, err)) < 0)
+			err_wrap(err, "%s", label);
 		tar_free(&tr);
 		oci_stream_close(s);
 	}

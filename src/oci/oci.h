@@ -42,6 +42,16 @@ struct oci_stream *oci_stream_open(int fd, uint64_t off, uint64_t len, err_t *er
 void oci_stream_close(struct oci_stream *s);        /* accepts NULL */
 const char *oci_stream_kind(const struct oci_stream *s); /* "tar", "gzip", "zstd" */
 ssize_t oci_stream_read(void *s, void *p, size_t n, err_t *err); /* a tar_read_fn */
+/* Check the region's bytes (compressed, as stored) against a digest
+ * "sha256:<hex>" (other algorithms: -ENOTSUP): call before the first read;
+ * oci_stream_verify then reads what the consumer left of the region and
+ * compares (-EBADMSG on a mismatch). */
+int oci_stream_expect(struct oci_stream *s, const char *digest, err_t *err);
+int oci_stream_verify(struct oci_stream *s, err_t *err);
+/* The digest a blob's name in an archive stands for ("blobs/sha256/<hex>"
+ * -> "sha256:<hex>"), or NULL (a docker-save name: nothing to check).
+ * Caller owns. */
+char *oci_blob_digest(const char *name);
 
 /* ---- applying one layer ---- */
 

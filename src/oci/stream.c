@@ -4,6 +4,7 @@
  * "truncated". */
 #include <errno.h>
 #include <string.h>
+#include <openssl/evp.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -22,6 +23,8 @@ struct oci_stream {
 	ZSTD_DStream *zs;
 	ZSTD_inBuffer zin;
 	unsigned char *in;
+	EVP_MD_CTX *md;          /* oci_stream_expect: the raw bytes' hash */
+	char want[65];
 };
 
 static ssize_t region_read(struct oci_stream *s, void *p, size_t n, err_t *err)
@@ -39,6 +42,8 @@ static ssize_t region_read(struct oci_stream *s, void *p, size_t n, err_t *err)
 		return err_sys(err, "read image");
 	if (k == 0)
 		return err_set(err, EPROTO, "image file shorter than its index");
+	if (s->md && !EVP_DigestUpdate(s->md, p, (size_t)k))
+		return err_set(err, EIO, "sha256");
 	s->off += (uint64_t)k;
 	s->left -= (uint64_t)k;
 	return k;
@@ -93,8 +98,59 @@ void oci_stream_close(struct oci_stream *s)
 		inflateEnd(&s->z);
 	if (s->zs)
 		ZSTD_freeDStream(s->zs);
+	EVP_MD_CTX_free(s->md);
 	free(s->in);
 	free(s);
+}
+
+char *oci_blob_digest(const char *name)
+{
+	const char *hex;
+
+	if (strncmp(name, "blobs/sha256/", 13))
+		return NULL;
+	hex = name + 13;
+	if (strlen(hex) != 64 || strspn(hex, "0123456789abcdef") != 64)
+		return NULL;
+	return xasprintf("sha256:%s", hex);
+}
+
+int oci_stream_expect(struct oci_stream *s, const char *digest, err_t *err)
+{
+	if (strncmp(digest, "sha256:", 7) || strlen(digest + 7) != 64)
+		return err_set(err, ENOTSUP, "digest `%.80s`: only sha256 is checked", digest);
+	snprintf(s->want, sizeof(s->want), "%s", digest + 7);
+	s->md = EVP_MD_CTX_new();
+	if (!s->md || !EVP_DigestInit_ex(s->md, EVP_sha256(), NULL))
+		return err_set(err, ENOMEM, "sha256");
+	/* The magic was peeked with pread; the hash starts at the region's
+	 * first byte, which no read has consumed yet. */
+	return 0;
+}
+
+int oci_stream_verify(struct oci_stream *s, err_t *err)
+{
+	unsigned char md[EVP_MAX_MD_SIZE], rest[64 * 1024];
+	unsigned int n = 0;
+	char hex[65];
+	ssize_t k;
+
+	if (!s->md)
+		return 0;
+	/* A decompressor may hold input it read but did not need: it was
+	 * hashed when read. What no one read is hashed now. */
+	while ((k = region_read(s, rest, sizeof(rest), err)) > 0)
+		;
+	if (k < 0)
+		return (int)k;
+	if (!EVP_DigestFinal_ex(s->md, md, &n) || n != 32)
+		return err_set(err, EIO, "sha256");
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	if (strcmp(hex, s->want))
+		return err_set(err, EBADMSG, "content is sha256:%.12s…, not the sha256:%.12s… its"
+			       " name says", hex, s->want);
+	return 0;
 }
 
 const char *oci_stream_kind(const struct oci_stream *s)

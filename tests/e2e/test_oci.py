@@ -6,6 +6,8 @@ long name) and gets the image's Env, WorkingDir, User and Entrypoint+Cmd as
 defaults, with the request's own winning. Then the refusals: each a failed
 build whose message names the layer and the entry, with nothing left in the
 pool and nothing written outside it."""
+import gzip
+import json
 import os
 import shutil
 import stat
@@ -254,6 +256,15 @@ class OciTest(AirlockTestCase):
                        oi.config_blob(), extra_layer_names=["nope/layer.tar"])
         self.assert_refused("bad-missing", self.path("missing.tar"), "layer 2",
                             "nope/layer.tar", "not in the archive")
+        # a layout blob whose content is not what its digest says
+        files = oi.oci_layout([oi.layer_tar([oi.entry("a", "a")]), oi.layer_tar([oi.entry("b", "b")])],
+                              oi.config_blob())
+        layer2 = json.loads(files[next(k for k, v in files.items()
+                                        if b'"layers": [' in v)])["layers"][1]["digest"]
+        name = "blobs/sha256/" + layer2.split(":")[1]
+        files[name] = gzip.compress(oi.layer_tar([oi.entry("b", "tampered")]), mtime=0)
+        oi.write_layout_tar(self.path("tampered.tar"), files)
+        self.assert_refused("bad-digest", self.path("tampered.tar"), "layer 2", "not the sha256")
         # not an image at all
         with open(self.path("plain.tar"), "wb") as f:
             f.write(oi.layer_tar([oi.entry("hello", "x")]))
