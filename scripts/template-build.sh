@@ -9,9 +9,14 @@
 #   busybox ARG unused; /bin/busybox from the host plus applet symlinks
 #   dir     ARG = host directory, copied with cp -a --reflink=auto
 #   tar     ARG = host tar file, extracted with --numeric-owner
+#   oci     ARG = host image: a `docker save` tar, or an OCI image layout (a
+#           directory, or a tar of one); applied layer by layer by
+#           $AIRLOCK_OCI_TOOL (airlock-oci, src/oci), which refuses what would
+#           write outside OUTDIR and writes the image's defaults (Env,
+#           WorkingDir, User, Entrypoint, Cmd) to OUTDIR/../image.json
 #
 # When AIRLOCK_SOURCE_UID/GID are set (the request came from the unprivileged
-# node, not root), the host source of "dir" and "tar" is read with that uid,
+# node, not root), the host source of "dir", "tar" and "oci" is read with that uid,
 # so a template can never contain a file the requester could not read itself.
 # The guest agent is not copied in: the jail executes it from the host.
 #
@@ -87,6 +92,22 @@ tar)
 	log "extracting $ARG"
 	as_source cat "$ARG" | tar -C "$OUT" --numeric-owner -xpf -
 	;;
+oci)
+	tool=${AIRLOCK_OCI_TOOL:?the node manager names airlock-oci}
+	cfg="$(dirname "$OUT")/image.json"
+	# The bytes come through a pipe from a process running as the
+	# requester: root opens nothing of theirs. (No pipefail in sh: a
+	# failed read shows as a truncated archive, so say why first.)
+	if as_source test -d "$ARG"; then
+		as_source test -r "$ARG" -a -x "$ARG" || { log "cannot read $ARG"; exit 1; }
+		log "importing the OCI image layout $ARG"
+		as_source tar -C "$ARG" -cf - . | "$tool" "$OUT" "$cfg"
+	else
+		as_source test -r "$ARG" -a -f "$ARG" || { log "cannot read $ARG (or not a file)"; exit 1; }
+		log "importing the image archive $ARG"
+		as_source cat "$ARG" | "$tool" "$OUT" "$cfg"
+	fi
+	;;
 *)
 	log "unknown kind: $KIND"
 	exit 2
@@ -97,23 +118,29 @@ esac
 # injection): in the system bundle and as a file of its own for
 # NODE_EXTRA_CA_CERTS. The node points SSL_CERT_FILE, REQUESTS_CA_BUNDLE and
 # NODE_EXTRA_CA_CERTS at these when a sandbox has credentials.
-if [ -n "${AIRLOCK_CA_CERT:-}" ] && [ -r "$AIRLOCK_CA_CERT" ]; then
-	mkdir -p "$OUT/etc/airlock" "$OUT/usr/local/share/ca-certificates" "$OUT/etc/ssl/certs"
-	cp "$AIRLOCK_CA_CERT" "$OUT/etc/airlock/gateway-ca.crt"
-	cp "$AIRLOCK_CA_CERT" "$OUT/usr/local/share/ca-certificates/airlock-gateway.crt"
-	bundle="$OUT/etc/ssl/certs/ca-certificates.crt"
-	[ -L "$bundle" ] && rm -f "$bundle"   # never write through a link out of the tree
-	cat "$AIRLOCK_CA_CERT" >>"$bundle"
-	chmod 0644 "$OUT/etc/airlock/gateway-ca.crt" "$bundle"
-	log "trusts the gateway CA"
-fi
-
-# Every rootfs has these: mount points for the jail, and the workdir.
+# Every rootfs has these too: mount points for the jail, and the workdir.
 # (/sys only for the vm backend: the ns jail leaves it empty.)
-mkdir -p "$OUT/proc" "$OUT/dev" "$OUT/sys" "$OUT/tmp" "$OUT/work" "$OUT/etc"
-chmod 1777 "$OUT/tmp"
-chmod 0755 "$OUT/proc" "$OUT/dev" "$OUT/sys"
-[ -e "$OUT/etc/hostname" ] || echo sandbox >"$OUT/etc/hostname"
+# The tree may hold symlinks anywhere (a tar, a directory, an image): with
+# airlock-oci this is done beneath OUT without following one; the shell
+# version below is for running this script by hand on a trusted tree.
+if [ -n "${AIRLOCK_OCI_TOOL:-}" ]; then
+	"$AIRLOCK_OCI_TOOL" --finish "$OUT" "${AIRLOCK_CA_CERT:-}"
+else
+	if [ -n "${AIRLOCK_CA_CERT:-}" ] && [ -r "$AIRLOCK_CA_CERT" ]; then
+		mkdir -p "$OUT/etc/airlock" "$OUT/usr/local/share/ca-certificates" "$OUT/etc/ssl/certs"
+		cp "$AIRLOCK_CA_CERT" "$OUT/etc/airlock/gateway-ca.crt"
+		cp "$AIRLOCK_CA_CERT" "$OUT/usr/local/share/ca-certificates/airlock-gateway.crt"
+		bundle="$OUT/etc/ssl/certs/ca-certificates.crt"
+		[ -L "$bundle" ] && rm -f "$bundle"   # never write through a link out of the tree
+		cat "$AIRLOCK_CA_CERT" >>"$bundle"
+		chmod 0644 "$OUT/etc/airlock/gateway-ca.crt" "$bundle"
+		log "trusts the gateway CA"
+	fi
+	mkdir -p "$OUT/proc" "$OUT/dev" "$OUT/sys" "$OUT/tmp" "$OUT/work" "$OUT/etc"
+	chmod 1777 "$OUT/tmp"
+	chmod 0755 "$OUT/proc" "$OUT/dev" "$OUT/sys"
+	[ -e "$OUT/etc/hostname" ] || echo sandbox >"$OUT/etc/hostname"
+fi
 
 # The ext4 image for the vm backend: sparse, sized rootfs * 1.3 + 256 MiB so a
 # sandbox has room to write, with enough inodes for trees of small files.

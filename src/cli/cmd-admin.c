@@ -1,7 +1,11 @@
 /* cmd-admin.c - template, tenant, key, health, node. */
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -80,6 +84,78 @@ static void write_path(struct jw *w, const char *p)
 	jw_str(w, realpath(p, abs) ? abs : p);
 }
 
+/* --from-image REF: skopeo (Debian's package) copies the image into an
+ * OCI layout archive in a fresh directory under $TMPDIR, which the build
+ * then reads like --from-oci. The node reads it with its own uid, so the
+ * directory and the archive are made readable to others (0755/0644) for
+ * the length of the build; they are removed after it. *out: the archive. */
+static bool in_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+
+	for (const char *p = path ? path : ""; *p;) {
+		size_t n = strcspn(p, ":");
+		_cleanup_free_ char *f = xasprintf("%.*s/%s", (int)n, p, prog);
+		if (n && access(f, X_OK) == 0)
+			return true;
+		p += n;
+		p += strspn(p, ":");
+	}
+	return false;
+}
+
+static int pull_image(const char *ref, char **out)
+{
+	const char *tmp = getenv("TMPDIR");
+	_cleanup_free_ char *dir = xasprintf("%s/airlock-image-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	_cleanup_free_ char *archive = NULL, *dest = NULL;
+	int st;
+	pid_t pid;
+
+	if (!in_path("skopeo"))
+		return cli_fail("unavailable", "--from-image needs skopeo (apt-get install skopeo);"
+				" or save the image yourself and give --from-oci FILE");
+	if (!strchr(ref, ':') && !strchr(ref, '/'))
+		return cli_usage("template build", "--from-image wants a transport and a name, e.g."
+				 " docker://debian:bookworm-slim");
+	if (!mkdtemp(dir))
+		return cli_fail("internal", "mkdtemp: %s", strerror(errno));
+	chmod(dir, 0755);
+	archive = xasprintf("%s/image.tar", dir);
+	dest = xasprintf("oci-archive:%s", archive);
+	fprintf(stderr, "copying %s with skopeo\n", ref);
+	pid = fork();
+	if (pid == 0) {
+		/* a bare name is a registry reference, as docker takes it */
+		_cleanup_free_ char *src = strstr(ref, "://") || !strncmp(ref, "oci:", 4) ||
+						   !strncmp(ref, "oci-archive:", 12) ||
+						   !strncmp(ref, "docker-archive:", 15)
+					   ? xstrdup(ref) : xasprintf("docker://%s", ref);
+		execlp("skopeo", "skopeo", "copy", "--quiet", src, dest, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		unlink(archive);
+		rmdir(dir);
+		return cli_fail("bad_request", "skopeo could not copy %s", ref);
+	}
+	chmod(archive, 0644);
+	*out = TAKE_PTR(archive);
+	return 0;
+}
+
+static void remove_pulled(const char *archive)
+{
+	_cleanup_free_ char *dir = xstrdup(archive);
+	char *slash = strrchr(dir, '/');
+
+	unlink(archive);
+	if (slash) {
+		*slash = '\0';
+		rmdir(dir);
+	}
+}
+
 static int template_build(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -87,10 +163,14 @@ static int template_build(struct cli *cli, int argc, char **argv)
 		{ "packages", required_argument, NULL, 'p' },
 		{ "from-dir", required_argument, NULL, 'd' },
 		{ "from-tar", required_argument, NULL, 't' },
+		{ "from-oci", required_argument, NULL, 'o' },
+		{ "from-image", required_argument, NULL, 'i' },
 		CLI_COMMON_OPTS,
 		{ 0 },
 	};
-	const char *from = NULL, *packages = NULL, *dir = NULL, *tar = NULL;
+	const char *from = NULL, *packages = NULL, *dir = NULL, *tar = NULL, *oci = NULL;
+	const char *image = NULL;
+	_cleanup_free_ char *pulled = NULL;
 	struct build b = { .cli = cli };
 	struct buf body;
 	struct jw w;
@@ -103,6 +183,8 @@ static int template_build(struct cli *cli, int argc, char **argv)
 		case 'p': packages = optarg; break;
 		case 'd': dir = optarg; break;
 		case 't': tar = optarg; break;
+		case 'o': oci = optarg; break;
+		case 'i': image = optarg; break;
 		default:
 			if ((r = cli_common_opt(cli, opt, "template build")))
 				return r;
@@ -110,11 +192,18 @@ static int template_build(struct cli *cli, int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		return cli_usage("template build", "usage: airlock template build NAME (--from IMAGE "
-				 "[--packages p1,p2] | --from-dir DIR | --from-tar FILE)");
-	if (!!from + !!dir + !!tar != 1)
-		return cli_usage("template build", "give exactly one of --from, --from-dir, --from-tar");
+				 "[--packages p1,p2] | --from-dir DIR | --from-tar FILE | --from-oci FILE"
+				 " | --from-image REF)");
+	if (!!from + !!dir + !!tar + !!oci + !!image != 1)
+		return cli_usage("template build", "give exactly one of --from, --from-dir, --from-tar,"
+				 " --from-oci, --from-image");
 	if (packages && !from)
 		return cli_usage("template build", "--packages goes with --from");
+	if (image) {
+		if ((r = pull_image(image, &pulled)))
+			return r;
+		oci = pulled;
+	}
 
 	buf_init(&body);
 	jw_init(&w, &body);
@@ -145,12 +234,18 @@ static int template_build(struct cli *cli, int argc, char **argv)
 		jw_key(&w, "from_tar");
 		write_path(&w, tar);
 	}
+	if (oci) {
+		jw_key(&w, "from_oci");
+		write_path(&w, oci);
+	}
 	jw_end(&w);
 	b.bar = isatty(2) && !getenv("AIRLOCK_NO_PROGRESS");
 	cli_progress_start("building %s", argv[optind]);
 	r = cli_stream_lines(cli, "POST", "/v1/templates", body.data, build_line, &b);
 	cli_progress_end();
 	buf_free(&body);
+	if (pulled)
+		remove_pulled(pulled);
 	if (r == 0 && !b.done)
 		r = cli_fail("unavailable", "the build stream ended without a result");
 	return r;

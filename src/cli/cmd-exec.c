@@ -330,10 +330,8 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
 	ps.sbx = argv[optind++];
 	if (optind < argc && strcmp(argv[optind], "--") == 0)
 		optind++;
-	if (optind >= argc) {
-		free(env);
-		return cli_usage("exec", "missing command");
-	}
+	/* No command: the server runs the template image's default one
+	 * (Entrypoint + Cmd), or says there is none. */
 	if ((r = cli_load(cli))) {
 		free(env);
 		return r;
@@ -342,11 +340,13 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
 	buf_init(&body);
 	jw_init(&w, &body);
 	jw_obj(&w);
-	jw_key(&w, "cmd");
-	jw_arr(&w);
-	for (int i = optind; i < argc; i++)
-		jw_str(&w, argv[i]);
-	jw_end(&w);
+	if (optind < argc) {
+		jw_key(&w, "cmd");
+		jw_arr(&w);
+		for (int i = optind; i < argc; i++)
+			jw_str(&w, argv[i]);
+		jw_end(&w);
+	}
 	if (n_env) {
 		jw_key(&w, "env");
 		jw_obj(&w);

@@ -296,6 +296,39 @@ int nm_template_delete(const char *sock, const char *name, uint32_t version, err
 	return 0;
 }
 
+int nm_template_config(const char *sock, const char *name, uint32_t version, char **json_text,
+		       err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+	char **items = NULL;
+	struct buf b;
+
+	*json_text = NULL;
+	req_init(&q, NM_TEMPLATE_CONFIG);
+	if (put_str(q.u.tmpl.name, sizeof(q.u.tmpl.name), name, "template name", err) < 0)
+		return -EINVAL;
+	q.u.tmpl.version = version;
+	if (nm_call(sock, &q, &res, NULL, &items, NULL, NULL, err) < 0)
+		return err_wrap(err, "config of template %s/%u", name, version);
+	/* ITEM pieces of at most sizeof(text) - 1 bytes; none: no config */
+	buf_init(&b);
+	for (size_t i = 0; items && items[i]; i++) {
+		if (b.len <= NM_TEMPLATE_CONFIG_MAX)
+			buf_adds(&b, items[i]);
+		free(items[i]);
+	}
+	free(items);
+	if (b.len > NM_TEMPLATE_CONFIG_MAX) {
+		buf_free(&b);
+		return err_set(err, EFBIG, "config of template %s/%u is too big", name, version);
+	}
+	if (b.len)
+		*json_text = buf_steal(&b);
+	buf_free(&b);
+	return 0;
+}
+
 int nm_template_list(const char *sock, char ***out, err_t *err)
 {
 	struct nm_req q;

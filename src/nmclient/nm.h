@@ -122,7 +122,8 @@ struct nm_template_spec {
 	char name[65];
 	uint32_t version;
 	/* kind: "debian" (arg = suite, e.g. "bookworm"), "busybox" (arg unused),
-	 * "dir" (arg = host directory), "tar" (arg = host tar file). */
+	 * "dir" (arg = host directory), "tar" (arg = host tar file), "oci"
+	 * (arg = host image: docker-save tar, OCI layout directory or tar). */
 	char kind[16];
 	char arg[1024];
 	char packages[1024];   /* comma-separated extra packages, debian only */
@@ -135,6 +136,13 @@ struct nm_template_spec {
 int nm_template_build(const char *sock, const struct nm_template_spec *spec, int cancel_fd,
 		      void (*progress)(void *arg, const char *line), void *arg, err_t *err);
 int nm_template_delete(const char *sock, const char *name, uint32_t version, err_t *err);
+/* The image defaults a build from an image recorded with the template
+ * (templates/<name>/<version>/image.json, written by airlock-oci: JSON text,
+ * at most NM_TEMPLATE_CONFIG_MAX bytes), in *json_text (caller owns); NULL
+ * when the template has none. */
+#define NM_TEMPLATE_CONFIG_MAX (256u * 1024)
+int nm_template_config(const char *sock, const char *name, uint32_t version, char **json_text,
+		       err_t *err);
 /* Moving a template between nodes through the object store
  * (src/nodemgr/template-xfer.c). A template's identity is the received
  * uuid of its subvolume, as 36-char text (lower-case 8-4-4-4-12): a build

@@ -44,6 +44,7 @@ enum nm_verb {
 	NM_TEMPLATE_IMPORT,        /* the request carries the stream's fd */
 	NM_POOL_LEVELS,            /* ITEMs "<kind> <key> <n>" */
 	NM_SANDBOX_STATS,
+	NM_TEMPLATE_CONFIG,
 };
 
 struct nm_req {
@@ -60,7 +61,7 @@ struct nm_req {
 		struct {
 			char name[65];
 			uint32_t version;
-		} tmpl;                    /* template_delete */
+		} tmpl;                    /* template_delete, template_config */
 		struct {
 			struct nm_sandbox_spec spec;
 			uint32_t mode;     /* create: enum nm_vm_mode; save: 1 = discard */

@@ -35,6 +35,7 @@ struct create_req {
 	const struct backend_ops *be;
 	struct nm_limits limits;
 	const json *env, *metadata, *network;
+	const json *image;      /* the template's exec defaults without env, or NULL */
 	uint32_t timeout_s;
 	struct sb_policy pol;
 };
@@ -190,6 +191,10 @@ static char *spec_text(const struct create_req *cr)
 	}
 	jw_key(&w, "timeout_s");
 	jw_uint(&w, cr->timeout_s);
+	if (cr->image) {
+		jw_key(&w, "image");
+		jw_value(&w, cr->image);
+	}
 	sched_policy_render(&w, &cr->pol);
 	if (cr->network) {
 		jw_key(&w, "network");
@@ -409,6 +414,8 @@ struct create {
 	json *body;                 /* the request's body (owned) */
 	struct create_req cr;       /* parsed; borrows from body (and cred_env) */
 	json *cred_env;             /* env with credential placeholders (owned), or NULL */
+	json *image_env;            /* the template's env under the request's (owned), or NULL */
+	json *image;                /* the template's other defaults (owned), or NULL */
 	uint32_t version;           /* of the template */
 	char *spec, *meta;          /* the row's spec and metadata text (owned) */
 	struct sandbox *sb;         /* the handler's reference */
@@ -472,6 +479,63 @@ static int create_parse(struct create *cx, struct http_req *req)
 	return 0;
 }
 
+/* The template's image defaults (a template built from an image): its env
+ * goes under the request's (a variable the request sets wins), the rest
+ * (workdir, user, entrypoint, cmd) is kept for exec (exec.c). Takes
+ * nothing from the request; fills cx->image_env and cx->image. */
+static int create_image_defaults(struct create *cx)
+{
+	struct create_req *cr = &cx->cr;
+	const json *tenv;
+	json *cfg = NULL;
+	struct buf b;
+	struct jw w;
+
+	if (template_image_config(cx->n, cr->template_name, cx->version, &cfg, &cx->err) < 0) {
+		node_respond_err(cx->c, &cx->err);
+		return -1;
+	}
+	if (!cfg)
+		return 0;
+	tenv = json_get(cfg, "env");
+	if (tenv && tenv->n) {
+		buf_init(&b);
+		jw_init(&w, &b);
+		jw_obj(&w);
+		for (size_t i = 0; i < tenv->n; i++)
+			if (!cr->env || !json_get(cr->env, tenv->keys[i])) {
+				jw_key(&w, tenv->keys[i]);
+				jw_value(&w, tenv->items[i]);
+			}
+		for (size_t i = 0; cr->env && i < cr->env->n; i++) {
+			jw_key(&w, cr->env->keys[i]);
+			jw_value(&w, cr->env->items[i]);
+		}
+		jw_end(&w);
+		cx->image_env = json_parse(b.data, b.len, NULL);
+		buf_free(&b);
+		cr->env = cx->image_env;
+	}
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	for (size_t i = 0; i < cfg->n; i++)
+		if (strcmp(cfg->keys[i], "env")) {
+			jw_key(&w, cfg->keys[i]);
+			jw_value(&w, cfg->items[i]);
+		}
+	jw_end(&w);
+	cx->image = json_parse(b.data, b.len, NULL);
+	buf_free(&b);
+	if (cx->image && !cx->image->n) {
+		json_free(cx->image);
+		cx->image = NULL;
+	}
+	cr->image = cx->image;
+	json_free(cfg);
+	return 0;
+}
+
 /* check: the node can hold it and the template exists. A single sandbox may
  * not ask for more than the node has (503 when the node manager does not
  * say, 422 over_capacity when it does not fit) nor more than the node's
@@ -517,7 +581,7 @@ static int create_check(struct create *cx)
 		node_respond_err(cx->c, &cx->err);
 		return -1;
 	}
-	return 0;
+	return create_image_defaults(cx);
 }
 
 /* reserve: the new sandbox (pending), with its env and the placeholders of
@@ -548,6 +612,7 @@ static int create_reserve(struct create *cx)
 	sb->idem_key = cx->key ? xstrdup(cx->key) : NULL;
 	sb->limits = cr->limits;
 	sb->env = json_dup(cr->env);
+	sb->image = json_dup(cr->image);
 	sb->metadata = json_dup(cr->metadata);
 	sb->network = json_dup(cr->network);
 	sb->timeout_s = cr->timeout_s;
@@ -769,5 +834,7 @@ out:
 	free(cx.spec);
 	free(cx.meta);
 	json_free(cx.cred_env);
+	json_free(cx.image_env);
+	json_free(cx.image);
 	json_free(cx.body);
 }

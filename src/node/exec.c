@@ -95,8 +95,9 @@ static int lookup_user(struct guestconn *gc, const char *name, uint32_t *uid, ui
 struct exec_req {
 	const json *cmd, *env;
 	const char *cwd, *user;
-	bool have_uid, pty, stdin_open;
-	uint32_t uid;
+	bool have_uid, have_gid, pty, stdin_open;
+	uint32_t uid, gid;
+	char user_buf[65];      /* user, when it is the image's default */
 	uint16_t rows, cols;
 	uint32_t timeout_s;
 };
@@ -107,17 +108,20 @@ static const char *parse_exec(const json *body, struct exec_req *er, char *msg, 
 	const json *v;
 	err_t err = { 0 };
 
+	/* No cmd: the template image's default command (image_defaults). */
 	v = json_get(body, "cmd");
-	if (!v || v->type != JSON_ARR || v->n == 0 || v->n > 4096) {
+	if (v && v->type == JSON_NULL)
+		v = NULL;
+	if (v && (v->type != JSON_ARR || v->n == 0 || v->n > 4096)) {
 		snprintf(msg, sz, "`cmd` must be a non-empty array of strings");
 		return "invalid_field";
 	}
-	for (size_t i = 0; i < v->n; i++)
+	for (size_t i = 0; v && i < v->n; i++)
 		if (v->items[i]->type != JSON_STR) {
 			snprintf(msg, sz, "`cmd[%zu]` must be a string", i);
 			return "invalid_field";
 		}
-	if (v->items[0]->str_len == 0) {
+	if (v && v->items[0]->str_len == 0) {
 		snprintf(msg, sz, "`cmd[0]` must not be empty");
 		return "invalid_field";
 	}
@@ -206,6 +210,68 @@ static const char *parse_exec(const json *body, struct exec_req *er, char *msg, 
 	return NULL;
 }
 
+/* A template built from an image brings Docker's defaults (docs/API.md,
+ * exec): with no `cmd`, its Entrypoint followed by its Cmd (what `docker
+ * run IMAGE` runs); with no `cwd`, its WorkingDir; with neither `user` nor
+ * `uid`, its User ("name", "name:group" (the group is not used: the
+ * user's own is), "uid" or "uid:gid"). The request's own always win.
+ * Returns the argv to run (caller owns), or NULL with msg filled. */
+static char **image_defaults(const struct sandbox *sb, struct exec_req *er, char *msg, size_t sz)
+{
+	const json *img = sb->image, *ep = img ? json_get(img, "entrypoint") : NULL;
+	const json *cmd = er->cmd ? er->cmd : img ? json_get(img, "cmd") : NULL;
+	size_t n = 0, k = 0;
+	char **argv;
+
+	if (!er->cmd && ep)
+		n += ep->n;
+	if (cmd)
+		n += cmd->n;
+	if (n == 0 || n > 8192) {
+		snprintf(msg, sz, er->cmd || !img ? "`cmd` must be a non-empty array of strings"
+						  : "no `cmd`, and the template's image has no default"
+						    " command");
+		return NULL;
+	}
+	argv = xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; !er->cmd && ep && i < ep->n; i++)
+		argv[k++] = xstrdup(ep->items[i]->str);
+	for (size_t i = 0; cmd && i < cmd->n; i++)
+		argv[k++] = xstrdup(cmd->items[i]->str);
+	if (!argv[0][0]) {
+		snprintf(msg, sz, "the default command's first word is empty");
+		for (size_t i = 0; i < k; i++)
+			free(argv[i]);
+		free(argv);
+		return NULL;
+	}
+	if (!er->cwd && img)
+		er->cwd = json_get_str(img, "workdir");
+	if (!er->user && !er->have_uid && img && json_get_str(img, "user")) {
+		const char *u = json_get_str(img, "user");
+		char *end;
+		unsigned long uid = strtoul(u, &end, 10);
+
+		if (end != u && (*end == '\0' || *end == ':') && uid < UINT32_MAX) {
+			er->have_uid = true;
+			er->uid = (uint32_t)uid;
+			if (*end == ':') {
+				char *gend;
+				unsigned long gid = strtoul(end + 1, &gend, 10);
+				if (gend != end + 1 && !*gend && gid < UINT32_MAX) {
+					er->have_gid = true;
+					er->gid = (uint32_t)gid;
+				}
+			}
+		} else {
+			snprintf(er->user_buf, sizeof(er->user_buf), "%.*s",
+				 (int)strcspn(u, ":"), u);
+			er->user = er->user_buf;
+		}
+	}
+	return argv;
+}
+
 void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c)
 {
 	static const char *const keys[] = { "cmd", "env", "cwd", "user", "uid", "pty",
@@ -235,6 +301,11 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		http_respond_error(c, 400, code, "%s", msg);
 		goto out;
 	}
+	argv = image_defaults(sb, &er, msg, sizeof(msg));
+	if (!argv) {
+		http_respond_error(c, 400, "invalid_field", "%s", msg);
+		goto out;
+	}
 	/* A paused sandbox is resumed first, without the client asking. */
 	gc = sandbox_gc_use(n, sb, "resumed for exec", &err);
 	if (!gc) {
@@ -250,11 +321,10 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		}
 	} else if (er.have_uid) {
 		uid = gid = er.uid;
+		if (er.have_gid)
+			gid = er.gid;
 	}
 
-	argv = xcalloc(er.cmd->n + 1, sizeof(char *));
-	for (size_t i = 0; i < er.cmd->n; i++)
-		argv[i] = xstrdup(er.cmd->items[i]->str);
 	/* Environment: NULL keeps the guest's default when nobody set one;
 	 * otherwise a base (PATH, HOME, TERM) under the sandbox's env under the
 	 * exec's own. */

@@ -107,6 +107,7 @@ static struct sandbox *child_new(struct node *n, struct sandbox *parent,
 	sb->created_at = wall_ms();
 	sb->parent = xstrdup(parent->id);
 	sb->env = json_dup(parent->env);
+	sb->image = json_dup(parent->image);
 	sb->metadata = json_dup(parent->metadata);
 	/* The parent's egress policy (its spec row, copied below, holds it too). */
 	pthread_mutex_lock(&parent->mu);

@@ -76,6 +76,10 @@ struct sandbox {
 	uint32_t template_version;
 	struct nm_limits limits;
 	json *env;              /* object of strings, or NULL */
+	/* The template image's defaults for exec: {"workdir", "user",
+	 * "entrypoint", "cmd"} (templates.c, template_image_config), or NULL.
+	 * Its env is merged into env at create. Kept in the row's spec. */
+	json *image;
 	json *metadata;         /* object of strings */
 	uint32_t timeout_s;
 	int64_t created_at;     /* wall ms */
@@ -148,6 +152,7 @@ struct node {
 
 	pthread_mutex_t tmpl_mu;
 	struct tbuild *builds;
+	struct tconfig *tconfigs;  /* under tmpl_mu: image defaults per template version */
 
 	/* tmplstore.c: one template publish at a time; downloads in flight. */
 	pthread_mutex_t tstore_mu;
@@ -461,6 +466,14 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 /* Newest ready version of name; builds a built-in (debian, busybox) on
  * demand, sharing one build among concurrent callers. -ENOENT if unknown. */
 int template_resolve(struct node *n, const char *name, uint32_t *version, err_t *err);
+/* The image defaults of template name/version (a build from an image
+ * records them; docs/DESIGN.md "Templates from OCI images"), checked: an
+ * object with "env" (object of strings), "workdir" (absolute path), "user"
+ * (name or uid[:gid]), "entrypoint" and "cmd" (arrays of strings), each
+ * optional. *out is a copy the caller owns, NULL when there are none.
+ * Asked of nodemgr once per version, then cached. */
+int template_image_config(struct node *n, const char *name, uint32_t version, json **out,
+			  err_t *err);
 /* tmplstore.c: publish: make sure template name/version is in the object
  * store (the first call uploads its full stream), *uuid its identity.
  * fetch: the local version of name whose identity is uuid, downloaded and

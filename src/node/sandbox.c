@@ -62,6 +62,7 @@ void sandbox_unref(struct sandbox *sb)
 		guestconn_close(sb->gc);
 	procs_free_all(sb);
 	json_free(sb->env);
+	json_free(sb->image);
 	json_free(sb->metadata);
 	json_free(sb->network);
 	free(sb->tenant);
@@ -461,6 +462,8 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 		sb->network = json_dup(json_get(j, "network"));
 		if (env && env->type == JSON_OBJ)
 			sb->env = json_dup(env);
+		if (json_get(j, "image") && json_get(j, "image")->type == JSON_OBJ)
+			sb->image = json_dup(json_get(j, "image"));
 	}
 	json_free(j);
 	{

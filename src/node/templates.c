@@ -26,6 +26,14 @@ struct tbuild {
 	pthread_cond_t cv;      /* with tmpl_mu; broadcast when done */
 };
 
+/* The image defaults of one template version (NULL: it has none). */
+struct tconfig {
+	struct tconfig *next;
+	char name[65];
+	uint32_t version;
+	json *cfg;
+};
+
 /* Built-in recipes, built on first use. */
 static bool builtin_recipe(const char *name, struct nm_template_spec *spec)
 {
@@ -215,16 +223,118 @@ int template_resolve(struct node *n, const char *name, uint32_t *version, err_t 
 	return r == -ENOENT ? err_set(err, EIO, "%s", err->msg) : r;
 }
 
+/* ---- image defaults ---------------------------------------------------- */
+
+static bool str_array_ok(const json *v)
+{
+	if (v->type != JSON_ARR || v->n > 4096)
+		return false;
+	for (size_t i = 0; i < v->n; i++)
+		if (v->items[i]->type != JSON_STR)
+			return false;
+	return true;
+}
+
+/* The file comes from a build of an untrusted image (through airlock-oci,
+ * which wrote it from the image's config): check every field as a request
+ * would be, and refuse the whole thing otherwise. */
+static bool image_config_ok(const json *c)
+{
+	static const char *const keys[] = { "env", "workdir", "user", "entrypoint", "cmd", NULL };
+	const json *v;
+	err_t err = { 0 };
+
+	if (c->type != JSON_OBJ || json_check_keys(c, keys, &err) < 0)
+		return false;
+	if ((v = json_get(c, "env"))) {
+		if (v->type != JSON_OBJ || v->n > 1024)
+			return false;
+		for (size_t i = 0; i < v->n; i++)
+			if (v->items[i]->type != JSON_STR || !*v->keys[i] || strchr(v->keys[i], '=') ||
+			    strlen(v->keys[i]) > 256 || v->items[i]->str_len > 32768)
+				return false;
+	}
+	if ((v = json_get(c, "workdir")) &&
+	    (v->type != JSON_STR || v->str[0] != '/' || v->str_len > 4096))
+		return false;
+	if ((v = json_get(c, "user")) && (v->type != JSON_STR || !v->str_len || v->str_len > 64))
+		return false;
+	if (((v = json_get(c, "entrypoint")) && !str_array_ok(v)) ||
+	    ((v = json_get(c, "cmd")) && !str_array_ok(v)))
+		return false;
+	return true;
+}
+
+int template_image_config(struct node *n, const char *name, uint32_t version, json **out,
+			  err_t *err)
+{
+	_cleanup_free_ char *text = NULL;
+	struct tconfig *t;
+	json *cfg = NULL;
+
+	*out = NULL;
+	pthread_mutex_lock(&n->tmpl_mu);
+	for (t = n->tconfigs; t; t = t->next)
+		if (t->version == version && !strcmp(t->name, name))
+			break;
+	if (t)
+		*out = json_dup(t->cfg);
+	pthread_mutex_unlock(&n->tmpl_mu);
+	if (t)
+		return 0;
+	if (nm_template_config(n->cfg->nm_sock, name, version, &text, err) < 0)
+		return -err->code;
+	if (text) {
+		cfg = json_parse(text, strlen(text), err);
+		if (!cfg || !image_config_ok(cfg)) {
+			json_free(cfg);
+			return err_set(err, EINVAL, "template %s/%u: its image defaults are not valid",
+				       name, version);
+		}
+	}
+	pthread_mutex_lock(&n->tmpl_mu);
+	t = xcalloc(1, sizeof(*t));
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->version = version;
+	t->cfg = cfg;
+	t->next = n->tconfigs;
+	n->tconfigs = t;
+	*out = json_dup(cfg);
+	pthread_mutex_unlock(&n->tmpl_mu);
+	return 0;
+}
+
+/* Forget the cached defaults of name (deleted: its version numbers may be
+ * used again). Called with tmpl_mu held. */
+static void tconfig_forget_locked(struct node *n, const char *name)
+{
+	for (struct tconfig **pp = &n->tconfigs; *pp;) {
+		struct tconfig *t = *pp;
+		if (strcmp(t->name, name)) {
+			pp = &t->next;
+			continue;
+		}
+		*pp = t->next;
+		json_free(t->cfg);
+		free(t);
+	}
+}
+
 /* ---- HTTP ------------------------------------------------------------- */
 
-/* What a tenant (not an admin) sees of a template is what it needs to pick
- * one: no host paths. "source" keeps only its kind ("tar:/srv/x.tar" ->
- * "tar", "debian:bookworm +curl" -> "debian"), and a failed build's error,
- * which may quote paths, is left out. */
-static void render_template_row(struct jw *w, const struct db_rows *rows, int i, bool admin)
+/* One row. What a tenant (not an admin) sees of a template is what it
+ * needs to pick one: no host paths. "source" keeps only its kind
+ * ("tar:/srv/x.tar" -> "tar", "debian:bookworm +curl" -> "debian"), and a
+ * failed build's error, which may quote paths, is left out. A ready version
+ * built from an image also shows the defaults its sandboxes get ("image":
+ * env, workdir, user, entrypoint, cmd). */
+static void render_template_row(struct node *n, struct jw *w, const struct db_rows *rows, int i,
+				bool admin)
 {
 	const char *source = db_cell(rows, i, 3);
 	char t[ISO_TIME_MAX];
+	json *image = NULL;
+	err_t err = { 0 };
 
 	jw_obj(w);
 	jw_key(w, "name");
@@ -248,6 +358,13 @@ static void render_template_row(struct jw *w, const struct db_rows *rows, int i,
 	if (db_cell(rows, i, 6)) {
 		jw_key(w, "node");
 		jw_str(w, db_cell(rows, i, 6));
+	}
+	if (db_cell(rows, i, 2) && !strcmp(db_cell(rows, i, 2), "ready") && db_cell(rows, i, 0) &&
+	    template_image_config(n, db_cell(rows, i, 0), (uint32_t)db_cell_int(rows, i, 1), &image,
+				  &err) == 0 && image) {
+		jw_key(w, "image");
+		jw_value(w, image);
+		json_free(image);
 	}
 	jw_end(w);
 }
@@ -301,7 +418,7 @@ void handle_templates_list(struct node *n, struct http_req *req, struct http_con
 		qsort(keys, (size_t)rows.n_rows, sizeof(*keys), tkey_cmp);
 	for (int i = 0; i < rows.n_rows; i++)
 		if (page_take(&pg, 0, keys[i].key))
-			render_template_row(&w, &rows, keys[i].row, admin);
+			render_template_row(n, &w, &rows, keys[i].row, admin);
 	free(keys);
 	jw_end(&w);
 	page_write_next(&pg, &w);
@@ -364,6 +481,7 @@ void handle_templates_delete(struct node *n, const char *name, struct http_conn 
 		if ((r = nm_template_delete(n->cfg->nm_sock, name, (uint32_t)ver, &err)) < 0)
 			goto out;
 	}
+	tconfig_forget_locked(n, name);
 	if ((r = db_exec(n->db, &err, "DELETE FROM templates WHERE name=? AND node=?", "ss", name,
 			 n->cfg->node_name)) < 0)
 		goto out;
@@ -413,8 +531,8 @@ static const char *parse_template(const json *body, struct nm_template_spec *spe
 {
 	const json *name = json_get(body, "name"), *from = json_get(body, "from");
 	const json *pk = json_get(body, "packages"), *dir = json_get(body, "from_dir");
-	const json *tar = json_get(body, "from_tar");
-	int sources = !!from + !!dir + !!tar;
+	const json *tar = json_get(body, "from_tar"), *oci = json_get(body, "from_oci");
+	int sources = !!from + !!dir + !!tar + !!oci;
 
 	memset(spec, 0, sizeof(*spec));
 	if (!name || name->type != JSON_STR || !node_name_valid(name->str)) {
@@ -426,7 +544,7 @@ static const char *parse_template(const json *body, struct nm_template_spec *spe
 	if (sources == 0 && !json_get(body, "packages") && builtin_recipe(name->str, spec))
 		return NULL;
 	if (sources != 1) {
-		snprintf(msg, sz, "give exactly one of `from`, `from_dir`, `from_tar`"
+		snprintf(msg, sz, "give exactly one of `from`, `from_dir`, `from_tar`, `from_oci`"
 			 " (or only the name of a built-in: debian, busybox)");
 		return "invalid_field";
 	}
@@ -445,13 +563,13 @@ static const char *parse_template(const json *body, struct nm_template_spec *spe
 			return "invalid_field";
 		}
 	} else {
-		const json *p = dir ? dir : tar;
+		const json *p = dir ? dir : tar ? tar : oci;
 		if (p->type != JSON_STR || p->str[0] != '/' || p->str_len >= sizeof(spec->arg)) {
 			snprintf(msg, sz, "`%s` must be an absolute host path",
-				 dir ? "from_dir" : "from_tar");
+				 dir ? "from_dir" : tar ? "from_tar" : "from_oci");
 			return "invalid_field";
 		}
-		snprintf(spec->kind, sizeof(spec->kind), "%s", dir ? "dir" : "tar");
+		snprintf(spec->kind, sizeof(spec->kind), "%s", dir ? "dir" : tar ? "tar" : "oci");
 		snprintf(spec->arg, sizeof(spec->arg), "%s", p->str);
 	}
 	if (pk) {
@@ -508,7 +626,7 @@ static void on_progress(void *arg, const char *line)
 void handle_templates_create(struct node *n, struct http_req *req, struct http_conn *c)
 {
 	static const char *const keys[] = { "name", "from", "packages", "from_dir", "from_tar",
-					    NULL };
+					    "from_oci", NULL };
 	struct progress_ctx pc = { .c = c };
 	struct nm_template_spec spec;
 	struct tbuild *b;
@@ -558,7 +676,7 @@ void handle_templates_create(struct node *n, struct http_req *req, struct http_c
 			     "SELECT " TEMPLATE_COLS " FROM templates WHERE node=? AND name=?"
 			     " AND version=?", "ssi", node_me(n), spec.name, (int64_t)spec.version) == 0 &&
 		    rows.n_rows == 1) {
-			render_template_row(&w, &rows, 0, true);   /* builds are admin only */
+			render_template_row(n, &w, &rows, 0, true);   /* builds are admin only */
 			db_rows_free(&rows);
 		} else {
 			jw_null(&w);
@@ -659,4 +777,12 @@ void templates_cleanup(struct node *n)
 	 * has stopped none is left. */
 	if (n->builds)
 		log_warn("template builds still registered at shutdown");
+	pthread_mutex_lock(&n->tmpl_mu);
+	while (n->tconfigs) {
+		struct tconfig *t = n->tconfigs;
+		n->tconfigs = t->next;
+		json_free(t->cfg);
+		free(t);
+	}
+	pthread_mutex_unlock(&n->tmpl_mu);
 }

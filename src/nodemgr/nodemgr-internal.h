@@ -316,6 +316,11 @@ void template_retire_pools(struct nm_server *s, const char *name, uint32_t versi
  * A refill checks it before each jail it parks. */
 bool template_superseded(struct nm_server *s, const char *name, uint32_t version);
 char **template_list(struct nm_server *s);
+struct buf;
+/* templates/<name>/<version>/image.json into out (empty when there is
+ * none); at most NM_TEMPLATE_CONFIG_MAX bytes. */
+int template_config(struct nm_server *s, const char *name, uint32_t version, struct buf *out,
+		    err_t *err);
 
 /* validate.c: the patterns from nm.h; strings must be NUL-terminated in cap. */
 bool valid_sandbox_id(const char *s, size_t cap);

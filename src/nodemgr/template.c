@@ -32,7 +32,7 @@ static bool in_set(const char *s, const char *extra)
 	return true;
 }
 
-/* A host path for "dir"/"tar": absolute, printable, no "." or ".."
+/* A host path for "dir"/"tar"/"oci": absolute, printable, no "." or ".."
  * components. Access itself is checked by the builder reading as the
  * requester (see template-build.sh). */
 static bool valid_host_path(const char *p)
@@ -61,7 +61,7 @@ static int check_spec(const struct nm_template_spec *t, err_t *err)
 	if (!strcmp(t->kind, "debian")) {
 		if (!t->arg[0] || strlen(t->arg) > 32 || !in_set(t->arg, "-"))
 			return err_set(err, EINVAL, "bad debian suite");
-	} else if (!strcmp(t->kind, "dir") || !strcmp(t->kind, "tar")) {
+	} else if (!strcmp(t->kind, "dir") || !strcmp(t->kind, "tar") || !strcmp(t->kind, "oci")) {
 		if (!valid_host_path(t->arg))
 			return err_set(err, EINVAL, "bad host path for %s", t->kind);
 	} else if (strcmp(t->kind, "busybox")) {
@@ -79,8 +79,14 @@ static __attribute__((noreturn)) void exec_builder(struct nm_server *s,
 	_cleanup_free_ char *script = xasprintf("%s/template-build.sh", s->cfg->scripts_dir);
 	_cleanup_free_ char *ca = xasprintf("%s/ca.crt", s->cfg->data_dir);
 	_cleanup_free_ char *caenv = xasprintf("AIRLOCK_CA_CERT=%s", ca);
+	/* airlock-oci sits beside the guest agent (both are built and
+	 * installed together): the image importer, and the finishing touches
+	 * of every rootfs, done beneath it (src/oci/oci.h). */
+	_cleanup_free_ char *gdir = xstrdup(s->cfg->guest_path);
+	char *slash = strrchr(gdir, '/');
+	_cleanup_free_ char *ocienv = NULL;
 	char uidenv[64], gidenv[64];
-	const char *envp[10];
+	const char *envp[12];
 	int n = 0, null = open("/dev/null", O_RDONLY);
 	sigset_t none;
 
@@ -97,6 +103,12 @@ static __attribute__((noreturn)) void exec_builder(struct nm_server *s,
 	envp[n++] = "DEBIAN_FRONTEND=noninteractive";
 	if (access(ca, R_OK) == 0)   /* the gateway's interception CA (cred/ca.h) */
 		envp[n++] = caenv;
+	if (slash) {
+		*slash = '\0';
+		ocienv = xasprintf("AIRLOCK_OCI_TOOL=%s/airlock-oci", gdir);
+		if (access(ocienv + strlen("AIRLOCK_OCI_TOOL="), X_OK) == 0)
+			envp[n++] = ocienv;
+	}
 	if (peer_uid != 0) {
 		snprintf(uidenv, sizeof(uidenv), "AIRLOCK_SOURCE_UID=%u", (unsigned)s->cfg->client_uid);
 		snprintf(gidenv, sizeof(gidenv), "AIRLOCK_SOURCE_GID=%u", (unsigned)s->cfg->client_gid);
@@ -151,7 +163,8 @@ static void cancel_builder(int out_fd, pid_t pid)
  * cancels the build: a failed progress write, or a hang-up on its socket,
  * which is seen even while the builder prints nothing (the node hangs up
  * when it stops). Returns whether the client went away. */
-static bool stream_build(int out_fd, int client_fd, pid_t pid, progress_fn progress, void *arg)
+static bool stream_build(int out_fd, int client_fd, pid_t pid, progress_fn progress, void *arg,
+			 char *last, size_t last_sz)
 {
 	struct buf line;
 	char chunk[4096];
@@ -186,6 +199,8 @@ static bool stream_build(int out_fd, int client_fd, pid_t pid, progress_fn progr
 				continue;
 			}
 			gone = progress(arg, line.data ? line.data : "") < 0;
+			if (line.len)
+				snprintf(last, last_sz, "%s", line.data);
 			buf_reset(&line);
 		}
 	}
@@ -194,6 +209,7 @@ static bool stream_build(int out_fd, int client_fd, pid_t pid, progress_fn progr
 		cancel_builder(out_fd, pid);
 	} else if (line.len) {
 		progress(arg, line.data);
+		snprintf(last, last_sz, "%s", line.data);
 	}
 	buf_free(&line);
 	return gone;
@@ -203,6 +219,7 @@ int template_build(struct nm_server *s, const struct nm_template_spec *t, uid_t 
 		   int client_fd, progress_fn progress, void *arg, err_t *err)
 {
 	_cleanup_free_ char *namedir = NULL, *sub = NULL, *out = NULL;
+	char last[300] = "";
 	int p[2], st = 0, r;
 	bool client_gone;
 	pid_t pid;
@@ -234,7 +251,7 @@ int template_build(struct nm_server *s, const struct nm_template_spec *t, uid_t 
 	close(p[1]);
 	log_info("template %s/%u: building (%s), pid %d", t->name, t->version, t->kind, (int)pid);
 
-	client_gone = stream_build(p[0], client_fd, pid, progress, arg);
+	client_gone = stream_build(p[0], client_fd, pid, progress, arg, last, sizeof(last));
 	close(p[0]);
 	if ((r = nm_wait_child(s, pid, &st, -1)) < 0) {
 		err_set(err, -r, "wait for template builder");
@@ -245,9 +262,12 @@ int template_build(struct nm_server *s, const struct nm_template_spec *t, uid_t 
 		goto fail;
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		r = err_set(err, EIO, "template build failed (%s %d)",
+		/* The builder's last line says why (airlock-oci's refusal names
+		 * the layer and the entry); it is host data, see stream_build. */
+		r = err_set(err, EIO, "template build failed (%s %d)%s%s",
 			    WIFEXITED(st) ? "exit" : "signal",
-			    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+			    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), last[0] ? ": " : "",
+			    last);
 		goto fail;
 	}
 	/* Received-uuid first (only a writable subvolume takes it): a suspended
@@ -358,6 +378,34 @@ int template_delete(struct nm_server *s, const char *name, uint32_t version, err
 			return err_wrap(err, "vm snapshots of %s/%u", name, version);
 	}
 	rmdir(namedir);
+	return 0;
+}
+
+int template_config(struct nm_server *s, const char *name, uint32_t version, struct buf *out,
+		    err_t *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/templates/%s/%u/image.json", s->pool, name,
+					      version);
+	/* Written by airlock-oci beside rootfs/ (never inside it), in what is
+	 * now a read-only subvolume: O_NOFOLLOW all the same. */
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	char chunk[4096];
+	ssize_t k;
+
+	buf_reset(out);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : err_sys(err, "open %s", path);
+	while ((k = read(fd, chunk, sizeof(chunk))) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return err_sys(err, "read %s", path);
+		if (out->len + (size_t)k > NM_TEMPLATE_CONFIG_MAX)
+			return err_set(err, EFBIG, "%s is over %u bytes", path, NM_TEMPLATE_CONFIG_MAX);
+		buf_add(out, chunk, (size_t)k);
+	}
+	if (out->len && memchr(out->data, '\0', out->len))
+		return err_set(err, EINVAL, "%s holds a NUL byte", path);
 	return 0;
 }
 

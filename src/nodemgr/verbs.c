@@ -498,6 +498,28 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		r = 0;
 		break;
 	}
+	case NM_TEMPLATE_CONFIG: {
+		/* Safe: read-only; the name is pattern-checked, so the only
+		 * file is templates/<name>/<number>/image.json, opened without
+		 * following a link, sent as it is (not parsed here). */
+		struct buf b;
+		char chunk[sizeof(((struct nm_resp *)0)->text)];
+
+		if (!valid_template_name(q.u.tmpl.name, sizeof(q.u.tmpl.name))) {
+			r = err_set(&err, EINVAL, "bad template name");
+			break;
+		}
+		buf_init(&b);
+		r = template_config(s, q.u.tmpl.name, q.u.tmpl.version, &b, &err);
+		for (size_t off = 0; r == 0 && off < b.len; off += sizeof(chunk) - 1) {
+			size_t n = b.len - off < sizeof(chunk) - 1 ? b.len - off : sizeof(chunk) - 1;
+			memcpy(chunk, b.data + off, n);
+			chunk[n] = '\0';
+			send_text(fd, NM_MSG_ITEM, chunk);
+		}
+		buf_free(&b);
+		break;
+	}
 	case NM_NODE_INFO: {
 		/* Safe: read-only host facts. */
 		struct nm_resp res;

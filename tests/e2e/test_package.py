@@ -113,6 +113,7 @@ class Package(unittest.TestCase):
         deb = os.path.join(out, debs[0])
         files = run("dpkg-deb", "-c", deb).stdout
         for f in ("./usr/bin/airlockd", "./usr/bin/airlock", "./usr/lib/airlock/airlock-guest",
+                  "./usr/lib/airlock/airlock-oci",
                   "./usr/lib/airlock/scripts/template-build.sh",
                   "./usr/lib/systemd/system/airlockd.service", "./etc/airlock/airlockd.conf",
                   "./usr/share/bash-completion/completions/airlock", "./usr/share/man/man1/airlock.1"):
