@@ -12,9 +12,11 @@ all: build
 deps:
 	@sh scripts/setup-deps.sh
 
-# The s3 tests' npm packages (s3rver, the AWS client), as the lockfile pins them.
+# The s3 tests' npm packages (s3rver, the AWS client) and the console's (xterm.js,
+# playwright-core), as their lockfiles pin them.
 npm-deps: deps
 	@sh tests/s3/setup.sh
+	@sh scripts/console-setup.sh
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -20,6 +20,8 @@ const struct api_route api_routes[] = {
 	{ "GET", "/v1/health" },
 	{ "GET", "/v1/ready" },
 	{ "GET", "/v1/openapi.yaml" },
+	{ "GET", "/console" },
+	{ "GET", "/console/{path...}" },
 	{ "GET", "/v1/tenants" },
 	{ "POST", "/v1/tenants" },
 	{ "GET", "/v1/tenants/{tenant}/quota" },

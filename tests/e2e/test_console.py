@@ -1,0 +1,105 @@
+"""The web console (GET /console, docs/CONSOLE.md): its static files and
+headers (served without a key, strict Content-Security-Policy, nosniff, the
+page never cached), and the console itself in a real headless browser:
+tests/console/console.test.mjs drives Debian's chromium with playwright-core
+(console/package-lock.json; scripts/console-setup.sh installs it) against this
+real `airlockd up`: sign in, create, terminal, snapshot + rollback from the
+timeline, upload, another tenant, admin view. Screenshots of each page go to
+<build>/test-artifacts/console (printed). Skips (77) only when chromium cannot
+be installed."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import harness
+from harness import AirlockTestCase, main
+
+SRC = os.environ.get("AIRLOCK_SRC", os.path.join(os.path.dirname(__file__), "../.."))
+CHROMIUM = "/usr/bin/chromium"
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+       "img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; "
+       "form-action 'none'; frame-ancestors 'none'")
+
+
+class ConsoleTest(AirlockTestCase):
+    def test_1_static_files_and_headers(self):
+        for path in ("/console", "/console/"):
+            st, data, r = self.api.raw("GET", path, auth=False)
+            self.assertEqual(st, 200, path)
+            self.assertEqual(r.getheader("Content-Type"), "text/html; charset=utf-8")
+            self.assertEqual(r.getheader("Content-Security-Policy"), CSP)
+            self.assertEqual(r.getheader("X-Content-Type-Options"), "nosniff")
+            self.assertEqual(r.getheader("Cache-Control"), "no-store")
+            self.assertIn(b'<script type="module" src="/console/app.js">', data)
+            self.assertNotIn(b"<script>", data, "no inline script")
+        st, data, r = self.api.raw("GET", "/console/app.js", auth=False)
+        self.assertEqual(st, 200)
+        self.assertEqual(r.getheader("Content-Type"), "text/javascript; charset=utf-8")
+        self.assertEqual(r.getheader("Cache-Control"), "no-cache")
+        self.assertEqual(r.getheader("X-Content-Type-Options"), "nosniff")
+        with open(os.path.join(SRC, "console/static/app.js"), "rb") as f:
+            self.assertEqual(data, f.read(), "the binary serves the tree's app.js")
+        code = re.sub(rb"(?m)^\s*//.*$", b"", data)   # comments may name them
+        for api in (b"innerHTML", b"outerHTML", b"insertAdjacentHTML", b"document.write", b"eval("):
+            self.assertNotIn(api, code)
+        # the vendored xterm.js is the one the lockfile pins
+        st, data, _ = self.api.raw("GET", "/console/vendor/xterm.mjs", auth=False)
+        self.assertEqual(st, 200)
+        with open(os.path.join(SRC, "console/node_modules/@xterm/xterm/lib/xterm.mjs"), "rb") as f:
+            self.assertEqual(data, f.read(), "console/static/vendor is stale: run scripts/console-setup.sh")
+        # unknown file, other methods, walking out: JSON errors
+        st, data, _ = self.api.raw("GET", "/console/nope.js", auth=False)
+        self.assertEqual(st, 404)
+        self.assertEqual(json.loads(data)["error"]["code"], "not_found")
+        st, _, r = self.api.raw("POST", "/console/app.js", b"x", auth=False)
+        self.assertEqual(st, 405)
+        st, _, r = self.api.raw("DELETE", "/console", auth=False)
+        self.assertEqual(st, 405)
+        self.assertEqual(r.getheader("Allow"), "GET")
+        st, _, _ = self.api.raw("GET", "/console/../v1/tenants", auth=False)
+        self.assertEqual(st, 404)
+        st, _, _ = self.api.raw("GET", "/consolex", auth=False)
+        self.assertEqual(st, 404)
+        # the console is no way around the key: the API still wants one
+        st, _, _ = self.api.raw("GET", "/v1/sandboxes", auth=False)
+        self.assertEqual(st, 401)
+
+    def test_2_in_a_browser(self):
+        _, a = self.new_tenant("console-a")
+        _, b = self.new_tenant("console-b")
+        # kept after the test (artifacts): <build>/test-artifacts/console
+        shots = os.path.abspath(os.path.join(harness.BIN, "..", "test-artifacts", "console"))
+        shutil.rmtree(shots, ignore_errors=True)
+        os.makedirs(shots)
+        print(f"console screenshots: {shots}", flush=True)
+        env = dict(os.environ, AIRLOCK_URL=f"http://{self.server.addr}", TENANT_KEY=a.key,
+                   OTHER_KEY=b.key, ADMIN_KEY=self.server.admin_key, SHOT_DIR=shots)
+        r = subprocess.run(["node", os.path.join(SRC, "tests/console/console.test.mjs")],
+                           env=env, capture_output=True, text=True, timeout=900)
+        sys.stdout.write(r.stdout)
+        sys.stderr.write(r.stderr)
+        self.assertEqual(r.returncode, 0, "the browser test failed:\n" + r.stderr[-3000:])
+        self.assertIn("console test: all passed", r.stdout)
+        names = sorted(os.listdir(shots))
+        self.assertGreaterEqual(len([n for n in names if n.endswith(".png")]), 10, names)
+
+
+def prepare():
+    """chromium (Debian) and the console's npm packages, installed by the
+    project's scripts when missing; False when chromium cannot be had."""
+    if not os.path.exists(CHROMIUM):
+        subprocess.run(["sh", os.path.join(SRC, "scripts/setup-deps.sh")])
+    if not os.path.exists(CHROMIUM):
+        return False
+    subprocess.run(["sh", os.path.join(SRC, "scripts/console-setup.sh")], check=True)
+    return True
+
+
+if __name__ == "__main__":
+    if os.geteuid() == 0 and not prepare():
+        print("skip: chromium is not installed and scripts/setup-deps.sh could not install it")
+        sys.exit(77)
+    main()
