@@ -68,7 +68,7 @@ static const char *const allowed[] = {
 	"renameat", "renameat2", "rmdir", "sendfile", "setxattr", "splice", "stat", "statfs",
 	"statx", "symlink", "symlinkat", "sync", "sync_file_range", "syncfs", "tee", "truncate",
 	"umask", "unlink", "unlinkat", "utime", "utimensat", "utimes", "vmsplice", "write",
-	"writev", "chroot", "fanotify_mark", "inotify_add_watch", "inotify_init",
+	"writev", "fchmodat2", "cachestat", "chroot", "fanotify_mark", "inotify_add_watch", "inotify_init",
 	"inotify_init1", "inotify_rm_watch", "io_setup", "io_destroy", "io_submit",
 	"io_cancel", "io_getevents", "io_pgetevents", "ioprio_get", "ioprio_set",
 	/* processes, threads, credentials */
@@ -86,20 +86,23 @@ static const char *const allowed[] = {
 	"getcpu", "pidfd_open", "pidfd_send_signal", "seccomp", "landlock_create_ruleset",
 	"landlock_add_rule", "landlock_restrict_self", "restart_syscall", "sethostname",
 	"setdomainname", "membarrier", "modify_ldt", "set_thread_area", "get_thread_area",
+	"getrandom",
 	/* memory */
 	"brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "mincore", "mlock",
 	"mlock2", "mlockall", "munlock", "munlockall", "msync", "memfd_create",
 	"remap_file_pages", "pkey_alloc", "pkey_free", "pkey_mprotect", "process_mrelease",
+	"memfd_secret", "mseal",
 	/* signals and time */
 	"rt_sigaction", "rt_sigpending", "rt_sigprocmask", "rt_sigqueueinfo", "rt_sigreturn",
 	"rt_sigsuspend", "rt_sigtimedwait", "rt_tgsigqueueinfo", "sigaltstack", "signalfd",
 	"signalfd4", "pause", "alarm", "getitimer", "setitimer", "nanosleep",
 	"clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday", "time",
+	"adjtimex", "clock_adjtime", /* reading; setting the clock needs CAP_SYS_TIME */
 	"timer_create", "timer_delete", "timer_getoverrun", "timer_gettime",
 	"timer_settime", "timerfd_create", "timerfd_gettime", "timerfd_settime",
 	/* waiting on many */
 	"epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait",
-	"epoll_pwait2", "eventfd", "eventfd2", "poll", "ppoll", "select", "pselect6",
+	"epoll_pwait2", "epoll_ctl_old", "epoll_wait_old", "eventfd", "eventfd2", "poll", "ppoll", "select", "pselect6",
 	"pipe", "pipe2",
 	/* sockets (socket itself: below, without AF_VSOCK) */
 	"accept", "accept4", "bind", "connect", "getpeername", "getsockname", "getsockopt",

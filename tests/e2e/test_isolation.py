@@ -58,6 +58,27 @@ class IsolationTest(AirlockTestCase):
         self.assertNotEqual(code, 0)
         self.assertRegex((out + err).lower(), rb"not permitted|permission|function not implemented")
 
+    def test_proc_hides_and_freezes_the_host(self):
+        # What container runtimes hide: files that show the host's kernel
+        # (keys, timers, ...) are /dev/null (a character device reading as
+        # empty), host hardware dirs are empty; kernel settings read-only.
+        code, out, _, _ = self.sh(
+            "for f in keys key-users timer_list sched_debug kcore; do"
+            "  test -e /proc/$f && echo $f=$(test -c /proc/$f && echo null || echo file); done;"
+            " test -d /proc/acpi && echo acpi=$(ls -A /proc/acpi | wc -l); true")
+        seen = dict(l.split(b"=") for l in out.split())
+        self.assertIn(b"keys", seen)  # this kernel has it: the check is not vacuous
+        self.assertEqual({k: v for k, v in seen.items() if v not in (b"null", b"0")}, {}, out)
+        code, _, err, _ = self.sh("echo x > /proc/sys/kernel/domainname")
+        self.assertNotEqual(code, 0)
+        self.assertIn(b"Read-only", err)
+        code, _, err, _ = self.sh("echo h > /proc/sysrq-trigger")
+        self.assertNotEqual(code, 0)
+        # the sandbox's own /proc still works
+        code, out, _, _ = self.sh("cat /proc/self/status | grep -c ^Pid; cat /proc/sys/kernel/hostname")
+        self.assertEqual(code, 0)
+        self.assertEqual(out.split()[0], b"1")
+
     def test_cannot_mount(self):
         code, out, err, _ = self.sh("mkdir -p /mnt/t; mount -t tmpfs none /mnt/t")
         self.assertNotEqual(code, 0)
