@@ -170,6 +170,60 @@ async function readNdjson(resp, onLine, signal) {
 	if (buf.trim()) onLine(JSON.parse(buf));
 }
 
+// Server-Sent Events over fetch(), so that the key goes in the Authorization
+// header (EventSource cannot send headers, and the key must not go into a
+// URL). onEvent({id, event, data}) per event; reconnects after `retry` ms
+// with Last-Event-ID. Returns a stop function. onState(true|false): whether
+// the stream is up (the caller falls back to polling while it is not).
+function sseStream(path, onEvent, onState) {
+	const ctrl = new AbortController();
+	let lastId = null, retry = 2000, stopped = false;
+	async function once() {
+		const headers = lastId !== null ? { "Last-Event-ID": lastId } : {};
+		const r = await fetch(path, { headers: Object.assign({ Authorization: "Bearer " + key(),
+			Accept: "text/event-stream" }, headers), cache: "no-store", credentials: "omit",
+			signal: ctrl.signal });
+		if (!r.ok || !(r.headers.get("Content-Type") || "").startsWith("text/event-stream"))
+			throw new Error("HTTP " + r.status);
+		onState(true);
+		const reader = r.body.getReader();
+		const dec = new TextDecoder();
+		let buf = "";
+		for (;;) {
+			const { value, done } = await reader.read();
+			if (done) return;
+			buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+			let i;
+			while ((i = buf.indexOf("\n\n")) >= 0) {
+				const block = buf.slice(0, i);
+				buf = buf.slice(i + 2);
+				const ev = { id: null, event: "message", data: [] };
+				for (const line of block.split("\n")) {
+					if (!line || line.startsWith(":")) continue;
+					const c = line.indexOf(":");
+					const field = c < 0 ? line : line.slice(0, c);
+					const val = c < 0 ? "" : line.slice(c + 1).replace(/^ /, "");
+					if (field === "id") ev.id = val;
+					else if (field === "event") ev.event = val;
+					else if (field === "data") ev.data.push(val);
+					else if (field === "retry" && /^\d+$/.test(val)) retry = Number(val);
+				}
+				if (ev.id !== null) lastId = ev.id;
+				if (ev.data.length) onEvent({ id: ev.id, event: ev.event, data: ev.data.join("\n") });
+			}
+		}
+	}
+	(async () => {
+		while (!stopped) {
+			try { await once(); } catch (e) { /* down: retry below */ }
+			if (stopped) return;
+			onState(false);
+			await new Promise((res) => setTimeout(res, retry));
+		}
+	})();
+	return () => { stopped = true; ctrl.abort(); };
+}
+
 function sbPath(id) {
 	return "/v1/sandboxes/" + encodeURIComponent(id);
 }
@@ -290,6 +344,7 @@ function sandboxesPage(view) {
 	const newTmpl = el("select", { id: "new-template" });
 	const tbody = el("tbody");
 	const status = el("span", { class: "muted", id: "sandboxes-status" });
+	const live = el("span", { class: "muted", id: "live" }, " (connecting…)");
 	let timer = null;
 
 	async function refresh() {
@@ -347,12 +402,33 @@ function sandboxesPage(view) {
 			el("thead", {}, el("tr", {}, ["id", "state", "template", "backend", "node", "age",
 						   "cpus", "memory", "actions"].map((h) => el("th", {}, h)))),
 			tbody),
-		el("p", {}, status,
-		   el("span", { class: "muted" }, " (live: the list is polled every " + POLL_MS / 1000 + " s; CPU and memory are the sandbox's limits)")));
+		el("p", {}, status, live, el("span", { class: "muted" }, " CPU and memory are the sandbox's limits.")));
+	// Live: the tenant's state changes over SSE (GET /v1/sandboxes/events);
+	// a row's state changes in place at once, and the list is read again
+	// (debounced) for new and removed rows. While the stream is down, the
+	// list is polled instead.
+	let debounce = null;
+	const stopSse = sseStream("/v1/sandboxes/events", (ev) => {
+		let d;
+		try { d = JSON.parse(ev.data); } catch (e) { return; }
+		const row = [...tbody.rows].find((r) => r.dataset.id === d.sandbox);
+		const cell = row && row.querySelector('td[data-field="state"]');
+		if (cell) {
+			cell.textContent = d.to;
+			cell.className = "state-" + d.to;
+		}
+		clearTimeout(debounce);
+		debounce = setTimeout(refresh, 300);
+	}, (up) => {
+		live.textContent = up ? " (live: server-sent events)" : " (live updates down: polling every " + POLL_MS / 1000 + " s)";
+		live.dataset.live = up ? "sse" : "poll";
+		clearInterval(timer);
+		timer = up ? null : setInterval(refresh, POLL_MS);
+		if (up) refresh();
+	});
 	loadTemplates();
 	refresh();
-	timer = setInterval(refresh, POLL_MS);
-	onLeave(() => clearInterval(timer));
+	onLeave(() => { stopSse(); clearInterval(timer); clearTimeout(debounce); });
 }
 
 // ---------------------------------------------------------------- one sandbox
@@ -481,7 +557,9 @@ async function snapshotsTab(body, id, getSb, reloadHead) {
 		const t0 = Date.parse(getSb().created_at), t1 = Date.now();
 		const span = Math.max(1, t1 - t0);
 		const pos = (t) => Math.min(100, Math.max(0, ((t - t0) / span) * 100));
-		axis.append(el("span", { class: "tick", style: null }, "created"));
+		const tickStart = el("span", { class: "tick" }, "created");
+		tickStart.style.left = "0%";
+		axis.append(tickStart);
 		const tickEnd = el("span", { class: "tick" }, "now");
 		tickEnd.style.left = "100%";
 		axis.append(tickEnd);
