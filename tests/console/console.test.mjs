@@ -168,8 +168,18 @@ async function main() {
 		await page.setViewportSize({ width: 1280, height: 900 });
 		await shot(page, "03-terminal");
 
+		const shellPid = Number(await page.getAttribute("#terminal", "data-pid"));
+
 		// --- snapshot from the timeline, change the file, roll back
 		await page.goto(URL0 + `/console/#/sandbox/${sid}/snapshots`);
+		// leaving the terminal ends its shell (SIGHUP), which would outlive the stream
+		let shellGone = false;
+		for (let i = 0; i < 50 && !shellGone; i++) {
+			const ps = (await api("GET", `/v1/sandboxes/${sid}/processes`)).json().processes;
+			shellGone = ps.some((p) => p.pid === shellPid && !p.running);
+			if (!shellGone) await new Promise((res) => setTimeout(res, 200));
+		}
+		check(shellGone, "leaving the terminal ended its shell (pid " + shellPid + ")");
 		await page.fill("#snapshot-name", "before");
 		await page.click("#take-snapshot");
 		await page.waitForSelector('#timeline .mark[data-snapshot="before"]', { timeout: T });
@@ -203,17 +213,38 @@ async function main() {
 		      "the file name and its content are shown as text (no img or script element)");
 		await shot(page, "05-files");
 
+		// --- hostile metadata and a credential: shown as text, never a value
+		const evilMeta = "<img src=x onerror=alert(3)><script>alert(4)</script>";
+		const sb2 = (await api("POST", "/v1/sandboxes", { template: "busybox", metadata: { note: evilMeta } })).json();
+		check(sb2.state === "running", "a second sandbox with HTML in its metadata");
+		await page.goto(URL0 + `/console/#/sandbox/${sb2.id}/events`);
+		await page.waitForSelector("#sandbox-id");
+		check((await page.locator("#view").innerText()).includes(evilMeta) &&
+		      await page.evaluate(() => document.querySelectorAll("#view img, #view script").length === 0),
+		      "metadata with HTML shows as its text, no element made");
+		await shot(page, "06-metadata");
+		check((await api("DELETE", "/v1/sandboxes/" + sb2.id)).status === 204, "the second sandbox deleted");
+		const secret = "sk-console-test-" + Date.now();
+		const cred = await api("POST", "/v1/credentials", { name: "console-cred", value: secret, hosts: ["api.example.com"], env: "EXAMPLE_KEY",
+			inject: { type: "header" } });
+		check(cred.status === 201, "a credential for tenant A " + (cred.status === 201 ? "" : cred.text));
+
 		// --- the other tabs render
 		for (const [tab, sel] of [["events", "#events tbody tr"], ["network", "#network-policy"], ["ports", "#port"]]) {
 			await page.goto(URL0 + `/console/#/sandbox/${sid}/${tab}`);
 			await page.waitForSelector(sel);
 			await shot(page, "06-" + tab);
 		}
-		for (const [pg, sel] of [["credentials", "#credentials"], ["templates", "#templates tbody tr"]]) {
+		for (const [pg, sel] of [["credentials", "#credentials tbody tr"], ["templates", "#templates tbody tr"]]) {
 			await page.goto(URL0 + "/console/#/" + pg);
 			await page.waitForSelector(sel);
 			await shot(page, "07-" + pg);
 		}
+		await page.goto(URL0 + "/console/#/credentials");
+		await page.waitForSelector("#audit tbody tr");   // its "created" row
+		const credText = await page.locator("#view").innerText();
+		check(credText.includes("console-cred") && credText.includes("api.example.com") && credText.includes("EXAMPLE_KEY") &&
+		      !credText.includes(secret), "the credentials page shows name, hosts, env and audit, never the value");
 		check(!urls.some((u) => u.includes(KEY)), "the key is in no URL the page requested (" + urls.length + " requests)");
 
 		// --- another tenant sees none of it
@@ -228,6 +259,10 @@ async function main() {
 		const bFile = await api("GET", `/v1/sandboxes/${sid}/files?path=/data/marker.txt`, undefined, OTHER);
 		check(bFile.status === 404, "tenant B's key gets 404 for A's file");
 		await shot(page, "08-other-tenant");
+		await page.goto(URL0 + "/console/#/credentials");
+		await page.waitForSelector("#credentials");
+		await page.waitForTimeout(500);
+		check(!(await page.locator("#view").innerText()).includes("console-cred"), "tenant B's credentials page lacks A's credential");
 
 		// --- admin
 		await signOut(page);
