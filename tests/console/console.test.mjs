@@ -229,8 +229,25 @@ async function main() {
 			inject: { type: "header" } });
 		check(cred.status === 201, "a credential for tenant A " + (cred.status === 201 ? "" : cred.text));
 
+		// --- the egress policy editor and the decision log
+		await page.goto(URL0 + `/console/#/sandbox/${sid}/network`);
+		await page.waitForFunction(() => document.getElementById("network-policy").value.includes("default"));
+		await page.fill("#network-policy", '"deny-all"');
+		await page.click("#network-save");
+		await page.waitForFunction(() => document.getElementById("toast").textContent.includes("policy saved"));
+		const pol = (await api("GET", `/v1/sandboxes/${sid}/network`)).json();
+		check(pol.network.default === "deny", "the policy saved from the editor is in force: " + JSON.stringify(pol.network));
+		await api("POST", `/v1/sandboxes/${sid}/exec`, { cmd: ["sh", "-c",
+			"echo '192.0.2.1 denied.test' >> /etc/hosts; timeout 10 wget -q -O /dev/null http://denied.test/ 2>&1; true"] });
+		await page.goto(URL0 + "/console/#/sandboxes");   // leave and come back: the tab reads the log
+		await page.goto(URL0 + `/console/#/sandbox/${sid}/network`);
+		await page.waitForFunction(() => [...document.querySelectorAll("#network-log tbody tr")]
+			.some((r) => r.innerText.includes("denied.test") && r.innerText.includes("deny")), null, { timeout: 15000 });
+		check(true, "the egress log shows the denied request to denied.test");
+		await shot(page, "06-network");
+
 		// --- the other tabs render
-		for (const [tab, sel] of [["events", "#events tbody tr"], ["network", "#network-policy"], ["ports", "#port"]]) {
+		for (const [tab, sel] of [["events", "#events tbody tr"], ["ports", "#port"]]) {
 			await page.goto(URL0 + `/console/#/sandbox/${sid}/${tab}`);
 			await page.waitForSelector(sel);
 			await shot(page, "06-" + tab);
