@@ -194,6 +194,15 @@ async function main() {
 		check(after.status === 200 && after.text === "v1-42\n", "after the rollback the file is the snapshot's: " + JSON.stringify(after.text));
 		const evs = (await api("GET", `/v1/sandboxes/${sid}/events`)).json().events;
 		check(evs.some((e) => e.to === "rolling_back" || /roll/.test(e.reason || "")), "the lifecycle log has the rollback");
+		// fork from the same point of the timeline: the child has the snapshot's file
+		await page.click('#timeline .mark[data-snapshot="before"]');
+		await page.click('#snapshot-detail button[data-action="fork"]');
+		await page.waitForFunction(() => /forked sb-/.test(document.getElementById("toast").textContent), null, { timeout: T });
+		const child = (await page.locator("#toast").innerText()).match(/forked (sb-[0-9a-f]+)/)[1];
+		const childSb = (await api("GET", "/v1/sandboxes/" + child)).json();
+		const childFile = await api("GET", `/v1/sandboxes/${child}/files?path=/data/marker.txt`);
+		check(childSb.parent === sid && childFile.text === "v1-42\n", `fork from the timeline: ${child}, parent ${childSb.parent}, file ${JSON.stringify(childFile.text)}`);
+		check((await api("DELETE", "/v1/sandboxes/" + child)).status === 204, "the fork deleted");
 		await shot(page, "04-snapshots");
 
 		// --- files: upload a file with a hostile name, see it in the list, view it
@@ -201,6 +210,10 @@ async function main() {
 		await page.fill("#files-path", "/data");
 		await page.click("#files-go");
 		await page.waitForSelector('#files tr[data-name="marker.txt"]');
+		const [dl] = await Promise.all([page.waitForEvent("download"),
+			page.click('#files tr[data-name="marker.txt"] button[data-action="download"]')]);
+		const dlText = fs.readFileSync(await dl.path(), "utf8");
+		check(dl.suggestedFilename() === "marker.txt" && dlText === "v1-42\n", "download gives the file: " + JSON.stringify(dlText));
 		const evil = "<img src=x onerror=alert(1)>.txt";
 		await page.setInputFiles("#file-upload", { name: evil, mimeType: "text/plain", buffer: Buffer.from("<script>alert(2)</script>\n") });
 		await page.waitForSelector(`#files tr[data-name="${evil}"]`, { timeout: 30000 });
