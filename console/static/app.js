@@ -868,13 +868,18 @@ async function templatesPage(view) {
 	}
 	if (session.admin) {
 		const name = el("input", { id: "build-name", placeholder: "name", size: 12 });
-		const from = el("input", { id: "build-from", value: "debian:bookworm", size: 16 });
+		// the source: an image (from, with packages) or, on the server's host, a
+		// directory or a tar (from_dir, from_tar)
+		const kind = el("select", { id: "build-kind" }, el("option", { value: "from" }, "image"),
+				el("option", { value: "from_dir" }, "host directory"), el("option", { value: "from_tar" }, "host tar"));
+		const from = el("input", { id: "build-from", value: "debian:bookworm", size: 24 });
 		const pkgs = el("input", { id: "build-packages", placeholder: "packages (space separated)", size: 30 });
-		view.append(el("h2", {}, "Build a template"), el("div", { class: "toolbar" }, name, from, pkgs,
+		view.append(el("h2", {}, "Build a template"), el("div", { class: "toolbar" }, name, kind, from, pkgs,
 			el("button", { type: "button", id: "build-go", onclick: async () => {
-				const req = { name: name.value.trim(), from: from.value.trim() };
+				const req = { name: name.value.trim() };
+				req[kind.value] = from.value.trim();
 				const p = pkgs.value.trim().split(/\s+/).filter(Boolean);
-				if (p.length) req.packages = p;
+				if (p.length && kind.value === "from") req.packages = p;
 				log.hidden = false;
 				log.textContent = "";
 				const ctrl = new AbortController();
@@ -882,7 +887,10 @@ async function templatesPage(view) {
 				await attempt("build", async () => {
 					const r = await apiRaw("POST", "/v1/templates", req);
 					await readNdjson(r, (ev) => {
-						if (ev.event === "progress") log.textContent += ev.line + "\n";
+						if (ev.event === "progress") {
+							log.textContent += ev.line + "\n";
+							log.dataset.progress = String(Number(log.dataset.progress || 0) + 1);
+						}
 						else if (ev.event === "done") log.textContent += "done: " + ev.template.name + " v" + ev.template.version + "\n";
 						else if (ev.event === "error") log.textContent += "error: " + (ev.error && ev.error.message) + "\n";
 						log.scrollTop = log.scrollHeight;

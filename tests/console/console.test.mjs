@@ -7,6 +7,7 @@
 //   OTHER_KEY        a key of tenant B (must see none of A's things)
 //   ADMIN_KEY        an admin key
 //   SHOT_DIR         where to write a screenshot of each page
+//   TEMPLATE_DIR     a root file system (busybox) on this host to build a template from
 // Exits non-zero on the first failed check, printing it.
 import { createRequire } from "node:module";
 import fs from "node:fs";
@@ -303,6 +304,24 @@ async function main() {
 		await page.waitForSelector("#nodes tbody tr");
 		check(await page.locator("#tenants tbody tr").count() >= 3, "the admin view lists the tenants");
 		await shot(page, "09-admin");
+
+		// --- a template build from a host directory, its progress streamed in
+		await page.goto(URL0 + "/console/#/templates");
+		await page.waitForSelector("#build-go");
+		await page.fill("#build-name", "consoletmpl");
+		await page.selectOption("#build-kind", "from_dir");
+		await page.fill("#build-from", process.env.TEMPLATE_DIR);
+		await page.click("#build-go");
+		await page.waitForFunction(() => /^(done|error):/m.test(document.getElementById("build-log").textContent),
+					   null, { timeout: T });
+		const buildLog = await page.locator("#build-log").innerText();
+		const nProgress = Number(await page.getAttribute("#build-log", "data-progress") || 0);
+		check(/^done: consoletmpl v1$/m.test(buildLog) && nProgress >= 1,
+		      `the build's ${nProgress} progress line(s) and its end show: ${JSON.stringify(buildLog.slice(-200))}`);
+		await page.waitForFunction(() => [...document.querySelectorAll("#templates tbody tr")].some((r) => r.innerText.includes("consoletmpl")));
+		check(true, "the new template is in the list");
+		await shot(page, "10-template-build");
+		check((await api("DELETE", "/v1/templates/consoletmpl", undefined, ADMIN)).status === 204, "the template deleted");
 
 		// --- delete from the table (as tenant A again), with its confirmation
 		await signOut(page);

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import harness
 from harness import AirlockTestCase, main
@@ -75,10 +76,20 @@ class ConsoleTest(AirlockTestCase):
         shutil.rmtree(shots, ignore_errors=True)
         os.makedirs(shots)
         print(f"console screenshots: {shots}", flush=True)
-        env = dict(os.environ, AIRLOCK_URL=f"http://{self.server.addr}", TENANT_KEY=a.key,
-                   OTHER_KEY=b.key, ADMIN_KEY=self.server.admin_key, SHOT_DIR=shots)
-        r = subprocess.run(["node", os.path.join(SRC, "tests/console/console.test.mjs")],
-                           env=env, capture_output=True, text=True, timeout=900)
+        # a tiny root file system for the template build from the page
+        tmpl = tempfile.mkdtemp(prefix="airlock-console-tmpl-")
+        try:
+            os.chmod(tmpl, 0o755)
+            os.makedirs(os.path.join(tmpl, "bin"))
+            shutil.copy("/bin/busybox", os.path.join(tmpl, "bin", "busybox"))
+            os.symlink("busybox", os.path.join(tmpl, "bin", "sh"))
+            env = dict(os.environ, AIRLOCK_URL=f"http://{self.server.addr}", TENANT_KEY=a.key,
+                       OTHER_KEY=b.key, ADMIN_KEY=self.server.admin_key, SHOT_DIR=shots,
+                       TEMPLATE_DIR=tmpl)
+            r = subprocess.run(["node", os.path.join(SRC, "tests/console/console.test.mjs")],
+                               env=env, capture_output=True, text=True, timeout=900)
+        finally:
+            shutil.rmtree(tmpl, ignore_errors=True)
         sys.stdout.write(r.stdout)
         sys.stderr.write(r.stderr)
         self.assertEqual(r.returncode, 0, "the browser test failed:\n" + r.stderr[-3000:])
