@@ -461,8 +461,16 @@ async function sandboxPage(view, id, tab) {
 		return true;
 	}
 	if (!(await loadHead())) return;
-	const headTimer = setInterval(loadHead, POLL_MS * 2);
-	onLeave(() => clearInterval(headTimer));
+	// Live like the table: this sandbox's transitions over SSE, polling while
+	// the stream is down.
+	let headTimer = null;
+	const stopSse = sseStream("/v1/sandboxes/events", (ev) => {
+		try { if (JSON.parse(ev.data).sandbox === id) loadHead(); } catch (e) { /* not ours */ }
+	}, (up) => {
+		clearInterval(headTimer);
+		headTimer = up ? null : setInterval(loadHead, POLL_MS * 2);
+	});
+	onLeave(() => { stopSse(); clearInterval(headTimer); });
 	const pages = { events: eventsTab, snapshots: snapshotsTab, terminal: terminalTab,
 			files: filesTab, network: networkTab, ports: portsTab };
 	(pages[tab] || eventsTab)(body, id, () => sb, loadHead);

@@ -170,6 +170,14 @@ async function main() {
 		await shot(page, "03-terminal");
 
 		const shellPid = Number(await page.getAttribute("#terminal", "data-pid"));
+		// the page's header is live too: a pause made elsewhere shows at once
+		check((await api("POST", `/v1/sandboxes/${sid}/pause`)).status === 200, "pause via the API (terminal open)");
+		await page.waitForSelector("#sandbox-state.state-paused", { timeout: 3000 });
+		check(true, "the sandbox page's state follows within 3 s (SSE)");
+		check((await api("POST", `/v1/sandboxes/${sid}/resume`)).status === 200, "resume via the API");
+		await page.waitForSelector("#sandbox-state.state-running", { timeout: 3000 });
+		await termRun(page, "echo after-resume-$((1+1))", "\\nafter-resume-2");
+		check(true, "the terminal still works after a pause and resume");
 
 		// --- snapshot from the timeline, change the file, roll back
 		await page.goto(URL0 + `/console/#/sandbox/${sid}/snapshots`);
@@ -222,7 +230,7 @@ async function main() {
 		const up = await api("GET", `/v1/sandboxes/${sid}/files?path=${encodeURIComponent("/data/" + evil)}`);
 		check(up.status === 200 && up.text === "<script>alert(2)</script>\n", "the upload reached the sandbox byte for byte");
 		await page.click(`#files tr[data-name="${evil}"] button[data-action="view"]`);
-		await page.waitForFunction(() => document.getElementById("file-view").textContent.includes("alert(2)"));
+		await page.waitForFunction(() => (document.getElementById("file-view") || {}).textContent?.includes("alert(2)"));
 		check(await page.evaluate(() => document.querySelectorAll("#view img, #view script").length === 0),
 		      "the file name and its content are shown as text (no img or script element)");
 		await shot(page, "05-files");
@@ -245,7 +253,8 @@ async function main() {
 
 		// --- the egress policy editor and the decision log
 		await page.goto(URL0 + `/console/#/sandbox/${sid}/network`);
-		await page.waitForFunction(() => document.getElementById("network-policy").value.includes("default"));
+		await page.waitForSelector("#network-policy");
+		await page.waitForFunction(() => (document.getElementById("network-policy") || {}).value?.includes("default"));
 		await page.fill("#network-policy", '"deny-all"');
 		await page.click("#network-save");
 		await page.waitForFunction(() => document.getElementById("toast").textContent.includes("policy saved"));
