@@ -7,13 +7,16 @@ real `airlockd up`: sign in, create, terminal, snapshot + rollback from the
 timeline, upload, another tenant, admin view. Screenshots of each page go to
 <build>/test-artifacts/console (printed). Skips (77) only when chromium cannot
 be installed."""
+import http.client
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 import harness
 from harness import AirlockTestCase, main
@@ -96,6 +99,70 @@ class ConsoleTest(AirlockTestCase):
         self.assertIn("console test: all passed", r.stdout)
         names = sorted(os.listdir(shots))
         self.assertGreaterEqual(len([n for n in names if n.endswith(".png")]), 10, names)
+
+
+    def events(self, client, headers=None, query="", until=None, seconds=5):
+        """Read GET /v1/sandboxes/events for a while (or until a data line
+        satisfies until): [(id, data dict)]."""
+        conn = http.client.HTTPConnection(client.host, client.port, timeout=seconds)
+        out = []
+        try:
+            conn.request("GET", "/v1/sandboxes/events" + query,
+                         headers=dict({"Authorization": "Bearer " + client.key}, **(headers or {})))
+            r = conn.getresponse()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.getheader("Content-Type"), "text/event-stream")
+            ev_id = None
+            deadline = time.time() + seconds
+            while time.time() < deadline:
+                try:
+                    line = r.readline()
+                except (socket.timeout, TimeoutError):
+                    break
+                if not line:
+                    break
+                if line.startswith(b"id: "):
+                    ev_id = int(line[4:])
+                elif line.startswith(b"data: "):
+                    out.append((ev_id, json.loads(line[6:])))
+                    if until and until(out[-1][1]):
+                        break
+        finally:
+            conn.close()
+        return out
+
+    def test_3_event_stream(self):
+        _, a = self.new_tenant("events-a")
+        _, b = self.new_tenant("events-b")
+        sid = a.create()["id"]
+        a.call("POST", f"/v1/sandboxes/{sid}/pause")
+        a.delete(sid)
+        # from the start of the log: the whole life, in order, tenant A's only
+        evs = self.events(a, query="?after=0", until=lambda d: d["to"] == "deleted")
+        mine = [d for _, d in evs if d["sandbox"] == sid]
+        self.assertEqual([d["to"] for d in mine][-1], "deleted")
+        self.assertIn("paused", [d["to"] for d in mine])
+        self.assertEqual({d["sandbox"] for _, d in evs}, {sid}, "only tenant A's sandboxes")
+        ids = [i for i, _ in evs]
+        self.assertEqual(ids, sorted(ids))
+        # resume after an id: the events after it, no earlier one
+        paused_id = next(i for i, d in evs if d["to"] == "paused")
+        rest = self.events(a, headers={"Last-Event-ID": str(paused_id)},
+                           until=lambda d: d["to"] == "deleted")
+        self.assertTrue(rest and all(i > paused_id for i, _ in rest), rest)
+        self.assertEqual(rest[-1][1]["to"], "deleted")
+        # tenant B: nothing of A's, even from the start
+        self.assertEqual(self.events(b, query="?after=0", seconds=2), [])
+        # without a start: only what happens from now on
+        self.assertEqual(self.events(a, seconds=2), [])
+        for bad in ("x", "-1", "1e3", ""):
+            st, data, _ = a.raw("GET", "/v1/sandboxes/events?after=" + bad)
+            self.assertEqual(st, 400, bad)
+            self.assertEqual(json.loads(data)["error"]["code"], "invalid_field")
+        st, _, _ = a.raw("GET", "/v1/sandboxes/events", auth=False)
+        self.assertEqual(st, 401)
+        st, _, _ = a.raw("POST", "/v1/sandboxes/events")
+        self.assertIn(st, (404, 405))
 
 
 def prepare():
