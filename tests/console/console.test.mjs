@@ -159,6 +159,7 @@ async function main() {
 		await page.waitForSelector("#terminal[data-pid]", { timeout: T });
 		await termRun(page, "mkdir -p /data && echo v1-$((6*7)) > /data/marker.txt && cat /data/marker.txt", "\\nv1-42");
 		check(true, "a command typed in the terminal ran and its output shows (v1-42)");
+		await shot(page, "03-terminal");
 		await termRun(page, "echo SIZE=$(stty size | tr ' ' x)", "SIZE=\\d+x\\d+");
 		const size1 = (await termText(page)).match(/SIZE=(\d+x\d+)/)[1];
 		await page.setViewportSize({ width: 800, height: 600 });
@@ -167,7 +168,6 @@ async function main() {
 		const size2 = (await termText(page)).match(/SIZE2=(\d+x\d+)/)[1];
 		check(size1 !== size2, `the PTY follows the window: ${size1} -> ${size2}`);
 		await page.setViewportSize({ width: 1280, height: 900 });
-		await shot(page, "03-terminal");
 
 		const shellPid = Number(await page.getAttribute("#terminal", "data-pid"));
 		// the page's header is live too: a pause made elsewhere shows at once
