@@ -301,7 +301,11 @@ function route() {
 		a.classList.toggle("active", a.dataset.nav === parts[0] ||
 				   (a.dataset.nav === "sandboxes" && parts[0] === "sandbox"));
 	switch (parts[0]) {
-	case "sandbox": return sandboxPage(view, parts[1], parts[2] || "events");
+	case "sandbox":
+		// an id is one path segment of the API: a crafted link must not make
+		// the page call another path (".../ports/80/x/exec") with the key
+		if (!/^[A-Za-z0-9_-]{1,64}$/.test(parts[1] || "")) return sandboxesPage(view);
+		return sandboxPage(view, parts[1], TABS.includes(parts[2]) ? parts[2] : "events");
 	case "credentials": return credentialsPage(view);
 	case "templates": return templatesPage(view);
 	case "admin": return session.admin ? adminPage(view) : sandboxesPage(view);

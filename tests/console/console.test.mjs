@@ -270,6 +270,13 @@ async function main() {
 		check(true, "the egress log shows the denied request to denied.test");
 		await shot(page, "06-network");
 
+		// a crafted link with a path in the id opens the list, calls nothing else
+		const before = urls.length;
+		await page.goto(URL0 + "/console/#/sandbox/" + encodeURIComponent(sid + "/ports/80/x") + "/terminal");
+		await page.waitForSelector("#sandboxes");
+		check(!urls.slice(before).some((u) => u.includes("ports") || u.includes("/exec")),
+		      "a sandbox id holding a path is refused by the page");
+
 		// --- the other tabs render
 		for (const [tab, sel] of [["events", "#events tbody tr"], ["ports", "#port"]]) {
 			await page.goto(URL0 + `/console/#/sandbox/${sid}/${tab}`);
