@@ -277,8 +277,20 @@ async function main() {
 		check(!urls.slice(before).some((u) => u.includes("ports") || u.includes("/exec")),
 		      "a sandbox id holding a path is refused by the page");
 
+		// --- a forwarded port's link: the host-routed URL with a fresh port token
+		await page.goto(URL0 + `/console/#/sandbox/${sid}/ports`);
+		await page.fill("#port", "8080");
+		await page.click("#port-open");
+		await page.waitForSelector("#port-links a");
+		const link = page.locator("#port-links a").first();
+		const href = await link.getAttribute("href");
+		check(new RegExp(`^http://8080-${sid}\\.sbx\\.test/\\?airlock_token=[A-Za-z0-9_%-]+$`).test(href) &&
+		      (await link.getAttribute("rel")) === "noopener noreferrer" && !href.includes(KEY),
+		      "the ports tab links the host-routed URL with a port token (not the key): " + href.replace(/=.*/, "=…"));
+		await shot(page, "06-ports");
+
 		// --- the other tabs render
-		for (const [tab, sel] of [["events", "#events tbody tr"], ["ports", "#port"]]) {
+		for (const [tab, sel] of [["events", "#events tbody tr"]]) {
 			await page.goto(URL0 + `/console/#/sandbox/${sid}/${tab}`);
 			await page.waitForSelector(sel);
 			await shot(page, "06-" + tab);

@@ -29,6 +29,9 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline';
 
 
 class ConsoleTest(AirlockTestCase):
+    # host-routed port URLs, so that the ports tab has links to show
+    extra_args = ("--set", "ports_domain=sbx.test")
+
     def test_1_static_files_and_headers(self):
         for path in ("/console", "/console/"):
             st, data, r = self.api.raw("GET", path, auth=False)
