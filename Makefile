@@ -13,11 +13,13 @@ deps:
 	@sh scripts/setup-deps.sh
 
 # The s3 tests' npm packages (s3rver, the AWS client), as the lockfile pins them;
-# the TypeScript SDK's dev tooling (typescript), and its build (sdk/typescript/dist).
+# the TypeScript SDK's dev tooling (typescript), and its build (sdk/typescript/dist);
+# the web console's (xterm.js, playwright-core).
 npm-deps: deps
 	@sh tests/s3/setup.sh
 	@sh sdk/typescript/setup.sh
 	@sh tests/e2b/setup.sh
+	@sh scripts/console-setup.sh
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

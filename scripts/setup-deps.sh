@@ -6,7 +6,7 @@ set -eu
 PKGS="build-essential cmake pkg-config clang libsqlite3-dev libseccomp-dev libssl-dev
       sqlite3 libpq-dev postgresql-15 btrfs-progs mmdebstrap busybox-static bubblewrap util-linux passwd
       iproute2 nftables openssl python3 ca-certificates qemu-system-x86 kmod cpio e2fsprogs
-      libzstd-dev zstd zlib1g-dev python3-yaml python3-jsonschema"
+      libzstd-dev zstd zlib1g-dev python3-yaml python3-jsonschema chromium"
 
 missing=""
 for p in $PKGS; do
@@ -14,6 +14,7 @@ for p in $PKGS; do
 		missing="$missing $p"
 	fi
 done
+# chromium: the web console's browser tests (tests/e2e/test_console.py).
 # node and npm run the object store's s3 tests (tests/s3): Debian's, unless
 # the machine already has a node of its own (nodesource's nodejs bundles npm
 # and conflicts with Debian's npm package).

@@ -212,4 +212,18 @@ int api_route_check(const char *method, const char *path, char *allow, size_t al
 extern const char airlock_openapi_yaml[];
 extern const size_t airlock_openapi_yaml_len;
 
+/* console/static as built into the binary (<build>/gen/console-assets.c,
+ * scripts/embed-dir.cmake): path relative to console/static, bytes, length. */
+struct airlock_asset {
+	const char *path;
+	const unsigned char *data;
+	size_t len;
+};
+extern const struct airlock_asset airlock_console_assets[];
+extern const size_t airlock_console_assets_n;
+
+/* console.c: GET /console and /console/{path...}: the web console's static
+ * files, without a key (they hold no data; the page asks for a key). */
+void api_console_serve(struct http_req *req, struct http_conn *c);
+
 #endif

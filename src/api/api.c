@@ -6,6 +6,8 @@
  *   2. GET /v1/health          200, unauthenticated (liveness)
  *      GET /v1/openapi.yaml    200, unauthenticated (the built-in spec)
  *      GET /v1/ready           200 or 503, unauthenticated (ready.c)
+ *      GET /console[/...]      200, unauthenticated: the web console's static
+ *                              files (console.c), which hold no data
  *   3. Authorization: Bearer   401 unauthorized (missing, malformed, unknown, revoked)
  *      (3, 5 and 6 are checked first from the head alone when a body is
  *      announced, before the server reads it: head_check)
@@ -42,6 +44,7 @@ enum route {
 	R_HEALTH,
 	R_SPEC,        /* anyone: GET /v1/openapi.yaml, built in */
 	R_READY,       /* anyone, served here (ready.c) */
+	R_CONSOLE,     /* anyone: GET /console[/...], static files (console.c) */
 	R_TENANTS,     /* admin, served here */
 	R_KEYS,        /* admin, served here */
 	R_NODE,        /* admin, forwarded */
@@ -116,6 +119,8 @@ static enum route route_of(const char *path)
 		return R_READY;
 	if (strcmp(path, "/v1/openapi.yaml") == 0)
 		return R_SPEC;
+	if (under(path, "/console"))
+		return R_CONSOLE;
 	if (under(path, "/v1/tenants"))   /* and /v1/tenants/{t}/quota */
 		return R_TENANTS;
 	if (under(path, "/v1/keys"))   /* and /v1/keys/{id} */
@@ -294,7 +299,7 @@ static bool head_check(void *ctx, struct http_req *req, struct http_conn *c)
 		http_respond_error(c, 404, "not_found", "no such endpoint");
 		return false;
 	}
-	if (rt == R_HEALTH || rt == R_READY) {
+	if (rt == R_HEALTH || rt == R_READY || rt == R_CONSOLE) {
 		if (strcmp(req->method, "GET") != 0)
 			api_method_not_allowed(c, "GET");
 		else
@@ -354,6 +359,10 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 	if (rt == R_SPEC) {
 		http_respond(c, 200, "application/yaml", airlock_openapi_yaml,
 			     airlock_openapi_yaml_len, NULL);
+		return;
+	}
+	if (rt == R_CONSOLE) {
+		api_console_serve(req, c);
 		return;
 	}
 	if (rt == R_HEALTH) {

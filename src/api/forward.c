@@ -134,13 +134,16 @@ static void forward(struct api *a, struct http_req *req, struct http_conn *c,
 	const char *ct = http_req_header(req, "Content-Type");
 	const char *idem = http_req_header(req, "Idempotency-Key");
 	const char *accept = http_req_header(req, "Accept");
+	/* where a reconnecting event stream resumes (GET /v1/sandboxes/events) */
+	const char *last_id = http_req_header(req, "Last-Event-ID");
 	struct relay rl = { .c = c };
 	struct buf hdr;
 	err_t err = { 0 };
 	uint64_t t0 = now_us();
 	int r;
 
-	if ((ct && !header_value_ok(ct, 256)) || (accept && !header_value_ok(accept, 256))) {
+	if ((ct && !header_value_ok(ct, 256)) || (accept && !header_value_ok(accept, 256)) ||
+	    (last_id && !header_value_ok(last_id, 64))) {
 		http_respond_error(c, 400, "bad_request", "invalid header value");
 		return;
 	}
@@ -161,6 +164,8 @@ static void forward(struct api *a, struct http_req *req, struct http_conn *c,
 		buf_printf(&hdr, "Idempotency-Key: %s\r\n", idem);
 	if (log_request_id()[0])   /* pattern-checked: one safe token */
 		buf_printf(&hdr, "X-Request-Id: %s\r\n", log_request_id());
+	if (last_id)
+		buf_printf(&hdr, "Last-Event-ID: %s\r\n", last_id);
 	if (peer)
 		/* Authorization passed auth_lookup here: printable, one line. */
 		buf_printf(&hdr, "Authorization: %s\r\nX-Airlock-Forwarded: %s\r\n",

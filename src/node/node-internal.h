@@ -415,6 +415,9 @@ void handle_files_watch(struct node *n, struct sandbox *sb, struct http_req *req
 /* console.c: GET .../console (501 when the backend has none) */
 void handle_console(struct node *n, struct sandbox *sb, struct http_conn *c);
 void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
+/* GET /v1/sandboxes/events: the tenant's transitions as Server-Sent Events. */
+void handle_sandboxes_events(struct node *n, struct http_req *req, struct http_conn *c,
+			     const char *tenant);
 
 /* snapshots.c: .../snapshots (snap NULL: POST create, GET list) and
  * .../snapshots/{snap} (DELETE); POST .../rollback. 501 when the backend

@@ -287,6 +287,10 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 			handle_sandboxes_list(n, req, c, tenant);
 		else
 			not_allowed(c, req);
+	} else if (strcmp(segs[1], "sandboxes") == 0 && nseg == 3 &&
+		   strcmp(segs[2], "events") == 0 && method_is(req, "GET")) {
+		/* no sandbox id is "events" (ids are sb-<hex>) */
+		handle_sandboxes_events(n, req, c, tenant);
 	} else if (strcmp(segs[1], "sandboxes") == 0 && nseg >= 3) {
 		route_sandbox(n, req, c, tenant, segs, nseg);
 	} else {

@@ -162,6 +162,11 @@ class OpenApiTest(AirlockTestCase):
             validate({"$ref": "#/components/schemas/Error"}, json.loads(data))
         c("GET", "/v1/ready", "/v1/ready", auth=False)
         c("GET", "/v1/openapi.yaml", "/v1/openapi.yaml", auth=False)
+        # the web console's static files (no key)
+        c("GET", "/console", "/console", auth=False)
+        c("GET", "/console/{path}", "/console/app.js", auth=False)
+        c("GET", "/console/{path}", "/console/style.css", auth=False)
+        c("GET", "/console/{path}", "/console/nope.js", auth=False)
         c("GET", "/metrics", "/metrics")
         c("GET", "/metrics", "/metrics", client=tc)
         c("GET", "/v1/tenants", "/v1/tenants?limit=2")
@@ -264,6 +269,9 @@ class OpenApiTest(AirlockTestCase):
         c("POST", "/v1/sandboxes/{id}/processes/{pid}/signal", lp + "/signal", {"signal": "TERM"})
         c("POST", "/v1/sandboxes/{id}/processes/{pid}/signal", lp + "/signal", {"signal": "NOPE"})
         c("GET", "/v1/sandboxes/{id}/events", sp + "/events")
+        self.sse_events(sid)
+        c("GET", "/v1/sandboxes/events", "/v1/sandboxes/events?after=x")
+        c("GET", "/v1/sandboxes/events", "/v1/sandboxes/events", auth=False)
         c("GET", "/v1/sandboxes/{id}/events", sp + "/events?next_token=%%%")
         c("GET", "/v1/sandboxes/{id}/metrics", sp + "/metrics")
         c("GET", "/v1/sandboxes/{id}/metrics", "/v1/sandboxes/sb-none/metrics")
@@ -378,6 +386,31 @@ class OpenApiTest(AirlockTestCase):
         self.assertEqual(missing, [], "operations never called")
         self.assertEqual(no_ok, [], "operations without a success")
         self.assertEqual(no_4xx, [], "operations without a 4xx")
+
+    def sse_events(self, sid):
+        """GET /v1/sandboxes/events never ends: read the head and the events
+        from the start of the log (after=0) until one of sid's shows, check
+        each event's data against the spec, then hang up."""
+        conn = http.client.HTTPConnection(self.api.host, self.api.port, timeout=60)
+        try:
+            conn.request("GET", "/v1/sandboxes/events?after=0",
+                         headers={"Authorization": "Bearer " + self.api.key})
+            r = conn.getresponse()
+            hdrs = {"Content-Type": r.getheader("Content-Type")}
+            self.check("GET", "/v1/sandboxes/events", r.status, hdrs, b"")
+            self.assertEqual(r.status, 200)
+            media = SPEC["paths"]["/v1/sandboxes/events"]["get"]["responses"]["200"]["content"]
+            schema = media["text/event-stream"]["x-sse-data"]
+            seen = False
+            while not seen:
+                line = r.readline()
+                self.assertTrue(line, "the event stream ended")
+                if line.startswith(b"data: "):
+                    ev = json.loads(line[6:])
+                    validate(schema, ev)
+                    seen = ev["sandbox"] == sid
+        finally:
+            conn.close()
 
     def tunnel_status(self, path):
         host, port = self.server.addr.rsplit(":", 1)
