@@ -372,11 +372,35 @@ function sandboxesPage(view) {
 				el("td", {}, sb.backend),
 				el("td", {}, sb.node || ""),
 				el("td", { title: sb.created_at }, age(sb.created_at)),
-				el("td", { class: "num" }, lim.cpus !== undefined ? String(lim.cpus) : ""),
-				el("td", { class: "num" }, lim.memory_mb !== undefined ? lim.memory_mb + " MiB" : ""),
+				el("td", { class: "num", dataset: { field: "cpu" } },
+				   lim.cpus !== undefined ? "– / " + lim.cpus : ""),
+				el("td", { class: "num", dataset: { field: "memory" } },
+				   lim.memory_mb !== undefined ? "– / " + lim.memory_mb + " MiB" : ""),
 				el("td", {}, sandboxActions(sb, refresh))));
 		}
 		status.textContent = list.length + " sandbox(es), updated " + new Date().toLocaleTimeString();
+		usage(list);
+	}
+
+	// Use beside the limits: GET .../metrics of each live sandbox shown (the
+	// first 50), CPU as the share of one CPU since the last sample.
+	const lastCpu = new Map();
+	async function usage(list) {
+		const live = list.filter((sb) => sb.state === "running" || sb.state === "paused").slice(0, 50);
+		await Promise.all(live.map(async (sb) => {
+			let m;
+			try { m = await api("GET", sbPath(sb.id) + "/metrics"); } catch (e) { return; }
+			const row = [...tbody.rows].find((r) => r.dataset.id === sb.id);
+			if (!row) return;
+			const lim = sb.limits || {};
+			const now = Date.now(), prev = lastCpu.get(sb.id);
+			lastCpu.set(sb.id, { t: now, cpu: m.cpu_seconds });
+			const pct = prev && now > prev.t ? (100 * (m.cpu_seconds - prev.cpu) * 1000 / (now - prev.t)).toFixed(0) + "%"
+				: m.cpu_seconds.toFixed(1) + " s";
+			row.querySelector('td[data-field="cpu"]').textContent = pct + (lim.cpus !== undefined ? " / " + lim.cpus : "");
+			row.querySelector('td[data-field="memory"]').textContent = (m.memory_bytes / 1048576).toFixed(0) + " MiB" +
+				(lim.memory_mb !== undefined ? " / " + lim.memory_mb + " MiB" : "");
+		}));
 	}
 
 	async function loadTemplates() {
@@ -404,9 +428,10 @@ function sandboxesPage(view) {
 			} }, "Create")),
 		el("table", { id: "sandboxes" },
 			el("thead", {}, el("tr", {}, ["id", "state", "template", "backend", "node", "age",
-						   "cpus", "memory", "actions"].map((h) => el("th", {}, h)))),
+						   "cpu / cpus", "memory / limit", "actions"].map((h) => el("th", {}, h)))),
 			tbody),
-		el("p", {}, status, live, el("span", { class: "muted" }, " CPU and memory are the sandbox's limits.")));
+		el("p", {}, status, live, el("span", { class: "muted" },
+			" CPU and memory: use (GET …/metrics, at each refresh) and the sandbox's limit.")));
 	// Live: the tenant's state changes over SSE (GET /v1/sandboxes/events);
 	// a row's state changes in place at once, and the list is read again
 	// (debounced) for new and removed rows. While the stream is down, the
@@ -917,7 +942,7 @@ async function templatesPage(view) {
 // ---------------------------------------------------------------- admin
 
 async function adminPage(view) {
-	const tbody = el("tbody"), nbody = el("tbody");
+	const tbody = el("tbody"), nbody = el("tbody"), kbody = el("tbody");
 	const tname = el("input", { id: "tenant-name", placeholder: "tenant name", size: 16 });
 	const ktenant = el("input", { id: "key-tenant", placeholder: "tenant (id or name)", size: 16 });
 	const kadmin = el("input", { type: "checkbox", id: "key-admin" });
@@ -930,13 +955,16 @@ async function adminPage(view) {
 		el("table", { id: "tenants" }, el("thead", {}, el("tr", {},
 			["id", "name", "created"].map((h) => el("th", {}, h)))), tbody),
 		el("h2", {}, "API keys"),
-		el("p", { class: "muted" }, "The API has no list of keys; a new key is shown once, here."),
+		el("p", { class: "muted" }, "A new key is shown once, here; the list never shows a key."),
+		el("table", { id: "keys" }, el("thead", {}, el("tr", {},
+			["id", "name", "tenant", "admin", "created", ""].map((h) => el("th", {}, h)))), kbody),
 		el("div", { class: "toolbar" }, ktenant, el("label", {}, kadmin, " admin"),
 		   el("button", { type: "button", id: "key-create", onclick: async () => {
 			await attempt("key", async () => {
 				const k = await api("POST", "/v1/keys", { tenant: ktenant.value.trim(), admin: kadmin.checked });
 				clear(newKey).append("New key ", el("code", {}, k.id), " for ", k.tenant, ": ", el("code", { class: "secret" }, k.key));
 			});
+			load();
 		} }, "Create key")), newKey,
 		el("h2", {}, "Nodes"),
 		el("table", { id: "nodes" }, el("thead", {}, el("tr", {},
@@ -947,6 +975,15 @@ async function adminPage(view) {
 			clear(tbody);
 			for (const x of t.tenants || [])
 				tbody.appendChild(el("tr", {}, el("td", {}, x.id), el("td", {}, x.name), el("td", {}, x.created_at)));
+			const ks = await apiList("/v1/keys", "keys");
+			clear(kbody);
+			for (const x of ks)
+				kbody.appendChild(el("tr", { dataset: { id: x.id } }, el("td", {}, x.id), el("td", {}, x.name || ""),
+					el("td", {}, x.tenant), el("td", {}, x.admin ? "yes" : ""), el("td", {}, x.created_at),
+					el("td", {}, el("button", { type: "button", dataset: { action: "revoke" }, onclick: async () => {
+						if (!confirmAction("Revoke key " + x.id + "? Requests with it fail from now on.")) return;
+						if (await attempt("revoke", () => api("DELETE", "/v1/keys/" + encodeURIComponent(x.id)))) load();
+					} }, "revoke"))));
 			const n = await api("GET", "/v1/nodes");
 			clear(nbody);
 			for (const x of n.nodes || []) {

@@ -133,6 +133,10 @@ async function main() {
 		check(/^[A-Za-z0-9_-]+$/.test(sid || ""), "the table shows the new sandbox " + sid);
 		const sbApi = (await api("GET", "/v1/sandboxes/" + sid)).json();
 		check(sbApi.state === "running", "the API has it running");
+		// use beside the limits, from GET .../metrics
+		await page.waitForFunction((id) => /^\d+ MiB \/ \d+ MiB$/.test(
+			document.querySelector(`#sandboxes tr[data-id="${id}"] td[data-field="memory"]`)?.textContent || ""), sid, { timeout: T });
+		check(true, "the table shows the sandbox's memory use beside its limit");
 		const cells = await page.locator(`#sandboxes tr[data-id="${sid}"] td`).allInnerTexts();
 		check(cells[2].startsWith("busybox") && cells[3] === sbApi.backend, "template and backend columns: " + cells.slice(0, 6).join(" | "));
 		// a filter that excludes it
@@ -332,6 +336,19 @@ async function main() {
 		await page.waitForSelector("#tenants tbody tr");
 		await page.waitForSelector("#nodes tbody tr");
 		check(await page.locator("#tenants tbody tr").count() >= 3, "the admin view lists the tenants");
+		await page.waitForSelector("#keys tbody tr");
+		check(!(await page.locator("#keys").innerText()).includes(KEY), "the keys table never shows a key");
+		// a key made on the page, then revoked from the list
+		const nKeys = await page.locator("#keys tbody tr").count();
+		await page.fill("#key-tenant", "console-b");
+		await page.click("#key-create");
+		await page.waitForFunction((n) => document.querySelectorAll("#keys tbody tr").length === n + 1, nKeys, { timeout: T });
+		const made = await page.locator("#new-key code.secret").innerText();
+		const madeId = await page.locator("#new-key code").first().innerText();
+		check((await api("GET", "/v1/sandboxes", undefined, made)).status === 200, "the key made on the page works");
+		await page.click(`#keys tr[data-id="${madeId}"] button[data-action="revoke"]`);
+		await page.waitForFunction((n) => document.querySelectorAll("#keys tbody tr").length === n, nKeys, { timeout: T });
+		check((await api("GET", "/v1/sandboxes", undefined, made)).status === 401, "the key revoked on the page is refused");
 		await shot(page, "09-admin");
 
 		// --- a template build from a host directory, its progress streamed in
