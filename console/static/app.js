@@ -640,8 +640,16 @@ async function terminalTab(body, id) {
 		while (pending.length && !ended) {
 			const data = enc.encode(pending.join(""));
 			pending = [];
+			const send = () => api("POST", sbPath(id) + "/processes/" + pid + "/stdin", { data: b64encode(data) });
 			try {
-				await api("POST", sbPath(id) + "/processes/" + pid + "/stdin", { data: b64encode(data) });
+				// A network error (TypeError) is most often a kept-alive
+				// connection the api closed as idle just as this request
+				// went out, unread: the browser retries that only for
+				// idempotent methods, so this one is sent again, once.
+				await send().catch((e) => {
+					if (!(e instanceof TypeError)) throw e;
+					return new Promise((ok) => setTimeout(ok, 100)).then(send);
+				});
 			} catch (e) {
 				term.write("\r\n[stdin: " + e.message + "]\r\n");
 			}
