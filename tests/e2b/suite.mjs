@@ -210,6 +210,19 @@ async function main() {
     assert.equal((await getViaHost(host, {})).status, 401)
     ok(`getHost(8080) = ${host}: the service answers with the owner's key, 401 without`)
 
+    step = 'getMetrics'
+    {
+      await sbx.commands.run('dd if=/dev/zero of=/root/m bs=1M count=4 2>/dev/null; sync; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done')
+      const ms = await sbx.getMetrics()
+      assert.equal(ms.length, 1, 'one sample')
+      const m = ms[0]
+      assert.ok(m.timestamp instanceof Date && Math.abs(Date.now() - m.timestamp.getTime()) < 60_000, `timestamp ${m.timestamp}`)
+      assert.ok(m.cpuCount >= 1 && m.cpuUsedPct > 0 && m.cpuUsedPct <= 100, `cpu ${m.cpuUsedPct}% of ${m.cpuCount}`)
+      assert.ok(m.memUsed > 0 && m.memTotal >= m.memUsed, `memory ${m.memUsed} of ${m.memTotal}`)
+      assert.ok(m.diskUsed >= 4 << 20 && m.diskTotal > m.diskUsed, `disk ${m.diskUsed} of ${m.diskTotal}`)
+      ok(`getMetrics: cpu ${m.cpuUsedPct.toFixed(1)}% of ${m.cpuCount}, memory ${m.memUsed} of ${m.memTotal}, disk ${m.diskUsed} of ${m.diskTotal}`)
+    }
+
     step = 'setTimeout + getInfo'
     await sbx.setTimeout(120_000)
     const gi = await sbx.getInfo()

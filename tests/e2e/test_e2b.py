@@ -141,7 +141,7 @@ class E2BTest(AirlockTestCase):
             self.assertEqual(json.loads(data)["code"], 400)
             st, data = raw(a, "GET", "/e2b/nope", {"X-API-KEY": self.key})
             self.assertEqual(st, 404)
-            st, data = raw(a, "GET", f"/e2b/sandboxes/{sb['sandboxID']}/metrics",
+            st, data = raw(a, "GET", f"/e2b/sandboxes/{sb['sandboxID']}/snapshots",
                            {"X-API-KEY": self.key})
             self.assertEqual((st, json.loads(data)["code"]), (501, 501))
             # an id that would break the node's request line (decoded path)

@@ -506,6 +506,53 @@ static void set_timeout(struct api *a, struct http_req *req, struct http_conn *c
 	http_resp_free(&r);
 }
 
+/* GET /sandboxes/{id}/metrics: E2B keeps a series of samples; Airlock has
+ * the sandbox's counters now (GET /v1/sandboxes/{id}/metrics), so this is
+ * one sample, with CPU as the average share of the sandbox's CPUs since
+ * it was created, and the totals from its limits. */
+static void metrics(struct api *a, struct http_conn *c, const struct api_principal *who,
+		    const char *id)
+{
+	_cleanup_(json_freep) json *sb = node_sandbox(a, c, who, id, "GET", "");
+	_cleanup_(json_freep) json *m = sb ? node_sandbox(a, c, who, id, "GET", "/metrics") : NULL;
+	const json *lim = sb ? json_get(sb, "limits") : NULL;
+	int64_t now = wall_ms(), born = sb ? iso_ms(json_get_str(sb, "created_at")) : -1;
+	double cpus = lim && json_get(lim, "cpus") ? json_get(lim, "cpus")->num : 1;
+	double used = m && json_get(m, "cpu_seconds") ? json_get(m, "cpu_seconds")->num : 0;
+	double pct = 0;
+	char t[ISO_TIME_MAX];
+	struct buf b;
+	struct jw w;
+
+	if (!m)
+		return;
+	if (born > 0 && now > born && cpus > 0)
+		pct = 100.0 * used / ((double)(now - born) / 1000.0 * cpus);
+	iso_time(now, t);
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_arr(&w);
+	jw_obj(&w);
+	jw_key(&w, "timestamp");
+	jw_str(&w, t);
+	jw_key(&w, "cpuUsedPct");
+	jw_double(&w, pct > 100 ? 100 : pct);
+	jw_key(&w, "cpuCount");
+	jw_int(&w, cpus < 1 ? 1 : (int64_t)(cpus + 0.999));
+	jw_key(&w, "memUsed");
+	jw_int(&w, json_get_int(m, "memory_bytes", 0, NULL));
+	jw_key(&w, "memTotal");
+	jw_int(&w, json_get_int(lim, "memory_mb", 0, NULL) << 20);
+	jw_key(&w, "diskUsed");
+	jw_int(&w, json_get_int(m, "disk_used_bytes", 0, NULL));
+	jw_key(&w, "diskTotal");
+	jw_int(&w, json_get_int(lim, "disk_mb", 0, NULL) << 20);
+	jw_end(&w);
+	jw_end(&w);
+	http_respond(c, 200, "application/json", b.data, b.len, NULL);
+	buf_free(&b);
+}
+
 /* rest: the path after /e2b. */
 void e2b_control(struct api *a, struct http_req *req, struct http_conn *c,
 		 const struct api_principal *who, const char *rest)
@@ -557,7 +604,11 @@ void e2b_control(struct api *a, struct http_req *req, struct http_conn *c,
 	else if (!*op || !strcmp(op, "/pause") || !strcmp(op, "/connect") ||
 		 !strcmp(op, "/resume") || !strcmp(op, "/timeout"))
 		e2b_error(c, 405, "method not allowed");
-	else if (!strcmp(op, "/metrics") || !strcmp(op, "/snapshots") || !strcmp(op, "/fork") ||
+	else if (!strcmp(op, "/metrics") && !strcmp(m, "GET"))
+		metrics(a, c, who, id);
+	else if (!strcmp(op, "/metrics"))
+		e2b_error(c, 405, "method not allowed");
+	else if (!strcmp(op, "/snapshots") || !strcmp(op, "/fork") ||
 		 !strcmp(op, "/network") || !strcmp(op, "/refreshes"))
 		goto not_supported;
 	else
