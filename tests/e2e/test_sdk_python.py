@@ -501,6 +501,17 @@ class SdkTest(AirlockTestCase):
         self.addCleanup(k2[0].kill)
         self.assertEqual(k2[0].files.read("/state"), "two")
 
+    def test_metrics(self):
+        sb = self.create()
+        sb.commands.run("dd if=/dev/zero of=/root/m bs=1M count=4 2>/dev/null; sync")
+        m = sb.metrics()
+        self.assertGreater(m["cpu_seconds"], 0)
+        self.assertGreater(m["memory_bytes"], 0)
+        self.assertGreaterEqual(m["disk_used_bytes"], 4 << 20)
+        sb.kill()
+        with self.assertRaises((airlock.NotFoundError, airlock.ConflictError)):
+            sb.metrics()
+
     def test_network_and_ports(self):
         sb = self.create()
         net = sb.network.get()

@@ -229,6 +229,12 @@ class Sandbox:
         """The sandbox's lifecycle log (every transition), oldest first."""
         return list(_pages(self._t, f"/v1/sandboxes/{self.id}/events", "events"))
 
+    def metrics(self):
+        """What the sandbox uses now: a dict with ``cpu_seconds``,
+        ``memory_bytes``, ``memory_peak_bytes``, ``disk_used_bytes`` and
+        ``network`` (``bytes_in``/``bytes_out`` through the gateway, or None)."""
+        return self._t.call("GET", f"/v1/sandboxes/{self.id}/metrics")
+
     def _pages(self, path, key):
         return _pages(self._t, path, key)
 

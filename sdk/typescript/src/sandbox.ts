@@ -13,6 +13,7 @@ import type {
   PortToken,
   SandboxEvent,
   SandboxInfo,
+  SandboxMetrics,
   SandboxState,
   SnapshotInfo,
 } from "./types.js";
@@ -313,6 +314,12 @@ export class Sandbox {
       requestTimeoutMs: o.requestTimeoutMs ?? 600_000,
     });
     return r.sandboxes.map((info) => new Sandbox(info, this.http));
+  }
+
+  /** What the sandbox uses now: CPU time, memory (now and peak), disk written, and the
+   * bytes the gateway relayed for it (null without a network). */
+  async metrics(opts: CallOptions = {}): Promise<SandboxMetrics> {
+    return this.http.json("GET", sbPath(this.sandboxId, "/metrics"), opts);
   }
 
   /** The sandbox's lifecycle log, oldest first. */

@@ -138,6 +138,18 @@ export interface PortToken {
 }
 
 /** A lifecycle event of a sandbox. */
+/** GET /v1/sandboxes/{id}/metrics: what a sandbox uses now. */
+export interface SandboxMetrics {
+  id: string;
+  backend: string;
+  state: SandboxState;
+  cpu_seconds: number;
+  memory_bytes: number;
+  memory_peak_bytes: number | null;
+  disk_used_bytes: number;
+  network: { bytes_in: number; bytes_out: number } | null;
+}
+
 export interface SandboxEvent {
   at: string;
   from: string;

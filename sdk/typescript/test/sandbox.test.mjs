@@ -88,6 +88,14 @@ test("connect, getInfo, list filters, connection options from the environment", 
   assert.equal(none.length, 0);
 });
 
+test("metrics: CPU, memory and disk the sandbox uses", async () => {
+  await sb.commands.run("dd if=/dev/zero of=/root/m bs=1M count=4 2>/dev/null; sync");
+  const m = await sb.metrics();
+  assert.equal(m.id, sb.sandboxId);
+  assert.ok(m.cpu_seconds > 0 && m.memory_bytes > 0, JSON.stringify(m));
+  assert.ok(m.disk_used_bytes >= 4 << 20, JSON.stringify(m));
+});
+
 test("pause, resume; connect resumes a paused sandbox", async () => {
   const info = await sb.pause();
   assert.equal(info.state, "paused");
