@@ -54,6 +54,7 @@ static int key_create(struct kms *k, const char *tenant, const char *key_id, uns
 {
 	_cleanup_free_ char *dir = xasprintf("%s/%s", k->key_dir, tenant);
 	_cleanup_free_ char *p = key_path(k, tenant, key_id, v);
+	_cleanup_free_ char *tmp = NULL;
 	struct dkey *kek;
 	int fd, r;
 
@@ -63,9 +64,13 @@ static int key_create(struct kms *k, const char *tenant, const char *key_id, uns
 	}
 	(void)chmod(k->key_dir, 0700);
 	(void)chmod(dir, 0700);
-	fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/* Written whole under a temporary name, then linked into place: a
+	 * node sharing the directory never reads a half-written key, and of
+	 * two first uses at once, one key wins and both use it. */
+	tmp = xasprintf("%s.tmp-%d", p, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return errno == EEXIST ? 0 : err_sys(err, "local key: create %s", p);
+		return err_sys(err, "local key: create %s", tmp);
 	kek = dkey_new();
 	random_bytes(kek->k, CRYPT_KEY_LEN);
 	r = write_all(fd, kek->k, CRYPT_KEY_LEN);
@@ -73,8 +78,10 @@ static int key_create(struct kms *k, const char *tenant, const char *key_id, uns
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	close(fd);
+	if (r == 0 && link(tmp, p) < 0 && errno != EEXIST)
+		r = -errno;
+	unlink(tmp);
 	if (r < 0) {
-		unlink(p);
 		errno = -r;
 		return err_sys(err, "local key: write %s", p);
 	}

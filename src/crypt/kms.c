@@ -422,3 +422,72 @@ int kms_rotate(struct kms *k, const char *tenant, unsigned *n, err_t *err)
 	kms_cache_flush(k, tenant);
 	return r < 0 ? err_wrap(err, "tenant %s: rotate", tenant) : 0;
 }
+
+/* ---- a new provider or key for a tenant --------------------------------- */
+
+int kms_conf_set(struct kms *k, const char *tenant, const struct kms_conf *nc, unsigned *n,
+		 err_t *err)
+{
+	const struct kms_provider *np = kms_provider_find(nc->provider);
+	struct kms_conf old;
+	struct db_rows rows;
+	char **out = NULL;
+	int r;
+
+	*n = 0;
+	if ((r = kms_conf_check(nc, err)) < 0)
+		return r;
+	if ((r = kms_conf_get(k, tenant, &old, err)) < 0)
+		return r;
+	/* The new key must answer before anything is moved to it. */
+	{
+		struct dkey *probe = dkey_new();
+		_cleanup_free_ char *w = NULL;
+		random_bytes(probe->k, CRYPT_KEY_LEN);
+		r = np->wrap(k, tenant, nc, probe->k, &w, err);
+		dkey_free(probe);
+		if (r < 0)
+			return err_wrap(err, "the new key (%s)", nc->provider);
+	}
+	/* Every data key, unwrapped by the old key and wrapped by the new one,
+	 * all in memory first: a failure changes nothing. */
+	r = db_query(k->db, &rows, err, "SELECT id, wrapped, provider FROM data_keys WHERE tenant_id=?",
+		     "s", tenant);
+	if (r < 0)
+		return r;
+	out = xcalloc((size_t)rows.n_rows + 1, sizeof(*out));
+	for (int i = 0; i < rows.n_rows && r == 0; i++) {
+		struct dkey *dk = dkey_new();
+		const struct kms_provider *op = kms_provider_find(db_cell(&rows, i, 2));
+		r = !op || strcmp(op->name, old.provider) != 0
+			    ? err_set(err, ENOKEY, "data key %.8s… is not under the tenant's current key",
+				      db_cell(&rows, i, 0))
+			    : op->unwrap(k, tenant, &old, db_cell(&rows, i, 1), dk->k, err);
+		if (r == 0)
+			r = np->wrap(k, tenant, nc, dk->k, &out[i], err);
+		dkey_free(dk);
+	}
+	for (int i = 0; i < rows.n_rows && r == 0; i++) {
+		r = db_exec(k->db, err, "UPDATE data_keys SET wrapped=?, provider=?, rotated_at=?"
+			    " WHERE id=?", "ssis", out[i], nc->provider, wall_ms(), db_cell(&rows, i, 0));
+		r = r < 0 ? r : 0;
+		if (r == 0)
+			(*n)++;
+	}
+	for (int i = 0; i < rows.n_rows; i++)
+		free(out[i]);
+	free(out);
+	db_rows_free(&rows);
+	if (r == 0)
+		r = db_exec(k->db, err,
+			    "INSERT INTO tenant_encryption(tenant_id, provider, key_id, url, key_name,"
+			    " token_file, updated_at) VALUES(?,?,?,?,?,?,?) ON CONFLICT(tenant_id) DO"
+			    " UPDATE SET provider=excluded.provider, key_id=excluded.key_id,"
+			    " url=excluded.url, key_name=excluded.key_name,"
+			    " token_file=excluded.token_file, updated_at=excluded.updated_at",
+			    "ssssssi", tenant, nc->provider, nc->key_id[0] ? nc->key_id : NULL,
+			    nc->url[0] ? nc->url : NULL, nc->key_name[0] ? nc->key_name : NULL,
+			    nc->token_file[0] ? nc->token_file : NULL, wall_ms());
+	kms_cache_flush(k, tenant);
+	return r < 0 ? err_wrap(err, "tenant %s: set its key", tenant) : 0;
+}

@@ -80,6 +80,12 @@ int kms_conf_check(const struct kms_conf *c, err_t *err);
 /* 1..max of [A-Za-z0-9._-], not starting with a dot (file and URL safe). */
 bool kms_name_ok(const char *s, size_t max);
 
+/* Switch the tenant to key nc: every data key of the tenant is unwrapped
+ * by the old key and wrapped by the new one (in memory first: a failure
+ * changes nothing), then the row is written. *n: data keys moved. */
+int kms_conf_set(struct kms *k, const char *tenant, const struct kms_conf *nc, unsigned *n,
+		 err_t *err);
+
 /* A fresh data key for (tenant, sandbox, snapshot): wrapped by the tenant's
  * key and recorded in data_keys under *ref. *dk: caller frees (dkey_free). */
 int kms_data_key_new(struct kms *k, const char *tenant, const char *sandbox,

@@ -168,7 +168,10 @@ static const struct {
  * artifact set's data key, only as wrapped by the tenant's key (provider's
  * text), under the random id the sealed objects' headers carry; with the
  * sandbox and snapshot it was made for, so a header naming another
- * tenant's or snapshot's key is refused before any provider is asked. */
+ * tenant's or snapshot's key is refused before any provider is asked.
+ * suspensions.data_key: the id of the data key its artifacts are sealed
+ * under (NULL: sealed by nothing, encrypt_artifacts = false), so a restore
+ * insists on sealed objects of exactly that key. */
 #define SCHEMA_7(I)                                                                              \
 	"CREATE TABLE IF NOT EXISTS tenant_encryption("                                          \
 	"  tenant_id TEXT PRIMARY KEY, provider TEXT NOT NULL, key_id TEXT, url TEXT,"          \
@@ -177,7 +180,8 @@ static const struct {
 	"  id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, sandbox_id TEXT NOT NULL,"             \
 	"  snapshot_id TEXT NOT NULL, provider TEXT NOT NULL, wrapped TEXT NOT NULL,"           \
 	"  created_at " I " NOT NULL, rotated_at " I ");"                                        \
-	"CREATE INDEX IF NOT EXISTS data_keys_tenant ON data_keys(tenant_id);"
+	"CREATE INDEX IF NOT EXISTS data_keys_tenant ON data_keys(tenant_id);"                  \
+	"ALTER TABLE suspensions ADD COLUMN data_key TEXT;"
 
 struct migration {
 	int version;
