@@ -320,10 +320,10 @@ class ByokTest(ByokBase):
 
     # ---- tampering -----------------------------------------------------------
 
-    def tamper_case(self, client, sid, snap, change, want):
+    def tamper_case(self, client, sid, snap, change, want, others=()):
         """change() the store's bytes; the restore fails naming want; the
-        sandbox stays suspended; with the bytes back it restores."""
-        saved = {p: rd(p) for p in self.objects(sid)}
+        sandbox stays suspended; then the bytes (its and others') go back."""
+        saved = {p: rd(p) for s in (sid,) + tuple(others) for p in self.objects(s)}
         change()
         st, body = self.restore(client, sid, expect=(502,))
         self.assertEqual(body["error"]["code"], "bad_artifact", body)
@@ -332,9 +332,10 @@ class ByokTest(ByokBase):
         self.assertEqual((g["state"], g["snapshot_id"]), ("suspended", snap))
         for p, data in saved.items():
             wr(p, data)
-        for p in self.objects(sid):
-            if p not in saved:
-                os.unlink(p)
+        for s in (sid,) + tuple(others):
+            for p in self.objects(s):
+                if p not in saved:
+                    os.unlink(p)
 
     def test_tamper(self):
         t, client = self.new_tenant("tamper")
@@ -353,7 +354,7 @@ class ByokTest(ByokBase):
             da, db = rd(disk_a), rd(disk_b)
             wr(disk_a, db)
             wr(disk_b, da)
-        self.tamper_case(client, a, snap_a, swap, "artifact disk")
+        self.tamper_case(client, a, snap_a, swap, "artifact disk", others=(b,))
 
         def move_chunk():
             d = rd(disk_a)
