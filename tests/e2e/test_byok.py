@@ -36,11 +36,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 import urllib.request
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from harness import DB, SRC, AirlockTestCase, ApiError, main
+from harness import BIN, DB, SRC, AirlockTestCase, ApiError, S3Server, main
 
 TTL = 1   # kms_cache_ttl: a revocation is seen within this (plus the watch's round)
 
@@ -544,6 +545,60 @@ class ControlTest(ByokBase):
         self.assertEqual(set(man["shape"]), {"memory_mb", "cpus", "disk_mb"})
         self.assertIn("disk", man["artifacts"])
         self.assertEqual(self.db_rows("SELECT count(*) FROM data_keys"), [(0,)])
+        self.restore(client, sid)
+        st, data, _ = client.raw("GET", f"/v1/sandboxes/{sid}/files?path=/root/marker.bin")
+        self.assertEqual((st, data), (200, marker))
+
+
+class S3Test(ByokBase):
+    """The marker test again with the S3-compatible store (tests/s3): every
+    byte of every object of the sandbox, read back through the store."""
+    s3 = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.s3 = S3Server.start()
+        if not cls.s3:
+            raise unittest.SkipTest("no S3 server (tests/s3/setup.sh)")
+        os.environ["AWS_ACCESS_KEY_ID"] = os.environ["AWS_SECRET_ACCESS_KEY"] = "S3RVER"
+        cls.extra_args = ByokBase.extra_args + ("--object-store", cls.s3.url)
+        try:
+            super().setUpClass()
+        except Exception:
+            cls.s3.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.s3.stop()
+
+    def tool(self, *args):
+        r = subprocess.run([os.path.join(BIN, "airlock-objstore-tool"), args[0], self.s3.url] +
+                           list(args[1:]), capture_output=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.decode()
+
+    def test_marker_absent_s3(self):
+        t, client = self.new_tenant("s3-tenant")
+        sid = self.make(client)
+        marker = os.urandom(32)
+        self.write_marker(client, sid, marker)
+        self.suspend(client, sid)
+        keys = [l.split()[0] for l in self.tool("ls", f"sandboxes/{sid}/").splitlines()
+                if l.strip()]
+        self.assertTrue(any(k.endswith("/disk") for k in keys), keys)
+        self.assertTrue(any(k.endswith("/manifest.json") for k in keys), keys)
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for i, k in enumerate(keys):
+                p = os.path.join(tmp, str(i))
+                self.tool("get", k, p)
+                self.assertEqual(rd(p)[:6], b"ALSEAL", k)
+                paths.append(p)
+            self.assertEqual(self.marker_found(paths, marker), [])
         self.restore(client, sid)
         st, data, _ = client.raw("GET", f"/v1/sandboxes/{sid}/files?path=/root/marker.bin")
         self.assertEqual((st, data), (200, marker))
