@@ -67,8 +67,12 @@ static int key_create(struct kms *k, const char *tenant, const char *key_id, uns
 	/* Written whole under a temporary name, then linked into place: a
 	 * node sharing the directory never reads a half-written key, and of
 	 * two first uses at once, one key wins and both use it. */
-	tmp = xasprintf("%s.tmp-%d", p, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	{
+		/* random: two threads (or nodes) making it at once never share one */
+		_cleanup_free_ char *rnd = random_id("", 8);
+		tmp = xasprintf("%s.tmp-%s", p, rnd);
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return err_sys(err, "local key: create %s", tmp);
 	kek = dkey_new();

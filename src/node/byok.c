@@ -45,12 +45,20 @@ static void stop_tenant(struct node *n, const char *tenant, const char *why)
 
 		pthread_mutex_lock(&n->mu);
 		for (int b = 0; b < NODE_BUCKETS && !victim; b++)
-			for (struct sandbox *sb = n->buckets[b]; sb && !victim; sb = sb->hnext)
-				if (strcmp(sb->tenant, tenant) == 0 && state_is_live(sb->state) &&
-				    sb->state != SB_SUSPENDED && !sb->deleting) {
+			for (struct sandbox *sb = n->buckets[b]; sb && !victim; sb = sb->hnext) {
+				/* running or paused, and in no lifecycle step (a
+				 * suspend or restore under way is left to fail on
+				 * its own key; the next round sees what it left);
+				 * n->mu before sb->mu */
+				pthread_mutex_lock(&sb->mu);
+				if (sb->tenant && strcmp(sb->tenant, tenant) == 0 &&
+				    (sb->state == SB_RUNNING || sb->state == SB_PAUSED) &&
+				    !sb->deleting && !sb->lc_busy) {
 					victim = sb;
 					sandbox_ref(sb);
 				}
+				pthread_mutex_unlock(&sb->mu);
+			}
 		pthread_mutex_unlock(&n->mu);
 		if (!victim)
 			return;
@@ -59,7 +67,7 @@ static void stop_tenant(struct node *n, const char *tenant, const char *why)
 		/* sandbox_fail left it failed (not live); a sandbox busy in a
 		 * lifecycle step is left for the next round */
 		pthread_mutex_lock(&victim->mu);
-		bool again = state_is_live(victim->state) && victim->state != SB_SUSPENDED;
+		bool again = victim->state == SB_RUNNING || victim->state == SB_PAUSED;
 		pthread_mutex_unlock(&victim->mu);
 		sandbox_unref(victim);
 		if (again)

@@ -2,6 +2,7 @@
  * provider with its data keys (kms.c, kms-local.c), on a SQLite database
  * in a temp dir. Every tamper case must fail to open, naming what failed. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +166,49 @@ static void cleanup(void)
 		fprintf(stderr, "cleanup failed\n");
 }
 
+/* Many first uses of one tenant's key at once (creates racing): each gets
+ * a data key, and every one unwraps afterwards under the one key made. */
+struct racer {
+	struct kms *k;
+	uint8_t ref[CRYPT_REF_LEN];
+	int r;
+};
+
+static void *race_one(void *arg)
+{
+	struct racer *rc = arg;
+	struct dkey *dk = NULL;
+	err_t err = { 0 };
+
+	rc->r = kms_data_key_new(rc->k, "t-race", "sb-r", "su-r", rc->ref, &dk, &err);
+	if (rc->r < 0)
+		fprintf(stderr, "race: %s\n", err.msg);
+	dkey_free(dk);
+	return NULL;
+}
+
+static void first_use_race(struct kms *k)
+{
+	struct racer rc[8];
+	pthread_t th[8];
+
+	for (int i = 0; i < 8; i++) {
+		rc[i] = (struct racer){ .k = k };
+		CHECK(pthread_create(&th[i], NULL, race_one, &rc[i]) == 0);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	kms_cache_flush(k, NULL);
+	for (int i = 0; i < 8; i++) {
+		struct dkey *dk = NULL;
+		err_t err = { 0 };
+		CHECK(rc[i].r == 0);
+		CHECK(kms_data_key_get(k, "t-race", rc[i].ref, &dk, &err) == 0);
+		dkey_free(dk);
+	}
+	CHECK(kms_local_version(k, "t-race", "default") == 1);
+}
+
 static void local_keys(void)
 {
 	_cleanup_free_ char *dbp = NULL, *kd = NULL, *f1 = NULL, *f2 = NULL, *kdir = NULL;
@@ -224,6 +268,7 @@ static void local_keys(void)
 		CHECK(kms_data_key_get(&k, "t-1", r1, &b, &err) == -EBADMSG);
 		CHECK(rename(f2x, f2) == 0);
 	}
+	first_use_race(&k);
 	dkey_free(a);
 	dkey_free(c);
 	kms_fini(&k);
