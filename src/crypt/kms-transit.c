@@ -12,7 +12,9 @@
  * token can be replaced without a restart; it is never logged nor kept).
  * Each wait for an answer lasts at most transit_timeout_ms; a connect error,
  * a timeout or a 5xx is retried three times with backoff (100, 200, 400 ms).
- * 403, or 400 whose errors say "disabled" or "deleted": -EKEYREVOKED. */
+ * 403, or 400 whose errors say "disabled" or "deleted": -EKEYREVOKED; any
+ * other failure (down, 5xx after the tries, another 4xx, a bad answer):
+ * -ENOKEY (503 key_unavailable), never mistaken for a revocation. */
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
@@ -43,8 +45,9 @@ static int read_token(const struct kms_conf *c, struct buf *hdr, err_t *err)
 	buf_init(&tok);
 	if ((r = read_file(c->token_file, TOKEN_MAX, &tok)) < 0) {
 		buf_free(&tok);
-		errno = -r;
-		return err_sys(err, "key service token_file %s", c->token_file);
+		/* a missing token is the key unavailable, not a missing resource */
+		return err_set(err, ENOKEY, "key service token_file %s: %s", c->token_file,
+			       strerror(-r));
 	}
 	while (tok.len && (tok.data[tok.len - 1] == '\n' || tok.data[tok.len - 1] == '\r' ||
 			   tok.data[tok.len - 1] == ' '))
@@ -53,7 +56,7 @@ static int read_token(const struct kms_conf *c, struct buf *hdr, err_t *err)
 		if ((unsigned char)tok.data[i] < 0x21 || (unsigned char)tok.data[i] > 0x7e) {
 			OPENSSL_cleanse(tok.data, tok.len);
 			buf_free(&tok);
-			return err_set(err, EINVAL, "key service token_file %s: not one printable "
+			return err_set(err, ENOKEY, "key service token_file %s: not one printable "
 				       "token", c->token_file);
 		}
 	buf_adds(hdr, "X-Vault-Token: ");
@@ -99,10 +102,10 @@ static int transit_call(struct kms *k, const struct kms_conf *c, const char *op,
 			break;
 		if (attempt == TRANSIT_TRIES) {
 			if (r < 0)
-				r = err_set(err, EHOSTUNREACH, "key service %s: %s (%d tries)", c->url,
+				r = err_set(err, ENOKEY, "key service %s: %s (%d tries)", c->url,
 					    e.msg, attempt);
 			else
-				r = err_set(err, EHOSTUNREACH, "key service %s: %s answered %d (%d "
+				r = err_set(err, ENOKEY, "key service %s: %s answered %d (%d "
 					    "tries)", c->url, op, resp.status, attempt);
 			if (resp.status)
 				http_resp_free(&resp);
@@ -118,13 +121,13 @@ static int transit_call(struct kms *k, const struct kms_conf *c, const char *op,
 			r = err_set(err, EKEYREVOKED, "key service refused key %s (%s answered %d: "
 				    "disabled, deleted or not allowed)", c->key_name, op, resp.status);
 		else
-			r = err_set(err, EACCES, "key service: %s of key %s answered %d", op,
+			r = err_set(err, ENOKEY, "key service: %s of key %s answered %d", op,
 				    c->key_name, resp.status);
 	} else {
 		json *j = json_parse(resp.body.data ? resp.body.data : "", resp.body.len, err);
 		const char *v = j ? json_get_str(json_get(j, "data"), field) : NULL;
 		if (!v)
-			r = err_set(err, EPROTO, "key service: %s answer has no data.%s", op, field);
+			r = err_set(err, ENOKEY, "key service: %s answer has no data.%s", op, field);
 		else
 			*out = xstrdup(v);
 		json_free(j);
@@ -172,7 +175,7 @@ static int transit_wrap(struct kms *k, const char *tenant, const struct kms_conf
 	if (r == 0 && strncmp(*wrapped, "vault:v", 7) != 0) {
 		free(*wrapped);
 		*wrapped = NULL;
-		return err_set(err, EPROTO, "key service: encrypt answered no vault:vN: ciphertext");
+		return err_set(err, ENOKEY, "key service: encrypt answered no vault:vN: ciphertext");
 	}
 	return r;
 }
@@ -189,7 +192,7 @@ static int transit_unwrap(struct kms *k, const char *tenant, const struct kms_co
 		return r;
 	buf_init(&raw);
 	if (base64_decode(b64, strlen(b64), &raw) < 0 || raw.len != CRYPT_KEY_LEN)
-		r = err_set(err, EPROTO, "key service: decrypt answered no 32-byte key");
+		r = err_set(err, ENOKEY, "key service: decrypt answered no 32-byte key");
 	else
 		memcpy(dk, raw.data, CRYPT_KEY_LEN);
 	if (raw.data)

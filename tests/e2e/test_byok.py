@@ -50,7 +50,7 @@ class Kms:
     """tests/kms/kms.py on 127.0.0.1, with its token in a file the node
     (user airlock) can read; stop() ends it and removes the file."""
 
-    def __init__(self):
+    def __init__(self, fail_5xx=0):
         self.dir = tempfile.mkdtemp(prefix="airlock-kms-")
         os.chmod(self.dir, 0o755)
         self.token = "s." + base64.b32encode(os.urandom(20)).decode().rstrip("=")
@@ -61,7 +61,8 @@ class Kms:
         os.chown(self.token_file, pw.pw_uid, pw.pw_gid)
         os.chmod(self.token_file, 0o400)
         self.proc = subprocess.Popen([sys.executable, os.path.join(SRC, "tests/kms/kms.py"),
-                                      "--token-file", self.token_file],
+                                      "--token-file", self.token_file,
+                                      "--fail-5xx", str(fail_5xx)],
                                      stdout=subprocess.PIPE, start_new_session=True)
         line = self.proc.stdout.readline().decode().split()
         self.addr = line[1]
@@ -78,10 +79,14 @@ class Kms:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"{}")
 
-    def stop(self):
+    def kill(self):
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             self.proc.wait(timeout=20)
+        self.proc.stdout.close()
+
+    def stop(self):
+        self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -468,6 +473,50 @@ class ByokTest(ByokBase):
         # local with a named key, then the CLI shows it
         r = self.api.call("PUT", base, {"provider": "local", "key_id": "k2"})
         self.assertEqual((r["provider"], r["key_id"], r["configured"]), ("local", "k2", True))
+
+    def test_transit_retries_and_errors(self):
+        """The transit client retries 5xx (a key service answering 503 twice
+        still works), and a service that is down or refuses the token is a
+        clear error that changes nothing."""
+        t, client = self.new_tenant("flaky")
+        base = "/v1/tenants/flaky/encryption"
+        flaky = Kms(fail_5xx=2)
+        try:
+            self.assertEqual(flaky.post("/v1/transit/keys/k-flaky")[0], 503)   # 1 of 2
+            r = self.api.call("PUT", base, {"provider": "transit", "url": flaky.url,
+                                            "key_name": "k-flaky",
+                                            "token_file": flaky.token_file})
+            self.assertEqual((r["provider"], r["state"]), ("transit", "enabled"), r)
+            sid = self.make(client)
+            self.suspend(client, sid)
+            self.restore(client, sid)
+            self.suspend(client, sid)
+            # the service gone: creates and restores say so (503
+            # key_unavailable, not key_revoked), the sandbox stays suspended
+            flaky.kill()
+            time.sleep(TTL + 0.5)
+            st, data, _ = client.raw("POST", "/v1/sandboxes", {"template": "busybox"})
+            self.assertEqual(st, 503, data)
+            err = json.loads(data)["error"]
+            self.assertEqual(err["code"], "key_unavailable", err)
+            self.assertIn("key service", err["message"])
+            st, body = self.restore(client, sid, expect=(503,))
+            self.assertEqual(body["error"]["code"], "key_unavailable", body)
+            self.assertEqual(client.call("GET", f"/v1/sandboxes/{sid}")["state"], "suspended")
+            self.assertEqual(self.api.call("GET", base)["state"], "unreachable")
+        finally:
+            flaky.stop()
+        # a wrong token: refused (403 from the service reads as revoked)
+        wrong = os.path.join(self.kms.dir, "wrong-token")
+        with open(wrong, "w") as f:
+            f.write("s.not-the-token\n")
+        os.chown(wrong, pwd.getpwnam("airlock").pw_uid, -1)
+        st, data, _ = self.api.raw("PUT", base, {"provider": "transit", "url": self.kms.url,
+                                                 "key_name": "k-x", "token_file": wrong})
+        self.assertEqual(st, 403, data)
+        self.assertEqual(json.loads(data)["error"]["code"], "key_revoked")
+        self.assertEqual(self.api.call("GET", base)["url"], flaky.url)
+        os.unlink(wrong)
 
     # ---- nothing in plaintext -------------------------------------------------
 
