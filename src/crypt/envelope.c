@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -485,4 +486,294 @@ int crypt_head_read_fd(int fd, struct crypt_head *h, err_t *err)
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "rewind a sealed object");
 	return read_head(&s, h, "object", err);
+}
+
+/* ---- a sealed view, made as it is read (uploads) ------------------------- */
+
+struct crypt_view {
+	int fd;
+	uint64_t plain, nchunks, size;
+	const uint8_t *key;
+	struct crypt_ctx ctx;
+	struct crypt_head h;
+	struct buf head;
+	/* the last chunk sealed: readers ask in pieces that straddle chunks */
+	pthread_mutex_t mu;
+	EVP_CIPHER_CTX *cx;
+	uint8_t *pt, *ct;
+	uint64_t cached;        /* chunk index in ct, UINT64_MAX: none */
+	size_t cached_len;      /* its ciphertext + tag */
+	struct buf aad;
+};
+
+static uint64_t n_chunks(uint64_t plain, size_t cs)
+{
+	return plain == 0 ? 1 : (plain + cs - 1) / cs;
+}
+
+uint64_t crypt_sealed_size(uint64_t plain, const struct crypt_ctx *ctx)
+{
+	const size_t cs = (size_t)1 << CRYPT_CHUNK_LOG2;
+	uint64_t hl = CRYPT_HEAD_FIXED + 4 + strlen(ctx->tenant) + strlen(ctx->sandbox) +
+		      strlen(ctx->kind) + strlen(ctx->snapshot);
+
+	return hl + plain + n_chunks(plain, cs) * CRYPT_TAG_LEN;
+}
+
+struct crypt_view *crypt_view_new(int fd, uint64_t plain, const uint8_t key[CRYPT_KEY_LEN],
+				  const uint8_t ref[CRYPT_REF_LEN], const struct crypt_ctx *ctx,
+				  err_t *err)
+{
+	const size_t cs = (size_t)1 << CRYPT_CHUNK_LOG2;
+	struct crypt_view *v;
+
+	if (!ctx_ok(ctx)) {
+		err_set(err, EINVAL, "seal: a context name is missing or too long");
+		return NULL;
+	}
+	v = xcalloc(1, sizeof(*v));
+	v->fd = fd;
+	v->plain = plain;
+	v->key = key;
+	v->ctx = *ctx;
+	v->h.version = 1;
+	v->h.chunk_log2 = CRYPT_CHUNK_LOG2;
+	memcpy(v->h.key_ref, ref, CRYPT_REF_LEN);
+	random_bytes(v->h.nonce_prefix, sizeof(v->h.nonce_prefix));
+	buf_init(&v->head);
+	head_write(&v->head, &v->h, ctx);
+	v->nchunks = n_chunks(plain, cs);
+	v->size = v->head.len + plain + v->nchunks * CRYPT_TAG_LEN;
+	pthread_mutex_init(&v->mu, NULL);
+	if (!(v->cx = EVP_CIPHER_CTX_new()))
+		abort();
+	v->pt = xmalloc(cs);
+	v->ct = xmalloc(cs + 16);
+	v->cached = UINT64_MAX;
+	buf_init(&v->aad);
+	return v;
+}
+
+uint64_t crypt_view_size(const struct crypt_view *v)
+{
+	return v->size;
+}
+
+/* Chunk i sealed into v->ct (v->mu held). */
+static int view_seal_locked(struct crypt_view *v, uint64_t i)
+{
+	const size_t cs = (size_t)1 << CRYPT_CHUNK_LOG2;
+	size_t len = i == v->nchunks - 1 ? (size_t)(v->plain - i * cs) : cs, got = 0;
+	bool final = i == v->nchunks - 1;
+
+	if (v->cached == i)
+		return 0;
+	if (i > UINT32_MAX)
+		return -EFBIG;
+	while (got < len) {
+		ssize_t r = pread(v->fd, v->pt + got, len - got, (off_t)(i * cs + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -EPIPE;
+		got += (size_t)r;
+	}
+	aad_build(&v->aad, &v->h, &v->ctx, i, final);
+	if (chunk_crypt(v->cx, true, v->key, &v->h, &v->aad, i, v->pt, len, v->ct, v->ct + len) < 0)
+		return -EIO;
+	OPENSSL_cleanse(v->pt, len);
+	v->cached = i;
+	v->cached_len = len + CRYPT_TAG_LEN;
+	return 0;
+}
+
+int crypt_view_read_at(void *arg, uint64_t pos, void *p, size_t n)
+{
+	const size_t cl = ((size_t)1 << CRYPT_CHUNK_LOG2) + CRYPT_TAG_LEN;
+	struct crypt_view *v = arg;
+	uint8_t *out = p;
+	int r = 0;
+
+	if (pos + n > v->size)
+		return -EINVAL;
+	pthread_mutex_lock(&v->mu);
+	while (n && r == 0) {
+		size_t take;
+		if (pos < v->head.len) {
+			take = v->head.len - pos < n ? (size_t)(v->head.len - pos) : n;
+			memcpy(out, v->head.data + pos, take);
+		} else {
+			uint64_t off = pos - v->head.len, i = off / cl;
+			size_t within = (size_t)(off % cl);
+			if ((r = view_seal_locked(v, i)) < 0)
+				break;
+			take = v->cached_len - within < n ? v->cached_len - within : n;
+			memcpy(out, v->ct + within, take);
+		}
+		out += take;
+		pos += take;
+		n -= take;
+	}
+	pthread_mutex_unlock(&v->mu);
+	return r;
+}
+
+void crypt_view_free(struct crypt_view *v)
+{
+	if (!v)
+		return;
+	OPENSSL_cleanse(v->pt, (size_t)1 << CRYPT_CHUNK_LOG2);
+	free(v->pt);
+	free(v->ct);
+	EVP_CIPHER_CTX_free(v->cx);
+	buf_free(&v->head);
+	buf_free(&v->aad);
+	pthread_mutex_destroy(&v->mu);
+	free(v);
+}
+
+/* ---- an opener fed in order (downloads) ----------------------------------- */
+
+struct crypt_opener {
+	int out;
+	const uint8_t *key;
+	struct crypt_ctx ctx;
+	struct crypt_head h;
+	bool have_head;
+	struct buf pend;        /* the header, then bytes of chunks not yet opened */
+	uint64_t index, plain;
+	EVP_CIPHER_CTX *cx;
+	uint8_t *pt;
+	struct buf aad;
+	err_t err;
+};
+
+struct crypt_opener *crypt_opener_new(int out, const uint8_t key[CRYPT_KEY_LEN],
+				      const struct crypt_ctx *ctx)
+{
+	struct crypt_opener *o = xcalloc(1, sizeof(*o));
+
+	o->out = out;
+	o->key = key;
+	o->ctx = *ctx;
+	buf_init(&o->pend);
+	buf_init(&o->aad);
+	if (!(o->cx = EVP_CIPHER_CTX_new()))
+		abort();
+	if (!ctx_ok(ctx))
+		err_set(&o->err, EINVAL, "open: a context name is missing or too long");
+	return o;
+}
+
+/* Open the chunk in the first len bytes of pend (final or not). */
+static int opener_chunk(struct crypt_opener *o, size_t len, bool final)
+{
+	size_t n = len - CRYPT_TAG_LEN;
+	uint8_t *c = (uint8_t *)o->pend.data;
+	const struct crypt_ctx *cx = &o->ctx;
+	int r;
+
+	if (o->index > UINT32_MAX)
+		return err_set(&o->err, EBADMSG, "artifact %s: too many chunks", cx->kind);
+	aad_build(&o->aad, &o->h, cx, o->index, final);
+	if (chunk_crypt(o->cx, false, o->key, &o->h, &o->aad, o->index, c, n, o->pt, c + n) < 0) {
+		aad_build(&o->aad, &o->h, cx, o->index, !final);
+		if (final && chunk_crypt(o->cx, false, o->key, &o->h, &o->aad, o->index, c, n, o->pt,
+					 c + n) == 0)
+			return err_set(&o->err, EBADMSG, "artifact %s: truncated after chunk %llu "
+				       "(its final chunk is missing)", cx->kind,
+				       (unsigned long long)o->index);
+		return err_set(&o->err, EBADMSG, "artifact %s: chunk %llu fails authentication "
+			       "(damaged, moved, or sealed under another key or for another "
+			       "tenant/sandbox/snapshot/position)", cx->kind,
+			       (unsigned long long)o->index);
+	}
+	r = write_all(o->out, o->pt, n);
+	OPENSSL_cleanse(o->pt, n);
+	if (r < 0) {
+		errno = -r;
+		return err_sys(&o->err, "artifact %s: write the opened bytes", cx->kind);
+	}
+	o->plain += n;
+	o->index++;
+	memmove(o->pend.data, o->pend.data + len, o->pend.len - len);
+	o->pend.len -= len;
+	return 0;
+}
+
+int crypt_opener_write(void *arg, const void *p, size_t n)
+{
+	struct crypt_opener *o = arg;
+	size_t cl;
+	int r;
+
+	if (o->err.code)
+		return -o->err.code;
+	buf_add(&o->pend, p, n);
+	if (!o->have_head) {
+		r = crypt_head_parse(o->pend.data, o->pend.len, &o->h, &o->err);
+		if (r < 0)
+			return err_wrap(&o->err, "artifact %s", o->ctx.kind);
+		if (r == 0)
+			return o->pend.len > CRYPT_HEAD_MAX
+				       ? err_set(&o->err, EBADMSG, "artifact %s: bad header", o->ctx.kind)
+				       : 0;
+		if ((r = name_mismatch(&o->h, &o->ctx, &o->err)) < 0)
+			return r;
+		o->have_head = true;
+		o->pt = xmalloc(((size_t)1 << o->h.chunk_log2) + 16);
+		memmove(o->pend.data, o->pend.data + o->h.len, o->pend.len - o->h.len);
+		o->pend.len -= o->h.len;
+	}
+	/* a chunk with bytes after it is not the last one */
+	cl = ((size_t)1 << o->h.chunk_log2) + CRYPT_TAG_LEN;
+	while (o->pend.len > cl)
+		if ((r = opener_chunk(o, cl, false)) < 0)
+			return r;
+	return 0;
+}
+
+int crypt_opener_finish(struct crypt_opener *o, uint64_t *plain, err_t *err)
+{
+	int r = 0;
+
+	if (!o->err.code && !o->have_head)
+		err_set(&o->err, EBADMSG, "artifact %s: truncated inside its header", o->ctx.kind);
+	else if (!o->err.code && o->pend.len < CRYPT_TAG_LEN)
+		err_set(&o->err, EBADMSG, "artifact %s: truncated: chunk %llu is %zu bytes, shorter "
+			"than its tag", o->ctx.kind, (unsigned long long)o->index, o->pend.len);
+	else if (!o->err.code)
+		opener_chunk(o, o->pend.len, true);
+	if (o->err.code) {
+		*err = o->err;
+		r = -o->err.code;
+	}
+	if (plain)
+		*plain = o->plain;
+	return r;
+}
+
+void crypt_opener_free(struct crypt_opener *o)
+{
+	if (!o)
+		return;
+	if (o->pt)
+		OPENSSL_cleanse(o->pt, ((size_t)1 << o->h.chunk_log2) + 16);
+	free(o->pt);
+	if (o->pend.data)
+		OPENSSL_cleanse(o->pend.data, o->pend.len);
+	buf_free(&o->pend);
+	buf_free(&o->aad);
+	EVP_CIPHER_CTX_free(o->cx);
+	free(o);
+}
+
+int crypt_opener_failed(const struct crypt_opener *o, err_t *err)
+{
+	if (!o->err.code)
+		return 0;
+	*err = o->err;
+	return -o->err.code;
 }

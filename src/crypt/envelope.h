@@ -82,6 +82,35 @@ int crypt_seal_buf(const void *p, size_t n, const uint8_t key[CRYPT_KEY_LEN],
 		   struct buf *out, err_t *err);
 int crypt_open_buf(const void *p, size_t n, const uint8_t key[CRYPT_KEY_LEN],
 		   const struct crypt_ctx *ctx, struct buf *out, err_t *err);
+/* Uploads without a second copy on disk: a sealed view of the plaintext
+ * file fd (plain bytes from offset 0), made as it is read, for any range,
+ * exactly what crypt_seal_fd would write with the view's nonce prefix
+ * (crypt_view_read_at is an objstore_read_at_fn; one chunk is kept sealed
+ * between calls). key is borrowed and must outlive the view. */
+struct crypt_view;
+struct crypt_view *crypt_view_new(int fd, uint64_t plain, const uint8_t key[CRYPT_KEY_LEN],
+				  const uint8_t ref[CRYPT_REF_LEN], const struct crypt_ctx *ctx,
+				  err_t *err);
+uint64_t crypt_view_size(const struct crypt_view *v);
+int crypt_view_read_at(void *v, uint64_t pos, void *p, size_t n);
+void crypt_view_free(struct crypt_view *v);
+/* The size of plain bytes sealed for ctx. */
+uint64_t crypt_sealed_size(uint64_t plain, const struct crypt_ctx *ctx);
+
+/* Downloads without a second copy: fed the sealed bytes in order
+ * (crypt_opener_write, 0 or -errno, a sink for objstore_get_writer), it
+ * writes each chunk's plaintext to out once the chunk is authenticated;
+ * crypt_opener_finish opens the last chunk and says what failed, as
+ * crypt_open_fd does. key is borrowed. */
+struct crypt_opener;
+struct crypt_opener *crypt_opener_new(int out, const uint8_t key[CRYPT_KEY_LEN],
+				      const struct crypt_ctx *ctx);
+int crypt_opener_write(void *o, const void *p, size_t n);
+int crypt_opener_finish(struct crypt_opener *o, uint64_t *plain, err_t *err);
+void crypt_opener_free(struct crypt_opener *o);
+/* 0, or the failure a write met (into err). */
+int crypt_opener_failed(const struct crypt_opener *o, err_t *err);
+
 /* The header of the object in fd (read from offset 0; the offset is left
  * anywhere). */
 int crypt_head_read_fd(int fd, struct crypt_head *h, err_t *err);

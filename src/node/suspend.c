@@ -144,21 +144,36 @@ static void delete_objects(struct node *n, struct sandbox *sb, const char *snap)
 
 /* ---- suspend ----------------------------------------------------------- */
 
-/* Upload the artifact in fd and check it back. */
+/* Upload the artifact in fd and check it back. BYOK (dk): what goes is the
+ * sealed view of fd, sealed as the store reads it (no second copy on the
+ * node's disk); a->size and a->sha are the sealed object's. */
 static int upload(struct node *n, struct sandbox *sb, const char *snap, const char *name,
-		  int fd, struct art *a, err_t *err)
+		  int fd, const struct dkey *dk, const uint8_t ref[CRYPT_REF_LEN], struct art *a,
+		  err_t *err)
 {
 	_cleanup_free_ char *key = obj_key(sb, snap, name);
 	char sha[OBJSTORE_SHA256_HEX];
 	uint64_t size = 0;
 	struct stat st;
+	int r;
 
 	if (fstat(fd, &st) < 0)
 		return err_sys(err, "stat the %s artifact", name);
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "rewind the %s artifact", name);
 	a->size = (uint64_t)st.st_size;
-	if (objstore_put_fd(n->os, key, fd, a->size, a->sha, err) < 0)
+	if (dk) {
+		struct crypt_ctx cx = { sb->tenant, sb->id, name, snap };
+		struct crypt_view *v = crypt_view_new(fd, a->size, dk->k, ref, &cx, err);
+		if (!v)
+			return -err->code;
+		a->size = crypt_view_size(v);
+		r = objstore_put_reader(n->os, key, a->size, crypt_view_read_at, v, a->sha, err);
+		crypt_view_free(v);
+	} else {
+		r = objstore_put_fd(n->os, key, fd, a->size, a->sha, err);
+	}
+	if (r < 0)
 		return store_err(err, name);
 	fault_point("suspend_upload");
 	if (objstore_head(n->os, key, &size, sha, err) < 0)
@@ -273,29 +288,6 @@ static struct crypt_ctx seal_ctx(const struct sandbox *sb, const char *snap, con
 	return (struct crypt_ctx){ sb->tenant, sb->id, name, snap };
 }
 
-/* BYOK: seal the plaintext artifact in *fd into a new staging file, which
- * replaces *fd (the plaintext one is closed; it was unlinked already). */
-static int seal_artifact(struct node *n, struct sandbox *sb, const char *snap, const char *name,
-			 const struct dkey *dk, const uint8_t ref[CRYPT_REF_LEN], int *fd,
-			 err_t *err)
-{
-	_cleanup_free_ char *sname = xasprintf("%s.sealed", name);
-	_cleanup_free_ char *path = staging_path(n, sb, snap, sname);
-	struct crypt_ctx cx = seal_ctx(sb, snap, name);
-	int out = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-
-	if (out < 0)
-		return err_sys(err, "open %s", path);
-	unlink(path);
-	if (lseek(*fd, 0, SEEK_SET) < 0 || crypt_seal_fd(*fd, out, dk->k, ref, &cx, NULL, err) < 0) {
-		close(out);
-		return err->code ? -err->code : err_sys(err, "seal the %s artifact", name);
-	}
-	close(*fd);
-	*fd = out;
-	return 0;
-}
-
 /* Steps 2-5 on a suspending, frozen sandbox. On success *bytes and sha get
  * the total uploaded and the manifest's digest. */
 static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap, int64_t *bytes,
@@ -347,9 +339,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 		if (artifacts[i].kind == NM_ARTIFACT_MEM && size == 0)
 			continue;
 		/* BYOK: only sealed bytes leave the node */
-		if (dk && (r = seal_artifact(n, sb, snap, artifacts[i].name, dk, ref, &fd, err)) < 0)
-			return r;
-		if ((r = upload(n, sb, snap, artifacts[i].name, fd, &arts[i], err)) < 0)
+		if ((r = upload(n, sb, snap, artifacts[i].name, fd, dk, ref, &arts[i], err)) < 0)
 			return r;
 		*bytes += (int64_t)arts[i].size;
 	}
@@ -619,8 +609,9 @@ out:
 	return r;
 }
 
-/* Download and check one artifact, and open it (BYOK: every chunk
- * authenticated) into a staging file: *out, rewound. Nothing is handed to
+/* Download and check one artifact into a staging file: *out, rewound.
+ * BYOK (dk): opened as it arrives (every chunk authenticated before its
+ * plaintext is written; no second copy on disk). Nothing is handed to
  * nodemgr until every artifact passed this. */
 static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, size_t i,
 			  const struct art *want, const struct dkey *dk, int *out, err_t *err)
@@ -629,40 +620,40 @@ static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, 
 	_cleanup_free_ char *path = staging_path(n, sb, snap, artifacts[i].name);
 	_cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
 				      0600);
+	struct crypt_ctx cx = seal_ctx(sb, snap, artifacts[i].name);
+	struct crypt_opener *op = NULL;
 	char sha[OBJSTORE_SHA256_HEX];
 	uint64_t size = 0;
+	int r;
 
 	if (fd < 0)
 		return err_sys(err, "open %s", path);
 	unlink(path);
-	if (objstore_get_fd(n->os, key, fd, &size, sha, err) < 0)
-		return err_wrap(err, "artifact %s", artifacts[i].name);
-	if (size != want->size || strcmp(sha, want->sha) != 0)
-		return err_set(err, EBADMSG,
-			       "artifact %s: %llu bytes with SHA-256 %.16s…, the manifest says "
-			       "%llu bytes %.16s…",
-			       artifacts[i].name, (unsigned long long)size, sha,
-			       (unsigned long long)want->size, want->sha);
+	if (dk) {
+		op = crypt_opener_new(fd, dk->k, &cx);
+		r = objstore_get_writer(n->os, key, crypt_opener_write, op, &size, sha, err);
+		if (r < 0 && crypt_opener_failed(op, err) < 0)
+			r = -err->code;
+		else if (r < 0)
+			err_wrap(err, "artifact %s", artifacts[i].name);
+	} else {
+		r = objstore_get_fd(n->os, key, fd, &size, sha, err);
+		if (r < 0)
+			err_wrap(err, "artifact %s", artifacts[i].name);
+	}
+	if (r == 0 && (size != want->size || strcmp(sha, want->sha) != 0))
+		r = err_set(err, EBADMSG,
+			    "artifact %s: %llu bytes with SHA-256 %.16s…, the manifest says "
+			    "%llu bytes %.16s…",
+			    artifacts[i].name, (unsigned long long)size, sha,
+			    (unsigned long long)want->size, want->sha);
+	if (r == 0 && op)
+		r = crypt_opener_finish(op, NULL, err);
+	crypt_opener_free(op);
+	if (r < 0)
+		return r;
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "rewind %s", path);
-	if (dk) {
-		_cleanup_free_ char *pname = xasprintf("%s.open", artifacts[i].name);
-		_cleanup_free_ char *ppath = staging_path(n, sb, snap, pname);
-		struct crypt_ctx cx = seal_ctx(sb, snap, artifacts[i].name);
-		int pfd = open(ppath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-		int r;
-
-		if (pfd < 0)
-			return err_sys(err, "open %s", ppath);
-		unlink(ppath);
-		if ((r = crypt_open_fd(fd, pfd, dk->k, &cx, NULL, err)) < 0 ||
-		    lseek(pfd, 0, SEEK_SET) < 0) {
-			close(pfd);
-			return r < 0 ? r : err_sys(err, "rewind %s", ppath);
-		}
-		*out = pfd;
-		return 0;
-	}
 	*out = TAKE_FD(fd);
 	return 0;
 }

@@ -157,6 +157,82 @@ static void tamper(void)
 	free(p);
 }
 
+/* The sealed view, read in odd pieces and out of order, opens to the file;
+ * the in-order opener, fed in odd pieces, gives the file back and names
+ * tampering as crypt_open_buf does. */
+static void view_and_opener(size_t n)
+{
+	uint8_t *p = xmalloc(n + 1);
+	int in = memfd_create("in", 0), out = memfd_create("out", 0);
+	struct crypt_view *v;
+	struct crypt_opener *o;
+	struct buf s, back;
+	uint64_t size, plain = 0;
+	err_t err = { 0 };
+	uint8_t *sealed;
+
+	random_bytes(p, n + 1);
+	CHECK(write_all(in, p, n) == 0);
+	v = crypt_view_new(in, n, key, ref, &ctx, &err);
+	size = crypt_view_size(v);
+	CHECK(size == crypt_sealed_size(n, &ctx));
+	sealed = xmalloc(size + 1);
+	/* backwards, in pieces of 7777 bytes */
+	for (uint64_t end = size; end > 0;) {
+		uint64_t start = end > 7777 ? end - 7777 : 0;
+		CHECK(crypt_view_read_at(v, start, sealed + start, (size_t)(end - start)) == 0);
+		end = start;
+	}
+	CHECK(crypt_view_read_at(v, size, sealed, 1) < 0);
+	buf_init(&s);
+	buf_init(&back);
+	CHECK(crypt_open_buf(sealed, size, key, &ctx, &back, &err) == 0);
+	CHECK(back.len == n && (n == 0 || memcmp(back.data, p, n) == 0));
+	/* the opener, fed 1000 bytes at a time */
+	o = crypt_opener_new(out, key, &ctx);
+	for (uint64_t pos = 0; pos < size; pos += 1000)
+		CHECK(crypt_opener_write(o, sealed + pos, size - pos < 1000 ? size - pos : 1000) == 0);
+	CHECK(crypt_opener_finish(o, &plain, &err) == 0 && plain == n);
+	crypt_opener_free(o);
+	buf_reset(&back);
+	lseek(out, 0, SEEK_SET);
+	{
+		uint8_t *got = xmalloc(n + 1);
+		CHECK(read_all(out, got, n) == 0 && (n == 0 || memcmp(got, p, n) == 0));
+		free(got);
+	}
+	/* cut after a whole chunk: named */
+	if (n > CS) {
+		struct crypt_head h;
+		size_t hl = (size_t)crypt_head_parse(sealed, size, &h, &err);
+		o = crypt_opener_new(out, key, &ctx);
+		CHECK(crypt_opener_write(o, sealed, hl + CS + CRYPT_TAG_LEN) == 0);
+		CHECK(crypt_opener_finish(o, NULL, &err) == -EBADMSG &&
+		      strstr(err.msg, "truncated after chunk 0"));
+		crypt_opener_free(o);
+		/* another sandbox's */
+		struct crypt_ctx c2 = ctx;
+		c2.sandbox = "sb-z";
+		o = crypt_opener_new(out, key, &c2);
+		CHECK(crypt_opener_write(o, sealed, size) < 0);
+		CHECK(crypt_opener_failed(o, &err) == -EBADMSG && strstr(err.msg, "sealed for sandbox"));
+		crypt_opener_free(o);
+		/* a flipped byte in chunk 1 */
+		sealed[hl + CS + CRYPT_TAG_LEN + 3] ^= 1;
+		o = crypt_opener_new(out, key, &ctx);
+		(void)crypt_opener_write(o, sealed, size);
+		CHECK(crypt_opener_finish(o, NULL, &err) == -EBADMSG && strstr(err.msg, "chunk 1 fails"));
+		crypt_opener_free(o);
+	}
+	crypt_view_free(v);
+	buf_free(&s);
+	buf_free(&back);
+	free(sealed);
+	free(p);
+	close(in);
+	close(out);
+}
+
 static char dir[] = "/tmp/test-crypt-XXXXXX";
 
 static void cleanup(void)
@@ -288,6 +364,10 @@ int main(void)
 	roundtrip(CS + 1);
 	roundtrip(2 * CS);
 	streams();
+	view_and_opener(0);
+	view_and_opener(5000);
+	view_and_opener(CS);
+	view_and_opener(2 * CS + 333);
 	tamper();
 	local_keys();
 	return check_done("test-crypt");
