@@ -772,19 +772,96 @@ void crypt_view_free(struct crypt_view *v)
 
 /* ---- an opener fed in order (downloads) ----------------------------------- */
 
+/* A worker thread opens and writes out chunk k while the download brings
+ * chunk k+1 (one in flight); the last chunk, whose final flag is known only
+ * at the end, is opened by crypt_opener_finish. */
 struct crypt_opener {
 	int out;
 	const uint8_t *key;
 	struct crypt_ctx ctx;
 	struct crypt_head h;
 	bool have_head;
-	struct buf pend;        /* the header, then bytes of chunks not yet opened */
-	uint64_t index, plain;
+	struct buf pend;        /* the header, then bytes of chunks not yet handed over */
+	uint64_t index, plain;  /* the next chunk to hand over; plaintext written */
 	EVP_CIPHER_CTX *cx;
 	uint8_t *pt;
 	struct buf aad;
-	err_t err;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t worker;
+	bool started, stop, job;        /* job: job_buf holds a chunk to open */
+	uint8_t *job_buf;
+	uint64_t job_index;
+	err_t err;                      /* under mu once the worker runs */
 };
+
+/* Open one chunk (c, len bytes with its tag) and write its plaintext. */
+static int open_one(struct crypt_opener *o, EVP_CIPHER_CTX *cx, struct buf *aad, uint8_t *pt,
+		    uint8_t *c, size_t len, uint64_t index, bool final, err_t *err)
+{
+	size_t n = len - CRYPT_TAG_LEN;
+	const struct crypt_ctx *cc = &o->ctx;
+	int r;
+
+	if (index > UINT32_MAX)
+		return err_set(err, EBADMSG, "artifact %s: too many chunks", cc->kind);
+	aad_build(aad, &o->h, cc, index, final);
+	if (chunk_crypt(cx, false, o->key, &o->h, aad, index, c, n, pt, c + n) < 0) {
+		aad_build(aad, &o->h, cc, index, !final);
+		if (final && chunk_crypt(cx, false, o->key, &o->h, aad, index, c, n, pt, c + n) == 0)
+			return err_set(err, EBADMSG, "artifact %s: truncated after chunk %llu (its "
+				       "final chunk is missing)", cc->kind, (unsigned long long)index);
+		return err_set(err, EBADMSG, "artifact %s: chunk %llu fails authentication "
+			       "(damaged, moved, or sealed under another key or for another "
+			       "tenant/sandbox/snapshot/position)", cc->kind,
+			       (unsigned long long)index);
+	}
+	r = write_all(o->out, pt, n);
+	OPENSSL_cleanse(pt, n);
+	if (r < 0) {
+		errno = -r;
+		return err_sys(err, "artifact %s: write the opened bytes", cc->kind);
+	}
+	return 0;
+}
+
+static void *opener_worker(void *arg)
+{
+	struct crypt_opener *o = arg;
+	size_t cl = ((size_t)1 << o->h.chunk_log2) + CRYPT_TAG_LEN;
+	EVP_CIPHER_CTX *cx = EVP_CIPHER_CTX_new();
+	uint8_t *pt = xmalloc(cl);
+	struct buf aad;
+
+	if (!cx)
+		abort();
+	buf_init(&aad);
+	pthread_mutex_lock(&o->mu);
+	for (;;) {
+		err_t e = { 0 };
+		int r;
+
+		while (!o->job && !o->stop)
+			pthread_cond_wait(&o->cv, &o->mu);
+		if (!o->job)
+			break;
+		pthread_mutex_unlock(&o->mu);
+		r = open_one(o, cx, &aad, pt, o->job_buf, cl, o->job_index, false, &e);
+		pthread_mutex_lock(&o->mu);
+		if (r < 0 && !o->err.code)
+			o->err = e;
+		else if (r == 0)
+			o->plain += cl - CRYPT_TAG_LEN;
+		o->job = false;
+		pthread_cond_broadcast(&o->cv);
+	}
+	pthread_mutex_unlock(&o->mu);
+	OPENSSL_cleanse(pt, cl);
+	free(pt);
+	buf_free(&aad);
+	EVP_CIPHER_CTX_free(cx);
+	return NULL;
+}
 
 struct crypt_opener *crypt_opener_new(int out, const uint8_t key[CRYPT_KEY_LEN],
 				      const struct crypt_ctx *ctx)
@@ -796,6 +873,8 @@ struct crypt_opener *crypt_opener_new(int out, const uint8_t key[CRYPT_KEY_LEN],
 	o->ctx = *ctx;
 	buf_init(&o->pend);
 	buf_init(&o->aad);
+	pthread_mutex_init(&o->mu, NULL);
+	pthread_cond_init(&o->cv, NULL);
 	if (!(o->cx = EVP_CIPHER_CTX_new()))
 		abort();
 	if (!ctx_ok(ctx))
@@ -803,40 +882,17 @@ struct crypt_opener *crypt_opener_new(int out, const uint8_t key[CRYPT_KEY_LEN],
 	return o;
 }
 
-/* Open the chunk in the first len bytes of pend (final or not). */
-static int opener_chunk(struct crypt_opener *o, size_t len, bool final)
+/* Wait until the worker has no chunk; its error, if any. */
+static int opener_drain(struct crypt_opener *o)
 {
-	size_t n = len - CRYPT_TAG_LEN;
-	uint8_t *c = (uint8_t *)o->pend.data;
-	const struct crypt_ctx *cx = &o->ctx;
 	int r;
 
-	if (o->index > UINT32_MAX)
-		return err_set(&o->err, EBADMSG, "artifact %s: too many chunks", cx->kind);
-	aad_build(&o->aad, &o->h, cx, o->index, final);
-	if (chunk_crypt(o->cx, false, o->key, &o->h, &o->aad, o->index, c, n, o->pt, c + n) < 0) {
-		aad_build(&o->aad, &o->h, cx, o->index, !final);
-		if (final && chunk_crypt(o->cx, false, o->key, &o->h, &o->aad, o->index, c, n, o->pt,
-					 c + n) == 0)
-			return err_set(&o->err, EBADMSG, "artifact %s: truncated after chunk %llu "
-				       "(its final chunk is missing)", cx->kind,
-				       (unsigned long long)o->index);
-		return err_set(&o->err, EBADMSG, "artifact %s: chunk %llu fails authentication "
-			       "(damaged, moved, or sealed under another key or for another "
-			       "tenant/sandbox/snapshot/position)", cx->kind,
-			       (unsigned long long)o->index);
-	}
-	r = write_all(o->out, o->pt, n);
-	OPENSSL_cleanse(o->pt, n);
-	if (r < 0) {
-		errno = -r;
-		return err_sys(&o->err, "artifact %s: write the opened bytes", cx->kind);
-	}
-	o->plain += n;
-	o->index++;
-	memmove(o->pend.data, o->pend.data + len, o->pend.len - len);
-	o->pend.len -= len;
-	return 0;
+	pthread_mutex_lock(&o->mu);
+	while (o->job)
+		pthread_cond_wait(&o->cv, &o->mu);
+	r = -o->err.code;
+	pthread_mutex_unlock(&o->mu);
+	return r;
 }
 
 int crypt_opener_write(void *arg, const void *p, size_t n)
@@ -845,8 +901,8 @@ int crypt_opener_write(void *arg, const void *p, size_t n)
 	size_t cl;
 	int r;
 
-	if (o->err.code)
-		return -o->err.code;
+	if ((r = opener_drain(o)) < 0)
+		return r;
 	buf_add(&o->pend, p, n);
 	if (!o->have_head) {
 		r = crypt_head_parse(o->pend.data, o->pend.len, &o->h, &o->err);
@@ -859,29 +915,64 @@ int crypt_opener_write(void *arg, const void *p, size_t n)
 		if ((r = name_mismatch(&o->h, &o->ctx, &o->err)) < 0)
 			return r;
 		o->have_head = true;
-		o->pt = xmalloc(((size_t)1 << o->h.chunk_log2) + 16);
+		cl = ((size_t)1 << o->h.chunk_log2) + CRYPT_TAG_LEN;
+		o->pt = xmalloc(cl);
+		o->job_buf = xmalloc(cl);
 		memmove(o->pend.data, o->pend.data + o->h.len, o->pend.len - o->h.len);
 		o->pend.len -= o->h.len;
+		o->started = pthread_create(&o->worker, NULL, opener_worker, o) == 0;
 	}
-	/* a chunk with bytes after it is not the last one */
+	/* a chunk with bytes after it is not the last one: to the worker */
 	cl = ((size_t)1 << o->h.chunk_log2) + CRYPT_TAG_LEN;
-	while (o->pend.len > cl)
-		if ((r = opener_chunk(o, cl, false)) < 0)
+	while (o->pend.len > cl) {
+		if ((r = opener_drain(o)) < 0)
 			return r;
+		if (o->started) {
+			pthread_mutex_lock(&o->mu);
+			memcpy(o->job_buf, o->pend.data, cl);
+			o->job_index = o->index;
+			o->job = true;
+			pthread_cond_broadcast(&o->cv);
+			pthread_mutex_unlock(&o->mu);
+		} else if ((r = open_one(o, o->cx, &o->aad, o->pt, (uint8_t *)o->pend.data, cl,
+					 o->index, false, &o->err)) < 0) {
+			return r;
+		} else {
+			o->plain += cl - CRYPT_TAG_LEN;
+		}
+		o->index++;
+		memmove(o->pend.data, o->pend.data + cl, o->pend.len - cl);
+		o->pend.len -= cl;
+	}
 	return 0;
+}
+
+static void opener_stop(struct crypt_opener *o)
+{
+	if (!o->started)
+		return;
+	pthread_mutex_lock(&o->mu);
+	o->stop = true;
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->mu);
+	pthread_join(o->worker, NULL);
+	o->started = false;
 }
 
 int crypt_opener_finish(struct crypt_opener *o, uint64_t *plain, err_t *err)
 {
-	int r = 0;
+	int r = opener_drain(o);
 
-	if (!o->err.code && !o->have_head)
+	opener_stop(o);
+	if (r == 0 && !o->have_head)
 		err_set(&o->err, EBADMSG, "artifact %s: truncated inside its header", o->ctx.kind);
-	else if (!o->err.code && o->pend.len < CRYPT_TAG_LEN)
+	else if (r == 0 && o->pend.len < CRYPT_TAG_LEN)
 		err_set(&o->err, EBADMSG, "artifact %s: truncated: chunk %llu is %zu bytes, shorter "
 			"than its tag", o->ctx.kind, (unsigned long long)o->index, o->pend.len);
-	else if (!o->err.code)
-		opener_chunk(o, o->pend.len, true);
+	else if (r == 0 && open_one(o, o->cx, &o->aad, o->pt, (uint8_t *)o->pend.data,
+				    o->pend.len, o->index, true, &o->err) == 0)
+		o->plain += o->pend.len - CRYPT_TAG_LEN;
+	r = 0;
 	if (o->err.code) {
 		*err = o->err;
 		r = -o->err.code;
@@ -893,22 +984,31 @@ int crypt_opener_finish(struct crypt_opener *o, uint64_t *plain, err_t *err)
 
 void crypt_opener_free(struct crypt_opener *o)
 {
+	size_t cl;
+
 	if (!o)
 		return;
+	opener_stop(o);
+	cl = o->have_head ? ((size_t)1 << o->h.chunk_log2) + CRYPT_TAG_LEN : 0;
 	if (o->pt)
-		OPENSSL_cleanse(o->pt, ((size_t)1 << o->h.chunk_log2) + 16);
+		OPENSSL_cleanse(o->pt, cl);
+	if (o->job_buf)
+		OPENSSL_cleanse(o->job_buf, cl);
 	free(o->pt);
+	free(o->job_buf);
 	if (o->pend.data)
 		OPENSSL_cleanse(o->pend.data, o->pend.len);
 	buf_free(&o->pend);
 	buf_free(&o->aad);
 	EVP_CIPHER_CTX_free(o->cx);
+	pthread_mutex_destroy(&o->mu);
+	pthread_cond_destroy(&o->cv);
 	free(o);
 }
 
-int crypt_opener_failed(const struct crypt_opener *o, err_t *err)
+int crypt_opener_failed(struct crypt_opener *o, err_t *err)
 {
-	if (!o->err.code)
+	if (opener_drain(o) == 0)
 		return 0;
 	*err = o->err;
 	return -o->err.code;

@@ -109,7 +109,7 @@ int crypt_opener_write(void *o, const void *p, size_t n);
 int crypt_opener_finish(struct crypt_opener *o, uint64_t *plain, err_t *err);
 void crypt_opener_free(struct crypt_opener *o);
 /* 0, or the failure a write met (into err). */
-int crypt_opener_failed(const struct crypt_opener *o, err_t *err);
+int crypt_opener_failed(struct crypt_opener *o, err_t *err);
 
 /* The header of the object in fd (read from offset 0; the offset is left
  * anywhere). */
