@@ -41,7 +41,7 @@ import urllib.request
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from harness import BIN, DB, SRC, AirlockTestCase, ApiError, S3Server, main
+from harness import BIN, CLI, DB, SRC, AirlockTestCase, ApiError, S3Server, main
 
 TTL = 1   # kms_cache_ttl: a revocation is seen within this (plus the watch's round)
 
@@ -470,9 +470,23 @@ class ByokTest(ByokBase):
                                                  "key_name": "k", "token_file": "/nonexistent"})
         self.assertEqual(st, 502, data)
         self.assertEqual(self.api.call("GET", base)["provider"], "local")
-        # local with a named key, then the CLI shows it
-        r = self.api.call("PUT", base, {"provider": "local", "key_id": "k2"})
+        # the CLI: set, show, rotate (by the tenant's name)
+        env = dict(os.environ, AIRLOCK_URL="http://" + self.server.addr,
+                   AIRLOCK_API_KEY=self.server.admin_key)
+
+        def cli(*args):
+            r = subprocess.run([CLI, "--json", "tenant", "encryption"] + list(args),
+                               capture_output=True, env=env, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return json.loads(r.stdout)
+        r = cli("set", "apicheck", "--provider", "local", "--key-id", "k2")
         self.assertEqual((r["provider"], r["key_id"], r["configured"]), ("local", "k2", True))
+        self.assertEqual(cli("show", "apicheck")["key_version"], 1)
+        r = cli("rotate", "apicheck")
+        self.assertEqual((r["key_version"], r["rewrapped"]), (2, 0), r)
+        bad = subprocess.run([CLI, "tenant", "encryption", "set", "apicheck"],
+                             capture_output=True, env=env, timeout=60)
+        self.assertNotEqual(bad.returncode, 0)
 
     def test_transit_retries_and_errors(self):
         """The transit client retries 5xx (a key service answering 503 twice
