@@ -10,8 +10,12 @@
  *
  * with the header X-Vault-Token, read from token_file at each call (so the
  * token can be replaced without a restart; it is never logged nor kept).
- * Each wait for an answer lasts at most transit_timeout_ms; a connect error,
- * a timeout or a 5xx is retried three times with backoff (100, 200, 400 ms).
+ * Each wait for an answer lasts at most transit_timeout_ms and a whole
+ * answer twice that, of at most 64 KiB (the service is the tenant's and may
+ * be hostile: it can delay a call, never hold a thread or fill memory); a
+ * connect error, a timeout or a 5xx is retried three times with backoff
+ * (100, 200, 400 ms). Connecting itself is not timed (the URL is the
+ * admin's).
  * 403, or 400 whose errors say "disabled" or "deleted": -EKEYREVOKED; any
  * other failure (down, 5xx after the tries, another 4xx, a bad answer):
  * -ENOKEY (503 key_unavailable), never mistaken for a revocation. */
@@ -28,6 +32,7 @@
 
 #define TRANSIT_TRIES 4
 #define TOKEN_MAX 4096
+#define TRANSIT_BODY_MAX (64u * 1024)
 
 static void sleep_ms(int ms)
 {
@@ -96,10 +101,17 @@ static int transit_call(struct kms *k, const struct kms_conf *c, const char *op,
 	for (int attempt = 1;; attempt++) {
 		err_t e = { 0 };
 		memset(&resp, 0, sizeof(resp));
-		r = http_request_timeout(c->url, "POST", target, hdr.data, body, strlen(body),
-					 k->transit_timeout_ms, &resp, &e);
+		/* the key service is the tenant's: bounded in time and size */
+		r = http_request_bounded(c->url, "POST", target, hdr.data, body, strlen(body),
+					 k->transit_timeout_ms, 2 * k->transit_timeout_ms,
+					 TRANSIT_BODY_MAX, &resp, &e);
 		if (r >= 0 && resp.status < 500)
 			break;
+		/* an answer too large is not retried: it would only come again */
+		if (r == -EFBIG) {
+			r = err_set(err, ENOKEY, "key service %s: %s", c->url, e.msg);
+			goto out;
+		}
 		if (attempt == TRANSIT_TRIES) {
 			if (r < 0)
 				r = err_set(err, ENOKEY, "key service %s: %s (%d tries)", c->url,

@@ -50,7 +50,7 @@ class Kms:
     """tests/kms/kms.py on 127.0.0.1, with its token in a file the node
     (user airlock) can read; stop() ends it and removes the file."""
 
-    def __init__(self, fail_5xx=0):
+    def __init__(self, fail_5xx=0, huge=False):
         self.dir = tempfile.mkdtemp(prefix="airlock-kms-")
         os.chmod(self.dir, 0o755)
         self.token = "s." + base64.b32encode(os.urandom(20)).decode().rstrip("=")
@@ -62,7 +62,8 @@ class Kms:
         os.chmod(self.token_file, 0o400)
         self.proc = subprocess.Popen([sys.executable, os.path.join(SRC, "tests/kms/kms.py"),
                                       "--token-file", self.token_file,
-                                      "--fail-5xx", str(fail_5xx)],
+                                      "--fail-5xx", str(fail_5xx)] +
+                                     (["--huge"] if huge else []),
                                      stdout=subprocess.PIPE, start_new_session=True)
         line = self.proc.stdout.readline().decode().split()
         self.addr = line[1]
@@ -520,6 +521,18 @@ class ByokTest(ByokBase):
             self.assertEqual(self.api.call("GET", base)["state"], "unreachable")
         finally:
             flaky.stop()
+        # a hostile service answering 16 MiB: refused at 64 KiB, not retried
+        huge = Kms(huge=True)
+        try:
+            t0 = time.time()
+            st, data, _ = self.api.raw("PUT", base, {"provider": "transit", "url": huge.url,
+                                                     "key_name": "k-h",
+                                                     "token_file": huge.token_file})
+            self.assertEqual(st, 502, data)
+            self.assertIn("larger than", json.loads(data)["error"]["message"])
+            self.assertLess(time.time() - t0, 20)
+        finally:
+            huge.stop()
         # a wrong token: refused (403 from the service reads as revoked)
         wrong = os.path.join(self.kms.dir, "wrong-token")
         with open(wrong, "w") as f:

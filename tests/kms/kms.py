@@ -2,7 +2,7 @@
 """A tiny key service in the shape of HashiCorp Vault's Transit engine, for
 the BYOK tests (it stands in for the tenant's own KMS: the outer boundary).
 
-    python3 kms.py --token-file F [--port 0] [--fail-5xx N]
+    python3 kms.py --token-file F [--port 0] [--fail-5xx N] [--huge]
 
 Listens on 127.0.0.1 only and prints "listening 127.0.0.1:PORT" on stdout.
 Every call needs the header X-Vault-Token with the token of --token-file.
@@ -21,6 +21,7 @@ Keys are created on first encrypt. A disabled key answers 403
 {"errors":["key is disabled"]}; a deleted one 400 {"errors":["key deleted"]}.
 Each version is a random AES-256 key; ciphertext = nonce(12) | AES-GCM with
 the key name as AAD. --fail-5xx N: the first N calls answer 503 (retries).
+--huge: a hostile service: every transit call answers 200 with a 16 MiB body.
 """
 import argparse
 import base64
@@ -83,6 +84,17 @@ class Handler(BaseHTTPRequestHandler):
     def route(self, method):
         srv = self.server
         parts = self.path.split("?")[0].strip("/").split("/")
+        if srv.huge and parts[:2] == ["v1", "transit"]:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(16 << 20))
+            self.end_headers()
+            try:
+                for _ in range(16):
+                    self.wfile.write(b" " * (1 << 20))
+            except OSError:
+                pass
+            return
         with srv.keys.mu:
             if srv.fail_5xx > 0:
                 srv.fail_5xx -= 1
@@ -173,12 +185,14 @@ def main():
     ap.add_argument("--token-file", required=True)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--fail-5xx", type=int, default=0)
+    ap.add_argument("--huge", action="store_true")
     a = ap.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     srv.daemon_threads = True
     srv.keys = Keys()
     srv.token = open(a.token_file).read().strip()
     srv.fail_5xx = a.fail_5xx
+    srv.huge = a.huge
     print("listening 127.0.0.1:%d" % srv.server_address[1], flush=True)
     srv.serve_forever()
 
