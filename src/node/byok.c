@@ -75,6 +75,23 @@ static void stop_tenant(struct node *n, const char *tenant, const char *why)
 	}
 }
 
+struct watch_job {
+	struct node *n;
+	const char *tenant;
+	bool started;
+	pthread_t th;
+};
+
+static void *watch_tenant(void *arg)
+{
+	struct watch_job *j = arg;
+	err_t err = { 0 };
+
+	if (kms_tenant_check(&j->n->kms, j->tenant, &err) == -EKEYREVOKED)
+		stop_tenant(j->n, j->tenant, "key_revoked: the tenant's key service refused its key");
+	return NULL;
+}
+
 static void watch_once(struct node *n)
 {
 	char (*tenants)[CRYPT_NAME_MAX + 1] = NULL;
@@ -97,10 +114,21 @@ static void watch_once(struct node *n)
 			snprintf(tenants[nt++], sizeof(tenants[0]), "%s", sb->tenant);
 		}
 	pthread_mutex_unlock(&n->mu);
-	for (size_t i = 0; i < nt; i++) {
-		err_t err = { 0 };
-		if (kms_tenant_check(&n->kms, tenants[i], &err) == -EKEYREVOKED)
-			stop_tenant(n, tenants[i], "key_revoked: the tenant's key service refused its key");
+	/* one thread per tenant: a key service that is slow (each call is
+	 * bounded, kms-transit.c) delays only its own tenant's check */
+	{
+		struct watch_job *jobs = xcalloc(nt ? nt : 1, sizeof(*jobs));
+		for (size_t i = 0; i < nt; i++) {
+			jobs[i] = (struct watch_job){ .n = n, .tenant = tenants[i] };
+			jobs[i].started = pthread_create(&jobs[i].th, NULL, watch_tenant,
+							 &jobs[i]) == 0;
+			if (!jobs[i].started)
+				watch_tenant(&jobs[i]);
+		}
+		for (size_t i = 0; i < nt; i++)
+			if (jobs[i].started)
+				pthread_join(jobs[i].th, NULL);
+		free(jobs);
 	}
 	free(tenants);
 }
