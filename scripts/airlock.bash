@@ -39,8 +39,8 @@ _airlock() {
         logs) subs=''; opts='--offset --no-follow';;
         kill) subs=''; opts='--signal';;
         files) subs='read write ls stat rm mkdir mv watch'; opts='--mode -r';;
-        template) subs='ls build rm'; opts='--from --packages --from-dir --from-tar';;
-        tenant) subs='create ls rm quota'; opts='--sandboxes --memory-mb --cpus --disk-mb --snapshots --snapshot-mb';;
+        template) subs='ls build rm'; opts='--from --packages --from-dir --from-tar --from-oci --from-image';;
+        tenant) subs='create ls rm quota'; opts='--sandboxes --memory-mb --cpus --disk-mb --snapshots --snapshot-mb --provider --key-id --url --key-name --token-file';;
         key) subs='create ls rm'; opts='--tenant --admin --name';;
         health) subs=''; opts='';;
         node) subs='ls'; opts='';;

@@ -84,6 +84,8 @@ void config_defaults(struct airlockd_config *c)
 	c->heartbeat_timeout_s = 15;
 	default_node_name(c->node_name, sizeof(c->node_name));
 	c->suspend_after_idle_s = 1800;
+	c->kms_cache_ttl_s = 60;
+	c->encrypt_artifacts = true;
 }
 
 static int set_str(char *dst, size_t cap, const char *key, const char *val, err_t *err)
@@ -215,6 +217,20 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return set_u32(&c->suspend_after_idle_s, key, val, err);
 	if (!strcmp(key, "idle_timeout_s"))
 		return set_u32(&c->idle_timeout_s, key, val, err);
+	if (!strcmp(key, "tenant_key_dir")) {
+		if (val[0] != '/')
+			return err_set(err, EINVAL, "tenant_key_dir: must be an absolute path");
+		return set_str(c->tenant_key_dir, sizeof(c->tenant_key_dir), key, val, err);
+	}
+	if (!strcmp(key, "kms_cache_ttl"))
+		return set_u32(&c->kms_cache_ttl_s, key, val, err);
+	if (!strcmp(key, "encrypt_artifacts")) {
+		/* off only for the control test and the benchmark's baseline */
+		if (strcmp(val, "true") && strcmp(val, "false"))
+			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
+		c->encrypt_artifacts = !strcmp(val, "true");
+		return 0;
+	}
 	if (!strcmp(key, "debug_clock")) {
 		if (strcmp(val, "true") && strcmp(val, "false"))
 			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);

@@ -74,6 +74,16 @@ struct airlockd_config {
 	char object_store[1024];
 	char s3_access_key[256], s3_secret_key[256];
 	uint32_t suspend_after_idle_s;
+	/* BYOK (docs/DESIGN.md "Bring your own key"): how long an unwrapped
+	 * data key or a tenant's key check is kept (60 s), and the switch that
+	 * turns artifact sealing off - ONLY for the control test and the
+	 * benchmark's baseline; true everywhere else. */
+	uint32_t kms_cache_ttl_s;
+	bool encrypt_artifacts;
+	/* The local provider's key directory ("" = DATA/tenant-keys). Nodes
+	 * of one cluster that move sandboxes between them with the local
+	 * provider must share it (or use the transit provider). */
+	char tenant_key_dir[1024];
 };
 
 void config_defaults(struct airlockd_config *c);

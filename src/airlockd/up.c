@@ -410,6 +410,8 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *nm = data_path(cfg, "run/nodemgr.sock");
 	_cleanup_free_ char *staging = data_path(cfg, "staging");
 	_cleanup_free_ char *objects = data_path(cfg, "objects");
+	_cleanup_free_ char *tkeys = cfg->tenant_key_dir[0] ? xstrdup(cfg->tenant_key_dir)
+							    : data_path(cfg, "tenant-keys");
 	_cleanup_free_ char *store = cfg->object_store[0] ? xstrdup(cfg->object_store)
 							  : xasprintf("file://%s", objects);
 	int r = drop_privileges(cfg->user, (gid_t)-1, err);
@@ -449,6 +451,9 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 		.s3_secret_key = cfg->s3_secret_key[0] ? cfg->s3_secret_key : NULL,
 		.staging_dir = staging,
 		.suspend_after_idle_s = cfg->suspend_after_idle_s,
+		.key_dir = tkeys,
+		.kms_cache_ttl_s = cfg->kms_cache_ttl_s,
+		.encrypt_artifacts = cfg->encrypt_artifacts,
 	};
 	return node_run(&nc, err);
 }
@@ -661,7 +666,8 @@ static int check_data_dir_reachable(const struct airlockd_config *cfg, uid_t uid
 
 static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounted, err_t *err)
 {
-	static const char *const dirs[] = { "", "run", "logs", "db", "staging", "objects" };
+	static const char *const dirs[] = { "", "run", "logs", "db", "staging", "objects",
+					    "tenant-keys" };
 	uid_t uid = 0;
 	gid_t gid = 0;
 	int r = lookup_user(cfg->user, &uid, &gid, err);
@@ -699,6 +705,18 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 	for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
 		_cleanup_free_ char *p = data_path(cfg, owned[i].dir);
 		if (chown(p, uid, gid) < 0 || chmod(p, owned[i].mode) < 0)
+			return err_sys(err, "chown %s", p);
+	}
+	/* tenant-keys/ holds the local BYOK provider's tenant keys
+	 * (src/crypt/kms-local.c): the node's, and no one else's. */
+	{
+		_cleanup_free_ char *p = cfg->tenant_key_dir[0] ? xstrdup(cfg->tenant_key_dir)
+							       : data_path(cfg, "tenant-keys");
+		if ((r = mkdir_p(p, 0700)) < 0) {
+			errno = -r;
+			return err_sys(err, "mkdir %s", p);
+		}
+		if (chown(p, uid, gid) < 0 || chmod(p, 0700) < 0)
 			return err_sys(err, "chown %s", p);
 	}
 	/* An SQLite DB (and its WAL files) belong to the unprivileged user,

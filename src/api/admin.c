@@ -293,14 +293,17 @@ out:
 
 /* /v1/tenants/{tenant}/quota (tenant = id or name). */
 static void tenant_quota(struct api *a, struct http_req *req, struct http_conn *c,
-			 const char *rest)
+			 const struct api_principal *who, const char *rest)
 {
 	_cleanup_free_ char *ref = NULL, *id = NULL;
 	const char *slash = strchr(rest, '/');
 	err_t err = { 0 };
 	int r;
 
-	if (!slash || slash == rest || strcmp(slash, "/quota") != 0) {
+	bool enc = slash && (strcmp(slash, "/encryption") == 0 ||
+			     strcmp(slash, "/encryption/rotate") == 0);
+
+	if (!slash || slash == rest || (strcmp(slash, "/quota") != 0 && !enc)) {
 		http_respond_error(c, 404, "not_found", "no such endpoint");
 		return;
 	}
@@ -315,7 +318,12 @@ static void tenant_quota(struct api *a, struct http_req *req, struct http_conn *
 		http_respond_error(c, 500, "internal", "cannot look up tenant");
 		return;
 	}
-	if (strcmp(req->method, "GET") == 0)
+	if (enc) {
+		/* BYOK: the node holds the keys (src/node/byok.c); it gets the
+		 * tenant's id whatever the client named it by. */
+		_cleanup_free_ char *target = xasprintf("/v1/tenants/%s%s", id, slash);
+		api_forward_to(a, req, c, who, target);
+	} else if (strcmp(req->method, "GET") == 0)
 		quota_answer(a, c, 200, id);
 	else if (strcmp(req->method, "PUT") == 0)
 		quota_put(a, req, c, id);
@@ -452,7 +460,7 @@ void api_handle_tenants(struct api *a, struct http_req *req, struct http_conn *c
 		else
 			api_method_not_allowed(c, "DELETE");
 	} else if (sub) {
-		tenant_quota(a, req, c, rest);
+		tenant_quota(a, req, c, who, rest);
 	} else if (strcmp(req->method, "POST") == 0) {
 		tenant_create(a, req, c);
 	} else if (strcmp(req->method, "GET") == 0) {

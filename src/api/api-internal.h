@@ -128,6 +128,10 @@ void api_handle_nodes(struct api *a, struct http_req *req, struct http_conn *c);
 
 /* --- forward.c: forwarding to the node --- */
 
+/* Forward to this host's node with another target (the tenant's id in
+ * place of a name: /v1/tenants/{t}/encryption). */
+void api_forward_to(struct api *a, struct http_req *req, struct http_conn *c,
+		    const struct api_principal *who, const char *target);
 void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 		 const struct api_principal *who);
 

@@ -229,3 +229,16 @@ void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 		forward(a, req, c, who, r ? peer : NULL);
 	api_inflight_give(a, who);
 }
+
+void api_forward_to(struct api *a, struct http_req *req, struct http_conn *c,
+		    const struct api_principal *who, const char *target)
+{
+	char *saved = req->target;
+
+	if (!api_inflight_take(a, c, who))
+		return;
+	req->target = (char *)target;
+	forward(a, req, c, who, NULL);
+	req->target = saved;
+	api_inflight_give(a, who);
+}

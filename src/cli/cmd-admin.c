@@ -418,10 +418,90 @@ static int tenant_rm(struct cli *cli, int argc, char **argv)
 	return first;
 }
 
+/* tenant encryption set T --provider local [--key-id K]
+ * tenant encryption set T --provider transit --url U --key-name N --token-file F
+ * tenant encryption show T
+ * tenant encryption rotate T
+ * BYOK (docs/API.md "Tenant encryption"): no key material is ever shown. */
+static int tenant_encryption(struct cli *cli, int argc, char **argv)
+{
+	static const char *const keys[] = { "provider", "key_id", "url", "key_name", "token_file" };
+	static const struct option opts[] = {
+		{ "provider", required_argument, NULL, 0x100 },
+		{ "key-id", required_argument, NULL, 0x101 },
+		{ "url", required_argument, NULL, 0x102 },
+		{ "key-name", required_argument, NULL, 0x103 },
+		{ "token-file", required_argument, NULL, 0x104 },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
+	static const char usage[] =
+		"usage: airlock tenant encryption show TENANT | rotate TENANT |\n"
+		"       set TENANT --provider local [--key-id K] |\n"
+		"       set TENANT --provider transit --url http://HOST:PORT --key-name N "
+		"--token-file PATH";
+	const char *val[ARRAY_SIZE(keys)] = { 0 };
+	_cleanup_free_ char *raw = NULL, *target = NULL;
+	const char *verb = argc >= 2 ? argv[1] : "";
+	json *resp = NULL;
+	int opt, r;
+
+	if (strcmp(verb, "show") && strcmp(verb, "set") && strcmp(verb, "rotate"))
+		return cli_usage("tenant encryption", "%s", usage);
+	argc--;
+	argv++;
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (opt >= 0x100 && opt < 0x100 + (int)ARRAY_SIZE(keys)) {
+			if (strcmp(verb, "set") != 0)
+				return cli_usage("tenant encryption", "%s", usage);
+			val[opt - 0x100] = optarg;
+			continue;
+		}
+		if ((r = cli_common_opt(cli, opt, "tenant encryption")))
+			return r;
+	}
+	if (argc - optind != 1 || (strcmp(verb, "set") == 0 && !val[0]))
+		return cli_usage("tenant encryption", "%s", usage);
+	target = xasprintf("/v1/tenants/%s/encryption%s", argv[optind],
+			   strcmp(verb, "rotate") == 0 ? "/rotate" : "");
+	if (strcmp(verb, "set") == 0) {
+		struct buf body;
+		struct jw w;
+
+		buf_init(&body);
+		jw_init(&w, &body);
+		jw_obj(&w);
+		for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+			if (val[i]) {
+				jw_key(&w, keys[i]);
+				jw_str(&w, val[i]);
+			}
+		jw_end(&w);
+		r = cli_call_json(cli, "PUT", target, body.data, NULL, &resp, &raw);
+		buf_free(&body);
+	} else {
+		r = cli_call_json(cli, strcmp(verb, "rotate") == 0 ? "POST" : "GET", target,
+				  strcmp(verb, "rotate") == 0 ? "{}" : NULL, NULL, &resp, &raw);
+	}
+	if (r) {
+		json_free(resp);
+		return r;
+	}
+	if (cli->json || !resp)
+		cli_print_raw(raw);
+	else
+		cli_print_pretty(resp, stdout);
+	json_free(resp);
+	return 0;
+}
+
 int cmd_tenant(struct cli *cli, int argc, char **argv)
 {
 	if (argc >= 2 && (strcmp(argv[1], "rm") == 0 || strcmp(argv[1], "delete") == 0))
 		return tenant_rm(cli, argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "encryption") == 0)
+		return tenant_encryption(cli, argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "quota") == 0)
 		return tenant_quota(cli, argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "create") == 0)
@@ -429,7 +509,8 @@ int cmd_tenant(struct cli *cli, int argc, char **argv)
 	if (argc >= 2 && (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0))
 		return tenant_ls(cli, argc - 1, argv + 1);
 	return cli_usage("tenant", "usage: airlock tenant create NAME | tenant ls | "
-			 "tenant rm NAME... | tenant quota NAME [--sandboxes N ...]");
+			 "tenant rm NAME... | tenant quota NAME [--sandboxes N ...] | "
+			 "tenant encryption set|show|rotate NAME ...");
 }
 
 /* key ls [--tenant T] */

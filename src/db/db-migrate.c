@@ -162,6 +162,27 @@ static const struct {
  * or fetched; NULL before. */
 #define SCHEMA_6 "ALTER TABLE templates ADD COLUMN uuid TEXT;"
 
+/* Migration 7: BYOK (src/crypt/kms.h). tenant_encryption: a tenant's key
+ * provider and where its key is (never key material nor a token: token_file
+ * is a path); no row = the local provider, key "default". data_keys: each
+ * artifact set's data key, only as wrapped by the tenant's key (provider's
+ * text), under the random id the sealed objects' headers carry; with the
+ * sandbox and snapshot it was made for, so a header naming another
+ * tenant's or snapshot's key is refused before any provider is asked.
+ * suspensions.data_key: the id of the data key its artifacts are sealed
+ * under (NULL: sealed by nothing, encrypt_artifacts = false), so a restore
+ * insists on sealed objects of exactly that key. */
+#define SCHEMA_7(I)                                                                              \
+	"CREATE TABLE IF NOT EXISTS tenant_encryption("                                          \
+	"  tenant_id TEXT PRIMARY KEY, provider TEXT NOT NULL, key_id TEXT, url TEXT,"          \
+	"  key_name TEXT, token_file TEXT, updated_at " I " NOT NULL);"                           \
+	"CREATE TABLE IF NOT EXISTS data_keys("                                                  \
+	"  id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, sandbox_id TEXT NOT NULL,"             \
+	"  snapshot_id TEXT NOT NULL, provider TEXT NOT NULL, wrapped TEXT NOT NULL,"           \
+	"  created_at " I " NOT NULL, rotated_at " I ");"                                        \
+	"CREATE INDEX IF NOT EXISTS data_keys_tenant ON data_keys(tenant_id);"                  \
+	"ALTER TABLE suspensions ADD COLUMN data_key TEXT;"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -181,6 +202,7 @@ static const struct migration migrations[] = {
 	{ 4, SCHEMA_4("INTEGER"), SCHEMA_4("BIGINT"), NULL },
 	{ 5, SCHEMA_5("INTEGER"), SCHEMA_5("BIGINT"), NULL },
 	{ 6, SCHEMA_6, SCHEMA_6, NULL },
+	{ 7, SCHEMA_7("INTEGER"), SCHEMA_7("BIGINT"), NULL },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

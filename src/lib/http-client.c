@@ -211,7 +211,24 @@ struct reader {
 	 * request fails with ETIMEDOUT; -1: no limit. For probes of a peer
 	 * that may be stalled (GET /v1/ready), where blocking is the failure. */
 	int timeout_ms;
+	/* 0, or when the whole exchange must be over (now_ms() clock): each
+	 * wait is cut to what is left (http_request_bounded). */
+	uint64_t deadline_ms;
 };
+
+/* How long the next wait for bytes may last: want (-1: no limit), cut to
+ * what is left before the deadline. */
+static int wait_ms(const struct reader *r, int want)
+{
+	uint64_t now;
+	int left;
+
+	if (!r->deadline_ms)
+		return want;
+	now = now_ms();
+	left = now >= r->deadline_ms ? 0 : (int)(r->deadline_ms - now);
+	return want < 0 || left < want ? left : want;
+}
 
 static int parse_status_line(const char *p, const char *eol, int *status, err_t *err)
 {
@@ -233,7 +250,7 @@ static int read_resp_head(struct reader *r, struct http_resp *out, err_t *err)
 	while (!(head = http_find_head_end(r->in.data, r->in.len, &scanned))) {
 		if (r->in.len > HTTP_MAX_HEAD)
 			return err_set(err, EPROTO, "response head too large");
-		ssize_t n = http_recv_some(r->fd, &r->in, HTTP_IO_CHUNK, r->timeout_ms);
+		ssize_t n = http_recv_some(r->fd, &r->in, HTTP_IO_CHUNK, wait_ms(r, r->timeout_ms));
 		if (n == -ETIMEDOUT)
 			return err_set(err, ETIMEDOUT, "no response within %d ms", r->timeout_ms);
 		if (n <= 0)
@@ -333,7 +350,7 @@ static int read_body(struct reader *r, enum body_kind kind, uint64_t clen, struc
 		    (kind == BODY_CHUNKED && d.state == DC_DONE))
 			return 0;
 		ssize_t n = http_recv_some(r->fd, &r->in, HTTP_IO_CHUNK,
-					   r->idle_ms > 0 ? r->idle_ms : r->timeout_ms);
+					   wait_ms(r, r->idle_ms > 0 ? r->idle_ms : r->timeout_ms));
 		if (n == -ETIMEDOUT && r->on_idle) {
 			int ir = r->on_idle(r->idle_arg);
 			if (ir)
@@ -373,6 +390,52 @@ static int emit_resp_body(void *arg, const char *p, size_t n)
 {
 	buf_add(&((struct http_resp *)arg)->body, p, n);
 	return 0;
+}
+
+struct bounded_body {
+	struct http_resp *out;
+	size_t max;
+};
+
+static int emit_bounded_body(void *arg, const char *p, size_t n)
+{
+	struct bounded_body *bb = arg;
+
+	if (bb->out->body.len + n > bb->max)
+		return -EFBIG;
+	buf_add(&bb->out->body, p, n);
+	return 0;
+}
+
+int http_request_bounded(const char *base, const char *method, const char *target,
+			 const char *headers, const void *body, size_t len, int timeout_ms,
+			 int total_ms, size_t max_body, struct http_resp *out, err_t *err)
+{
+	struct reader r = { .fd = -1, .timeout_ms = timeout_ms,
+			    .deadline_ms = now_ms() + (uint64_t)(total_ms > 0 ? total_ms : 1) };
+	struct bounded_body bb = { out, max_body };
+	enum body_kind kind;
+	uint64_t clen = 0;
+
+	memset(out, 0, sizeof(*out));
+	buf_init(&r.in);
+	int rc = start_request(base, method, target, headers, body, len, &r, out, &kind, &clen,
+			       err);
+	if (rc == 0) {
+		struct sink s = { .fn = emit_bounded_body, .arg = &bb };
+		rc = read_body(&r, kind, clen, &s, err);
+		if (rc == -EFBIG)
+			rc = err_set(err, EFBIG, "%s %s%s: answer larger than %zu bytes", method, base,
+				     target, max_body);
+	}
+	if (rc == 0 && !out->body.data)
+		buf_adds(&out->body, "");
+	if (rc < 0)
+		http_resp_free(out);
+	if (r.fd >= 0)
+		close(r.fd);
+	buf_free(&r.in);
+	return rc;
 }
 
 int http_request(const char *base, const char *method, const char *target,

@@ -182,6 +182,14 @@ int http_request_timeout(const char *base, const char *method, const char *targe
 			 const char *headers, const void *body, size_t len, int timeout_ms,
 			 struct http_resp *out, err_t *err);
 
+/* http_request_timeout for a peer that may be hostile (a tenant's key
+ * service): besides each wait, the whole answer must arrive within
+ * total_ms of the request (connecting is still not timed), and a body
+ * larger than max_body fails with -EFBIG instead of filling memory. */
+int http_request_bounded(const char *base, const char *method, const char *target,
+			 const char *headers, const void *body, size_t len, int timeout_ms,
+			 int total_ms, size_t max_body, struct http_resp *out, err_t *err);
+
 /* Streaming client: on_head is called once with status/headers (out has no
  * body); then on_data for each piece of the body as it arrives (dechunked).
  * A callback returning non-zero aborts the request (returns that value). */

@@ -549,6 +549,12 @@ static int create_check(struct create *cx)
 	char msg[256];
 	int r;
 
+	/* BYOK: a tenant whose key service refuses its key cannot boot new
+	 * sandboxes (403 key_revoked; checked at most every kms_cache_ttl). */
+	if (byok_create_gate(cx->n, cx->tenant, &cx->err) < 0) {
+		node_respond_err(cx->c, &cx->err);
+		return -1;
+	}
 	if (node_info_get(cx->n, &info, &cx->err) < 0) {
 		http_respond_error(cx->c, 503, "unavailable", "node manager: %s", cx->err.msg);
 		return -1;

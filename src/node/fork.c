@@ -289,6 +289,11 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 				   "`from_snapshot` must be a snapshot id or name");
 		goto out;
 	}
+	/* A child is a new sandbox: not while the tenant's key is revoked. */
+	if (byok_create_gate(n, sb->tenant, &err) < 0) {
+		node_respond_err(c, &err);
+		goto out;
+	}
 	if (!sb->be || !sb->be->fork || !sb->be->snapshot || !sb->be->caps.disk_snapshot) {
 		http_respond_error(c, 501, "not_supported", "fork is not supported on the %s backend",
 				   sb->backend_name);

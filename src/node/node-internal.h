@@ -21,6 +21,7 @@
 
 #include "../backend/backend.h"
 #include "../chan/guestconn.h"
+#include "../crypt/kms.h"
 #include "../db/db.h"
 #include "../lib/err.h"
 #include "../lib/http.h"
@@ -111,6 +112,7 @@ struct sandbox {
 	char *susp_snap;
 	int64_t susp_bytes;
 	char susp_sha[65];
+	char susp_key[33];      /* the data key its artifacts are sealed under ("" = none) */
 	bool susp_resume;
 };
 
@@ -174,6 +176,12 @@ struct node {
 	pthread_t janitor;
 
 	struct objstore *os;       /* NULL: no object store, no suspend */
+	/* BYOK (byok.c, src/crypt/kms.h): tenants' keys, data keys and their
+	 * cache; the revocation watch's thread. */
+	struct kms kms;
+	pthread_t kms_watch;
+	bool kms_watch_started;
+	int kms_watch_stop;        /* atomic */
 
 	pthread_mutex_t sched_mu;  /* one scheduler pass at a time; outermost */
 	int64_t sched_offset_ms;   /* atomic: the debug clock's advance */
@@ -349,6 +357,17 @@ void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op
 /* Tear down and retire (delete) or mark failed. Returns 0 or -errno. */
 int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t *err);
 void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason);
+
+/* byok.c: artifact sealing on? (config encrypt_artifacts; off only for the
+ * control test and the benchmark's baseline); the create gate (-EKEYREVOKED
+ * when the tenant's key service refuses its key); the revocation watch; the
+ * /v1/tenants/{t}/encryption routes (admin). */
+bool byok_on(const struct node *n);
+int byok_create_gate(struct node *n, const char *tenant, err_t *err);
+void byok_start(struct node *n);
+void byok_stop(struct node *n);
+void handle_tenant_encryption(struct node *n, struct http_req *req, struct http_conn *c,
+			      const char *tenant, bool rotate);
 /* sb → failed with reason (its row, an events row and sb->error): memory
  * follows even when the row cannot be written. sb is live or stopped. The
  * caller holds sb->mu, or (reconcile) nobody else can reach sb yet. */

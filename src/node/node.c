@@ -280,6 +280,13 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 			http_respond_error(c, 403, "forbidden", "deleting templates is admin only");
 		else
 			handle_templates_delete(n, segs[2], c);
+	} else if (strcmp(segs[1], "tenants") == 0 && (nseg == 4 || nseg == 5) &&
+		   strcmp(segs[3], "encryption") == 0 &&
+		   (nseg == 4 || strcmp(segs[4], "rotate") == 0)) {
+		if (!admin)
+			http_respond_error(c, 403, "forbidden", "admin only");
+		else
+			handle_tenant_encryption(n, req, c, segs[2], nseg == 5);
 	} else if (strcmp(segs[1], "sandboxes") == 0 && nseg == 2) {
 		if (method_is(req, "POST"))
 			handle_sandboxes_create(n, req, c, tenant);
@@ -358,6 +365,15 @@ int node_run(const struct node_config *cfg, err_t *err)
 			log_info("object store: %s (%s)", cfg->object_store, objstore_driver(n->os));
 	}
 
+	/* BYOK: the tenants' keys (local ones under key_dir) and the cache
+	 * of unwrapped data keys, in this process only. */
+	if ((r = kms_init(&n->kms, n->db, cfg->key_dir ? cfg->key_dir : cfg->staging_dir,
+			  cfg->kms_cache_ttl_s, err)) < 0)
+		goto out;
+	if (!cfg->encrypt_artifacts)
+		log_warn("encrypt_artifacts = false: artifacts go to the object store in PLAINTEXT "
+			 "(for the control test and benchmarks only)");
+
 	if ((r = cluster_register(n, err)) < 0)
 		goto out;
 	templates_reconcile(n);
@@ -369,6 +385,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	if (r < 0)
 		goto out;
 	schedule_start(n);
+	byok_start(n);
 	n->http = http_server_start(cfg->sock_path, NODE_FILE_MAX + 4096, node_handler, n, err);
 	if (!n->http) {
 		r = err_wrap(err, "node: listen on %s", cfg->sock_path);
@@ -390,6 +407,7 @@ out:
 	http_server_stop(n->http);
 	cluster_stop(n);
 	reaper_stop(n);
+	byok_stop(n);
 	if (n->db)
 		sandbox_stop_all(n);
 	templates_cleanup(n);
@@ -397,6 +415,7 @@ out:
 	objstore_close(n->os);
 	if (n->stop_fd >= 0)
 		close(n->stop_fd);
+	kms_fini(&n->kms);
 	pthread_cond_destroy(&n->jan_cv);
 	pthread_mutex_destroy(&n->jan_mu);
 	pthread_mutex_destroy(&n->sched_mu);

@@ -46,6 +46,12 @@ struct node_config {
 	const char *s3_access_key, *s3_secret_key;
 	const char *staging_dir;
 	uint32_t suspend_after_idle_s;
+	/* BYOK (src/crypt/kms.h): the local provider's key directory, how long
+	 * unwrapped data keys and key checks are cached (s), and whether
+	 * artifacts are sealed (false ONLY for the control test / bench). */
+	const char *key_dir;
+	uint32_t kms_cache_ttl_s;
+	bool encrypt_artifacts;
 	bool debug_clock;                    /* POST /v1/debug/clock on the node socket (tests) */
 	const char *gateway_sock;      /* "unix:DATA/run/gateway.sock"; NULL = no sandbox network */
 	const char *node_name;         /* this node's row in the nodes table (cluster.c) */

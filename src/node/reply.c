@@ -54,6 +54,12 @@ void node_errno_to_http(int code, int *status, const char **ecode)
 	case ESHUTDOWN:
 		*status = 503, *ecode = "unavailable";
 		break;
+	case EKEYREVOKED:   /* the tenant's key service refused its key (byok.c) */
+		*status = 403, *ecode = "key_revoked";
+		break;
+	case ENOKEY:
+		*status = 503, *ecode = "key_unavailable";
+		break;
 	case EDQUOT:   /* a tenant quota or a per-sandbox maximum (quota.c) */
 		*status = 422, *ecode = "quota_exceeded";
 		break;

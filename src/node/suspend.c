@@ -47,6 +47,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../crypt/envelope.h"
+#include "../crypt/kms.h"
 #include "../lib/log.h"
 #include "../objstore/objstore.h"
 #include "node-internal.h"
@@ -142,21 +144,36 @@ static void delete_objects(struct node *n, struct sandbox *sb, const char *snap)
 
 /* ---- suspend ----------------------------------------------------------- */
 
-/* Upload the artifact in fd and check it back. */
+/* Upload the artifact in fd and check it back. BYOK (dk): what goes is the
+ * sealed view of fd, sealed as the store reads it (no second copy on the
+ * node's disk); a->size and a->sha are the sealed object's. */
 static int upload(struct node *n, struct sandbox *sb, const char *snap, const char *name,
-		  int fd, struct art *a, err_t *err)
+		  int fd, const struct dkey *dk, const uint8_t ref[CRYPT_REF_LEN], struct art *a,
+		  err_t *err)
 {
 	_cleanup_free_ char *key = obj_key(sb, snap, name);
 	char sha[OBJSTORE_SHA256_HEX];
 	uint64_t size = 0;
 	struct stat st;
+	int r;
 
 	if (fstat(fd, &st) < 0)
 		return err_sys(err, "stat the %s artifact", name);
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "rewind the %s artifact", name);
 	a->size = (uint64_t)st.st_size;
-	if (objstore_put_fd(n->os, key, fd, a->size, a->sha, err) < 0)
+	if (dk) {
+		struct crypt_ctx cx = { sb->tenant, sb->id, name, snap };
+		struct crypt_view *v = crypt_view_new(fd, a->size, dk->k, ref, &cx, err);
+		if (!v)
+			return -err->code;
+		a->size = crypt_view_size(v);
+		r = objstore_put_reader(n->os, key, a->size, crypt_view_read_at, v, a->sha, err);
+		crypt_view_free(v);
+	} else {
+		r = objstore_put_fd(n->os, key, fd, a->size, a->sha, err);
+	}
+	if (r < 0)
 		return store_err(err, name);
 	fault_point("suspend_upload");
 	if (objstore_head(n->os, key, &size, sha, err) < 0)
@@ -237,7 +254,7 @@ static char *manifest_text(struct node *n, struct sandbox *sb, const char *snap,
 }
 
 struct suspended_row {
-	const char *snap, *manifest_sha, *procs;
+	const char *snap, *manifest_sha, *procs, *data_key;
 	int64_t bytes;
 	enum sb_state prev;
 };
@@ -249,13 +266,13 @@ static int write_suspended(struct node *n, struct sandbox *sb, const void *arg, 
 	const struct suspended_row *row = arg;
 	int r = db_exec(n->db, err,
 			"INSERT INTO suspensions(sandbox_id, snapshot_id, bytes, manifest_sha,"
-			" prev_state, created_at, procs) VALUES(?,?,?,?,?,?,?)"
+			" prev_state, created_at, procs, data_key) VALUES(?,?,?,?,?,?,?,?)"
 			" ON CONFLICT(sandbox_id) DO UPDATE SET snapshot_id=excluded.snapshot_id,"
 			" bytes=excluded.bytes, manifest_sha=excluded.manifest_sha,"
 			" prev_state=excluded.prev_state, created_at=excluded.created_at,"
-			" procs=excluded.procs",
-			"ssissis", sb->id, row->snap, row->bytes, row->manifest_sha,
-			state_name(row->prev), wall_ms(), row->procs);
+			" procs=excluded.procs, data_key=excluded.data_key",
+			"ssississ", sb->id, row->snap, row->bytes, row->manifest_sha,
+			state_name(row->prev), wall_ms(), row->procs, row->data_key);
 
 	if (r >= 0)
 		r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=?", "s", sb->id);
@@ -265,10 +282,17 @@ static int write_suspended(struct node *n, struct sandbox *sb, const void *arg, 
 	return r < 0 ? r : 0;
 }
 
+/* What an artifact's AAD binds (envelope.h). */
+static struct crypt_ctx seal_ctx(const struct sandbox *sb, const char *snap, const char *name)
+{
+	return (struct crypt_ctx){ sb->tenant, sb->id, name, snap };
+}
+
 /* Steps 2-5 on a suspending, frozen sandbox. On success *bytes and sha get
  * the total uploaded and the manifest's digest. */
 static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap, int64_t *bytes,
-			   char manifest_sha[OBJSTORE_SHA256_HEX], char **procs, err_t *err)
+			   char manifest_sha[OBJSTORE_SHA256_HEX], char **procs,
+			   const struct dkey *dk, const uint8_t ref[CRYPT_REF_LEN], err_t *err)
 {
 	struct art arts[N_ARTIFACTS] = { 0 };
 	struct nm_sandbox_spec spec;
@@ -314,19 +338,35 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 		 * memory is in the vmstate artifact */
 		if (artifacts[i].kind == NM_ARTIFACT_MEM && size == 0)
 			continue;
-		if ((r = upload(n, sb, snap, artifacts[i].name, fd, &arts[i], err)) < 0)
+		/* BYOK: only sealed bytes leave the node */
+		if ((r = upload(n, sb, snap, artifacts[i].name, fd, dk, ref, &arts[i], err)) < 0)
 			return r;
 		*bytes += (int64_t)arts[i].size;
 	}
 	man = manifest_text(n, sb, snap, arts, tuuid, tsha);
 	mkey = obj_key(sb, snap, "manifest.json");
-	sha256_hex(man, strlen(man), manifest_sha);
-	if (objstore_put_buf(n->os, mkey, man, strlen(man), sha, err) < 0)
-		return store_err(err, "manifest");
-	if (objstore_head(n->os, mkey, &hsize, sha, err) < 0)
-		return store_err(err, "manifest");
-	if (hsize != strlen(man) || strcmp(sha, manifest_sha) != 0)
-		return err_set(err, EHOSTUNREACH, "object store: the manifest reads back wrong");
+	{
+		/* the manifest sealed too; the row pins the sealed bytes' digest */
+		struct crypt_ctx cx = seal_ctx(sb, snap, "manifest.json");
+		struct buf mb;
+		buf_init(&mb);
+		if (dk)
+			r = crypt_seal_buf(man, strlen(man), dk->k, ref, &cx, &mb, err);
+		else
+			buf_add(&mb, man, strlen(man));
+		if (r == 0) {
+			sha256_hex(mb.data, mb.len, manifest_sha);
+			if (objstore_put_buf(n->os, mkey, mb.data, mb.len, sha, err) < 0 ||
+			    objstore_head(n->os, mkey, &hsize, sha, err) < 0)
+				r = store_err(err, "manifest");
+			else if (hsize != mb.len || strcmp(sha, manifest_sha) != 0)
+				r = err_set(err, EHOSTUNREACH,
+					    "object store: the manifest reads back wrong");
+		}
+		buf_free(&mb);
+		if (r < 0)
+			return r;
+	}
 	*bytes += (int64_t)hsize;
 	return 0;
 }
@@ -336,6 +376,9 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	_cleanup_free_ char *snap = random_id("su-", 8);
 	_cleanup_free_ char *procs = NULL;
 	char manifest_sha[OBJSTORE_SHA256_HEX] = "";
+	char key_hex[2 * CRYPT_REF_LEN + 1] = "";
+	uint8_t ref[CRYPT_REF_LEN];
+	struct dkey *dk = NULL;
 	struct suspended_row row;
 	enum sb_state prev;
 	int64_t bytes = 0;
@@ -367,11 +410,24 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 		return r;
 	if (prev == SB_RUNNING && (r = sb->be->pause(&n->bctx, sb->id, err)) < 0)
 		err_wrap(err, "pause");
+	/* BYOK: a fresh data key for this artifact set, wrapped by the
+	 * tenant's key (a revoked key stops the suspend here: nothing is
+	 * written out, the sandbox carries on until the watch stops it). */
+	if (r == 0 && byok_on(n)) {
+		r = kms_data_key_new(&n->kms, sb->tenant, sb->id, snap, ref, &dk, err);
+		if (r < 0)
+			err_wrap(err, "seal key");
+		else
+			crypt_ref_hex(ref, key_hex);
+	}
 	if (r == 0)
-		r = make_and_upload(n, sb, snap, &bytes, manifest_sha, &procs, err);
+		r = make_and_upload(n, sb, snap, &bytes, manifest_sha, &procs, dk, ref, err);
+	dkey_free(dk);
+	dk = NULL;
 	fault_point("suspend_before_commit");
 	if (r == 0) {
-		row = (struct suspended_row){ snap, manifest_sha, procs, bytes, prev };
+		row = (struct suspended_row){ snap, manifest_sha, procs, key_hex[0] ? key_hex : NULL,
+					      bytes, prev };
 		pthread_mutex_lock(&sb->mu);
 		r = sandbox_tx(n, sb, write_suspended, &row, err);
 		/* The transaction rolled back after its transition moved memory
@@ -384,6 +440,8 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	if (r < 0) {
 		/* The sandbox is still whole here: give it back. */
 		delete_objects(n, sb, snap);
+		if (key_hex[0])
+			kms_data_key_forget(&n->kms, ref);
 		if (sb->be->snapshot_delete(&n->bctx, sb->id, snap, &e2) < 0)
 			log_warn("sandbox %s: drop snapshot %s: %s", sb->id, snap, e2.msg);
 		if (prev == SB_RUNNING && sb->be->resume(&n->bctx, sb->id, &e2) < 0)
@@ -405,6 +463,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	sb->susp_snap = xstrdup(snap);
 	sb->susp_bytes = bytes;
 	snprintf(sb->susp_sha, sizeof(sb->susp_sha), "%s", manifest_sha);
+	snprintf(sb->susp_key, sizeof(sb->susp_key), "%s", key_hex);
 	pthread_mutex_unlock(&sb->mu);
 	sandbox_gc_retire(sb, "the sandbox was suspended", NULL);
 	if (sb->be->destroy(&n->bctx, sb->id, &e2) < 0)
@@ -446,9 +505,48 @@ static bool uuid_text(const char *s)
 	return true;
 }
 
+/* BYOK: the sealed manifest's data key, which must be the one the row
+ * names (want_key), unwrapped by the tenant's key; then the manifest
+ * opened into *text. A suspend made with encrypt_artifacts = false has no
+ * key in its row and a plaintext manifest. */
+static int open_manifest(struct node *n, struct sandbox *sb, const char *snap,
+			 const char *want_key, char **text, uint64_t *size, struct dkey **dk,
+			 err_t *err)
+{
+	struct crypt_ctx cx = seal_ctx(sb, snap, "manifest.json");
+	char hex[2 * CRYPT_REF_LEN + 1];
+	struct crypt_head h;
+	struct buf out;
+	int r;
+
+	if (!want_key[0])
+		return 0;
+	r = crypt_head_parse(*text, *size, &h, err);
+	if (r <= 0)
+		return r < 0 ? err_wrap(err, "artifact manifest.json")
+			     : err_set(err, EBADMSG, "artifact manifest.json: truncated header");
+	crypt_ref_hex(h.key_ref, hex);
+	if (strcmp(hex, want_key) != 0)
+		return err_set(err, EBADMSG, "artifact manifest.json: sealed under data key %.8s…, "
+			       "not this suspend's %.8s…", hex, want_key);
+	if ((r = kms_data_key_get(&n->kms, sb->tenant, h.key_ref, dk, err)) < 0)
+		return r;
+	buf_init(&out);
+	if ((r = crypt_open_buf(*text, *size, (*dk)->k, &cx, &out, err)) < 0) {
+		buf_free(&out);
+		return r;
+	}
+	free(*text);
+	*size = out.len;
+	buf_addc(&out, '\0');
+	*text = buf_steal(&out);
+	return 0;
+}
+
 static int read_manifest(struct node *n, struct sandbox *sb, const char *snap,
-			 const char *want_sha, struct art arts[N_ARTIFACTS], char tuuid[37],
-			 char tsha[OBJSTORE_SHA256_HEX], err_t *err)
+			 const char *want_sha, const char *want_key, struct art arts[N_ARTIFACTS],
+			 char tuuid[37], char tsha[OBJSTORE_SHA256_HEX], struct dkey **dk,
+			 err_t *err)
 {
 	_cleanup_free_ char *key = obj_key(sb, snap, "manifest.json");
 	_cleanup_free_ char *text = NULL;
@@ -461,9 +559,13 @@ static int read_manifest(struct node *n, struct sandbox *sb, const char *snap,
 	if (objstore_get_buf(n->os, key, MANIFEST_MAX, &text, &size, err) < 0)
 		return err_wrap(err, "artifact manifest.json");
 	sha256_hex(text, size, sha);
+	/* the row pins the manifest: an older one replayed into the store
+	 * (or any other) is refused before a byte of it is used */
 	if (strcmp(sha, want_sha) != 0)
 		return err_set(err, EBADMSG, "artifact manifest.json: SHA-256 %.16s… is not the "
-			       "%.16s… recorded at suspend", sha, want_sha);
+			       "%.16s… recorded at suspend (replaced or replayed)", sha, want_sha);
+	if ((r = open_manifest(n, sb, snap, want_key, &text, &size, dk, err)) < 0)
+		return r;
 	if (!(m = json_parse(text, size, err)))
 		return err_wrap(err, "artifact manifest.json");
 	t = json_get(m, "template");
@@ -507,31 +609,53 @@ out:
 	return r;
 }
 
-/* Download, check and hand one artifact to nodemgr. */
+/* Download and check one artifact into a staging file: *out, rewound.
+ * BYOK (dk): opened as it arrives (every chunk authenticated before its
+ * plaintext is written; no second copy on disk). Nothing is handed to
+ * nodemgr until every artifact passed this. */
 static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, size_t i,
-			  const struct art *want, const struct nm_sandbox_spec *spec, err_t *err)
+			  const struct art *want, const struct dkey *dk, int *out, err_t *err)
 {
 	_cleanup_free_ char *key = obj_key(sb, snap, artifacts[i].name);
 	_cleanup_free_ char *path = staging_path(n, sb, snap, artifacts[i].name);
 	_cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
 				      0600);
+	struct crypt_ctx cx = seal_ctx(sb, snap, artifacts[i].name);
+	struct crypt_opener *op = NULL;
 	char sha[OBJSTORE_SHA256_HEX];
 	uint64_t size = 0;
+	int r;
 
 	if (fd < 0)
 		return err_sys(err, "open %s", path);
 	unlink(path);
-	if (objstore_get_fd(n->os, key, fd, &size, sha, err) < 0)
-		return err_wrap(err, "artifact %s", artifacts[i].name);
-	if (size != want->size || strcmp(sha, want->sha) != 0)
-		return err_set(err, EBADMSG,
-			       "artifact %s: %llu bytes with SHA-256 %.16s…, the manifest says "
-			       "%llu bytes %.16s…",
-			       artifacts[i].name, (unsigned long long)size, sha,
-			       (unsigned long long)want->size, want->sha);
+	if (dk) {
+		op = crypt_opener_new(fd, dk->k, &cx);
+		r = objstore_get_writer(n->os, key, crypt_opener_write, op, &size, sha, err);
+		if (r < 0 && crypt_opener_failed(op, err) < 0)
+			r = -err->code;
+		else if (r < 0)
+			err_wrap(err, "artifact %s", artifacts[i].name);
+	} else {
+		r = objstore_get_fd(n->os, key, fd, &size, sha, err);
+		if (r < 0)
+			err_wrap(err, "artifact %s", artifacts[i].name);
+	}
+	if (r == 0 && (size != want->size || strcmp(sha, want->sha) != 0))
+		r = err_set(err, EBADMSG,
+			    "artifact %s: %llu bytes with SHA-256 %.16s…, the manifest says "
+			    "%llu bytes %.16s…",
+			    artifacts[i].name, (unsigned long long)size, sha,
+			    (unsigned long long)want->size, want->sha);
+	if (r == 0 && op)
+		r = crypt_opener_finish(op, NULL, err);
+	crypt_opener_free(op);
+	if (r < 0)
+		return r;
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "rewind %s", path);
-	return nm_suspend_import(n->cfg->nm_sock, spec, snap, artifacts[i].kind, fd, err);
+	*out = TAKE_FD(fd);
+	return 0;
 }
 
 static char *suspended_procs(struct node *n, struct sandbox *sb)
@@ -563,7 +687,9 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	struct art arts[N_ARTIFACTS] = { 0 };
 	struct nm_sandbox_spec spec;
 	char sha[OBJSTORE_SHA256_HEX], addr[16] = "", reason[600], tuuid[37] = "";
-	char tsha[OBJSTORE_SHA256_HEX] = "";
+	char tsha[OBJSTORE_SHA256_HEX] = "", key_hex[2 * CRYPT_REF_LEN + 1] = "";
+	int fds[N_ARTIFACTS];
+	struct dkey *dk = NULL;
 	uint64_t t0 = now_us();
 	int r, chan_fd = -1;
 	pid_t pid = 0;
@@ -599,6 +725,9 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	}
 	snap = xstrdup(sb->susp_snap);
 	snprintf(sha, sizeof(sha), "%s", sb->susp_sha);
+	snprintf(key_hex, sizeof(key_hex), "%s", sb->susp_key);
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		fds[i] = -1;
 	r = state_transition(n->db, sb->id, &sb->state, SB_RESTORING, why, 0, err);
 	if (r == 0)
 		sb->lc_busy = true;
@@ -606,7 +735,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	if (r < 0)
 		return r;
 
-	r = read_manifest(n, sb, snap, sha, arts, tuuid, tsha, err);
+	r = read_manifest(n, sb, snap, sha, key_hex, arts, tuuid, tsha, &dk, err);
 	/* The template build its disk stream was made against: here already,
 	 * or fetched from the store (a sandbox moved from another node). */
 	if (r == 0 && tuuid[0]) {
@@ -625,9 +754,20 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		r = r < 0 ? r : 0;
 	}
 	sandbox_jail_spec(sb, &spec);
+	/* Every artifact downloaded, checked and opened first; only then is
+	 * anything rebuilt from them. */
 	for (size_t i = 0; r == 0 && i < N_ARTIFACTS; i++)
 		if (arts[i].present)
-			r = fetch_artifact(n, sb, snap, i, &arts[i], &spec, err);
+			r = fetch_artifact(n, sb, snap, i, &arts[i], dk, &fds[i], err);
+	dkey_free(dk);
+	dk = NULL;
+	for (size_t i = 0; r == 0 && i < N_ARTIFACTS; i++)
+		if (fds[i] >= 0)
+			r = nm_suspend_import(n->cfg->nm_sock, &spec, snap, artifacts[i].kind, fds[i],
+					      err);
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		if (fds[i] >= 0)
+			close(TAKE_FD(fds[i]));
 	if (r == 0) {
 		r = sb->be->fork(&n->bctx, &spec, sb->id, snap, &chan_fd, &pid, addr, err);
 		if (r < 0)
@@ -667,9 +807,15 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	if (sb->be->snapshot_delete(&n->bctx, sb->id, snap, &e2) < 0)
 		log_warn("sandbox %s: drop restored snapshot %s: %s", sb->id, snap, e2.msg);
 	delete_objects(n, sb, snap);
+	if (key_hex[0]) {
+		uint8_t ref[CRYPT_REF_LEN];
+		if (crypt_ref_parse(key_hex, ref) == 0)
+			kms_data_key_forget(&n->kms, ref);
+	}
 	pthread_mutex_lock(&sb->mu);
 	free(sb->susp_snap);
 	sb->susp_snap = NULL;
+	sb->susp_key[0] = '\0';
 	sb->susp_bytes = 0;
 	sched_on_state_locked(sb, SB_RUNNING);
 	sandbox_schedule_timeout(n, sb);
@@ -704,7 +850,8 @@ void suspend_load(struct node *n, struct sandbox *sb)
 	err_t err = { 0 };
 
 	if (db_query(n->db, &rows, &err,
-		     "SELECT snapshot_id, bytes, manifest_sha FROM suspensions WHERE sandbox_id=?",
+		     "SELECT snapshot_id, bytes, manifest_sha, data_key FROM suspensions"
+		     " WHERE sandbox_id=?",
 		     "s", sb->id) < 0) {
 		log_warn("sandbox %s: %s", sb->id, err.msg);
 		return;
@@ -713,6 +860,8 @@ void suspend_load(struct node *n, struct sandbox *sb)
 		sb->susp_snap = xstrdup(db_cell(&rows, 0, 0));
 		sb->susp_bytes = db_cell_int(&rows, 0, 1);
 		snprintf(sb->susp_sha, sizeof(sb->susp_sha), "%s", db_cell(&rows, 0, 2));
+		snprintf(sb->susp_key, sizeof(sb->susp_key), "%s",
+			 db_cell(&rows, 0, 3) ? db_cell(&rows, 0, 3) : "");
 	}
 	db_rows_free(&rows);
 }
@@ -749,6 +898,12 @@ void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_curren
 		sw.keep = keep = xasprintf("sandboxes/%s/%s/", sb->id, sb->susp_snap);
 	if (objstore_list(n->os, prefix, sweep_one, &sw, &e) < 0)
 		log_warn("sandbox %s: list its objects: %s", sb->id, e.msg);
+	/* and the data keys of what went (a suspend cut off before its row
+	 * left one behind) */
+	if (db_exec(n->db, &e, "DELETE FROM data_keys WHERE sandbox_id=? AND (? IS NULL OR id<>?)",
+		    "sss", sb->id, keep && sb->susp_key[0] ? sb->susp_key : NULL,
+		    keep && sb->susp_key[0] ? sb->susp_key : NULL) < 0)
+		log_warn("sandbox %s: forget its data keys: %s", sb->id, e.msg);
 }
 
 void suspend_reconcile(struct node *n, struct sandbox *sb)

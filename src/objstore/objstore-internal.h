@@ -16,6 +16,10 @@ struct os_src {
 	int fd;
 	off_t off;
 	uint64_t size;
+	/* or, when set: n bytes at pos from the caller (objstore_put_reader);
+	 * any order, possibly from several threads */
+	objstore_read_at_fn read_at;
+	void *arg;
 };
 /* Read n bytes at pos into p: pread, memcpy, or (not seekable) the next n
  * bytes, in which case pos must follow the previous read. -errno, -EPIPE

@@ -106,6 +106,8 @@ int os_src_read(const struct os_src *s, uint64_t pos, void *p, size_t n)
 
 	if (pos + n > s->size)
 		return -EINVAL;
+	if (s->read_at)
+		return s->read_at(s->arg, pos, p, n);
 	if (s->buf) {
 		memcpy(p, s->buf + pos, n);
 		return 0;
@@ -161,6 +163,15 @@ int objstore_put_buf(struct objstore *os, const char *key, const void *buf, uint
 	return put(os, key, &src, sha256_hex, err);
 }
 
+int objstore_put_reader(struct objstore *os, const char *key, uint64_t size,
+			objstore_read_at_fn read_at, void *arg,
+			char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err)
+{
+	struct os_src src = { .fd = -1, .off = 0, .size = size, .read_at = read_at, .arg = arg };
+
+	return put(os, key, &src, sha256_hex, err);
+}
+
 static int fd_write(void *arg, const void *p, size_t n)
 {
 	return write_all(*(int *)arg, p, n);
@@ -204,6 +215,15 @@ int objstore_get_fd(struct objstore *os, const char *key, int fd, uint64_t *size
 		    char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err)
 {
 	struct os_sink sink = { fd_write, &fd };
+
+	return get(os, key, &sink, size, sha256_hex, err);
+}
+
+int objstore_get_writer(struct objstore *os, const char *key,
+			int (*write)(void *arg, const void *p, size_t n), void *arg,
+			uint64_t *size, char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err)
+{
+	struct os_sink sink = { write, arg };
 
 	return get(os, key, &sink, size, sha256_hex, err);
 }

@@ -56,6 +56,20 @@ int objstore_put_fd(struct objstore *os, const char *key, int fd, uint64_t size,
 		    char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err);
 int objstore_put_buf(struct objstore *os, const char *key, const void *buf, uint64_t size,
 		     char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err);
+/* Store size bytes that read_at produces: n bytes at offset pos into p,
+ * 0 or -errno; called in any order and, for a multipart upload, from
+ * several threads at once, possibly more than once for one range (it must
+ * give the same bytes each time). For a view of a file through a
+ * transform, e.g. artifacts sealed as they are sent (src/node/suspend.c). */
+typedef int (*objstore_read_at_fn)(void *arg, uint64_t pos, void *p, size_t n);
+int objstore_put_reader(struct objstore *os, const char *key, uint64_t size,
+			objstore_read_at_fn read_at, void *arg,
+			char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err);
+/* Write the object's bytes, in order, to write(arg, p, n) (0 or -errno),
+ * checking them against the stored digest at the end. */
+int objstore_get_writer(struct objstore *os, const char *key,
+			int (*write)(void *arg, const void *p, size_t n), void *arg,
+			uint64_t *size, char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err);
 
 /* Write the object to fd and check it against its stored digest. *size
  * and sha256_hex (either may be NULL) receive what was read. */

@@ -318,7 +318,7 @@ static int put_multipart(struct os_s3 *s, const char *key, const struct os_src *
 	struct buf enc;
 	int r;
 
-	if (!src->buf && src->off < 0)
+	if (!src->buf && !src->read_at && src->off < 0)
 		return err_set(err, ESPIPE,
 			       "objstore s3 put %s: %llu bytes go as a multipart upload, which "
 			       "needs a regular file, not a pipe", key, (unsigned long long)src->size);

@@ -69,8 +69,12 @@ class ClusterTest(unittest.TestCase):
             os.environ["AWS_ACCESS_KEY_ID"] = os.environ["AWS_SECRET_ACCESS_KEY"] = "S3RVER"
         else:
             print("note: no S3 server (tests/s3/setup.sh): a file:// store", file=sys.stderr)
+        # the tenants' local BYOK keys: one directory for both nodes, or a
+        # sandbox suspended on one could not be opened on the other
+        cls.keys = tempfile.mkdtemp(prefix="airlock-tenant-keys-")
         extra = ("--set", f"heartbeat_timeout_s={HEARTBEAT_TIMEOUT}", "--object-store",
-                 cls.s3.url if cls.s3 else "file://" + cls.store)
+                 cls.s3.url if cls.s3 else "file://" + cls.store,
+                 "--set", f"tenant_key_dir={cls.keys}")
         cls.a = Server(extra_args=("--node-name", "na") + extra + cls.db.args)
         cls.b = Server(extra_args=("--node-name", "nb") + extra + cls.db.args)
         try:
@@ -94,6 +98,7 @@ class ClusterTest(unittest.TestCase):
             if cls.s3:
                 cls.s3.stop()
             shutil.rmtree(cls.store, ignore_errors=True)
+            shutil.rmtree(cls.keys, ignore_errors=True)
 
     def wait_nodes(self, client, want, timeout=30):
         deadline = time.time() + timeout

@@ -1,0 +1,374 @@
+/* test-crypt: the BYOK envelope (src/crypt/envelope.c) and the local key
+ * provider with its data keys (kms.c, kms-local.c), on a SQLite database
+ * in a temp dir. Every tamper case must fail to open, naming what failed. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../src/crypt/envelope.h"
+#include "../../src/crypt/kms.h"
+#include "check.h"
+
+static uint8_t key[CRYPT_KEY_LEN], key2[CRYPT_KEY_LEN], ref[CRYPT_REF_LEN];
+static const struct crypt_ctx ctx = { "t-1", "sb-a", "disk", "su-1" };
+#define CS ((size_t)1 << CRYPT_CHUNK_LOG2)
+
+static int open_err(const struct buf *b, const uint8_t *k, const struct crypt_ctx *c, err_t *err)
+{
+	struct buf out;
+	int r;
+
+	buf_init(&out);
+	r = crypt_open_buf(b->data, b->len, k, c, &out, err);
+	buf_free(&out);
+	return r;
+}
+
+static void roundtrip(size_t n)
+{
+	uint8_t *p = xmalloc(n + 1);
+	struct buf s, o;
+	err_t err = { 0 };
+
+	random_bytes(p, n + 1);
+	buf_init(&s);
+	buf_init(&o);
+	CHECK(crypt_seal_buf(p, n, key, ref, &ctx, &s, &err) == 0);
+	CHECK(crypt_open_buf(s.data, s.len, key, &ctx, &o, &err) == 0);
+	CHECK(o.len == n && (n == 0 || memcmp(o.data, p, n) == 0));
+	/* the plaintext appears nowhere in the sealed bytes */
+	if (n >= 32)
+		CHECK(!memmem(s.data, s.len, p + n / 2, 16));
+	buf_free(&s);
+	buf_free(&o);
+	free(p);
+}
+
+static void streams(void)
+{
+	size_t n = 3 * CS + 12345;
+	uint8_t *p = xmalloc(n);
+	int in = memfd_create("in", 0), mid = memfd_create("mid", 0), out = memfd_create("out", 0);
+	uint64_t sb = 0, pb = 0;
+	err_t err = { 0 };
+	struct stat st;
+	uint8_t *back = xmalloc(n);
+
+	random_bytes(p, n);
+	CHECK(write_all(in, p, n) == 0);
+	lseek(in, 0, SEEK_SET);
+	CHECK(crypt_seal_fd(in, mid, key, ref, &ctx, &sb, &err) == 0);
+	CHECK(fstat(mid, &st) == 0 && (uint64_t)st.st_size == sb);
+	CHECK(sb == n + 4 * CRYPT_TAG_LEN + (CRYPT_HEAD_FIXED + 4 + 3 + 4 + 4 + 4));
+	lseek(mid, 0, SEEK_SET);
+	CHECK(crypt_open_fd(mid, out, key, &ctx, &pb, &err) == 0);
+	CHECK(pb == n);
+	lseek(out, 0, SEEK_SET);
+	CHECK(read_all(out, back, n) == 0 && memcmp(back, p, n) == 0);
+	close(in);
+	close(mid);
+	close(out);
+	free(p);
+	free(back);
+}
+
+static void tamper(void)
+{
+	size_t n = 3 * CS + 100;
+	uint8_t *p = xcalloc(1, n), *tmp;
+	struct buf s, t;
+	struct crypt_head h;
+	size_t hl, cl = CS + CRYPT_TAG_LEN;
+	err_t err = { 0 };
+
+	buf_init(&s);
+	buf_init(&t);
+	CHECK(crypt_seal_buf(p, n, key, ref, &ctx, &s, &err) == 0);
+	hl = (size_t)crypt_head_parse(s.data, s.len, &h, &err);
+	CHECK(hl > CRYPT_HEAD_FIXED && memcmp(h.key_ref, ref, CRYPT_REF_LEN) == 0);
+	CHECK(strcmp(h.sandbox, "sb-a") == 0 && strcmp(h.kind, "disk") == 0);
+
+	/* a flipped bit in chunk 1 */
+	buf_reset(&t);
+	buf_add(&t, s.data, s.len);
+	t.data[hl + cl + 5] ^= 1;
+	CHECK(open_err(&t, key, &ctx, &err) == -EBADMSG && strstr(err.msg, "chunk 1 fails"));
+	/* chunks 0 and 1 swapped: both are full and valid, only out of place */
+	buf_reset(&t);
+	buf_add(&t, s.data, s.len);
+	tmp = xmalloc(cl);
+	memcpy(tmp, t.data + hl, cl);
+	memmove(t.data + hl, t.data + hl + cl, cl);
+	memcpy(t.data + hl + cl, tmp, cl);
+	free(tmp);
+	CHECK(open_err(&t, key, &ctx, &err) == -EBADMSG && strstr(err.msg, "chunk 0 fails"));
+	/* the last chunk cut off whole */
+	buf_reset(&t);
+	buf_add(&t, s.data, hl + 3 * cl);
+	CHECK(open_err(&t, key, &ctx, &err) == -EBADMSG && strstr(err.msg, "truncated after chunk 2"));
+	/* the last chunk cut short */
+	buf_reset(&t);
+	buf_add(&t, s.data, s.len - 10);
+	CHECK(open_err(&t, key, &ctx, &err) == -EBADMSG && strstr(err.msg, "chunk 3"));
+	/* cut inside the header */
+	buf_reset(&t);
+	buf_add(&t, s.data, 20);
+	CHECK(open_err(&t, key, &ctx, &err) == -EBADMSG && strstr(err.msg, "header"));
+	/* another key */
+	CHECK(open_err(&s, key2, &ctx, &err) == -EBADMSG && strstr(err.msg, "chunk 0 fails"));
+	/* opened as another sandbox's, tenant's, kind's, snapshot's */
+	{
+		struct crypt_ctx c = ctx;
+		c.sandbox = "sb-b";
+		CHECK(open_err(&s, key, &c, &err) == -EBADMSG && strstr(err.msg, "sealed for sandbox sb-a"));
+		c = ctx;
+		c.tenant = "t-2";
+		CHECK(open_err(&s, key, &c, &err) == -EBADMSG && strstr(err.msg, "another tenant"));
+		c = ctx;
+		c.kind = "memory";
+		CHECK(open_err(&s, key, &c, &err) == -EBADMSG && strstr(err.msg, "wrong position"));
+		c = ctx;
+		c.snapshot = "su-2";
+		CHECK(open_err(&s, key, &c, &err) == -EBADMSG && strstr(err.msg, "snapshot su-1"));
+		/* the header's names rewritten to match: the AAD still binds
+		 * the real ones */
+		buf_reset(&t);
+		buf_add(&t, s.data, s.len);
+		char *at = memmem(t.data, hl, "sb-a", 4);
+		CHECK(at != NULL);
+		if (at)
+			at[3] = 'b';
+		c = ctx;
+		c.sandbox = "sb-b";
+		CHECK(open_err(&t, key, &c, &err) == -EBADMSG && strstr(err.msg, "chunk 0 fails"));
+	}
+	/* not sealed at all */
+	buf_reset(&t);
+	buf_adds(&t, "plain text, not an object of ours, long enough for a header!");
+	CHECK(open_err(&t, key, &ctx, &err) == -EBADMSG && strstr(err.msg, "not a sealed object"));
+	buf_free(&s);
+	buf_free(&t);
+	free(p);
+}
+
+/* The sealed view, read in odd pieces and out of order, opens to the file;
+ * the in-order opener, fed in odd pieces, gives the file back and names
+ * tampering as crypt_open_buf does. */
+static void view_and_opener(size_t n)
+{
+	uint8_t *p = xmalloc(n + 1);
+	int in = memfd_create("in", 0), out = memfd_create("out", 0);
+	struct crypt_view *v;
+	struct crypt_opener *o;
+	struct buf s, back;
+	uint64_t size, plain = 0;
+	err_t err = { 0 };
+	uint8_t *sealed;
+
+	random_bytes(p, n + 1);
+	CHECK(write_all(in, p, n) == 0);
+	v = crypt_view_new(in, n, key, ref, &ctx, &err);
+	size = crypt_view_size(v);
+	CHECK(size == crypt_sealed_size(n, &ctx));
+	sealed = xmalloc(size + 1);
+	/* backwards, in pieces of 7777 bytes */
+	for (uint64_t end = size; end > 0;) {
+		uint64_t start = end > 7777 ? end - 7777 : 0;
+		CHECK(crypt_view_read_at(v, start, sealed + start, (size_t)(end - start)) == 0);
+		end = start;
+	}
+	CHECK(crypt_view_read_at(v, size, sealed, 1) < 0);
+	buf_init(&s);
+	buf_init(&back);
+	CHECK(crypt_open_buf(sealed, size, key, &ctx, &back, &err) == 0);
+	CHECK(back.len == n && (n == 0 || memcmp(back.data, p, n) == 0));
+	/* the opener, fed 1000 bytes at a time */
+	o = crypt_opener_new(out, key, &ctx);
+	for (uint64_t pos = 0; pos < size; pos += 1000)
+		CHECK(crypt_opener_write(o, sealed + pos, size - pos < 1000 ? size - pos : 1000) == 0);
+	CHECK(crypt_opener_finish(o, &plain, &err) == 0 && plain == n);
+	crypt_opener_free(o);
+	buf_reset(&back);
+	lseek(out, 0, SEEK_SET);
+	{
+		uint8_t *got = xmalloc(n + 1);
+		CHECK(read_all(out, got, n) == 0 && (n == 0 || memcmp(got, p, n) == 0));
+		free(got);
+	}
+	/* cut after a whole chunk: named */
+	if (n > CS) {
+		struct crypt_head h;
+		size_t hl = (size_t)crypt_head_parse(sealed, size, &h, &err);
+		o = crypt_opener_new(out, key, &ctx);
+		CHECK(crypt_opener_write(o, sealed, hl + CS + CRYPT_TAG_LEN) == 0);
+		CHECK(crypt_opener_finish(o, NULL, &err) == -EBADMSG &&
+		      strstr(err.msg, "truncated after chunk 0"));
+		crypt_opener_free(o);
+		/* another sandbox's */
+		struct crypt_ctx c2 = ctx;
+		c2.sandbox = "sb-z";
+		o = crypt_opener_new(out, key, &c2);
+		CHECK(crypt_opener_write(o, sealed, size) < 0);
+		CHECK(crypt_opener_failed(o, &err) == -EBADMSG && strstr(err.msg, "sealed for sandbox"));
+		crypt_opener_free(o);
+		/* a flipped byte in chunk 1 */
+		sealed[hl + CS + CRYPT_TAG_LEN + 3] ^= 1;
+		o = crypt_opener_new(out, key, &ctx);
+		(void)crypt_opener_write(o, sealed, size);
+		CHECK(crypt_opener_finish(o, NULL, &err) == -EBADMSG && strstr(err.msg, "chunk 1 fails"));
+		crypt_opener_free(o);
+	}
+	crypt_view_free(v);
+	buf_free(&s);
+	buf_free(&back);
+	free(sealed);
+	free(p);
+	close(in);
+	close(out);
+}
+
+static char dir[] = "/tmp/test-crypt-XXXXXX";
+
+static void cleanup(void)
+{
+	_cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cleanup failed\n");
+}
+
+/* Many first uses of one tenant's key at once (creates racing): each gets
+ * a data key, and every one unwraps afterwards under the one key made. */
+struct racer {
+	struct kms *k;
+	uint8_t ref[CRYPT_REF_LEN];
+	int r;
+};
+
+static void *race_one(void *arg)
+{
+	struct racer *rc = arg;
+	struct dkey *dk = NULL;
+	err_t err = { 0 };
+
+	rc->r = kms_data_key_new(rc->k, "t-race", "sb-r", "su-r", rc->ref, &dk, &err);
+	if (rc->r < 0)
+		fprintf(stderr, "race: %s\n", err.msg);
+	dkey_free(dk);
+	return NULL;
+}
+
+static void first_use_race(struct kms *k)
+{
+	struct racer rc[8];
+	pthread_t th[8];
+
+	for (int i = 0; i < 8; i++) {
+		rc[i] = (struct racer){ .k = k };
+		CHECK(pthread_create(&th[i], NULL, race_one, &rc[i]) == 0);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	kms_cache_flush(k, NULL);
+	for (int i = 0; i < 8; i++) {
+		struct dkey *dk = NULL;
+		err_t err = { 0 };
+		CHECK(rc[i].r == 0);
+		CHECK(kms_data_key_get(k, "t-race", rc[i].ref, &dk, &err) == 0);
+		dkey_free(dk);
+	}
+	CHECK(kms_local_version(k, "t-race", "default") == 1);
+}
+
+static void local_keys(void)
+{
+	_cleanup_free_ char *dbp = NULL, *kd = NULL, *f1 = NULL, *f2 = NULL, *kdir = NULL;
+	uint8_t r1[CRYPT_REF_LEN], r2[CRYPT_REF_LEN];
+	struct dkey *a = NULL, *b = NULL, *c = NULL;
+	struct kms k;
+	struct db *db;
+	struct stat st;
+	unsigned n = 0;
+	err_t err = { 0 };
+
+	REQUIRE(mkdtemp(dir) != NULL, cleanup);
+	dbp = xasprintf("%s/db.sqlite", dir);
+	kd = xasprintf("%s/keys", dir);
+	db = db_open(dbp, &err);
+	REQUIRE(db != NULL, cleanup);
+	CHECK(kms_init(&k, db, kd, 60, &err) == 0);
+	CHECK(kms_data_key_new(&k, "t-1", "sb-a", "su-1", r1, &a, &err) == 0);
+	f1 = xasprintf("%s/t-1/default.v1", kd);
+	kdir = xasprintf("%s/t-1", kd);
+	CHECK(stat(f1, &st) == 0 && (st.st_mode & 0777) == 0600 && st.st_size == 32);
+	CHECK(stat(kdir, &st) == 0 && (st.st_mode & 0777) == 0700);
+	CHECK(stat(kd, &st) == 0 && (st.st_mode & 0777) == 0700);
+	/* from the provider, not the cache */
+	kms_cache_flush(&k, NULL);
+	CHECK(kms_data_key_get(&k, "t-1", r1, &b, &err) == 0 && b &&
+	      memcmp(a->k, b->k, CRYPT_KEY_LEN) == 0);
+	dkey_free(b);
+	b = NULL;
+	/* another tenant cannot name it */
+	CHECK(kms_data_key_get(&k, "t-2", r1, &b, &err) == -EBADMSG);
+	/* a wrapping moved to another tenant's row does not open under its key */
+	CHECK(kms_data_key_new(&k, "t-2", "sb-b", "su-2", r2, &c, &err) == 0);
+	CHECK(db_exec(db, &err, "UPDATE data_keys SET wrapped=(SELECT wrapped FROM data_keys d"
+		      " WHERE d.tenant_id='t-1') WHERE tenant_id='t-2'", "") >= 0);
+	kms_cache_flush(&k, NULL);
+	CHECK(kms_data_key_get(&k, "t-2", r2, &b, &err) == -EBADMSG);
+	/* a key file readable by others is refused */
+	chmod(f1, 0644);
+	CHECK(kms_data_key_get(&k, "t-1", r1, &b, &err) == -EPERM);
+	chmod(f1, 0600);
+	/* rotate: v2, every data key rewrapped, the data key unchanged */
+	CHECK(kms_rotate(&k, "t-1", &n, &err) == 0 && n == 1);
+	CHECK(kms_local_version(&k, "t-1", "default") == 2);
+	CHECK(kms_data_key_get(&k, "t-1", r1, &b, &err) == 0 && b &&
+	      memcmp(a->k, b->k, CRYPT_KEY_LEN) == 0);
+	dkey_free(b);
+	b = NULL;
+	/* the old version alone cannot unwrap the new wrapping */
+	f2 = xasprintf("%s/t-1/default.v2", kd);
+	{
+		_cleanup_free_ char *f2x = xasprintf("%s.x", f2);
+		_cleanup_free_ char *cmd = xasprintf("cp -p '%s' '%s'", f1, f2);
+		CHECK(rename(f2, f2x) == 0);
+		CHECK(system(cmd) == 0);   /* v1's bytes as v2 */
+		kms_cache_flush(&k, NULL);
+		CHECK(kms_data_key_get(&k, "t-1", r1, &b, &err) == -EBADMSG);
+		CHECK(rename(f2x, f2) == 0);
+	}
+	first_use_race(&k);
+	dkey_free(a);
+	dkey_free(c);
+	kms_fini(&k);
+	db_close(db);
+	cleanup();
+}
+
+int main(void)
+{
+	random_bytes(key, sizeof(key));
+	random_bytes(key2, sizeof(key2));
+	random_bytes(ref, sizeof(ref));
+	roundtrip(0);
+	roundtrip(1);
+	roundtrip(100);
+	roundtrip(CS);
+	roundtrip(CS + 1);
+	roundtrip(2 * CS);
+	streams();
+	view_and_opener(0);
+	view_and_opener(5000);
+	view_and_opener(CS);
+	view_and_opener(2 * CS + 333);
+	tamper();
+	local_keys();
+	return check_done("test-crypt");
+}
