@@ -179,6 +179,8 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return set_str(c->user, sizeof(c->user), key, val, err);
 	if (!strcmp(key, "gateway_user"))
 		return set_str(c->gateway_user, sizeof(c->gateway_user), key, val, err);
+	if (!strcmp(key, "api_user"))
+		return set_str(c->api_user, sizeof(c->api_user), key, val, err);
 	if (!strcmp(key, "pool_size_mb"))
 		return set_u64(&c->pool_size_mb, key, val, 1ull << 40, err);
 	if (!strcmp(key, "default_backend"))

@@ -21,6 +21,7 @@ struct airlockd_config {
 	char tls_cert[512], tls_key[512];
 	char user[64];             /* unprivileged user for node and api */
 	char gateway_user[64];     /* the gateway's own user; "" = user + "-gw" */
+	char api_user[64];         /* the api's own user; "" = user + "-api" */
 	uint64_t pool_size_mb;     /* size of DATA/pool.img when DATA is not on btrfs */
 	char default_backend[16];
 	char default_template[65];

@@ -178,15 +178,42 @@ static int ensure_user(const char *name, err_t *err)
 /* The `up` process, when this one is a role it spawned; 0 otherwise. */
 static pid_t supervisor_pid;
 
-/* The gateway's user: its own, so that the api and the node (cfg->user),
- * which face clients and sandboxes, can neither read its memory nor its
- * keys. In cfg->user's group as well, for the database and the sockets. */
+/* Each daemon has a user of its own: the node cfg->user, the api and the
+ * gateway theirs (configured, or cfg->user with "-api" / "-gw"). So the api,
+ * which parses the internet's input, can read neither the node's files (the
+ * tenants' BYOK keys, sandboxes' artifacts in transit) nor the gateway's
+ * memory and keys, and the node, which talks to sandboxes, not the
+ * gateway's. The api and the gateway have cfg->user's group as their only
+ * supplementary group, for the database and the sockets in run/. */
+static const char *role_user(const struct airlockd_config *cfg, const char *set,
+			     const char *suffix, char buf[64])
+{
+	if (set[0])
+		return set;
+	snprintf(buf, 64, "%.58s%s", cfg->user, suffix);
+	return buf;
+}
+
 static const char *gateway_user(const struct airlockd_config *cfg, char buf[64])
 {
-	if (cfg->gateway_user[0])
-		return cfg->gateway_user;
-	snprintf(buf, 64, "%.60s-gw", cfg->user);
-	return buf;
+	return role_user(cfg, cfg->gateway_user, "-gw", buf);
+}
+
+static const char *api_user(const struct airlockd_config *cfg, char buf[64])
+{
+	return role_user(cfg, cfg->api_user, "-api", buf);
+}
+
+/* cfg->user's group, the one the api and the gateway share with the node;
+ * (gid_t)-1 when not root (nothing to drop then). */
+static int shared_group(const struct airlockd_config *cfg, gid_t *gid, err_t *err)
+{
+	uid_t uid;
+
+	*gid = (gid_t)-1;
+	if (getuid() != 0)
+		return 0;
+	return lookup_user(cfg->user, &uid, gid, err);
 }
 
 /* Drop root for good: supplementary groups (only extra_group, when not
@@ -350,13 +377,10 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 	struct seal_key *key = NULL;
 	struct ca *ca;
 	char gwbuf[64];
-	uid_t uid;
-	gid_t shared_gid = (gid_t)-1;
+	gid_t shared_gid;
 	int r = net_settings(cfg, &net, err);
 
-	if (r < 0)
-		return r;
-	if (getuid() == 0 && (r = lookup_user(cfg->user, &uid, &shared_gid, err)) < 0)
+	if (r < 0 || (r = shared_group(cfg, &shared_gid, err)) < 0)
 		return r;
 	/* Private keys live in locked memory left out of core dumps: OpenSSL's
 	 * secure heap for the CA's key (and the X25519 keys the vault derives),
@@ -465,12 +489,16 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *node = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *vault_pub = data_path(cfg, "vault.pub");
 	struct tls_ctx *tls = NULL;
-	int r;
+	char apibuf[64];
+	gid_t shared_gid;
+	int r = shared_group(cfg, &shared_gid, err);
 
+	if (r < 0)
+		return r;
 	/* The key is read as root, so its file may be root's alone. */
 	if (cfg->tls_cert[0] && !(tls = tls_server_ctx(cfg->tls_cert, cfg->tls_key, err)))
 		return err_wrap(err, "api");
-	r = drop_privileges(cfg->user, (gid_t)-1, err);
+	r = drop_privileges(api_user(cfg, apibuf), shared_gid, err);
 	if (r < 0) {
 		tls_ctx_free(tls);
 		return r;
@@ -594,9 +622,11 @@ static int wait_ready(const struct airlockd_config *cfg, enum role role, pid_t p
  * The test runs as the user, in a child (access(2) with its real ids: ACLs
  * and all), before any role is started. 0, or -EACCES naming the first
  * directory that stops it and how to fix that. */
-static int check_data_dir_reachable(const struct airlockd_config *cfg, uid_t uid, gid_t gid,
-				    err_t *err)
+static int check_data_dir_reachable(const struct airlockd_config *cfg, const char *user,
+				    gid_t extra_gid, err_t *err)
 {
+	uid_t uid = 0;
+	gid_t gid = 0;
 	_cleanup_free_ char *abs = NULL;
 	char bad[PATH_MAX] = "";
 	int pfd[2], st;
@@ -611,6 +641,8 @@ static int check_data_dir_reachable(const struct airlockd_config *cfg, uid_t uid
 			return err_sys(err, "getcwd");
 		abs = xasprintf("%s/%s", cwd, cfg->data_dir);
 	}
+	if (lookup_user(user, &uid, &gid, err) < 0)
+		return -err->code;
 	if (pipe2(pfd, O_CLOEXEC) < 0)
 		return err_sys(err, "pipe");
 	pid = fork();
@@ -623,8 +655,9 @@ static int check_data_dir_reachable(const struct airlockd_config *cfg, uid_t uid
 		/* child: become the user, then walk down; write the first
 		 * directory it cannot search, nothing when all can be */
 		close(pfd[0]);
-		if (initgroups(cfg->user, gid) < 0 || setresgid(gid, gid, gid) < 0 ||
-		    setresuid(uid, uid, uid) < 0)
+		if ((extra_gid == (gid_t)-1 ? initgroups(user, gid)
+					    : setgroups(1, &extra_gid)) < 0 ||
+		    setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
 			_exit(2);
 		if (access("/", X_OK) < 0)
 			_exit(write(pfd[1], "/", 1) == 1 ? 0 : 3);
@@ -651,17 +684,17 @@ static int check_data_dir_reachable(const struct airlockd_config *cfg, uid_t uid
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return err_set(err, EIO, "cannot check that user `%s` reaches %s", cfg->user,
+		return err_set(err, EIO, "cannot check that user `%s` reaches %s", user,
 			       cfg->data_dir);
 	if (n <= 0)
 		return 0;
 	bad[n] = '\0';
 	return err_set(err, EACCES,
 		       "data dir %s: directory %s is not traversable by user `%s` (uid %u), "
-		       "which the node and api run as: allow it with `chmod o+x %s` (or an ACL: "
+		       "which a daemon runs as: allow it with `chmod o+x %s` (or an ACL: "
 		       "`setfacl -m u:%s:x %s`), or choose a data dir under a directory it can "
 		       "reach (e.g. /var/lib/airlock)",
-		       cfg->data_dir, bad, cfg->user, (unsigned)uid, bad, cfg->user, bad);
+		       cfg->data_dir, bad, user, (unsigned)uid, bad, user, bad);
 }
 
 static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounted, err_t *err)
@@ -688,8 +721,14 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 		return err_sys(err, "chmod %s", cfg->data_dir);
 	/* ... and they must reach it: every parent searchable by them (the
 	 * dirs just made included: a umask may have made them 0700). */
-	if ((r = check_data_dir_reachable(cfg, uid, gid, err)) < 0)
-		return r;
+	{
+		char apibuf[64], gwbuf[64];
+		if ((r = check_data_dir_reachable(cfg, cfg->user, (gid_t)-1, err)) < 0 ||
+		    (r = check_data_dir_reachable(cfg, api_user(cfg, apibuf), gid, err)) < 0 ||
+		    (cfg->network &&
+		     (r = check_data_dir_reachable(cfg, gateway_user(cfg, gwbuf), gid, err)) < 0))
+			return r;
+	}
 	/* run/ holds the node socket and must be writable by the node; the
 	 * nodemgr socket in it is root-owned with group access only. */
 	/* staging/ holds artifacts of suspends and restores in transit (the
@@ -938,9 +977,12 @@ int airlockd_up(const struct airlockd_config *cfg, err_t *err)
 		tls_ctx_free(t);
 	}
 	r = ensure_user(cfg->user, err);
-	if (r == 0 && cfg->network) {
-		char gwbuf[64];
-		r = ensure_user(gateway_user(cfg, gwbuf), err);
+	{
+		char apibuf[64], gwbuf[64];
+		if (r == 0)
+			r = ensure_user(api_user(cfg, apibuf), err);
+		if (r == 0 && cfg->network)
+			r = ensure_user(gateway_user(cfg, gwbuf), err);
 	}
 	if (r < 0)
 		return r;

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""The secrets' holder is kept apart (issue 20, item 6).
+"""Each daemon has a user of its own (issue 20, item 6).
 
 The gateway holds the vault's private key and the interception CA's key. It
 runs as a user of its own, is not dumpable, and keeps its keys in locked
 memory left out of core dumps. From the uid of the api and of the node,
 which face clients and sandboxes, neither its memory nor the key files can
-be read, and it cannot be traced. Credential injection still works
-(test_credentials covers it end to end)."""
+be read, and it cannot be traced. The api has a user of its own too: it
+cannot read the node's files (the tenants' BYOK keys, artifacts in transit)
+nor trace the node. Credential injection still works (test_credentials
+covers it end to end)."""
 import ctypes
 import os
 import pwd
@@ -56,6 +58,14 @@ def try_read(path, n=16):
         return f"refused {e.errno}"
 
 
+def try_list(path):
+    try:
+        os.listdir(path)
+        return "listed"
+    except OSError as e:
+        return f"refused {e.errno}"
+
+
 def try_mem(pid):
     """Read a byte of the process's memory at its first readable mapping."""
     try:
@@ -81,10 +91,11 @@ class PrivsepTest(AirlockTestCase):
         gw, api, node = (self.server.pid_of(r) for r in ("gateway", "api", "node"))
         uid = {r: int(status(p)["Uid"].split()[0]) for r, p in
                (("gateway", gw), ("api", api), ("node", node))}
-        self.assertNotEqual(uid["gateway"], 0)
-        self.assertNotEqual(uid["gateway"], uid["api"])
-        self.assertNotEqual(uid["gateway"], uid["node"])
-        self.assertEqual(pwd.getpwuid(uid["gateway"]).pw_name, pwd.getpwuid(uid["api"]).pw_name + "-gw")
+        self.assertEqual(len(set(uid.values())), 3, uid)  # three users, none root
+        self.assertNotIn(0, uid.values())
+        node_user = pwd.getpwuid(uid["node"]).pw_name
+        self.assertEqual(pwd.getpwuid(uid["gateway"]).pw_name, node_user + "-gw")
+        self.assertEqual(pwd.getpwuid(uid["api"]).pw_name, node_user + "-api")
 
         # Not dumpable: its /proc files belong to root, not to its uid.
         self.assertEqual(os.stat(f"/proc/{gw}/mem").st_uid, 0)
@@ -101,6 +112,17 @@ class PrivsepTest(AirlockTestCase):
             self.assertTrue(as_uid(u, g, lambda: try_ptrace(gw)).startswith("refused"), role)
             for k in keys:
                 self.assertTrue(as_uid(u, g, lambda: try_read(k)).startswith("refused"), (role, k))
+        # The api cannot read what is the node's: the tenants' local BYOK
+        # keys (made on first use: a create makes one), staging and objects.
+        self.api.delete(self.api.create()["id"])
+        st = status(api)
+        u, g = int(st["Uid"].split()[0]), int(st["Gid"].split()[0])
+        keydir = os.path.join(self.server.dir, "tenant-keys")
+        self.assertTrue(os.listdir(keydir), "no tenant key was made")
+        for d in ("tenant-keys", "staging", "objects"):
+            self.assertTrue(as_uid(u, g, lambda: try_list(os.path.join(self.server.dir, d)))
+                            .startswith("refused"), d)
+        self.assertTrue(as_uid(u, g, lambda: try_mem(node)).startswith("refused"))
         # The control: the same probes work against a process of that uid
         # that is dumpable (the node itself), so the refusals above are
         # about the gateway, not the probe.
