@@ -400,22 +400,30 @@ static int tenant_quota(struct cli *cli, int argc, char **argv)
 	return 0;
 }
 
-/* tenant rm T...: each in turn; the first failure's exit code. */
-static int tenant_rm(struct cli *cli, int argc, char **argv)
+/* DELETE prefix/ID for each ID (verb: "tenant rm", "key rm"); the first
+ * failure's exit code. */
+static int delete_each(struct cli *cli, int argc, char **argv, const char *verb,
+		       const char *prefix)
 {
 	int r, first = 0;
 
-	if ((r = cli_only_common(cli, argc, argv, "tenant rm", 1, -1)))
+	if ((r = cli_only_common(cli, argc, argv, verb, 1, -1)))
 		return r;
 	for (int i = optind; i < argc; i++) {
-		_cleanup_free_ char *t = cli_escape(argv[i]);
-		_cleanup_free_ char *target = xasprintf("/v1/tenants/%s", t);
+		_cleanup_free_ char *id = cli_escape(argv[i]);
+		_cleanup_free_ char *target = xasprintf("%s/%s", prefix, id);
 
 		r = cli_call_json(cli, "DELETE", target, NULL, NULL, NULL, NULL);
 		if (r && !first)
 			first = r;
 	}
 	return first;
+}
+
+/* tenant rm T... */
+static int tenant_rm(struct cli *cli, int argc, char **argv)
+{
+	return delete_each(cli, argc, argv, "tenant rm", "/v1/tenants");
 }
 
 /* tenant encryption set T --provider local [--key-id K]
@@ -545,22 +553,10 @@ static int key_ls(struct cli *cli, int argc, char **argv)
 	return cli_list_table(cli, target, "keys", "key list", ARRAY_SIZE(head), head, fields);
 }
 
-/* key rm ID...: revoke each; the first failure's exit code. */
+/* key rm ID...: revoke each. */
 static int key_rm(struct cli *cli, int argc, char **argv)
 {
-	int r, first = 0;
-
-	if ((r = cli_only_common(cli, argc, argv, "key rm", 1, -1)))
-		return r;
-	for (int i = optind; i < argc; i++) {
-		_cleanup_free_ char *id = cli_escape(argv[i]);
-		_cleanup_free_ char *target = xasprintf("/v1/keys/%s", id);
-
-		r = cli_call_json(cli, "DELETE", target, NULL, NULL, NULL, NULL);
-		if (r && !first)
-			first = r;
-	}
-	return first;
+	return delete_each(cli, argc, argv, "key rm", "/v1/keys");
 }
 
 int cmd_key(struct cli *cli, int argc, char **argv)

@@ -86,45 +86,6 @@ void sandbox_net_forget(struct node *n, struct sandbox *sb)
 	http_resp_free(&resp);
 }
 
-/* Write the spec row with a new "network" value (NULL: default). */
-static int store_policy(struct node *n, struct sandbox *sb, const json *v, err_t *err)
-{
-	struct db_rows rows;
-	json *spec;
-	struct buf b;
-	struct jw w;
-	int r;
-
-	if (db_query(n->db, &rows, err, "SELECT spec FROM sandboxes WHERE id=?", "s", sb->id) < 0)
-		return -err->code;
-	spec = rows.n_rows && db_cell(&rows, 0, 0)
-		       ? json_parse(db_cell(&rows, 0, 0), strlen(db_cell(&rows, 0, 0)), err)
-		       : NULL;
-	db_rows_free(&rows);
-	if (!spec || spec->type != JSON_OBJ) {
-		json_free(spec);
-		return err_set(err, EIO, "sandbox %s: unreadable spec row", sb->id);
-	}
-	buf_init(&b);
-	jw_init(&w, &b);
-	jw_obj(&w);
-	for (size_t i = 0; i < spec->n; i++) {
-		if (strcmp(spec->keys[i], "network") == 0)
-			continue;
-		jw_key(&w, spec->keys[i]);
-		jw_value(&w, spec->items[i]);
-	}
-	if (v) {
-		jw_key(&w, "network");
-		jw_value(&w, v);
-	}
-	jw_end(&w);
-	json_free(spec);
-	r = db_exec(n->db, err, "UPDATE sandboxes SET spec=? WHERE id=?", "ss", b.data, sb->id);
-	buf_free(&b);
-	return r < 0 ? r : 0;
-}
-
 static void respond_policy(struct http_conn *c, struct sandbox *sb)
 {
 	_cleanup_free_ char *pol = NULL, *body = NULL;
@@ -206,7 +167,7 @@ void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_re
 			json_free(body);
 			return;
 		}
-		if (store_policy(n, sb, v, &err) < 0) {
+		if (sandbox_spec_set(n, sb, "network", v, &err) < 0) {
 			node_respond_err(c, &err);
 			json_free(body);
 			return;

@@ -289,6 +289,10 @@ void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb);
  * no row: pending or starting → deleted in memory only (state_set), which
  * wakes whoever waits on it (a repeated Idempotency-Key), and out of the
  * map. The caller still holds its own reference. */
+/* Set key of the sandbox's spec row to v (NULL: remove it), the rest kept:
+ * what a restarted node rebuilds the sandbox from. */
+int sandbox_spec_set(struct node *n, struct sandbox *sb, const char *key, const json *v,
+		     err_t *err);
 void sandbox_forget(struct node *n, struct sandbox *sb);
 /* One transaction around a sandbox's row and its move along the table:
  * write() runs inside it, writing the row and calling state_transition with

@@ -7,6 +7,7 @@
  * reconcile.c), so reads never touch the DB. Rows are written on state
  * changes only.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -294,6 +295,45 @@ void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb)
 }
 
 /* ---- the row ---------------------------------------------------------- */
+
+int sandbox_spec_set(struct node *n, struct sandbox *sb, const char *key, const json *v,
+		     err_t *err)
+{
+	struct db_rows rows;
+	json *spec;
+	struct buf b;
+	struct jw w;
+	int r;
+
+	if (db_query(n->db, &rows, err, "SELECT spec FROM sandboxes WHERE id=?", "s", sb->id) < 0)
+		return -err->code;
+	spec = rows.n_rows && db_cell(&rows, 0, 0)
+		       ? json_parse(db_cell(&rows, 0, 0), strlen(db_cell(&rows, 0, 0)), err)
+		       : NULL;
+	db_rows_free(&rows);
+	if (!spec || spec->type != JSON_OBJ) {
+		json_free(spec);
+		return err_set(err, EIO, "sandbox %s: unreadable spec row", sb->id);
+	}
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	for (size_t i = 0; i < spec->n; i++) {
+		if (strcmp(spec->keys[i], key) == 0)
+			continue;
+		jw_key(&w, spec->keys[i]);
+		jw_value(&w, spec->items[i]);
+	}
+	if (v) {
+		jw_key(&w, key);
+		jw_value(&w, v);
+	}
+	jw_end(&w);
+	json_free(spec);
+	r = db_exec(n->db, err, "UPDATE sandboxes SET spec=? WHERE id=?", "ss", b.data, sb->id);
+	buf_free(&b);
+	return r < 0 ? r : 0;
+}
 
 void sandbox_forget(struct node *n, struct sandbox *sb)
 {

@@ -19,38 +19,9 @@
 /* Write timeout_s into the spec row. */
 static int store_timeout(struct node *n, struct sandbox *sb, uint32_t t, err_t *err)
 {
-	struct db_rows rows;
-	json *spec;
-	struct buf b;
-	struct jw w;
-	int r;
+	json v = { .type = JSON_NUM, .num = t, .is_int = true, .i = t };
 
-	if (db_query(n->db, &rows, err, "SELECT spec FROM sandboxes WHERE id=?", "s", sb->id) < 0)
-		return -err->code;
-	spec = rows.n_rows && db_cell(&rows, 0, 0)
-		       ? json_parse(db_cell(&rows, 0, 0), strlen(db_cell(&rows, 0, 0)), err)
-		       : NULL;
-	db_rows_free(&rows);
-	if (!spec || spec->type != JSON_OBJ) {
-		json_free(spec);
-		return err_set(err, EIO, "sandbox %s: unreadable spec row", sb->id);
-	}
-	buf_init(&b);
-	jw_init(&w, &b);
-	jw_obj(&w);
-	for (size_t i = 0; i < spec->n; i++) {
-		if (strcmp(spec->keys[i], "timeout_s") == 0)
-			continue;
-		jw_key(&w, spec->keys[i]);
-		jw_value(&w, spec->items[i]);
-	}
-	jw_key(&w, "timeout_s");
-	jw_uint(&w, t);
-	jw_end(&w);
-	json_free(spec);
-	r = db_exec(n->db, err, "UPDATE sandboxes SET spec=? WHERE id=?", "ss", b.data, sb->id);
-	buf_free(&b);
-	return r < 0 ? r : 0;
+	return sandbox_spec_set(n, sb, "timeout_s", &v, err);
 }
 
 void handle_sandbox_timeout(struct node *n, struct sandbox *sb, struct http_req *req,
