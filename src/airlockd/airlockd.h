@@ -2,6 +2,8 @@
 #ifndef AIRLOCKD_H
 #define AIRLOCKD_H
 
+#include <sys/types.h>
+
 #include "config.h"
 
 /* Apply argv (after the subcommand) over cfg: --config is read first, then
@@ -13,6 +15,17 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err);
 int airlockd_node(const struct airlockd_config *cfg, err_t *err);
 int airlockd_gateway(const struct airlockd_config *cfg, err_t *err);
 int airlockd_api(const struct airlockd_config *cfg, err_t *err);
+
+/* The daemons' users (users.c). */
+extern pid_t airlockd_supervisor;   /* the `up` process of a role it spawned; else 0 */
+int lookup_user(const char *name, uid_t *uid, gid_t *gid, err_t *err);
+int ensure_user(const char *name, err_t *err);          /* useradd when missing (root) */
+const char *gateway_user(const struct airlockd_config *cfg, char buf[64]);
+const char *api_user(const struct airlockd_config *cfg, char buf[64]);
+int shared_group(const struct airlockd_config *cfg, gid_t *gid, err_t *err);
+int drop_privileges(const char *user, gid_t extra_group, err_t *err);
+int check_data_dir_reachable(const struct airlockd_config *cfg, const char *user,
+			     gid_t extra_gid, err_t *err);
 
 /* Paths under the data directory; caller owns the result. */
 char *data_path(const struct airlockd_config *cfg, const char *rel);
