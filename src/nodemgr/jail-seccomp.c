@@ -159,9 +159,9 @@ static int add_conditional(scmp_filter_ctx ctx, err_t *err)
 	    (r = seccomp_rule_add(ctx, eperm, SCMP_SYS(unshare), 1,
 				  SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))) < 0 ||
 	    (r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-				  SCMP_A0(SCMP_CMP_NE, AF_VSOCK))) < 0 ||
+				  SCMP_A0(SCMP_CMP_NE, AF_VSOCK, 0))) < 0 ||
 	    (r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 1,
-				  SCMP_A0(SCMP_CMP_EQ, AF_VSOCK))) < 0 ||
+				  SCMP_A0(SCMP_CMP_EQ, AF_VSOCK, 0))) < 0 ||
 	    (r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 0)) < 0 ||
 	    (r = seccomp_rule_add(ctx, eperm, SCMP_SYS(ioctl), 1,
 				  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xff00, 0x9400))) < 0 ||
@@ -172,7 +172,7 @@ static int add_conditional(scmp_filter_ctx ctx, err_t *err)
 		return err_set(err, -r, "seccomp argument rules");
 	for (size_t i = 0; i < ARRAY_SIZE(persona); i++)
 		if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
-					  SCMP_A0(SCMP_CMP_EQ, persona[i]))) < 0)
+					  SCMP_A0(SCMP_CMP_EQ, persona[i], 0))) < 0)
 			return err_set(err, -r, "seccomp rule personality");
 	return 0;
 }

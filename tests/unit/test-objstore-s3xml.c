@@ -77,8 +77,8 @@ static void test_list(void)
 		"<ListBucketResult><Contents><Key>&#xD800;</Key><Size>1</Size></Contents></ListBucketResult>",
 		"<ListBucketResult></ListBucketResult><ListBucketResult></ListBucketResult>",
 		"text<ListBucketResult></ListBucketResult>",
-		"<ListBucketResult><NextContinuationToken>0123456789012345678901234567890123456789"
-		"0123456789012345678901234567890123456789</NextContinuationToken></ListBucketResult>",
+		("<ListBucketResult><NextContinuationToken>0123456789012345678901234567890123456789"
+		 "0123456789012345678901234567890123456789</NextContinuationToken></ListBucketResult>"),
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		int r = list(bad[i], &g, &tr, tok, sizeof(tok));
