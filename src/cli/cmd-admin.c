@@ -309,6 +309,17 @@ static int tenant_ls(struct cli *cli, int argc, char **argv)
 	return cli_list_table(cli, "/v1/tenants", "tenants", "tenant list", 3, head, fields);
 }
 
+/* An answer as it came (--json, or not JSON) or pretty; frees resp. 0. */
+static int print_answer(struct cli *cli, json *resp, const char *raw)
+{
+	if (cli->json || !resp)
+		cli_print_raw(raw);
+	else
+		cli_print_pretty(resp, stdout);
+	json_free(resp);
+	return 0;
+}
+
 /* tenant quota T [--sandboxes N] [--memory-mb N] [--cpus X] [--disk-mb N]
  * [--snapshots N] [--snapshot-mb N]: without options, print it; with some,
  * change those (0 = no limit) and keep the rest (GET, then PUT). */
@@ -392,12 +403,7 @@ static int tenant_quota(struct cli *cli, int argc, char **argv)
 			return r;
 		}
 	}
-	if (cli->json || !resp)
-		cli_print_raw(raw);
-	else
-		cli_print_pretty(resp, stdout);
-	json_free(resp);
-	return 0;
+	return print_answer(cli, resp, raw);
 }
 
 /* DELETE prefix/ID for each ID (verb: "tenant rm", "key rm"); the first
@@ -496,12 +502,7 @@ static int tenant_encryption(struct cli *cli, int argc, char **argv)
 		json_free(resp);
 		return r;
 	}
-	if (cli->json || !resp)
-		cli_print_raw(raw);
-	else
-		cli_print_pretty(resp, stdout);
-	json_free(resp);
-	return 0;
+	return print_answer(cli, resp, raw);
 }
 
 int cmd_tenant(struct cli *cli, int argc, char **argv)
@@ -678,10 +679,5 @@ int cmd_node(struct cli *cli, int argc, char **argv)
 		return r;
 	if ((r = cli_call_json(cli, "GET", "/v1/node", NULL, NULL, &resp, &raw)))
 		return r;
-	if (cli->json || !resp)
-		cli_print_raw(raw);
-	else
-		cli_print_pretty(resp, stdout);
-	json_free(resp);
-	return 0;
+	return print_answer(cli, resp, raw);
 }

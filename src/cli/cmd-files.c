@@ -114,33 +114,49 @@ static int files_stat(struct cli *cli, int argc, char **argv)
 	return 0;
 }
 
-static int files_rm(struct cli *cli, int argc, char **argv)
+/* `VERB SBX PATH [-r]`: the target of route for PATH, with `&rec` when -r
+ * was given (caller frees), or NULL and *rc set (usage, --help). */
+static char *path_target_r(struct cli *cli, int argc, char **argv, const char *verb,
+			   const char *route, const char *rec, int *rc)
 {
 	static const struct option opts[] = {
 		{ "recursive", no_argument, NULL, 'r' },
 		CLI_COMMON_OPTS,
 		{ 0 },
 	};
-	_cleanup_free_ char *target = NULL;
-	struct http_resp resp;
 	bool recursive = false;
-	int opt, r;
+	char *target;
+	int opt;
 
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "rh", opts, NULL)) != -1) {
 		if (opt == 'r')
 			recursive = true;
-		else if ((r = cli_common_opt(cli, opt, "files rm")))
-			return r;
+		else if ((*rc = cli_common_opt(cli, opt, verb)))
+			return NULL;
 	}
-	if (argc - optind != 2)
-		return cli_usage("files rm", "usage: airlock files rm SBX PATH [-r]");
-	target = files_target(argv[optind], "files", argv[optind + 1]);
+	if (argc - optind != 2) {
+		*rc = cli_usage(verb, "usage: airlock %s SBX PATH [-r]", verb);
+		return NULL;
+	}
+	target = files_target(argv[optind], route, argv[optind + 1]);
 	if (recursive) {
-		char *t = xasprintf("%s&recursive=1", target);
+		char *t = xasprintf("%s&%s", target, rec);
 		free(target);
 		target = t;
 	}
+	return target;
+}
+
+static int files_rm(struct cli *cli, int argc, char **argv)
+{
+	int r = 0;
+	_cleanup_free_ char *target = path_target_r(cli, argc, argv, "files rm", "files",
+						    "recursive=1", &r);
+	struct http_resp resp;
+
+	if (!target)
+		return r;
 	if ((r = cli_call(cli, "DELETE", target, NULL, NULL, 0, NULL, &resp)))
 		return r;
 	http_resp_free(&resp);
@@ -232,30 +248,12 @@ static int watch_line(void *arg, char *line, size_t len)
 
 static int files_watch(struct cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "recursive", no_argument, NULL, 'r' },
-		CLI_COMMON_OPTS,
-		{ 0 },
-	};
-	_cleanup_free_ char *target = NULL;
-	bool recursive = false;
-	int opt, r;
+	int r = 0;
+	_cleanup_free_ char *target = path_target_r(cli, argc, argv, "files watch", "files/watch",
+						    "recursive=true", &r);
 
-	optind = 0;
-	while ((opt = getopt_long(argc, argv, "rh", opts, NULL)) != -1) {
-		if (opt == 'r')
-			recursive = true;
-		else if ((r = cli_common_opt(cli, opt, "files watch")))
-			return r;
-	}
-	if (argc - optind != 2)
-		return cli_usage("files watch", "usage: airlock files watch SBX PATH [-r]");
-	target = files_target(argv[optind], "files/watch", argv[optind + 1]);
-	if (recursive) {
-		char *t = xasprintf("%s&recursive=true", target);
-		free(target);
-		target = t;
-	}
+	if (!target)
+		return r;
 	return cli_stream_lines(cli, "GET", target, NULL, watch_line, cli);
 }
 
