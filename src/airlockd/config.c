@@ -401,37 +401,41 @@ static char *trim(char *s)
 	return s;
 }
 
-int config_load(struct airlockd_config *c, const char *path, err_t *err)
+int config_read(struct airlockd_config *c, FILE *f, const char *name, err_t *err)
 {
-	FILE *f = fopen(path, "re");
 	char line[4096];
 	int lineno = 0, r = 0;
 
-	if (!f)
-		return err_sys(err, "config `%s`", path);
 	while (fgets(line, sizeof(line), f)) {
 		char *s, *eq;
 
 		lineno++;
-		if (!strchr(line, '\n') && !feof(f)) {
-			r = err_set(err, EINVAL, "%s:%d: line too long", path, lineno);
-			break;
-		}
+		if (!strchr(line, '\n') && !feof(f))
+			return err_set(err, EINVAL, "%s:%d: line too long", name, lineno);
 		s = trim(line);
 		if (!*s || *s == '#')
 			continue;
 		eq = strchr(s, '=');
-		if (!eq) {
-			r = err_set(err, EINVAL, "%s:%d: expected `key = value`", path, lineno);
-			break;
-		}
+		if (!eq)
+			return err_set(err, EINVAL, "%s:%d: expected `key = value`", name, lineno);
 		*eq = '\0';
 		r = config_set(c, trim(s), trim(eq + 1), err);
 		if (r < 0) {
-			err_wrap(err, "%s:%d", path, lineno);
-			break;
+			err_wrap(err, "%s:%d", name, lineno);
+			return r;
 		}
 	}
+	return 0;
+}
+
+int config_load(struct airlockd_config *c, const char *path, err_t *err)
+{
+	FILE *f = fopen(path, "re");
+	int r;
+
+	if (!f)
+		return err_sys(err, "config `%s`", path);
+	r = config_read(c, f, path, err);
 	fclose(f);
 	return r;
 }

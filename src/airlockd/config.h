@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../lib/err.h"
 
@@ -91,6 +92,8 @@ void config_defaults(struct airlockd_config *c);
 /* Parse a config file over *c. Unknown keys, bad values and unreadable files
  * are errors that name the file and line. */
 int config_load(struct airlockd_config *c, const char *path, err_t *err);
+/* The same from an open stream; `name` is what errors call it. */
+int config_read(struct airlockd_config *c, FILE *f, const char *name, err_t *err);
 /* Set one key from a string (shared by the file parser and flags). */
 int config_set(struct airlockd_config *c, const char *key, const char *val, err_t *err);
 
