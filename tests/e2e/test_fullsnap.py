@@ -109,9 +109,13 @@ class FullSnapshotTest(AirlockTestCase):
         self.assertLess(snap["size_bytes"], 48 << 20, snap)
         self.assertEqual(self.api.call("GET", f"/v1/sandboxes/{self.sid}/snapshots")
                          ["snapshots"][0]["kind"], "full")
-        # The sandbox runs on after the snapshot.
+        # The sandbox runs on after the snapshot; a process started now does
+        # not exist in the snapshot's memory.
         b = self.wait_count(s1 + 20)
         self.sh("rm /work-marker")
+        ev = self.api.stream("POST", f"/v1/sandboxes/{self.sid}/exec", {"cmd": ["sleep", "3600"]})
+        late = next(ev)["pid"]
+        ev.close()
         got = self.api.call("POST", f"/v1/sandboxes/{self.sid}/rollback", {"snapshot": "mem1"})
         self.assertEqual((got["id"], got["state"]), (self.sid, "running"))
         # Disk and memory are back at the snapshot: the counter's file says
@@ -131,6 +135,13 @@ class FullSnapshotTest(AirlockTestCase):
                  self.api.call("GET", f"/v1/sandboxes/{self.sid}/processes")["processes"]}
         self.assertIn(pid, procs)
         self.assertTrue(procs[pid]["running"], procs[pid])
+        # ...and it matches the guest's: what the node shows running is
+        # running in the guest, and the process started after the snapshot
+        # is not shown running (the guest has no such process).
+        self.assertFalse(procs.get(late, {}).get("running"), procs.get(late))
+        running = sorted(p for p, r in procs.items() if r["running"])
+        alive = self.sh(" ".join(f"[ -d /proc/{p} ] && echo {p};" for p in running) + " true")
+        self.assertEqual(sorted(int(x) for x in alive.split()), running, procs)
         nums = []
         ev = self.api.stream("GET", f"/v1/sandboxes/{self.sid}/processes/{pid}/output"
                              "?offset=0&follow=1")
