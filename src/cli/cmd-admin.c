@@ -49,6 +49,12 @@ static int build_line(void *arg, char *line, size_t len)
 	if (strcmp(ev, "progress") == 0) {
 		const char *l = json_get_str(j, "line");
 
+		bool bad = false;
+		int64_t step = json_get_int(j, "step", 0, &bad), steps = json_get_int(j, "steps", 0, &bad);
+
+		/* numbered steps: the bar shows those finished */
+		if (!bad && step > 0 && steps >= step)
+			cli_progress_set((uint64_t)step - 1, (uint64_t)steps, "steps", NULL);
 		/* on a terminal the progress line shows the newest; the whole
 		 * log still goes to a stdout that is not the terminal */
 		if (l)
@@ -60,7 +66,7 @@ static int build_line(void *arg, char *line, size_t len)
 	} else if (strcmp(ev, "done") == 0) {
 		const json *t = json_get(j, "template");
 		b->done = true;
-		cli_progress_end();
+		cli_progress_done(0);
 		if (!b->cli->json) {
 			_cleanup_free_ char *name = cli_field(t, "name"), *ver = cli_field(t, "version");
 			printf("template %s version %s ready\n", name, ver);

@@ -273,11 +273,22 @@ static int lifecycle(struct cli *cli, int argc, char **argv, const char *op)
 		return r;
 	id = cli_escape(argv[optind]);
 	target = xasprintf("/v1/sandboxes/%s/%s", id, op);
-	/* suspend and resume move the sandbox to or from the object store */
-	if (!strcmp(op, "suspend") || !strcmp(op, "resume"))
+	/* suspend and resume move the sandbox to or from the object store
+	 * (resume: when it is suspended, it is restored) */
+	if (!strcmp(op, "suspend") || !strcmp(op, "resume")) {
+		if ((r = cli_load(cli)))
+			return r;
 		cli_progress_start("%s %s", !strcmp(op, "suspend") ? "suspending" : "resuming",
 				   argv[optind]);
+		cli_progress_follow(cli, argv[optind], !strcmp(op, "suspend") ? "suspend" : "restore");
+	}
 	r = cli_call_json(cli, "POST", target, "{}", NULL, &resp, &raw);
+	if (r == 0) {
+		bool bad = false;
+		int64_t stored = resp ? json_get_int(resp, "suspended_bytes", 0, &bad) : 0;
+		/* a suspend's answer tells the bytes it stored in all */
+		cli_progress_done(!strcmp(op, "suspend") && !bad && stored > 0 ? (uint64_t)stored : 0);
+	}
 	cli_progress_end();
 	if (r == 0) {
 		if (cli->json || !resp || resp->type != JSON_OBJ)
@@ -341,8 +352,13 @@ int cmd_restore(struct cli *cli, int argc, char **argv)
 	}
 	id = cli_escape(argv[optind]);
 	target = xasprintf("/v1/sandboxes/%s/restore", id);
+	if ((r = cli_load(cli)))
+		return r;
 	cli_progress_start("restoring %s", argv[optind]);
+	cli_progress_follow(cli, argv[optind], "restore");
 	r = cli_call_json(cli, "POST", target, body ? body : "{}", NULL, &resp, &raw);
+	if (r == 0)
+		cli_progress_done(0);
 	cli_progress_end();
 	if (r == 0) {
 		if (cli->json || !resp || resp->type != JSON_OBJ)

@@ -600,6 +600,22 @@ struct progress_ctx {
 	bool gone;
 };
 
+/* The build script numbers its steps ("template-build: step 2/4: ...",
+ * scripts/template-build.sh): a client can show how far the build is. */
+static void build_step(struct jw *w, const char *line)
+{
+	unsigned step, steps;
+	int end = 0;
+
+	if (!line || sscanf(line, "template-build: step %u/%u:%n", &step, &steps, &end) != 2 ||
+	    !end || step == 0 || step > steps || steps > 100)
+		return;
+	jw_key(w, "step");
+	jw_uint(w, step);
+	jw_key(w, "steps");
+	jw_uint(w, steps);
+}
+
 static void on_progress(void *arg, const char *line)
 {
 	struct progress_ctx *p = arg;
@@ -615,6 +631,7 @@ static void on_progress(void *arg, const char *line)
 	jw_str(&w, "progress");
 	jw_key(&w, "line");
 	jw_str(&w, line ? line : "");
+	build_step(&w, line);
 	jw_end(&w);
 	buf_addc(&b, '\n');
 	/* The build goes on even when the client stops listening. */
