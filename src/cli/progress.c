@@ -78,11 +78,15 @@ static void draw(struct cli_progress *p)
 		buf_printf(&line, "%s [", p->what);
 		for (unsigned i = 0; i < BAR_WIDTH; i++)
 			buf_addc(&line, i < fill ? '#' : '-');
-		buf_printf(&line, "] %3u%% ", pct);
-		add_amount(&line, p->unit, done);
-		buf_addc(&line, '/');
-		add_amount(&line, p->unit, p->total);
-		buf_printf(&line, " %s", !strcmp(p->unit, "bytes") ? "MiB" : p->unit);
+		buf_printf(&line, "] %3u%%", pct);
+		/* no unit: a fraction of mixed parts (a build's layers within its steps) */
+		if (p->unit[0]) {
+			buf_addc(&line, ' ');
+			add_amount(&line, p->unit, done);
+			buf_addc(&line, '/');
+			add_amount(&line, p->unit, p->total);
+			buf_printf(&line, " %s", !strcmp(p->unit, "bytes") ? "MiB" : p->unit);
+		}
 	} else {
 		buf_printf(&line, "%c %s", p->keep ? ' ' : spin[p->tick % 4], p->what);
 		if (p->done && p->unit[0]) {

@@ -601,19 +601,26 @@ struct progress_ctx {
 };
 
 /* The build script numbers its steps ("template-build: step 2/4: ...",
- * scripts/template-build.sh): a client can show how far the build is. */
+ * scripts/template-build.sh) and airlock-oci the layers it applies ("oci:
+ * applying layer 1/3 ..."): a client can show how far the build is. */
 static void build_step(struct jw *w, const char *line)
 {
-	unsigned step, steps;
+	unsigned i, n;
 	int end = 0;
+	const char *what = NULL;
 
-	if (!line || sscanf(line, "template-build: step %u/%u:%n", &step, &steps, &end) != 2 ||
-	    !end || step == 0 || step > steps || steps > 100)
+	if (!line)
 		return;
-	jw_key(w, "step");
-	jw_uint(w, step);
-	jw_key(w, "steps");
-	jw_uint(w, steps);
+	if (sscanf(line, "template-build: step %u/%u:%n", &i, &n, &end) == 2 && end)
+		what = "step";
+	else if (sscanf(line, "oci: applying layer %u/%u %n", &i, &n, &end) == 2 && end)
+		what = "layer";
+	if (!what || i == 0 || i > n || n > 1000)
+		return;
+	jw_key(w, what);
+	jw_uint(w, i);
+	jw_key(w, !strcmp(what, "step") ? "steps" : "layers");
+	jw_uint(w, n);
 }
 
 static void on_progress(void *arg, const char *line)

@@ -3,11 +3,13 @@
 pseudo-terminal.
 
 - `airlock suspend` / `airlock restore` of an ns sandbox (file object store)
-  holding ~160 MiB: the bar's percentage rises (the node counts the bytes the
+  holding 96 MiB: the bar's percentage rises (the node counts the bytes the
   store reads or writes; the CLI polls the sandbox's `progress`) and ends at
   100%; meanwhile GET shows `progress` {op, phase, unit, done, total}.
 - `airlock fork SBX --count N`: children done of N, from 0% to 100%.
-- `airlock template build --from-dir`: the build script's numbered steps.
+- `airlock template build --from-dir`: the build script's numbered steps;
+  `--from-oci` of a three-layer image: the layers applied within its import
+  step (the stream's `layer`/`layers`).
 - The same commands without a terminal print no control characters.
 """
 import json
@@ -20,10 +22,11 @@ import tempfile
 import threading
 import time
 
+import ociimage as oi
 from harness import BACKEND, CLI, AirlockTestCase, ApiError, main
 
 PCT = re.compile(rb"\] +(\d+)% ")
-BIG_MIB = 160
+BIG_MIB = 96
 
 
 class CliProgress(AirlockTestCase):
@@ -204,6 +207,35 @@ class CliProgress(AirlockTestCase):
         finally:
             subprocess.run(["rm", "-rf", src])
             for name in ("progress-t", "progress-u"):
+                try:
+                    self.api.call("DELETE", f"/v1/templates/{name}", expect=(200, 204, 404))
+                except ApiError:
+                    pass
+
+    def test_oci_build_shows_layers(self):
+        tmp = tempfile.mkdtemp(prefix="airlock-progress-oci-")
+        try:
+            os.chmod(tmp, 0o755)
+            src = os.path.join(tmp, "image.tar")
+            layers = [oi.layer_tar([oi.d("etc"), oi.entry(f"etc/l{i}", os.urandom(1 << 20))])
+                      for i in range(3)]
+            oi.docker_save(src, layers, oi.config_blob(cmd=["/bin/sh"]))
+            events = list(self.api.stream("POST", "/v1/templates",
+                                          {"name": "progress-o", "from_oci": src}))
+            self.assertEqual(events[-1]["event"], "done", events[-5:])
+            got = [(e["layer"], e["layers"]) for e in events if "layer" in e]
+            self.assertEqual(got, [(1, 3), (2, 3), (3, 3)], events)
+            steps = [(e["step"], e["steps"]) for e in events if "step" in e]
+            self.assertEqual([s for s, _ in steps], list(range(1, len(steps) + 1)), steps)
+
+            rc, out = self.on_pty("template", "build", "progress-p", "--from-oci", src)
+            self.assertEqual(rc, 0, out)
+            pcts = self.assert_bar(out, "oci build")
+            print(f"template build --from-oci (3 layers): bars at {pcts}")
+            self.assertIn(b"layer 3/3", out)
+        finally:
+            subprocess.run(["rm", "-rf", tmp])
+            for name in ("progress-o", "progress-p"):
                 try:
                     self.api.call("DELETE", f"/v1/templates/{name}", expect=(200, 204, 404))
                 except ApiError:
