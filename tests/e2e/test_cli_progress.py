@@ -165,6 +165,12 @@ class CliProgress(AirlockTestCase):
         rc, o, e = self.no_tty("restore", sid)
         self.assertEqual(rc, 0, e)
         self.assert_plain(o, e)
+        # `resume` of a suspended sandbox restores it: the same bar
+        rc, o, e = self.no_tty("suspend", sid)
+        self.assertEqual(rc, 0, e)
+        rc, out = self.on_pty("resume", sid)
+        self.assertEqual(rc, 0, out)
+        print(f"resume of a suspended sandbox: bars at {self.assert_bar(out, 'resume')}")
         code, out, _, _ = self.api.exec(sid, ["sh", "-c", "wc -c < /work/big"])
         self.assertEqual(int(out), BIG_MIB << 20)
 
