@@ -392,7 +392,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 
 		if (fds[i] < 0)
 			continue;
-		if ((r = upload_size(sb, snap, artifacts[i].name, fds[i], dk, &sz, err)) < 0)
+		if ((r = upload_size(sb, snap, artifacts[i].name, fds[i], dk != NULL, &sz, err)) < 0)
 			goto out;
 		total += sz;
 	}
