@@ -237,12 +237,14 @@ static void poll_once(struct cli_progress *p, const char *hdr)
 
 		if (op && !strcmp(op, p->follow_op) && !bad && done >= 0 && total >= 0) {
 			pthread_mutex_lock(&p->mu);
-			/* A phase with no total after one with (a restore's
-			 * start after its download): the transfer is done,
-			 * the bar stays full. */
+			/* A phase with no figure while the bar has a total:
+			 * before the transfer (a restore's manifest, its
+			 * total known from the GET before the call) the bar
+			 * stays as it is; after it (the restore's start) the
+			 * transfer is done and the bar full. */
 			if (!total && p->total) {
 				total = (int64_t)p->total;
-				done = total;
+				done = p->done ? total : 0;
 			}
 			/* never backwards: a late answer may be older than the last */
 			if (!p->stop && ((uint64_t)total != p->total || (uint64_t)done >= p->done)) {
