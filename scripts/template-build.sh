@@ -46,15 +46,24 @@ as_source() {
 log "$0 $KIND $ARG"
 mkdir -p "$OUT"
 
+# Numbered steps ("step 2/4: ..."), which the node passes on as the build's
+# progress: the kind's own (debian: mmdebstrap and extracting), finishing
+# the tree, and the ext4 image when one is made.
+STEPS=2
+[ "$KIND" = debian ] && STEPS=3
+[ "${AIRLOCK_TEMPLATE_EXT4:-1}" != 0 ] && command -v mkfs.ext4 >/dev/null 2>&1 && STEPS=$((STEPS + 1))
+STEP=0
+step() { STEP=$((STEP + 1)); log "step $STEP/$STEPS: $*"; }
+
 case "$KIND" in
 debian)
 	include=python3,git,curl,ca-certificates,procps
 	[ -n "$PACKAGES" ] && include="$include,$PACKAGES"
-	log "mmdebstrap $ARG (minbase, include $include)"
+	step "mmdebstrap $ARG (minbase, include $include)"
 	# No mirror named: mmdebstrap uses the host's apt sources.
 	tarball="$OUT.tar"
 	mmdebstrap --variant=minbase --include="$include" "$ARG" "$tarball" 2>&1
-	log "extracting"
+	step "extracting"
 	tar -C "$OUT" --numeric-owner -xpf "$tarball"
 	rm -f "$tarball"
 	# Trim what a sandbox never needs.
@@ -62,6 +71,7 @@ debian)
 	;;
 busybox)
 	bb=/bin/busybox
+	step "busybox rootfs"
 	[ -x "$bb" ] || { log "no $bb on the host (install busybox-static)"; exit 1; }
 	mkdir -p "$OUT/bin" "$OUT/sbin" "$OUT/usr/bin" "$OUT/usr/sbin" "$OUT/etc" \
 		"$OUT/root" "$OUT/sys" "$OUT/var" "$OUT/run"
@@ -80,7 +90,7 @@ busybox)
 	;;
 dir)
 	[ -d "$ARG" ] || { log "not a directory: $ARG"; exit 1; }
-	log "copying $ARG"
+	step "copying $ARG"
 	if [ -n "${AIRLOCK_SOURCE_UID:-}" ]; then
 		# Read as the requester, write as root with owners kept.
 		as_source tar -C "$ARG" -cf - . | tar -C "$OUT" --numeric-owner -xpf -
@@ -89,11 +99,12 @@ dir)
 	fi
 	;;
 tar)
-	log "extracting $ARG"
+	step "extracting $ARG"
 	as_source cat "$ARG" | tar -C "$OUT" --numeric-owner -xpf -
 	;;
 oci)
 	tool=${AIRLOCK_OCI_TOOL:?the node manager names airlock-oci}
+	step "importing the image"
 	cfg="$(dirname "$OUT")/image.json"
 	# The bytes come through a pipe from a process running as the
 	# requester: root opens nothing of theirs. (No pipefail in sh: a
@@ -123,6 +134,7 @@ esac
 # The tree may hold symlinks anywhere (a tar, a directory, an image): with
 # airlock-oci this is done beneath OUT without following one; the shell
 # version below is for running this script by hand on a trusted tree.
+step "finishing the tree"
 if [ -n "${AIRLOCK_OCI_TOOL:-}" ]; then
 	"$AIRLOCK_OCI_TOOL" --finish "$OUT" "${AIRLOCK_CA_CERT:-}"
 else
@@ -156,7 +168,7 @@ if [ "${AIRLOCK_TEMPLATE_EXT4:-1}" != 0 ] && command -v mkfs.ext4 >/dev/null 2>&
 	[ "$inodes" -lt $((files * 2)) ] && inodes=$((files * 2))
 	rm -f "$img"
 	truncate -s "${size_mib}M" "$img"
-	log "ext4 image: ${size_mib} MiB, $files files"
+	step "ext4 image: ${size_mib} MiB, $files files"
 	mkfs.ext4 -q -F -L rootfs -N "$inodes" -m 0 -E root_owner=0:0 -d "$OUT" "$img" 2>&1
 fi
 log "done"

@@ -139,12 +139,23 @@ int cli_list_table(struct cli *cli, const char *target, const char *key, const c
 		   size_t n_cols, const char *const *head, const char *const *fields);
 
 /* --- progress.c: one line on stderr while a long call runs, only when
- * stderr is a terminal (and AIRLOCK_NO_PROGRESS is unset): spinner, time
- * so far, what is being done, the last note. One at a time; starting
- * another ends the first. end erases the line; cli_fail and cli_usage end
+ * stderr is a terminal (and AIRLOCK_NO_PROGRESS is unset): a bar with the
+ * percentage where a total is known, else a spinner; time so far, the
+ * phase, the last note. One at a time; starting another ends the first.
+ * end erases the line, done leaves it at 100%; cli_fail and cli_usage end
  * it before they print. --- */
 void cli_progress_start(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_progress_note(const char *msg);
+/* How far: done of total (0: not known) in unit ("bytes" is shown in MiB,
+ * anything else as a count of it), in phase (may be NULL). A known total
+ * makes the line a bar with the percentage. */
+void cli_progress_set(uint64_t done, uint64_t total, const char *unit, const char *phase);
+/* While the call runs, poll GET /v1/sandboxes/{id} and show its
+ * "progress" when that is of op (suspend, restore, fork). */
+void cli_progress_follow(struct cli *cli, const char *sandbox_id, const char *op);
+/* The call succeeded: show it at 100% (of total when not 0, else of the
+ * last figure) and leave that line. */
+void cli_progress_done(uint64_t total);
 void cli_progress_end(void);
 
 /* Verbs. */

@@ -26,6 +26,7 @@ struct build {
 	struct cli *cli;
 	bool done;
 	bool bar;   /* a progress line is shown (stderr is a terminal) */
+	int64_t step, steps;   /* the builder's step under way (0: none said) */
 };
 
 static int build_line(void *arg, char *line, size_t len)
@@ -49,6 +50,25 @@ static int build_line(void *arg, char *line, size_t len)
 	if (strcmp(ev, "progress") == 0) {
 		const char *l = json_get_str(j, "line");
 
+		bool bad = false;
+		int64_t step = json_get_int(j, "step", 0, &bad), steps = json_get_int(j, "steps", 0, &bad);
+		int64_t layer = json_get_int(j, "layer", 0, &bad);
+		int64_t layers = json_get_int(j, "layers", 0, &bad);
+
+		/* numbered steps: the bar shows those finished; within an
+		 * image's import step, the layers applied count towards the
+		 * next (the bar's units: steps x layers) */
+		if (!bad && step > 0 && steps >= step && steps <= 1000) {
+			b->step = step;
+			b->steps = steps;
+			cli_progress_set((uint64_t)step - 1, (uint64_t)steps, "steps", NULL);
+		} else if (!bad && layer > 0 && layers >= layer && layers <= 1000 && b->step) {
+			char phase[24];
+
+			snprintf(phase, sizeof(phase), "layer %d/%d", (int)layer, (int)layers);
+			cli_progress_set((uint64_t)((b->step - 1) * layers + layer - 1),
+					 (uint64_t)(b->steps * layers), "", phase);
+		}
 		/* on a terminal the progress line shows the newest; the whole
 		 * log still goes to a stdout that is not the terminal */
 		if (l)
@@ -60,7 +80,7 @@ static int build_line(void *arg, char *line, size_t len)
 	} else if (strcmp(ev, "done") == 0) {
 		const json *t = json_get(j, "template");
 		b->done = true;
-		cli_progress_end();
+		cli_progress_done(0);
 		if (!b->cli->json) {
 			_cleanup_free_ char *name = cli_field(t, "name"), *ver = cli_field(t, "version");
 			printf("template %s version %s ready\n", name, ver);

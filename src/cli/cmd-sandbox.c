@@ -260,6 +260,34 @@ int cmd_get(struct cli *cli, int argc, char **argv)
 	return r;
 }
 
+/* The bytes a suspended sandbox holds in the object store, what its restore
+ * downloads (the manifest aside): the restore's bar has its total before
+ * the first poll. 0 when it is not suspended or the GET fails (the call
+ * itself reports that). */
+static uint64_t suspended_bytes(struct cli *cli, const char *id)
+{
+	_cleanup_free_ char *esc = cli_escape(id), *target = xasprintf("/v1/sandboxes/%s", esc);
+	_cleanup_free_ char *hdr = cli_headers(cli, NULL);
+	struct http_resp resp;
+	err_t err = { 0 };
+	uint64_t n = 0;
+
+	if (http_request_timeout(cli->url, "GET", target, hdr, NULL, 0, 5000, &resp, &err) < 0)
+		return 0;
+	if (resp.status == 200 && resp.body.len) {
+		json *j = json_parse(resp.body.data, resp.body.len, &err);
+		const char *st = j ? json_get_str(j, "state") : NULL;
+		bool bad = false;
+		int64_t b = j ? json_get_int(j, "suspended_bytes", 0, &bad) : 0;
+
+		if (st && !strcmp(st, "suspended") && !bad && b > 0)
+			n = (uint64_t)b;
+		json_free(j);
+	}
+	http_resp_free(&resp);
+	return n;
+}
+
 /* POST /v1/sandboxes/{id}/<op> for pause, resume, suspend, restore and
  * connect: each answers
  * the sandbox, shown like `get`. */
@@ -273,11 +301,28 @@ static int lifecycle(struct cli *cli, int argc, char **argv, const char *op)
 		return r;
 	id = cli_escape(argv[optind]);
 	target = xasprintf("/v1/sandboxes/%s/%s", id, op);
-	/* suspend and resume move the sandbox to or from the object store */
-	if (!strcmp(op, "suspend") || !strcmp(op, "resume"))
+	/* suspend and resume move the sandbox to or from the object store
+	 * (resume: when it is suspended, it is restored) */
+	if (!strcmp(op, "suspend") || !strcmp(op, "resume")) {
+		if ((r = cli_load(cli)))
+			return r;
+		uint64_t stored = 0;
+
+		if (!strcmp(op, "resume") && isatty(2))
+			stored = suspended_bytes(cli, argv[optind]);
 		cli_progress_start("%s %s", !strcmp(op, "suspend") ? "suspending" : "resuming",
 				   argv[optind]);
+		if (stored)
+			cli_progress_set(0, stored, "bytes", NULL);
+		cli_progress_follow(cli, argv[optind], !strcmp(op, "suspend") ? "suspend" : "restore");
+	}
 	r = cli_call_json(cli, "POST", target, "{}", NULL, &resp, &raw);
+	if (r == 0) {
+		bool bad = false;
+		int64_t stored = resp ? json_get_int(resp, "suspended_bytes", 0, &bad) : 0;
+		/* a suspend's answer tells the bytes it stored in all */
+		cli_progress_done(!strcmp(op, "suspend") && !bad && stored > 0 ? (uint64_t)stored : 0);
+	}
 	cli_progress_end();
 	if (r == 0) {
 		if (cli->json || !resp || resp->type != JSON_OBJ)
@@ -316,6 +361,7 @@ int cmd_restore(struct cli *cli, int argc, char **argv)
 	_cleanup_free_ char *raw = NULL, *id = NULL, *target = NULL, *body = NULL;
 	const char *node = NULL;
 	json *resp = NULL;
+	uint64_t stored;
 	int opt, r = 0;
 
 	optind = 0;
@@ -341,8 +387,16 @@ int cmd_restore(struct cli *cli, int argc, char **argv)
 	}
 	id = cli_escape(argv[optind]);
 	target = xasprintf("/v1/sandboxes/%s/restore", id);
+	if ((r = cli_load(cli)))
+		return r;
+	stored = isatty(2) ? suspended_bytes(cli, argv[optind]) : 0;
 	cli_progress_start("restoring %s", argv[optind]);
+	if (stored)
+		cli_progress_set(0, stored, "bytes", NULL);
+	cli_progress_follow(cli, argv[optind], "restore");
 	r = cli_call_json(cli, "POST", target, body ? body : "{}", NULL, &resp, &raw);
+	if (r == 0)
+		cli_progress_done(0);
 	cli_progress_end();
 	if (r == 0) {
 		if (cli->json || !resp || resp->type != JSON_OBJ)

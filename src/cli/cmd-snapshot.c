@@ -177,8 +177,17 @@ int cmd_fork(struct cli *cli, int argc, char **argv)
 	jw_end(&w);
 	id = cli_escape(argv[optind]);
 	target = xasprintf("/v1/sandboxes/%s/fork", id);
-	cli_progress_start("forking %ld of %s", count, argv[optind]);
+	if ((r = cli_load(cli))) {
+		buf_free(&body);
+		return r;
+	}
+	cli_progress_start("forking %s", argv[optind]);
+	if (count > 0)
+		cli_progress_set(0, (uint64_t)count, "sandboxes", NULL);
+	cli_progress_follow(cli, argv[optind], "fork");
 	r = cli_call_json(cli, "POST", target, body.data, NULL, &resp, &raw);
+	if (r == 0)
+		cli_progress_done(0);
 	cli_progress_end();
 	if (r == 0) {
 		const json *kids = resp ? json_get(resp, "sandboxes") : NULL;

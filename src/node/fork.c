@@ -207,6 +207,8 @@ static void *fork_job_main(void *arg)
 	struct fork_job *fj = arg;
 
 	fj->kid = fork_one(fj->n, fj->parent, fj->src, fj->snap, &fj->err);
+	if (fj->kid)
+		sandbox_progress_add(fj->parent, 1);   /* children done, for GET */
 	return NULL;
 }
 
@@ -320,6 +322,10 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	} else {
 		sb->lc_busy = true;
 		busy = true;
+		sb->prog.op = "fork";
+		sb->prog.phase = "snapshot";
+		sb->prog.unit = "sandboxes";
+		sb->prog.total = (uint64_t)count;
 	}
 	pthread_mutex_unlock(&sb->mu);
 	if (!busy) {
@@ -357,6 +363,7 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		temp = true;
 	}
 
+	sandbox_progress_set(sb, "fork", "fork", "sandboxes", 0, (uint64_t)count);
 	made = fork_all(n, sb, &src, snap, (int)count, kids, &err);
 	if (made < count) {
 		/* All or nothing. */
@@ -396,6 +403,7 @@ out:
 	}
 	if (busy) {
 		pthread_mutex_lock(&sb->mu);
+		memset(&sb->prog, 0, sizeof(sb->prog));
 		sb->lc_busy = false;
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);

@@ -114,6 +114,13 @@ struct sandbox {
 	char susp_sha[65];
 	char susp_key[33];      /* the data key its artifacts are sealed under ("" = none) */
 	bool susp_resume;
+	/* A long operation under way (suspend, restore, fork of many), shown
+	 * by GET as "progress" so a client can draw how far it is; under mu.
+	 * op NULL: none. Strings are static. total 0: not known yet. */
+	struct {
+		const char *op, *phase, *unit;
+		uint64_t done, total;
+	} prog;
 };
 
 enum timer_kind { TIMER_SANDBOX_TIMEOUT, TIMER_PROC_TIMEOUT, TIMER_CHAN_CLOSED, TIMER_SCHEDULE };
@@ -284,6 +291,12 @@ size_t sandbox_live_locked(struct node *n);
  * (the rest zero). */
 void sandbox_jail_spec(const struct sandbox *sb, struct nm_sandbox_spec *spec);
 void sandbox_render(struct jw *w, struct sandbox *sb);       /* takes sb->mu */
+/* sb->prog (each takes sb->mu): start or move to a phase (done and total
+ * as given), add to done (never past a known total), end. */
+void sandbox_progress_set(struct sandbox *sb, const char *op, const char *phase,
+			  const char *unit, uint64_t done, uint64_t total);
+void sandbox_progress_add(struct sandbox *sb, uint64_t n);
+void sandbox_progress_end(struct sandbox *sb);
 void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb);
 /* A sandbox whose first write (create's or fork's) rolled back, so it has
  * no row: pending or starting → deleted in memory only (state_set), which

@@ -209,6 +209,35 @@ static void render_limits(struct jw *w, const struct nm_limits *l)
 	jw_end(w);
 }
 
+void sandbox_progress_set(struct sandbox *sb, const char *op, const char *phase,
+			  const char *unit, uint64_t done, uint64_t total)
+{
+	pthread_mutex_lock(&sb->mu);
+	sb->prog.op = op;
+	sb->prog.phase = phase;
+	sb->prog.unit = unit;
+	sb->prog.done = done;
+	sb->prog.total = total;
+	pthread_mutex_unlock(&sb->mu);
+}
+
+void sandbox_progress_add(struct sandbox *sb, uint64_t n)
+{
+	pthread_mutex_lock(&sb->mu);
+	sb->prog.done += n;
+	/* a retried part of a multipart upload is read twice */
+	if (sb->prog.total && sb->prog.done > sb->prog.total)
+		sb->prog.done = sb->prog.total;
+	pthread_mutex_unlock(&sb->mu);
+}
+
+void sandbox_progress_end(struct sandbox *sb)
+{
+	pthread_mutex_lock(&sb->mu);
+	memset(&sb->prog, 0, sizeof(sb->prog));
+	pthread_mutex_unlock(&sb->mu);
+}
+
 void sandbox_render(struct jw *w, struct sandbox *sb)
 {
 	char created[ISO_TIME_MAX];
@@ -269,6 +298,24 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 	else
 		jw_null(w);
 	suspend_render_locked(w, sb);
+	if (sb->prog.op) {
+		jw_key(w, "progress");
+		jw_obj(w);
+		jw_key(w, "op");
+		jw_str(w, sb->prog.op);
+		jw_key(w, "phase");
+		jw_str(w, sb->prog.phase);
+		jw_key(w, "unit");
+		jw_str(w, sb->prog.unit);
+		jw_key(w, "done");
+		jw_uint(w, sb->prog.done);
+		jw_key(w, "total");
+		if (sb->prog.total)
+			jw_uint(w, sb->prog.total);
+		else
+			jw_null(w);
+		jw_end(w);
+	}
 	if (sb->error) {
 		jw_key(w, "error");
 		jw_str(w, sb->error);

@@ -144,6 +144,50 @@ static void delete_objects(struct node *n, struct sandbox *sb, const char *snap)
 
 /* ---- suspend ----------------------------------------------------------- */
 
+/* The bytes of an upload, counted into the sandbox's progress as the store
+ * reads them: the file itself, or (BYOK) its sealed view. */
+struct counted_src {
+	struct sandbox *sb;
+	int fd;
+	struct crypt_view *view;   /* NULL: the plain file */
+};
+
+static int counted_read_at(void *arg, uint64_t pos, void *p, size_t n)
+{
+	struct counted_src *c = arg;
+	int r = 0;
+
+	if (c->view) {
+		r = crypt_view_read_at(c->view, pos, p, n);
+	} else {
+		for (size_t got = 0; got < n && r == 0;) {
+			ssize_t k = pread(c->fd, (char *)p + got, n - got, (off_t)(pos + got));
+			if (k < 0 && errno != EINTR)
+				r = -errno;
+			else if (k == 0)
+				r = -EPIPE;
+			else if (k > 0)
+				got += (size_t)k;
+		}
+	}
+	if (r == 0)
+		sandbox_progress_add(c->sb, n);
+	return r;
+}
+
+/* What upload() will send for fd: its size, or BYOK its sealed size. */
+static int upload_size(struct sandbox *sb, const char *snap, const char *name, int fd,
+		       bool sealed, uint64_t *size, err_t *err)
+{
+	struct crypt_ctx cx = { sb->tenant, sb->id, name, snap };
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return err_sys(err, "stat the %s artifact", name);
+	*size = sealed ? crypt_sealed_size((uint64_t)st.st_size, &cx) : (uint64_t)st.st_size;
+	return 0;
+}
+
 /* Upload the artifact in fd and check it back. BYOK (dk): what goes is the
  * sealed view of fd, sealed as the store reads it (no second copy on the
  * node's disk); a->size and a->sha are the sealed object's. */
@@ -153,26 +197,23 @@ static int upload(struct node *n, struct sandbox *sb, const char *snap, const ch
 {
 	_cleanup_free_ char *key = obj_key(sb, snap, name);
 	char sha[OBJSTORE_SHA256_HEX];
+	struct counted_src src = { sb, fd, NULL };
 	uint64_t size = 0;
 	struct stat st;
 	int r;
 
 	if (fstat(fd, &st) < 0)
 		return err_sys(err, "stat the %s artifact", name);
-	if (lseek(fd, 0, SEEK_SET) < 0)
-		return err_sys(err, "rewind the %s artifact", name);
 	a->size = (uint64_t)st.st_size;
 	if (dk) {
 		struct crypt_ctx cx = { sb->tenant, sb->id, name, snap };
-		struct crypt_view *v = crypt_view_new(fd, a->size, dk->k, ref, &cx, err);
-		if (!v)
+		src.view = crypt_view_new(fd, a->size, dk->k, ref, &cx, err);
+		if (!src.view)
 			return -err->code;
-		a->size = crypt_view_size(v);
-		r = objstore_put_reader(n->os, key, a->size, crypt_view_read_at, v, a->sha, err);
-		crypt_view_free(v);
-	} else {
-		r = objstore_put_fd(n->os, key, fd, a->size, a->sha, err);
+		a->size = crypt_view_size(src.view);
 	}
+	r = objstore_put_reader(n->os, key, a->size, counted_read_at, &src, a->sha, err);
+	crypt_view_free(src.view);
 	if (r < 0)
 		return store_err(err, name);
 	fault_point("suspend_upload");
@@ -300,8 +341,12 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	bool memory = strcmp(sandbox_suspend_kind(sb), "memory") == 0;
 	char sha[OBJSTORE_SHA256_HEX], tuuid[37] = "", tsha[OBJSTORE_SHA256_HEX] = "";
 	int64_t size = -1;
-	uint64_t hsize = 0;
+	uint64_t hsize = 0, total = 0;
+	int fds[N_ARTIFACTS];
 	int r;
+
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		fds[i] = -1;
 
 	/* A disk-only suspend can come back on any node: its template build
 	 * goes to the store first (once per version; tmplstore.c). */
@@ -318,30 +363,49 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 		   : sb->be->snapshot(&n->bctx, sb->id, snap, "", &size, err);
 	if (r < 0)
 		return err_wrap(err, "snapshot");
-	*bytes = 0;
+	/* Every artifact exported before the first byte goes, so that the
+	 * progress has its total from the start of the upload. */
+	sandbox_progress_set(sb, "suspend", "export", "bytes", 0, 0);
 	for (size_t i = 0; i < N_ARTIFACTS; i++) {
 		_cleanup_free_ char *path = staging_path(n, sb, snap, artifacts[i].name);
-		_cleanup_close_ int fd = -1;
 
 		if (!memory && artifacts[i].kind != NM_ARTIFACT_DISK)
 			continue;
-		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0)
-			return err_sys(err, "open %s", path);
+		fds[i] = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fds[i] < 0) {
+			r = err_sys(err, "open %s", path);
+			goto out;
+		}
 		/* Only the fd was needed; the name goes at once. */
 		unlink(path);
-		r = nm_suspend_export(n->cfg->nm_sock, &spec, snap, artifacts[i].kind, fd, &size,
+		r = nm_suspend_export(n->cfg->nm_sock, &spec, snap, artifacts[i].kind, fds[i], &size,
 				      err);
 		if (r < 0)
-			return r;
+			goto out;
 		/* a full snapshot saved as a stream has no RAM file: its
 		 * memory is in the vmstate artifact */
 		if (artifacts[i].kind == NM_ARTIFACT_MEM && size == 0)
+			close(TAKE_FD(fds[i]));
+	}
+	for (size_t i = 0; i < N_ARTIFACTS; i++) {
+		uint64_t sz = 0;
+
+		if (fds[i] < 0)
+			continue;
+		if ((r = upload_size(sb, snap, artifacts[i].name, fds[i], dk != NULL, &sz, err)) < 0)
+			goto out;
+		total += sz;
+	}
+	sandbox_progress_set(sb, "suspend", "upload", "bytes", 0, total);
+	*bytes = 0;
+	for (size_t i = 0; i < N_ARTIFACTS; i++) {
+		if (fds[i] < 0)
 			continue;
 		/* BYOK: only sealed bytes leave the node */
-		if ((r = upload(n, sb, snap, artifacts[i].name, fd, dk, ref, &arts[i], err)) < 0)
-			return r;
+		if ((r = upload(n, sb, snap, artifacts[i].name, fds[i], dk, ref, &arts[i], err)) < 0)
+			goto out;
 		*bytes += (int64_t)arts[i].size;
+		close(TAKE_FD(fds[i]));
 	}
 	man = manifest_text(n, sb, snap, arts, tuuid, tsha);
 	mkey = obj_key(sb, snap, "manifest.json");
@@ -365,10 +429,14 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 		}
 		buf_free(&mb);
 		if (r < 0)
-			return r;
+			goto out;
 	}
 	*bytes += (int64_t)hsize;
-	return 0;
+out:
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return r;
 }
 
 int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *err)
@@ -403,8 +471,12 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	 * gives the jail back (it thaws a frozen one). */
 	snprintf(reason, sizeof(reason), "%s (was %s)", why, state_name(prev));
 	r = state_transition(n->db, sb->id, &sb->state, SB_SUSPENDING, reason, 0, err);
-	if (r == 0)
+	if (r == 0) {
 		sb->lc_busy = true;
+		sb->prog.op = "suspend";
+		sb->prog.phase = "snapshot";
+		sb->prog.unit = "bytes";
+	}
 	pthread_mutex_unlock(&sb->mu);
 	if (r < 0)
 		return r;
@@ -452,6 +524,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 			log_err("sandbox %s: %s", sb->id, e2.msg);
 			state_set(sb->id, &sb->state, prev);
 		}
+		memset(&sb->prog, 0, sizeof(sb->prog));   /* the progress ends with the operation */
 		sb->lc_busy = false;
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
@@ -471,6 +544,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	sandbox_net_forget(n, sb);
 	pthread_mutex_lock(&sb->mu);
 	sched_on_state_locked(sb, SB_SUSPENDED);
+	memset(&sb->prog, 0, sizeof(sb->prog));
 	sb->lc_busy = false;
 	pthread_cond_broadcast(&sb->cv);
 	pthread_mutex_unlock(&sb->mu);
@@ -609,6 +683,24 @@ out:
 	return r;
 }
 
+/* Where a download's bytes go, counted into the sandbox's progress: the
+ * staging file, or (BYOK) the opener that writes their plaintext there. */
+struct counted_sink {
+	struct sandbox *sb;
+	int fd;
+	struct crypt_opener *op;   /* NULL: straight to fd */
+};
+
+static int counted_write(void *arg, const void *p, size_t n)
+{
+	struct counted_sink *c = arg;
+	int r = c->op ? crypt_opener_write(c->op, p, n) : write_all(c->fd, p, n);
+
+	if (r == 0)
+		sandbox_progress_add(c->sb, n);
+	return r;
+}
+
 /* Download and check one artifact into a staging file: *out, rewound.
  * BYOK (dk): opened as it arrives (every chunk authenticated before its
  * plaintext is written; no second copy on disk). Nothing is handed to
@@ -629,15 +721,17 @@ static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, 
 	if (fd < 0)
 		return err_sys(err, "open %s", path);
 	unlink(path);
+	struct counted_sink sink = { sb, fd, NULL };
+
 	if (dk) {
-		op = crypt_opener_new(fd, dk->k, &cx);
-		r = objstore_get_writer(n->os, key, crypt_opener_write, op, &size, sha, err);
+		op = sink.op = crypt_opener_new(fd, dk->k, &cx);
+		r = objstore_get_writer(n->os, key, counted_write, &sink, &size, sha, err);
 		if (r < 0 && crypt_opener_failed(op, err) < 0)
 			r = -err->code;
 		else if (r < 0)
 			err_wrap(err, "artifact %s", artifacts[i].name);
 	} else {
-		r = objstore_get_fd(n->os, key, fd, &size, sha, err);
+		r = objstore_get_writer(n->os, key, counted_write, &sink, &size, sha, err);
 		if (r < 0)
 			err_wrap(err, "artifact %s", artifacts[i].name);
 	}
@@ -729,8 +823,12 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
 		fds[i] = -1;
 	r = state_transition(n->db, sb->id, &sb->state, SB_RESTORING, why, 0, err);
-	if (r == 0)
+	if (r == 0) {
 		sb->lc_busy = true;
+		sb->prog.op = "restore";
+		sb->prog.phase = "manifest";
+		sb->prog.unit = "bytes";
+	}
 	pthread_mutex_unlock(&sb->mu);
 	if (r < 0)
 		return r;
@@ -756,11 +854,19 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	sandbox_jail_spec(sb, &spec);
 	/* Every artifact downloaded, checked and opened first; only then is
 	 * anything rebuilt from them. */
+	if (r == 0) {
+		uint64_t total = 0;
+		for (size_t i = 0; i < N_ARTIFACTS; i++)
+			total += arts[i].present ? arts[i].size : 0;
+		sandbox_progress_set(sb, "restore", "download", "bytes", 0, total);
+	}
 	for (size_t i = 0; r == 0 && i < N_ARTIFACTS; i++)
 		if (arts[i].present)
 			r = fetch_artifact(n, sb, snap, i, &arts[i], dk, &fds[i], err);
 	dkey_free(dk);
 	dk = NULL;
+	if (r == 0)
+		sandbox_progress_set(sb, "restore", "start", "bytes", 0, 0);
 	for (size_t i = 0; r == 0 && i < N_ARTIFACTS; i++)
 		if (fds[i] >= 0)
 			r = nm_suspend_import(n->cfg->nm_sock, &spec, snap, artifacts[i].kind, fds[i],
@@ -796,6 +902,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 			log_err("sandbox %s: %s", sb->id, e2.msg);
 			state_set(sb->id, &sb->state, SB_SUSPENDED);
 		}
+		memset(&sb->prog, 0, sizeof(sb->prog));   /* the progress ends with the operation */
 		sb->lc_busy = false;
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
@@ -819,6 +926,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	sb->susp_bytes = 0;
 	sched_on_state_locked(sb, SB_RUNNING);
 	sandbox_schedule_timeout(n, sb);
+	memset(&sb->prog, 0, sizeof(sb->prog));
 	sb->lc_busy = false;
 	pthread_cond_broadcast(&sb->cv);
 	pthread_mutex_unlock(&sb->mu);

@@ -600,6 +600,29 @@ struct progress_ctx {
 	bool gone;
 };
 
+/* The build script numbers its steps ("template-build: step 2/4: ...",
+ * scripts/template-build.sh) and airlock-oci the layers it applies ("oci:
+ * applying layer 1/3 ..."): a client can show how far the build is. */
+static void build_step(struct jw *w, const char *line)
+{
+	unsigned i, n;
+	int end = 0;
+	const char *what = NULL;
+
+	if (!line)
+		return;
+	if (sscanf(line, "template-build: step %u/%u:%n", &i, &n, &end) == 2 && end)
+		what = "step";
+	else if (sscanf(line, "oci: applying layer %u/%u %n", &i, &n, &end) == 2 && end)
+		what = "layer";
+	if (!what || i == 0 || i > n || n > 1000)
+		return;
+	jw_key(w, what);
+	jw_uint(w, i);
+	jw_key(w, !strcmp(what, "step") ? "steps" : "layers");
+	jw_uint(w, n);
+}
+
 static void on_progress(void *arg, const char *line)
 {
 	struct progress_ctx *p = arg;
@@ -615,6 +638,7 @@ static void on_progress(void *arg, const char *line)
 	jw_str(&w, "progress");
 	jw_key(&w, "line");
 	jw_str(&w, line ? line : "");
+	build_step(&w, line);
 	jw_end(&w);
 	buf_addc(&b, '\n');
 	/* The build goes on even when the client stops listening. */

@@ -499,31 +499,56 @@ static bool read_u64(const char *path, const char *key, uint64_t *out)
 	return ok;
 }
 
-int cgroup_stats(const struct cgroups *cg, const char *id, struct cgroup_stats *out, err_t *err)
+/* CPU time of a v2 cgroup: cpu.stat's usage_usec, which cgroup2 keeps for
+ * every cgroup even without the cpu controller enabled. */
+int cgroup_v2_cpu_ns(const char *dir, uint64_t *ns)
 {
+	_cleanup_free_ char *cpu = xasprintf("%s/cpu.stat", dir);
+	uint64_t usec;
+
+	if (!read_u64(cpu, "usage_usec", &usec))
+		return -ENOENT;
+	*ns = usec * 1000;
+	return 0;
+}
+
+int cgroup_stats_v2_dir(const char *dir, struct cgroup_stats *out, err_t *err)
+{
+	_cleanup_free_ char *cur = xasprintf("%s/memory.current", dir);
+	_cleanup_free_ char *peak = xasprintf("%s/memory.peak", dir);
+
 	memset(out, 0, sizeof(*out));
-	if (cg->v2) {
-		_cleanup_free_ char *cpu = cgroup_file(cg, NULL, id, "cpu.stat");
-		_cleanup_free_ char *cur = cgroup_file(cg, NULL, id, "memory.current");
-		_cleanup_free_ char *peak = cgroup_file(cg, NULL, id, "memory.peak");
-		uint64_t usec = 0;
+	if (cgroup_v2_cpu_ns(dir, &out->cpu_ns) < 0 || !read_u64(cur, NULL, &out->mem_bytes))
+		return err_set(err, ENOENT, "cgroup %s: no cpu.stat usage_usec or memory.current",
+			       dir);
+	/* memory.peak is kernel 5.19+ */
+	out->mem_peak_known = read_u64(peak, NULL, &out->mem_peak_bytes);
+	return 0;
+}
 
-		if (!read_u64(cpu, "usage_usec", &usec) || !read_u64(cur, NULL, &out->mem_bytes))
-			return err_set(err, ENOENT, "cgroup %s: no cpu.stat or memory.current", id);
-		out->cpu_ns = usec * 1000;
-		/* memory.peak is kernel 5.19+ */
-		out->mem_peak_known = read_u64(peak, NULL, &out->mem_peak_bytes);
-		return 0;
-	}
-	_cleanup_free_ char *cpu = cgroup_file(cg, cg->v1_cpuacct ? "cpuacct" : "cpu", id,
-					       "cpuacct.usage");
-	_cleanup_free_ char *cur = cgroup_file(cg, "memory", id, "memory.usage_in_bytes");
-	_cleanup_free_ char *peak = cgroup_file(cg, "memory", id, "memory.max_usage_in_bytes");
+int cgroup_stats_v1_dirs(const char *cpuacct_dir, const char *memory_dir, struct cgroup_stats *out,
+			 err_t *err)
+{
+	_cleanup_free_ char *cpu = xasprintf("%s/cpuacct.usage", cpuacct_dir);
+	_cleanup_free_ char *cur = xasprintf("%s/memory.usage_in_bytes", memory_dir);
+	_cleanup_free_ char *peak = xasprintf("%s/memory.max_usage_in_bytes", memory_dir);
 
+	memset(out, 0, sizeof(*out));
 	if (!read_u64(cur, NULL, &out->mem_bytes))
-		return err_set(err, ENOENT, "cgroup %s: no memory.usage_in_bytes", id);
+		return err_set(err, ENOENT, "cgroup %s: no memory.usage_in_bytes", memory_dir);
 	out->mem_peak_known = read_u64(peak, NULL, &out->mem_peak_bytes);
 	if (!read_u64(cpu, NULL, &out->cpu_ns))
-		return err_set(err, ENOENT, "cgroup %s: no cpuacct.usage", id);
+		return err_set(err, ENOENT, "cgroup %s: no cpuacct.usage", cpuacct_dir);
 	return 0;
+}
+
+int cgroup_stats(const struct cgroups *cg, const char *id, struct cgroup_stats *out, err_t *err)
+{
+	if (cg->v2) {
+		_cleanup_free_ char *dir = cgroup_file(cg, NULL, id, NULL);
+		return cgroup_stats_v2_dir(dir, out, err);
+	}
+	_cleanup_free_ char *cpu = cgroup_file(cg, cg->v1_cpuacct ? "cpuacct" : "cpu", id, NULL);
+	_cleanup_free_ char *mem = cgroup_file(cg, "memory", id, NULL);
+	return cgroup_stats_v1_dirs(cpu, mem, out, err);
 }

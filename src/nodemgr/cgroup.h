@@ -75,6 +75,14 @@ struct cgroup_stats {
 	bool mem_peak_known;
 };
 int cgroup_stats(const struct cgroups *cg, const char *id, struct cgroup_stats *out, err_t *err);
+/* The readers behind cgroup_stats, on one cgroup's directory (v2) or its
+ * cpuacct and memory directories (v1): the unit test feeds them fixture
+ * files laid out as the kernel does. */
+int cgroup_stats_v2_dir(const char *dir, struct cgroup_stats *out, err_t *err);
+int cgroup_stats_v1_dirs(const char *cpuacct_dir, const char *memory_dir, struct cgroup_stats *out,
+			 err_t *err);
+/* cpu.stat usage_usec of a v2 cgroup, in ns; -ENOENT when absent. */
+int cgroup_v2_cpu_ns(const char *dir, uint64_t *ns);
 /* Path of a control file for tests and node_info: caller owns. */
 char *cgroup_file(const struct cgroups *cg, const char *ctrl, const char *id, const char *file);
 

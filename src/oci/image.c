@@ -507,9 +507,11 @@ int oci_import(int fd, int root, const struct oci_limits *lim, struct buf *confi
 				break;
 			}
 		}
+		/* "layer I/N": the node passes it on as the build's progress */
 		if (progress)
-			fprintf(progress, "oci: applying %s, %s, %llu bytes\n", label,
-				oci_stream_kind(s), (unsigned long long)m->size), fflush(progress);
+			fprintf(progress, "oci: applying layer %zu/%zu (%.200s), %s, %llu bytes\n",
+				i + 1, p.n_layers, p.layers[i], oci_stream_kind(s),
+				(unsigned long long)m->size), fflush(progress);
 		tar_init(&tr, oci_stream_read, s);
 		r = oci_apply_layer(&a, &tr, label, err);
 		if (r == 0 && (r = oci_stream_verify(s, err)) < 0)

@@ -78,7 +78,7 @@ class StopDuringBuild(unittest.TestCase):
 
     def test_sigterm_during_the_first_run_build(self):
         tmp_before = set(glob.glob("/tmp/mmdebstrap.*"))
-        self.server = Server("debian").start(until=b"template-build: mmdebstrap")
+        self.server = Server("debian").start(until=b": mmdebstrap ")
         time.sleep(2)  # mmdebstrap is at work
         self.assertTrue(self.builders(), "the debian build is not running")
         self.stop_quickly()
