@@ -31,6 +31,7 @@
 #include "ring.h"
 #include "schedule.h"
 #include "state.h"
+#include "theap.h"
 
 #define NODE_JSON_MAX (1u << 20)        /* JSON request bodies */
 #define NODE_FILE_MAX (16u << 20)       /* file reads and writes */
@@ -66,6 +67,7 @@ struct proc {
 
 struct sandbox {
 	struct sandbox *hnext;  /* hash chain, under node->mu */
+	bool counted;           /* in node->state_n (in the map), under node->count_mu */
 	int refs;               /* atomic; the map holds one */
 	struct node *node;
 
@@ -119,7 +121,6 @@ struct sandbox {
 enum timer_kind { TIMER_SANDBOX_TIMEOUT, TIMER_PROC_TIMEOUT, TIMER_CHAN_CLOSED, TIMER_SCHEDULE };
 
 struct timer {
-	struct timer *next;
 	uint64_t due_ms;        /* CLOCK_MONOTONIC */
 	enum timer_kind kind;
 	char sb_id[65];
@@ -147,6 +148,11 @@ struct node {
 
 	pthread_mutex_t mu;
 	struct sandbox *buckets[NODE_BUCKETS];
+	/* How many sandboxes of the map are in each state, kept by every
+	 * state change and map insert or unlink (sandbox.c) under count_mu,
+	 * which is innermost: max_sandboxes and /v1/node read them in O(1). */
+	pthread_mutex_t count_mu;
+	size_t state_n[SB__COUNT];
 
 	pthread_mutex_t info_mu;
 	bool have_info;
@@ -170,7 +176,7 @@ struct node {
 
 	pthread_mutex_t jan_mu;
 	pthread_cond_t jan_cv;  /* CLOCK_MONOTONIC */
-	struct timer *timers;   /* sorted by due_ms */
+	struct theap timers;    /* of struct timer *, earliest due_ms first */
 	bool jan_stop;
 	bool jan_started;
 	pthread_t janitor;
@@ -277,6 +283,9 @@ void sandbox_map_remove(struct node *n, struct sandbox *sb);
  * reference passes to the caller. */
 bool sandbox_map_unlink_locked(struct node *n, struct sandbox *sb);
 void sandbox_counts(struct node *n, size_t counts[SB__COUNT]);
+/* The state setter (state.h) of every node: assigns a sandbox's state and
+ * moves it between the node's per-state counts. */
+void sandbox_state_setter(enum sb_state *cur, enum sb_state to);
 /* How many sandboxes of the map are live (state_is_live), for the node's
  * max_sandboxes. Caller holds n->mu. */
 size_t sandbox_live_locked(struct node *n);
