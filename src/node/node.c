@@ -321,6 +321,8 @@ int node_run(const struct node_config *cfg, err_t *err)
 	n->bctx.nm_sock = cfg->nm_sock;
 	n->bctx.vm_cold_boot = cfg->vm_cold_boot;
 	pthread_mutex_init(&n->mu, NULL);
+	pthread_mutex_init(&n->count_mu, NULL);
+	state_set_setter(sandbox_state_setter);
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);
 	pthread_mutex_init(&n->tstore_mu, NULL);
@@ -423,6 +425,7 @@ out:
 	pthread_mutex_destroy(&n->tstore_mu);
 	pthread_mutex_destroy(&n->info_mu);
 	pthread_mutex_destroy(&n->mu);
+	pthread_mutex_destroy(&n->count_mu);
 	free(n);
 	pthread_sigmask(SIG_SETMASK, &old_set, NULL);
 	return r;

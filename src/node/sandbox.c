@@ -8,6 +8,7 @@
  * changes only.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -97,12 +98,45 @@ struct sandbox *sandbox_find(struct node *n, const char *id, const char *tenant)
 	return sb;
 }
 
+/* In or out of the node's per-state counts (n->mu held). */
+static void count_set(struct node *n, struct sandbox *sb, bool in)
+{
+	pthread_mutex_lock(&n->count_mu);
+	if (sb->counted != in && (unsigned)sb->state < SB__COUNT) {
+		if (in)
+			n->state_n[sb->state]++;
+		else
+			n->state_n[sb->state]--;
+	}
+	sb->counted = in;
+	pthread_mutex_unlock(&n->count_mu);
+}
+
+void sandbox_state_setter(enum sb_state *cur, enum sb_state to)
+{
+	/* Every caller passes &sb->state (state_transition's and
+	 * state_set's call sites in src/node). */
+	struct sandbox *sb = (struct sandbox *)((char *)cur - offsetof(struct sandbox, state));
+	struct node *n = sb->node;
+
+	pthread_mutex_lock(&n->count_mu);
+	if (sb->counted) {
+		if ((unsigned)sb->state < SB__COUNT)
+			n->state_n[sb->state]--;
+		if ((unsigned)to < SB__COUNT)
+			n->state_n[to]++;
+	}
+	sb->state = to;
+	pthread_mutex_unlock(&n->count_mu);
+}
+
 void sandbox_map_insert_locked(struct node *n, struct sandbox *sb)
 {
 	unsigned b = bucket_of(sb->id);
 
 	sb->hnext = n->buckets[b];
 	n->buckets[b] = sb;
+	count_set(n, sb, true);
 }
 
 void sandbox_map_insert(struct node *n, struct sandbox *sb)
@@ -134,6 +168,7 @@ bool sandbox_map_unlink_locked(struct node *n, struct sandbox *sb)
 		if (*pp == sb) {
 			*pp = sb->hnext;
 			sb->hnext = NULL;
+			count_set(n, sb, false);
 			return true;
 		}
 	}
@@ -151,16 +186,13 @@ void sandbox_map_remove(struct node *n, struct sandbox *sb)
 		sandbox_unref(sb);   /* the map's reference */
 }
 
+/* O(1): the counts kept by count_set and sandbox_state_setter. */
 static void counts_locked(struct node *n, size_t counts[SB__COUNT])
 {
-	for (int b = 0; b < NODE_BUCKETS; b++) {
-		for (struct sandbox *sb = n->buckets[b]; sb; sb = sb->hnext) {
-			pthread_mutex_lock(&sb->mu);
-			if ((unsigned)sb->state < SB__COUNT)
-				counts[sb->state]++;
-			pthread_mutex_unlock(&sb->mu);
-		}
-	}
+	pthread_mutex_lock(&n->count_mu);
+	for (int s = 0; s < SB__COUNT; s++)
+		counts[s] += n->state_n[s];
+	pthread_mutex_unlock(&n->count_mu);
 }
 
 void sandbox_counts(struct node *n, size_t counts[SB__COUNT])
