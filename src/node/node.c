@@ -317,6 +317,9 @@ int node_run(const struct node_config *cfg, err_t *err)
 	int sig = 0, r;
 
 	n->cfg = cfg;
+	/* A descriptor per sandbox (its guest channel), and more per exec:
+	 * a thousand idle sandboxes are past a login's soft limit of 1024. */
+	raise_fd_limit();
 	n->stop_fd = eventfd(0, EFD_CLOEXEC);
 	n->bctx.nm_sock = cfg->nm_sock;
 	n->bctx.vm_cold_boot = cfg->vm_cold_boot;
