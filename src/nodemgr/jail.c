@@ -125,13 +125,42 @@ static __attribute__((noreturn)) void jail_init(const struct jail_params *p, int
 	child_fail(sync, "exec guest: %s", strerror(errno));
 }
 
+/* In A, first: keep fds 0-2 and the three A and B need (sync, the guest
+ * binary, the channel, moved to 3, 4, 5) and close every other one of
+ * nodemgr's - two per jail it holds. Else B's fork copies them all, B's exec
+ * closes them all and A's exit again: three walks, per create, of a table
+ * that grows with the sandboxes on the node (bench/density). */
+static int drop_inherited_fds(int *sync, struct jail_params *q)
+{
+	int *keep[3] = { sync, &q->guest_fd, &q->chan_fd }, tmp[3], top = 2;
+
+	for (int i = 0; i < 3; i++)
+		if (*keep[i] > top)
+			top = *keep[i];
+	/* Above all of them first, so that moving one down never lands on
+	 * another we still need. */
+	for (int i = 0; i < 3; i++)
+		if ((tmp[i] = fcntl(*keep[i], F_DUPFD_CLOEXEC, top + 1)) < 0)
+			return -1;
+	for (int i = 0; i < 3; i++) {
+		if (dup3(tmp[i], 3 + i, O_CLOEXEC) < 0)
+			return -1;
+		*keep[i] = 3 + i;
+	}
+	return (int)syscall(SYS_close_range, 6U, ~0U, 0U);
+}
+
 /* Middle child A: creates the user namespace, waits for the parent to map
  * it, then creates the other namespaces and forks init B into them. */
-static __attribute__((noreturn)) void jail_middle(const struct jail_params *p, int sync)
+static __attribute__((noreturn)) void jail_middle(const struct jail_params *params, int sync)
 {
+	struct jail_params own = *params, *p = &own;
 	struct jmsg m;
 	int root;
 	pid_t b;
+
+	if (drop_inherited_fds(&sync, p) < 0)
+		_exit(1);   /* the parent reports the step that did not come */
 
 	/* Still host root: enter mnt_dir now (see jail.h). */
 	if (chdir(p->mnt_dir) < 0)
