@@ -284,9 +284,35 @@ int jail_spawn(const struct jail_params *p, pid_t *init_pid, err_t *err)
 
 /* ---- the registry: every jail nodemgr holds (struct jail, s->jails) ---- */
 
+static unsigned jail_bucket(const char *id)
+{
+	unsigned h = 2166136261u;
+
+	for (; *id; id++)
+		h = (h ^ (unsigned char)*id) * 16777619u;
+	return h % NM_JAIL_BUCKETS;
+}
+
+static void by_id_add(struct nm_server *s, struct jail *j)
+{
+	unsigned b = jail_bucket(j->id);
+
+	j->hnext = s->by_id[b];
+	s->by_id[b] = j;
+}
+
+static void by_id_del(struct nm_server *s, struct jail *j)
+{
+	for (struct jail **pp = &s->by_id[jail_bucket(j->id)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == j) {
+			*pp = j->hnext;
+			break;
+		}
+}
+
 struct jail *jail_find_locked(struct nm_server *s, const char *id)
 {
-	for (struct jail *j = s->jails; j; j = j->next)
+	for (struct jail *j = s->by_id[jail_bucket(id)]; j; j = j->hnext)
 		if (!strcmp(j->id, id))
 			return j;
 	return NULL;
@@ -294,11 +320,10 @@ struct jail *jail_find_locked(struct nm_server *s, const char *id)
 
 void jail_unlink_locked(struct nm_server *s, struct jail *j)
 {
-	for (struct jail **pp = &s->jails; *pp; pp = &(*pp)->next)
-		if (*pp == j) {
-			*pp = j->next;
-			break;
-		}
+	by_id_del(s, j);
+	*j->pprev = j->next;
+	if (j->next)
+		j->next->pprev = j->pprev;
 	if (j->slot >= 0)
 		s->slots[j->slot] = 0;
 	if (j->chan_fd >= 0)
@@ -380,7 +405,11 @@ struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err)
 	j->busy = true;
 	s->slots[slot] = 1;
 	j->next = s->jails;
+	j->pprev = &s->jails;
+	if (s->jails)
+		s->jails->pprev = &j->next;
 	s->jails = j;
+	by_id_add(s, j);
 	pthread_mutex_unlock(&s->lock);
 	return j;
 }
@@ -434,7 +463,9 @@ int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err)
 		return err_set(err, EEXIST, "sandbox %s exists", id);
 	}
 	old_state = jail_state_path(s, j->id);
+	by_id_del(s, j);
 	snprintf(j->id, sizeof(j->id), "%s", id);
+	by_id_add(s, j);
 	pthread_mutex_unlock(&s->lock);
 	unlink(old_state);
 	return 0;
