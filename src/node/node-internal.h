@@ -67,6 +67,7 @@ struct proc {
 
 struct sandbox {
 	struct sandbox *hnext;  /* hash chain, under node->mu */
+	struct sandbox *ihnext; /* chain of node->idem (when idem_key), under node->mu */
 	bool counted;           /* in node->state_n (in the map), under node->count_mu */
 	int refs;               /* atomic; the map holds one */
 	struct node *node;
@@ -148,6 +149,9 @@ struct node {
 
 	pthread_mutex_t mu;
 	struct sandbox *buckets[NODE_BUCKETS];
+	/* The map's sandboxes that have an Idempotency-Key, by (tenant, key):
+	 * a create with a key finds an earlier one without a walk of all. */
+	struct sandbox *idem[NODE_BUCKETS];
 	/* How many sandboxes of the map are in each state, kept by every
 	 * state change and map insert or unlink (sandbox.c) under count_mu,
 	 * which is innermost: max_sandboxes and /v1/node read them in O(1). */
@@ -279,6 +283,9 @@ void sandbox_map_insert_locked(struct node *n, struct sandbox *sb);   /* n->mu h
  * then that one, with a new reference for the caller, and sb stays out. */
 struct sandbox *sandbox_map_insert_unique(struct node *n, struct sandbox *sb);
 void sandbox_map_remove(struct node *n, struct sandbox *sb);
+/* The map's sandbox of (tenant, Idempotency-Key), or NULL; n->mu held, no
+ * reference taken. */
+struct sandbox *sandbox_find_idem_locked(struct node *n, const char *tenant, const char *key);
 /* Unlink sb from the map (n->mu held); true if it was there. The map's
  * reference passes to the caller. */
 bool sandbox_map_unlink_locked(struct node *n, struct sandbox *sb);

@@ -98,6 +98,39 @@ struct sandbox *sandbox_find(struct node *n, const char *id, const char *tenant)
 	return sb;
 }
 
+static unsigned idem_bucket(const char *tenant, const char *key)
+{
+	unsigned h = 2166136261u;
+
+	for (; *tenant; tenant++)
+		h = (h ^ (unsigned char)*tenant) * 16777619u;
+	h = (h ^ 0xff) * 16777619u;   /* a byte no id or key has: ("ab","c") != ("a","bc") */
+	for (; *key; key++)
+		h = (h ^ (unsigned char)*key) * 16777619u;
+	return h % NODE_BUCKETS;
+}
+
+struct sandbox *sandbox_find_idem_locked(struct node *n, const char *tenant, const char *key)
+{
+	for (struct sandbox *sb = n->idem[idem_bucket(tenant, key)]; sb; sb = sb->ihnext)
+		if (strcmp(sb->idem_key, key) == 0 && strcmp(sb->tenant, tenant) == 0)
+			return sb;
+	return NULL;
+}
+
+static void idem_unlink_locked(struct node *n, struct sandbox *sb)
+{
+	if (!sb->idem_key)
+		return;
+	for (struct sandbox **pp = &n->idem[idem_bucket(sb->tenant, sb->idem_key)]; *pp;
+	     pp = &(*pp)->ihnext)
+		if (*pp == sb) {
+			*pp = sb->ihnext;
+			sb->ihnext = NULL;
+			return;
+		}
+}
+
 /* In or out of the node's per-state counts (n->mu held). */
 static void count_set(struct node *n, struct sandbox *sb, bool in)
 {
@@ -136,6 +169,11 @@ void sandbox_map_insert_locked(struct node *n, struct sandbox *sb)
 
 	sb->hnext = n->buckets[b];
 	n->buckets[b] = sb;
+	if (sb->idem_key) {
+		unsigned i = idem_bucket(sb->tenant, sb->idem_key);
+		sb->ihnext = n->idem[i];
+		n->idem[i] = sb;
+	}
 	count_set(n, sb, true);
 }
 
@@ -168,6 +206,7 @@ bool sandbox_map_unlink_locked(struct node *n, struct sandbox *sb)
 		if (*pp == sb) {
 			*pp = sb->hnext;
 			sb->hnext = NULL;
+			idem_unlink_locked(n, sb);
 			count_set(n, sb, false);
 			return true;
 		}

@@ -3,7 +3,8 @@ with idle sandboxes answers every create and exec, refuses one more with
 422 over_capacity, and counts right as sandboxes leave the live states
 (deleted, or failed when their jail dies) - the node keeps per-state counts
 in O(1) rather than visiting every sandbox on each create. Deleting them all
-leaves nothing listed and no sandbox cgroup. Asserts behaviour, not timing."""
+leaves nothing listed and no sandbox cgroup; repeated Idempotency-Keys among
+many sandboxes find theirs, per tenant. Asserts behaviour, not timing."""
 import os
 import signal
 import time
@@ -97,6 +98,29 @@ class DensityTest(AirlockTestCase):
         finally:
             with ThreadPoolExecutor(max_workers=4) as ex:
                 list(ex.map(self.api.delete, ids))
+
+    def test_idempotency_keys_among_many(self):
+        """The node finds a repeated key by (tenant, key) in its index."""
+        keys = [f"k-{i}" for i in range(20)]
+        with ThreadPoolExecutor(max_workers=4) as ex:
+            first = list(ex.map(lambda k: self.api.create(template="busybox",
+                                                          idempotency_key=k)["id"], keys))
+        other, api2 = None, None
+        try:
+            self.assertEqual(len(set(first)), len(keys))
+            again = [self.api.create(template="busybox", idempotency_key=k)["id"]
+                     for k in reversed(keys)]
+            self.assertEqual(again, list(reversed(first)))
+            # the same key from another tenant is another sandbox
+            _, api2 = self.new_tenant("density-other")
+            other = api2.create(template="busybox", idempotency_key="k-0")["id"]
+            self.assertNotIn(other, first)
+            self.assertEqual(api2.create(template="busybox", idempotency_key="k-0")["id"], other)
+        finally:
+            for sid in first:
+                self.api.delete(sid)
+            if other:
+                api2.delete(other)
 
 
 if __name__ == "__main__":
