@@ -103,6 +103,13 @@ static int over(err_t *err, const char *field, uint64_t limit, uint64_t used, ui
 		       field, used, unit, add, unit, limit, unit);
 }
 
+bool tenant_quota_binds(const struct tenant_quota *q, const struct tenant_usage *add)
+{
+	return (q->sandboxes && add->sandboxes) || (q->memory_mb && add->memory_mb) ||
+	       (q->cpu_millis && add->cpu_millis) || (q->disk_mb && add->disk_mb) ||
+	       (q->snapshots && add->snapshots) || (q->snapshot_mb && add->snapshot_bytes);
+}
+
 int tenant_quota_check(const struct tenant_quota *q, const struct tenant_usage *u,
 		       const struct tenant_usage *add, err_t *err)
 {

@@ -18,6 +18,7 @@
 #ifndef AIRLOCK_DB_TENANT_QUOTA_H
 #define AIRLOCK_DB_TENANT_QUOTA_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "db.h"
@@ -41,6 +42,11 @@ int tenant_quota_set(struct db *db, const char *tenant_id, const struct tenant_q
 		     err_t *err);
 /* What the tenant holds now, counted from the rows. */
 int tenant_usage_get(struct db *db, const char *tenant_id, struct tenant_usage *u, err_t *err);
+/* Does q limit any field add asks for? When not, the check cannot refuse,
+ * and the caller skips tenant_usage_get: that reads every live sandbox row
+ * of the tenant (and parses its spec), O(the tenant's sandboxes) per create,
+ * the only per-create cost that grew with a full node. */
+bool tenant_quota_binds(const struct tenant_quota *q, const struct tenant_usage *add);
 /* Would usage u plus add stay within q? Only the fields add asks for are
  * checked. 0, or -EDQUOT with a message that names the quota's field, its
  * value and the usage. Before a snapshot, whose size is not known yet, ask

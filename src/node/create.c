@@ -209,14 +209,11 @@ static char *spec_text(const struct create_req *cr)
 /* The sandbox of (tenant, key), ref'd, or NULL. Called with n->mu held. */
 static struct sandbox *find_idem_locked(struct node *n, const char *tenant, const char *key)
 {
-	for (int b = 0; b < NODE_BUCKETS; b++)
-		for (struct sandbox *sb = n->buckets[b]; sb; sb = sb->hnext)
-			if (sb->idem_key && strcmp(sb->idem_key, key) == 0 &&
-			    strcmp(sb->tenant, tenant) == 0) {
-				sandbox_ref(sb);
-				return sb;
-			}
-	return NULL;
+	struct sandbox *sb = sandbox_find_idem_locked(n, tenant, key);
+
+	if (sb)
+		sandbox_ref(sb);
+	return sb;
 }
 
 /* Answer a repeated Idempotency-Key with the existing sandbox, once its

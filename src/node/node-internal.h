@@ -31,6 +31,7 @@
 #include "ring.h"
 #include "schedule.h"
 #include "state.h"
+#include "theap.h"
 
 #define NODE_JSON_MAX (1u << 20)        /* JSON request bodies */
 #define NODE_FILE_MAX (16u << 20)       /* file reads and writes */
@@ -66,6 +67,8 @@ struct proc {
 
 struct sandbox {
 	struct sandbox *hnext;  /* hash chain, under node->mu */
+	struct sandbox *ihnext; /* chain of node->idem (when idem_key), under node->mu */
+	bool counted;           /* in node->state_n (in the map), under node->count_mu */
 	int refs;               /* atomic; the map holds one */
 	struct node *node;
 
@@ -126,7 +129,6 @@ struct sandbox {
 enum timer_kind { TIMER_SANDBOX_TIMEOUT, TIMER_PROC_TIMEOUT, TIMER_CHAN_CLOSED, TIMER_SCHEDULE };
 
 struct timer {
-	struct timer *next;
 	uint64_t due_ms;        /* CLOCK_MONOTONIC */
 	enum timer_kind kind;
 	char sb_id[65];
@@ -154,6 +156,14 @@ struct node {
 
 	pthread_mutex_t mu;
 	struct sandbox *buckets[NODE_BUCKETS];
+	/* The map's sandboxes that have an Idempotency-Key, by (tenant, key):
+	 * a create with a key finds an earlier one without a walk of all. */
+	struct sandbox *idem[NODE_BUCKETS];
+	/* How many sandboxes of the map are in each state, kept by every
+	 * state change and map insert or unlink (sandbox.c) under count_mu,
+	 * which is innermost: max_sandboxes and /v1/node read them in O(1). */
+	pthread_mutex_t count_mu;
+	size_t state_n[SB__COUNT];
 
 	pthread_mutex_t info_mu;
 	bool have_info;
@@ -177,7 +187,7 @@ struct node {
 
 	pthread_mutex_t jan_mu;
 	pthread_cond_t jan_cv;  /* CLOCK_MONOTONIC */
-	struct timer *timers;   /* sorted by due_ms */
+	struct theap timers;    /* of struct timer *, earliest due_ms first */
 	bool jan_stop;
 	bool jan_started;
 	pthread_t janitor;
@@ -280,10 +290,16 @@ void sandbox_map_insert_locked(struct node *n, struct sandbox *sb);   /* n->mu h
  * then that one, with a new reference for the caller, and sb stays out. */
 struct sandbox *sandbox_map_insert_unique(struct node *n, struct sandbox *sb);
 void sandbox_map_remove(struct node *n, struct sandbox *sb);
+/* The map's sandbox of (tenant, Idempotency-Key), or NULL; n->mu held, no
+ * reference taken. */
+struct sandbox *sandbox_find_idem_locked(struct node *n, const char *tenant, const char *key);
 /* Unlink sb from the map (n->mu held); true if it was there. The map's
  * reference passes to the caller. */
 bool sandbox_map_unlink_locked(struct node *n, struct sandbox *sb);
 void sandbox_counts(struct node *n, size_t counts[SB__COUNT]);
+/* The state setter (state.h) of every node: assigns a sandbox's state and
+ * moves it between the node's per-state counts. */
+void sandbox_state_setter(enum sb_state *cur, enum sb_state to);
 /* How many sandboxes of the map are live (state_is_live), for the node's
  * max_sandboxes. Caller holds n->mu. */
 size_t sandbox_live_locked(struct node *n);

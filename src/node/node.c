@@ -317,10 +317,15 @@ int node_run(const struct node_config *cfg, err_t *err)
 	int sig = 0, r;
 
 	n->cfg = cfg;
+	/* A descriptor per sandbox (its guest channel), and more per exec:
+	 * a thousand idle sandboxes are past a login's soft limit of 1024. */
+	raise_fd_limit();
 	n->stop_fd = eventfd(0, EFD_CLOEXEC);
 	n->bctx.nm_sock = cfg->nm_sock;
 	n->bctx.vm_cold_boot = cfg->vm_cold_boot;
 	pthread_mutex_init(&n->mu, NULL);
+	pthread_mutex_init(&n->count_mu, NULL);
+	state_set_setter(sandbox_state_setter);
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);
 	pthread_mutex_init(&n->tstore_mu, NULL);
@@ -423,6 +428,7 @@ out:
 	pthread_mutex_destroy(&n->tstore_mu);
 	pthread_mutex_destroy(&n->info_mu);
 	pthread_mutex_destroy(&n->mu);
+	pthread_mutex_destroy(&n->count_mu);
 	free(n);
 	pthread_sigmask(SIG_SETMASK, &old_set, NULL);
 	return r;

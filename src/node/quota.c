@@ -62,8 +62,13 @@ int quota_admit_sandbox(struct node *n, const char *tenant, const struct nm_limi
 	db_rows_free(&rows);
 	if (r == 0)
 		return err_set(err, EACCES, "tenant `%s` no longer exists", tenant);
-	if ((r = tenant_quota_get(n->db, tenant, &q, err)) < 0 ||
-	    (r = tenant_usage_get(n->db, tenant, &use, err)) < 0)
+	if ((r = tenant_quota_get(n->db, tenant, &q, err)) < 0)
+		return r;
+	/* No quota on what this create adds: nothing to count (the count is
+	 * O(the tenant's sandboxes), bench/density). */
+	if (!tenant_quota_binds(&q, &add))
+		return 0;
+	if ((r = tenant_usage_get(n->db, tenant, &use, err)) < 0)
 		return r;
 	return tenant_quota_check(&q, &use, &add, err);
 }
@@ -105,10 +110,13 @@ int quota_admit_snapshot(struct node *n, struct sandbox *sb, bool scheduled, boo
 			       "disk quota (limits.disk_mb = %u); delete one first",
 			       sb->id, (full_bytes + (size > 0 ? (uint64_t)size : 0)) >> 20,
 			       sb->limits.disk_mb);
-	if ((r = tenant_quota_get(n->db, sb->tenant, &q, err)) < 0 ||
-	    (r = tenant_usage_get(n->db, sb->tenant, &use, err)) < 0)
-		return r;
 	add.snapshots = scheduled ? 0 : 1;
 	add.snapshot_bytes = size > 0 ? (uint64_t)size : 1;
+	if ((r = tenant_quota_get(n->db, sb->tenant, &q, err)) < 0)
+		return r;
+	if (!tenant_quota_binds(&q, &add))
+		return 0;
+	if ((r = tenant_usage_get(n->db, sb->tenant, &use, err)) < 0)
+		return r;
 	return tenant_quota_check(&q, &use, &add, err);
 }

@@ -10,7 +10,9 @@
  *                          close its own guestconn or wait on the node manager.
  *
  * The thread sleeps on a CLOCK_MONOTONIC condvar until the earliest due time
- * (the one timed wait in the node); adding an earlier timer wakes it.
+ * (the one timed wait in the node); adding an earlier timer wakes it. The
+ * timers are a min-heap (theap.h): arming one is O(log n) with a timer per
+ * sandbox, where a sorted list walked them all.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -44,11 +46,12 @@ static void *reaper_main(void *arg)
 
 	pthread_mutex_lock(&n->jan_mu);
 	while (!n->jan_stop) {
-		struct timer *t = n->timers;
+		const struct theap_item *top = theap_peek(&n->timers);
+		struct timer *t = top ? top->data : NULL;
 		uint64_t now = now_ms();
 
 		if (t && t->due_ms <= now) {
-			n->timers = t->next;
+			theap_pop(&n->timers);
 			pthread_mutex_unlock(&n->jan_mu);
 			run_timer(n, t);
 			free(t);
@@ -77,18 +80,17 @@ static void *reaper_main(void *arg)
 void reaper_add(struct node *n, uint64_t due_ms, enum timer_kind kind, const char *sb_id,
 		uint64_t serial)
 {
-	struct timer *t = xcalloc(1, sizeof(*t)), **pp;
+	struct timer *t = xcalloc(1, sizeof(*t));
+	const struct theap_item *top;
 
 	t->due_ms = due_ms;
 	t->kind = kind;
 	snprintf(t->sb_id, sizeof(t->sb_id), "%s", sb_id);
 	t->serial = serial;
 	pthread_mutex_lock(&n->jan_mu);
-	for (pp = &n->timers; *pp && (*pp)->due_ms <= due_ms; pp = &(*pp)->next)
-		;
-	t->next = *pp;
-	*pp = t;
-	if (n->timers == t)
+	theap_push(&n->timers, due_ms, t);
+	/* The new earliest: the thread's timed wait must end sooner. */
+	if ((top = theap_peek(&n->timers)) && top->data == t)
 		pthread_cond_signal(&n->jan_cv);
 	pthread_mutex_unlock(&n->jan_mu);
 }
@@ -115,8 +117,7 @@ void reaper_stop(struct node *n)
 		pthread_join(n->janitor, NULL);
 		n->jan_started = false;
 	}
-	while ((t = n->timers)) {
-		n->timers = t->next;
+	while ((t = theap_pop(&n->timers)))
 		free(t);
-	}
+	theap_free(&n->timers);
 }

@@ -8,6 +8,7 @@
  * changes only.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -97,12 +98,83 @@ struct sandbox *sandbox_find(struct node *n, const char *id, const char *tenant)
 	return sb;
 }
 
+static unsigned idem_bucket(const char *tenant, const char *key)
+{
+	unsigned h = 2166136261u;
+
+	for (; *tenant; tenant++)
+		h = (h ^ (unsigned char)*tenant) * 16777619u;
+	h = (h ^ 0xff) * 16777619u;   /* a byte no id or key has: ("ab","c") != ("a","bc") */
+	for (; *key; key++)
+		h = (h ^ (unsigned char)*key) * 16777619u;
+	return h % NODE_BUCKETS;
+}
+
+struct sandbox *sandbox_find_idem_locked(struct node *n, const char *tenant, const char *key)
+{
+	for (struct sandbox *sb = n->idem[idem_bucket(tenant, key)]; sb; sb = sb->ihnext)
+		if (strcmp(sb->idem_key, key) == 0 && strcmp(sb->tenant, tenant) == 0)
+			return sb;
+	return NULL;
+}
+
+static void idem_unlink_locked(struct node *n, struct sandbox *sb)
+{
+	if (!sb->idem_key)
+		return;
+	for (struct sandbox **pp = &n->idem[idem_bucket(sb->tenant, sb->idem_key)]; *pp;
+	     pp = &(*pp)->ihnext)
+		if (*pp == sb) {
+			*pp = sb->ihnext;
+			sb->ihnext = NULL;
+			return;
+		}
+}
+
+/* In or out of the node's per-state counts (n->mu held). */
+static void count_set(struct node *n, struct sandbox *sb, bool in)
+{
+	pthread_mutex_lock(&n->count_mu);
+	if (sb->counted != in && (unsigned)sb->state < SB__COUNT) {
+		if (in)
+			n->state_n[sb->state]++;
+		else
+			n->state_n[sb->state]--;
+	}
+	sb->counted = in;
+	pthread_mutex_unlock(&n->count_mu);
+}
+
+void sandbox_state_setter(enum sb_state *cur, enum sb_state to)
+{
+	/* Every caller passes &sb->state (state_transition's and
+	 * state_set's call sites in src/node). */
+	struct sandbox *sb = (struct sandbox *)((char *)cur - offsetof(struct sandbox, state));
+	struct node *n = sb->node;
+
+	pthread_mutex_lock(&n->count_mu);
+	if (sb->counted) {
+		if ((unsigned)sb->state < SB__COUNT)
+			n->state_n[sb->state]--;
+		if ((unsigned)to < SB__COUNT)
+			n->state_n[to]++;
+	}
+	sb->state = to;
+	pthread_mutex_unlock(&n->count_mu);
+}
+
 void sandbox_map_insert_locked(struct node *n, struct sandbox *sb)
 {
 	unsigned b = bucket_of(sb->id);
 
 	sb->hnext = n->buckets[b];
 	n->buckets[b] = sb;
+	if (sb->idem_key) {
+		unsigned i = idem_bucket(sb->tenant, sb->idem_key);
+		sb->ihnext = n->idem[i];
+		n->idem[i] = sb;
+	}
+	count_set(n, sb, true);
 }
 
 void sandbox_map_insert(struct node *n, struct sandbox *sb)
@@ -134,6 +206,8 @@ bool sandbox_map_unlink_locked(struct node *n, struct sandbox *sb)
 		if (*pp == sb) {
 			*pp = sb->hnext;
 			sb->hnext = NULL;
+			idem_unlink_locked(n, sb);
+			count_set(n, sb, false);
 			return true;
 		}
 	}
@@ -151,16 +225,13 @@ void sandbox_map_remove(struct node *n, struct sandbox *sb)
 		sandbox_unref(sb);   /* the map's reference */
 }
 
+/* O(1): the counts kept by count_set and sandbox_state_setter. */
 static void counts_locked(struct node *n, size_t counts[SB__COUNT])
 {
-	for (int b = 0; b < NODE_BUCKETS; b++) {
-		for (struct sandbox *sb = n->buckets[b]; sb; sb = sb->hnext) {
-			pthread_mutex_lock(&sb->mu);
-			if ((unsigned)sb->state < SB__COUNT)
-				counts[sb->state]++;
-			pthread_mutex_unlock(&sb->mu);
-		}
-	}
+	pthread_mutex_lock(&n->count_mu);
+	for (int s = 0; s < SB__COUNT; s++)
+		counts[s] += n->state_n[s];
+	pthread_mutex_unlock(&n->count_mu);
 }
 
 void sandbox_counts(struct node *n, size_t counts[SB__COUNT])

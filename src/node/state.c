@@ -156,6 +156,23 @@ static int record(struct db *db, const char *id, enum sb_state from, enum sb_sta
 		       "sisss", id, now, names[from], names[to], reason);
 }
 
+static state_setter setter;
+
+void state_set_setter(state_setter fn)
+{
+	__atomic_store_n(&setter, fn, __ATOMIC_RELEASE);
+}
+
+static void assign(enum sb_state *cur, enum sb_state to)
+{
+	state_setter fn = __atomic_load_n(&setter, __ATOMIC_ACQUIRE);
+
+	if (fn)
+		fn(cur, to);
+	else
+		*cur = to;
+}
+
 int state_transition(struct db *db, const char *id, enum sb_state *cur, enum sb_state to,
 		     const char *reason, unsigned flags, err_t *err)
 {
@@ -182,7 +199,7 @@ int state_transition(struct db *db, const char *id, enum sb_state *cur, enum sb_
 			return err_wrap(err, "sandbox %s: %s -> %s", id, state_name(from),
 					state_name(to));
 	}
-	*cur = to;
+	assign(cur, to);
 	return 0;
 }
 
@@ -200,7 +217,7 @@ int state_set(const char *id, enum sb_state *cur, enum sb_state to)
 			state_name(to));
 		return -EBUSY;
 	}
-	*cur = to;
+	assign(cur, to);
 	return 0;
 }
 

@@ -77,6 +77,13 @@ int state_transition(struct db *db, const char *id, enum sb_state *cur, enum sb_
  * otherwise sets *cur = to and returns 0. */
 int state_set(const char *id, enum sb_state *cur, enum sb_state to);
 
+/* Who assigns *cur for state_transition and state_set (NULL: plain
+ * `*cur = to`). The node sets it once at start to keep its per-state counts
+ * of the sandboxes in its map (sandbox.c), so a create reads how many are
+ * live in O(1) instead of visiting every sandbox. */
+typedef void (*state_setter)(enum sb_state *cur, enum sb_state to);
+void state_set_setter(state_setter fn);
+
 /* Append an events row without changing state (e.g. "re-adopted after
  * restart"). from and to are both `s`. */
 int state_event(struct db *db, const char *id, enum sb_state s, const char *reason, err_t *err);

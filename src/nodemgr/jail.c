@@ -125,13 +125,42 @@ static __attribute__((noreturn)) void jail_init(const struct jail_params *p, int
 	child_fail(sync, "exec guest: %s", strerror(errno));
 }
 
+/* In A, first: keep fds 0-2 and the three A and B need (sync, the guest
+ * binary, the channel, moved to 3, 4, 5) and close every other one of
+ * nodemgr's - two per jail it holds. Else B's fork copies them all, B's exec
+ * closes them all and A's exit again: three walks, per create, of a table
+ * that grows with the sandboxes on the node (bench/density). */
+static int drop_inherited_fds(int *sync, struct jail_params *q)
+{
+	int *keep[3] = { sync, &q->guest_fd, &q->chan_fd }, tmp[3], top = 2;
+
+	for (int i = 0; i < 3; i++)
+		if (*keep[i] > top)
+			top = *keep[i];
+	/* Above all of them first, so that moving one down never lands on
+	 * another we still need. */
+	for (int i = 0; i < 3; i++)
+		if ((tmp[i] = fcntl(*keep[i], F_DUPFD_CLOEXEC, top + 1)) < 0)
+			return -1;
+	for (int i = 0; i < 3; i++) {
+		if (dup3(tmp[i], 3 + i, O_CLOEXEC) < 0)
+			return -1;
+		*keep[i] = 3 + i;
+	}
+	return (int)syscall(SYS_close_range, 6U, ~0U, 0U);
+}
+
 /* Middle child A: creates the user namespace, waits for the parent to map
  * it, then creates the other namespaces and forks init B into them. */
-static __attribute__((noreturn)) void jail_middle(const struct jail_params *p, int sync)
+static __attribute__((noreturn)) void jail_middle(const struct jail_params *params, int sync)
 {
+	struct jail_params own = *params, *p = &own;
 	struct jmsg m;
 	int root;
 	pid_t b;
+
+	if (drop_inherited_fds(&sync, p) < 0)
+		_exit(1);   /* the parent reports the step that did not come */
 
 	/* Still host root: enter mnt_dir now (see jail.h). */
 	if (chdir(p->mnt_dir) < 0)
@@ -255,9 +284,35 @@ int jail_spawn(const struct jail_params *p, pid_t *init_pid, err_t *err)
 
 /* ---- the registry: every jail nodemgr holds (struct jail, s->jails) ---- */
 
+static unsigned jail_bucket(const char *id)
+{
+	unsigned h = 2166136261u;
+
+	for (; *id; id++)
+		h = (h ^ (unsigned char)*id) * 16777619u;
+	return h % NM_JAIL_BUCKETS;
+}
+
+static void by_id_add(struct nm_server *s, struct jail *j)
+{
+	unsigned b = jail_bucket(j->id);
+
+	j->hnext = s->by_id[b];
+	s->by_id[b] = j;
+}
+
+static void by_id_del(struct nm_server *s, struct jail *j)
+{
+	for (struct jail **pp = &s->by_id[jail_bucket(j->id)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == j) {
+			*pp = j->hnext;
+			break;
+		}
+}
+
 struct jail *jail_find_locked(struct nm_server *s, const char *id)
 {
-	for (struct jail *j = s->jails; j; j = j->next)
+	for (struct jail *j = s->by_id[jail_bucket(id)]; j; j = j->hnext)
 		if (!strcmp(j->id, id))
 			return j;
 	return NULL;
@@ -265,11 +320,10 @@ struct jail *jail_find_locked(struct nm_server *s, const char *id)
 
 void jail_unlink_locked(struct nm_server *s, struct jail *j)
 {
-	for (struct jail **pp = &s->jails; *pp; pp = &(*pp)->next)
-		if (*pp == j) {
-			*pp = j->next;
-			break;
-		}
+	by_id_del(s, j);
+	*j->pprev = j->next;
+	if (j->next)
+		j->next->pprev = j->pprev;
 	if (j->slot >= 0)
 		s->slots[j->slot] = 0;
 	if (j->chan_fd >= 0)
@@ -351,7 +405,11 @@ struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err)
 	j->busy = true;
 	s->slots[slot] = 1;
 	j->next = s->jails;
+	j->pprev = &s->jails;
+	if (s->jails)
+		s->jails->pprev = &j->next;
 	s->jails = j;
+	by_id_add(s, j);
 	pthread_mutex_unlock(&s->lock);
 	return j;
 }
@@ -405,7 +463,9 @@ int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err)
 		return err_set(err, EEXIST, "sandbox %s exists", id);
 	}
 	old_state = jail_state_path(s, j->id);
+	by_id_del(s, j);
 	snprintf(j->id, sizeof(j->id), "%s", id);
+	by_id_add(s, j);
 	pthread_mutex_unlock(&s->lock);
 	unlink(old_state);
 	return 0;

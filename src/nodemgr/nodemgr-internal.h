@@ -19,6 +19,7 @@
  * 8192 slots end at 0x60000000, below the 32-bit limit. */
 #define NM_UID_BASE 0x40000000u
 #define NM_MAX_SLOTS 8192
+#define NM_JAIL_BUCKETS 4096
 
 /* Node defaults for limits a spec leaves at 0. */
 #define NM_DEFAULT_MEMORY_MB 1024
@@ -32,6 +33,8 @@
  * A failed create removes the entry it inserted. */
 struct jail {
 	struct jail *next;
+	struct jail **pprev;  /* the pointer to this one in s->jails: O(1) unlink */
+	struct jail *hnext;   /* chain of s->by_id[jail_bucket(id)], under s->lock */
 	char id[65];
 	int slot;
 	pid_t pid;            /* init B, host pid; -1 until spawned */
@@ -76,6 +79,9 @@ struct nm_server {
 	pthread_mutex_t lock; /* jails, slots, exits, nthreads */
 	pthread_cond_t cond;  /* broadcast on every reap and thread exit */
 	struct jail *jails;
+	/* The same jails by id (jail.c): a verb finds its jail in O(1), not by
+	 * walking every jail nodemgr holds. */
+	struct jail *by_id[NM_JAIL_BUCKETS];
 	uint8_t slots[NM_MAX_SLOTS];
 	struct exited *exits;
 	size_t nexits, cap_exits;

@@ -142,6 +142,18 @@ int main(void)
 	add.snapshot_bytes++;
 	CHECK(tenant_quota_check(&got, &u, &add, &err) == -EDQUOT &&
 	      strstr(err.msg, "`snapshot_mb`"));
+	/* binds: only a limited field that add asks for (the node skips the
+	 * O(n) usage count otherwise) */
+	add = (struct tenant_usage){ .sandboxes = 1, .memory_mb = 64 };
+	CHECK(tenant_quota_binds(&got, &add));            /* memory_mb limited */
+	got = (struct tenant_quota){ .snapshots = 3 };
+	CHECK(!tenant_quota_binds(&got, &add));           /* a create adds no snapshot */
+	add = (struct tenant_usage){ .snapshots = 1 };
+	CHECK(tenant_quota_binds(&got, &add));
+	got = (struct tenant_quota){ 0 };
+	add = (struct tenant_usage){ .sandboxes = 1, .memory_mb = 64, .cpu_millis = 1,
+				     .disk_mb = 1, .snapshots = 1, .snapshot_bytes = 1 };
+	CHECK(!tenant_quota_binds(&got, &add));           /* no quota at all */
 	/* all zeros removes the row */
 	q = (struct tenant_quota){ 0 };
 	CHECK(tenant_quota_set(db, "ten_a", &q, &err) == 0);
