@@ -318,9 +318,10 @@ static struct nswarm_key *key_get_locked(struct nm_server *s, const struct nm_sa
 		if (k->used && k->version == spec->template_version &&
 		    !strcmp(k->name, spec->template_name))
 			return k;
-		if (!k->used)
-			free_k = free_k ? free_k : k;
-		else if (!k->spawning && !free_k)
+		if (!k->used) {
+			if (!free_k || free_k->used)   /* an empty entry before any reuse */
+				free_k = k;
+		} else if (!k->spawning && !free_k)
 			free_k = k;
 		else if (!k->spawning && free_k->used && k->used_ms < free_k->used_ms)
 			free_k = k;
