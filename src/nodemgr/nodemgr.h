@@ -46,7 +46,7 @@ struct nodemgr_config {
 	/* The warm pools grow with their recent demand (warmsize.h): up to
 	 * ns_warm_pool_max jails (ns) and vm_warm_pool_max QEMUs (vm) per
 	 * template, never under ns_warm_pool / vm_warm_pool (a max under its
-	 * min is the min: a fixed size). The demand halves every
+	 * min is the min: a fixed size; a min of 0 is that pool off). The demand halves every
 	 * warm_pool_half_life_ms once creates stop, and the pools shrink
 	 * with it. */
 	uint32_t ns_warm_pool_max;

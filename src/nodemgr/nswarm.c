@@ -288,8 +288,11 @@ static uint32_t pool_min(const struct nm_server *s)
 	return s->cfg->ns_warm_pool;
 }
 
+/* ns_warm_pool 0 is the pool off, whatever the max says. */
 static uint32_t pool_max(const struct nm_server *s)
 {
+	if (!s->cfg->ns_warm_pool)
+		return 0;
 	return s->cfg->ns_warm_pool_max > s->cfg->ns_warm_pool ? s->cfg->ns_warm_pool_max
 								: s->cfg->ns_warm_pool;
 }

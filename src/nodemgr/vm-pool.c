@@ -439,6 +439,8 @@ static struct vm_demand *demand_get_locked(struct nm_server *s, const char *key)
  * Under s->lock. */
 static uint32_t warm_size(struct nm_server *s, const char *key)
 {
+	if (!s->cfg->vm_warm_pool)   /* 0: the pool off, whatever the max says */
+		return 0;
 	return warm_pool_target(&demand_get_locked(s, key)->d, now_ms(),
 				s->cfg->warm_pool_half_life_ms, s->cfg->vm_warm_pool,
 				s->cfg->vm_warm_pool_max);
@@ -451,6 +453,8 @@ static const struct pool_kind warm_kind = {
 
 int vm_warm_target_locked(struct nm_server *s, const char *key)
 {
+	if (!s->cfg->vm_warm_pool)
+		return -1;
 	for (size_t i = 0; s->vm && i < ARRAY_SIZE(s->vm->demand); i++)
 		if (!strcmp(s->vm->demand[i].key, key))
 			return (int)warm_pool_target(&s->vm->demand[i].d, now_ms(),
