@@ -68,6 +68,9 @@ void config_defaults(struct airlockd_config *c)
 	c->api_body_budget_mb = 256;
 	c->api_head_timeout_s = HTTP_HEAD_TIMEOUT_MS / 1000;
 	c->ns_warm_pool = 2;
+	c->ns_warm_pool_max = 32;
+	c->vm_warm_pool_max = 8;
+	c->warm_pool_half_life_s = 30;
 	c->vm_snapshots = true;
 	c->cgroup_favordynmods = true;
 	/* A clone under TCG on a busy 2-core host can take seconds to answer. */
@@ -369,6 +372,29 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 			return -err->code;
 		if (c->ns_warm_pool > 64)
 			return err_set(err, EINVAL, "%s: at most 64", key);
+		return 0;
+	}
+	if (!strcmp(key, "ns_warm_pool_max")) {
+		/* The most a burst may grow a template's pool to (warmsize.h). */
+		if (set_u32(&c->ns_warm_pool_max, key, val, err) < 0)
+			return -err->code;
+		if (c->ns_warm_pool_max > 256)
+			return err_set(err, EINVAL, "%s: at most 256", key);
+		return 0;
+	}
+	if (!strcmp(key, "vm_warm_pool_max")) {
+		/* Each parked QEMU holds its guest's RAM. */
+		if (set_u32(&c->vm_warm_pool_max, key, val, err) < 0)
+			return -err->code;
+		if (c->vm_warm_pool_max > 64)
+			return err_set(err, EINVAL, "%s: at most 64", key);
+		return 0;
+	}
+	if (!strcmp(key, "warm_pool_half_life_s")) {
+		if (set_u32(&c->warm_pool_half_life_s, key, val, err) < 0)
+			return -err->code;
+		if (c->warm_pool_half_life_s > 86400)
+			return err_set(err, EINVAL, "%s: at most 86400", key);
 		return 0;
 	}
 	if (!strcmp(key, "log_format")) {

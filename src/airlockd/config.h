@@ -43,6 +43,9 @@ struct airlockd_config {
 	uint64_t console_log_max;  /* bytes of a vm's console log kept (the newest) */
 	uint32_t vm_fork_pool;     /* QEMUs waiting for a fork per template (vm) */
 	uint32_t ns_warm_pool;     /* ns jails waiting per template */
+	uint32_t ns_warm_pool_max; /* what a burst grows an ns pool to (ns_warm_pool: the least) */
+	uint32_t vm_warm_pool_max; /* likewise for vm_warm_pool */
+	uint32_t warm_pool_half_life_s; /* the pools' recent demand halves in this (warmsize.h) */
 	bool vm_snapshots;         /* vm: clone from a memory snapshot (false = always boot cold) */
 	bool cgroup_favordynmods;  /* let nodemgr remount cgroup2 with favordynmods */
 	/* Snapshot scheduler, retention and idle defaults (per sandbox overridable). */

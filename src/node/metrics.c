@@ -11,6 +11,7 @@
  *                                             counter: creates whose jail a
  *                                             warm pool gave (hit) or not
  *   airlock_warm_pool_ready{kind,template}    gauge: parked jails/QEMUs now
+ *   airlock_warm_pool_target{kind,template}   gauge: the size that pool aims at now
  *                                             (nodemgr's NM_POOL_LEVELS)
  *   airlock_node_*                            capacity: cpus, memory, pool
  *   airlock_gateway_*                         the gateway's GET /stats, bytes
@@ -279,6 +280,7 @@ static void credential_audit(struct node *n, struct buf *b)
 /* Creates served by a warm pool or not, and what the pools hold now. */
 static void warm_pools(struct node *n, struct buf *b)
 {
+	struct buf targets;
 	char **items = NULL;
 	err_t err = { 0 };
 
@@ -297,20 +299,36 @@ static void warm_pools(struct node *n, struct buf *b)
 	family(b, "airlock_warm_pool_ready", "gauge",
 	       "Jails (kind ns), QEMUs (vm) and fork standbys (vm_fork) parked per template "
 	       "(and vm shape), ready to be taken.");
+	buf_init(&targets);
 	for (size_t i = 0; items[i]; i++) {
 		char kind[16], key[128];
 		unsigned cnt;
-		/* nodemgr's own text: "<kind> <key> <n>", keys without spaces */
-		if (sscanf(items[i], "%15s %127s %u", kind, key, &cnt) == 3) {
+		int target, got;
+		/* nodemgr's own text: "<kind> <key> <n> [<target>]", keys
+		 * without spaces */
+		got = sscanf(items[i], "%15s %127s %u %d", kind, key, &cnt, &target);
+		if (got >= 3) {
 			buf_adds(b, "airlock_warm_pool_ready{kind=\"");
 			label_value(b, kind);
 			buf_adds(b, "\",template=\"");
 			label_value(b, key);
 			buf_printf(b, "\"} %u\n", cnt);
 		}
+		if (got == 4 && target >= 0) {
+			buf_adds(&targets, "airlock_warm_pool_target{kind=\"");
+			label_value(&targets, kind);
+			buf_adds(&targets, "\",template=\"");
+			label_value(&targets, key);
+			buf_printf(&targets, "\"} %d\n", target);
+		}
 		free(items[i]);
 	}
 	free(items);
+	family(b, "airlock_warm_pool_target", "gauge",
+	       "The size a warm pool aims at now: its recent creates, between the configured "
+	       "least (ns_warm_pool, vm_warm_pool) and most (ns_warm_pool_max, vm_warm_pool_max).");
+	buf_add(b, targets.data, targets.len);
+	buf_free(&targets);
 }
 
 /* This node's snapshots: how many and the bytes they hold (each row's

@@ -106,10 +106,12 @@ int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sa
 	_cleanup_free_ char *resolv = net_resolv_conf(s, j->slot);
 	int chan[2] = { -1, -1 };
 	pid_t init = -1;
+	uint64_t t0 = now_us(), t_cg, t_spawn, t_net;
 	int r;
 
 	if ((r = cgroup_create(&s->cg, spec->id, &cl, err)) < 0)
 		return r;
+	t_cg = now_us();
 	guest = open(s->cfg->guest_path, O_PATH | O_CLOEXEC);
 	if (guest < 0)
 		return err_sys(err, "open guest %s", s->cfg->guest_path);
@@ -130,6 +132,7 @@ int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sa
 		.resolv_conf = resolv,
 	};
 	r = jail_spawn(&jp, &init, err);
+	t_spawn = now_us();
 	close(chan[1]);
 	if (r < 0) {
 		close(chan[0]);
@@ -142,12 +145,16 @@ int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sa
 		close(chan[0]);
 		return r;
 	}
+	t_net = now_us();
 	if (j->hidden)
 		nswarm_warm_guest(chan[0], init, spec->id);
 	if ((r = jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
 		return r;
 	*pid = init;
 	log_info("sandbox %s: jail pid %d, uid base %#x", spec->id, (int)init, jp.host_base);
+	log_debug("sandbox %s: spawn: cgroup %.2f ms, jail %.2f ms, net %.2f ms, publish %.2f ms",
+		  spec->id, (t_cg - t0) / 1000.0, (t_spawn - t_cg) / 1000.0,
+		  (t_net - t_spawn) / 1000.0, (now_us() - t_net) / 1000.0);
 	return 0;
 }
 
@@ -160,6 +167,7 @@ int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, 
 		xasprintf("%s/templates/%s/%u", s->pool, spec->template_name, spec->template_version);
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
 	bool made_subvol = false, made_cgroup = false;
+	uint64_t t0 = now_us(), t_snap = 0, t_qg = 0;
 	struct jail *j;
 	int r;
 
@@ -189,11 +197,16 @@ int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, 
 	if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
 		goto fail;
 	made_subvol = true;
+	t_snap = now_us();
 	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
 		goto fail;
+	t_qg = now_us();
 	made_cgroup = true; /* even a partial create must be removed */
 	if ((r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err)) < 0)
 		goto fail;
+	log_debug("sandbox %s: cold create: claim+snapshot %.2f ms, qgroup %.2f ms, spawn %.2f ms",
+		  spec->id, (t_snap - t0) / 1000.0, (t_qg - t_snap) / 1000.0,
+		  (now_us() - t_qg) / 1000.0);
 	nswarm_refill(s, spec);
 	return 0;
 

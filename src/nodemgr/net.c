@@ -39,6 +39,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_arp.h>
@@ -229,9 +230,12 @@ static int host_end(struct nm_server *s, int slot, const char *peer, int ns, err
 	if ((host = nl_open(-1, err)) < 0)
 		return host;
 	/* A leftover host end of this slot (a crashed run, or a dead QEMU's
-	 * namespace not yet freed) would block the name: remove it first;
-	 * ENODEV is the normal case. */
-	(void)nl_link_del(host, ifn, &e);
+	 * namespace not yet freed) would block the name: remove it first.
+	 * Looked up first (SIOCGIFINDEX reads under RCU), because the delete
+	 * takes the kernel's RTNL lock even for a name that is not there,
+	 * the normal case, and parallel creates queue on that lock. */
+	if (if_nametoindex(ifn))
+		(void)nl_link_del(host, ifn, &e);
 	if ((r = nl_veth_add(host, ifn, peer, ns, err)) < 0)
 		return r;
 	/* The host end has no IPv6 at all: no link-local address a sandbox

@@ -147,9 +147,16 @@ int nl_veth_add(int sock, const char *name, const char *peer, int peer_netns_fd,
 	struct nlreq r;
 	struct ifinfomsg *ifi;
 	struct rtattr *li, *data, *pe;
-	uint32_t nsfd = (uint32_t)peer_netns_fd;
+	uint32_t nsfd = (uint32_t)peer_netns_fd, one = 1;
 
 	link_req(&r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, name);
+	/* One queue each way on both ends, said up front: a veth made
+	 * without these gets one per CPU and is cut down to one after it is
+	 * registered, an RCU grace period per end waited out under the RTNL
+	 * lock (veth_init_queues), which every other create's network
+	 * setup then queues behind (the first wait of parallel creates). */
+	attr(&r, IFLA_NUM_TX_QUEUES, &one, sizeof(one));
+	attr(&r, IFLA_NUM_RX_QUEUES, &one, sizeof(one));
 	li = attr(&r, IFLA_LINKINFO, NULL, 0);
 	attr(&r, IFLA_INFO_KIND, "veth", 4);
 	data = attr(&r, IFLA_INFO_DATA, NULL, 0);
@@ -158,6 +165,8 @@ int nl_veth_add(int sock, const char *name, const char *peer, int peer_netns_fd,
 	ifi->ifi_family = AF_UNSPEC;
 	attr(&r, IFLA_IFNAME, peer, strlen(peer) + 1);
 	attr(&r, IFLA_NET_NS_FD, &nsfd, sizeof(nsfd));
+	attr(&r, IFLA_NUM_TX_QUEUES, &one, sizeof(one));
+	attr(&r, IFLA_NUM_RX_QUEUES, &one, sizeof(one));
 	nest_end(&r, pe);
 	nest_end(&r, data);
 	nest_end(&r, li);

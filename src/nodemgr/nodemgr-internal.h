@@ -13,6 +13,7 @@
 #include "../nmclient/nm.h"
 #include "nodemgr.h"
 #include "../nmclient/wire.h"
+#include "warmsize.h"
 
 /* Host uid/gid ranges: slot N owns [BASE + N*65536, BASE + (N+1)*65536).
  * 0x40000000 is far above any uid a distribution or LDAS hands out, and
@@ -68,6 +69,19 @@ struct exited {
 	uint64_t when_ms;
 };
 
+/* nswarm.c: one template's ns warm pool (under srv->lock). */
+#define NSWARM_KEYS 32
+#define NSWARM_WORKERS 2
+struct nswarm_key {
+	bool used;
+	char name[65];
+	uint32_t version;
+	struct warm_demand demand;
+	uint32_t spawning;      /* warm spawns in flight for it */
+	uint64_t used_ms;       /* last create: the oldest entry is reused */
+	uint64_t retry_ms;      /* a spawn failed: none before this */
+};
+
 struct nm_server {
 	const struct nodemgr_config *cfg;
 	char *pool;           /* DATA/pool */
@@ -88,10 +102,11 @@ struct nm_server {
 	int nthreads;
 	bool stopping;
 	struct nm_vm *vm;     /* vm-internal.h: accel, paths, template locks */
-	/* nswarm.c: one refill thread at a time (counted in nthreads); a
-	 * take of another template meanwhile queues that one (the latest). */
-	bool ns_refilling, ns_refill_queued;
-	struct nm_sandbox_spec ns_refill_next;
+	/* nswarm.c: per template, its recent demand (which sizes its pool,
+	 * warmsize.h) and the warm spawns in flight; up to NSWARM_WORKERS
+	 * refill threads (counted in nthreads) work through them. */
+	struct nswarm_key ns_keys[NSWARM_KEYS];
+	int ns_workers;
 };
 
 /* server.c: wait for a direct child's exit status (collected by the reaper).
@@ -303,6 +318,12 @@ char *net_resolv_conf(struct nm_server *s, int slot);
 int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
 		pid_t *pid, err_t *err);
 void nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec);
+/* The size the pool of template name/version aims at now, or -1 when
+ * nswarm knows no such pool. Under s->lock. */
+int nswarm_target_locked(struct nm_server *s, const char *name, uint32_t version);
+/* vm-pool.c: the same for the vm warm pool of key
+ * ("<template>/<version>/m<MiB>-c<cpus>"). */
+int vm_warm_target_locked(struct nm_server *s, const char *key);
 void nswarm_warm_guest(int chan, pid_t init, const char *wid);
 void nswarm_remove_subvol(struct nm_server *s, const char *wid);
 /* Kill the parked jail j (claimed by the caller) and remove all of it. */

@@ -43,6 +43,15 @@ struct nodemgr_config {
 	/* How many ns jails wait per template, spawned and warmed, for a
 	 * create to take (0 = none; see nswarm.c). */
 	uint32_t ns_warm_pool;
+	/* The warm pools grow with their recent demand (warmsize.h): up to
+	 * ns_warm_pool_max jails (ns) and vm_warm_pool_max QEMUs (vm) per
+	 * template, never under ns_warm_pool / vm_warm_pool (a max under its
+	 * min is the min: a fixed size; a min of 0 is that pool off). The demand halves every
+	 * warm_pool_half_life_ms once creates stop, and the pools shrink
+	 * with it. */
+	uint32_t ns_warm_pool_max;
+	uint32_t vm_warm_pool_max;
+	uint32_t warm_pool_half_life_ms;
 	/* The sandbox network (net.c). net_prefix NULL or "": off (ns jails
 	 * get only lo). Interfaces are <net_prefix>-<slot> (<= 15 bytes),
 	 * addresses /31s from net_base (host order) within net_size

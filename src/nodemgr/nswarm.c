@@ -3,7 +3,9 @@
  * An ns create costs a btrfs snapshot, a jail spawn (mounts, namespaces),
  * a veth and the guest's first exec, which is slower than the later ones
  * (its code and the template's binaries are faulted in then). Per template,
- * up to cfg->ns_warm_pool jails wait with all of that done:
+ * a pool of jails waits with all of that done, as many as its recent
+ * creates ask for (between cfg->ns_warm_pool and cfg->ns_warm_pool_max;
+ * see "sizing and refill" below):
  *
  *   pool/warm/<wid>         a writable snapshot of the template (no quota yet)
  *   cgroup airlock/<wid>    with the node defaults as limits
@@ -27,8 +29,8 @@
  * starts after the take, so nothing of the warm-up outlives it but the
  * guest's pid counter (the first exec is not pid 2).
  *
- * One refill thread at a time tops the pool up after each take or cold
- * create, off the create path. Warm jails die with nodemgr like every jail
+ * Refill threads (up to NSWARM_WORKERS, side by side) top the pools up
+ * after each take or cold create, off the create path. Warm jails die with nodemgr like every jail
  * and their subvolumes are removed at shutdown (mgr_sandbox_kill_all); the
  * startup sweeps remove what a crashed run left (cgroups and state files in
  * mgr_sandbox_sweep_leftovers, pool/warm/warm-* in vm-pool.c's vm_warm_sweep). */
@@ -268,99 +270,277 @@ static void drop_dead(struct nm_server *s, const char *key)
 	}
 }
 
+/* ---- sizing and refill ---------------------------------------------------
+ *
+ * Each template's pool has a target size from its recent creates
+ * (warmsize.h), between cfg->ns_warm_pool and cfg->ns_warm_pool_max. Up to
+ * NSWARM_WORKERS refill threads (one per core on this kind of host) spawn
+ * warm jails side by side until every pool holds its target, the work of
+ * one jail (snapshot, jail spawn, first exec) in one thread; a pool over
+ * its target (its demand decayed) gives its surplus back. The last thread
+ * stays while some target is above its minimum, looking again every
+ * NSWARM_TRIM_MS, so the pools shrink back when creates stop. */
+#define NSWARM_TRIM_MS 500
+#define NSWARM_RETRY_MS 1000
+
+static uint32_t pool_min(const struct nm_server *s)
+{
+	return s->cfg->ns_warm_pool;
+}
+
+/* ns_warm_pool 0 is the pool off, whatever the max says. */
+static uint32_t pool_max(const struct nm_server *s)
+{
+	if (!s->cfg->ns_warm_pool)
+		return 0;
+	return s->cfg->ns_warm_pool_max > s->cfg->ns_warm_pool ? s->cfg->ns_warm_pool_max
+								: s->cfg->ns_warm_pool;
+}
+
+static uint32_t key_target(const struct nm_server *s, const struct nswarm_key *k, uint64_t now)
+{
+	return warm_pool_target(&k->demand, now, s->cfg->warm_pool_half_life_ms, pool_min(s),
+				pool_max(s));
+}
+
+static void key_text(const struct nswarm_key *k, char *out, size_t cap)
+{
+	snprintf(out, cap, "ns:%s/%u", k->name, k->version);
+}
+
+/* The entry of spec's template, made (replacing the least recently used
+ * one no spawn works on) when missing; NULL when every entry is busy.
+ * Under s->lock. */
+static struct nswarm_key *key_get_locked(struct nm_server *s, const struct nm_sandbox_spec *spec,
+					 uint64_t now)
+{
+	struct nswarm_key *free_k = NULL;
+
+	for (int i = 0; i < NSWARM_KEYS; i++) {
+		struct nswarm_key *k = &s->ns_keys[i];
+		if (k->used && k->version == spec->template_version &&
+		    !strcmp(k->name, spec->template_name))
+			return k;
+		if (!k->used) {
+			if (!free_k || free_k->used)   /* an empty entry before any reuse */
+				free_k = k;
+		} else if (!k->spawning && !free_k)
+			free_k = k;
+		else if (!k->spawning && free_k->used && k->used_ms < free_k->used_ms)
+			free_k = k;
+	}
+	if (!free_k)
+		return NULL;
+	memset(free_k, 0, sizeof(*free_k));
+	free_k->used = true;
+	snprintf(free_k->name, sizeof(free_k->name), "%s", spec->template_name);
+	free_k->version = spec->template_version;
+	free_k->used_ms = now;
+	return free_k;
+}
+
+/* Parked (alive, untaken) warm jails per key entry, in one pass over the
+ * jails. Under s->lock. */
+static void count_parked_locked(struct nm_server *s, uint32_t parked[NSWARM_KEYS])
+{
+	char keys[NSWARM_KEYS][96];
+
+	for (int i = 0; i < NSWARM_KEYS; i++) {
+		parked[i] = 0;
+		if (s->ns_keys[i].used)
+			key_text(&s->ns_keys[i], keys[i], sizeof(keys[i]));
+	}
+	for (struct jail *j = s->jails; j; j = j->next) {
+		if (!j->hidden || j->vm || !j->alive || j->busy || strncmp(j->warm_key, "ns:", 3))
+			continue;
+		for (int i = 0; i < NSWARM_KEYS; i++)
+			if (s->ns_keys[i].used && !strcmp(j->warm_key, keys[i])) {
+				parked[i]++;
+				break;
+			}
+	}
+}
+
+enum job { JOB_NONE, JOB_SPAWN, JOB_TRIM, JOB_WAIT };
+
+/* The next thing a refill thread does: spawn a jail for the pool furthest
+ * under its target (*k counts it in spawning), take a surplus jail of a
+ * pool over its target out (*trim, marked busy), wait (some target is still
+ * above its minimum and will come down) or nothing. Under s->lock. */
+static enum job next_job_locked(struct nm_server *s, struct nswarm_key **kp, struct jail **trim)
+{
+	uint32_t parked[NSWARM_KEYS];
+	uint64_t now = now_ms();
+	struct nswarm_key *best = NULL, *over = NULL;
+	uint32_t best_gap = 0;
+	bool decaying = false;
+
+	count_parked_locked(s, parked);
+	for (int i = 0; i < NSWARM_KEYS; i++) {
+		struct nswarm_key *k = &s->ns_keys[i];
+		uint32_t want, have;
+		if (!k->used)
+			continue;
+		want = key_target(s, k, now);
+		have = parked[i] + k->spawning;
+		if (want > pool_min(s) || parked[i] > pool_min(s))
+			decaying = true;
+		if (have < want && now >= k->retry_ms && want - have > best_gap) {
+			best = k;
+			best_gap = want - have;
+		}
+		if (parked[i] > want && !over)
+			over = k;
+	}
+	if (best) {
+		best->spawning++;
+		*kp = best;
+		return JOB_SPAWN;
+	}
+	if (over) {
+		char key[96];
+		key_text(over, key, sizeof(key));
+		for (struct jail *j = s->jails; j; j = j->next)
+			if (j->hidden && !j->vm && j->alive && !j->busy && !strcmp(j->warm_key, key)) {
+				j->busy = true;
+				*trim = j;
+				return JOB_TRIM;
+			}
+	}
+	return decaying ? JOB_WAIT : JOB_NONE;
+}
+
+/* Spawn one warm jail for k (counted in its spawning). */
+static void refill_one(struct nm_server *s, struct nswarm_key *k)
+{
+	struct nm_sandbox_spec spec = { .template_version = k->version };
+	char key[96];
+	err_t err = { 0 };
+	bool gone;
+	int r = 0;
+
+	snprintf(spec.template_name, sizeof(spec.template_name), "%s", k->name);
+	key_text(k, key, sizeof(key));
+	drop_dead(s, key);
+	gone = template_superseded(s, spec.template_name, spec.template_version);
+	if (gone)   /* deleted or replaced meanwhile: drop what was parked */
+		template_retire_pools(s, spec.template_name, spec.template_version, false);
+	else if ((r = warm_spawn(s, &spec, &err)) < 0)
+		log_warn("warm pool %s: %s", key, err.msg);
+	pthread_mutex_lock(&s->lock);
+	k->spawning--;
+	if (gone && !k->spawning)
+		k->used = false;   /* nothing of it is wanted any more */
+	else if (r < 0)
+		k->retry_ms = now_ms() + NSWARM_RETRY_MS;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void wait_locked(struct nm_server *s, int ms)
+{
+	struct timespec dl;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_nsec += (long)ms * 1000000L;
+	dl.tv_sec += dl.tv_nsec / 1000000000L;
+	dl.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(&s->cond, &s->lock, &dl);
+}
+
 static void *refill_main(void *arg)
 {
 	struct nm_server *s = arg;
-	struct nm_sandbox_spec spec;
 
 	pthread_mutex_lock(&s->lock);
-	spec = s->ns_refill_next;
-	s->ns_refill_queued = false;
-	pthread_mutex_unlock(&s->lock);
-	for (;;) {
-		char key[96];
-		uint32_t n = 0;
-		err_t err = { 0 };
-		bool stop, gone;
+	while (!s->stopping) {
+		struct nswarm_key *k = NULL;
+		struct jail *trim = NULL;
+		enum job job = next_job_locked(s, &k, &trim);
 
-		ns_key(&spec, key, sizeof(key));
-		drop_dead(s, key);
-		gone = template_superseded(s, spec.template_name, spec.template_version);
-		if (gone)   /* deleted or replaced meanwhile: drop what was parked */
-			template_retire_pools(s, spec.template_name, spec.template_version, false);
-		pthread_mutex_lock(&s->lock);
-		for (struct jail *j = s->jails; j; j = j->next)
-			if (j->hidden && !j->vm && j->alive && !strcmp(j->warm_key, key))
-				n++;
-		stop = s->stopping || gone || n >= s->cfg->ns_warm_pool;
-		if (stop && !s->stopping && s->ns_refill_queued) {
-			/* This one is full: on to the template queued meanwhile. */
-			spec = s->ns_refill_next;
-			s->ns_refill_queued = false;
-			stop = false;
-			pthread_mutex_unlock(&s->lock);
+		if (job == JOB_NONE || (job == JOB_WAIT && s->ns_workers > 1))
+			break;   /* the last thread stays to shrink the pools */
+		if (job == JOB_WAIT) {
+			wait_locked(s, NSWARM_TRIM_MS);
 			continue;
 		}
 		pthread_mutex_unlock(&s->lock);
-		if (stop)
-			break;
-		if (warm_spawn(s, &spec, &err) < 0) {
-			log_warn("warm pool %s: %s", key, err.msg);
-			pthread_mutex_lock(&s->lock);
-			bool more = s->ns_refill_queued && !s->stopping;
-			if (more) {
-				spec = s->ns_refill_next;
-				s->ns_refill_queued = false;
-			}
-			pthread_mutex_unlock(&s->lock);
-			if (!more)
-				break;
+		if (job == JOB_SPAWN) {
+			refill_one(s, k);
+		} else {
+			log_debug("warm %s: over its pool's target, removed", trim->id);
+			nswarm_discard(s, trim);
 		}
+		pthread_mutex_lock(&s->lock);
 	}
-	pthread_mutex_lock(&s->lock);
-	s->ns_refilling = false;
-	s->ns_refill_queued = false;
+	s->ns_workers--;
 	s->nthreads--;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
 }
 
-void nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec)
+/* Start refill threads for the work there is, up to NSWARM_WORKERS. Under
+ * s->lock. */
+static void start_workers_locked(struct nm_server *s, uint32_t wanted)
 {
 	pthread_attr_t attr;
 	pthread_t th;
 
-	if (!s->cfg->ns_warm_pool)
-		return;
-	pthread_mutex_lock(&s->lock);
-	if (s->stopping) {
-		pthread_mutex_unlock(&s->lock);
-		return;
-	}
-	memset(&s->ns_refill_next, 0, sizeof(s->ns_refill_next));
-	snprintf(s->ns_refill_next.template_name, sizeof(s->ns_refill_next.template_name), "%s",
-		 spec->template_name);
-	s->ns_refill_next.template_version = spec->template_version;
-	s->ns_refill_queued = true;
-	if (s->ns_refilling) {
-		/* The running thread picks it up when it is done. */
-		pthread_mutex_unlock(&s->lock);
-		return;
-	}
-	s->ns_refilling = true;
-	s->nthreads++;  /* shutdown waits for it like for a verb */
-	pthread_mutex_unlock(&s->lock);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&th, &attr, refill_main, s) != 0) {
-		pthread_mutex_lock(&s->lock);
-		s->ns_refilling = false;
-		s->ns_refill_queued = false;
-		s->nthreads--;
-		pthread_mutex_unlock(&s->lock);
+	while (!s->stopping && s->ns_workers < NSWARM_WORKERS &&
+	       (uint32_t)s->ns_workers < (wanted ? wanted : 1)) {
+		if (pthread_create(&th, &attr, refill_main, s) != 0)
+			break;
+		s->ns_workers++;
+		s->nthreads++;  /* shutdown waits for it like for a verb */
 	}
 	pthread_attr_destroy(&attr);
+}
+
+void nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec)
+{
+	uint32_t parked[NSWARM_KEYS], want;
+	struct nswarm_key *k;
+	uint64_t now = now_ms();
+
+	if (!pool_max(s))
+		return;
+	pthread_mutex_lock(&s->lock);
+	k = key_get_locked(s, spec, now);
+	if (k) {
+		count_parked_locked(s, parked);
+		want = key_target(s, k, now);
+		uint32_t have = parked[k - s->ns_keys] + k->spawning;
+		start_workers_locked(s, want > have ? want - have : 1);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* A create for spec's template: its pool's demand goes up. */
+static void note_demand(struct nm_server *s, const struct nm_sandbox_spec *spec)
+{
+	uint64_t now = now_ms();
+	struct nswarm_key *k;
+
+	pthread_mutex_lock(&s->lock);
+	if ((k = key_get_locked(s, spec, now))) {
+		warm_demand_note(&k->demand, now, s->cfg->warm_pool_half_life_ms);
+		k->used_ms = now;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The target of spec's pool now (for GET /metrics), or -1 when it has no
+ * entry. Under s->lock. */
+int nswarm_target_locked(struct nm_server *s, const char *name, uint32_t version)
+{
+	for (int i = 0; i < NSWARM_KEYS; i++) {
+		const struct nswarm_key *k = &s->ns_keys[i];
+		if (k->used && k->version == version && !strcmp(k->name, name))
+			return (int)key_target(s, k, now_ms());
+	}
+	return -1;
 }
 
 /* sethostname inside the jail's UTS namespace (owned by its user namespace,
@@ -401,8 +581,9 @@ int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *ch
 	struct jail *j;
 	int r;
 
-	if (!s->cfg->ns_warm_pool)
+	if (!pool_max(s))
 		return -EAGAIN;
+	note_demand(s, spec);
 	/* A leftover subvolume is the node's data: never overwrite it. */
 	if (access(sbx, F_OK) == 0)
 		return err_set(err, EEXIST, "subvolume for sandbox %s exists", spec->id);

@@ -137,6 +137,7 @@ static char **pool_levels(struct nm_server *s)
 	struct lvl {
 		char key[96];
 		unsigned n;
+		int target;   /* the size the pool aims at (warmsize.h), -1: fixed */
 	} *l = NULL;
 	size_t n = 0;
 	char **out;
@@ -155,6 +156,32 @@ static char **pool_levels(struct nm_server *s)
 		}
 		l[i].n++;
 	}
+	/* An ns pool that is empty now (a burst took all of it) is still one. */
+	for (size_t k = 0; k < NSWARM_KEYS; k++) {
+		char key[96];
+		size_t i;
+		if (!s->ns_keys[k].used)
+			continue;
+		snprintf(key, sizeof(key), "ns:%s/%u", s->ns_keys[k].name, s->ns_keys[k].version);
+		for (i = 0; i < n && strcmp(l[i].key, key); i++)
+			;
+		if (i == n) {
+			l = xrealloc(l, (n + 1) * sizeof(*l));
+			snprintf(l[n].key, sizeof(l[n].key), "%s", key);
+			l[n++].n = 0;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		char name[96];
+		unsigned ver;
+		l[i].target = -1;
+		if (!strncmp(l[i].key, "ns:", 3)) {
+			if (sscanf(l[i].key + 3, "%95[^/]/%u", name, &ver) == 2)
+				l[i].target = nswarm_target_locked(s, name, ver);
+		} else if (strncmp(l[i].key, "fork:", 5)) {
+			l[i].target = vm_warm_target_locked(s, l[i].key);
+		}
+	}
 	pthread_mutex_unlock(&s->lock);
 	out = xcalloc(n + 1, sizeof(*out));
 	for (size_t i = 0; i < n; i++) {
@@ -163,7 +190,8 @@ static char **pool_levels(struct nm_server *s)
 			kind = "ns", k += 3;
 		else if (!strncmp(k, "fork:", 5))
 			kind = "vm_fork", k += 5;
-		out[i] = xasprintf("%s %s %u", kind, k, l[i].n);
+		out[i] = l[i].target >= 0 ? xasprintf("%s %s %u %d", kind, k, l[i].n, l[i].target)
+					  : xasprintf("%s %s %u", kind, k, l[i].n);
 	}
 	free(l);
 	return out;

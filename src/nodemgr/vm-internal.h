@@ -39,6 +39,16 @@ struct nm_vm {
 	uint32_t tsc_khz;    /* host TSC rate, for the guest's tsc_early_khz (0 = unknown) */
 	bool usable;
 	bool refilling[2];   /* a refill thread runs, warm pool / fork standbys (under s->lock) */
+	bool pending[2];     /* ... and pending_spec's pool is to be topped up after it */
+	struct nm_sandbox_spec pending_spec[2];
+	/* The warm pool's recent demand per template and shape (its warm
+	 * key; the least recently used entry is reused), which sizes it
+	 * (warmsize.h). Under s->lock. */
+	struct vm_demand {
+		char key[96];
+		struct warm_demand d;
+		uint64_t used_ms;
+	} demand[16];
 	int console_ep;      /* the console pump's epoll (vm-console.c) */
 	uint64_t console_max;   /* the bound of each console.log */
 };

@@ -70,6 +70,7 @@ static void warm_key(const struct nm_sandbox_spec *spec, const struct vm_shape *
 #define WARM_QUIET_MS 120
 #define WARM_RESEND_MS 300
 #define WARM_MAX_MS 3000
+#define VM_POOL_TRIM_MS 500   /* a pool over its least looks this often whether to shrink */
 #define WARM_ROUNDS 2      /* the second round runs paths the first one only faulted in:
 			    * RESET after one round 40-50 ms, after two ~10 ms */
 
@@ -274,7 +275,10 @@ struct pool_kind {
 		    size_t cap);
 	int (*spawn)(struct nm_server *s, const struct nm_sandbox_spec *spec,
 		     const struct vm_shape *sh, err_t *err);
-	uint32_t (*size)(const struct nm_server *s);
+	/* How many to keep for key now (under s->lock), and the least of
+	 * that (the pool shrinks towards it while its refill thread waits). */
+	uint32_t (*size)(struct nm_server *s, const char *key);
+	uint32_t (*min)(const struct nm_server *s);
 	int idx;   /* in nm_vm.refilling */
 };
 
@@ -295,8 +299,10 @@ static void *refill_main(void *arg)
 	vm_shape_of(&rf->spec, &sh);
 	k->key(&rf->spec, &sh, key, sizeof(key));
 	for (;;) {
-		uint32_t n = 0;
+		struct jail *surplus = NULL;
+		uint32_t n = 0, want;
 		err_t err = { 0 };
+		bool stop, pending;
 
 		bool gone = template_superseded(s, rf->spec.template_name,
 						rf->spec.template_version);
@@ -305,9 +311,45 @@ static void *refill_main(void *arg)
 					      rf->spec.template_version, false);
 		pthread_mutex_lock(&s->lock);
 		for (struct jail *j = s->jails; j; j = j->next)
-			if (j->hidden && j->alive && !strcmp(j->warm_key, key))
+			if (j->hidden && j->alive && !strcmp(j->warm_key, key)) {
 				n++;
-		bool stop = s->stopping || gone || n >= k->size(s);
+				if (!j->busy)
+					surplus = j;
+			}
+		want = k->size(s, key);
+		stop = s->stopping || gone;
+		pending = s->vm->pending[k->idx];
+		if (!stop && n > want && surplus) {
+			/* The demand came down: one parked QEMU less. */
+			surplus->busy = true;
+			pthread_mutex_unlock(&s->lock);
+			log_debug("%s %s: %s over the target of %u, removed", k->name, key,
+				  surplus->id, want);
+			vm_park_discard(s, surplus);
+			continue;
+		}
+		if (!stop && !pending && n >= want && want > k->min(s)) {
+			/* Full, but bigger than its least: wait for the demand
+			 * to come down (or a take to make room). */
+			struct timespec dl;
+			clock_gettime(CLOCK_REALTIME, &dl);
+			dl.tv_nsec += VM_POOL_TRIM_MS * 1000000L;
+			dl.tv_sec += dl.tv_nsec / 1000000000L;
+			dl.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&s->cond, &s->lock, &dl);
+			pthread_mutex_unlock(&s->lock);
+			continue;
+		}
+		if (!s->stopping && (stop || n >= want) && pending) {
+			/* This one is done: on to the pool asked for meanwhile. */
+			rf->spec = s->vm->pending_spec[k->idx];
+			s->vm->pending[k->idx] = false;
+			pthread_mutex_unlock(&s->lock);
+			vm_shape_of(&rf->spec, &sh);
+			k->key(&rf->spec, &sh, key, sizeof(key));
+			continue;
+		}
+		stop = stop || n >= want;
 		pthread_mutex_unlock(&s->lock);
 		if (stop)
 			break;
@@ -319,6 +361,7 @@ static void *refill_main(void *arg)
 	free(rf);
 	pthread_mutex_lock(&s->lock);
 	s->vm->refilling[k->idx] = false;
+	s->vm->pending[k->idx] = false;
 	s->nthreads--;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
@@ -326,18 +369,27 @@ static void *refill_main(void *arg)
 }
 
 /* Top the pool of kind k for spec's template and shape up, in the
- * background (one refill thread per kind at a time). */
+ * background (one refill thread per kind at a time; a pool asked for while
+ * it runs is its next). */
 static void pool_refill(struct nm_server *s, const struct pool_kind *k,
 			const struct nm_sandbox_spec *spec)
 {
 	struct refill *rf;
 	pthread_attr_t attr;
 	pthread_t th;
+	char key[96];
+	struct vm_shape sh;
 
-	if (!k->size(s))
-		return;
+	vm_shape_of(spec, &sh);
+	k->key(spec, &sh, key, sizeof(key));
 	pthread_mutex_lock(&s->lock);
-	if (s->stopping || s->vm->refilling[k->idx]) {
+	if (s->stopping || !k->size(s, key)) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	if (s->vm->refilling[k->idx]) {
+		s->vm->pending_spec[k->idx] = *spec;
+		s->vm->pending[k->idx] = true;
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
@@ -360,14 +412,56 @@ static void pool_refill(struct nm_server *s, const struct pool_kind *k,
 	pthread_attr_destroy(&attr);
 }
 
-static uint32_t warm_size(const struct nm_server *s)
+static uint32_t warm_min(const struct nm_server *s)
 {
 	return s->cfg->vm_warm_pool;
 }
 
+/* key's demand entry, made (reusing the least recently used) if missing.
+ * Under s->lock. */
+static struct vm_demand *demand_get_locked(struct nm_server *s, const char *key)
+{
+	struct vm_demand *old = &s->vm->demand[0];
+
+	for (size_t i = 0; i < ARRAY_SIZE(s->vm->demand); i++) {
+		struct vm_demand *d = &s->vm->demand[i];
+		if (!strcmp(d->key, key))
+			return d;
+		if (d->used_ms < old->used_ms)
+			old = d;
+	}
+	memset(old, 0, sizeof(*old));
+	snprintf(old->key, sizeof(old->key), "%s", key);
+	return old;
+}
+
+/* Between vm_warm_pool and vm_warm_pool_max, from the key's recent clones.
+ * Under s->lock. */
+static uint32_t warm_size(struct nm_server *s, const char *key)
+{
+	if (!s->cfg->vm_warm_pool)   /* 0: the pool off, whatever the max says */
+		return 0;
+	return warm_pool_target(&demand_get_locked(s, key)->d, now_ms(),
+				s->cfg->warm_pool_half_life_ms, s->cfg->vm_warm_pool,
+				s->cfg->vm_warm_pool_max);
+}
+
 static const struct pool_kind warm_kind = {
-	.name = "warm pool", .key = warm_key, .spawn = warm_spawn, .size = warm_size, .idx = 0,
+	.name = "warm pool", .key = warm_key, .spawn = warm_spawn, .size = warm_size,
+	.min = warm_min, .idx = 0,
 };
+
+int vm_warm_target_locked(struct nm_server *s, const char *key)
+{
+	if (!s->cfg->vm_warm_pool)
+		return -1;
+	for (size_t i = 0; s->vm && i < ARRAY_SIZE(s->vm->demand); i++)
+		if (!strcmp(s->vm->demand[i].key, key))
+			return (int)warm_pool_target(&s->vm->demand[i].d, now_ms(),
+						     s->cfg->warm_pool_half_life_ms,
+						     s->cfg->vm_warm_pool, s->cfg->vm_warm_pool_max);
+	return -1;
+}
 
 void vm_warm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec)
 {
@@ -467,6 +561,14 @@ int vm_warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	struct jail *j;
 
 	warm_key(spec, sh, key, sizeof(key));
+	pthread_mutex_lock(&s->lock);
+	{
+		struct vm_demand *d = demand_get_locked(s, key);
+		uint64_t now = now_ms();
+		warm_demand_note(&d->d, now, s->cfg->warm_pool_half_life_ms);
+		d->used_ms = now;
+	}
+	pthread_mutex_unlock(&s->lock);
 	if (!(j = pool_pick(s, key, wid)))
 		return -EAGAIN;
 	j->from_pool = true;   /* busy: this verb's; freed if the adopt fails */
@@ -511,14 +613,20 @@ static int standby_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec
 	return park_spawn(s, spec, sh, true, err);
 }
 
-static uint32_t standby_size(const struct nm_server *s)
+static uint32_t standby_min(const struct nm_server *s)
 {
+	return s->cfg->vm_fork_pool;
+}
+
+static uint32_t standby_size(struct nm_server *s, const char *key)
+{
+	(void)key;
 	return s->cfg->vm_fork_pool;
 }
 
 static const struct pool_kind standby_kind = {
 	.name = "fork standby", .key = standby_key, .spawn = standby_spawn, .size = standby_size,
-	.idx = 1,
+	.min = standby_min, .idx = 1,
 };
 
 static void standby_refill(struct nm_server *s, const struct nm_sandbox_spec *spec)
