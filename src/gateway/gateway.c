@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <ifaddrs.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -168,31 +167,6 @@ int gw_name_gate(struct gw *g, uint32_t src, const char *proto, const struct des
 	}
 	pthread_rwlock_unlock(&g->lock);
 	return pass;
-}
-
-size_t gw_resolve(struct gw *g, const char *name, uint32_t *out, size_t max)
-{
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
-	struct addrinfo *res = NULL;
-	size_t n = 0;
-
-	for (size_t i = 0; i < g->n_hosts; i++)
-		if (strcmp(g->hosts[i].name, name) == 0 && n < max)
-			out[n++] = g->hosts[i].ip;
-	if (n)
-		return n;
-	if (getaddrinfo(name, NULL, &hints, &res) != 0)
-		return 0;
-	for (struct addrinfo *a = res; a && n < max; a = a->ai_next) {
-		uint32_t ip = ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr);
-		bool dup = false;
-		for (size_t k = 0; k < n; k++)
-			dup = dup || out[k] == ip;
-		if (!dup)
-			out[n++] = ip;
-	}
-	freeaddrinfo(res);
-	return n;
 }
 
 /* ---- admin socket (the node) ------------------------------------------ */
@@ -566,6 +540,8 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 		r = -err->code;
 		goto out;
 	}
+	if ((r = gw_resolver_init(g, err)) < 0)
+		goto out;
 	if ((g->proxy_fd = bind_port(SOCK_STREAM, cfg->proxy_port, err)) < 0 ||
 	    (g->dns_fd = bind_port(SOCK_DGRAM, cfg->dns_port, err)) < 0) {
 		r = -err->code;

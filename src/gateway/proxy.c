@@ -288,7 +288,8 @@ static bool serve(struct pconn *pc)
 {
 	struct gw *g = pc->g;
 	struct gw_sbx *s;
-	uint32_t ips[GW_MAX_HOSTS_IPS], target;
+	struct gw_addrs addrs;
+	uint32_t target;
 	char sbx[65] = "";
 	size_t n = 0;
 	uint64_t sniffed;
@@ -310,11 +311,20 @@ static bool serve(struct pconn *pc)
 		return false;
 	}
 	if (pc->host[0]) {
-		n = gw_resolve(g, pc->host, ips, GW_MAX_HOSTS_IPS);
+		if (gw_resolve(g, pc->src, pc->proto, pc->host, &addrs) < 0) {
+			/* over its cap of lookups waiting: refused, and logged */
+			count_decision(g, false, sniffed);
+			if (!strcmp(pc->proto, "http"))
+				deny_http(pc);
+			close(pc->fd);
+			free(pc);
+			return false;
+		}
+		n = addrs.n4;
 		if (n) {
-			target = ips[0];
+			target = addrs.v4[0];
 			for (size_t i = 0; i < n; i++)
-				if (ips[i] == pc->dst)
+				if (addrs.v4[i] == pc->dst)
 					target = pc->dst;
 		}
 	}
