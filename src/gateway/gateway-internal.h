@@ -20,6 +20,8 @@ struct gw_logent {
 	char proto[8];                /* "tcp", "tls", "http", "dns" */
 	char host[SNIFF_HOST_MAX + 1];/* SNI / Host / DNS name, "" when none */
 	uint32_t ip;                  /* host order; 0 = none */
+	bool v6;                      /* the address is ip6, not ip */
+	struct in6_addr ip6;
 	uint16_t port;
 	bool allow;
 	char rule[96];
@@ -98,6 +100,7 @@ struct gw {
 	struct gw_sbx *sbx;
 	struct policy_env env;
 	struct cidr4 *allow_private;
+	struct cidr6 *allow_private6;
 	struct gw_host *hosts;
 	size_t n_hosts;
 	int proxy_fd, dns_fd;
@@ -106,6 +109,8 @@ struct gw {
 	pthread_mutex_t local_mu;     /* the host's own addresses, refreshed */
 	uint32_t *local;
 	size_t n_local;
+	struct in6_addr *local6;
+	size_t n_local6;
 	uint64_t local_at;
 	struct gw_stats stats;
 	struct relay_loop *relay;     /* carries connections once dialled */

@@ -53,6 +53,8 @@ struct pconn {
 	size_t n;
 	const char *proto;               /* "tcp", "tls", "http" */
 	char host[SNIFF_HOST_MAX + 1];
+	bool v6;                         /* dial up6: the name has no IPv4 address */
+	struct in6_addr up6;
 	struct gw_bytes *bytes;          /* its sandbox's counters (a ref); NULL */
 };
 
@@ -126,16 +128,15 @@ static void sniff(struct pconn *pc)
 	}
 }
 
-/* A connected socket, or -1. nonblock: leave it O_NONBLOCK (the relay
+/* A connected socket to sa, or -1. nonblock: leave it O_NONBLOCK (the relay
  * wants it so; the credential paths read and write it blocking). Counted
  * and timed in g->stats. */
-static int dial(struct gw *g, uint32_t ip, uint16_t port, bool nonblock)
+static int dial_sa(struct gw *g, const struct sockaddr *sa, socklen_t len, bool nonblock)
 {
 	uint64_t t0 = now_us();
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(ip) };
 	struct pollfd p;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e = 0, one = 1;
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e = 0,
+	    one = 1;
 	socklen_t el = sizeof(e);
 
 	if (fd < 0) {
@@ -143,7 +144,7 @@ static int dial(struct gw *g, uint32_t ip, uint16_t port, bool nonblock)
 		return -1;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
+	if (connect(fd, sa, len) < 0 && errno != EINPROGRESS)
 		goto fail;
 	p = (struct pollfd){ .fd = fd, .events = POLLOUT };
 	if (poll(&p, 1, CONNECT_MS) <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0 ||
@@ -158,6 +159,26 @@ fail:
 	close(fd);
 	gw_count(&g->stats.dial_fails, 1);
 	return -1;
+}
+
+static int dial(struct gw *g, uint32_t ip, uint16_t port, bool nonblock)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(ip) };
+
+	return dial_sa(g, (struct sockaddr *)&sa, sizeof(sa), nonblock);
+}
+
+/* The connection's upstream: its IPv6 address when the name has only
+ * those (pc->v6), else target. */
+static int dial_up(struct pconn *pc, uint32_t target, bool nonblock)
+{
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_port = htons(pc->dport),
+				   .sin6_addr = pc->up6 };
+
+	if (!pc->v6)
+		return dial(pc->g, target, pc->dport, nonblock);
+	return dial_sa(pc->g, (struct sockaddr *)&sa, sizeof(sa), nonblock);
 }
 
 
@@ -244,7 +265,7 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 	if (!strcmp(pc->proto, "tls")) {
 		if (!gw_cred_wants(gc, sbx, pc->host))
 			return false;
-		pc->up = dial(pc->g, target, pc->dport, false);
+		pc->up = dial_up(pc, target, false);
 		if (pc->up >= 0) {
 			gw_cred_tls(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, pc->up);
 			count_own(pc);
@@ -264,7 +285,7 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 					  "Connection: close\r\n\r\n";
 		(void)!write_all(pc->fd, bad, sizeof(bad) - 1);
 	} else {
-		pc->up = dial(pc->g, target, pc->dport, true);
+		pc->up = dial_up(pc, target, true);
 		if (pc->up >= 0)
 			hand_over(pc, out.data, out.len);
 	}
@@ -326,6 +347,11 @@ static bool serve(struct pconn *pc)
 			for (size_t i = 0; i < n; i++)
 				if (addrs.v4[i] == pc->dst)
 					target = pc->dst;
+		} else if (addrs.n6) {
+			/* a name with IPv6 addresses only: dialled over IPv6 */
+			pc->v6 = true;
+			pc->up6 = addrs.v6[0];
+			n = addrs.n6;
 		}
 	}
 	pthread_rwlock_rdlock(&g->lock);
@@ -343,7 +369,7 @@ static bool serve(struct pconn *pc)
 		allow = false;
 	} else {
 		struct dest d = { .host = pc->host[0] ? pc->host : NULL, .ip = target,
-				  .port = pc->dport };
+				  .port = pc->dport, .ip6 = pc->v6 ? &pc->up6 : NULL };
 		allow = gw_decide_log(g, s, pc->proto, &d);
 	}
 	pthread_rwlock_unlock(&g->lock);
@@ -353,7 +379,7 @@ static bool serve(struct pconn *pc)
 		/* served */
 	} else if (allow) {
 		/* the sniffed bytes go first, written by the relay */
-		pc->up = dial(g, target, pc->dport, true);
+		pc->up = dial_up(pc, target, true);
 		if (pc->up >= 0)
 			hand_over(pc, pc->head, pc->n);
 	} else if (!strcmp(pc->proto, "http")) {

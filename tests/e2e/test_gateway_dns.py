@@ -26,6 +26,8 @@ from harness import AirlockTestCase, main
 SUB = 100 + (os.getpid() + 37) % 100
 NET = f"10.250.{SUB}"
 HOST_IP, WORLD_IP, WORLD_IP2 = f"{NET}.1", f"{NET}.2", f"{NET}.3"
+NET6 = f"fd00:a1:{SUB}::"
+HOST_IP6, WORLD_IP6 = f"{NET6}1", f"{NET6}2"
 NS = f"aldn-{os.getpid()}"
 VETH = f"aldn{os.getpid() % 100000}"
 MAX_PENDING = 2
@@ -102,7 +104,7 @@ def run(*cmd, check=True):
 
 
 class GatewayDnsTest(AirlockTestCase):
-    extra_args = ("--set", f"network_allow_private_cidrs={NET}.0/24",
+    extra_args = ("--set", f"network_allow_private_cidrs={NET}.0/24,{NET6}/64",
                   "--set", f"gateway_dns_servers={WORLD_IP}:53",
                   "--set", f"gateway_dns_max_pending={MAX_PENDING}")
 
@@ -125,7 +127,10 @@ class GatewayDnsTest(AirlockTestCase):
         run("ip", "netns", "add", NS)
         run("ip", "link", "add", VETH, "type", "veth", "peer", "name", "w0", "netns", NS)
         run("ip", "addr", "add", f"{HOST_IP}/24", "dev", VETH)
+        run("ip", "-6", "addr", "add", f"{HOST_IP6}/64", "dev", VETH, "nodad")
         run("ip", "link", "set", VETH, "up")
+        run("ip", "netns", "exec", NS, "ip", "-6", "addr", "add", f"{WORLD_IP6}/64", "dev", "w0",
+            "nodad")
         for ip in (WORLD_IP, WORLD_IP2):
             run("ip", "netns", "exec", NS, "ip", "addr", "add", f"{ip}/24", "dev", "w0")
         run("ip", "netns", "exec", NS, "ip", "link", "set", "w0", "up")
@@ -134,7 +139,7 @@ class GatewayDnsTest(AirlockTestCase):
             f.write(WORLD)
         cls.world = subprocess.Popen(
             ["ip", "netns", "exec", NS, sys.executable, f"{cls.tmp}/world.py",
-             f"{WORLD_IP},{WORLD_IP2}", cls.dns_cfg, cls.world_log],
+             f"{WORLD_IP},{WORLD_IP2},{WORLD_IP6}", cls.dns_cfg, cls.world_log],
             start_new_session=True, stderr=subprocess.DEVNULL)
         for _ in range(200):
             if os.path.exists(cls.world_log):
@@ -288,6 +293,34 @@ class GatewayDnsTest(AirlockTestCase):
         # and once the lookups end, the sandbox may resolve again
         self.assertTrue(self.wait_for(lambda: self.lookup(sid, "free.test")[:2]
                                       == (0, [WORLD_IP]), 20))
+
+    def test_ipv6_upstream(self):
+        """A name with only IPv6 addresses is dialled over IPv6 (the world's
+        ULA, which the operator allows); IPv6 loopback and an address the
+        operator did not allow are denied, and the log names the address."""
+        self.set_dns({"v6only.test": {"aaaa": [WORLD_IP6], "ttl": 60},
+                      "v6loop.test": {"aaaa": ["::1"], "ttl": 60},
+                      "v6other.test": {"aaaa": ["fd00:a1:ffff::2"], "ttl": 60}})
+        sid = self.sandbox(["v6only.test", "v6loop.test", "v6other.test"])
+        code, out, err = self.sh(sid, "timeout 10 wget -q -O - http://v6only.test/")
+        if code != 0:
+            print(self.log(sid), self.server.log()[-6000:], file=sys.stderr)
+        self.assertEqual((code, out), (0, "hello from v6only.test\n"), err)
+        log = self.log(sid)
+        self.assertTrue([e for e in log if e["host"] == "v6only.test" and e["proto"] == "http"
+                         and e["ip"] == WORLD_IP6 and e["decision"] == "allow"], log)
+        for name, rule in (("v6loop.test", "host"), ("v6other.test", "private")):
+            code, _, err = self.sh(sid, f"timeout 10 wget -q -O - http://{name}/")
+            self.assertNotEqual(code, 0)
+            self.assertIn("403", err)
+            log = self.log(sid)
+            self.assertTrue([e for e in log if e["host"] == name and e["decision"] == "deny"
+                             and e["rule"] == rule and ":" in (e["ip"] or "")], log)
+        # default deny: an IPv6 destination is reached through allow.domains only
+        self.api.call("PATCH", f"/v1/sandboxes/{sid}/network",
+                      {"network": {"default": "deny", "allow": {"domains": ["v6only.test"]}}})
+        code, out, _ = self.sh(sid, "timeout 10 wget -q -O - http://v6only.test/")
+        self.assertEqual((code, out), (0, "hello from v6only.test\n"))
 
 
 if __name__ == "__main__":
