@@ -48,6 +48,11 @@ struct head_field {
 	char *name, *value;
 };
 
+/* A placeholder and the value as the body spells it (body_spelling). */
+struct body_subst {
+	char *ph, *value;
+};
+
 struct http_head {
 	char *method, *target, *version;
 	/* At most HEAD_MAX_FIELDS parsed; head_set may add more (the
@@ -59,7 +64,28 @@ struct http_head {
 	 * passes untouched. head_free wipes it (it may hold a value). */
 	bool has_body;
 	struct buf body;
+	/* A body too large to read whole that the caller streams instead
+	 * (body_streams, set before cred_inject): what a credential that
+	 * opted in to "body" wants replaced in it is listed in subst, for the
+	 * caller's subst_stream. head_free wipes the values. */
+	bool body_streams;
+	uint64_t stream_len;          /* its Content-Length */
+	struct body_subst *subst;
+	size_t n_subst;
 };
+
+/* Replacing h->subst in a body as its bytes come: a placeholder split
+ * across two reads is found too (the last bytes that could begin one wait
+ * for the next). The output may hold values: the caller wipes it. */
+struct subst_stream {
+	const struct http_head *h;
+	struct buf pend;
+};
+void subst_init(struct subst_stream *s, const struct http_head *h);
+/* Append p[0, n) to the stream, and to out what is decided of it; final:
+ * the body ended, everything goes out. */
+void subst_feed(struct subst_stream *s, const void *p, size_t n, bool final, struct buf *out);
+void subst_free(struct subst_stream *s);
 
 /* Parse a request head from buf[0..len). Returns the head's length (through
  * the blank line) when complete, 0 when more bytes are needed, -EINVAL when

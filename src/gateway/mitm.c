@@ -213,7 +213,7 @@ static void with_close(struct http_head *h, struct buf *out)
  * (Transfer-Encoding: chunked alone, and no Content-Length), or BODY_PASS:
  * no body we read (none, or framing we leave to the client and the server:
  * another transfer coding, both fields, a length past BODY_MAX). */
-enum body_kind { BODY_PASS, BODY_LENGTH, BODY_CHUNKED };
+enum body_kind { BODY_PASS, BODY_LENGTH, BODY_CHUNKED, BODY_LARGE };
 
 static enum body_kind body_kind(const struct http_head *h, long *len)
 {
@@ -231,10 +231,10 @@ static enum body_kind body_kind(const struct http_head *h, long *len)
 	}
 	if (nte)
 		return nte == 1 && !ncl && strcasecmp(te, "chunked") == 0 ? BODY_CHUNKED : BODY_PASS;
-	if (ncl != 1 || !cl[0] || strlen(cl) > 8 || strspn(cl, "0123456789") != strlen(cl))
+	if (ncl != 1 || !cl[0] || strlen(cl) > 15 || strspn(cl, "0123456789") != strlen(cl))
 		return BODY_PASS;
 	*len = strtol(cl, NULL, 10);
-	return *len <= (long)BODY_MAX ? BODY_LENGTH : BODY_PASS;
+	return *len <= (long)BODY_MAX ? BODY_LENGTH : BODY_LARGE;
 }
 
 /* A chunked body, decoded as its bytes come (RFC 9112 7.1): each call
@@ -393,6 +393,12 @@ static long read_body(struct source *src, struct http_head *h, struct buf *hb, s
 	switch (body_kind(h, &len)) {
 	case BODY_PASS:
 		return 0;
+	case BODY_LARGE:
+		/* streamed after the head (stream_body), if the hook wants
+		 * anything replaced in it; else it passes untouched */
+		h->body_streams = true;
+		h->stream_len = (uint64_t)len;
+		return 0;
 	case BODY_LENGTH:
 		if ((e = answer_continue(src, h, hb->len >= hl + (size_t)len)) < 0)
 			return e;
@@ -442,6 +448,77 @@ static void request_out(struct http_head *h, const struct buf *hb, size_t rest, 
 	if (h->has_body)
 		buf_add(out, h->body.data, h->body.len);
 	buf_add(out, hb->data + rest, hb->len - rest);
+}
+
+/* SSL_write all of p (a blocking socket with timeouts underneath). */
+static int ssl_send(SSL *ssl, const void *p, size_t n)
+{
+	const char *q = p;
+
+	while (n) {
+		int k = SSL_write(ssl, q, n > INT32_MAX ? INT32_MAX : (int)n);
+		if (k <= 0)
+			return -EPIPE;
+		q += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* One chunk of the re-framed body upstream (RFC 9112 7.1), then wiped: it
+ * may hold a value. */
+static int send_chunk(SSL *us, struct buf *c)
+{
+	char size[24];
+	int r = 0;
+
+	if (!c->len)
+		return 0;
+	snprintf(size, sizeof(size), "%zx\r\n", c->len);
+	if (ssl_send(us, size, strlen(size)) < 0 || ssl_send(us, c->data, c->len) < 0 ||
+	    ssl_send(us, "\r\n", 2) < 0)
+		r = -EPIPE;
+	explicit_bzero(c->data, c->len);
+	c->len = 0;
+	return r;
+}
+
+/* A body past BODY_MAX that a credential wants replaced in: its
+ * h->stream_len bytes (those in hb from rest first, then from the client)
+ * go upstream chunked as they come, with h->subst replaced (subst_feed),
+ * and whatever followed it in hb after them. 0, or -EPIPE. */
+static int stream_body(SSL *cs, SSL *us, const struct http_head *h, const struct buf *hb,
+		       size_t rest)
+{
+	struct subst_stream ss;
+	struct buf chunk;
+	uint8_t *tmp = xmalloc(CHUNK);
+	uint64_t len = h->stream_len, got;
+	size_t take = hb->len - rest < len ? hb->len - rest : (size_t)len;
+	int r = 0;
+
+	subst_init(&ss, h);
+	buf_init(&chunk);
+	got = take;
+	subst_feed(&ss, hb->data + rest, take, got == len, &chunk);
+	while (r == 0 && (r = send_chunk(us, &chunk)) == 0 && got < len) {
+		int k = SSL_read(cs, tmp, len - got < CHUNK ? (int)(len - got) : CHUNK);
+		if (k <= 0) {
+			r = -EPIPE;   /* the client is gone, or too slow (IO_MS) */
+			break;
+		}
+		got += (uint64_t)k;
+		subst_feed(&ss, tmp, (size_t)k, got == len, &chunk);
+	}
+	if (r == 0)
+		r = ssl_send(us, "0\r\n\r\n", 5);
+	if (r == 0 && rest + take < hb->len)
+		r = ssl_send(us, hb->data + rest + take, hb->len - rest - take);
+	explicit_bzero(tmp, CHUNK);
+	free(tmp);
+	subst_free(&ss);
+	buf_free(&chunk);
+	return r;
 }
 
 /* Does authority a (a Host value, or the authority of an absolute or
@@ -582,7 +659,19 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 		r = 0;
 		goto out;
 	}
-	request_out(&h, &hb, rest, &out);
+	if (h.body_streams && h.n_subst) {
+		/* a large body to replace in: re-framed chunked, as its
+		 * length changes with the replacements */
+		if (answer_continue(&src, &h, hb.len > rest) < 0) {
+			r = err_set(err, EPIPE, "mitm: the sandbox went away");
+			goto out;
+		}
+		head_del(&h, "Content-Length");
+		head_set(&h, "Transfer-Encoding", "chunked");
+		with_close(&h, &out);
+	} else {
+		request_out(&h, &hb, rest, &out);
+	}
 
 	us = SSL_new(upstream);
 	if (!us || SSL_set_fd(us, up_fd) != 1 || SSL_set_tlsext_host_name(us, host) != 1 ||
@@ -603,6 +692,10 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 	}
 	if (SSL_write(us, out.data, (int)out.len) != (int)out.len) {
 		r = tls_fail(err, "sending the request upstream");
+		goto out;
+	}
+	if (h.body_streams && h.n_subst && stream_body(cs, us, &h, &hb, rest) < 0) {
+		r = err_set(err, EPIPE, "mitm: streaming the request body upstream");
 		goto out;
 	}
 	relay_tls(cs, client_fd, us, up_fd);
