@@ -4,8 +4,11 @@
  * inside a TLS connection it intercepts, before forwarding it upstream. The
  * request head is looked at and rewritten (request line and headers), and
  * the body too when the caller read it whole (h->has_body: mitm.c does for
- * a Content-Length or chunked body of at most BODY_MAX); any other body passes
- * through untouched, so a placeholder in it is never replaced.
+ * a Content-Length or chunked body of at most BODY_MAX). A larger body with
+ * a Content-Length that the caller streams (h->body_streams: mitm.c over
+ * intercepted TLS) gets its replacements listed in h->subst for
+ * subst_feed; any other body passes through untouched, so a placeholder in
+ * it is never replaced.
  *
  * For the sandbox's credentials (cred_resolve) whose hosts, path prefix
  * (whole segments, cred_path_match) and methods match the request:

@@ -12,8 +12,13 @@
  * most BODY_MAX of data (decoded; it goes on with a Content-Length), is
  * read whole first and goes through the hook with the head (h->has_body;
  * its new length is written); a client that waits with "Expect:
- * 100-continue" gets the 100 from us. Any other body (larger, trailer
- * fields, other codings) and the response are relayed as they are.
+ * 100-continue" gets the 100 from us. A body with a Content-Length past
+ * BODY_MAX streams: when a credential that applies opted in to "body"
+ * (h->subst), over intercepted TLS its placeholders are replaced as the
+ * bytes come and it goes upstream chunked (its length changes); otherwise,
+ * and always over plain HTTP, it passes byte-identical after the rewritten
+ * head. Any other body (trailer fields, other codings) and the response
+ * are relayed as they are.
  */
 #ifndef AIRLOCK_MITM_H
 #define AIRLOCK_MITM_H
