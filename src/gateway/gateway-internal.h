@@ -114,6 +114,7 @@ struct gw {
 	uint64_t local_at;
 	struct gw_stats stats;
 	struct relay_loop *relay;     /* carries connections once dialled */
+	struct tls_loop *tls;         /* carries intercepted TLS once its request is upstream */
 	int workers, workers_idle;    /* atomic: proxy.c's pool */
 	/* Live connections per sandbox address (max_conns each, keyed by
 	 * the address in host order): one sandbox can never take every

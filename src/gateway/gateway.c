@@ -2,6 +2,7 @@
  * loop. See gateway.h for the model and proxy.c / dns.c for the data paths. */
 #include "gateway-internal.h"
 #include "gw-cred.h"
+#include "tlsrelay.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -394,6 +395,8 @@ static void handle_stats(struct gw *g, struct http_conn *c)
 	 * and those of them waiting for a connection */
 	jw_key(&w, "relayed");
 	jw_uint(&w, relay_loop_pairs(g->relay));
+	jw_key(&w, "intercepted");
+	jw_uint(&w, tls_loop_pairs(g->tls));
 	jw_key(&w, "workers");
 	jw_uint(&w, (uint64_t)__atomic_load_n(&g->workers, __ATOMIC_RELAXED));
 	jw_key(&w, "workers_idle");
@@ -591,6 +594,10 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 	 * splice work is the kernel's, and a few threads keep up with it). */
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (!(g->relay = relay_loop_start(cpus < 1 ? 1 : cpus > 4 ? 4 : (unsigned)cpus, err))) {
+		r = -err->code;
+		goto out;
+	}
+	if (g->cred && !(g->tls = tls_loop_start(err))) {
 		r = -err->code;
 		goto out;
 	}

@@ -194,12 +194,16 @@ int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, i
 	return mitm_http_head(fd, pre, n, host, port, hook, &a, out, &err);
 }
 
-void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
-		 int fd, const void *pre, size_t n, int up)
+int gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
+		int fd, const void *pre, size_t n, int up, struct tls_loop *loop,
+		tls_loop_done_fn done, void *done_arg)
 {
 	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host };
 	err_t err = { 0 };
+	int r = mitm_serve_to(gc->ca, gc->upstream, fd, pre, n, up, host, port, hook, &a, loop,
+			      done, done_arg, &err);
 
-	if (mitm_serve(gc->ca, gc->upstream, fd, pre, n, up, host, port, hook, &a, &err) < 0)
+	if (r < 0)
 		log_info("gateway: sandbox %s: intercepted TLS to %s: %s", sandbox_id, host, err.msg);
+	return r == 1;
 }

@@ -23,6 +23,7 @@
 #include "../lib/err.h"
 #include "../lib/util.h"
 #include "gateway.h"
+#include "tlsrelay.h"
 
 struct gw_cred;
 
@@ -39,8 +40,12 @@ bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host)
  * 400). */
 int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
 		 int fd, const void *pre, size_t n, struct buf *out);
-/* TLS interception of one connection; up is connected to the real host. */
-void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
-		 int fd, const void *pre, size_t n, int up);
+/* TLS interception of one connection; up is connected to the real host.
+ * Once its request is upstream the connection goes on on loop: true then,
+ * and done(done_arg, fd, up) closes both at its end; false when it ended
+ * before (the fds are the caller's). */
+int gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
+		int fd, const void *pre, size_t n, int up, struct tls_loop *loop,
+		tls_loop_done_fn done, void *done_arg);
 
 #endif

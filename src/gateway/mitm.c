@@ -597,7 +597,17 @@ static void status_answer(int status, struct buf *out)
 int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix, size_t n,
 	       int up_fd, const char *host, int port, mitm_head_fn fn, void *arg, err_t *err)
 {
-	struct pbio pb = { .pre = prefix, .n = n, .fd = client_fd };
+	return mitm_serve_to(ca, upstream, client_fd, prefix, n, up_fd, host, port, fn, arg, NULL,
+			     NULL, NULL, err);
+}
+
+int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix,
+		  size_t n, int up_fd, const char *host, int port, mitm_head_fn fn, void *arg,
+		  struct tls_loop *loop, tls_loop_done_fn done, void *done_arg, err_t *err)
+{
+	/* on the heap, with its own copy of the prefix: the client's SSL
+	 * reads through it, and may outlive this call on the loop */
+	struct pbio *pb = xcalloc(1, sizeof(*pb) + n);
 	SSL_CTX *sctx;
 	SSL *cs = NULL, *us = NULL;
 	BIO *bio;
@@ -608,19 +618,26 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 	long hl;
 	int r = -EPROTO, status;
 
+	memcpy(pb + 1, prefix, n);
+	pb->pre = (const uint8_t *)(pb + 1);
+	pb->n = n;
+	pb->fd = client_fd;
 	buf_init(&hb);
 	buf_init(&out);
 	sctx = ca_server_ctx(ca, host, err);
-	if (!sctx)
+	if (!sctx) {
+		free(pb);
 		return -EIO;
+	}
 	cs = SSL_new(sctx);
 	SSL_CTX_free(sctx);   /* cs holds its own reference */
 	bio = cs ? BIO_new(pbio_method()) : NULL;
 	if (!bio) {
 		SSL_free(cs);
+		free(pb);
 		return tls_fail(err, "setting up the client side");
 	}
-	BIO_set_data(bio, &pb);
+	BIO_set_data(bio, pb);
 	BIO_set_init(bio, 1);
 	SSL_set_bio(cs, bio, bio);
 	set_timeouts(client_fd, IO_MS);
@@ -698,6 +715,15 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 		r = err_set(err, EPIPE, "mitm: streaming the request body upstream");
 		goto out;
 	}
+	if (loop) {
+		/* the rest (the response, a body still coming) on the loop:
+		 * no thread is held for the connection's life */
+		tls_loop_add(loop, cs, client_fd, us, up_fd, pb, done, done_arg);
+		cs = us = NULL;
+		pb = NULL;
+		r = 1;
+		goto out;
+	}
 	relay_tls(cs, client_fd, us, up_fd);
 	r = 0;
 out:
@@ -708,6 +734,7 @@ out:
 	head_free(&h);
 	SSL_free(us);
 	SSL_free(cs);
+	free(pb);
 	ERR_clear_error();
 	return r;
 }

@@ -13,7 +13,9 @@
  *   6. connect upstream, replay the sniffed bytes, and hand the pair to the
  *      relay loop (relay.h), which carries it until both sides closed; the
  *      worker is free for the next connection.
- * Intercepted TLS is the exception: its worker serves it to the end.
+ * Intercepted TLS is served by its worker until its first request is
+ * upstream (handshakes, head, injection); then the TLS loop (tlsrelay.h)
+ * carries it and the worker is free.
  * Bytes from the sandbox are untrusted: only sniff.c parses them. */
 #include "gateway-internal.h"
 
@@ -250,6 +252,25 @@ static void count_own(struct pconn *pc)
 	}
 }
 
+/* An intercepted connection's end on the TLS loop: its sandbox side's
+ * bytes counted as count_own does, then as relayed_done. */
+static void intercepted_done(void *arg, int fd, int up)
+{
+	struct relayed *x = arg;
+	struct gw_stats *st = &x->g->stats;
+	uint64_t from_sbx, to_sbx;
+
+	if (gw_sock_bytes(fd, &from_sbx, &to_sbx) == 0) {
+		gw_count(&st->bytes_out, from_sbx);
+		gw_count(&st->bytes_in, to_sbx);
+		if (x->bytes) {
+			gw_count(&x->bytes->out, from_sbx);
+			gw_count(&x->bytes->in, to_sbx);
+		}
+	}
+	relayed_done(x, fd, up, 0);
+}
+
 /* Credential injection (cred.h) on an allowed connection. Returns true when
  * it served the connection itself (intercepted TLS, a rewritten HTTP head
  * then relayed, or an answer of its own); false to relay as usual. */
@@ -267,8 +288,18 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 			return false;
 		pc->up = dial_up(pc, target, false);
 		if (pc->up >= 0) {
-			gw_cred_tls(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, pc->up);
-			count_own(pc);
+			struct relayed *x = xmalloc(sizeof(*x));
+			*x = (struct relayed){ .g = pc->g, .src = pc->src, .bytes = pc->bytes };
+			if (gw_cred_tls(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, pc->up,
+					pc->g->tls, intercepted_done, x)) {
+				/* on the TLS loop now, which ends it */
+				pc->bytes = NULL;   /* the ref went with x */
+				pc->fd = pc->up = -1;
+				pc->handed = true;
+			} else {
+				free(x);
+				count_own(pc);
+			}
 		}
 		return true;
 	}

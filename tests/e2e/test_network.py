@@ -48,7 +48,7 @@ NS = f"alnt-{os.getpid()}"
 VETH = f"alnt{os.getpid() % 100000}"
 
 WORLD = r'''
-import hashlib, http.server, socket, socketserver, ssl, sys, threading
+import hashlib, http.server, socket, socketserver, ssl, sys, threading, time
 ip, certdir, logpath = sys.argv[1], sys.argv[2], sys.argv[3]
 lock = threading.Lock()
 def note(line):
@@ -56,6 +56,8 @@ def note(line):
         f.write(line + "\n")
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        if self.path.startswith("/slow"):
+            time.sleep(6)   # a slow answer: the connection stays open meanwhile
         note("http host=%s" % self.headers.get("Host"))
         note("req host=%s path=%s auth=%s xkey=%s" % (self.headers.get("Host"), self.path,
              self.headers.get("Authorization"), self.headers.get("X-Key")))
@@ -798,6 +800,52 @@ class NetworkTest(AirlockTestCase):
             head = [l for l in self.world_lines() if l.startswith(f"posthead path={path} ")][-1]
             self.assertIn(f"auth=Bearer {secret} ", head)
             self.assertIn("framing=chunked" if replace_in else "framing=length", head)
+
+    def test_intercepted_tls_holds_no_worker(self):
+        # once its request is upstream an intercepted connection is carried
+        # by the TLS loop: 6 of them (the class's cap is 8) waiting for a slow answer hold no
+        # worker thread, and each gets its answer
+        project = "loop-" + os.urandom(3).hex()
+        c, secret = self.credential(project)
+        sid = self.sandbox_in(project, template="debian")
+        py = ("import os, threading, urllib.request\n"
+              "def one(i):\n"
+              "    req = urllib.request.Request('https://allowed.test/slow%d' % i, headers={"
+              "'Authorization': 'Bearer ' + os.environ['TEST_KEY']})\n"
+              "    try:\n"
+              "        print(urllib.request.urlopen(req, timeout=30).read().decode(), end='')\n"
+              "    except Exception as e:\n"
+              "        print('failed', e)\n"
+              "ts = [threading.Thread(target=one, args=(i,)) for i in range(6)]\n"
+              "[t.start() for t in ts]\n"
+              "[t.join() for t in ts]\n")
+        self.api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/slow.py", py)
+        self.sh(sid, "(python3 /tmp/slow.py > /tmp/slow.out 2>&1; echo done >> /tmp/slow.out) "
+                     ">/dev/null 2>&1 &")
+        st = None
+        for _ in range(200):
+            st = self.gateway_stats()
+            # (a worker that just handed its connection over is busy
+            # for a moment longer)
+            if st.get("intercepted", 0) >= 6 and st["workers"] == st["workers_idle"]:
+                break
+            time.sleep(0.05)
+        self.assertEqual(st.get("intercepted"), 6, st)
+        self.assertEqual(st["workers"] - st["workers_idle"], 0, st)
+        for _ in range(200):
+            _, out, _ = self.sh(sid, "cat /tmp/slow.out")
+            if "done" in out:
+                break
+            time.sleep(0.1)
+        self.assertEqual(out.count("hello from allowed.test"), 6, out)
+        self.assertEqual(len([l for l in self.world_lines()
+                              if l.startswith("req ") and " path=/slow" in l
+                              and f"auth=Bearer {secret} " in l]), 6)
+        for _ in range(50):
+            if self.gateway_stats()["intercepted"] == 0:
+                break
+            time.sleep(0.1)
+        self.assertEqual(self.gateway_stats()["intercepted"], 0)
 
     def test_credential_not_sent_to_a_fronted_host(self):
         # domain fronting: TLS to the bound host (SNI allowed.test, which
