@@ -186,12 +186,12 @@ static int hook(void *arg, struct http_head *h, struct buf *reply)
 }
 
 int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
-		 int fd, const void *pre, size_t n, struct buf *out)
+		 int fd, const void *pre, size_t n, struct buf *out, struct mitm_stream **stream)
 {
 	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host };
 	err_t err = { 0 };
 
-	return mitm_http_head(fd, pre, n, host, port, hook, &a, out, &err);
+	return mitm_http_head_stream(fd, pre, n, host, port, hook, &a, out, stream, &err);
 }
 
 int gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,

@@ -5,8 +5,7 @@
  * request head is looked at and rewritten (request line and headers), and
  * the body too when the caller read it whole (h->has_body: mitm.c does for
  * a Content-Length or chunked body of at most BODY_MAX). A larger body with
- * a Content-Length that the caller streams (h->body_streams: mitm.c over
- * intercepted TLS) gets its replacements listed in h->subst for
+ * a Content-Length that the caller streams (h->body_streams: mitm.c) gets its replacements listed in h->subst for
  * subst_feed; any other body passes through untouched, so a placeholder in
  * it is never replaced.
  *

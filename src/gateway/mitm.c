@@ -450,13 +450,22 @@ static void request_out(struct http_head *h, const struct buf *hb, size_t rest, 
 	buf_add(out, hb->data + rest, hb->len - rest);
 }
 
-/* SSL_write all of p (a blocking socket with timeouts underneath). */
-static int ssl_send(SSL *ssl, const void *p, size_t n)
+/* One end of a streamed body: TLS when ssl is set, else the socket fd
+ * (blocking, with timeouts). */
+struct end {
+	SSL *ssl;
+	int fd;
+};
+
+/* Write all of p. */
+static int end_send(const struct end *e, const void *p, size_t n)
 {
 	const char *q = p;
 
+	if (!e->ssl)
+		return write_all(e->fd, p, n) < 0 ? -EPIPE : 0;
 	while (n) {
-		int k = SSL_write(ssl, q, n > INT32_MAX ? INT32_MAX : (int)n);
+		int k = SSL_write(e->ssl, q, n > INT32_MAX ? INT32_MAX : (int)n);
 		if (k <= 0)
 			return -EPIPE;
 		q += k;
@@ -465,9 +474,22 @@ static int ssl_send(SSL *ssl, const void *p, size_t n)
 	return 0;
 }
 
+/* Read up to n bytes: their count, or <= 0 (gone, failed, timed out). */
+static long end_recv(const struct end *e, void *p, size_t n)
+{
+	ssize_t k;
+
+	if (e->ssl)
+		return SSL_read(e->ssl, p, (int)n);
+	do
+		k = read(e->fd, p, n);
+	while (k < 0 && errno == EINTR);
+	return k;
+}
+
 /* One chunk of the re-framed body upstream (RFC 9112 7.1), then wiped: it
  * may hold a value. */
-static int send_chunk(SSL *us, struct buf *c)
+static int send_chunk(const struct end *up, struct buf *c)
 {
 	char size[24];
 	int r = 0;
@@ -475,8 +497,8 @@ static int send_chunk(SSL *us, struct buf *c)
 	if (!c->len)
 		return 0;
 	snprintf(size, sizeof(size), "%zx\r\n", c->len);
-	if (ssl_send(us, size, strlen(size)) < 0 || ssl_send(us, c->data, c->len) < 0 ||
-	    ssl_send(us, "\r\n", 2) < 0)
+	if (end_send(up, size, strlen(size)) < 0 || end_send(up, c->data, c->len) < 0 ||
+	    end_send(up, "\r\n", 2) < 0)
 		r = -EPIPE;
 	explicit_bzero(c->data, c->len);
 	c->len = 0;
@@ -487,8 +509,8 @@ static int send_chunk(SSL *us, struct buf *c)
  * h->stream_len bytes (those in hb from rest first, then from the client)
  * go upstream chunked as they come, with h->subst replaced (subst_feed),
  * and whatever followed it in hb after them. 0, or -EPIPE. */
-static int stream_body(SSL *cs, SSL *us, const struct http_head *h, const struct buf *hb,
-		       size_t rest)
+static int stream_body(const struct end *client, const struct end *up,
+		       const struct http_head *h, const struct buf *hb, size_t rest)
 {
 	struct subst_stream ss;
 	struct buf chunk;
@@ -501,8 +523,8 @@ static int stream_body(SSL *cs, SSL *us, const struct http_head *h, const struct
 	buf_init(&chunk);
 	got = take;
 	subst_feed(&ss, hb->data + rest, take, got == len, &chunk);
-	while (r == 0 && (r = send_chunk(us, &chunk)) == 0 && got < len) {
-		int k = SSL_read(cs, tmp, len - got < CHUNK ? (int)(len - got) : CHUNK);
+	while (r == 0 && (r = send_chunk(up, &chunk)) == 0 && got < len) {
+		long k = end_recv(client, tmp, len - got < CHUNK ? (size_t)(len - got) : CHUNK);
 		if (k <= 0) {
 			r = -EPIPE;   /* the client is gone, or too slow (IO_MS) */
 			break;
@@ -511,14 +533,23 @@ static int stream_body(SSL *cs, SSL *us, const struct http_head *h, const struct
 		subst_feed(&ss, tmp, (size_t)k, got == len, &chunk);
 	}
 	if (r == 0)
-		r = ssl_send(us, "0\r\n\r\n", 5);
+		r = end_send(up, "0\r\n\r\n", 5);
 	if (r == 0 && rest + take < hb->len)
-		r = ssl_send(us, hb->data + rest + take, hb->len - rest - take);
+		r = end_send(up, hb->data + rest + take, hb->len - rest - take);
 	explicit_bzero(tmp, CHUNK);
 	free(tmp);
 	subst_free(&ss);
 	buf_free(&chunk);
 	return r;
+}
+
+/* The head of a request whose large body streams with replacements:
+ * re-framed chunked (its length changes with them). */
+static void streamed_head_out(struct http_head *h, struct buf *out)
+{
+	head_del(h, "Content-Length");
+	head_set(h, "Transfer-Encoding", "chunked");
+	with_close(h, out);
 }
 
 /* Does authority a (a Host value, or the authority of an absolute or
@@ -683,9 +714,7 @@ int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *p
 			r = err_set(err, EPIPE, "mitm: the sandbox went away");
 			goto out;
 		}
-		head_del(&h, "Content-Length");
-		head_set(&h, "Transfer-Encoding", "chunked");
-		with_close(&h, &out);
+		streamed_head_out(&h, &out);
 	} else {
 		request_out(&h, &hb, rest, &out);
 	}
@@ -711,7 +740,8 @@ int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *p
 		r = tls_fail(err, "sending the request upstream");
 		goto out;
 	}
-	if (h.body_streams && h.n_subst && stream_body(cs, us, &h, &hb, rest) < 0) {
+	if (h.body_streams && h.n_subst &&
+	    stream_body(&(struct end){ .ssl = cs }, &(struct end){ .ssl = us }, &h, &hb, rest) < 0) {
 		r = err_set(err, EPIPE, "mitm: streaming the request body upstream");
 		goto out;
 	}
@@ -742,6 +772,13 @@ out:
 int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int port,
 		   mitm_head_fn fn, void *arg, struct buf *out, err_t *err)
 {
+	return mitm_http_head_stream(fd, prefix, n, host, port, fn, arg, out, NULL, err);
+}
+
+int mitm_http_head_stream(int fd, const void *prefix, size_t n, const char *host, int port,
+			  mitm_head_fn fn, void *arg, struct buf *out, struct mitm_stream **stream,
+			  err_t *err)
+{
 	struct http_head h = { 0 };
 	struct source src = { .fd = fd, .deadline = now_ms() + IO_MS };
 	struct buf hb;
@@ -768,6 +805,20 @@ int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int p
 		return err_set(err, (int)-hl, "mitm: the request body did not arrive");
 	}
 	r = fn(arg, &h, out);
+	if (r != 1 && h.body_streams && h.n_subst && stream) {
+		/* the caller streams the body once it dialled (mitm_stream_plain) */
+		if (answer_continue(&src, &h, hb.len > rest) < 0) {
+			head_free(&h);
+			buf_free(&hb);
+			return err_set(err, EPIPE, "mitm: the sandbox went away");
+		}
+		streamed_head_out(&h, out);
+		*stream = xcalloc(1, sizeof(**stream));
+		(*stream)->h = h;
+		(*stream)->hb = hb;
+		(*stream)->rest = rest;
+		return 0;
+	}
 	if (r != 1) {
 		request_out(&h, &hb, rest, out);
 		r = 0;
@@ -775,4 +826,30 @@ int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int p
 	head_free(&h);
 	buf_free(&hb);
 	return r;
+}
+
+int mitm_stream_plain(struct mitm_stream *st, int client_fd, int up_fd)
+{
+	int r;
+
+	/* a client that stops sending (or an upstream that stops reading)
+	 * frees the worker after IO_MS */
+	set_timeouts(client_fd, IO_MS);
+	set_timeouts(up_fd, IO_MS);
+	r = stream_body(&(struct end){ .fd = client_fd }, &(struct end){ .fd = up_fd }, &st->h,
+			    &st->hb, st->rest);
+
+	mitm_stream_free(st);
+	return r;
+}
+
+void mitm_stream_free(struct mitm_stream *st)
+{
+	if (!st)
+		return;
+	head_free(&st->h);
+	if (st->hb.data)
+		explicit_bzero(st->hb.data, st->hb.len);
+	buf_free(&st->hb);
+	free(st);
 }

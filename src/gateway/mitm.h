@@ -14,10 +14,10 @@
  * its new length is written); a client that waits with "Expect:
  * 100-continue" gets the 100 from us. A body with a Content-Length past
  * BODY_MAX streams: when a credential that applies opted in to "body"
- * (h->subst), over intercepted TLS its placeholders are replaced as the
- * bytes come and it goes upstream chunked (its length changes); otherwise,
- * and always over plain HTTP, it passes byte-identical after the rewritten
- * head. Any other body (trailer fields, other codings) and the response
+ * (h->subst), its placeholders are replaced as the bytes come and it goes
+ * upstream chunked (its length changes): here over intercepted TLS, by the
+ * caller with mitm_stream_plain over plain HTTP; otherwise it passes
+ * byte-identical after the rewritten head. Any other body (trailer fields, other codings) and the response
  * are relayed as they are.
  */
 #ifndef AIRLOCK_MITM_H
@@ -71,5 +71,22 @@ int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *p
  * the head is malformed or too big, or the body does not arrive. */
 int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int port,
 		   mitm_head_fn fn, void *arg, struct buf *out, err_t *err);
+
+/* A plain-HTTP body past BODY_MAX to replace in as it streams: when
+ * stream is not NULL and the hook asked for that, mitm_http_head_stream
+ * (otherwise mitm_http_head) returns 0
+ * with out = the head only (chunked) and *stream set; the caller sends out
+ * upstream, then mitm_stream_plain(*stream, fd, up) streams the body (both
+ * fds blocking) and frees it: 0, or -EPIPE. */
+struct mitm_stream {
+	struct http_head h;
+	struct buf hb;                /* the bytes read, the body's start from rest */
+	size_t rest;
+};
+int mitm_http_head_stream(int fd, const void *prefix, size_t n, const char *host, int port,
+			  mitm_head_fn fn, void *arg, struct buf *out, struct mitm_stream **stream,
+			  err_t *err);
+int mitm_stream_plain(struct mitm_stream *st, int client_fd, int up_fd);
+void mitm_stream_free(struct mitm_stream *st);
 
 #endif

@@ -35,6 +35,7 @@
 #include "../lib/log.h"
 #include "../lib/quota.h"
 #include "gw-cred.h"
+#include "mitm.h"
 #include "../lib/relay.h"
 #include "../lib/util.h"
 
@@ -278,6 +279,7 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 {
 	struct gw_cred *gc = pc->g->cred;
 	bool http = !strcmp(pc->proto, "http");
+	struct mitm_stream *stream = NULL;
 	struct buf out;
 	int r;
 
@@ -308,8 +310,22 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 		      !memmem(pc->head, pc->n, CRED_PLACEHOLDER_MARK, strlen(CRED_PLACEHOLDER_MARK))))
 		return false;
 	buf_init(&out);
-	r = gw_cred_http(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, &out);
-	if (r == 1) {
+	r = gw_cred_http(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, &out, &stream);
+	if (r == 0 && stream) {
+		/* a large body replaced in as it streams: the head, the body
+		 * (this worker, blocking), then the relay for the answer */
+		int sent = -1;
+		pc->up = dial_up(pc, target, false);
+		if (pc->up >= 0 && write_all(pc->up, out.data, out.len) == 0) {
+			sent = mitm_stream_plain(stream, pc->fd, pc->up);   /* frees it */
+			stream = NULL;
+		}
+		mitm_stream_free(stream);
+		if (sent == 0) {
+			fcntl(pc->up, F_SETFL, fcntl(pc->up, F_GETFL) | O_NONBLOCK);
+			hand_over(pc, NULL, 0);
+		}
+	} else if (r == 1) {
 		(void)!write_all(pc->fd, out.data, out.len);
 	} else if (r < 0) {
 		static const char bad[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
