@@ -40,7 +40,8 @@ struct tpair {
 	int afd, bfd;
 	struct tdir d[2];             /* 0: a->b, 1: b->a */
 	uint64_t last;                /* now_ms() of the last byte moved */
-	bool again;                   /* more to do without waiting */
+	bool again;                   /* on the ready list: more to do */
+	struct tpair *ready_next;
 	void *owned;
 	tls_loop_done_fn done;
 	void *arg;
@@ -51,6 +52,7 @@ struct tls_loop {
 	pthread_mutex_t mu;
 	struct tpair *incoming;       /* under mu */
 	struct tpair *pairs;          /* the loop's */
+	struct tpair *ready;          /* of them, those to serve next (again) */
 	unsigned n;                   /* atomic */
 };
 
@@ -67,7 +69,7 @@ static uint32_t wants(SSL *s, int k)
 }
 
 /* Move what one direction can now. false when its side closed or failed. */
-static bool pump(struct tpair *p, struct tdir *d)
+static bool pump(struct tpair *p, struct tdir *d, bool *more)
 {
 	for (int round = 0; round < PUMP_ROUNDS; round++) {
 		if (d->off < d->len) {
@@ -93,7 +95,7 @@ static bool pump(struct tpair *p, struct tdir *d)
 		d->len = (size_t)k;
 		p->last = now_ms();
 	}
-	p->again = true;   /* it could go on: after the others' turn */
+	*more = true;   /* it could go on: after the others' turn */
 	return true;
 }
 
@@ -129,15 +131,27 @@ static void pair_end(struct tls_loop *l, struct tpair *p)
 	__atomic_sub_fetch(&l->n, 1, __ATOMIC_RELAXED);
 }
 
+static void mark_ready(struct tls_loop *l, struct tpair *p)
+{
+	if (p->again)
+		return;
+	p->again = true;
+	p->ready_next = l->ready;
+	l->ready = p;
+}
+
 /* Both directions' turn; the pair ends when either side did. */
 static void serve(struct tls_loop *l, struct tpair *p)
 {
 	p->again = false;
-	if (!pump(p, &p->d[0]) || !pump(p, &p->d[1])) {
+	bool more = false;
+	if (!pump(p, &p->d[0], &more) || !pump(p, &p->d[1], &more)) {
 		pair_end(l, p);
 		return;
 	}
 	arm(l, p, EPOLL_CTL_MOD);
+	if (more)
+		mark_ready(l, p);
 }
 
 static void take_incoming(struct tls_loop *l)
@@ -170,29 +184,31 @@ static void *loop_main(void *arg)
 
 	for (;;) {
 		struct epoll_event ev[64];
-		bool again = false;
-		for (struct tpair *p = l->pairs; p && !again; p = p->next)
-			again = p->again;
-		int n = epoll_wait(l->ep, ev, 64, again ? 0 : 1000);
+		int n = epoll_wait(l->ep, ev, 64, l->ready ? 0 : 1000);
+		struct tpair *list;
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.ptr == l) {
 				take_incoming(l);
 				continue;
 			}
-			/* marked, not served here: a pair may have two events
+			/* listed, not served here: a pair may have two events
 			 * (its fds) in this batch, and serving may end it */
-			((struct tpair *)ev[i].data.ptr)->again = true;
+			mark_ready(l, ev[i].data.ptr);
 		}
-		for (struct tpair *p = l->pairs, *next; p; p = next) {
-			next = p->next;
-			if (p->again)
-				serve(l, p);
+		/* serve this round's list; those with more go on the next */
+		list = l->ready;
+		l->ready = NULL;
+		while (list) {
+			struct tpair *p = list;
+			list = p->ready_next;
+			serve(l, p);
 		}
 		if (now_ms() - idle_check >= 1000) {
 			idle_check = now_ms();
 			for (struct tpair *p = l->pairs, *next; p; p = next) {
 				next = p->next;
-				if (idle_check - p->last > TLS_LOOP_IDLE_MS)
+				/* one on the ready list is not idle */
+				if (!p->again && idle_check - p->last > TLS_LOOP_IDLE_MS)
 					pair_end(l, p);
 			}
 		}
