@@ -6,7 +6,7 @@ set -eu
 PKGS="build-essential cmake pkg-config clang libsqlite3-dev libseccomp-dev libssl-dev
       sqlite3 libpq-dev postgresql-15 btrfs-progs mmdebstrap busybox-static bubblewrap util-linux passwd
       iproute2 nftables openssl python3 ca-certificates qemu-system-x86 kmod cpio e2fsprogs
-      libzstd-dev zstd zlib1g-dev python3-yaml python3-jsonschema chromium python3-cryptography
+      libzstd-dev zstd zlib1g-dev libc-ares-dev python3-yaml python3-jsonschema chromium python3-cryptography
       systemd-container"
 
 missing=""

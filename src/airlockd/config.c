@@ -63,6 +63,7 @@ void config_defaults(struct airlockd_config *c)
 	c->vm_fork_pool = 1;
 	c->console_log_max = 1u << 20;
 	c->gateway_max_conns = GATEWAY_MAX_CONNS_DEFAULT;
+	c->gateway_dns_max_pending = GATEWAY_DNS_MAX_PENDING_DEFAULT;
 	c->api_max_inflight = HTTP_MAX_CONNS / 4;
 	c->api_max_conns_per_client = 64;
 	c->api_body_budget_mb = 256;
@@ -330,6 +331,19 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 			c->api_head_timeout_s = (uint32_t)v;
 		return r;
 	}
+	if (!strcmp(key, "gateway_dns_max_pending")) {
+		uint64_t v;
+		int r = set_u64(&v, key, val, GATEWAY_DNS_MAX_PENDING_MAX, err);
+		if (r == 0 && v == 0)
+			r = err_set(err, EINVAL, "%s: must be 1..%d", key,
+				    GATEWAY_DNS_MAX_PENDING_MAX);
+		if (r == 0)
+			c->gateway_dns_max_pending = (uint32_t)v;
+		return r;
+	}
+	if (!strcmp(key, "gateway_dns_servers"))
+		return set_str(c->gateway_dns_servers, sizeof(c->gateway_dns_servers), key, val,
+			       err);
 	if (!strcmp(key, "gateway_hosts"))
 		return set_str(c->gateway_hosts, sizeof(c->gateway_hosts), key, val, err);
 	if (!strcmp(key, "gateway_upstream_ca"))

@@ -62,6 +62,8 @@ struct airlockd_config {
 	char gateway_hosts[2048];              /* "name=ip,..." for tests and overrides */
 	char gateway_upstream_ca[512];         /* extra CA file the gateway trusts upstream */
 	uint32_t gateway_max_conns;            /* live TCP connections per sandbox */
+	char gateway_dns_servers[512];         /* "ip[:port],..."; "": /etc/resolv.conf */
+	uint32_t gateway_dns_max_pending;      /* name lookups waiting per sandbox */
 	uint32_t api_max_inflight;             /* requests to sandboxes in progress per tenant */
 	uint32_t api_max_conns_per_client;     /* api connections per client IP; 0 = no cap */
 	uint32_t api_body_budget_mb;           /* api request bodies in flight; 0 = no cap */

@@ -313,6 +313,8 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 		.ca = ca,
 		.upstream_ca = cfg->gateway_upstream_ca[0] ? cfg->gateway_upstream_ca : NULL,
 		.max_conns = cfg->gateway_max_conns,
+		.dns_servers = cfg->gateway_dns_servers,
+		.dns_max_pending = cfg->gateway_dns_max_pending,
 	};
 	r = gateway_run(&gc, err);
 	ca_free(ca);

@@ -1,99 +1,120 @@
 /* dns.c - the sandboxes' resolver. nodemgr redirects every UDP/53 datagram
  * a sandbox sends (whatever resolver it names) here. A query is parsed
- * (sniff.c, untrusted), the name is resolved by the gateway (gateway_hosts,
- * then the host's resolver) and each address is decided as a destination
- * with the name and no port; only allowed addresses are answered.
+ * (sniff.c, untrusted), the name is resolved by the gateway (resolve.c:
+ * gateway_hosts, its cache, then an asynchronous lookup) and each address
+ * is decided as a destination with the name and no port; only allowed
+ * addresses are answered.
  *   A, allowed           -> NOERROR with the allowed addresses
  *   A, nothing allowed   -> REFUSED
  *   AAAA (and any other type) for a name whose A would be allowed
  *                        -> NOERROR, no records (IPv6 is not routed)
  *   everything else      -> REFUSED
  * A name the policy refuses on the name alone (policy_name_gate) is
- * answered REFUSED without being looked up.
- * One thread: lookups of the host resolver block it, which is fine for a
- * node's sandboxes and keeps this path simple. */
+ * answered REFUSED without being looked up, and so is a query of a sandbox
+ * that has gateway_dns_max_pending lookups waiting already.
+ * These run on resolve.c's loop thread: a query whose name is not cached
+ * is answered from the lookup's end, and nothing here blocks. */
 #include "gateway-internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "../lib/util.h"
 
-#define DNS_TTL 30
+#define DNS_TTL 30                 /* s: the most a sandbox is told to keep */
 
-void *gw_dns_main(void *arg)
+static void send_answer(struct gw *g, const struct gw_udp_query *uq, int rcode,
+			const uint32_t *a, size_t n, uint32_t ttl)
 {
-	struct gw *g = arg;
-	uint8_t in[512], out[1024];
+	uint8_t out[1024];
+	int len = dns_build_answer(uq->query, &uq->q, rcode, a, n, ttl, out, sizeof(out));
 
-	while (!__atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE)) {
-		struct pollfd p = { .fd = g->dns_fd, .events = POLLIN };
-		struct sockaddr_in peer;
-		socklen_t pl = sizeof(peer);
-		struct dns_query q;
-		uint32_t ips[GW_MAX_HOSTS_IPS], ok[GW_MAX_HOSTS_IPS];
-		size_t n, n_ok = 0;
-		int len;
-		struct gw_sbx *s;
+	if (len > 0)
+		sendto(g->dns_fd, out, (size_t)len, MSG_DONTWAIT,
+		       (const struct sockaddr *)&uq->peer, sizeof(uq->peer));
+}
 
-		if (poll(&p, 1, 500) <= 0)
-			continue;
-		ssize_t k = recvfrom(g->dns_fd, in, sizeof(in), MSG_DONTWAIT,
-				     (struct sockaddr *)&peer, &pl);
-		if (k <= 0 || peer.sin_family != AF_INET)
-			continue;
-		if (sniff_dns_query(in, (size_t)k, &q) < 0)
-			continue;  /* not a query we answer: drop, as a firewall would */
-		/* The name gate first: a name the policy cannot allow is never
-		 * looked up (no exfiltration through the host's resolver). */
-		int pass = gw_name_gate(g, ntohl(peer.sin_addr.s_addr), "dns",
-					&(struct dest){ .host = q.name });
-		if (pass < 0)
-			continue;
-		if (!pass) {
-			len = dns_build_answer(in, &q, 5, NULL, 0, 0, out, sizeof(out));
-			if (len > 0)
-				sendto(g->dns_fd, out, (size_t)len, MSG_DONTWAIT,
-				       (struct sockaddr *)&peer, pl);
-			continue;
-		}
-		n = (q.qclass == 1) ? gw_resolve(g, q.name, ips, GW_MAX_HOSTS_IPS) : 0;
+void gw_dns_answer(struct gw *g, const struct gw_udp_query *uq, const struct gw_addrs *a)
+{
+	uint32_t ok[GW_MAX_HOSTS_IPS];
+	size_t n_ok = 0, n = uq->q.qclass == 1 ? a->n4 : 0;
+	uint32_t ttl = a->ttl < DNS_TTL ? a->ttl : DNS_TTL;
+	struct gw_sbx *s;
 
-		pthread_rwlock_rdlock(&g->lock);
-		s = gw_find_locked(g, ntohl(peer.sin_addr.s_addr));
-		if (!s) {
-			pthread_rwlock_unlock(&g->lock);
-			continue;
-		}
-		if (n == 0) {
-			struct dest d = { .host = q.name };
-			gw_log(s, "dns", &d, false, "unresolved");
-		}
-		for (size_t i = 0; i < n; i++) {
-			struct dest d = { .host = q.name, .ip = ips[i] };
-			/* log only the first address's decision, and every allow */
-			char rule[96];
-			bool allow = policy_decide(&s->pol, &g->env, &d, rule, sizeof(rule));
-			if (allow || i == 0)
-				gw_log(s, "dns", &d, allow, rule);
-			if (allow)
-				ok[n_ok++] = htonl(ips[i]);
-		}
+	pthread_rwlock_rdlock(&g->lock);
+	s = gw_find_locked(g, uq->src);
+	if (!s) {
 		pthread_rwlock_unlock(&g->lock);
-
-		if (n_ok && q.qtype == 1)
-			len = dns_build_answer(in, &q, 0, ok, n_ok, DNS_TTL, out, sizeof(out));
-		else if (n_ok)
-			len = dns_build_answer(in, &q, 0, NULL, 0, DNS_TTL, out, sizeof(out));
-		else
-			len = dns_build_answer(in, &q, 5, NULL, 0, 0, out, sizeof(out));
-		if (len > 0)
-			sendto(g->dns_fd, out, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&peer,
-			       pl);
+		return;
 	}
-	return NULL;
+	if (n == 0) {
+		struct dest d = { .host = uq->q.name };
+		gw_log(s, "dns", &d, false, "unresolved");
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct dest d = { .host = uq->q.name, .ip = a->v4[i] };
+		/* log only the first address's decision, and every allow */
+		char rule[96];
+		bool allow = policy_decide(&s->pol, &g->env, &d, rule, sizeof(rule));
+		if (allow || i == 0)
+			gw_log(s, "dns", &d, allow, rule);
+		if (allow)
+			ok[n_ok++] = htonl(a->v4[i]);
+	}
+	pthread_rwlock_unlock(&g->lock);
+
+	if (n_ok && uq->q.qtype == 1)
+		send_answer(g, uq, 0, ok, n_ok, ttl);
+	else if (n_ok)
+		send_answer(g, uq, 0, NULL, 0, ttl);
+	else
+		send_answer(g, uq, 5, NULL, 0, 0);
+}
+
+/* One datagram from a sandbox. */
+static void one_query(struct gw *g, struct gw_udp_query *uq)
+{
+	struct gw_addrs a;
+	int pass, r;
+
+	if (sniff_dns_query(uq->query, uq->len, &uq->q) < 0)
+		return;  /* not a query we answer: drop, as a firewall would */
+	/* The name gate first: a name the policy cannot allow is never
+	 * looked up (no exfiltration through the host's resolver). */
+	pass = gw_name_gate(g, uq->src, "dns", &(struct dest){ .host = uq->q.name });
+	if (pass < 0)
+		return;
+	if (!pass || uq->q.qclass != 1) {
+		send_answer(g, uq, 5, NULL, 0, 0);
+		return;
+	}
+	r = gw_resolve_async(g, uq, &a);
+	if (r == 0)
+		gw_dns_answer(g, uq, &a);
+	else if (r < 0)
+		send_answer(g, uq, 5, NULL, 0, 0);   /* over its cap of lookups */
+	/* 1: answered when the lookup ends; 2: a retransmission, dropped */
+}
+
+void gw_dns_readable(struct gw *g)
+{
+	/* A bounded batch, so the lookups' sockets get their turn. */
+	for (int i = 0; i < 64; i++) {
+		struct gw_udp_query uq;
+		socklen_t pl = sizeof(uq.peer);
+		ssize_t k = recvfrom(g->dns_fd, uq.query, sizeof(uq.query), MSG_DONTWAIT,
+				     (struct sockaddr *)&uq.peer, &pl);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return;
+		if (k == 0 || uq.peer.sin_family != AF_INET)
+			continue;
+		uq.len = (size_t)k;
+		uq.src = ntohl(uq.peer.sin_addr.s_addr);
+		one_query(g, &uq);
+	}
 }

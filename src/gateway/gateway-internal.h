@@ -2,6 +2,7 @@
 #ifndef AIRLOCK_GATEWAY_INTERNAL_H
 #define AIRLOCK_GATEWAY_INTERNAL_H
 
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,6 +20,8 @@ struct gw_logent {
 	char proto[8];                /* "tcp", "tls", "http", "dns" */
 	char host[SNIFF_HOST_MAX + 1];/* SNI / Host / DNS name, "" when none */
 	uint32_t ip;                  /* host order; 0 = none */
+	bool v6;                      /* the address is ip6, not ip */
+	struct in6_addr ip6;
 	uint16_t port;
 	bool allow;
 	char rule[96];
@@ -56,6 +59,26 @@ struct gw_host {
 };
 
 struct gw_cred;
+struct resolver;
+
+/* What a name resolves to (resolve.c): host-order IPv4 and IPv6
+ * addresses, and the seconds the answer may still be kept. */
+struct gw_addrs {
+	uint32_t v4[GW_MAX_HOSTS_IPS];
+	size_t n4;
+	struct in6_addr v6[GW_MAX_HOSTS_IPS];
+	size_t n6;
+	uint32_t ttl;
+};
+
+/* A sandbox's DNS query waiting for its answer (dns.c, resolve.c). */
+struct gw_udp_query {
+	uint32_t src;                 /* host order */
+	struct sockaddr_in peer;
+	struct dns_query q;
+	uint8_t query[512];
+	size_t len;
+};
 
 /* Counters since the gateway started, added to atomically: what the
  * admin socket's GET /stats answers. The times are sums in microseconds:
@@ -77,6 +100,7 @@ struct gw {
 	struct gw_sbx *sbx;
 	struct policy_env env;
 	struct cidr4 *allow_private;
+	struct cidr6 *allow_private6;
 	struct gw_host *hosts;
 	size_t n_hosts;
 	int proxy_fd, dns_fd;
@@ -85,15 +109,19 @@ struct gw {
 	pthread_mutex_t local_mu;     /* the host's own addresses, refreshed */
 	uint32_t *local;
 	size_t n_local;
+	struct in6_addr *local6;
+	size_t n_local6;
 	uint64_t local_at;
 	struct gw_stats stats;
 	struct relay_loop *relay;     /* carries connections once dialled */
+	struct tls_loop *tls;         /* carries intercepted TLS once its request is upstream */
 	int workers, workers_idle;    /* atomic: proxy.c's pool */
 	/* Live connections per sandbox address (max_conns each, keyed by
 	 * the address in host order): one sandbox can never take every
 	 * worker (a connection before its hand-off, intercepted TLS for its
 	 * life) or every fd from the rest. */
 	struct quota *conns;
+	struct resolver *res;         /* resolve.c */
 };
 
 static inline void gw_count(uint64_t *counter, uint64_t n)
@@ -114,9 +142,19 @@ void gw_log(struct gw_sbx *s, const char *proto, const struct dest *d, bool allo
  * Takes gw->lock itself. A name refused here is never resolved, so the
  * host's resolver cannot carry a sandbox's data out (DNS and proxy alike). */
 int gw_name_gate(struct gw *g, uint32_t src, const char *proto, const struct dest *d);
-/* The gateway's own resolution: gateway_hosts first, then the host's
- * resolver (IPv4 only). Returns the number of addresses (host order). */
-size_t gw_resolve(struct gw *g, const char *name, uint32_t *out, size_t max);
+
+/* resolve.c: the gateway's own resolution (gateway_hosts, a TTL cache,
+ * then c-ares on the loop of gw_dns_main). */
+int gw_resolver_init(struct gw *g, err_t *err);
+/* For a proxy worker: resolve name for the sandbox at src, waiting for
+ * this connection only. 0 with *out filled (maybe empty), or -1 when the
+ * sandbox has its cap of lookups waiting (logged as proto, refused). */
+int gw_resolve(struct gw *g, uint32_t src, const char *proto, const char *name,
+	       struct gw_addrs *out);
+/* On the loop thread, for a sandbox's query: 0 answered from what is
+ * known (*out), 1 answered later (gw_dns_answer), 2 a retransmission of a
+ * waiting query (drop it), -1 over the sandbox's cap (logged). */
+int gw_resolve_async(struct gw *g, struct gw_udp_query *uq, struct gw_addrs *out);
 
 /* tcpbytes.c: the payload bytes a TCP socket received and sent (first
  * transmissions), from TCP_INFO; -1 when the kernel does not say. */
@@ -124,7 +162,10 @@ int gw_sock_bytes(int fd, uint64_t *received, uint64_t *sent);
 
 /* proxy.c: accept loop (worker threads, then the relay loop). */
 void *gw_proxy_main(void *arg);
-/* dns.c: one thread answering queries. */
+/* resolve.c: the thread of the resolver's loop, which serves the DNS socket. */
 void *gw_dns_main(void *arg);
+/* dns.c, on that loop: read the sandboxes' queries; answer one with a. */
+void gw_dns_readable(struct gw *g);
+void gw_dns_answer(struct gw *g, const struct gw_udp_query *uq, const struct gw_addrs *a);
 
 #endif

@@ -2,12 +2,12 @@
  * loop. See gateway.h for the model and proxy.c / dns.c for the data paths. */
 #include "gateway-internal.h"
 #include "gw-cred.h"
+#include "tlsrelay.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <ifaddrs.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -27,31 +27,54 @@
 
 /* ---- the host's own addresses (never a destination) ------------------- */
 
+/* Refresh g's list of the host's addresses, at most once a second:
+ * addresses change rarely, and a stale list errs only for a second after
+ * a change. Under local_mu. */
+static void local_refresh(struct gw *g)
+{
+	struct ifaddrs *ifa = NULL;
+
+	if (now_ms() - g->local_at <= 1000 || getifaddrs(&ifa) != 0)
+		return;
+	g->n_local = g->n_local6 = 0;
+	for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+		if (!i->ifa_addr)
+			continue;
+		if (i->ifa_addr->sa_family == AF_INET) {
+			g->local = xrealloc(g->local, (g->n_local + 1) * sizeof(uint32_t));
+			g->local[g->n_local++] =
+				ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
+		} else if (i->ifa_addr->sa_family == AF_INET6) {
+			g->local6 = xrealloc(g->local6, (g->n_local6 + 1) * sizeof(*g->local6));
+			g->local6[g->n_local6++] = ((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+		}
+	}
+	freeifaddrs(ifa);
+	g->local_at = now_ms();
+}
+
 static bool is_local(void *arg, uint32_t ip)
 {
 	struct gw *g = arg;
 	bool found = false;
 
 	pthread_mutex_lock(&g->local_mu);
-	/* Refreshed at most once a second: addresses change rarely, and a
-	 * stale list errs only for a second after a change. */
-	if (now_ms() - g->local_at > 1000) {
-		struct ifaddrs *ifa = NULL;
-		if (getifaddrs(&ifa) == 0) {
-			g->n_local = 0;
-			for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
-				if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
-					continue;
-				g->local = xrealloc(g->local, (g->n_local + 1) * sizeof(uint32_t));
-				g->local[g->n_local++] =
-					ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
-			}
-			freeifaddrs(ifa);
-			g->local_at = now_ms();
-		}
-	}
+	local_refresh(g);
 	for (size_t i = 0; i < g->n_local && !found; i++)
 		found = g->local[i] == ip;
+	pthread_mutex_unlock(&g->local_mu);
+	return found;
+}
+
+static bool is_local6(void *arg, const struct in6_addr *ip)
+{
+	struct gw *g = arg;
+	bool found = false;
+
+	pthread_mutex_lock(&g->local_mu);
+	local_refresh(g);
+	for (size_t i = 0; i < g->n_local6 && !found; i++)
+		found = !memcmp(&g->local6[i], ip, sizeof(*ip));
 	pthread_mutex_unlock(&g->local_mu);
 	return found;
 }
@@ -140,15 +163,21 @@ void gw_log(struct gw_sbx *s, const char *proto, const struct dest *d, bool allo
 	e->at = wall_ms();
 	snprintf(e->proto, sizeof(e->proto), "%s", proto);
 	snprintf(e->host, sizeof(e->host), "%s", d->host ? d->host : "");
-	e->ip = d->ip;
+	e->ip = d->ip6 ? 0 : d->ip;
+	e->v6 = d->ip6 != NULL;
+	if (d->ip6)
+		e->ip6 = *d->ip6;
 	e->port = d->port;
 	e->allow = allow;
 	snprintf(e->rule, sizeof(e->rule), "%s", rule);
 	pthread_mutex_unlock(&s->log_mu);
 	{
 		struct in_addr a = { htonl(d->ip) };
-		char ip[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &a, ip, sizeof(ip));
+		char ip[INET6_ADDRSTRLEN];
+		if (d->ip6)
+			inet_ntop(AF_INET6, d->ip6, ip, sizeof(ip));
+		else
+			inet_ntop(AF_INET, &a, ip, sizeof(ip));
 		log_debug("%s %s %s %s:%u %s (%s)", s->id, proto, d->host ? d->host : "-", ip,
 			  d->port, allow ? "allow" : "deny", rule);
 	}
@@ -168,31 +197,6 @@ int gw_name_gate(struct gw *g, uint32_t src, const char *proto, const struct des
 	}
 	pthread_rwlock_unlock(&g->lock);
 	return pass;
-}
-
-size_t gw_resolve(struct gw *g, const char *name, uint32_t *out, size_t max)
-{
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
-	struct addrinfo *res = NULL;
-	size_t n = 0;
-
-	for (size_t i = 0; i < g->n_hosts; i++)
-		if (strcmp(g->hosts[i].name, name) == 0 && n < max)
-			out[n++] = g->hosts[i].ip;
-	if (n)
-		return n;
-	if (getaddrinfo(name, NULL, &hints, &res) != 0)
-		return 0;
-	for (struct addrinfo *a = res; a && n < max; a = a->ai_next) {
-		uint32_t ip = ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr);
-		bool dup = false;
-		for (size_t k = 0; k < n; k++)
-			dup = dup || out[k] == ip;
-		if (!dup)
-			out[n++] = ip;
-	}
-	freeaddrinfo(res);
-	return n;
 }
 
 /* ---- admin socket (the node) ------------------------------------------ */
@@ -307,8 +311,11 @@ static void handle_log(struct gw *g, const char *id, struct http_conn *c)
 	for (size_t i = 0; i < s->log_n; i++) {
 		const struct gw_logent *e = &s->log[(s->log_head + i) % GW_LOG_KEEP];
 		struct in_addr a = { htonl(e->ip) };
-		char ip[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &a, ip, sizeof(ip));
+		char ip[INET6_ADDRSTRLEN];
+		if (e->v6)
+			inet_ntop(AF_INET6, &e->ip6, ip, sizeof(ip));
+		else
+			inet_ntop(AF_INET, &a, ip, sizeof(ip));
 		jw_obj(&w);
 		jw_key(&w, "time_ms");
 		jw_int(&w, e->at);
@@ -317,7 +324,7 @@ static void handle_log(struct gw *g, const char *id, struct http_conn *c)
 		jw_key(&w, "host");
 		jw_str(&w, e->host[0] ? e->host : NULL);
 		jw_key(&w, "ip");
-		jw_str(&w, e->ip ? ip : NULL);
+		jw_str(&w, e->ip || e->v6 ? ip : NULL);
 		jw_key(&w, "port");
 		jw_uint(&w, e->port);
 		jw_key(&w, "decision");
@@ -388,6 +395,8 @@ static void handle_stats(struct gw *g, struct http_conn *c)
 	 * and those of them waiting for a connection */
 	jw_key(&w, "relayed");
 	jw_uint(&w, relay_loop_pairs(g->relay));
+	jw_key(&w, "intercepted");
+	jw_uint(&w, tls_loop_pairs(g->tls));
 	jw_key(&w, "workers");
 	jw_uint(&w, (uint64_t)__atomic_load_n(&g->workers, __ATOMIC_RELAXED));
 	jw_key(&w, "workers_idle");
@@ -551,14 +560,17 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 		r = err_set(err, EINVAL, "gateway: bad sandbox network `%s`", cfg->sandbox_net);
 		goto out;
 	}
-	if (cidr4_parse_list(cfg->allow_private ? cfg->allow_private : "", &g->allow_private,
-			     &g->env.n_allow_private) < 0) {
+	if (cidr_parse_list(cfg->allow_private ? cfg->allow_private : "", &g->allow_private,
+			    &g->env.n_allow_private, &g->allow_private6,
+			    &g->env.n_allow_private6) < 0) {
 		r = err_set(err, EINVAL, "network_allow_private_cidrs: bad CIDR in `%s`",
 			    cfg->allow_private);
 		goto out;
 	}
 	g->env.allow_private = g->allow_private;
+	g->env.allow_private6 = g->allow_private6;
 	g->env.is_local = is_local;
+	g->env.is_local6 = is_local6;
 	g->env.arg = g;
 	if ((r = parse_hosts(g, cfg->hosts, err)) < 0)
 		goto out;
@@ -566,6 +578,8 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 		r = -err->code;
 		goto out;
 	}
+	if ((r = gw_resolver_init(g, err)) < 0)
+		goto out;
 	if ((g->proxy_fd = bind_port(SOCK_STREAM, cfg->proxy_port, err)) < 0 ||
 	    (g->dns_fd = bind_port(SOCK_DGRAM, cfg->dns_port, err)) < 0) {
 		r = -err->code;
@@ -580,6 +594,10 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 	 * splice work is the kernel's, and a few threads keep up with it). */
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (!(g->relay = relay_loop_start(cpus < 1 ? 1 : cpus > 4 ? 4 : (unsigned)cpus, err))) {
+		r = -err->code;
+		goto out;
+	}
+	if (g->cred && !(g->tls = tls_loop_start(err))) {
 		r = -err->code;
 		goto out;
 	}

@@ -25,6 +25,8 @@ struct ca;
 
 #define GATEWAY_WORKERS_MAX 4096      /* proxy threads: a connection until its hand-off */
 #define GATEWAY_MAX_CONNS_DEFAULT 256 /* live connections per sandbox */
+#define GATEWAY_DNS_MAX_PENDING_DEFAULT 16 /* lookups waiting per sandbox */
+#define GATEWAY_DNS_MAX_PENDING_MAX 1024
 
 struct gateway_config {
 	const char *admin_sock;       /* "unix:DATA/run/gateway.sock" */
@@ -35,6 +37,11 @@ struct gateway_config {
 	const char *hosts;            /* "name=ip,name=ip": answered before the host resolver */
 	const char *node_sock;        /* "unix:DATA/run/node.sock": policies pulled at start */
 	unsigned max_conns;           /* live TCP connections per sandbox, 1..GATEWAY_WORKERS_MAX */
+	/* Name resolution: upstream servers "ip[:port],..." (NULL or "": the
+	 * host's /etc/resolv.conf), and the lookups a sandbox may have waiting
+	 * at once (0: the default). */
+	const char *dns_servers;
+	unsigned dns_max_pending;
 	/* Credential injection (cred.h); all NULL: none. The keys are loaded by
 	 * `up` as root before it drops privileges and handed over here. */
 	const char *db_path;

@@ -186,20 +186,24 @@ static int hook(void *arg, struct http_head *h, struct buf *reply)
 }
 
 int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
-		 int fd, const void *pre, size_t n, struct buf *out)
+		 int fd, const void *pre, size_t n, struct buf *out, struct mitm_stream **stream)
 {
 	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host };
 	err_t err = { 0 };
 
-	return mitm_http_head(fd, pre, n, host, port, hook, &a, out, &err);
+	return mitm_http_head_stream(fd, pre, n, host, port, hook, &a, out, stream, &err);
 }
 
-void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
-		 int fd, const void *pre, size_t n, int up)
+int gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
+		int fd, const void *pre, size_t n, int up, struct tls_loop *loop,
+		tls_loop_done_fn done, void *done_arg)
 {
 	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host };
 	err_t err = { 0 };
+	int r = mitm_serve_to(gc->ca, gc->upstream, fd, pre, n, up, host, port, hook, &a, loop,
+			      done, done_arg, &err);
 
-	if (mitm_serve(gc->ca, gc->upstream, fd, pre, n, up, host, port, hook, &a, &err) < 0)
+	if (r < 0)
 		log_info("gateway: sandbox %s: intercepted TLS to %s: %s", sandbox_id, host, err.msg);
+	return r == 1;
 }

@@ -23,6 +23,7 @@
 #include "../lib/err.h"
 #include "../lib/util.h"
 #include "gateway.h"
+#include "tlsrelay.h"
 
 struct gw_cred;
 
@@ -34,13 +35,19 @@ struct gw_cred *gw_cred_open(const struct gateway_config *cfg, err_t *err);
 /* Does the sandbox have a credential whose hosts match host? */
 bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host);
 /* Plain HTTP to host (as sniffed) on port: 0 with out = what to send
- * upstream; 1 with out = the answer for the sandbox (429, or 421/400 when
- * the request names another origin); -errno for a malformed head (answer
- * 400). */
+ * upstream (then, when *stream was set, stream the body with
+ * mitm_stream_plain: mitm.h); 1 with out = the answer for the sandbox
+ * (429, or 421/400 when the request names another origin); -errno for a
+ * malformed head (answer 400). */
+struct mitm_stream;
 int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
-		 int fd, const void *pre, size_t n, struct buf *out);
-/* TLS interception of one connection; up is connected to the real host. */
-void gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
-		 int fd, const void *pre, size_t n, int up);
+		 int fd, const void *pre, size_t n, struct buf *out, struct mitm_stream **stream);
+/* TLS interception of one connection; up is connected to the real host.
+ * Once its request is upstream the connection goes on on loop: true then,
+ * and done(done_arg, fd, up) closes both at its end; false when it ended
+ * before (the fds are the caller's). */
+int gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
+		int fd, const void *pre, size_t n, int up, struct tls_loop *loop,
+		tls_loop_done_fn done, void *done_arg);
 
 #endif

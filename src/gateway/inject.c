@@ -29,7 +29,67 @@ void head_free(struct http_head *h)
 	if (h->body.data)
 		explicit_bzero(h->body.data, h->body.len);
 	buf_free(&h->body);
+	for (size_t i = 0; i < h->n_subst; i++) {
+		explicit_bzero(h->subst[i].value, strlen(h->subst[i].value));
+		free(h->subst[i].value);
+		free(h->subst[i].ph);
+	}
+	free(h->subst);
 	memset(h, 0, sizeof(*h));
+}
+
+/* ---- a streamed body's replacements ----------------------------------- */
+
+void subst_init(struct subst_stream *s, const struct http_head *h)
+{
+	s->h = h;
+	buf_init(&s->pend);
+}
+
+void subst_feed(struct subst_stream *s, const void *p, size_t n, bool final, struct buf *out)
+{
+	const struct http_head *h = s->h;
+	size_t i = 0, from = 0;
+
+	buf_add(&s->pend, p, n);
+	while (i < s->pend.len) {
+		const char *at = s->pend.data + i;
+		size_t left = s->pend.len - i;
+		bool partial = false;
+		long match = -1;
+
+		for (size_t k = 0; k < h->n_subst && match < 0; k++) {
+			size_t pl = strlen(h->subst[k].ph);
+			if (left >= pl && !memcmp(at, h->subst[k].ph, pl))
+				match = (long)k;
+			else if (left < pl && !memcmp(at, h->subst[k].ph, left))
+				partial = true;
+		}
+		if (match >= 0) {
+			const struct body_subst *b = &h->subst[match];
+			buf_add(out, s->pend.data + from, i - from);
+			buf_add(out, b->value, strlen(b->value));
+			i += strlen(b->ph);
+			from = i;
+			continue;
+		}
+		/* the rest might begin a placeholder: it waits for more */
+		if (partial && !final)
+			break;
+		i++;
+	}
+	buf_add(out, s->pend.data + from, i - from);
+	if (i) {
+		memmove(s->pend.data, s->pend.data + i, s->pend.len - i);
+		s->pend.len -= i;
+	}
+}
+
+void subst_free(struct subst_stream *s)
+{
+	if (s->pend.data)
+		explicit_bzero(s->pend.data, s->pend.len);
+	buf_free(&s->pend);
 }
 
 /* Room for one more field. */
@@ -395,6 +455,13 @@ static void replace_placeholder(struct http_head *h, unsigned where, const char 
 		buf_replace_all(&h->body, ph, b);
 		explicit_bzero(b, strlen(b));
 		free(b);
+	}
+	if ((where & CRED_REPLACE_BODY) && h->body_streams && strlen(ph)) {
+		/* replaced as the body streams by (subst_feed) */
+		h->subst = xrealloc(h->subst, (h->n_subst + 1) * sizeof(*h->subst));
+		h->subst[h->n_subst].ph = xstrdup(ph);
+		h->subst[h->n_subst].value = body_spelling(h, value);
+		h->n_subst++;
 	}
 
 	if (where & CRED_REPLACE_TARGET)

@@ -4,8 +4,10 @@
  * inside a TLS connection it intercepts, before forwarding it upstream. The
  * request head is looked at and rewritten (request line and headers), and
  * the body too when the caller read it whole (h->has_body: mitm.c does for
- * a Content-Length or chunked body of at most BODY_MAX); any other body passes
- * through untouched, so a placeholder in it is never replaced.
+ * a Content-Length or chunked body of at most BODY_MAX). A larger body with
+ * a Content-Length that the caller streams (h->body_streams: mitm.c) gets its replacements listed in h->subst for
+ * subst_feed; any other body passes through untouched, so a placeholder in
+ * it is never replaced.
  *
  * For the sandbox's credentials (cred_resolve) whose hosts, path prefix
  * (whole segments, cred_path_match) and methods match the request:
@@ -48,6 +50,11 @@ struct head_field {
 	char *name, *value;
 };
 
+/* A placeholder and the value as the body spells it (body_spelling). */
+struct body_subst {
+	char *ph, *value;
+};
+
 struct http_head {
 	char *method, *target, *version;
 	/* At most HEAD_MAX_FIELDS parsed; head_set may add more (the
@@ -59,7 +66,28 @@ struct http_head {
 	 * passes untouched. head_free wipes it (it may hold a value). */
 	bool has_body;
 	struct buf body;
+	/* A body too large to read whole that the caller streams instead
+	 * (body_streams, set before cred_inject): what a credential that
+	 * opted in to "body" wants replaced in it is listed in subst, for the
+	 * caller's subst_stream. head_free wipes the values. */
+	bool body_streams;
+	uint64_t stream_len;          /* its Content-Length */
+	struct body_subst *subst;
+	size_t n_subst;
 };
+
+/* Replacing h->subst in a body as its bytes come: a placeholder split
+ * across two reads is found too (the last bytes that could begin one wait
+ * for the next). The output may hold values: the caller wipes it. */
+struct subst_stream {
+	const struct http_head *h;
+	struct buf pend;
+};
+void subst_init(struct subst_stream *s, const struct http_head *h);
+/* Append p[0, n) to the stream, and to out what is decided of it; final:
+ * the body ended, everything goes out. */
+void subst_feed(struct subst_stream *s, const void *p, size_t n, bool final, struct buf *out);
+void subst_free(struct subst_stream *s);
 
 /* Parse a request head from buf[0..len). Returns the head's length (through
  * the blank line) when complete, 0 when more bytes are needed, -EINVAL when

@@ -213,7 +213,7 @@ static void with_close(struct http_head *h, struct buf *out)
  * (Transfer-Encoding: chunked alone, and no Content-Length), or BODY_PASS:
  * no body we read (none, or framing we leave to the client and the server:
  * another transfer coding, both fields, a length past BODY_MAX). */
-enum body_kind { BODY_PASS, BODY_LENGTH, BODY_CHUNKED };
+enum body_kind { BODY_PASS, BODY_LENGTH, BODY_CHUNKED, BODY_LARGE };
 
 static enum body_kind body_kind(const struct http_head *h, long *len)
 {
@@ -231,10 +231,10 @@ static enum body_kind body_kind(const struct http_head *h, long *len)
 	}
 	if (nte)
 		return nte == 1 && !ncl && strcasecmp(te, "chunked") == 0 ? BODY_CHUNKED : BODY_PASS;
-	if (ncl != 1 || !cl[0] || strlen(cl) > 8 || strspn(cl, "0123456789") != strlen(cl))
+	if (ncl != 1 || !cl[0] || strlen(cl) > 15 || strspn(cl, "0123456789") != strlen(cl))
 		return BODY_PASS;
 	*len = strtol(cl, NULL, 10);
-	return *len <= (long)BODY_MAX ? BODY_LENGTH : BODY_PASS;
+	return *len <= (long)BODY_MAX ? BODY_LENGTH : BODY_LARGE;
 }
 
 /* A chunked body, decoded as its bytes come (RFC 9112 7.1): each call
@@ -393,6 +393,12 @@ static long read_body(struct source *src, struct http_head *h, struct buf *hb, s
 	switch (body_kind(h, &len)) {
 	case BODY_PASS:
 		return 0;
+	case BODY_LARGE:
+		/* streamed after the head (stream_body), if the hook wants
+		 * anything replaced in it; else it passes untouched */
+		h->body_streams = true;
+		h->stream_len = (uint64_t)len;
+		return 0;
 	case BODY_LENGTH:
 		if ((e = answer_continue(src, h, hb->len >= hl + (size_t)len)) < 0)
 			return e;
@@ -442,6 +448,108 @@ static void request_out(struct http_head *h, const struct buf *hb, size_t rest, 
 	if (h->has_body)
 		buf_add(out, h->body.data, h->body.len);
 	buf_add(out, hb->data + rest, hb->len - rest);
+}
+
+/* One end of a streamed body: TLS when ssl is set, else the socket fd
+ * (blocking, with timeouts). */
+struct end {
+	SSL *ssl;
+	int fd;
+};
+
+/* Write all of p. */
+static int end_send(const struct end *e, const void *p, size_t n)
+{
+	const char *q = p;
+
+	if (!e->ssl)
+		return write_all(e->fd, p, n) < 0 ? -EPIPE : 0;
+	while (n) {
+		int k = SSL_write(e->ssl, q, n > INT32_MAX ? INT32_MAX : (int)n);
+		if (k <= 0)
+			return -EPIPE;
+		q += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Read up to n bytes: their count, or <= 0 (gone, failed, timed out). */
+static long end_recv(const struct end *e, void *p, size_t n)
+{
+	ssize_t k;
+
+	if (e->ssl)
+		return SSL_read(e->ssl, p, (int)n);
+	do
+		k = read(e->fd, p, n);
+	while (k < 0 && errno == EINTR);
+	return k;
+}
+
+/* One chunk of the re-framed body upstream (RFC 9112 7.1), then wiped: it
+ * may hold a value. */
+static int send_chunk(const struct end *up, struct buf *c)
+{
+	char size[24];
+	int r = 0;
+
+	if (!c->len)
+		return 0;
+	snprintf(size, sizeof(size), "%zx\r\n", c->len);
+	if (end_send(up, size, strlen(size)) < 0 || end_send(up, c->data, c->len) < 0 ||
+	    end_send(up, "\r\n", 2) < 0)
+		r = -EPIPE;
+	explicit_bzero(c->data, c->len);
+	c->len = 0;
+	return r;
+}
+
+/* A body past BODY_MAX that a credential wants replaced in: its
+ * h->stream_len bytes (those in hb from rest first, then from the client)
+ * go upstream chunked as they come, with h->subst replaced (subst_feed),
+ * and whatever followed it in hb after them. 0, or -EPIPE. */
+static int stream_body(const struct end *client, const struct end *up,
+		       const struct http_head *h, const struct buf *hb, size_t rest)
+{
+	struct subst_stream ss;
+	struct buf chunk;
+	uint8_t *tmp = xmalloc(CHUNK);
+	uint64_t len = h->stream_len, got;
+	size_t take = hb->len - rest < len ? hb->len - rest : (size_t)len;
+	int r = 0;
+
+	subst_init(&ss, h);
+	buf_init(&chunk);
+	got = take;
+	subst_feed(&ss, hb->data + rest, take, got == len, &chunk);
+	while (r == 0 && (r = send_chunk(up, &chunk)) == 0 && got < len) {
+		long k = end_recv(client, tmp, len - got < CHUNK ? (size_t)(len - got) : CHUNK);
+		if (k <= 0) {
+			r = -EPIPE;   /* the client is gone, or too slow (IO_MS) */
+			break;
+		}
+		got += (uint64_t)k;
+		subst_feed(&ss, tmp, (size_t)k, got == len, &chunk);
+	}
+	if (r == 0)
+		r = end_send(up, "0\r\n\r\n", 5);
+	if (r == 0 && rest + take < hb->len)
+		r = end_send(up, hb->data + rest + take, hb->len - rest - take);
+	explicit_bzero(tmp, CHUNK);
+	free(tmp);
+	subst_free(&ss);
+	buf_free(&chunk);
+	return r;
+}
+
+/* The head of a request whose large body streams with replacements:
+ * re-framed chunked (its length changes with them). */
+static void streamed_head_out(struct http_head *h, struct buf *out)
+{
+	head_del(h, "Content-Length");
+	head_set(h, "Transfer-Encoding", "chunked");
+	with_close(h, out);
 }
 
 /* Does authority a (a Host value, or the authority of an absolute or
@@ -520,7 +628,17 @@ static void status_answer(int status, struct buf *out)
 int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix, size_t n,
 	       int up_fd, const char *host, int port, mitm_head_fn fn, void *arg, err_t *err)
 {
-	struct pbio pb = { .pre = prefix, .n = n, .fd = client_fd };
+	return mitm_serve_to(ca, upstream, client_fd, prefix, n, up_fd, host, port, fn, arg, NULL,
+			     NULL, NULL, err);
+}
+
+int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix,
+		  size_t n, int up_fd, const char *host, int port, mitm_head_fn fn, void *arg,
+		  struct tls_loop *loop, tls_loop_done_fn done, void *done_arg, err_t *err)
+{
+	/* on the heap, with its own copy of the prefix: the client's SSL
+	 * reads through it, and may outlive this call on the loop */
+	struct pbio *pb = xcalloc(1, sizeof(*pb) + n);
 	SSL_CTX *sctx;
 	SSL *cs = NULL, *us = NULL;
 	BIO *bio;
@@ -531,19 +649,26 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 	long hl;
 	int r = -EPROTO, status;
 
+	memcpy(pb + 1, prefix, n);
+	pb->pre = (const uint8_t *)(pb + 1);
+	pb->n = n;
+	pb->fd = client_fd;
 	buf_init(&hb);
 	buf_init(&out);
 	sctx = ca_server_ctx(ca, host, err);
-	if (!sctx)
+	if (!sctx) {
+		free(pb);
 		return -EIO;
+	}
 	cs = SSL_new(sctx);
 	SSL_CTX_free(sctx);   /* cs holds its own reference */
 	bio = cs ? BIO_new(pbio_method()) : NULL;
 	if (!bio) {
 		SSL_free(cs);
+		free(pb);
 		return tls_fail(err, "setting up the client side");
 	}
-	BIO_set_data(bio, &pb);
+	BIO_set_data(bio, pb);
 	BIO_set_init(bio, 1);
 	SSL_set_bio(cs, bio, bio);
 	set_timeouts(client_fd, IO_MS);
@@ -582,7 +707,17 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 		r = 0;
 		goto out;
 	}
-	request_out(&h, &hb, rest, &out);
+	if (h.body_streams && h.n_subst) {
+		/* a large body to replace in: re-framed chunked, as its
+		 * length changes with the replacements */
+		if (answer_continue(&src, &h, hb.len > rest) < 0) {
+			r = err_set(err, EPIPE, "mitm: the sandbox went away");
+			goto out;
+		}
+		streamed_head_out(&h, &out);
+	} else {
+		request_out(&h, &hb, rest, &out);
+	}
 
 	us = SSL_new(upstream);
 	if (!us || SSL_set_fd(us, up_fd) != 1 || SSL_set_tlsext_host_name(us, host) != 1 ||
@@ -605,6 +740,20 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
 		r = tls_fail(err, "sending the request upstream");
 		goto out;
 	}
+	if (h.body_streams && h.n_subst &&
+	    stream_body(&(struct end){ .ssl = cs }, &(struct end){ .ssl = us }, &h, &hb, rest) < 0) {
+		r = err_set(err, EPIPE, "mitm: streaming the request body upstream");
+		goto out;
+	}
+	if (loop) {
+		/* the rest (the response, a body still coming) on the loop:
+		 * no thread is held for the connection's life */
+		tls_loop_add(loop, cs, client_fd, us, up_fd, pb, done, done_arg);
+		cs = us = NULL;
+		pb = NULL;
+		r = 1;
+		goto out;
+	}
 	relay_tls(cs, client_fd, us, up_fd);
 	r = 0;
 out:
@@ -615,12 +764,20 @@ out:
 	head_free(&h);
 	SSL_free(us);
 	SSL_free(cs);
+	free(pb);
 	ERR_clear_error();
 	return r;
 }
 
 int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int port,
 		   mitm_head_fn fn, void *arg, struct buf *out, err_t *err)
+{
+	return mitm_http_head_stream(fd, prefix, n, host, port, fn, arg, out, NULL, err);
+}
+
+int mitm_http_head_stream(int fd, const void *prefix, size_t n, const char *host, int port,
+			  mitm_head_fn fn, void *arg, struct buf *out, struct mitm_stream **stream,
+			  err_t *err)
 {
 	struct http_head h = { 0 };
 	struct source src = { .fd = fd, .deadline = now_ms() + IO_MS };
@@ -648,6 +805,20 @@ int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int p
 		return err_set(err, (int)-hl, "mitm: the request body did not arrive");
 	}
 	r = fn(arg, &h, out);
+	if (r != 1 && h.body_streams && h.n_subst && stream) {
+		/* the caller streams the body once it dialled (mitm_stream_plain) */
+		if (answer_continue(&src, &h, hb.len > rest) < 0) {
+			head_free(&h);
+			buf_free(&hb);
+			return err_set(err, EPIPE, "mitm: the sandbox went away");
+		}
+		streamed_head_out(&h, out);
+		*stream = xcalloc(1, sizeof(**stream));
+		(*stream)->h = h;
+		(*stream)->hb = hb;
+		(*stream)->rest = rest;
+		return 0;
+	}
 	if (r != 1) {
 		request_out(&h, &hb, rest, out);
 		r = 0;
@@ -655,4 +826,30 @@ int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int p
 	head_free(&h);
 	buf_free(&hb);
 	return r;
+}
+
+int mitm_stream_plain(struct mitm_stream *st, int client_fd, int up_fd)
+{
+	int r;
+
+	/* a client that stops sending (or an upstream that stops reading)
+	 * frees the worker after IO_MS */
+	set_timeouts(client_fd, IO_MS);
+	set_timeouts(up_fd, IO_MS);
+	r = stream_body(&(struct end){ .fd = client_fd }, &(struct end){ .fd = up_fd }, &st->h,
+			    &st->hb, st->rest);
+
+	mitm_stream_free(st);
+	return r;
+}
+
+void mitm_stream_free(struct mitm_stream *st)
+{
+	if (!st)
+		return;
+	head_free(&st->h);
+	if (st->hb.data)
+		explicit_bzero(st->hb.data, st->hb.len);
+	buf_free(&st->hb);
+	free(st);
 }

@@ -12,8 +12,13 @@
  * most BODY_MAX of data (decoded; it goes on with a Content-Length), is
  * read whole first and goes through the hook with the head (h->has_body;
  * its new length is written); a client that waits with "Expect:
- * 100-continue" gets the 100 from us. Any other body (larger, trailer
- * fields, other codings) and the response are relayed as they are.
+ * 100-continue" gets the 100 from us. A body with a Content-Length past
+ * BODY_MAX streams: when a credential that applies opted in to "body"
+ * (h->subst), its placeholders are replaced as the bytes come and it goes
+ * upstream chunked (its length changes): here over intercepted TLS, by the
+ * caller with mitm_stream_plain over plain HTTP; otherwise it passes
+ * byte-identical after the rewritten head. Any other body (trailer fields, other codings) and the response
+ * are relayed as they are.
  */
 #ifndef AIRLOCK_MITM_H
 #define AIRLOCK_MITM_H
@@ -25,6 +30,7 @@
 #include "../lib/util.h"
 #include "../cred/ca.h"
 #include "inject.h"
+#include "tlsrelay.h"
 
 /* The client context for upstream connections: system store + extra_ca_file
  * (NULL = none), TLS >= 1.2, peer verification on. */
@@ -44,6 +50,14 @@ typedef int (*mitm_head_fn)(void *arg, struct http_head *h, struct buf *reply);
  * Closes neither fd. */
 int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix, size_t n,
 	       int up_fd, const char *host, int port, mitm_head_fn fn, void *arg, err_t *err);
+/* The same, but once the request is upstream the connection goes on on
+ * loop (tlsrelay.h) and 1 is returned at once: the fds are then the
+ * loop's, and done(done_arg, client_fd, up_fd) is called at the end (it
+ * closes them). Before that, as mitm_serve (0 or -errno, the fds the
+ * caller's). loop NULL: mitm_serve. */
+int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix,
+		  size_t n, int up_fd, const char *host, int port, mitm_head_fn fn, void *arg,
+		  struct tls_loop *loop, tls_loop_done_fn done, void *done_arg, err_t *err);
 
 /* Plain HTTP: read the rest of the first request head from fd after prefix
  * (prefix/n/cap: the bytes sniffed so far, in a buffer of cap bytes), parse
@@ -57,5 +71,22 @@ int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *pref
  * the head is malformed or too big, or the body does not arrive. */
 int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int port,
 		   mitm_head_fn fn, void *arg, struct buf *out, err_t *err);
+
+/* A plain-HTTP body past BODY_MAX to replace in as it streams: when
+ * stream is not NULL and the hook asked for that, mitm_http_head_stream
+ * (otherwise mitm_http_head) returns 0
+ * with out = the head only (chunked) and *stream set; the caller sends out
+ * upstream, then mitm_stream_plain(*stream, fd, up) streams the body (both
+ * fds blocking) and frees it: 0, or -EPIPE. */
+struct mitm_stream {
+	struct http_head h;
+	struct buf hb;                /* the bytes read, the body's start from rest */
+	size_t rest;
+};
+int mitm_http_head_stream(int fd, const void *prefix, size_t n, const char *host, int port,
+			  mitm_head_fn fn, void *arg, struct buf *out, struct mitm_stream **stream,
+			  err_t *err);
+int mitm_stream_plain(struct mitm_stream *st, int client_fd, int up_fd);
+void mitm_stream_free(struct mitm_stream *st);
 
 #endif

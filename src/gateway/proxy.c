@@ -13,7 +13,9 @@
  *   6. connect upstream, replay the sniffed bytes, and hand the pair to the
  *      relay loop (relay.h), which carries it until both sides closed; the
  *      worker is free for the next connection.
- * Intercepted TLS is the exception: its worker serves it to the end.
+ * Intercepted TLS is served by its worker until its first request is
+ * upstream (handshakes, head, injection); then the TLS loop (tlsrelay.h)
+ * carries it and the worker is free.
  * Bytes from the sandbox are untrusted: only sniff.c parses them. */
 #include "gateway-internal.h"
 
@@ -33,6 +35,7 @@
 #include "../lib/log.h"
 #include "../lib/quota.h"
 #include "gw-cred.h"
+#include "mitm.h"
 #include "../lib/relay.h"
 #include "../lib/util.h"
 
@@ -53,6 +56,8 @@ struct pconn {
 	size_t n;
 	const char *proto;               /* "tcp", "tls", "http" */
 	char host[SNIFF_HOST_MAX + 1];
+	bool v6;                         /* dial up6: the name has no IPv4 address */
+	struct in6_addr up6;
 	struct gw_bytes *bytes;          /* its sandbox's counters (a ref); NULL */
 };
 
@@ -126,16 +131,15 @@ static void sniff(struct pconn *pc)
 	}
 }
 
-/* A connected socket, or -1. nonblock: leave it O_NONBLOCK (the relay
+/* A connected socket to sa, or -1. nonblock: leave it O_NONBLOCK (the relay
  * wants it so; the credential paths read and write it blocking). Counted
  * and timed in g->stats. */
-static int dial(struct gw *g, uint32_t ip, uint16_t port, bool nonblock)
+static int dial_sa(struct gw *g, const struct sockaddr *sa, socklen_t len, bool nonblock)
 {
 	uint64_t t0 = now_us();
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(ip) };
 	struct pollfd p;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e = 0, one = 1;
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e = 0,
+	    one = 1;
 	socklen_t el = sizeof(e);
 
 	if (fd < 0) {
@@ -143,7 +147,7 @@ static int dial(struct gw *g, uint32_t ip, uint16_t port, bool nonblock)
 		return -1;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
+	if (connect(fd, sa, len) < 0 && errno != EINPROGRESS)
 		goto fail;
 	p = (struct pollfd){ .fd = fd, .events = POLLOUT };
 	if (poll(&p, 1, CONNECT_MS) <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0 ||
@@ -158,6 +162,26 @@ fail:
 	close(fd);
 	gw_count(&g->stats.dial_fails, 1);
 	return -1;
+}
+
+static int dial(struct gw *g, uint32_t ip, uint16_t port, bool nonblock)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(ip) };
+
+	return dial_sa(g, (struct sockaddr *)&sa, sizeof(sa), nonblock);
+}
+
+/* The connection's upstream: its IPv6 address when the name has only
+ * those (pc->v6), else target. */
+static int dial_up(struct pconn *pc, uint32_t target, bool nonblock)
+{
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_port = htons(pc->dport),
+				   .sin6_addr = pc->up6 };
+
+	if (!pc->v6)
+		return dial(pc->g, target, pc->dport, nonblock);
+	return dial_sa(pc->g, (struct sockaddr *)&sa, sizeof(sa), nonblock);
 }
 
 
@@ -229,6 +253,25 @@ static void count_own(struct pconn *pc)
 	}
 }
 
+/* An intercepted connection's end on the TLS loop: its sandbox side's
+ * bytes counted as count_own does, then as relayed_done. */
+static void intercepted_done(void *arg, int fd, int up)
+{
+	struct relayed *x = arg;
+	struct gw_stats *st = &x->g->stats;
+	uint64_t from_sbx, to_sbx;
+
+	if (gw_sock_bytes(fd, &from_sbx, &to_sbx) == 0) {
+		gw_count(&st->bytes_out, from_sbx);
+		gw_count(&st->bytes_in, to_sbx);
+		if (x->bytes) {
+			gw_count(&x->bytes->out, from_sbx);
+			gw_count(&x->bytes->in, to_sbx);
+		}
+	}
+	relayed_done(x, fd, up, 0);
+}
+
 /* Credential injection (cred.h) on an allowed connection. Returns true when
  * it served the connection itself (intercepted TLS, a rewritten HTTP head
  * then relayed, or an answer of its own); false to relay as usual. */
@@ -236,6 +279,7 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 {
 	struct gw_cred *gc = pc->g->cred;
 	bool http = !strcmp(pc->proto, "http");
+	struct mitm_stream *stream = NULL;
 	struct buf out;
 	int r;
 
@@ -244,10 +288,20 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 	if (!strcmp(pc->proto, "tls")) {
 		if (!gw_cred_wants(gc, sbx, pc->host))
 			return false;
-		pc->up = dial(pc->g, target, pc->dport, false);
+		pc->up = dial_up(pc, target, false);
 		if (pc->up >= 0) {
-			gw_cred_tls(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, pc->up);
-			count_own(pc);
+			struct relayed *x = xmalloc(sizeof(*x));
+			*x = (struct relayed){ .g = pc->g, .src = pc->src, .bytes = pc->bytes };
+			if (gw_cred_tls(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, pc->up,
+					pc->g->tls, intercepted_done, x)) {
+				/* on the TLS loop now, which ends it */
+				pc->bytes = NULL;   /* the ref went with x */
+				pc->fd = pc->up = -1;
+				pc->handed = true;
+			} else {
+				free(x);
+				count_own(pc);
+			}
 		}
 		return true;
 	}
@@ -256,15 +310,29 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 		      !memmem(pc->head, pc->n, CRED_PLACEHOLDER_MARK, strlen(CRED_PLACEHOLDER_MARK))))
 		return false;
 	buf_init(&out);
-	r = gw_cred_http(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, &out);
-	if (r == 1) {
+	r = gw_cred_http(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, &out, &stream);
+	if (r == 0 && stream) {
+		/* a large body replaced in as it streams: the head, the body
+		 * (this worker, blocking), then the relay for the answer */
+		int sent = -1;
+		pc->up = dial_up(pc, target, false);
+		if (pc->up >= 0 && write_all(pc->up, out.data, out.len) == 0) {
+			sent = mitm_stream_plain(stream, pc->fd, pc->up);   /* frees it */
+			stream = NULL;
+		}
+		mitm_stream_free(stream);
+		if (sent == 0) {
+			fcntl(pc->up, F_SETFL, fcntl(pc->up, F_GETFL) | O_NONBLOCK);
+			hand_over(pc, NULL, 0);
+		}
+	} else if (r == 1) {
 		(void)!write_all(pc->fd, out.data, out.len);
 	} else if (r < 0) {
 		static const char bad[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
 					  "Connection: close\r\n\r\n";
 		(void)!write_all(pc->fd, bad, sizeof(bad) - 1);
 	} else {
-		pc->up = dial(pc->g, target, pc->dport, true);
+		pc->up = dial_up(pc, target, true);
 		if (pc->up >= 0)
 			hand_over(pc, out.data, out.len);
 	}
@@ -288,7 +356,8 @@ static bool serve(struct pconn *pc)
 {
 	struct gw *g = pc->g;
 	struct gw_sbx *s;
-	uint32_t ips[GW_MAX_HOSTS_IPS], target;
+	struct gw_addrs addrs;
+	uint32_t target;
 	char sbx[65] = "";
 	size_t n = 0;
 	uint64_t sniffed;
@@ -310,12 +379,26 @@ static bool serve(struct pconn *pc)
 		return false;
 	}
 	if (pc->host[0]) {
-		n = gw_resolve(g, pc->host, ips, GW_MAX_HOSTS_IPS);
+		if (gw_resolve(g, pc->src, pc->proto, pc->host, &addrs) < 0) {
+			/* over its cap of lookups waiting: refused, and logged */
+			count_decision(g, false, sniffed);
+			if (!strcmp(pc->proto, "http"))
+				deny_http(pc);
+			close(pc->fd);
+			free(pc);
+			return false;
+		}
+		n = addrs.n4;
 		if (n) {
-			target = ips[0];
+			target = addrs.v4[0];
 			for (size_t i = 0; i < n; i++)
-				if (ips[i] == pc->dst)
+				if (addrs.v4[i] == pc->dst)
 					target = pc->dst;
+		} else if (addrs.n6) {
+			/* a name with IPv6 addresses only: dialled over IPv6 */
+			pc->v6 = true;
+			pc->up6 = addrs.v6[0];
+			n = addrs.n6;
 		}
 	}
 	pthread_rwlock_rdlock(&g->lock);
@@ -333,7 +416,7 @@ static bool serve(struct pconn *pc)
 		allow = false;
 	} else {
 		struct dest d = { .host = pc->host[0] ? pc->host : NULL, .ip = target,
-				  .port = pc->dport };
+				  .port = pc->dport, .ip6 = pc->v6 ? &pc->up6 : NULL };
 		allow = gw_decide_log(g, s, pc->proto, &d);
 	}
 	pthread_rwlock_unlock(&g->lock);
@@ -343,7 +426,7 @@ static bool serve(struct pconn *pc)
 		/* served */
 	} else if (allow) {
 		/* the sniffed bytes go first, written by the relay */
-		pc->up = dial(g, target, pc->dport, true);
+		pc->up = dial_up(pc, target, true);
 		if (pc->up >= 0)
 			hand_over(pc, pc->head, pc->n);
 	} else if (!strcmp(pc->proto, "http")) {

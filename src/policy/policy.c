@@ -90,6 +90,73 @@ int cidr4_parse_list(const char *s, struct cidr4 **out, size_t *n)
 	return 0;
 }
 
+int cidr6_parse(const char *s, struct cidr6 *c)
+{
+	char addr[INET6_ADDRSTRLEN];
+	const char *slash = strchr(s, '/');
+	size_t n = slash ? (size_t)(slash - s) : strlen(s);
+	char *end;
+	long len = 128;
+
+	if (n == 0 || n >= sizeof(addr))
+		return -1;
+	memcpy(addr, s, n);
+	addr[n] = '\0';
+	if (inet_pton(AF_INET6, addr, c->net) != 1)
+		return -1;
+	if (slash) {
+		len = strtol(slash + 1, &end, 10);
+		if (!slash[1] || *end || len < 0 || len > 128)
+			return -1;
+	}
+	c->len = (unsigned)len;
+	/* the host bits are cleared, as cidr4_parse does */
+	for (unsigned i = c->len; i < 128; i++)
+		c->net[i / 8] &= (uint8_t)~(0x80u >> (i % 8));
+	return 0;
+}
+
+int cidr_parse_list(const char *s, struct cidr4 **v4, size_t *n4, struct cidr6 **v6,
+		    size_t *n6)
+{
+	_cleanup_free_ char *copy = xstrdup(s);
+	char *save = NULL;
+	int r = 0;
+
+	*v4 = NULL;
+	*v6 = NULL;
+	*n4 = *n6 = 0;
+	for (char *t = strtok_r(copy, ", ", &save); t && r == 0; t = strtok_r(NULL, ", ", &save)) {
+		if (strchr(t, ':')) {
+			*v6 = xrealloc(*v6, (*n6 + 1) * sizeof(**v6));
+			if ((r = cidr6_parse(t, &(*v6)[*n6])) == 0)
+				(*n6)++;
+		} else {
+			*v4 = xrealloc(*v4, (*n4 + 1) * sizeof(**v4));
+			if ((r = cidr4_parse(t, &(*v4)[*n4])) == 0)
+				(*n4)++;
+		}
+	}
+	if (r < 0) {
+		free(*v4);
+		free(*v6);
+		*v4 = NULL;
+		*v6 = NULL;
+		*n4 = *n6 = 0;
+	}
+	return r;
+}
+
+static bool in_cidr6(const struct cidr6 *c, const struct in6_addr *ip)
+{
+	const uint8_t *a = ip->s6_addr;
+	unsigned full = c->len / 8, rest = c->len % 8;
+
+	if (memcmp(a, c->net, full))
+		return false;
+	return !rest || ((a[full] ^ c->net[full]) & (uint8_t)(0xff00u >> rest)) == 0;
+}
+
 static bool in_cidr(const struct cidr4 *c, uint32_t ip)
 {
 	return (ip & c->mask) == c->net;
@@ -293,6 +360,58 @@ static void cidr_text(const struct cidr4 *c, char *out, size_t cap)
 	snprintf(out, cap, "%s/%d", ip, __builtin_popcount(c->mask));
 }
 
+/* IPv6 ranges that are never the public internet (or that carry an IPv4
+ * address the IPv4 rules would have to judge): denied unless listed. */
+static const struct {
+	const char *cidr;
+	const char *why;
+} special6[] = {
+	{ "::1/128", "loopback" },      { "::/8", "private" },         /* unspecified, mapped */
+	{ "64:ff9b::/96", "private" },  { "64:ff9b:1::/48", "private" }, /* NAT64 */
+	{ "100::/64", "private" },      { "2001::/23", "private" },    /* Teredo, benchmarking */
+	{ "2001:db8::/32", "private" }, { "2002::/16", "private" },    /* documentation, 6to4 */
+	{ "fc00::/7", "private" },      { "fe80::/10", "link-local" },
+	{ "fec0::/10", "private" },     { "ff00::/8", "multicast" },
+};
+
+/* policy_decide for an IPv6 destination: the same steps, without cidrs. */
+static bool decide6(const struct policy *p, const struct policy_env *env, const struct dest *d,
+		    const char *dom, char *rule, size_t rcap)
+{
+	if (env && env->is_local6 && env->is_local6(env->arg, d->ip6)) {
+		snprintf(rule, rcap, "host");
+		return false;
+	}
+	for (size_t i = 0; i < sizeof(special6) / sizeof(special6[0]); i++) {
+		struct cidr6 sc;
+		bool ok = false;
+		cidr6_parse(special6[i].cidr, &sc);
+		if (!in_cidr6(&sc, d->ip6))
+			continue;
+		for (size_t k = 0; env && k < env->n_allow_private6; k++)
+			ok = ok || in_cidr6(&env->allow_private6[k], d->ip6);
+		if (!ok) {
+			snprintf(rule, rcap, "%s", special6[i].why);
+			return false;
+		}
+		break;
+	}
+	if (d->port && p->allow.n_ports && !match_port(&p->allow, d->port)) {
+		snprintf(rule, rcap, "allow.ports");
+		return false;
+	}
+	if (p->default_allow) {
+		snprintf(rule, rcap, "default");
+		return true;
+	}
+	if ((dom = match_domain(&p->allow, d->host))) {
+		snprintf(rule, rcap, "allow.domains %s", dom);
+		return true;
+	}
+	snprintf(rule, rcap, "default");
+	return false;
+}
+
 bool policy_decide(const struct policy *p, const struct policy_env *env, const struct dest *d,
 		   char *rule, size_t rcap)
 {
@@ -305,7 +424,7 @@ bool policy_decide(const struct policy *p, const struct policy_env *env, const s
 		snprintf(rule, rcap, "deny.domains %s", dom);
 		return false;
 	}
-	if ((c = match_cidr(&p->deny, d->ip))) {
+	if (!d->ip6 && (c = match_cidr(&p->deny, d->ip))) {
 		cidr_text(c, ct, sizeof(ct));
 		snprintf(rule, rcap, "deny.cidrs %s", ct);
 		return false;
@@ -314,6 +433,8 @@ bool policy_decide(const struct policy *p, const struct policy_env *env, const s
 		snprintf(rule, rcap, "deny.ports %u", d->port);
 		return false;
 	}
+	if (d->ip6)
+		return decide6(p, env, d, dom, rule, rcap);
 	/* 2: the sandboxes and the host itself are never destinations */
 	if (env && (in_cidr(&env->sandbox_net, d->ip) ||
 		    (env->is_local && env->is_local(env->arg, d->ip)))) {

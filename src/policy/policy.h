@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <netinet/in.h>
+
 #include "../lib/json.h"
 
 #define POLICY_MAX_ITEMS 256
@@ -58,17 +60,36 @@ void policy_free(struct policy *p);     /* accepts a zeroed policy */
 /* Writes the canonical JSON of p (an object). */
 void policy_write(struct jw *w, const struct policy *p);
 
+/* An IPv6 range: the first len bits of net. */
+struct cidr6 {
+	uint8_t net[16];
+	unsigned len;
+};
+
 /* Parse "a.b.c.d/n" (or a bare address = /32). */
 int cidr4_parse(const char *s, struct cidr4 *c);
 /* Parse a comma-separated CIDR list; -1 on a bad item. Caller frees *out. */
 int cidr4_parse_list(const char *s, struct cidr4 **out, size_t *n);
+/* Parse "x:y::z/n" (or a bare address = /128). */
+int cidr6_parse(const char *s, struct cidr6 *c);
+/* A comma-separated list of IPv4 and IPv6 CIDRs (network_allow_private_cidrs),
+ * each to its own list; -1 on a bad item. Caller frees both. */
+int cidr_parse_list(const char *s, struct cidr4 **v4, size_t *n4, struct cidr6 **v6,
+		    size_t *n6);
 
 /* What the gateway knows about the destination. host may be NULL (no SNI,
- * no Host, no DNS name); ip in host order; port 0 = not checked (DNS). */
+ * no Host, no DNS name); ip in host order; port 0 = not checked (DNS).
+ * ip6 non-NULL: the destination is that IPv6 address (ip is then unused).
+ * The policy's cidrs are IPv4: an IPv6 destination matches none of them,
+ * so it is allowed by "default" allow or by allow.domains only, and the
+ * special IPv6 ranges (loopback, ULA, link-local, mapped, NAT64, 6to4,
+ * Teredo, documentation, multicast) are denied unless the operator lists
+ * them. */
 struct dest {
 	const char *host;
 	uint32_t ip;
 	uint16_t port;
+	const struct in6_addr *ip6;
 };
 
 /* Operator facts that no sandbox policy can override (step 2 and 3). */
@@ -76,8 +97,11 @@ struct policy_env {
 	const struct cidr4 *allow_private;  /* operator's explicit allow list */
 	size_t n_allow_private;
 	struct cidr4 sandbox_net;           /* the sandbox address range */
+	const struct cidr6 *allow_private6; /* its IPv6 entries */
+	size_t n_allow_private6;
 	/* true when ip is one of the host's own addresses (may be NULL) */
 	bool (*is_local)(void *arg, uint32_t ip);
+	bool (*is_local6)(void *arg, const struct in6_addr *ip);
 	void *arg;
 };
 

@@ -388,8 +388,40 @@ static void test_inject(void)
 	}
 }
 
+/* A streamed body's replacements: the same result whatever the reads'
+ * sizes, a placeholder split across reads included, and a prefix of one at
+ * the very end left as it is. */
+static void test_subst_stream(void)
+{
+	struct http_head h = { 0 };
+	const char *body = "a=airlock-ph-AAAA&b=airlock-ph-BB&c=airlock-ph-AAAA!airlock-ph-A";
+	const char *want = "a=secret-one&b=2&c=secret-one!airlock-ph-A";
+	size_t n = strlen(body);
+
+	h.subst = xcalloc(2, sizeof(*h.subst));
+	h.subst[0] = (struct body_subst){ xstrdup("airlock-ph-AAAA"), xstrdup("secret-one") };
+	h.subst[1] = (struct body_subst){ xstrdup("airlock-ph-BB"), xstrdup("2") };
+	h.n_subst = 2;
+	for (size_t step = 1; step <= n; step++) {
+		struct subst_stream ss;
+		struct buf out;
+		subst_init(&ss, &h);
+		buf_init(&out);
+		for (size_t off = 0; off < n; off += step) {
+			size_t k = n - off < step ? n - off : step;
+			subst_feed(&ss, body + off, k, off + k == n, &out);
+		}
+		CHECK(out.len == strlen(want) && !memcmp(out.data, want, out.len));
+		CHECK(ss.pend.len == 0);
+		subst_free(&ss);
+		buf_free(&out);
+	}
+	head_free(&h);
+}
+
 int main(void)
 {
+	test_subst_stream();
 	test_parse();
 	test_inject();
 	if (failures)

@@ -37,6 +37,76 @@ static bool decide(const char *policy_json, const struct policy_env *env, const 
 	return r;
 }
 
+static bool decide6(const char *policy_json, const struct policy_env *env, const char *host,
+		    const char *ip, uint16_t port, char *rule, size_t rcap)
+{
+	err_t err = { 0 };
+	json *j = policy_json ? json_parse(policy_json, strlen(policy_json), &err) : NULL;
+	struct policy p;
+	struct in6_addr a;
+	char msg[256];
+	struct dest d = { .host = host, .port = port, .ip6 = &a };
+	bool r;
+
+	CHECK(inet_pton(AF_INET6, ip, &a) == 1);
+	CHECK(!policy_json || j);
+	CHECK(policy_parse(j, &p, msg, sizeof(msg)) == 0);
+	r = policy_decide(&p, env, &d, rule, rcap);
+	policy_free(&p);
+	json_free(j);
+	return r;
+}
+
+/* IPv6 destinations: special ranges, the operator's IPv6 allow list, and
+ * no IPv4 cidr rule matching them. */
+static void test_policy6(void)
+{
+	struct cidr4 *v4;
+	struct cidr6 *v6, c;
+	size_t n4, n6;
+	struct policy_env env = { 0 };
+	char rule[96];
+
+	CHECK(cidr_parse_list("10.9.0.0/16, fd00:a1::/32", &v4, &n4, &v6, &n6) == 0);
+	CHECK(n4 == 1 && n6 == 1 && v6[0].len == 32);
+	free(v4);
+	free(v6);
+	CHECK(cidr_parse_list("10.9.0.0/16,fd00::/129", &v4, &n4, &v6, &n6) < 0);
+	CHECK(cidr6_parse("fd00:a1::5/16", &c) == 0 && c.net[2] == 0 && c.len == 16);
+	CHECK(cidr6_parse("nonsense/8", &c) < 0);
+	CHECK(cidr_parse_list("10.9.0.0/16, fd00:a1::/32", &v4, &n4, &v6, &n6) == 0);
+	env.allow_private = v4;
+	env.n_allow_private = n4;
+	env.allow_private6 = v6;
+	env.n_allow_private6 = n6;
+
+	CHECK(decide6(NULL, &env, "v6.example", "2606:2800:220:1::1", 443, rule, sizeof(rule)));
+	CHECK(!strcmp(rule, "default"));
+	CHECK(!decide6(NULL, &env, NULL, "::1", 80, rule, sizeof(rule)));
+	CHECK(!strcmp(rule, "loopback"));
+	CHECK(!decide6(NULL, &env, NULL, "::ffff:10.9.1.2", 80, rule, sizeof(rule)));
+	CHECK(!strcmp(rule, "private"));
+	CHECK(!decide6(NULL, &env, NULL, "fe80::1", 80, rule, sizeof(rule)));
+	CHECK(!strcmp(rule, "link-local"));
+	CHECK(!decide6(NULL, &env, NULL, "fd00:b1::1", 80, rule, sizeof(rule)));
+	CHECK(!strcmp(rule, "private"));
+	CHECK(!decide6(NULL, &env, NULL, "64:ff9b::a09:102", 80, rule, sizeof(rule)));
+	/* the operator's IPv6 allow list */
+	CHECK(decide6(NULL, &env, NULL, "fd00:a1:5::2", 80, rule, sizeof(rule)));
+	/* deny rules by name and port apply; cidrs are IPv4 and match nothing */
+	CHECK(!decide6("{\"deny\":{\"domains\":[\"v6.example\"]}}", &env, "v6.example",
+		       "2606:2800:220:1::1", 443, rule, sizeof(rule)));
+	CHECK(!decide6("{\"deny\":{\"ports\":[443]}}", &env, NULL, "2606:2800:220:1::1", 443,
+		       rule, sizeof(rule)));
+	CHECK(!decide6("{\"default\":\"deny\",\"allow\":{\"cidrs\":[\"0.0.0.0/0\"]}}", &env,
+		       NULL, "2606:2800:220:1::1", 443, rule, sizeof(rule)));
+	CHECK(decide6("{\"default\":\"deny\",\"allow\":{\"domains\":[\"v6.example\"]}}",
+		      &env, "v6.example", "2606:2800:220:1::1", 443, rule, sizeof(rule)));
+	CHECK(!strcmp(rule, "allow.domains v6.example"));
+	free(v4);
+	free(v6);
+}
+
 static void test_policy(void)
 {
 	struct cidr4 allow_priv;
@@ -165,6 +235,7 @@ static void test_sniff(void)
 int main(void)
 {
 	test_policy();
+	test_policy6();
 	test_sniff();
 	return failures ? 1 : 0;
 }
