@@ -469,8 +469,9 @@ def stop_and_check(server):
     # that, but not forever.
     # (btrfs's teardown of a lazily detached pool can take a while
     # after many deleted subvolumes, e.g. vm images: up to 30 s on
-    # a quiet machine, more when other jobs load it; 90 s here.)
-    for _ in range(900):
+    # a quiet machine, more when other jobs load it: 90 s was
+    # exceeded at load averages over 100; 180 s here.)
+    for _ in range(1800):
         loops = loops_for(os.path.join(d, "pool.img"))
         if not loops:
             break
