@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,37 +23,6 @@
 #include "../lib/quota.h"
 #include "../lib/relay.h"
 #include "../lib/util.h"
-
-/* ---- the host's own addresses (never a destination) ------------------- */
-
-static bool is_local(void *arg, uint32_t ip)
-{
-	struct gw *g = arg;
-	bool found = false;
-
-	pthread_mutex_lock(&g->local_mu);
-	/* Refreshed at most once a second: addresses change rarely, and a
-	 * stale list errs only for a second after a change. */
-	if (now_ms() - g->local_at > 1000) {
-		struct ifaddrs *ifa = NULL;
-		if (getifaddrs(&ifa) == 0) {
-			g->n_local = 0;
-			for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
-				if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
-					continue;
-				g->local = xrealloc(g->local, (g->n_local + 1) * sizeof(uint32_t));
-				g->local[g->n_local++] =
-					ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
-			}
-			freeifaddrs(ifa);
-			g->local_at = now_ms();
-		}
-	}
-	for (size_t i = 0; i < g->n_local && !found; i++)
-		found = g->local[i] == ip;
-	pthread_mutex_unlock(&g->local_mu);
-	return found;
-}
 
 /* ---- table and decisions ---------------------------------------------- */
 
@@ -558,7 +526,7 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 		goto out;
 	}
 	g->env.allow_private = g->allow_private;
-	g->env.is_local = is_local;
+	g->env.is_local = gw_local_is;
 	g->env.arg = g;
 	if ((r = parse_hosts(g, cfg->hosts, err)) < 0)
 		goto out;
@@ -584,6 +552,7 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 		goto out;
 	}
 	pull_from_node(g);
+	gw_local_init(g);   /* then kept current by the proxy's main thread */
 	if (pthread_create(&proxy_t, NULL, gw_proxy_main, g) != 0) {
 		r = err_set(err, EAGAIN, "gateway: start proxy thread");
 		goto out;
