@@ -107,11 +107,13 @@ struct gw {
 	bool defer_accept;            /* TCP_DEFER_ACCEPT set on proxy_fd */
 	int stopping;                 /* atomic */
 	pthread_mutex_t local_mu;     /* the host's own addresses, refreshed */
-	uint32_t *local;
+	uint32_t *local;              /* sorted */
 	size_t n_local;
-	struct in6_addr *local6;
+	struct in6_addr *local6;      /* sorted (memcmp order) */
 	size_t n_local6;
-	uint64_t local_at;
+	uint64_t local_at;            /* now_ms() of the last read */
+	int local_nl;                 /* netlink: address changes; -1 */
+	bool local_dirty;             /* changed since the last read */
 	struct gw_stats stats;
 	struct relay_loop *relay;     /* carries connections once dialled */
 	struct tls_loop *tls;         /* carries intercepted TLS once its request is upstream */
@@ -155,6 +157,16 @@ int gw_resolve(struct gw *g, uint32_t src, const char *proto, const char *name,
  * known (*out), 1 answered later (gw_dns_answer), 2 a retransmission of a
  * waiting query (drop it), -1 over the sandbox's cap (logged). */
 int gw_resolve_async(struct gw *g, struct gw_udp_query *uq, struct gw_addrs *out);
+
+/* localaddr.c: the host's own IPv4 addresses (never a destination).
+ * gw_local_init reads them and subscribes to their changes; gw_local_wait
+ * (proxy.c's main thread, in its loop) waits up to ms for a change and
+ * reads them again after one, at most once a second; gw_local_is is
+ * policy_env's is_local: a search in the last list, never a wait for it. */
+void gw_local_init(struct gw *g);
+void gw_local_wait(struct gw *g, int ms);
+bool gw_local_is(void *arg, uint32_t ip);
+bool gw_local_is6(void *arg, const struct in6_addr *ip);
 
 /* tcpbytes.c: the payload bytes a TCP socket received and sent (first
  * transmissions), from TCP_INFO; -1 when the kernel does not say. */

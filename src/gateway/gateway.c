@@ -7,7 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <ifaddrs.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -24,60 +24,6 @@
 #include "../lib/quota.h"
 #include "../lib/relay.h"
 #include "../lib/util.h"
-
-/* ---- the host's own addresses (never a destination) ------------------- */
-
-/* Refresh g's list of the host's addresses, at most once a second:
- * addresses change rarely, and a stale list errs only for a second after
- * a change. Under local_mu. */
-static void local_refresh(struct gw *g)
-{
-	struct ifaddrs *ifa = NULL;
-
-	if (now_ms() - g->local_at <= 1000 || getifaddrs(&ifa) != 0)
-		return;
-	g->n_local = g->n_local6 = 0;
-	for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
-		if (!i->ifa_addr)
-			continue;
-		if (i->ifa_addr->sa_family == AF_INET) {
-			g->local = xrealloc(g->local, (g->n_local + 1) * sizeof(uint32_t));
-			g->local[g->n_local++] =
-				ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
-		} else if (i->ifa_addr->sa_family == AF_INET6) {
-			g->local6 = xrealloc(g->local6, (g->n_local6 + 1) * sizeof(*g->local6));
-			g->local6[g->n_local6++] = ((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-		}
-	}
-	freeifaddrs(ifa);
-	g->local_at = now_ms();
-}
-
-static bool is_local(void *arg, uint32_t ip)
-{
-	struct gw *g = arg;
-	bool found = false;
-
-	pthread_mutex_lock(&g->local_mu);
-	local_refresh(g);
-	for (size_t i = 0; i < g->n_local && !found; i++)
-		found = g->local[i] == ip;
-	pthread_mutex_unlock(&g->local_mu);
-	return found;
-}
-
-static bool is_local6(void *arg, const struct in6_addr *ip)
-{
-	struct gw *g = arg;
-	bool found = false;
-
-	pthread_mutex_lock(&g->local_mu);
-	local_refresh(g);
-	for (size_t i = 0; i < g->n_local6 && !found; i++)
-		found = !memcmp(&g->local6[i], ip, sizeof(*ip));
-	pthread_mutex_unlock(&g->local_mu);
-	return found;
-}
 
 /* ---- table and decisions ---------------------------------------------- */
 
@@ -569,8 +515,8 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 	}
 	g->env.allow_private = g->allow_private;
 	g->env.allow_private6 = g->allow_private6;
-	g->env.is_local = is_local;
-	g->env.is_local6 = is_local6;
+	g->env.is_local = gw_local_is;
+	g->env.is_local6 = gw_local_is6;
 	g->env.arg = g;
 	if ((r = parse_hosts(g, cfg->hosts, err)) < 0)
 		goto out;
@@ -602,6 +548,7 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 		goto out;
 	}
 	pull_from_node(g);
+	gw_local_init(g);   /* then kept current by the proxy's main thread */
 	if (pthread_create(&proxy_t, NULL, gw_proxy_main, g) != 0) {
 		r = err_set(err, EAGAIN, "gateway: start proxy thread");
 		goto out;

@@ -581,11 +581,10 @@ void *gw_proxy_main(void *arg)
 	pthread_attr_setstacksize(&p->at, 256 * 1024);
 	for (int i = 0; i < POOL_START; i++)
 		spawn_worker(p);
-	/* This thread only waits for the stop; workers see it when the
-	 * listening socket is shut down. */
-	while (!__atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE)) {
-		struct pollfd pfd = { .fd = g->proxy_fd, .events = 0 };
-		poll(&pfd, 1, 500);
-	}
+	/* This thread waits for the stop (workers see it when the listening
+	 * socket is shut down) and keeps the host's address list fresh, so
+	 * that no connection waits for it to be read. */
+	while (!__atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE))
+		gw_local_wait(g, 500);
 	return NULL;
 }

@@ -493,6 +493,27 @@ class NetworkTest(AirlockTestCase):
         self.assertIn((host_end, "host"), rules)
         self.assertIn((other_addr, "host"), rules)
 
+    def test_host_address_added_later_is_refused(self):
+        """An address the host gains after the gateway started is the host's
+        too: the gateway reads its address list again after the kernel
+        announces a change (not on a connection's path), so a sandbox is
+        refused it within a few seconds."""
+        sid = self.sandbox()   # the test's /24 is an allowed private range
+        late = f"{NET}.7"
+        run("ip", "addr", "add", f"{late}/32", "dev", VETH)
+        self.addCleanup(run, "ip", "addr", "del", f"{late}/32", "dev", VETH, check=False)
+        url = f"http://{late}:{self.server.port}/v1/health"
+        deadline = time.monotonic() + 15
+        while True:
+            code, _, _ = self.get(sid, url)
+            denied = [e for e in self.log(sid) if e["ip"] == late and e["decision"] == "deny"]
+            if denied:
+                break
+            self.assertLess(time.monotonic(), deadline, f"{late} never refused: {code}")
+            time.sleep(0.5)
+        self.assertNotEqual(code, 0)
+        self.assertEqual(denied[-1]["rule"], "host")
+
     def test_dns_policy(self):
         sid = self.sandbox({"allow": {"domains": ["allowed.test"]}})
         code, out, _ = self.sh(sid, "nslookup allowed.test")
