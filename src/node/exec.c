@@ -366,9 +366,7 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	metrics_observe(n, OP_EXEC, t_ok - t_req);
 	/* Register (or claim the record early output already created). */
 	pthread_mutex_lock(&sb->mu);
-	for (struct proc *q = sb->procs; q; q = q->next)
-		if (q->pid == pid && !q->claimed)
-			p = q;
+	p = proc_find_stray_locked(sb, pid);
 	if (p)
 		sb->n_strays--;
 	else
