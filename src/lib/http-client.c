@@ -302,6 +302,8 @@ struct sink {
 	emit_fn fn;
 	void *arg;
 	int aborted;
+	int (*flush)(void *arg);   /* optional: before each wait for more body */
+	void *flush_arg;
 };
 
 static int sink_emit(void *arg, const char *p, size_t n)
@@ -349,6 +351,8 @@ static int read_body(struct reader *r, enum body_kind kind, uint64_t clen, struc
 		if (kind == BODY_NONE || (kind == BODY_CLEN && got == clen) ||
 		    (kind == BODY_CHUNKED && d.state == DC_DONE))
 			return 0;
+		if (s->flush && (rc = s->flush(s->flush_arg)) != 0)
+			return s->aborted = rc;
 		ssize_t n = http_recv_some(r->fd, &r->in, HTTP_IO_CHUNK,
 					   wait_ms(r, r->idle_ms > 0 ? r->idle_ms : r->timeout_ms));
 		if (n == -ETIMEDOUT && r->on_idle) {
@@ -504,7 +508,8 @@ int http_request_stream(const char *base, const char *method, const char *target
 			r.on_idle = cbs->on_idle;
 			r.idle_arg = arg;
 		}
-		struct sink s = { .fn = emit_stream, .arg = &sa };
+		struct sink s = { .fn = emit_stream, .arg = &sa, .flush = cbs->on_flush,
+				  .flush_arg = arg };
 		rc = read_body(&r, kind, clen, &s, err);
 	}
 	http_resp_free(&head);

@@ -387,8 +387,12 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 
 	buf_init(&out);
 	buf_printf(&out, "{\"type\":\"start\",\"pid\":%u}\n", pid);
-	if (http_stream_begin(c, 200, "application/x-ndjson", NULL) == 0)
+	/* The start line rides in the head's packet: one send, one wakeup
+	 * of the api, instead of two. */
+	if (http_stream_begin_with(c, 200, "application/x-ndjson", NULL, out.data, out.len) == 0) {
+		buf_reset(&out);
 		proc_stream(n, sb, p, c, off, true, &out);
+	}
 	log_debug("sandbox %s: exec %s: parsed %.2f ms, started %.2f ms, streamed to exit %.2f ms",
 		  sb->id, p->argv[0], (t_x - t_req) / 1000.0, (t_ok - t_x) / 1000.0,
 		  (now_us() - t_ok) / 1000.0);
