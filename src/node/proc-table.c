@@ -132,6 +132,9 @@ struct proc *proc_find_locked(struct sandbox *sb, uint32_t pid)
 
 struct proc *proc_find_stray_locked(struct sandbox *sb, uint32_t pid)
 {
+	/* Usually there is none: no walk through the exited records then. */
+	if (sb->n_strays == 0)
+		return NULL;
 	for (struct proc *p = sb->procs_tail; p; p = p->prev)
 		if (p->pid == pid && !p->claimed)
 			return p;
