@@ -164,7 +164,7 @@ static void forward(struct api *a, struct http_req *req, struct http_conn *c,
 {
 	static const struct http_stream_cbs cbs = {
 		.on_head = on_head, .on_data = on_data, .on_idle = on_idle, .idle_ms = 1000,
-		.on_flush = relay_flush,
+		.on_flush = relay_flush, .reuse = true,
 	};
 	const char *ct = http_req_header(req, "Content-Type");
 	const char *idem = http_req_header(req, "Idempotency-Key");

@@ -211,6 +211,9 @@ struct http_stream_cbs {
 	 * one read brought (head and first lines, last lines) and pass it on
 	 * in one send. Not called once the body is complete. Non-zero aborts. */
 	int (*on_flush)(void *arg);
+	/* Keep the connection (unix-socket servers only) for the next request
+	 * to the same socket, once the answer ended cleanly. */
+	bool reuse;
 };
 int http_request_stream(const char *base, const char *method, const char *target,
 			const char *headers, const void *body, size_t len,
