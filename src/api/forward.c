@@ -100,13 +100,17 @@ static int relay_flush_end(struct relay *rl, bool end)
 	struct http_conn *c = rl->c;
 	int r = 0;
 
-	if (!rl->head_sent) {
+	if (!rl->head_sent && end) {
+		/* the whole answer in one send */
+		rl->head_sent = true;
+		http_stream_hold(c, rl->status, rl->content_type,
+				 rl->extra.len ? rl->extra.data : NULL);
+		r = http_stream_end_with(c, rl->body.data, rl->body.len);
+	} else if (!rl->head_sent) {
 		rl->head_sent = true;
 		r = http_stream_begin_with(c, rl->status, rl->content_type,
-					   rl->extra.len ? rl->extra.data : NULL,
-					   end ? NULL : rl->body.data, end ? 0 : rl->body.len);
-		if (r == 0 && end)
-			r = http_stream_end_with(c, rl->body.data, rl->body.len);
+					   rl->extra.len ? rl->extra.data : NULL, rl->body.data,
+					   rl->body.len);
 	} else if (end) {
 		r = http_stream_end_with(c, rl->body.data, rl->body.len);
 	} else if (rl->body.len) {

@@ -116,6 +116,7 @@ struct http_conn {
 	uint64_t accepted_ms;            /* now_ms() at accept: the first head's deadline */
 	size_t body_reserved;            /* bytes of srv->body_inflight this request holds */
 	struct buf in;                   /* received, not yet consumed */
+	struct buf held;                 /* a stream's head, not sent yet (http_stream_hold) */
 	enum resp_state state;
 	bool keep_alive;                 /* for the current request */
 	bool http10;

@@ -57,9 +57,20 @@ static void start_head(struct http_conn *c, struct buf *h, int status, const cha
 
 static int conn_send(struct http_conn *c, struct iovec *iov, size_t n)
 {
+	struct iovec all[8];
+
 	if (c->broken)
 		return -EPIPE;
-	if (http_send_iov(c->fd, iov, n) < 0) {
+	/* a held stream head goes out with the first bytes after it */
+	if (c->held.len && n < ARRAY_SIZE(all)) {
+		all[0] = (struct iovec){ .iov_base = c->held.data, .iov_len = c->held.len };
+		memcpy(all + 1, iov, n * sizeof(*iov));
+		iov = all;
+		n++;
+	}
+	int r = http_send_iov(c->fd, iov, n);
+	buf_reset(&c->held);
+	if (r < 0) {
 		c->broken = true;
 		return -EPIPE;
 	}
@@ -174,6 +185,21 @@ int http_stream_begin_with(struct http_conn *c, int status, const char *content_
 	return conn_send(c, iov, 1 + chunk_iov(c, iov + 1, size, p, n));
 }
 
+void http_stream_hold(struct http_conn *c, int status, const char *content_type,
+		      const char *extra_headers)
+{
+	if (c->state != RESP_NONE)
+		return;
+	c->state = RESP_STREAM;
+	if (c->http10)
+		c->keep_alive = false;
+	buf_reset(&c->held);
+	start_head(c, &c->held, status, content_type, extra_headers);
+	if (!c->http10)
+		buf_adds(&c->held, "Transfer-Encoding: chunked\r\n");
+	buf_adds(&c->held, "\r\n");
+}
+
 int http_stream_begin(struct http_conn *c, int status, const char *content_type,
 		      const char *extra_headers)
 {
@@ -208,7 +234,7 @@ int http_stream_end_with(struct http_conn *c, const void *p, size_t n)
 	k = chunk_iov(c, iov, size, p, n);
 	if (!c->http10 && !c->is_head)
 		iov[k++] = (struct iovec){ .iov_base = (void *)"0\r\n\r\n", .iov_len = 5 };
-	return k ? conn_send(c, iov, k) : 0;
+	return k || c->held.len ? conn_send(c, iov, k) : 0;
 }
 
 int http_stream_end(struct http_conn *c)

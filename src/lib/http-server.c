@@ -313,7 +313,10 @@ static bool serve_one(struct http_conn *c, struct http_req *req)
 	} else if (c->state == RESP_STREAM) {
 		/* unterminated stream: closing tells the client it was cut short */
 		c->keep_alive = false;
+		if (c->held.len && !c->broken)
+			(void)http_send_all(c->fd, c->held.data, c->held.len);
 	}
+	buf_reset(&c->held);
 	return c->keep_alive && !c->broken && !server_stopping(c->srv);
 }
 
@@ -386,6 +389,7 @@ static void conn_serve(struct http_conn *c)
 	conn_unregister(c);
 	close(c->fd);
 	buf_free(&c->in);
+	buf_free(&c->held);
 	free(c);
 }
 
@@ -492,6 +496,7 @@ static struct http_conn *conn_new(struct http_server *s, int fd,
 	c->fd = fd;
 	c->accepted_ms = now_ms();
 	buf_init(&c->in);
+	buf_init(&c->held);
 	http_format_peer(ss, c->peer, sizeof(c->peer));
 	http_format_peer_ip(ss, c->ip, sizeof(c->ip));
 	int why = conn_register(s, c, false);

@@ -91,6 +91,11 @@ int http_stream_end(struct http_conn *c);
 int http_stream_begin_with(struct http_conn *c, int status, const char *content_type,
 			   const char *extra_headers, const void *p, size_t n);
 int http_stream_end_with(struct http_conn *c, const void *p, size_t n);
+/* Begin a stream whose head waits for the first write or the end, to go
+ * out in the same sendmsg (so a stream that ends at once is one packet).
+ * For a handler that writes or ends without waiting on anything first. */
+void http_stream_hold(struct http_conn *c, int status, const char *content_type,
+		      const char *extra_headers);
 /* Header lines ("Name: value\r\n", < 128 bytes, not checked: the caller's
  * own) sent with every answer to the current request (X-Request-Id);
  * cleared when the next request's head arrives. */
