@@ -8,7 +8,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "../lib/log.h"
 #include "node-internal.h"
@@ -273,28 +272,6 @@ static char **image_defaults(const struct sandbox *sb, struct exec_req *er, char
 	return argv;
 }
 
-/* How long an exec's answer waits for the process to exit before its start
- * line goes out: about what the exit of `true` takes to come back from the
- * guest on a loaded host, and nothing a person or agent would notice on a
- * long-running command's first line. */
-#define EXEC_HOLD_US 2000
-
-static void wait_exit_briefly(struct sandbox *sb, struct proc *p, unsigned us)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += (long)us * 1000;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&sb->mu);
-	while (p->running && pthread_cond_timedwait(&p->cv, &sb->mu, &ts) != ETIMEDOUT)
-		;
-	pthread_mutex_unlock(&sb->mu);
-}
-
 void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c)
 {
 	static const char *const keys[] = { "cmd", "env", "cwd", "user", "uid", "pty",
@@ -410,12 +387,9 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 
 	buf_init(&out);
 	buf_printf(&out, "{\"type\":\"start\",\"pid\":%u}\n", pid);
-	/* A short command has usually exited before its start line would
-	 * reach the client: give it EXEC_HOLD_US to do so, and the head, the
-	 * start line, its output, the exit line and the end leave in one
-	 * packet (one wakeup of the api and of the client instead of two).
-	 * Past that the start line goes at once, with the head. */
-	wait_exit_briefly(sb, p, EXEC_HOLD_US);
+	/* The head goes with the start line (proc_stream's first write),
+	 * and with the exit line too when the process has already exited:
+	 * one send, one wakeup of the api. */
 	http_stream_hold(c, 200, "application/x-ndjson", NULL);
 	proc_stream(n, sb, p, c, off, true, &out);
 	log_debug("sandbox %s: exec %s: parsed %.2f ms, started %.2f ms, streamed to exit %.2f ms",
