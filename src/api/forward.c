@@ -25,13 +25,20 @@
  * held in memory: file reads are limited to 16 MiB by the node. */
 #define MAX_BUFFERED (64u << 20)
 
+/* A streamed answer is passed on per read from the node, not per chunk:
+ * what one read brought (the head with the exec's start line; the last
+ * output with the exit line and the end) leaves in one send, so the
+ * client wakes once for it. Held bytes past this go out at once. */
+#define RELAY_HOLD (64u << 10)
+
 struct relay {
 	struct http_conn *c;
 	bool head_seen, streaming, client_gone, too_big;
+	bool head_sent;         /* streaming: the head went to the client */
 	int status;
 	char *content_type;     /* owned; NULL when the node sent none */
 	struct buf extra;       /* response headers to pass on, "Name: value\r\n"... */
-	struct buf body;        /* buffered mode only */
+	struct buf body;        /* buffered mode: all of it; streaming: held bytes */
 };
 
 /* Header values are put on the wire verbatim: refuse CR, LF and other
@@ -78,16 +85,50 @@ static int on_head(void *arg, const struct http_resp *head)
 		buf_printf(&rl->extra, "%s: %s\r\n", h->name, h->value);
 	}
 	/* The node streams exactly when it answers without a length. */
+	/* A streamed answer's head is held until the first flush (relay_flush),
+	 * which comes before the relay waits on the node for anything. */
 	rl->streaming = (te && strcasestr(te, "chunked")) ||
 			(ct && strncasecmp(ct, "application/x-ndjson", 20) == 0);
-	if (rl->streaming) {
-		if (http_stream_begin(rl->c, rl->status, rl->content_type,
-				      rl->extra.len ? rl->extra.data : NULL) < 0) {
-			rl->client_gone = true;
-			return 1;
-		}
+	return 0;
+}
+
+/* Streaming: send the head if not yet sent, with what is held; end the
+ * stream too when `end`. Returns non-zero (abort the upstream request)
+ * when the client has gone. */
+static int relay_flush_end(struct relay *rl, bool end)
+{
+	struct http_conn *c = rl->c;
+	int r = 0;
+
+	if (!rl->head_sent && end) {
+		/* the whole answer in one send */
+		rl->head_sent = true;
+		http_stream_hold(c, rl->status, rl->content_type,
+				 rl->extra.len ? rl->extra.data : NULL);
+		r = http_stream_end_with(c, rl->body.data, rl->body.len);
+	} else if (!rl->head_sent) {
+		rl->head_sent = true;
+		r = http_stream_begin_with(c, rl->status, rl->content_type,
+					   rl->extra.len ? rl->extra.data : NULL, rl->body.data,
+					   rl->body.len);
+	} else if (end) {
+		r = http_stream_end_with(c, rl->body.data, rl->body.len);
+	} else if (rl->body.len) {
+		r = http_stream_write(c, rl->body.data, rl->body.len);
+	}
+	buf_reset(&rl->body);
+	if (r < 0) {
+		rl->client_gone = true;
+		return 1;
 	}
 	return 0;
+}
+
+static int relay_flush(void *arg)
+{
+	struct relay *rl = arg;
+
+	return rl->streaming ? relay_flush_end(rl, false) : 0;
 }
 
 static int on_data(void *arg, const void *p, size_t n)
@@ -95,11 +136,8 @@ static int on_data(void *arg, const void *p, size_t n)
 	struct relay *rl = arg;
 
 	if (rl->streaming) {
-		if (http_stream_write(rl->c, p, n) < 0) {
-			rl->client_gone = true;
-			return 1;   /* abort the upstream request */
-		}
-		return 0;
+		buf_add(&rl->body, p, n);
+		return rl->body.len >= RELAY_HOLD ? relay_flush_end(rl, false) : 0;
 	}
 	if (rl->body.len + n > MAX_BUFFERED) {
 		rl->too_big = true;
@@ -130,6 +168,7 @@ static void forward(struct api *a, struct http_req *req, struct http_conn *c,
 {
 	static const struct http_stream_cbs cbs = {
 		.on_head = on_head, .on_data = on_data, .on_idle = on_idle, .idle_ms = 1000,
+		.on_flush = relay_flush, .reuse = true,
 	};
 	const char *ct = http_req_header(req, "Content-Type");
 	const char *idem = http_req_header(req, "Idempotency-Key");
@@ -194,9 +233,10 @@ static void forward(struct api *a, struct http_req *req, struct http_conn *c,
 			log_warn("%s %s: node stream broke: %s", req->method, req->path, err.msg);
 		/* Terminate the chunked answer only when the node's did end: left
 		 * open, the server closes the connection and the client sees a
-		 * cut-short body rather than a clean end. */
-		if (r == 0)
-			http_stream_end(c);
+		 * cut-short body rather than a clean end. What is held goes
+		 * out either way. */
+		if (!rl.client_gone)
+			relay_flush_end(&rl, r == 0);
 	} else if (rl.too_big) {
 		log_err("%s %s: node answer larger than %u bytes", req->method, req->path,
 			MAX_BUFFERED);

@@ -74,6 +74,13 @@ int main(int argc, char **argv)
 	a.pid1 = getpid() == 1;
 	if (!a.pid1)
 		(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* Dispositions are inherited across exec: whatever our starter
+	 * ignored, every process we start would too. Put them all back to
+	 * the default once, here, so that an exec's child has only SIGPIPE
+	 * to restore (proc.c, child_exec) instead of a sigaction per signal
+	 * in every exec. The agent installs no handlers. */
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
 	/* Everything asynchronous arrives through the signalfd; SIGPIPE is
 	 * ignored so a vanished reader is an EPIPE, not our death. */
 	signal(SIGPIPE, SIG_IGN);

@@ -167,10 +167,11 @@ child_exec(const struct child_fds *c, const struct proto_exec *x, char **env)
 {
 	sigset_t none;
 
+	/* The agent handles nothing (no handler could run here on its
+	 * memory) and ignores only SIGPIPE; main() reset the rest at start. */
+	signal(SIGPIPE, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (int s = 1; s < NSIG; s++)
-		signal(s, SIG_DFL);
 	if (setsid() < 0)
 		child_fail(c->status, STAGE_SETUP);
 	if (c->pty && ioctl(c->in, TIOCSCTTY, 0) < 0)
@@ -337,7 +338,9 @@ void proc_exec(struct agent *a, const struct proto_frame *f)
 		for (int i = 0; i < 2; i++) {
 			/* Bigger pipes: fewer wakeups for chatty processes. */
 			(void)fcntl(p->out_fd[i], F_SETPIPE_SZ, 1 << 20);
-			set_nonblock(p->out_fd[i]);
+			/* A fresh pipe's read end has no other status flag to
+			 * keep: one F_SETFL, without the F_GETFL. */
+			(void)fcntl(p->out_fd[i], F_SETFL, O_NONBLOCK);
 		}
 		if (p->in_fd >= 0)
 			set_nonblock(p->in_fd);

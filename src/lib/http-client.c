@@ -176,12 +176,13 @@ int http_dial(const char *base, char *host_header, size_t hn, err_t *err)
  * request is a single packet. A failed send is not fatal by itself: the
  * server may have answered early (413) and closed; the caller still reads. */
 static int send_request(int fd, const struct endpoint *ep, const char *method,
-			const char *target, const char *headers, const void *body, size_t len)
+			const char *target, const char *headers, const void *body, size_t len,
+			bool keep)
 {
 	_cleanup_(buf_free) struct buf h = { 0 };
 
-	buf_printf(&h, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", method, target,
-		   ep->host_header);
+	buf_printf(&h, "%s %s HTTP/1.1\r\nHost: %s\r\n%s", method, target, ep->host_header,
+		   keep ? "" : "Connection: close\r\n");
 	if (body || len)
 		buf_printf(&h, "Content-Length: %zu\r\n", len);
 	if (headers && *headers) {
@@ -302,6 +303,8 @@ struct sink {
 	emit_fn fn;
 	void *arg;
 	int aborted;
+	int (*flush)(void *arg);   /* optional: before each wait for more body */
+	void *flush_arg;
 };
 
 static int sink_emit(void *arg, const char *p, size_t n)
@@ -349,6 +352,8 @@ static int read_body(struct reader *r, enum body_kind kind, uint64_t clen, struc
 		if (kind == BODY_NONE || (kind == BODY_CLEN && got == clen) ||
 		    (kind == BODY_CHUNKED && d.state == DC_DONE))
 			return 0;
+		if (s->flush && (rc = s->flush(s->flush_arg)) != 0)
+			return s->aborted = rc;
 		ssize_t n = http_recv_some(r->fd, &r->in, HTTP_IO_CHUNK,
 					   wait_ms(r, r->idle_ms > 0 ? r->idle_ms : r->timeout_ms));
 		if (n == -ETIMEDOUT && r->on_idle) {
@@ -365,19 +370,109 @@ static int read_body(struct reader *r, enum body_kind kind, uint64_t clen, struc
 	}
 }
 
-/* Connects, sends, and reads the final head into head. */
+/* ---- idle connections to unix-socket servers (http_stream_cbs.reuse) ----
+ * The api forwards every request to its node over a unix socket; dialing
+ * anew each time costs a socket, a connect and an accept, and a close on
+ * both sides. A connection whose answer ended cleanly waits here for the
+ * next request to the same socket. Unix only: there, a peer's close is
+ * seen at once (the liveness check below), so a request never goes out on
+ * a connection the server already dropped; a server drops an idle one only
+ * after HTTP_IDLE_TIMEOUT_MS, well past POOL_IDLE_MS. */
+#define POOL_MAX 8
+#define POOL_IDLE_MS (HTTP_IDLE_TIMEOUT_MS / 4)
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pooled {
+	char path[108];
+	int fd;
+	uint64_t at;     /* now_ms() when put back */
+} pool[POOL_MAX];
+static size_t pool_n;
+
+/* Open, and nothing unread: a peer that closed reads as EOF, one that sent
+ * something unasked is out of step. Either way the connection is dropped. */
+static bool conn_idle_ok(int fd)
+{
+	char ch;
+	ssize_t n = recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+static int pool_take(const char *path)
+{
+	uint64_t now = now_ms();
+
+	for (;;) {
+		struct pooled got = { .fd = -1 };
+
+		pthread_mutex_lock(&pool_mu);
+		for (size_t i = pool_n; i-- > 0;)
+			if (strcmp(pool[i].path, path) == 0) {
+				got = pool[i];
+				pool[i] = pool[--pool_n];
+				break;
+			}
+		pthread_mutex_unlock(&pool_mu);
+		if (got.fd < 0)
+			return -1;
+		if (now - got.at < POOL_IDLE_MS && conn_idle_ok(got.fd))
+			return got.fd;
+		close(got.fd);
+	}
+}
+
+static void pool_put(const char *path, int fd)
+{
+	pthread_mutex_lock(&pool_mu);
+	if (pool_n < POOL_MAX) {
+		snprintf(pool[pool_n].path, sizeof(pool[pool_n].path), "%s", path);
+		pool[pool_n].fd = fd;
+		pool[pool_n].at = now_ms();
+		pool_n++;
+		fd = -1;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Connects (or takes an idle connection when *reuse and the endpoint is a
+ * unix socket; *reuse says on return whether the request asked to keep
+ * the connection), sends, and reads the final head into head. */
 static int start_request(const char *base, const char *method, const char *target,
 			 const char *headers, const void *body, size_t len, struct reader *r,
-			 struct http_resp *head, enum body_kind *kind, uint64_t *clen, err_t *err)
+			 struct http_resp *head, enum body_kind *kind, uint64_t *clen, bool *reuse,
+			 char *path, err_t *err)
 {
 	struct endpoint ep;
+	bool keep = reuse && *reuse;
+	int sr;
 
+	if (reuse)
+		*reuse = false;
 	if (parse_base(base, &ep, err) < 0)
 		return -err->code;
-	r->fd = dial(&ep, err);
-	if (r->fd < 0)
-		return r->fd;
-	int sr = send_request(r->fd, &ep, method, target, headers, body, len);
+	keep = keep && ep.is_unix;
+	r->fd = keep ? pool_take(ep.path) : -1;
+	if (r->fd >= 0) {
+		sr = send_request(r->fd, &ep, method, target, headers, body, len, true);
+		if (sr < 0) {
+			/* nothing of it was taken: a fresh connection instead */
+			close(r->fd);
+			r->fd = -1;
+		}
+	}
+	if (r->fd < 0) {
+		r->fd = dial(&ep, err);
+		if (r->fd < 0)
+			return r->fd;
+		sr = send_request(r->fd, &ep, method, target, headers, body, len, keep);
+	}
+	if (keep) {
+		*reuse = true;
+		snprintf(path, 108, "%s", ep.path);
+	}
 	int rr = read_final_head(r, method, head, kind, clen, err);
 	if (rr < 0 && sr < 0)
 		return err_set(err, EPIPE, "%s %s%s: cannot send request", method, base, target);
@@ -420,7 +515,7 @@ int http_request_bounded(const char *base, const char *method, const char *targe
 	memset(out, 0, sizeof(*out));
 	buf_init(&r.in);
 	int rc = start_request(base, method, target, headers, body, len, &r, out, &kind, &clen,
-			       err);
+			       NULL, NULL, err);
 	if (rc == 0) {
 		struct sink s = { .fn = emit_bounded_body, .arg = &bb };
 		rc = read_body(&r, kind, clen, &s, err);
@@ -456,7 +551,7 @@ int http_request_timeout(const char *base, const char *method, const char *targe
 	memset(out, 0, sizeof(*out));
 	buf_init(&r.in);
 	int rc = start_request(base, method, target, headers, body, len, &r, out, &kind, &clen,
-			       err);
+			       NULL, NULL, err);
 	if (rc == 0) {
 		struct sink s = { .fn = emit_resp_body, .arg = out };
 		rc = read_body(&r, kind, clen, &s, err);
@@ -493,8 +588,10 @@ int http_request_stream(const char *base, const char *method, const char *target
 
 	memset(&head, 0, sizeof(head));
 	buf_init(&r.in);
+	bool reuse = cbs->reuse;
+	char path[108] = "";
 	int rc = start_request(base, method, target, headers, body, len, &r, &head, &kind, &clen,
-			       err);
+			       &reuse, path, err);
 	if (rc == 0 && cbs->on_head)
 		rc = cbs->on_head(arg, &head);
 	if (rc == 0) {
@@ -504,8 +601,18 @@ int http_request_stream(const char *base, const char *method, const char *target
 			r.on_idle = cbs->on_idle;
 			r.idle_arg = arg;
 		}
-		struct sink s = { .fn = emit_stream, .arg = &sa };
+		struct sink s = { .fn = emit_stream, .arg = &sa, .flush = cbs->on_flush,
+				  .flush_arg = arg };
 		rc = read_body(&r, kind, clen, &s, err);
+	}
+	/* Reused only after an answer that ended cleanly where its framing
+	 * said, with nothing after it, on a connection the server keeps. */
+	const char *conn = rc == 0 ? http_resp_header(&head, "Connection") : NULL;
+	if (reuse && rc == 0 && r.fd >= 0 && (kind == BODY_CLEN || kind == BODY_CHUNKED ||
+					      kind == BODY_NONE) &&
+	    r.in.len == 0 && !(conn && http_has_token(conn, "close"))) {
+		pool_put(path, r.fd);
+		r.fd = -1;
 	}
 	http_resp_free(&head);
 	if (r.fd >= 0)

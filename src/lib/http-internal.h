@@ -7,7 +7,7 @@
  *   http-chunked.c  the incremental chunked-body decoder (server and client)
  *   http-io.c       receive-buffer and socket helpers (server and client)
  *   http-respond.c  what a handler sends: whole responses, chunked streams
- *   http-server.c   accept thread, one thread per connection, start and stop
+ *   http-server.c   the thread pool (accept and serve), start and stop
  *   http-listen.c   the listening socket: HOST:PORT, [IPV6]:PORT, unix:/path
  *   http-client.c   the client
  */
@@ -116,6 +116,7 @@ struct http_conn {
 	uint64_t accepted_ms;            /* now_ms() at accept: the first head's deadline */
 	size_t body_reserved;            /* bytes of srv->body_inflight this request holds */
 	struct buf in;                   /* received, not yet consumed */
+	struct buf held;                 /* a stream's head, not sent yet (http_stream_hold) */
 	enum resp_state state;
 	bool keep_alive;                 /* for the current request */
 	bool http10;
@@ -126,7 +127,8 @@ struct http_conn {
 
 struct http_server {
 	int lfd, wake_fd;
-	pthread_t thread;
+	unsigned n_workers;              /* pool threads alive, under mu */
+	unsigned n_idle;                 /* of them, waiting for a connection */
 	char addr[128];
 	char *unix_path;                 /* socket file we created, to unlink */
 	dev_t unix_dev;
@@ -135,12 +137,12 @@ struct http_server {
 	http_handler_fn fn;
 	void *ctx;
 	pthread_mutex_t mu;
-	pthread_cond_t idle;             /* signalled when n_conns drops to 0 */
+	pthread_cond_t idle;             /* broadcast when a connection or thread ends */
 	struct http_conn *conns;
 	size_t n_conns;
 	size_t body_inflight;            /* sum of conns' body_reserved */
 	bool stopping;
-	uint64_t refused_log_ms;         /* accept thread only: last refusal logged */
+	uint64_t refused_log_ms;         /* under mu: last refusal logged */
 	unsigned refused_unlogged;
 };
 

@@ -57,9 +57,20 @@ static void start_head(struct http_conn *c, struct buf *h, int status, const cha
 
 static int conn_send(struct http_conn *c, struct iovec *iov, size_t n)
 {
+	struct iovec all[8];
+
 	if (c->broken)
 		return -EPIPE;
-	if (http_send_iov(c->fd, iov, n) < 0) {
+	/* a held stream head goes out with the first bytes after it */
+	if (c->held.len && n < ARRAY_SIZE(all)) {
+		all[0] = (struct iovec){ .iov_base = c->held.data, .iov_len = c->held.len };
+		memcpy(all + 1, iov, n * sizeof(*iov));
+		iov = all;
+		n++;
+	}
+	int r = http_send_iov(c->fd, iov, n);
+	buf_reset(&c->held);
+	if (r < 0) {
 		c->broken = true;
 		return -EPIPE;
 	}
@@ -132,12 +143,34 @@ int http_respond_error(struct http_conn *c, int status, const char *code, const 
 	return http_respond_json(c, status, b.data);
 }
 
+/* The iovecs of one chunk of n bytes at p (size line, data, CRLF) into
+ * iov[0..3), or of the raw bytes for HTTP/1.0 (no chunked coding). Returns
+ * how many were used; 0 for nothing to send (an empty chunk would end the
+ * stream). size must hold 24 bytes. */
+static size_t chunk_iov(const struct http_conn *c, struct iovec *iov, char *size, const void *p,
+			size_t n)
+{
+	if (n == 0 || c->is_head)
+		return 0;
+	if (c->http10) {
+		iov[0] = (struct iovec){ .iov_base = (void *)p, .iov_len = n };
+		return 1;
+	}
+	int sl = snprintf(size, 24, "%zx\r\n", n);
+	iov[0] = (struct iovec){ .iov_base = size, .iov_len = (size_t)sl };
+	iov[1] = (struct iovec){ .iov_base = (void *)p, .iov_len = n };
+	iov[2] = (struct iovec){ .iov_base = (void *)"\r\n", .iov_len = 2 };
+	return 3;
+}
+
 /* HTTP/1.0 has no chunked coding: such a stream is the raw bytes, ended by
  * closing the connection. */
-int http_stream_begin(struct http_conn *c, int status, const char *content_type,
-		      const char *extra_headers)
+int http_stream_begin_with(struct http_conn *c, int status, const char *content_type,
+			   const char *extra_headers, const void *p, size_t n)
 {
 	_cleanup_(buf_free) struct buf h = { 0 };
+	struct iovec iov[4];
+	char size[24];
 
 	if (c->state != RESP_NONE)
 		return -EALREADY;
@@ -148,43 +181,65 @@ int http_stream_begin(struct http_conn *c, int status, const char *content_type,
 	if (!c->http10)
 		buf_adds(&h, "Transfer-Encoding: chunked\r\n");
 	buf_adds(&h, "\r\n");
-	struct iovec iov = { .iov_base = h.data, .iov_len = h.len };
-	return conn_send(c, &iov, 1);
+	iov[0] = (struct iovec){ .iov_base = h.data, .iov_len = h.len };
+	return conn_send(c, iov, 1 + chunk_iov(c, iov + 1, size, p, n));
+}
+
+void http_stream_hold(struct http_conn *c, int status, const char *content_type,
+		      const char *extra_headers)
+{
+	if (c->state != RESP_NONE)
+		return;
+	c->state = RESP_STREAM;
+	if (c->http10)
+		c->keep_alive = false;
+	buf_reset(&c->held);
+	start_head(c, &c->held, status, content_type, extra_headers);
+	if (!c->http10)
+		buf_adds(&c->held, "Transfer-Encoding: chunked\r\n");
+	buf_adds(&c->held, "\r\n");
+}
+
+int http_stream_begin(struct http_conn *c, int status, const char *content_type,
+		      const char *extra_headers)
+{
+	return http_stream_begin_with(c, status, content_type, extra_headers, NULL, 0);
 }
 
 int http_stream_write(struct http_conn *c, const void *p, size_t n)
 {
+	struct iovec iov[3];
 	char size[24];
+	size_t k;
 
 	if (c->state != RESP_STREAM)
 		return -EINVAL;
 	if (c->broken)
 		return -EPIPE;
-	/* an empty chunk would end the stream */
-	if (n == 0 || c->is_head)
-		return 0;
-	if (c->http10) {
-		struct iovec raw = { .iov_base = (void *)p, .iov_len = n };
-		return conn_send(c, &raw, 1);
-	}
-	int sl = snprintf(size, sizeof(size), "%zx\r\n", n);
-	struct iovec iov[3] = {
-		{ .iov_base = size, .iov_len = (size_t)sl },
-		{ .iov_base = (void *)p, .iov_len = n },
-		{ .iov_base = (void *)"\r\n", .iov_len = 2 },
-	};
-	return conn_send(c, iov, 3);
+	k = chunk_iov(c, iov, size, p, n);
+	return k ? conn_send(c, iov, k) : 0;
+}
+
+int http_stream_end_with(struct http_conn *c, const void *p, size_t n)
+{
+	struct iovec iov[4];
+	char size[24];
+	size_t k;
+
+	if (c->state != RESP_STREAM)
+		return -EINVAL;
+	c->state = RESP_STREAM_DONE;
+	if (c->broken)
+		return -EPIPE;
+	k = chunk_iov(c, iov, size, p, n);
+	if (!c->http10 && !c->is_head)
+		iov[k++] = (struct iovec){ .iov_base = (void *)"0\r\n\r\n", .iov_len = 5 };
+	return k || c->held.len ? conn_send(c, iov, k) : 0;
 }
 
 int http_stream_end(struct http_conn *c)
 {
-	if (c->state != RESP_STREAM)
-		return -EINVAL;
-	c->state = RESP_STREAM_DONE;
-	if (c->http10 || c->is_head)
-		return c->broken ? -EPIPE : 0;
-	struct iovec iov = { .iov_base = (void *)"0\r\n\r\n", .iov_len = 5 };
-	return conn_send(c, &iov, 1);
+	return http_stream_end_with(c, NULL, 0);
 }
 
 bool http_conn_peer_closed(struct http_conn *c)

@@ -1,16 +1,27 @@
-/* http-server.c - the HTTP/1.1 server: an accept thread, one thread per
- * connection that reads requests (keep-alive) and runs the handler on each,
- * and starting and stopping it all. What a handler sends is in
- * http-respond.c, the listening socket in http-listen.c.
+/* http-server.c - the HTTP/1.1 server: a pool of threads that each accept
+ * a connection, read its requests (keep-alive) and run the handler on each,
+ * then go back to accepting; and starting and stopping it all. What a
+ * handler sends is in http-respond.c, the listening socket in
+ * http-listen.c.
+ *
+ * The thread that accepts a connection serves it itself (leader/follower):
+ * no thread is created and none handed the connection on the request's
+ * path, which costs a clone and a wakeup of a fresh thread per connection
+ * (the api dials the node anew for every request it forwards). At least
+ * one thread waits in accept; the one that takes the last idle slot starts
+ * another before serving, and a thread whose connection ended goes back to
+ * waiting unless HTTP_IDLE_THREADS already are.
  */
 #include "http-internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 
 #include "log.h"
@@ -27,6 +38,9 @@
  * response before the client reads it. */
 #define HTTP_LINGER_MS 1000
 #define HTTP_LINGER_BYTES (4 * 1024 * 1024)
+
+/* Threads kept waiting in accept between connections; more exit. */
+#define HTTP_IDLE_THREADS 4
 
 /* read_request: the head hook answered; the body was not read. */
 #define REQ_ANSWERED 2
@@ -299,7 +313,10 @@ static bool serve_one(struct http_conn *c, struct http_req *req)
 	} else if (c->state == RESP_STREAM) {
 		/* unterminated stream: closing tells the client it was cut short */
 		c->keep_alive = false;
+		if (c->held.len && !c->broken)
+			(void)http_send_all(c->fd, c->held.data, c->held.len);
 	}
+	buf_reset(&c->held);
 	return c->keep_alive && !c->broken && !server_stopping(c->srv);
 }
 
@@ -316,8 +333,8 @@ static void conn_unregister(struct http_conn *c)
 		s->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	if (--s->n_conns == 0)
-		pthread_cond_broadcast(&s->idle);
+	s->n_conns--;
+	pthread_cond_broadcast(&s->idle);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -342,9 +359,9 @@ static bool conn_start_tls(struct http_conn *c)
 	return true;
 }
 
-static void *conn_main(void *arg)
+/* Serve c until it ends, then close and free it. */
+static void conn_serve(struct http_conn *c)
 {
-	struct http_conn *c = arg;
 	bool first = true;
 
 	for (;;) {
@@ -372,8 +389,8 @@ static void *conn_main(void *arg)
 	conn_unregister(c);
 	close(c->fd);
 	buf_free(&c->in);
+	buf_free(&c->held);
 	free(c);
-	return NULL;
 }
 
 static void tune_accepted(int fd, int family)
@@ -424,26 +441,31 @@ static int conn_register(struct http_server *s, struct http_conn *c, bool exempt
 	return r;
 }
 
-/* Accept thread only. A flood of refusals must not become a flood of log
- * lines: at most one a second, with the count of those not logged. */
+/* A flood of refusals must not become a flood of log lines: at most one a
+ * second, with the count of those not logged. */
 static void log_refused(struct http_server *s, const char *peer, int why)
 {
 	uint64_t now = now_ms();
+	unsigned unlogged;
 
+	pthread_mutex_lock(&s->mu);
 	if (s->refused_log_ms && now - s->refused_log_ms < 1000) {
 		s->refused_unlogged++;
+		pthread_mutex_unlock(&s->mu);
 		return;
 	}
+	unlogged = s->refused_unlogged;
+	s->refused_log_ms = now;
+	s->refused_unlogged = 0;
+	pthread_mutex_unlock(&s->mu);
 	log_warn("http: refusing connection from %s (%s; %u more refused since the last "
 		 "such line)", peer,
 		 why == -EUSERS ? "too many from this address"
 				: why == -EMFILE ? "server full" : "shutting down",
-		 s->refused_unlogged);
-	s->refused_log_ms = now;
-	s->refused_unlogged = 0;
+		 unlogged);
 }
 
-/* Refuse from the accept thread: a canned answer sent without waiting (the
+/* Refuse at once: a canned answer sent without waiting (the
  * socket's send buffer is empty), then close; no thread, no reading. */
 static void refuse(int fd, int why)
 {
@@ -463,16 +485,18 @@ static void refuse(int fd, int why)
 	close(fd);
 }
 
-static void start_conn(struct http_server *s, int fd, const struct sockaddr_storage *ss)
+/* The connection fd just accepted, registered, or refused and closed.
+ * Returns it ready to serve, or NULL. */
+static struct http_conn *conn_new(struct http_server *s, int fd,
+				  const struct sockaddr_storage *ss)
 {
 	struct http_conn *c = xcalloc(1, sizeof(*c));
-	pthread_attr_t attr;
-	pthread_t t;
 
 	c->srv = s;
 	c->fd = fd;
 	c->accepted_ms = now_ms();
 	buf_init(&c->in);
+	buf_init(&c->held);
 	http_format_peer(ss, c->peer, sizeof(c->peer));
 	http_format_peer_ip(ss, c->ip, sizeof(c->ip));
 	int why = conn_register(s, c, false);
@@ -482,47 +506,115 @@ static void start_conn(struct http_server *s, int fd, const struct sockaddr_stor
 		log_refused(s, c->peer, why);
 		refuse(fd, why);
 		free(c);
-		return;
+		return NULL;
 	}
 	tune_accepted(fd, ss->ss_family);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int r = pthread_create(&t, &attr, conn_main, c);
-	pthread_attr_destroy(&attr);
-	if (r != 0) {
-		log_err("http: cannot start connection thread: %s", strerror(r));
-		conn_unregister(c);
-		close(fd);
-		free(c);
-	}
+	return c;
 }
 
-static void *accept_main(void *arg)
+static void *worker_main(void *arg);
+
+/* Under s->mu. False when no thread could be started (the caller goes on:
+ * the threads serving now come back to accepting when done). */
+static bool worker_spawn_locked(struct http_server *s)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int r;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&t, &attr, worker_main, s);
+	pthread_attr_destroy(&attr);
+	if (r != 0) {
+		log_err("http: cannot start a server thread: %s", strerror(r));
+		return false;
+	}
+	s->n_workers++;
+	s->n_idle++;
+	return true;
+}
+
+/* Waits for a connection and accepts it; the listening socket is
+ * non-blocking, shared by every idle thread of the pool. Each thread has
+ * its own epoll set holding the socket with EPOLLEXCLUSIVE, so a
+ * connection wakes one of them, not all; the stop eventfd (not exclusive)
+ * wakes all. Returns the fd, -EAGAIN to try again, -ESHUTDOWN to stop. */
+static int worker_accept(struct http_server *s, int ep, struct sockaddr_storage *ss)
+{
+	struct epoll_event ev[2];
+	socklen_t sl = sizeof(*ss);
+	int n, fd;
+
+	/* The timeout is a backstop only: should a wakeup ever go to a
+	 * thread that was already busy, a connection waits at most this. */
+	n = epoll_wait(ep, ev, 2, 1000);
+	if (n < 0 && errno != EINTR) {
+		log_err("http: accept loop on %s stopped: epoll_wait: %m", s->addr);
+		return -ESHUTDOWN;
+	}
+	if (server_stopping(s))
+		return -ESHUTDOWN;
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.fd == s->wake_fd)
+			return -ESHUTDOWN;
+	fd = accept4(s->lfd, (struct sockaddr *)ss, &sl, SOCK_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	/* out of fds or memory: back off instead of spinning */
+	if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+		poll(NULL, 0, 50);
+	return -EAGAIN;
+}
+
+static void *worker_main(void *arg)
 {
 	struct http_server *s = arg;
-	struct pollfd pf[2] = { { .fd = s->lfd, .events = POLLIN },
-				{ .fd = s->wake_fd, .events = POLLIN } };
+	struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = s->lfd };
+	struct epoll_event wev = { .events = EPOLLIN, .data.fd = s->wake_fd };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	bool idle = true;   /* counted in s->n_idle (worker_spawn_locked did) */
 
-	for (;;) {
-		if (poll(pf, 2, -1) < 0 && errno != EINTR) {
-			log_err("http: accept loop on %s stopped: poll: %m", s->addr);
-			break;
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s->lfd, &lev) < 0 ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, s->wake_fd, &wev) < 0)
+		log_err("http: server thread on %s: epoll: %m", s->addr);
+	else
+		for (;;) {
+			struct sockaddr_storage ss;
+			int fd = worker_accept(s, ep, &ss);
+
+			if (fd == -ESHUTDOWN)
+				break;
+			if (fd < 0)
+				continue;
+			pthread_mutex_lock(&s->mu);
+			idle = false;
+			/* Someone must be left waiting for the next connection. */
+			if (--s->n_idle == 0 && !s->stopping)
+				worker_spawn_locked(s);
+			pthread_mutex_unlock(&s->mu);
+			struct http_conn *c = conn_new(s, fd, &ss);
+			if (c)
+				conn_serve(c);
+			pthread_mutex_lock(&s->mu);
+			bool stay = !s->stopping && s->n_idle < HTTP_IDLE_THREADS;
+			if (stay) {
+				s->n_idle++;
+				idle = true;
+			}
+			pthread_mutex_unlock(&s->mu);
+			if (!stay)
+				break;
 		}
-		if (pf[1].revents)
-			break;
-		if (!(pf[0].revents & POLLIN))
-			continue;
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
-		if (fd < 0) {
-			/* out of fds or memory: back off instead of spinning */
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-				poll(NULL, 0, 50);
-			continue;
-		}
-		start_conn(s, fd, &ss);
-	}
+	if (ep >= 0)
+		close(ep);
+	/* The count is touched last: http_server_stop frees s once it is 0. */
+	pthread_mutex_lock(&s->mu);
+	if (idle)
+		s->n_idle--;
+	s->n_workers--;
+	pthread_cond_broadcast(&s->idle);
+	pthread_mutex_unlock(&s->mu);
 	return NULL;
 }
 
@@ -576,9 +668,16 @@ struct http_server *http_server_start_opts(const char *listen_addr,
 		r = http_listen_inet(s, listen_addr, err);
 	if (r < 0)
 		goto fail;
-	r = pthread_create(&s->thread, NULL, accept_main, s);
-	if (r != 0) {
-		err_set(err, r, "cannot start accept thread");
+	/* Shared by the pool's idle threads: whoever loses the race for a
+	 * connection gets EAGAIN, not a block. */
+	(void)fcntl(s->lfd, F_SETFL, fcntl(s->lfd, F_GETFL) | O_NONBLOCK);
+	pthread_mutex_lock(&s->mu);
+	bool ok = worker_spawn_locked(s);
+	if (ok)
+		worker_spawn_locked(s);   /* a spare: the first connection spawns none */
+	pthread_mutex_unlock(&s->mu);
+	if (!ok) {
+		err_set(err, EAGAIN, "cannot start server thread");
 		http_unlink_own_socket(s);
 		goto fail;
 	}
@@ -594,22 +693,29 @@ void http_server_stop(struct http_server *s)
 
 	if (!s)
 		return;
+	pthread_mutex_lock(&s->mu);
+	__atomic_store_n(&s->stopping, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&s->mu);
+	/* wakes every idle thread (level-triggered, never read) */
 	if (write(s->wake_fd, &one, sizeof(one)) < 0)
-		log_warn("http: cannot wake accept thread: %m");
-	pthread_join(s->thread, NULL);
+		log_warn("http: cannot wake server threads: %m");
+
+	pthread_mutex_lock(&s->mu);
+	/* wakes threads blocked in recv/send/poll; handlers that stream see
+	 * -EPIPE or http_conn_peer_closed() and return. A connection accepted
+	 * from now on is refused (conn_register). */
+	for (struct http_conn *c = s->conns; c; c = c->next)
+		shutdown(c->fd, SHUT_RDWR);
+	while (s->n_conns > 0 || s->n_workers > 0) {
+		pthread_cond_wait(&s->idle, &s->mu);
+		for (struct http_conn *c = s->conns; c; c = c->next)
+			shutdown(c->fd, SHUT_RDWR);
+	}
+	pthread_mutex_unlock(&s->mu);
+	/* no thread uses the socket any more */
 	close(s->lfd);
 	s->lfd = -1;
 	http_unlink_own_socket(s);
-
-	pthread_mutex_lock(&s->mu);
-	__atomic_store_n(&s->stopping, true, __ATOMIC_RELEASE);
-	/* wakes threads blocked in recv/send/poll; handlers that stream see
-	 * -EPIPE or http_conn_peer_closed() and return */
-	for (struct http_conn *c = s->conns; c; c = c->next)
-		shutdown(c->fd, SHUT_RDWR);
-	while (s->n_conns > 0)
-		pthread_cond_wait(&s->idle, &s->mu);
-	pthread_mutex_unlock(&s->mu);
 	server_free(s);
 }
 

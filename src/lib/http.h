@@ -85,6 +85,17 @@ int http_stream_begin(struct http_conn *c, int status, const char *content_type,
 		      const char *extra_headers);
 int http_stream_write(struct http_conn *c, const void *p, size_t n);
 int http_stream_end(struct http_conn *c);
+/* The same, with the first (or last) n bytes of the stream in the same
+ * sendmsg as the head (or the end): one packet and one wakeup of the
+ * reader instead of two. n == 0 sends nothing more. */
+int http_stream_begin_with(struct http_conn *c, int status, const char *content_type,
+			   const char *extra_headers, const void *p, size_t n);
+int http_stream_end_with(struct http_conn *c, const void *p, size_t n);
+/* Begin a stream whose head waits for the first write or the end, to go
+ * out in the same sendmsg (so a stream that ends at once is one packet).
+ * For a handler that writes or ends without waiting on anything first. */
+void http_stream_hold(struct http_conn *c, int status, const char *content_type,
+		      const char *extra_headers);
 /* Header lines ("Name: value\r\n", < 128 bytes, not checked: the caller's
  * own) sent with every answer to the current request (X-Request-Id);
  * cleared when the next request's head arrives. */
@@ -200,6 +211,14 @@ struct http_stream_cbs {
 	 * that the party we relay to went away. Non-zero aborts the request. */
 	int (*on_idle)(void *arg);
 	int idle_ms;
+	/* Optional: called when all the body received so far went to on_data
+	 * and the client is about to wait for more, so a relay can hold what
+	 * one read brought (head and first lines, last lines) and pass it on
+	 * in one send. Not called once the body is complete. Non-zero aborts. */
+	int (*on_flush)(void *arg);
+	/* Keep the connection (unix-socket servers only) for the next request
+	 * to the same socket, once the answer ended cleanly. */
+	bool reuse;
 };
 int http_request_stream(const char *base, const char *method, const char *target,
 			const char *headers, const void *body, size_t len,

@@ -366,9 +366,7 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	metrics_observe(n, OP_EXEC, t_ok - t_req);
 	/* Register (or claim the record early output already created). */
 	pthread_mutex_lock(&sb->mu);
-	for (struct proc *q = sb->procs; q; q = q->next)
-		if (q->pid == pid && !q->claimed)
-			p = q;
+	p = proc_find_stray_locked(sb, pid);
 	if (p)
 		sb->n_strays--;
 	else
@@ -389,8 +387,11 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 
 	buf_init(&out);
 	buf_printf(&out, "{\"type\":\"start\",\"pid\":%u}\n", pid);
-	if (http_stream_begin(c, 200, "application/x-ndjson", NULL) == 0)
-		proc_stream(n, sb, p, c, off, true, &out);
+	/* The head goes with the start line (proc_stream's first write),
+	 * and with the exit line too when the process has already exited:
+	 * one send, one wakeup of the api. */
+	http_stream_hold(c, 200, "application/x-ndjson", NULL);
+	proc_stream(n, sb, p, c, off, true, &out);
 	log_debug("sandbox %s: exec %s: parsed %.2f ms, started %.2f ms, streamed to exit %.2f ms",
 		  sb->id, p->argv[0], (t_x - t_req) / 1000.0, (t_ok - t_x) / 1000.0,
 		  (now_us() - t_ok) / 1000.0);

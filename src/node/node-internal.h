@@ -49,6 +49,7 @@
  * protected by the owning sandbox's mu. */
 struct proc {
 	struct proc *next;      /* table order: oldest first */
+	struct proc *prev;      /* newer to older: lookups start at the newest */
 	uint64_t serial;        /* unique per sandbox; timers refer to it */
 	uint32_t pid;
 	bool claimed;           /* exec filled argv etc. */
@@ -105,7 +106,8 @@ struct sandbox {
 	bool chan_closed;
 	struct guestconn *gc;   /* NULL unless running */
 	int gc_users;           /* threads inside guestconn_* with gc */
-	struct proc *procs;
+	struct proc *procs;     /* oldest first; procs_tail is the newest */
+	struct proc *procs_tail;
 	size_t n_exited, n_strays;
 	uint64_t next_serial;
 	struct sb_sched sched;  /* scheduler and TTL bookkeeping */
@@ -433,6 +435,9 @@ void proc_unref_locked(struct proc *p);
 void proc_mark_exited_locked(struct sandbox *sb, struct proc *p, int exit_code, int sig);
 /* The newest record for pid that exec claimed (for the API), or NULL. */
 struct proc *proc_find_locked(struct sandbox *sb, uint32_t pid);
+/* The newest stray record for pid (output came before the exec reply), or
+ * NULL: exec claims it. */
+struct proc *proc_find_stray_locked(struct sandbox *sb, uint32_t pid);
 void procs_mark_lost(struct sandbox *sb, const char *why);    /* holds sb->mu */
 void procs_free_all(struct sandbox *sb);
 void proc_on_timeout(struct node *n, const char *sb_id, uint64_t serial);

@@ -19,7 +19,7 @@
 
 struct proc *proc_new_locked(struct sandbox *sb, uint32_t pid)
 {
-	struct proc *p = xcalloc(1, sizeof(*p)), **pp;
+	struct proc *p = xcalloc(1, sizeof(*p));
 	pthread_condattr_t ca;
 	size_t cap = sb->node->cfg->out_buffer_bytes ? sb->node->cfg->out_buffer_bytes : 1u << 20;
 
@@ -35,10 +35,31 @@ struct proc *proc_new_locked(struct sandbox *sb, uint32_t pid)
 	pthread_condattr_destroy(&ca);
 	p->refs = 1;
 	p->in_table = true;
-	for (pp = &sb->procs; *pp; pp = &(*pp)->next)
-		;
-	*pp = p;
+	/* Appended at the tail in O(1): the table holds up to NODE_PROC_KEEP
+	 * exited records, and an exec must not walk them all. */
+	p->prev = sb->procs_tail;
+	if (sb->procs_tail)
+		sb->procs_tail->next = p;
+	else
+		sb->procs = p;
+	sb->procs_tail = p;
 	return p;
+}
+
+/* Take p out of the table's list (the table's reference stays with the
+ * caller). */
+static void proc_unlink_locked(struct sandbox *sb, struct proc *p)
+{
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		sb->procs = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	else
+		sb->procs_tail = p->prev;
+	p->next = p->prev = NULL;
+	p->in_table = false;
 }
 
 static void proc_free(struct proc *p)
@@ -62,21 +83,20 @@ void proc_unref_locked(struct proc *p)
 /* Drop the oldest exited records beyond the limit. */
 static void evict_locked(struct sandbox *sb)
 {
-	struct proc **pp = &sb->procs;
+	struct proc *p = sb->procs;
 
-	while (sb->n_exited > NODE_PROC_KEEP && *pp) {
-		struct proc *p = *pp;
+	while (sb->n_exited > NODE_PROC_KEEP && p) {
+		struct proc *next = p->next;
 		if (p->running) {
-			pp = &p->next;
+			p = next;
 			continue;
 		}
-		*pp = p->next;
-		p->next = NULL;
-		p->in_table = false;
+		proc_unlink_locked(sb, p);
 		sb->n_exited--;
 		if (!p->claimed)
 			sb->n_strays--;
 		proc_unref_locked(p);
+		p = next;
 	}
 }
 
@@ -91,26 +111,34 @@ void proc_mark_exited_locked(struct sandbox *sb, struct proc *p, int exit_code, 
 	pthread_cond_broadcast(&p->cv);
 }
 
-/* The newest running record for pid: the one the guest's events are about. */
+/* The newest running record for pid: the one the guest's events are about.
+ * From the newest end, so the exec just made is found at once. */
 static struct proc *find_running_locked(struct sandbox *sb, uint32_t pid)
 {
-	struct proc *found = NULL;
-
-	for (struct proc *p = sb->procs; p; p = p->next)
+	for (struct proc *p = sb->procs_tail; p; p = p->prev)
 		if (p->pid == pid && p->running)
-			found = p;
-	return found;
+			return p;
+	return NULL;
 }
 
 /* The newest record for pid, for the API. */
 struct proc *proc_find_locked(struct sandbox *sb, uint32_t pid)
 {
-	struct proc *found = NULL;
-
-	for (struct proc *p = sb->procs; p; p = p->next)
+	for (struct proc *p = sb->procs_tail; p; p = p->prev)
 		if (p->pid == pid && p->claimed)
-			found = p;
-	return found;
+			return p;
+	return NULL;
+}
+
+struct proc *proc_find_stray_locked(struct sandbox *sb, uint32_t pid)
+{
+	/* Usually there is none: no walk through the exited records then. */
+	if (sb->n_strays == 0)
+		return NULL;
+	for (struct proc *p = sb->procs_tail; p; p = p->prev)
+		if (p->pid == pid && !p->claimed)
+			return p;
+	return NULL;
 }
 
 /* A record for an event about a pid the node has not registered yet (the
@@ -173,8 +201,7 @@ void procs_free_all(struct sandbox *sb)
 	struct proc *p;
 
 	while ((p = sb->procs)) {
-		sb->procs = p->next;
-		p->in_table = false;
+		proc_unlink_locked(sb, p);
 		proc_unref_locked(p);
 	}
 }

@@ -78,13 +78,15 @@ static void proc_stream_body(struct node *n, struct sandbox *sb, struct proc *p,
 			     struct http_conn *c, uint64_t off[2], bool follow, struct buf *out)
 {
 	char *chunk[2] = { xmalloc(NODE_CHUNK), xmalloc(NODE_CHUNK) };
+	struct buf exit_line;
 	bool quit = false;
 
+	buf_init(&exit_line);
 	pthread_mutex_lock(&sb->mu);
-	while (!quit) {
+	for (;;) {
 		size_t got[2] = { 0, 0 };
 		uint64_t at[2];
-		bool any = false, ended;
+		bool any = false;
 
 		for (int s = 0; s < 2; s++) {
 			struct ring *r = &p->out[s];
@@ -106,36 +108,38 @@ static void proc_stream_body(struct node *n, struct sandbox *sb, struct proc *p,
 			off[s] = o + got[s];
 			any = any || got[s];
 		}
-		ended = !p->running;
-		if (!any && out->len == 0) {
-			if (ended) {
-				line_exit(out, p);
-				quit = true;
-			} else if (!follow || node_stopping(n)) {
+		/* Exited, and all its output is in hand: the exit line goes
+		 * with the last output and the stream's end, in one send. */
+		if (!p->running && off[0] >= p->out[0].end && off[1] >= p->out[1].end) {
+			line_exit(&exit_line, p);
+			quit = true;
+		} else if (!any && out->len == 0) {
+			if (!follow || node_stopping(n))
 				break;
-			} else {
-				if (wait_output(p, sb) && http_conn_peer_closed(c))
-					break;
-				continue;
-			}
+			if (wait_output(p, sb) && http_conn_peer_closed(c))
+				break;
+			continue;
 		}
 		pthread_mutex_unlock(&sb->mu);
 		for (int s = 0; s < 2; s++)
 			if (got[s])
 				line_data(out, s, at[s], chunk[s], got[s]);
+		if (quit) {
+			buf_add(out, exit_line.data, exit_line.len);
+			goto end;
+		}
 		if (out->len && http_stream_write(c, out->data, out->len) < 0) {
 			/* The client went away; the process carries on. */
-			free(chunk[0]);
-			free(chunk[1]);
-			return;
+			goto gone;
 		}
 		buf_reset(out);
 		pthread_mutex_lock(&sb->mu);
 	}
 	pthread_mutex_unlock(&sb->mu);
-	if (out->len)
-		http_stream_write(c, out->data, out->len);
-	http_stream_end(c);
+end:
+	http_stream_end_with(c, out->data, out->len);
+gone:
+	buf_free(&exit_line);
 	free(chunk[0]);
 	free(chunk[1]);
 }
