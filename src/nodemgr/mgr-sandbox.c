@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../lib/fault.h"
 #include "../lib/log.h"
 #include "../qmp/qmp.h"
 #include "../lib/util.h"
@@ -110,6 +111,7 @@ int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sa
 
 	if ((r = cgroup_create(&s->cg, spec->id, &cl, err)) < 0)
 		return r;
+	FAULT_POINT("nm.spawn.after_cgroup");
 	guest = open(s->cfg->guest_path, O_PATH | O_CLOEXEC);
 	if (guest < 0)
 		return err_sys(err, "open guest %s", s->cfg->guest_path);
@@ -142,6 +144,7 @@ int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sa
 		close(chan[0]);
 		return r;
 	}
+	FAULT_POINT("nm.spawn.after_jail");
 	if (j->hidden)
 		nswarm_warm_guest(chan[0], init, spec->id);
 	if ((r = jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
@@ -189,6 +192,7 @@ int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, 
 	if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
 		goto fail;
 	made_subvol = true;
+	FAULT_POINT("nm.create.after_subvol");
 	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
 		goto fail;
 	made_cgroup = true; /* even a partial create must be removed */
@@ -252,6 +256,7 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 		 * namespace cleanup, which would otherwise hold the RTNL lock
 		 * against the next create. */
 		net_detach(s, j);
+		FAULT_POINT("nm.destroy.after_net");
 		kill_init(s, j);
 		if (wait_reaped(s, j))
 			log_warn("sandbox %s: jail init not reaped 5 s after its kill", id);
@@ -261,6 +266,8 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	r = cgroup_destroy(&s->cg, id, err);
 	if (r == 0)
 		r = subvol_delete_retry(sbx, err);
+	if (r == 0)
+		FAULT_POINT("nm.destroy.after_subvol");
 	if (r == 0)
 		r = snapshot_delete_all(s, id, err);
 	if (r == 0) {
@@ -339,6 +346,7 @@ int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec
 		return r;
 	}
 	/* 2 */
+	FAULT_POINT("nm.rollback.after_clone");
 	net_detach(s, j);
 	kill_init(s, j);
 	(void)wait_reaped(s, j);
@@ -362,6 +370,7 @@ int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec
 		r = err_sys(err, "swap %s and %s", tmp, sbx);
 		goto dead;
 	}
+	FAULT_POINT("nm.rollback.after_swap");
 	/* 4: the snapshot is in place; a leftover old subvolume is only space. */
 	if (subvol_delete_retry(tmp, &e2) < 0)
 		log_warn("rollback %s: delete old subvolume: %s", id, e2.msg);
@@ -418,6 +427,7 @@ int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	if ((r = pool_subvol_snapshot(src, sbx, false, err)) < 0)
 		goto fail;
 	made_subvol = true;
+	FAULT_POINT("nm.fork.after_subvol");
 	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
 		goto fail;
 	j->vm = vm;
