@@ -221,7 +221,10 @@ int mgr_sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t 
 
 	pthread_mutex_lock(&s->lock);
 	j = jail_find_locked(s, id);
-	if (!j || j->busy || j->hidden || !j->alive || j->chan_fd < 0) {
+	if (j && j->busy && !j->hidden) {
+		/* being created, rolled back or destroyed: ask again */
+		r = err_set(err, EBUSY, "sandbox %s is busy in the node manager", id);
+	} else if (!j || j->busy || j->hidden || !j->alive || j->chan_fd < 0) {
 		r = err_set(err, ENOENT, "no live jail for sandbox %s", id);
 	} else {
 		*chan_dup = fcntl(j->chan_fd, F_DUPFD_CLOEXEC, 3);
@@ -236,6 +239,7 @@ int mgr_sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t 
 int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 {
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
+	_cleanup_free_ char *rb = xasprintf("%s/sandboxes/%s.rb", s->pool, id);
 	_cleanup_free_ char *st = jail_state_path(s, id);
 	struct jail *j;
 	int r;
@@ -266,6 +270,10 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	r = cgroup_destroy(&s->cg, id, err);
 	if (r == 0)
 		r = subvol_delete_retry(sbx, err);
+	/* A rollback's other subvolume (the snapshot's copy before the swap,
+	 * the old disk after it), left when a nodemgr died in between. */
+	if (r == 0)
+		r = subvol_delete_retry(rb, err);
 	if (r == 0)
 		FAULT_POINT("nm.destroy.after_subvol");
 	if (r == 0)
