@@ -368,6 +368,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	uint64_t t0 = now_us();
 	err_t e2 = { 0 };
 	char reason[200];
+	bool closed;
 	int r;
 
 	if (!sandbox_suspend_kind(sb) || !n->os)
@@ -437,8 +438,15 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 			state_set(sb->id, &sb->state, prev);
 		}
 		sb->lc_busy = false;
+		closed = sb->chan_closed;
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
+		/* The guest died while it was suspending: the channel's close was
+		 * not for a suspending sandbox to act on (lifecycle.c). Running
+		 * or paused again, it is: recovered or failed, not left running
+		 * with no guest. */
+		if (closed)
+			reaper_add(n, 0, TIMER_CHAN_CLOSED, sb->id, 0);
 		return err_wrap(err, "suspend sandbox %s", sb->id);
 	}
 	/* 7: suspended and restorable; now free what it held here. */
@@ -721,6 +729,13 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		return r;
 
 	FAULT_POINT("restore.after_transition");
+	/* Nothing of a suspended sandbox may be here: what its suspend could
+	 * not free (the nodemgr restarting just then) would block the import
+	 * ("has a subvolume") for good. Freed now; every step is idempotent. */
+	if (sb->be->destroy(&n->bctx, sb->id, &e2) < 0) {
+		log_warn("sandbox %s: free leftovers before a restore: %s", sb->id, e2.msg);
+		e2 = (err_t){ 0 };
+	}
 	r = read_manifest(n, sb, snap, sha, key_hex, arts, tuuid, tsha, &dk, err);
 	/* The template build its disk stream was made against: here already,
 	 * or fetched from the store (a sandbox moved from another node). */
