@@ -36,11 +36,27 @@
 /* How long adopt waits for a jail the node manager is busy with: 30 s. */
 #define ADOPT_BUSY_TRIES 300
 
+/* The node manager's destroy, waiting while it says EBUSY: it is still at
+ * a create or rollback the node asked for before it died, and would finish
+ * it after a refused destroy - a failed sandbox with a running jail. */
+static int destroy_waiting(struct node *n, const struct backend_ops *be, const char *id, err_t *err)
+{
+	int r;
+
+	for (int i = 0; (r = be ? be->destroy(&n->bctx, id, err)
+				: nm_sandbox_destroy(n->cfg->nm_sock, id, err)) == -EBUSY &&
+			 i < ADOPT_BUSY_TRIES; i++) {
+		*err = (err_t){ 0 };
+		usleep(100 * 1000);
+	}
+	return r;
+}
+
 static void destroy_quiet(struct node *n, struct sandbox *sb)
 {
 	err_t err = { 0 };
 
-	if (sb->be && sb->be->destroy(&n->bctx, sb->id, &err) < 0)
+	if (sb->be && destroy_waiting(n, sb->be, sb->id, &err) < 0)
 		log_warn("sandbox %s: destroy: %s", sb->id, err.msg);
 }
 
@@ -229,7 +245,7 @@ void node_reconcile(struct node *n)
 		if (!live) {
 			err_t e2 = { 0 };
 			log_info("reconcile: destroying leftover sandbox %s", *id);
-			if (nm_sandbox_destroy(n->cfg->nm_sock, *id, &e2) < 0)
+			if (destroy_waiting(n, NULL, *id, &e2) < 0)
 				log_warn("reconcile: destroy %s: %s", *id, e2.msg);
 		}
 		free(*id);
