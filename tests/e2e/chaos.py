@@ -53,7 +53,13 @@ POINTS = {
                 "suspend.after_commit"],
     "restore": ["restore.after_transition", "restore.after_jail", "restore.before_commit"],
 }
-VM_POINTS = {"snapshot": ["nm.snapshot.after_hold"]}
+# The ns jail's points of the nodemgr (a vm create, fork or rollback starts
+# a QEMU instead: nm.vm.*).
+NS_ONLY = {"nm.create.after_subvol", "nm.spawn.after_cgroup", "nm.spawn.after_jail"}
+VM_POINTS = {"create": ["nm.vm.after_subvol", "nm.vm.after_qemu"],
+             "snapshot": ["nm.snapshot.after_hold"],
+             "rollback": ["nm.vm.after_qemu"], "fork": ["nm.vm.after_qemu"],
+             "restore": ["nm.vm.after_qemu"]}
 
 
 # Points where the op's sandbox has no jail (not yet, or no longer): no
@@ -61,7 +67,7 @@ VM_POINTS = {"snapshot": ["nm.snapshot.after_hold"]}
 NO_JAIL = {("create", "create.after_record"), ("create", "nm.create.after_subvol"),
            ("create", "nm.spawn.after_cgroup"), ("rollback", "nm.rollback.after_swap"),
            ("delete", "delete.after_destroy"), ("delete", "nm.destroy.after_subvol"),
-           ("restore", "restore.after_transition")}
+           ("restore", "restore.after_transition"), ("create", "nm.vm.after_subvol")}
 
 
 def owner(point):
@@ -156,6 +162,15 @@ class Chaos:
             if (target == "agent" and comm.startswith("airlock-guest")) or \
                     (target == "qemu" and comm.startswith("qemu")):
                 return pid
+        if target == "qemu":   # not in a cgroup of its id: by its command line
+            for pid in harness.procs_for(self.server.dir):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmd = f.read()
+                except OSError:
+                    continue
+                if b"qemu-system" in cmd and sid.encode() in cmd:
+                    return pid
         return None
 
     def wait_daemons(self, deadline_s=90):
@@ -464,7 +479,8 @@ def matrix(backend, ops=None, targets_=None, points=None):
     for op, pts in POINTS.items():
         if ops and op not in ops:
             continue
-        pts = pts + (VM_POINTS.get(op, []) if backend == "vm" else [])
+        if backend == "vm":
+            pts = [p for p in pts if p not in NS_ONLY] + VM_POINTS.get(op, [])
         for p in pts:
             if points and p not in points:
                 continue

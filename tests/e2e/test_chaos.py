@@ -30,7 +30,7 @@ MID = {"create": "create.after_network", "snapshot": "snapshot.after_backend",
        "restore": "restore.after_jail"}
 
 VM_CASES = [("create", "create.after_jail", "qemu"),
-            ("create", "nm.spawn.after_jail", "nodemgr"),
+            ("create", "nm.vm.after_qemu", "nodemgr"),
             ("snapshot", "nm.snapshot.after_hold", "node"),
             ("snapshot", "snapshot.after_row", "qemu"),
             ("rollback", "rollback.after_transition", "node"),
