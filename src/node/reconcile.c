@@ -151,7 +151,7 @@ static void finish_delete(struct node *n, struct sandbox *sb)
 	if (sb->state == SB_RUNNING || sb->state == SB_PAUSED)
 		state_transition(n->db, sb->id, &sb->state, SB_STOPPING, "resume delete after restart",
 				 0, &err);
-	if (sb->be && sb->be->destroy(&n->bctx, sb->id, &err) < 0) {
+	if (sb->be && destroy_waiting(n, sb->be, sb->id, &err) < 0) {
 		char reason[600];
 		snprintf(reason, sizeof(reason), "delete failed after restart: %s", err.msg);
 		if (sb->state != SB_FAILED)

@@ -80,11 +80,12 @@ def targets(backend):
 
 def start_server(backend=None, extra_args=(), templates="busybox"):
     """An `airlockd up` with fault points armed from a directory of its own
-    (no warm pool: the nodemgr's create then always takes the cold path
-    whose points the matrix names). Returns (server, fault_dir)."""
+    (no warm pool and no vm fork standbys: the nodemgr's create and fork
+    then always take the path whose points the matrix names, and a pool's
+    refill is not mistaken for a leak). Returns (server, fault_dir)."""
     fault_dir = tempfile.mkdtemp(prefix="airlock-chaos-")
     os.chmod(fault_dir, 0o777)  # not sticky: a daemon removes the files root puts there
-    args = ["--set", "ns_warm_pool=0", "--set", "vm_warm_pool=0",
+    args = ["--set", "ns_warm_pool=0", "--set", "vm_warm_pool=0", "--set", "vm_fork_pool=0",
             "--set", "suspend_after_idle=0", "--set", "rate_per_s=100000",
             "--set", "rate_burst=100000"] + list(extra_args)
     server = harness.Server(templates, args, env={"AIRLOCK_FAULT_DIR": fault_dir})
