@@ -88,6 +88,10 @@ def start_server(backend=None, extra_args=(), templates="busybox"):
     args = ["--set", "ns_warm_pool=0", "--set", "vm_warm_pool=0", "--set", "vm_fork_pool=0",
             "--set", "suspend_after_idle=0", "--set", "rate_per_s=100000",
             "--set", "rate_burst=100000"] + list(extra_args)
+    if backend == "vm":
+        # a cold boot (a recovery, a rollback to a disk snapshot) on TCG
+        # with a loaded machine can take longer than the default 30 s
+        args += ["--set", "ready_timeout_ms=120000"]
     server = harness.Server(templates, args, env={"AIRLOCK_FAULT_DIR": fault_dir})
     try:
         server.start()
@@ -97,6 +101,16 @@ def start_server(backend=None, extra_args=(), templates="busybox"):
         shutil.rmtree(fault_dir, ignore_errors=True)
         raise
     return server, fault_dir
+
+
+def sync_pool(server):
+    """Wait until btrfs has cleaned every subvolume the run deleted, while
+    the pool is still mounted: hundreds of them (a chaos run) can otherwise
+    keep a lazily detached pool, and its loop device, alive for minutes
+    after shutdown on a loaded machine."""
+    import subprocess
+    subprocess.run(["btrfs", "subvolume", "sync", os.path.join(server.dir, "pool")],
+                   capture_output=True, timeout=600)
 
 
 class CaseFailed(Exception):

@@ -58,6 +58,7 @@ class ChaosTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         try:
+            chaos.sync_pool(cls.server)
             harness.stop_and_check(cls.server)
         finally:
             shutil.rmtree(cls.fault_dir, ignore_errors=True)
