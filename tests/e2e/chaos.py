@@ -113,24 +113,6 @@ def sync_pool(server):
                    capture_output=True, timeout=600)
 
 
-def stop_and_check(server, log=print):
-    """harness.stop_and_check, after waiting up to 5 minutes for the pool's
-    loop device to go. After a chaos run the kernel may keep the detached
-    pool (and so its autoclear loop device) for well over the harness's
-    90 s, with no process holding an fd, a cwd, a root or a mount of it in
-    any namespace (seen after runs that kill guest agents, the gateway and
-    the api; not after node or nodemgr kills alone). How long it took is
-    printed: a device that never goes still fails."""
-    import time as _t
-    server.stop()
-    img = os.path.join(server.dir, "pool.img")
-    t0 = _t.time()
-    while harness.loops_for(img) and _t.time() - t0 < 300:
-        _t.sleep(1)
-    log(f"chaos: pool loop device released {_t.time() - t0:.0f} s after shutdown")
-    harness.stop_and_check(server)
-
-
 class CaseFailed(Exception):
     pass
 

@@ -165,12 +165,18 @@ def loop_holders(dev):
         return []
     want = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
     found = []
+
+    # A btrfs mount shows an anonymous device number (0:N, one per
+    # subvolume), not the loop device's: match the mount source too.
+    def on_dev(line):
+        f = line.split()
+        return f[2] == want or (" - " in line and line.split(" - ", 1)[1].split()[1:2] == [dev])
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/mountinfo") as f:
-                if any(l.split()[2] == want for l in f):
+                if any(on_dev(l) for l in f):
                     found.append(int(pid))
         except OSError:
             pass

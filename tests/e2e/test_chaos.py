@@ -59,7 +59,7 @@ class ChaosTest(unittest.TestCase):
     def tearDownClass(cls):
         try:
             chaos.sync_pool(cls.server)
-            chaos.stop_and_check(cls.server)
+            harness.stop_and_check(cls.server)
         finally:
             shutil.rmtree(cls.fault_dir, ignore_errors=True)
 
