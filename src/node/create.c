@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../cred/cred.h"
+#include "../lib/fault.h"
 #include "../lib/log.h"
 #include "../policy/policy.h"
 #include "node-internal.h"
@@ -825,11 +826,13 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	    create_reserve(&cx) < 0 ||
 	    create_record(&cx) < 0)
 		goto out;
+	FAULT_POINT("create.after_record");
 	if (create_jail(&cx) < 0 ||
-	    create_network(&cx) < 0 ||
-	    create_guest_up(&cx) < 0)
+	    (FAULT_POINT("create.after_jail"), create_network(&cx) < 0) ||
+	    (FAULT_POINT("create.after_network"), create_guest_up(&cx) < 0))
 		create_failed(&cx);
 	else {
+		FAULT_POINT("create.before_answer");
 		create_answer(&cx);
 		metrics_observe(n, OP_CREATE, now_us() - cx.t_req);
 	}

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../lib/fault.h"
 #include "../lib/log.h"
 #include "node-internal.h"
 
@@ -163,6 +164,7 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 		goto fail;
 	}
 	created = true;
+	FAULT_POINT("fork.after_child_jail");
 	/* The child has an address of its own: until the gateway knows it, all
 	 * its traffic is refused (as for a create). */
 	if (sandbox_net_push(n, sb, addr, err) < 0)
@@ -364,6 +366,7 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	}
 
 	sandbox_progress_set(sb, "fork", "fork", "sandboxes", 0, (uint64_t)count);
+	FAULT_POINT("fork.after_snapshot");
 	made = fork_all(n, sb, &src, snap, (int)count, kids, &err);
 	if (made < count) {
 		/* All or nothing. */
@@ -392,6 +395,7 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	if (state_event(n->db, sb->id, sb->state, why, &err) < 0)
 		log_warn("sandbox %s: %s", sb->id, err.msg);
 	pthread_mutex_unlock(&sb->mu);
+	FAULT_POINT("fork.before_answer");
 	respond_children(c, kids, (int)count);
 	metrics_observe(n, OP_FORK, now_us() - t_req);
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../lib/fault.h"
 #include "../lib/log.h"
 #include "node-internal.h"
 
@@ -281,6 +282,7 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 	}
 	procs_mark_lost(sb, "the sandbox was deleted");
 	pthread_mutex_unlock(&sb->mu);
+	FAULT_POINT("delete.after_intent");
 
 	/* Kill everything first: requests in flight on the channel then fail
 	 * fast instead of waiting for their timeouts. */
@@ -309,6 +311,7 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 		pthread_mutex_unlock(&sb->mu);
 		return r;
 	}
+	FAULT_POINT("delete.after_destroy");
 	r = sandbox_tx(n, sb, write_retired, reason, err);
 	if (r < 0) {
 		/* The jail is gone; only the row lags. desired=deleted is recorded,

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../policy/policy.h"
 #include "../lib/log.h"
@@ -41,6 +42,9 @@ static char *policy_text_locked(struct sandbox *sb)
 	return buf_steal(&b);
 }
 
+/* How long a create waits for a gateway that is not there (restarting). */
+#define NET_PUSH_WAIT_MS 5000
+
 int sandbox_net_push(struct node *n, struct sandbox *sb, const char *addr, err_t *err)
 {
 	_cleanup_free_ char *pol = NULL, *body = NULL, *target = NULL;
@@ -62,9 +66,20 @@ int sandbox_net_push(struct node *n, struct sandbox *sb, const char *addr, err_t
 			       sb->id);
 	body = xasprintf("{\"addr\":\"%s\",\"network\":%s}", a, pol);
 	target = xasprintf("/sandboxes/%s", sb->id);
-	memset(&resp, 0, sizeof(resp));
-	r = http_request(n->cfg->gateway_sock, "PUT", target,
-			 "Content-Type: application/json\r\n", body, strlen(body), &resp, err);
+	/* A gateway being restarted (by up's supervisor: within a second)
+	 * is waited for, not taken for a failed create: the PUT is
+	 * idempotent, so it is tried again until NET_PUSH_WAIT_MS. */
+	for (uint64_t end = now_ms() + NET_PUSH_WAIT_MS;;) {
+		memset(&resp, 0, sizeof(resp));
+		r = http_request(n->cfg->gateway_sock, "PUT", target,
+				 "Content-Type: application/json\r\n", body, strlen(body), &resp, err);
+		if (r == 0 || now_ms() >= end)
+			break;
+		http_resp_free(&resp);
+		log_debug("sandbox %s: gateway: %s; trying again", sb->id, err->msg);
+		*err = (err_t){ 0 };
+		usleep(100 * 1000);
+	}
 	if (r == 0 && resp.status != 204)
 		r = err_set(err, EIO, "gateway answered %d", resp.status);
 	http_resp_free(&resp);

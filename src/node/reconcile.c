@@ -8,6 +8,10 @@
  *                                           "lost after restart: <why>"
  *   observed pending / starting             the create was cut off: destroy,
  *                                           failed "interrupted by a node restart"
+ *   observed rolling_back                   the rollback was cut off: adopt the
+ *                                           jail there is now (the old one or
+ *                                           the snapshot's), running; failed
+ *                                           only when there is none
  *   observed suspending                     the suspend was cut off before its
  *                                           row became restorable: adopted like
  *                                           a paused one (and resumed if it ran),
@@ -24,15 +28,35 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../lib/log.h"
 #include "node-internal.h"
+
+/* How long adopt waits for a jail the node manager is busy with: 30 s. */
+#define ADOPT_BUSY_TRIES 300
+
+/* The node manager's destroy, waiting while it says EBUSY: it is still at
+ * a create or rollback the node asked for before it died, and would finish
+ * it after a refused destroy - a failed sandbox with a running jail. */
+static int destroy_waiting(struct node *n, const struct backend_ops *be, const char *id, err_t *err)
+{
+	int r;
+
+	for (int i = 0; (r = be ? be->destroy(&n->bctx, id, err)
+				: nm_sandbox_destroy(n->cfg->nm_sock, id, err)) == -EBUSY &&
+			 i < ADOPT_BUSY_TRIES; i++) {
+		*err = (err_t){ 0 };
+		usleep(100 * 1000);
+	}
+	return r;
+}
 
 static void destroy_quiet(struct node *n, struct sandbox *sb)
 {
 	err_t err = { 0 };
 
-	if (sb->be && sb->be->destroy(&n->bctx, sb->id, &err) < 0)
+	if (sb->be && destroy_waiting(n, sb->be, sb->id, &err) < 0)
 		log_warn("sandbox %s: destroy: %s", sb->id, err.msg);
 }
 
@@ -43,7 +67,7 @@ static void adopt(struct node *n, struct sandbox *sb)
 	char reason[600], addr[16] = "";
 	err_t err = { 0 };
 	pid_t pid = 0;
-	int fd = -1;
+	int fd = -1, r;
 
 	if (!sb->be) {
 		snprintf(reason, sizeof(reason), "lost after restart: unknown backend `%s`",
@@ -65,7 +89,15 @@ static void adopt(struct node *n, struct sandbox *sb)
 			return;
 		}
 	}
-	if (sb->be->adopt(&n->bctx, sb->id, &fd, &pid, addr, &err) < 0) {
+	/* The node manager may still be at work on this jail (a rollback or
+	 * create it was asked for just before the node died): it says EBUSY
+	 * until it is done, and then hands over the jail it ended with. */
+	for (int i = 0; (r = sb->be->adopt(&n->bctx, sb->id, &fd, &pid, addr, &err)) == -EBUSY &&
+			 i < ADOPT_BUSY_TRIES; i++) {
+		err = (err_t){ 0 };
+		usleep(100 * 1000);
+	}
+	if (r < 0) {
 		snprintf(reason, sizeof(reason), "lost after restart: %s", err.msg);
 		destroy_quiet(n, sb);
 		sandbox_mark_failed(n, sb, reason);
@@ -91,6 +123,25 @@ static void adopt(struct node *n, struct sandbox *sb)
 	log_info("sandbox %s re-adopted (jail pid %d)", sb->id, (int)pid);
 }
 
+/* A rollback cut off by the restart. The jail the node manager holds now is
+ * the old one (it had not swapped the disk yet) or the snapshot's (it had):
+ * whole either way, so it is adopted, running, and the client may roll back
+ * again. Only when there is no jail to adopt is the sandbox failed. */
+static void finish_rollback(struct node *n, struct sandbox *sb)
+{
+	err_t err = { 0 };
+
+	if (state_transition(n->db, sb->id, &sb->state, SB_RUNNING,
+			     "rollback interrupted by a node restart: re-adopting the jail", 0,
+			     &err) < 0) {
+		log_warn("sandbox %s: %s", sb->id, err.msg);
+		destroy_quiet(n, sb);
+		sandbox_mark_failed(n, sb, "interrupted by a node restart");
+		return;
+	}
+	adopt(n, sb);
+}
+
 static void finish_delete(struct node *n, struct sandbox *sb)
 {
 	err_t err = { 0 };
@@ -100,7 +151,7 @@ static void finish_delete(struct node *n, struct sandbox *sb)
 	if (sb->state == SB_RUNNING || sb->state == SB_PAUSED)
 		state_transition(n->db, sb->id, &sb->state, SB_STOPPING, "resume delete after restart",
 				 0, &err);
-	if (sb->be && sb->be->destroy(&n->bctx, sb->id, &err) < 0) {
+	if (sb->be && destroy_waiting(n, sb->be, sb->id, &err) < 0) {
 		char reason[600];
 		snprintf(reason, sizeof(reason), "delete failed after restart: %s", err.msg);
 		if (sb->state != SB_FAILED)
@@ -153,8 +204,10 @@ void node_reconcile(struct node *n)
 				log_warn("sandbox %s: %s", sb->id, err.msg);
 			sb->susp_resume = false;
 			adopted += sb->state == SB_RUNNING;
-		} else if (sb->state == SB_PENDING || sb->state == SB_STARTING ||
-			   sb->state == SB_ROLLING_BACK) {
+		} else if (sb->state == SB_ROLLING_BACK) {
+			finish_rollback(n, sb);
+			adopted += sb->state == SB_RUNNING;
+		} else if (sb->state == SB_PENDING || sb->state == SB_STARTING) {
 			destroy_quiet(n, sb);
 			sandbox_mark_failed(n, sb, "interrupted by a node restart");
 		}
@@ -192,7 +245,7 @@ void node_reconcile(struct node *n)
 		if (!live) {
 			err_t e2 = { 0 };
 			log_info("reconcile: destroying leftover sandbox %s", *id);
-			if (nm_sandbox_destroy(n->cfg->nm_sock, *id, &e2) < 0)
+			if (destroy_waiting(n, NULL, *id, &e2) < 0)
 				log_warn("reconcile: destroy %s: %s", *id, e2.msg);
 		}
 		free(*id);

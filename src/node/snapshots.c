@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/fault.h"
 #include "../lib/log.h"
 #include "../lib/page.h"
 #include "node-internal.h"
@@ -183,6 +184,8 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 	 * where their output streams stand, so a rollback to this snapshot can
 	 * follow them again. Taken just before the guest stops: output of the
 	 * last moments in between shows as a gap, never as a repeat. */
+	if (r == 0)
+		FAULT_POINT("snapshot.before_backend");
 	if (r == 0 && full) {
 		procs = procs_image(sb);
 		r = sb->be->snapshot_full(&n->bctx, sb->id, snap_id, prev ? prev : "", &size, err);
@@ -191,6 +194,8 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 	/* The scheduler's clock (wall time unless a test moved it), so that
 	 * retention compares like with like. */
 	now = sched_now(n);
+	if (r == 0)
+		FAULT_POINT("snapshot.after_backend");
 	if (r == 0) {
 		static const char ins[] =
 			"INSERT INTO snapshots(id, sandbox_id, name, kind, size_bytes, created_at,"
@@ -222,6 +227,7 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 	}
 	if (r >= 0) {
 		err_t e2 = { 0 };
+		FAULT_POINT("snapshot.after_row");
 		pthread_mutex_lock(&sb->mu);
 		st = sb->state;
 		pthread_mutex_unlock(&sb->mu);
@@ -494,6 +500,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 		goto out;
 	}
 
+	FAULT_POINT("rollback.after_transition");
 	sandbox_jail_spec(sb, &nspec);
 	r = sb->be->rollback(&n->bctx, &nspec, snap_id, &chan_fd, &jail_pid, &err);
 	if (r < 0) {
@@ -507,6 +514,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	 * the ones of the snapshot and carry on there: the table gets the
 	 * records kept with the snapshot (fresh ones, output from the
 	 * snapshot's offsets on). */
+	FAULT_POINT("rollback.after_backend");
 	sandbox_gc_retire(sb, "the sandbox was rolled back", procs);
 
 	snprintf(why, sizeof(why), "rolled back to %s snapshot %s (%s)", snap_kind, snap_id,
@@ -514,6 +522,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	if (sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why,
 			     "guest agent after rollback", &err) < 0)
 		goto fail;
+	FAULT_POINT("rollback.after_guest_up");
 	end_step(sb);
 	log_info("sandbox %s: %s in %.1f ms", sb->id, why, (now_us() - t0) / 1000.0);
 	{

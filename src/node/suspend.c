@@ -49,6 +49,7 @@
 
 #include "../crypt/envelope.h"
 #include "../crypt/kms.h"
+#include "../lib/fault.h"
 #include "../lib/log.h"
 #include "../objstore/objstore.h"
 #include "node-internal.h"
@@ -89,24 +90,6 @@ static char *staging_path(struct node *n, const struct sandbox *sb, const char *
 			  const char *name)
 {
 	return xasprintf("%s/%s-%s.%s", n->cfg->staging_dir, sb->id, snap, name);
-}
-
-/* Test builds: AIRLOCK_FAULT=<point>:<file> makes the node die right there,
- * as a kill -9 would, once: when <file> exists, which it removes first
- * (the e2e test of an interrupted suspend arms it for one suspend). */
-static void fault_point(const char *point)
-{
-#ifdef AIRLOCK_TEST_FAULTS
-	const char *f = getenv("AIRLOCK_FAULT");
-	size_t len = strlen(point);
-
-	if (f && strncmp(f, point, len) == 0 && f[len] == ':' && unlink(f + len + 1) == 0) {
-		log_err("AIRLOCK_FAULT=%s: exiting", f);
-		_exit(137);
-	}
-#else
-	(void)point;
-#endif
 }
 
 static void sha256_hex(const void *p, size_t n, char out[OBJSTORE_SHA256_HEX])
@@ -216,7 +199,7 @@ static int upload(struct node *n, struct sandbox *sb, const char *snap, const ch
 	crypt_view_free(src.view);
 	if (r < 0)
 		return store_err(err, name);
-	fault_point("suspend_upload");
+	FAULT_POINT("suspend_upload");
 	if (objstore_head(n->os, key, &size, sha, err) < 0)
 		return store_err(err, name);
 	if (size != a->size || strcmp(sha, a->sha) != 0)
@@ -453,6 +436,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	uint64_t t0 = now_us();
 	err_t e2 = { 0 };
 	char reason[200];
+	bool closed;
 	int r;
 
 	if (!sandbox_suspend_kind(sb) || !n->os)
@@ -480,6 +464,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	pthread_mutex_unlock(&sb->mu);
 	if (r < 0)
 		return r;
+	FAULT_POINT("suspend.after_transition");
 	if (prev == SB_RUNNING && (r = sb->be->pause(&n->bctx, sb->id, err)) < 0)
 		err_wrap(err, "pause");
 	/* BYOK: a fresh data key for this artifact set, wrapped by the
@@ -496,7 +481,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 		r = make_and_upload(n, sb, snap, &bytes, manifest_sha, &procs, dk, ref, err);
 	dkey_free(dk);
 	dk = NULL;
-	fault_point("suspend_before_commit");
+	FAULT_POINT("suspend_before_commit");
 	if (r == 0) {
 		row = (struct suspended_row){ snap, manifest_sha, procs, key_hex[0] ? key_hex : NULL,
 					      bytes, prev };
@@ -526,11 +511,19 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 		}
 		memset(&sb->prog, 0, sizeof(sb->prog));   /* the progress ends with the operation */
 		sb->lc_busy = false;
+		closed = sb->chan_closed;
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
+		/* The guest died while it was suspending: the channel's close was
+		 * not for a suspending sandbox to act on (lifecycle.c). Running
+		 * or paused again, it is: recovered or failed, not left running
+		 * with no guest. */
+		if (closed)
+			reaper_add(n, 0, TIMER_CHAN_CLOSED, sb->id, 0);
 		return err_wrap(err, "suspend sandbox %s", sb->id);
 	}
 	/* 7: suspended and restorable; now free what it held here. */
+	FAULT_POINT("suspend.after_commit");
 	pthread_mutex_lock(&sb->mu);
 	free(sb->susp_snap);
 	sb->susp_snap = xstrdup(snap);
@@ -833,6 +826,14 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	if (r < 0)
 		return r;
 
+	FAULT_POINT("restore.after_transition");
+	/* Nothing of a suspended sandbox may be here: what its suspend could
+	 * not free (the nodemgr restarting just then) would block the import
+	 * ("has a subvolume") for good. Freed now; every step is idempotent. */
+	if (sb->be->destroy(&n->bctx, sb->id, &e2) < 0) {
+		log_warn("sandbox %s: free leftovers before a restore: %s", sb->id, e2.msg);
+		e2 = (err_t){ 0 };
+	}
 	r = read_manifest(n, sb, snap, sha, key_hex, arts, tuuid, tsha, &dk, err);
 	/* The template build its disk stream was made against: here already,
 	 * or fetched from the store (a sandbox moved from another node). */
@@ -879,6 +880,8 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		if (r < 0)
 			err_wrap(err, "start");
 	}
+	if (r == 0)
+		FAULT_POINT("restore.after_jail");
 	if (r == 0 && (r = sandbox_net_push(n, sb, addr, err)) < 0)
 		err_wrap(err, "network");
 	if (r == 0) {
@@ -909,6 +912,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		return err_wrap(err, "restore sandbox %s", sb->id);
 	}
 	/* Running again: the row and the objects of the snapshot go. */
+	FAULT_POINT("restore.before_commit");
 	if (sandbox_tx(n, sb, write_restored, NULL, &e2) < 0)
 		log_warn("sandbox %s: %s", sb->id, e2.msg);
 	if (sb->be->snapshot_delete(&n->bctx, sb->id, snap, &e2) < 0)

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../lib/fault.h"
 #include "../lib/log.h"
 #include "../qmp/qmp.h"
 #include "../lib/util.h"
@@ -112,6 +113,7 @@ int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sa
 	if ((r = cgroup_create(&s->cg, spec->id, &cl, err)) < 0)
 		return r;
 	t_cg = now_us();
+	FAULT_POINT("nm.spawn.after_cgroup");
 	guest = open(s->cfg->guest_path, O_PATH | O_CLOEXEC);
 	if (guest < 0)
 		return err_sys(err, "open guest %s", s->cfg->guest_path);
@@ -146,6 +148,7 @@ int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sa
 		return r;
 	}
 	t_net = now_us();
+	FAULT_POINT("nm.spawn.after_jail");
 	if (j->hidden)
 		nswarm_warm_guest(chan[0], init, spec->id);
 	if ((r = jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
@@ -198,6 +201,7 @@ int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, 
 		goto fail;
 	made_subvol = true;
 	t_snap = now_us();
+	FAULT_POINT("nm.create.after_subvol");
 	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
 		goto fail;
 	t_qg = now_us();
@@ -230,7 +234,10 @@ int mgr_sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t 
 
 	pthread_mutex_lock(&s->lock);
 	j = jail_find_locked(s, id);
-	if (!j || j->busy || j->hidden || !j->alive || j->chan_fd < 0) {
+	if (j && j->busy && !j->hidden) {
+		/* being created, rolled back or destroyed: ask again */
+		r = err_set(err, EBUSY, "sandbox %s is busy in the node manager", id);
+	} else if (!j || j->busy || j->hidden || !j->alive || j->chan_fd < 0) {
 		r = err_set(err, ENOENT, "no live jail for sandbox %s", id);
 	} else {
 		*chan_dup = fcntl(j->chan_fd, F_DUPFD_CLOEXEC, 3);
@@ -245,6 +252,7 @@ int mgr_sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t 
 int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 {
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
+	_cleanup_free_ char *rb = xasprintf("%s/sandboxes/%s.rb", s->pool, id);
 	_cleanup_free_ char *st = jail_state_path(s, id);
 	struct jail *j;
 	int r;
@@ -265,6 +273,7 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 		 * namespace cleanup, which would otherwise hold the RTNL lock
 		 * against the next create. */
 		net_detach(s, j);
+		FAULT_POINT("nm.destroy.after_net");
 		kill_init(s, j);
 		if (wait_reaped(s, j))
 			log_warn("sandbox %s: jail init not reaped 5 s after its kill", id);
@@ -274,6 +283,12 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	r = cgroup_destroy(&s->cg, id, err);
 	if (r == 0)
 		r = subvol_delete_retry(sbx, err);
+	/* A rollback's other subvolume (the snapshot's copy before the swap,
+	 * the old disk after it), left when a nodemgr died in between. */
+	if (r == 0)
+		r = subvol_delete_retry(rb, err);
+	if (r == 0)
+		FAULT_POINT("nm.destroy.after_subvol");
 	if (r == 0)
 		r = snapshot_delete_all(s, id, err);
 	if (r == 0) {
@@ -352,6 +367,7 @@ int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec
 		return r;
 	}
 	/* 2 */
+	FAULT_POINT("nm.rollback.after_clone");
 	net_detach(s, j);
 	kill_init(s, j);
 	(void)wait_reaped(s, j);
@@ -375,6 +391,7 @@ int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec
 		r = err_sys(err, "swap %s and %s", tmp, sbx);
 		goto dead;
 	}
+	FAULT_POINT("nm.rollback.after_swap");
 	/* 4: the snapshot is in place; a leftover old subvolume is only space. */
 	if (subvol_delete_retry(tmp, &e2) < 0)
 		log_warn("rollback %s: delete old subvolume: %s", id, e2.msg);
@@ -431,6 +448,7 @@ int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	if ((r = pool_subvol_snapshot(src, sbx, false, err)) < 0)
 		goto fail;
 	made_subvol = true;
+	FAULT_POINT("nm.fork.after_subvol");
 	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
 		goto fail;
 	j->vm = vm;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/fault.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
 #include "../storage/pool.h"
@@ -72,6 +73,7 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 	 * the image holds no half-written request while btrfs snapshots it. */
 	if (j && j->vm && (r = vm_hold_still(s, j, &stopped, err)) < 0)
 		goto out;
+	FAULT_POINT("nm.snapshot.after_hold");
 	if (pool_is_subvol(sbx) != 1) {
 		r = err_set(err, ENOENT, "sandbox %s has no subvolume", id);
 		goto out;
@@ -96,6 +98,8 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 		goto out;
 	}
 	r = pool_subvol_snapshot(sbx, dst, true, err);
+	if (r == 0)
+		FAULT_POINT("nm.snapshot.after_subvol");
 	if (r < 0 && full) {
 		unlink(state);
 		unlink(mem);

@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/fault.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
 #include "../qmp/qmp.h"
@@ -336,6 +337,7 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 		if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
 			goto fail;
 		made_subvol = true;
+		FAULT_POINT("nm.vm.after_subvol");
 		if ((r = pool_qgroup_limit(sbx, dmb << 20, err)) < 0)
 			goto fail;
 		if (mode == NM_VM_CLONE) {
@@ -371,6 +373,7 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 	uint64_t t0 = now_us();
 	if ((r = vm_start(s, &l, spec->limits.cpu_millis, &qpid, &chan, &q, err)) < 0)
 		goto fail;
+	FAULT_POINT("nm.vm.after_qemu");
 	uint64_t t1 = now_us();
 	if (mode == NM_VM_CLONE && (r = vm_restore_state(q, vmstate, err)) < 0)
 		goto fail_started;
@@ -437,6 +440,7 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
 	uint64_t t0 = now_us();
 	if ((r = vm_start(s, &l, spec->limits.cpu_millis, &qpid, &chan, &q, err)) < 0)
 		return r;
+	FAULT_POINT("nm.vm.after_qemu");
 	/* A full snapshot's stream holds all of guest RAM (and the device
 	 * state); this QEMU's RAM is anonymous and takes it whole. A delta
 	 * snapshot's RAM is its file, mapped private as a clone maps the

@@ -165,12 +165,18 @@ def loop_holders(dev):
         return []
     want = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
     found = []
+
+    # A btrfs mount shows an anonymous device number (0:N, one per
+    # subvolume), not the loop device's: match the mount source too.
+    def on_dev(line):
+        f = line.split()
+        return f[2] == want or (" - " in line and line.split(" - ", 1)[1].split()[1:2] == [dev])
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/mountinfo") as f:
-                if any(l.split()[2] == want for l in f):
+                if any(on_dev(l) for l in f):
                     found.append(int(pid))
         except OSError:
             pass
@@ -471,9 +477,13 @@ def stop_and_check(server):
     # after many deleted subvolumes, e.g. vm images: up to 30 s on
     # a quiet machine, more when other jobs load it: 90 s was
     # exceeded at load averages over 100; 180 s here.)
-    for _ in range(1800):
+    for i in range(1800):
         loops = loops_for(os.path.join(d, "pool.img"))
         if not loops:
+            break
+        # held by another program's mount namespace (see below): waiting
+        # does not help, that is excused anyway
+        if i % 10 == 9 and all(loop_holders(dev) for dev in loops):
             break
         time.sleep(0.1)
     # Still there: only a mount copy in a foreign mount namespace
