@@ -19,6 +19,7 @@
 
 #include "../lib/json.h"
 #include "../lib/log.h"
+#include "../lib/phases.h"
 #include "../lib/util.h"
 #include "../qmp/qmp.h"
 #include "nodemgr-internal.h"
@@ -66,19 +67,31 @@ static int wait_migration(struct qmp *q, err_t *err)
 int vm_restore_state(struct qmp *q, const char *vmstate, err_t *err)
 {
 	_cleanup_close_ int fd = open(vmstate, O_RDONLY | O_CLOEXEC);
+	struct phases ph;
+	char steps[200];
 	int r;
 
 	if (fd < 0)
 		return err_sys(err, "open %s", vmstate);
+	phases_start(&ph);
 	if ((r = qmp_exec(q, "migrate-set-capabilities", caps_json, -1, VM_QMP_TIMEOUT_MS, NULL,
-			  err)) < 0 ||
-	    (r = qmp_exec(q, "getfd", "{\"fdname\":\"vmstate\"}", fd, VM_QMP_TIMEOUT_MS, NULL,
+			  err)) < 0)
+		return err_wrap(err, "restore");
+	phases_mark(&ph, "caps");
+	if ((r = qmp_exec(q, "getfd", "{\"fdname\":\"vmstate\"}", fd, VM_QMP_TIMEOUT_MS, NULL,
 			  err)) < 0 ||
 	    (r = qmp_exec(q, "migrate-incoming", "{\"uri\":\"fd:vmstate\"}", -1,
-			  VM_QMP_TIMEOUT_MS, NULL, err)) < 0 ||
-	    (r = wait_migration(q, err)) < 0 ||
-	    (r = qmp_exec(q, "cont", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0)
+			  VM_QMP_TIMEOUT_MS, NULL, err)) < 0)
 		return err_wrap(err, "restore");
+	phases_mark(&ph, "incoming");
+	if ((r = wait_migration(q, err)) < 0)
+		return err_wrap(err, "restore");
+	phases_mark(&ph, "loaded");
+	if ((r = qmp_exec(q, "cont", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0)
+		return err_wrap(err, "restore");
+	phases_mark(&ph, "cont");
+	phases_text(&ph, steps, sizeof(steps));
+	log_debug("restore %s: %s", vmstate, steps);
 	return 0;
 }
 
