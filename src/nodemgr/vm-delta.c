@@ -40,13 +40,16 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/phases.h"
 #include "../lib/util.h"
 #include "../qmp/qmp.h"
 #include "nodemgr-internal.h"
 #include "vm-delta.h"
+#include "vm-internal.h"
 
 #define PAGE 4096ull
 #define PM_PRESENT (1ull << 63)
@@ -211,8 +214,37 @@ static int copy_devstate(const char *src, const char *dst, err_t *err)
 	return 0;
 }
 
-int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
-		   int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes, err_t *err)
+/* A sparse delta names the file its holes stand for (device and inode), so
+ * it is only ever applied over that file (ram_delta_apply). */
+#define BASE_XATTR "user.airlock.delta_base"
+
+static int mark_base(int fd, const struct stat *base, err_t *err)
+{
+	char v[64];
+	int n = snprintf(v, sizeof(v), "%llu:%llu", (unsigned long long)base->st_dev,
+			 (unsigned long long)base->st_ino);
+
+	if (fsetxattr(fd, BASE_XATTR, v, (size_t)n, 0) < 0)
+		return err_sys(err, "mark memory delta");
+	return 0;
+}
+
+static bool is_base(int fd, const struct stat *st)
+{
+	char v[64], want[64];
+	ssize_t n = fgetxattr(fd, BASE_XATTR, v, sizeof(v) - 1);
+	int wn = snprintf(want, sizeof(want), "%llu:%llu", (unsigned long long)st->st_dev,
+			  (unsigned long long)st->st_ino);
+
+	return n == wn && !memcmp(v, want, (size_t)n);
+}
+
+/* ram_delta_save and ram_delta_save_sparse: base NULL, mem the whole RAM
+ * (a reflink of the mapped file, the written pages over it); else only the
+ * written pages, in a sparse file, and only when the mapped file is base. */
+static int delta_save(pid_t pid, uint64_t size, const struct stat *base, const char *mem,
+		      gid_t gid, int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes,
+		      err_t *err)
 {
 	_cleanup_free_ char *pm_path = xasprintf("/proc/%d/pagemap", (int)pid);
 	_cleanup_free_ char *mem_path = xasprintf("/proc/%d/mem", (int)pid);
@@ -221,14 +253,25 @@ int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
 	_cleanup_free_ uint8_t *a = NULL, *b = NULL;
 	_cleanup_close_ int pmfd = -1, memfd = -1, src = -1, dst = -1;
 	struct ram_map m;
+	struct phases ph;
+	char steps[300];
 	int r, tries;
 
 	*bytes = 0;
+	phases_start(&ph);
 	if ((r = find_ram(pid, size, &m, err)) < 0)
 		return r;
 	src_path = xasprintf("/proc/%d/map_files/%s", (int)pid, m.range);
 	if ((src = open(src_path, O_RDONLY | O_CLOEXEC)) < 0)
 		return err_sys(err, "open %s", src_path);
+	if (base) {
+		struct stat st;
+		if (fstat(src, &st) < 0)
+			return err_sys(err, "stat %s", src_path);
+		if (st.st_dev != base->st_dev || st.st_ino != base->st_ino)
+			return err_set(err, ENOTSUP, "process %d: its RAM maps another file",
+				       (int)pid);
+	}
 	if ((pmfd = open(pm_path, O_RDONLY | O_CLOEXEC)) < 0 ||
 	    (memfd = open(mem_path, O_RDONLY | O_CLOEXEC)) < 0)
 		return err_sys(err, "open /proc/%d", (int)pid);
@@ -246,22 +289,110 @@ int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
 		/* The file the RAM maps, shared extents only (a whole-file
 		 * clone replaces what an earlier try wrote); then the pages
 		 * written over it. */
-		if (ioctl(dst, FICLONE, src) < 0) {
+		phases_mark(&ph, "open");
+		if (base) {
+			/* Holes where the page is the base file's; emptied
+			 * first when this is a retry. */
+			if (ftruncate(dst, 0) < 0 || ftruncate(dst, (off_t)size) < 0) {
+				r = err_sys(err, "size %s", mem);
+				goto fail;
+			}
+		} else if (ioctl(dst, FICLONE, src) < 0) {
 			r = err_sys(err, "reflink %s", src_path);
 			goto fail;
 		}
+		phases_mark(&ph, "reflink");
 		if ((r = read_pagemap(pmfd, &m, pm1, err)) < 0 ||
-		    (r = copy_pages(memfd, dst, &m, pm1, a, bytes, err)) < 0 ||
-		    (r = save(arg, err)) < 0)
+		    (r = copy_pages(memfd, dst, &m, pm1, a, bytes, err)) < 0)
 			goto fail;
-		if (unchanged(pmfd, memfd, dst, &m, pm1, pm2, a, b))
+		phases_mark(&ph, "pages");
+		if ((r = save(arg, err)) < 0)
+			goto fail;
+		phases_mark(&ph, "devices");
+		bool same = unchanged(pmfd, memfd, dst, &m, pm1, pm2, a, b);
+		phases_mark(&ph, "check");
+		if (same && base && (r = mark_base(dst, base, err)) < 0)
+			goto fail;
+		if (same) {
+			phases_text(&ph, steps, sizeof(steps));
+			log_debug("process %d: memory delta: %s", (int)pid, steps);
 			return 0;
+		}
 		log_info("process %d: memory moved while its devices were saved; again", (int)pid);
 	}
 	r = err_set(err, EAGAIN, "process %d: memory kept moving while stopped", (int)pid);
 fail:
 	unlink(mem);
 	return r;
+}
+
+int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
+		   int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes, err_t *err)
+{
+	return delta_save(pid, size, NULL, mem, gid, save, arg, bytes, err);
+}
+
+int ram_delta_save_sparse(pid_t pid, uint64_t size, const struct stat *base, const char *delta,
+			  gid_t gid, int (*save)(void *arg, err_t *err), void *arg,
+			  uint64_t *bytes, err_t *err)
+{
+	return delta_save(pid, size, base, delta, gid, save, arg, bytes, err);
+}
+
+int ram_delta_apply(pid_t pid, uint64_t size, const char *delta, uint64_t *bytes, err_t *err)
+{
+	_cleanup_free_ char *mem_path = xasprintf("/proc/%d/mem", (int)pid);
+	_cleanup_free_ uint8_t *buf = NULL;
+	_cleanup_close_ int in = -1, memfd = -1;
+	struct ram_map m;
+	struct stat st;
+	off_t off = 0, end;
+	int r;
+
+	*bytes = 0;
+	if ((r = find_ram(pid, size, &m, err)) < 0)
+		return r;
+	in = open(delta, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0)
+		return err_sys(err, "open %s", delta);
+	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)
+		return err_set(err, EINVAL, "%s: not a memory delta of %" PRIu64 " bytes", delta,
+			       size);
+	{
+		/* Its holes are the file pid maps, or it does not apply. */
+		_cleanup_free_ char *map = xasprintf("/proc/%d/map_files/%s", (int)pid, m.range);
+		struct stat mst;
+		if (stat(map, &mst) < 0)
+			return err_sys(err, "stat %s", map);
+		if (!is_base(in, &mst))
+			return err_set(err, ESTALE, "%s is a delta of another RAM file", delta);
+	}
+	if ((memfd = open(mem_path, O_RDWR | O_CLOEXEC)) < 0)
+		return err_sys(err, "open %s", mem_path);
+	buf = xmalloc(CHUNK);
+	/* Each run of data (pages the parent had written) over the same
+	 * offsets of the RAM: the process gets private copies of those pages,
+	 * the rest it keeps reading from its file. */
+	for (;;) {
+		off = lseek(in, off, SEEK_DATA);
+		if (off < 0) {
+			if (errno == ENXIO)
+				return 0;   /* no data after off */
+			return err_sys(err, "seek %s", delta);
+		}
+		if ((end = lseek(in, off, SEEK_HOLE)) < 0)
+			return err_sys(err, "seek %s", delta);
+		while (off < end) {
+			size_t n = (size_t)(end - off) < CHUNK ? (size_t)(end - off) : CHUNK;
+			if ((r = pread_full(in, buf, n, (uint64_t)off)) < 0)
+				return err_set(err, -r, "read %s", delta);
+			if (pwrite(memfd, buf, n, (off_t)(m.start + (uint64_t)off)) != (ssize_t)n)
+				return err_sys(err, "write guest memory at %#" PRIx64,
+					       (uint64_t)off);
+			*bytes += n;
+			off += (off_t)n;
+		}
+	}
 }
 
 int ram_written(pid_t pid, uint64_t size, uint64_t *pages, err_t *err)
@@ -326,5 +457,45 @@ int vm_save_delta(struct jail *j, const char *dev, const char *state, const char
 	}
 	log_debug("vm %s: memory delta %" PRIu64 " KiB of %u MiB and device state saved in %.1f ms",
 		  j->id, *bytes >> 10, mem_mb, (now_us() - t0) / 1000.0);
+	return 0;
+}
+
+int vm_save_fork(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+		 const char *state, const char *delta, uint64_t *bytes, err_t *err)
+{
+	_cleanup_free_ char *dev = xasprintf("%s/%s/devstate", s->vm->run, j->id);
+	_cleanup_free_ char *cache = NULL, *base = NULL, *disk = NULL, *tdisk = NULL;
+	uint32_t cpu_millis = spec->limits.cpu_millis ? spec->limits.cpu_millis : 1000;
+	struct qemu_save q = { .j = j, .dev = dev };
+	struct stat bst, dst, tst;
+	struct vm_shape sh;
+	uint64_t t0 = now_us();
+	int r;
+
+	*bytes = 0;
+	if (!j->qmp || j->pid <= 0)
+		return err_set(err, ENOENT, "vm %s has no running qemu", j->id);
+	vm_shape_of(spec, &sh);
+	cache = vm_cache_dir(s, spec, &sh);
+	base = xasprintf("%s/mem", cache);
+	disk = xasprintf("%s/sandboxes/%s/rootfs.ext4", s->pool, j->id);
+	tdisk = xasprintf("%s/templates/%s/%u/rootfs.ext4", s->pool, spec->template_name,
+			  spec->template_version);
+	/* What a fork standby is (vm_fork_standby): the template's RAM file
+	 * of this shape, a disk of the template's size, a whole vCPU each. */
+	if (j->vm_mem_mb != sh.mem_mb || cpu_millis != sh.cpus * 1000 || stat(base, &bst) < 0 ||
+	    stat(disk, &dst) < 0 || stat(tdisk, &tst) < 0 || dst.st_size != tst.st_size)
+		return err_set(err, ENOTSUP, "vm %s: no fork standby fits it", j->id);
+	r = ram_delta_save_sparse(j->pid, (uint64_t)sh.mem_mb << 20, &bst, delta, VM_SHARED_GID,
+				  save_devices, &q, bytes, err);
+	if (r == 0 && (r = copy_devstate(dev, state, err)) < 0)
+		unlink(delta);
+	unlink(dev);
+	if (r < 0) {
+		unlink(state);
+		return r;
+	}
+	log_debug("vm %s: fork delta %" PRIu64 " KiB of %u MiB and device state saved in %.1f ms",
+		  j->id, *bytes >> 10, sh.mem_mb, (now_us() - t0) / 1000.0);
 	return 0;
 }

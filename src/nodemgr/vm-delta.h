@@ -21,6 +21,22 @@
 int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
 		   int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes, err_t *err);
 
+/* The same, for a fork: when the file pid maps is base (the template's RAM
+ * file, which the child's QEMU maps too), delta (new, sparse, size bytes)
+ * holds only the pages pid wrote, at their offsets, and holes elsewhere.
+ * -ENOTSUP when pid maps another file (nothing made). */
+struct stat;
+int ram_delta_save_sparse(pid_t pid, uint64_t size, const struct stat *base, const char *delta,
+			  gid_t gid, int (*save)(void *arg, err_t *err), void *arg,
+			  uint64_t *bytes, err_t *err);
+
+/* Write the data of delta (from ram_delta_save_sparse) over the same
+ * offsets of process pid's RAM mapping (as above): pid then holds the
+ * delta's pages as its own copies and reads every other page from its
+ * file. pid must not run meanwhile (a QEMU in -incoming). *bytes: the
+ * bytes written. */
+int ram_delta_apply(pid_t pid, uint64_t size, const char *delta, uint64_t *bytes, err_t *err);
+
 /* How many pages of that mapping pid has written (its own copies, not
  * the file's): 0 means every page it reads comes from the file as the
  * file is at that moment. -ENOTSUP when no mapping fits. */

@@ -61,10 +61,15 @@ static int wait_migration(struct qmp *q, err_t *err)
 	}
 }
 
-/* Load the saved device state into a QEMU waiting in -incoming defer, then
- * start its vCPUs. The RAM itself is not copied: x-ignore-shared skips the
- * file-backed block, which this QEMU already maps (MAP_PRIVATE). */
-int vm_restore_state(struct qmp *q, const char *vmstate, err_t *err)
+int vm_restore_caps(struct qmp *q, err_t *err)
+{
+	if (qmp_exec(q, "migrate-set-capabilities", caps_json, -1, VM_QMP_TIMEOUT_MS, NULL, err) <
+	    0)
+		return err_wrap(err, "restore");
+	return 0;
+}
+
+int vm_load_state(struct qmp *q, const char *vmstate, err_t *err)
 {
 	_cleanup_close_ int fd = open(vmstate, O_RDONLY | O_CLOEXEC);
 	struct phases ph;
@@ -74,10 +79,6 @@ int vm_restore_state(struct qmp *q, const char *vmstate, err_t *err)
 	if (fd < 0)
 		return err_sys(err, "open %s", vmstate);
 	phases_start(&ph);
-	if ((r = qmp_exec(q, "migrate-set-capabilities", caps_json, -1, VM_QMP_TIMEOUT_MS, NULL,
-			  err)) < 0)
-		return err_wrap(err, "restore");
-	phases_mark(&ph, "caps");
 	if ((r = qmp_exec(q, "getfd", "{\"fdname\":\"vmstate\"}", fd, VM_QMP_TIMEOUT_MS, NULL,
 			  err)) < 0 ||
 	    (r = qmp_exec(q, "migrate-incoming", "{\"uri\":\"fd:vmstate\"}", -1,
@@ -93,6 +94,16 @@ int vm_restore_state(struct qmp *q, const char *vmstate, err_t *err)
 	phases_text(&ph, steps, sizeof(steps));
 	log_debug("restore %s: %s", vmstate, steps);
 	return 0;
+}
+
+/* Load the saved device state into a QEMU waiting in -incoming defer, then
+ * start its vCPUs. The RAM itself is not copied: x-ignore-shared skips the
+ * file-backed block, which this QEMU already maps (MAP_PRIVATE). */
+int vm_restore_state(struct qmp *q, const char *vmstate, err_t *err)
+{
+	int r = vm_restore_caps(q, err);
+
+	return r < 0 ? r : vm_load_state(q, vmstate, err);
 }
 
 /* The whole migration stream to path. */
