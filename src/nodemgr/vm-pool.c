@@ -591,6 +591,8 @@ static int standby_go(struct nm_server *s, struct jail *j, void *arg, err_t *err
 	if ((r = ram_delta_apply(j->pid, f->size, f->delta, &bytes, err)) < 0)
 		return err_wrap(err, "fork standby %s", j->id);
 	phases_mark(f->ph, "mem");
+	log_info("sandbox %s: %" PRIu64 " KiB of the parent's pages written into its RAM", j->id,
+		 bytes >> 10);
 	r = vm_load_state(j->qmp, f->state, err);   /* capabilities set at park time */
 	phases_mark(f->ph, "restore");
 	return r;
