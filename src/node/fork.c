@@ -12,7 +12,11 @@
  * same point. On a backend with full snapshots (vm) the one taken on the
  * spot is a full one: every child's QEMU restores the parent's memory and
  * device state, so its processes carry on, and the backend's post-ready
- * reset gives it its own clock, RNG seed, hostname and machine-id. A child
+ * reset gives it its own clock, RNG seed, hostname and machine-id (vm: the
+ * snapshot is asked for in the fork form, snapshot_fork, which nodemgr makes
+ * of only the pages the parent wrote since its template's RAM file and a
+ * reflink of its disk image when it can; see "Fork standbys" in DESIGN.md).
+ * Where the time went is answered as Server-Timing and logged. A child
  * of a named full snapshot is restored the same way; a child of a disk
  * snapshot boots fresh (ns: a fresh init on the forked disk; vm: a fresh
  * QEMU cold-boots the guest on it).
