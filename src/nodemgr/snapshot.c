@@ -108,11 +108,12 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 	if (full && fork_spec) {
 		r = vm_save_fork(s, j, fork_spec, state, delta, &mem_bytes, err);
 		fork_form = r == 0;
-		if (r == -ENOTSUP) {
+		if (r < 0) {
+			/* Not possible (-ENOTSUP), or it failed (memory kept
+			 * moving): the whole RAM file as for any full snapshot. */
 			log_debug("snapshot %s/%s: not in the fork form: %s", id, snap, err->msg);
 			err_clear(err);
-		} else if (r < 0) {
-			goto out;
+			r = -ENOTSUP;
 		}
 	}
 	if (full && r == -ENOTSUP && (r = vm_save_full(s, j, state, mem, &mem_bytes, err)) < 0) {
