@@ -28,6 +28,13 @@
  * devices were saved. Otherwise it is tried again, and after a few tries the
  * caller falls back to the stream.
  *
+ * A fork's throw-away snapshot may take the fork form instead
+ * (vm_save_fork): when the RAM maps the template's RAM file, <snap>.delta
+ * holds only the written pages, at their offsets, in a sparse file (holes:
+ * the template's bytes), with xattrs naming that file and listing the data
+ * runs; ram_delta_apply writes them into a fork standby's QEMU, which maps
+ * the same template file (vm-pool.c).
+ *
  * Needs the RAM to be one file-backed private mapping of the guest's size:
  * a cold-booted guest (anonymous RAM) or one restored from a stream is
  * -ENOTSUP here and gets the stream (vm-state.c, vm_save_full).

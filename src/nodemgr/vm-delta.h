@@ -1,6 +1,7 @@
 /* vm-delta.h - the memory of a process whose RAM is a private map of a
- * file, saved as a reflink of that file plus the pages it wrote (see
- * vm-delta.c). Split from vm_save_delta so it can be tested on any
+ * file, saved as a reflink of that file plus the pages it wrote, or (the
+ * fork form) as those pages alone, and put back into another process that
+ * maps the same file (see vm-delta.c). Split from vm_save_delta so it can be tested on any
  * process, without QEMU. */
 #ifndef AIRLOCK_NODEMGR_VM_DELTA_H
 #define AIRLOCK_NODEMGR_VM_DELTA_H
