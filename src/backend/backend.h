@@ -74,6 +74,11 @@ struct backend_ops {
 	 * it restore the running guest instead of booting one. */
 	int (*snapshot_full)(const struct backend_ctx *ctx, const char *id, const char *snap,
 			     const char *prev, int64_t *size, err_t *err);
+	/* Optional: snapshot_full for a fork's throw-away snapshot of the
+	 * sandbox spec->id, which only fork reads (vm: maybe only the pages
+	 * written since the template's memory). */
+	int (*snapshot_fork)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
+			     const char *snap, int64_t *size, err_t *err);
 	int (*rollback)(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
 			const char *snap, int *chan_fd, pid_t *pid, err_t *err);
 	/* Optional: runs before a disk snapshot of a running sandbox, so the

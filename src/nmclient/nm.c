@@ -484,6 +484,23 @@ int nm_snapshot_create_full(const char *sock, const char *id, const char *snap,
 	return 0;
 }
 
+int nm_snapshot_create_fork(const char *sock, const struct nm_sandbox_spec *spec,
+			    const char *snap, int64_t *size, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SNAPSHOT_CREATE);
+	q.u.snap.full = 2;
+	q.u.snap.spec = *spec;
+	if (put_str(q.u.snap.snap, sizeof(q.u.snap.snap), snap, "snapshot id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "fork snapshot of sandbox %s", spec->id);
+	*size = res.size;
+	return 0;
+}
+
 int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t *err)
 {
 	struct nm_req q;

@@ -73,6 +73,12 @@ int nm_snapshot_create(const char *sock, const char *id, const char *snap, const
  * snapshot restore the VM from it (processes carry on) instead of booting. */
 int nm_snapshot_create_full(const char *sock, const char *id, const char *snap,
 			    const char *prev, int64_t *size, err_t *err);
+/* The same for a fork's throw-away snapshot of the sandbox spec->id (spec:
+ * its own, whole): its memory may be kept as only the pages written since
+ * the template's RAM file, which the fork's children restore on a fork
+ * standby. Only nm_sandbox_fork reads such a snapshot. */
+int nm_snapshot_create_fork(const char *sock, const struct nm_sandbox_spec *spec,
+			    const char *snap, int64_t *size, err_t *err);
 int nm_snapshot_delete(const char *sock, const char *id, const char *snap, err_t *err);
 /* Roll a live sandbox (or one whose jail died: crash recovery) back to snapshot snap (vm: QEMU cold-boots the guest
  * on the swapped disk): kill every process of its

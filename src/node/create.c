@@ -26,6 +26,7 @@
 #include "../cred/cred.h"
 #include "../lib/fault.h"
 #include "../lib/log.h"
+#include "../lib/phases.h"
 #include "../policy/policy.h"
 #include "node-internal.h"
 
@@ -363,6 +364,13 @@ static int write_running(struct node *n, struct sandbox *sb, const void *arg, er
 int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
 		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err)
 {
+	return sandbox_guest_up_timed(n, sb, nspec, chan_fd, jail_pid, why, what, NULL, err);
+}
+
+int sandbox_guest_up_timed(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
+			   int chan_fd, pid_t jail_pid, const char *why, const char *what,
+			   struct phases *ph, err_t *err)
+{
 	struct guest_up up = { .jail_pid = jail_pid, .why = why };
 	struct guest_hello hello;
 	struct guestconn *gc;
@@ -375,6 +383,8 @@ int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox
 	if (!gc)
 		return err_wrap(err, "%s", what);
 	log_debug("sandbox %s: guest hello in %.2f ms", sb->id, (now_us() - t0) / 1000.0);
+	if (ph)
+		phases_mark(ph, "hello");
 	pthread_mutex_lock(&sb->mu);
 	snprintf(addr, sizeof(addr), "%s", sb->addr);
 	pthread_mutex_unlock(&sb->mu);
@@ -382,6 +392,8 @@ int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox
 		guestconn_close(gc);
 		return err_wrap(err, "%s backend", sb->be->name);
 	}
+	if (ph)
+		phases_mark(ph, "reset");
 	/* One transaction: the jail's pid and the move to running. */
 	pthread_mutex_lock(&sb->mu);
 	if (sb->chan_closed) {
@@ -398,6 +410,8 @@ int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox
 	sb->gc = gc;
 	pthread_cond_broadcast(&sb->cv);
 	pthread_mutex_unlock(&sb->mu);
+	if (ph)
+		phases_mark(ph, "ready");
 	return 0;
 }
 

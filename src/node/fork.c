@@ -12,7 +12,11 @@
  * same point. On a backend with full snapshots (vm) the one taken on the
  * spot is a full one: every child's QEMU restores the parent's memory and
  * device state, so its processes carry on, and the backend's post-ready
- * reset gives it its own clock, RNG seed, hostname and machine-id. A child
+ * reset gives it its own clock, RNG seed, hostname and machine-id (vm: the
+ * snapshot is asked for in the fork form, snapshot_fork, which nodemgr makes
+ * of only the pages the parent wrote since its template's RAM file and a
+ * reflink of its disk image when it can; see "Fork standbys" in DESIGN.md).
+ * Where the time went is answered as Server-Timing and logged. A child
  * of a named full snapshot is restored the same way; a child of a disk
  * snapshot boots fresh (ns: a fresh init on the forked disk; vm: a fresh
  * QEMU cold-boots the guest on it).
@@ -28,6 +32,7 @@
 
 #include "../lib/fault.h"
 #include "../lib/log.h"
+#include "../lib/phases.h"
 #include "node-internal.h"
 
 #define FORK_MAX 16
@@ -139,7 +144,8 @@ static struct sandbox *child_new(struct node *n, struct sandbox *parent,
 /* Bring one child up from the parent's snapshot snap. On failure the child
  * is failed (its row says why) and unref'd; NULL. */
 static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
-				const struct fork_src *src, const char *snap, err_t *err)
+				const struct fork_src *src, const char *snap, struct phases *ph,
+				err_t *err)
 {
 	struct nm_sandbox_spec nspec;
 	struct sandbox *sb;
@@ -148,6 +154,7 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 	bool created = false;
 	char why[200], addr[16] = "";
 
+	phases_start(ph);
 	if (!(sb = child_new(n, parent, src, err)))
 		return NULL;
 	/* Memory fork: the parent's processes carry on in the child; its
@@ -158,6 +165,7 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 		pthread_mutex_unlock(&sb->mu);
 	}
 	sandbox_jail_spec(sb, &nspec);
+	phases_mark(ph, "row");
 	r = sb->be->fork(&n->bctx, &nspec, parent->id, snap, &chan_fd, &jail_pid, addr, err);
 	if (r < 0) {
 		err_wrap(err, "%s backend", sb->be->name);
@@ -165,13 +173,15 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 	}
 	created = true;
 	FAULT_POINT("fork.after_child_jail");
+	phases_mark(ph, "take");
 	/* The child has an address of its own: until the gateway knows it, all
 	 * its traffic is refused (as for a create). */
 	if (sandbox_net_push(n, sb, addr, err) < 0)
 		goto fail;
+	phases_mark(ph, "net");
 	snprintf(why, sizeof(why), "guest ready (fork of %s)", parent->id);
-	if (sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why, "guest agent",
-			     err) < 0)
+	if (sandbox_guest_up_timed(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why, "guest agent",
+				   ph, err) < 0)
 		goto fail;
 	sandbox_schedule_timeout(n, sb);
 	return sb;
@@ -199,6 +209,7 @@ struct fork_job {
 	const struct fork_src *src;
 	const char *snap;
 	struct sandbox *kid;
+	struct phases ph;
 	err_t err;
 	pthread_t th;
 	bool threaded;
@@ -208,16 +219,18 @@ static void *fork_job_main(void *arg)
 {
 	struct fork_job *fj = arg;
 
-	fj->kid = fork_one(fj->n, fj->parent, fj->src, fj->snap, &fj->err);
+	fj->kid = fork_one(fj->n, fj->parent, fj->src, fj->snap, &fj->ph, &fj->err);
 	if (fj->kid)
 		sandbox_progress_add(fj->parent, 1);   /* children done, for GET */
 	return NULL;
 }
 
 /* Make count children into kids[]; the number made. On a shortfall *err is
- * the first failure. */
+ * the first failure. The children's steps go into ph, each the slowest
+ * child's. */
 static int fork_all(struct node *n, struct sandbox *parent, const struct fork_src *src,
-		    const char *snap, int count, struct sandbox **kids, err_t *err)
+		    const char *snap, int count, struct sandbox **kids, struct phases *ph,
+		    err_t *err)
 {
 	struct fork_job jobs[FORK_MAX];
 	int made = 0;
@@ -233,6 +246,7 @@ static int fork_all(struct node *n, struct sandbox *parent, const struct fork_sr
 	for (int i = 0; i < count; i++) {
 		if (jobs[i].threaded)
 			pthread_join(jobs[i].th, NULL);
+		phases_max(ph, &jobs[i].ph);
 		if (jobs[i].kid)
 			kids[made++] = jobs[i].kid;
 		else if (!err->code)
@@ -241,8 +255,12 @@ static int fork_all(struct node *n, struct sandbox *parent, const struct fork_sr
 	return made;
 }
 
-static void respond_children(struct http_conn *c, struct sandbox **kids, int count)
+/* 201 with the children, Location naming the first one, and where the
+ * fork's time went as Server-Timing (the names and durations are ours). */
+static void respond_children(struct http_conn *c, struct sandbox **kids, int count,
+			     const struct phases *ph)
 {
+	char timing[600];
 	struct buf b;
 	struct jw w;
 
@@ -255,10 +273,13 @@ static void respond_children(struct http_conn *c, struct sandbox **kids, int cou
 		sandbox_render(&w, kids[i]);
 	jw_end(&w);
 	jw_end(&w);
+	phases_server_timing(ph, timing, sizeof(timing));
 	{
-		/* Location names the first child; the body lists them all. */
-		_cleanup_free_ char *loc = xasprintf("/v1/sandboxes/%s", kids[0]->id);
-		http_respond_created(c, loc, b.data);
+		/* Location names the first child (a server-made id); the body
+		 * lists them all. */
+		_cleanup_free_ char *hdr = xasprintf("Location: /v1/sandboxes/%s\r\n"
+						     "Server-Timing: %s\r\n", kids[0]->id, timing);
+		http_respond(c, 201, "application/json", b.data, b.len, hdr);
 	}
 	buf_free(&b);
 }
@@ -276,6 +297,10 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	err_t err = { 0 };
 	json *body = NULL;
 	uint64_t t_req = now_us();
+	struct phases ph, kid_ph = { 0 };
+	char steps[600];
+
+	phases_start(&ph);
 
 	if (req->body_len && !(body = node_body_object(req, c, keys)))
 		return;
@@ -338,6 +363,7 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		node_respond_err(c, &err);
 		goto out;
 	}
+	phases_mark(&ph, "hold");
 	if (!snap[0]) {
 		/* One point for all children: a throw-away snapshot (not in the
 		 * snapshots table), after the backend's quiesce (vm: sync). */
@@ -347,7 +373,12 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 
 		snprintf(snap, sizeof(snap), "%s", id);
 		r = 0;
-		if (sb->be->caps.full_snapshot && sb->be->snapshot_full) {
+		if (sb->be->caps.full_snapshot && sb->be->snapshot_fork) {
+			struct nm_sandbox_spec pspec;
+			sandbox_jail_spec(sb, &pspec);
+			src.procs = procs_image(sb);
+			r = sb->be->snapshot_fork(&n->bctx, &pspec, snap, &size, &err);
+		} else if (sb->be->caps.full_snapshot && sb->be->snapshot_full) {
 			src.procs = procs_image(sb);
 			r = sb->be->snapshot_full(&n->bctx, sb->id, snap, "", &size, &err);
 		} else {
@@ -364,10 +395,22 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		}
 		temp = true;
 	}
+	phases_mark(&ph, "capture");
 
 	sandbox_progress_set(sb, "fork", "fork", "sandboxes", 0, (uint64_t)count);
 	FAULT_POINT("fork.after_snapshot");
-	made = fork_all(n, sb, &src, snap, (int)count, kids, &err);
+	made = fork_all(n, sb, &src, snap, (int)count, kids, &kid_ph, &err);
+	{
+		/* The slowest child's steps; what the threads took beyond
+		 * them (start, join) as "join". */
+		uint64_t now = now_us(), sum = 0;
+		for (int i = 0; i < kid_ph.n; i++) {
+			phases_add(&ph, kid_ph.p[i].name, kid_ph.p[i].us);
+			sum += kid_ph.p[i].us;
+		}
+		phases_add(&ph, "join", now - ph.last > sum ? now - ph.last - sum : 0);
+		ph.last = now;
+	}
 	if (made < count) {
 		/* All or nothing. */
 		for (int i = 0; i < made; i++) {
@@ -396,8 +439,12 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		log_warn("sandbox %s: %s", sb->id, err.msg);
 	pthread_mutex_unlock(&sb->mu);
 	FAULT_POINT("fork.before_answer");
-	respond_children(c, kids, (int)count);
+	phases_mark(&ph, "event");
+	phases_add(&ph, "total", now_us() - t_req);
+	respond_children(c, kids, (int)count, &ph);
 	metrics_observe(n, OP_FORK, now_us() - t_req);
+	phases_text(&ph, steps, sizeof(steps));
+	log_info("sandbox %s: fork of %d: %s", sb->id, (int)count, steps);
 
 out:
 	if (temp) {

@@ -367,6 +367,13 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
  * closed and err says why, prefixed with `what`. */
 int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
 		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err);
+/* The same, marking its steps in ph (when not NULL): "hello" (the guest
+ * spoke), "reset" (the backend's post-ready step answered) and "ready"
+ * (the move to running written). */
+struct phases;
+int sandbox_guest_up_timed(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
+			   int chan_fd, pid_t jail_pid, const char *why, const char *what,
+			   struct phases *ph, err_t *err);
 
 /* lifecycle.c: operations on a sandbox after its create (state.c decides
  * what is legal; an illegal request fails with -EBUSY naming the current

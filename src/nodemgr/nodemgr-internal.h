@@ -190,13 +190,22 @@ void mgr_sandbox_kill_all(struct nm_server *s);
  * <snap> VM_MEM_SUFFIX its RAM file (vm-delta.c). */
 #define VM_FULL_SUFFIX ".vmstate"
 #define VM_MEM_SUFFIX ".mem"
+/* A fork's throw-away full snapshot may hold, instead of VM_MEM_SUFFIX, only
+ * the pages written since the template's RAM file (vm_save_fork). */
+#define VM_DELTA_SUFFIX ".delta"
+/* ... and, instead of the <snap> subvolume, a reflink of the disk image. */
+#define VM_DISK_SUFFIX ".disk"
 /* The group of every RAM file several QEMUs map private (a template's, a
  * delta snapshot's): root's, mode 0640, so every vm jail gets this
  * supplementary group to read it, and none can write it (QEMU opens it
  * O_RDONLY through src/vmstub/romem.c, bound read-only: vm-qemu.c). */
 #define VM_SHARED_GID (NM_UID_BASE - 1)
+/* fork_spec (full only, else NULL): the snapshot is a fork's throw-away
+ * one and the sandbox's spec is this: its memory may be saved in the fork
+ * form (vm_save_fork). */
 int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
-		    bool full, int64_t *size, err_t *err);
+		    bool full, const struct nm_sandbox_spec *fork_spec, int64_t *size,
+		    err_t *err);
 int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err);
 /* Delete every snapshot of id and its directory; called by mgr_sandbox_destroy. */
 int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
@@ -265,6 +274,14 @@ int vm_save_full(struct nm_server *s, struct jail *j, const char *state, const c
  * /run/devstate in j's QEMU (its run dir), where QEMU writes the devices. */
 int vm_save_delta(struct jail *j, const char *dev, const char *state, const char *mem,
 		  uint64_t *bytes, err_t *err);
+/* The fork form (vm-delta.c): when j's RAM maps the RAM file of spec's
+ * template and shape (spec: the sandbox's own, from the node) and a fork
+ * standby fits it (its CPU quota and disk size are a standby's), only the
+ * pages j wrote, as the sparse file delta, plus the device state in state:
+ * a child's QEMU maps the template's file and gets the pages written into
+ * its RAM (vm_fork_standby). -ENOTSUP (nothing made) otherwise. */
+int vm_save_fork(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+		 const char *state, const char *delta, uint64_t *bytes, err_t *err);
 /* Disk snapshots of a vm: stop its vCPUs (QMP stop drains the block layer,
  * so the image is consistent) unless they already are; *stopped says
  * whether the caller must vm_freeze(..., false) afterwards. */

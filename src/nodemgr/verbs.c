@@ -367,9 +367,17 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox or snapshot id");
 			break;
 		}
+		/* full 2: a fork's snapshot, the whole spec sent (checked as
+		 * for a create) so the memory may be saved in the fork form */
+		if (q.verb == NM_SNAPSHOT_CREATE && q.u.snap.full == 2 &&
+		    !valid_spec(&q.u.snap.spec, true)) {
+			r = err_set(&err, EINVAL, "bad sandbox spec");
+			break;
+		}
 		if (q.verb == NM_SNAPSHOT_CREATE)
 			r = snapshot_create(s, q.u.snap.spec.id, q.u.snap.snap, q.u.snap.prev,
-					    q.u.snap.full != 0, &size, &err);
+					    q.u.snap.full != 0,
+					    q.u.snap.full == 2 ? &q.u.snap.spec : NULL, &size, &err);
 		else
 			r = snapshot_delete(s, q.u.snap.spec.id, q.u.snap.snap, &err);
 		break;

@@ -1,6 +1,7 @@
 /* vm-delta.h - the memory of a process whose RAM is a private map of a
- * file, saved as a reflink of that file plus the pages it wrote (see
- * vm-delta.c). Split from vm_save_delta so it can be tested on any
+ * file, saved as a reflink of that file plus the pages it wrote, or (the
+ * fork form) as those pages alone, and put back into another process that
+ * maps the same file (see vm-delta.c). Split from vm_save_delta so it can be tested on any
  * process, without QEMU. */
 #ifndef AIRLOCK_NODEMGR_VM_DELTA_H
 #define AIRLOCK_NODEMGR_VM_DELTA_H
@@ -20,6 +21,22 @@
  * when no mapping fits. On failure mem is gone. */
 int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
 		   int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes, err_t *err);
+
+/* The same, for a fork: when the file pid maps is base (the template's RAM
+ * file, which the child's QEMU maps too), delta (new, sparse, size bytes)
+ * holds only the pages pid wrote, at their offsets, and holes elsewhere.
+ * -ENOTSUP when pid maps another file (nothing made). */
+struct stat;
+int ram_delta_save_sparse(pid_t pid, uint64_t size, const struct stat *base, const char *delta,
+			  gid_t gid, int (*save)(void *arg, err_t *err), void *arg,
+			  uint64_t *bytes, err_t *err);
+
+/* Write the data of delta (from ram_delta_save_sparse) over the same
+ * offsets of process pid's RAM mapping (as above): pid then holds the
+ * delta's pages as its own copies and reads every other page from its
+ * file. pid must not run meanwhile (a QEMU in -incoming). *bytes: the
+ * bytes written. */
+int ram_delta_apply(pid_t pid, uint64_t size, const char *delta, uint64_t *bytes, err_t *err);
 
 /* How many pages of that mapping pid has written (its own copies, not
  * the file's): 0 means every page it reads comes from the file as the

@@ -99,6 +99,10 @@ int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu_millis
 /* vm-state.c: load the saved device state vmstate into a QEMU waiting in
  * -incoming defer, then start its vCPUs. */
 int vm_restore_state(struct qmp *q, const char *vmstate, err_t *err);
+/* The migration capabilities a restore needs, set ahead (a fork standby
+ * at park time); then vm_load_state does the rest of vm_restore_state. */
+int vm_restore_caps(struct qmp *q, err_t *err);
+int vm_load_state(struct qmp *q, const char *vmstate, err_t *err);
 
 /* vm-console.c: dst (new; 0600 owned by uid, 0644 root's when uid is 0) =
  * the last 64 KiB of the log src (-1 with errno on failure); seed: a

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/phases.h"
 #include "../lib/util.h"
 #include "../proto/proto.h"
 #include "../qmp/qmp.h"
@@ -170,7 +171,10 @@ static int park_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	_cleanup_free_ char *src = xasprintf("%s/rootfs.ext4", cache);
 	_cleanup_free_ char *wdir = xasprintf("%s/warm", s->pool);
 	_cleanup_free_ char *sbx = xasprintf("%s/%s", wdir, rnd);
-	_cleanup_free_ char *mem = standby ? xasprintf("%s.mem", sbx) : xasprintf("%s/mem", cache);
+	/* Both map the template's RAM file of this shape (private, never
+	 * written): a fork standby gets the parent's pages written over it
+	 * when taken (vm_fork_standby). */
+	_cleanup_free_ char *mem = xasprintf("%s/mem", cache);
 	_cleanup_free_ char *disk = xasprintf("%s/rootfs.ext4", sbx);
 	_cleanup_free_ char *run = xasprintf("%s/%s", s->vm->run, rnd);
 	_cleanup_free_ char *boot_log = xasprintf("%s/console.log", cache);
@@ -194,15 +198,8 @@ static int park_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	}
 	if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
 		goto fail;
-	if (standby) {
-		_cleanup_close_ int mfd = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (mfd < 0 || ftruncate(mfd, (off_t)size) < 0 || fchown(mfd, uid, uid) < 0) {
-			r = err_sys(err, "create %s", mem);
-			goto fail_subvol;
-		}
-	} else if ((r = vm_reflink(src, disk, err)) < 0) {
+	if (!standby && (r = vm_reflink(src, disk, err)) < 0)
 		goto fail_subvol;
-	}
 	if (chown(disk, uid, uid) < 0 || chmod(disk, 0600) < 0) {
 		r = err_sys(err, "chown %s", disk);
 		goto fail_subvol;
@@ -220,6 +217,9 @@ static int park_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 				    "any restore; no fork standby kept", written);
 			goto fail_started;
 		}
+		/* One QMP round trip less when a fork takes it (standby_go). */
+		if ((r = vm_restore_caps(q, err)) < 0)
+			goto fail_started;
 	} else {
 		/* Restored, warmed and parked (stopped) before anyone can take
 		 * it: a create then only needs `cont`. */
@@ -253,8 +253,6 @@ fail_subvol: {
 	err_t e2 = { 0 };
 	if (pool_subvol_delete(sbx, &e2) < 0)
 		log_warn("parked vm %s cleanup: %s", rnd, e2.msg);
-	if (standby)
-		unlink(mem);
 }
 fail:
 	jail_unclaim(s, j);
@@ -577,28 +575,39 @@ int vm_warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
 
 /* ---- fork standbys -----------------------------------------------------
  *
- * A vm fork child is a new QEMU that maps the fork snapshot's RAM file
- * MAP_PRIVATE and loads its device state (vm_boot_in_place). Spawning that
- * QEMU (jail, exec, machine init, monitor greeting) was 55-90 ms of a
- * ~250 ms fork here, and with KVM, where the guest's own part is a few ms,
- * it would be most of a fork. So per template and shape up to
- * cfg->vm_fork_pool QEMUs wait already spawned and jailed in -incoming
- * defer, on a subvolume made from the template (pool/warm/<wid>, its disk
- * rootfs.ext4) and a RAM file of the guest's size (pool/warm/<wid>.mem),
- * neither of them read by the QEMU yet. A fork clones the snapshot's disk
- * and RAM file into those two files (FICLONE of the whole file: the
- * destination's extents are replaced and its page cache dropped, so every
- * page the QEMU has not written reads the new contents), renames the
- * standby to the child as the warm pool does, loads the device state and
- * starts the vCPUs. That the QEMU wrote no page of its RAM before that is
- * checked when it is parked (ram_written: none, else it is not kept); the
- * kernel's side of it by test-nodemgr-delta. The RAM file is unlinked once
- * the fork has it (its mapping keeps it; a full snapshot of the child
- * finds it through /proc/<pid>/map_files). A standby holds nothing of any
- * parent before a fork takes it. It is spawned at nice 19 and its threads
- * set back to 0 when taken: the refill after a fork runs while that fork's
- * child runs its first guest code, and on 2 cores they competed (fork of 1
- * p50 335-349 ms either way before, 313-319 ms with it). */
+ * A vm fork child is a new QEMU that restores its parent's memory and
+ * device state. Spawning that QEMU (jail, exec, machine init, monitor
+ * greeting) was 55-90 ms of a ~250 ms fork here, and with KVM, where the
+ * guest's own part is a few ms, it would be most of a fork. So per
+ * template and shape up to cfg->vm_fork_pool QEMUs wait already spawned
+ * and jailed in -incoming defer, on a subvolume made from the template
+ * (pool/warm/<wid>, its disk rootfs.ext4), mapping the template's RAM file
+ * of that shape private, as a warm clone does, nothing restored.
+ *
+ * The fork's snapshot (snapshot_create for a fork, vm_save_fork) holds the
+ * parent's memory as only the pages it wrote since that RAM file: a sparse
+ * <snap>.delta, a few MiB. Taking a standby clones the snapshot's disk into
+ * its rootfs.ext4 (FICLONE: the destination's extents are replaced and its
+ * page cache dropped), writes the delta's pages into the QEMU's RAM through
+ * /proc/<pid>/mem (ram_delta_apply: the QEMU gets private copies of exactly
+ * those pages and reads the rest from the template's file, as the parent
+ * did), renames the standby to the child as the warm pool does, loads the
+ * device state and starts the vCPUs. The child is then made like a clone
+ * of the template, so its own full snapshots and forks work the same way.
+ * (Before, the snapshot held the whole RAM as a reflink of the RAM file
+ * with the pages written over it, and the take reflinked that into the
+ * standby's own RAM file: two whole-file clones of a file of thousands of
+ * extents, 120-335 ms each on this machine under load, most of the fork's
+ * own time.) That the QEMU wrote no page of its RAM before the take is
+ * checked when it is parked (ram_written: none, else it is not kept), and
+ * the delta is applied only over the RAM file it was taken against (its
+ * xattr names it). A standby holds nothing of any parent before a fork
+ * takes it. It is spawned at nice 19 and its threads set back to 0 when
+ * taken: the refill after a fork runs while that fork's child runs its
+ * first guest code, and on 2 cores they competed (fork of 1 p50 335-349 ms
+ * either way before, 313-319 ms with it). A fork that finds none parked
+ * spawns one on the spot (a fork snapshot has no RAM file of its own that
+ * a plain restore could map). */
 
 static void standby_key(const struct nm_sandbox_spec *spec, const struct vm_shape *sh, char *out,
 			size_t cap)
@@ -634,10 +643,11 @@ static void standby_refill(struct nm_server *s, const struct nm_sandbox_spec *sp
 	pool_refill(s, &standby_kind, spec);
 }
 
-/* What a fork puts into a standby: the snapshot's files, and the
- * standby's RAM file. */
+/* What a fork puts into a standby: the snapshot's files. */
 struct standby_fill {
-	const char *disk, *mem, *state, *wmem;
+	const char *disk, *delta, *state;
+	uint64_t size;   /* of the guest's RAM */
+	struct phases *ph;
 };
 
 /* dst (existing, the same size) = src, extents shared. */
@@ -678,11 +688,22 @@ static int standby_go(struct nm_server *s, struct jail *j, void *arg, err_t *err
 	_cleanup_free_ char *disk = xasprintf("%s/sandboxes/%s/rootfs.ext4", s->pool, j->id);
 	int r;
 
+	phases_mark(f->ph, "adopt");
 	if ((r = renice_all(j->pid, err)) < 0)
 		return r;
-	if ((r = clone_into(f->disk, disk, err)) < 0 || (r = clone_into(f->mem, f->wmem, err)) < 0)
+	phases_mark(f->ph, "renice");
+	if ((r = clone_into(f->disk, disk, err)) < 0)
 		return r;
-	return vm_restore_state(j->qmp, f->state, err);
+	phases_mark(f->ph, "disk");
+	uint64_t bytes = 0;
+	if ((r = ram_delta_apply(j->pid, f->size, f->delta, &bytes, err)) < 0)
+		return err_wrap(err, "fork standby %s", j->id);
+	phases_mark(f->ph, "mem");
+	log_info("sandbox %s: %" PRIu64 " KiB of the parent's pages written into its RAM", j->id,
+		 bytes >> 10);
+	r = vm_load_state(j->qmp, f->state, err);   /* capabilities set at park time */
+	phases_mark(f->ph, "restore");
+	return r;
 }
 
 /* st_size of path, or -1. */
@@ -697,36 +718,51 @@ int vm_fork_standby(struct nm_server *s, const struct nm_sandbox_spec *spec, con
 		    const char *snap, int *chan_dup, pid_t *pid, err_t *err)
 {
 	_cleanup_free_ char *snapdir = xasprintf("%s/snapshots/%s/%s", s->pool, parent, snap);
-	_cleanup_free_ char *disk = xasprintf("%s/rootfs.ext4", snapdir);
-	_cleanup_free_ char *mem = xasprintf("%s" VM_MEM_SUFFIX, snapdir);
+	_cleanup_free_ char *disk = xasprintf("%s" VM_DISK_SUFFIX, snapdir);
+	_cleanup_free_ char *delta = xasprintf("%s" VM_DELTA_SUFFIX, snapdir);
 	_cleanup_free_ char *state = xasprintf("%s" VM_FULL_SUFFIX, snapdir);
 	_cleanup_free_ char *tdisk = xasprintf("%s/templates/%s/%u/rootfs.ext4", s->pool,
 					       spec->template_name, spec->template_version);
 	uint32_t cpu_millis = spec->limits.cpu_millis ? spec->limits.cpu_millis : 1000;
-	char key[96], wid[65];
+	char key[96], wid[65], steps[400];
 	struct vm_shape sh;
-	struct jail *j;
+	struct phases ph;
+	struct jail *j = NULL;
 	int r;
 
-	if (!s->vm || !s->vm->usable)
+	/* Only a snapshot in the fork form (vm_save_fork) goes on a standby;
+	 * any other full snapshot is restored by a QEMU of its own. */
+	if (size_of(delta) < 0)
 		return -EAGAIN;
+	phases_start(&ph);
 	vm_shape_of(spec, &sh);
-	/* A memory-file snapshot (a stream is loaded whole, vm_boot_in_place)
-	 * of a disk the template's size, and the CPU quota a standby has. */
-	if (cpu_millis != sh.cpus * 1000 || size_of(state) < 0 ||
-	    size_of(mem) != (off_t)((uint64_t)sh.mem_mb << 20) || size_of(disk) < 0 ||
+	/* vm_save_fork checked all this against the parent's spec, which the
+	 * child's is; a mismatch now is a bad request, not a slower path
+	 * (there is no RAM file for one). */
+	if (!s->vm || !s->vm->usable || cpu_millis != sh.cpus * 1000 || size_of(state) < 0 ||
+	    size_of(delta) != (off_t)((uint64_t)sh.mem_mb << 20) || size_of(disk) < 0 ||
 	    size_of(disk) != size_of(tdisk))
-		return -EAGAIN;
+		return err_set(err, EINVAL, "fork snapshot %s/%s does not fit a %u MiB/%u vCPU "
+			       "fork standby", parent, snap, sh.mem_mb, sh.cpus);
 	standby_key(spec, &sh, key, sizeof(key));
-	if (!(j = pool_pick(s, key, wid))) {
-		standby_refill(s, spec);
-		return -EAGAIN;
+	for (int tries = 0; !(j = pool_pick(s, key, wid)); tries++) {
+		/* None parked (or another fork took the one just made): make
+		 * one now. */
+		if (tries == 3)
+			return err_set(err, EAGAIN, "no fork standby for %s", key);
+		if ((r = park_spawn(s, spec, &sh, true, err)) < 0)
+			return err_wrap(err, "fork standby");
+		phases_mark(&ph, "spawn");
 	}
-	_cleanup_free_ char *wmem = xasprintf("%s/warm/%s.mem", s->pool, wid);
-	struct standby_fill f = { .disk = disk, .mem = mem, .state = state, .wmem = wmem };
+	struct standby_fill f = { .disk = disk, .delta = delta, .state = state,
+				  .size = (uint64_t)sh.mem_mb << 20, .ph = &ph };
+	phases_mark(&ph, "pick");
 	r = pool_adopt(s, j, wid, spec, standby_go, &f, chan_dup, pid, err);
-	unlink(wmem);
+	phases_mark(&ph, "activate");
 	standby_refill(s, spec);
+	phases_mark(&ph, "refill");
+	phases_text(&ph, steps, sizeof(steps));
+	log_debug("sandbox %s: standby take: %s", spec->id, steps);
 	return r;
 }
 

@@ -19,6 +19,7 @@
 
 #include "../lib/json.h"
 #include "../lib/log.h"
+#include "../lib/phases.h"
 #include "../lib/util.h"
 #include "../qmp/qmp.h"
 #include "nodemgr-internal.h"
@@ -60,26 +61,49 @@ static int wait_migration(struct qmp *q, err_t *err)
 	}
 }
 
+int vm_restore_caps(struct qmp *q, err_t *err)
+{
+	if (qmp_exec(q, "migrate-set-capabilities", caps_json, -1, VM_QMP_TIMEOUT_MS, NULL, err) <
+	    0)
+		return err_wrap(err, "restore");
+	return 0;
+}
+
+int vm_load_state(struct qmp *q, const char *vmstate, err_t *err)
+{
+	_cleanup_close_ int fd = open(vmstate, O_RDONLY | O_CLOEXEC);
+	struct phases ph;
+	char steps[200];
+	int r;
+
+	if (fd < 0)
+		return err_sys(err, "open %s", vmstate);
+	phases_start(&ph);
+	if ((r = qmp_exec(q, "getfd", "{\"fdname\":\"vmstate\"}", fd, VM_QMP_TIMEOUT_MS, NULL,
+			  err)) < 0 ||
+	    (r = qmp_exec(q, "migrate-incoming", "{\"uri\":\"fd:vmstate\"}", -1,
+			  VM_QMP_TIMEOUT_MS, NULL, err)) < 0)
+		return err_wrap(err, "restore");
+	phases_mark(&ph, "incoming");
+	if ((r = wait_migration(q, err)) < 0)
+		return err_wrap(err, "restore");
+	phases_mark(&ph, "loaded");
+	if ((r = qmp_exec(q, "cont", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0)
+		return err_wrap(err, "restore");
+	phases_mark(&ph, "cont");
+	phases_text(&ph, steps, sizeof(steps));
+	log_debug("restore %s: %s", vmstate, steps);
+	return 0;
+}
+
 /* Load the saved device state into a QEMU waiting in -incoming defer, then
  * start its vCPUs. The RAM itself is not copied: x-ignore-shared skips the
  * file-backed block, which this QEMU already maps (MAP_PRIVATE). */
 int vm_restore_state(struct qmp *q, const char *vmstate, err_t *err)
 {
-	_cleanup_close_ int fd = open(vmstate, O_RDONLY | O_CLOEXEC);
-	int r;
+	int r = vm_restore_caps(q, err);
 
-	if (fd < 0)
-		return err_sys(err, "open %s", vmstate);
-	if ((r = qmp_exec(q, "migrate-set-capabilities", caps_json, -1, VM_QMP_TIMEOUT_MS, NULL,
-			  err)) < 0 ||
-	    (r = qmp_exec(q, "getfd", "{\"fdname\":\"vmstate\"}", fd, VM_QMP_TIMEOUT_MS, NULL,
-			  err)) < 0 ||
-	    (r = qmp_exec(q, "migrate-incoming", "{\"uri\":\"fd:vmstate\"}", -1,
-			  VM_QMP_TIMEOUT_MS, NULL, err)) < 0 ||
-	    (r = wait_migration(q, err)) < 0 ||
-	    (r = qmp_exec(q, "cont", NULL, -1, VM_QMP_TIMEOUT_MS, NULL, err)) < 0)
-		return err_wrap(err, "restore");
-	return 0;
+	return r < 0 ? r : vm_load_state(q, vmstate, err);
 }
 
 /* The whole migration stream to path. */

@@ -1,7 +1,8 @@
 """A QEMU cannot write a RAM file it maps private (vm backend). A clone maps
 the template's RAM file (pool/templates/<name>/<ver>.vm/m*/mem), shared by
-every clone of that template; a rollback to a full snapshot or a fork child
-maps a snapshot's .mem. For every QEMU of the instance (the clones, the
+every clone of that template, and so does a fork child on a fork standby (the
+parent's pages written into its RAM); a rollback to a full snapshot maps a
+snapshot's .mem. For every QEMU of the instance (the clones, the
 parked warm ones, a fork child, a restored one) that maps such a file at
 /mem: every descriptor it holds on it is O_RDONLY (/proc/<pid>/fdinfo), and
 from its uid and groups opening /mem for writing fails, through the jail's
@@ -157,8 +158,8 @@ class VmMemReadOnlyTest(AirlockTestCase):
         self.assertEqual(len(mems), 1, mems)
         st = os.stat(mems[0])
         self.assertEqual((st.st_uid, st.st_mode & 0o7777), (0, 0o640), oct(st.st_mode))
-        # A fork child maps a snapshot's RAM file (through a standby's own
-        # reflink, or the snapshot's file itself).
+        # A fork child maps the template's RAM file (a fork standby), or a
+        # snapshot's.
         self.sh(sid, "echo parent > /f")
         kids = self.api.call("POST", f"/v1/sandboxes/{sid}/fork", {"count": 1},
                              expect=(201,))["sandboxes"]

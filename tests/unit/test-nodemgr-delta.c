@@ -12,8 +12,13 @@
  *     still found through map_files;
  *   - no mapping of that size: -ENOTSUP, no file;
  *   - ram_written counts the pages written, and a whole-file clone into
- *     the mapped file (a fork standby's RAM, vm-pool.c) is what every page not
- *     written reads from then on.
+ *     the mapped file is what every page not written reads from then on;
+ *   - the fork form: ram_delta_save_sparse keeps exactly the written pages
+ *     (a page written to zeros too) as data, holes elsewhere, and
+ *     ram_delta_apply into another process that maps the same file (a fork
+ *     standby) gives it those pages as its own and the file's elsewhere (by
+ *     the delta's run list, and without it by seeking its data); a
+ *     process that maps another file is refused both ways.
  * Every exit path runs cleanup(): the child killed, the pool unmounted, the
  * temp dir removed. */
 #include <errno.h>
@@ -27,6 +32,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "../../src/lib/util.h"
@@ -301,6 +307,82 @@ int main(void)
 					other_byte(i));
 				CHECK(!"a page kept the file's old bytes");
 			}
+	}
+
+	stop_child();
+
+	/* 8. The fork form. */
+	{
+		char base[300], delta[300], other[300];
+		struct stat bst, ost;
+		uint8_t fwant[NPAGES] = { 0 };
+		off_t off, end;
+		size_t data = 0;
+
+		snprintf(base, sizeof(base), "%s/ram3", pool);
+		snprintf(delta, sizeof(delta), "%s/snap.delta", pool);
+		snprintf(other, sizeof(other), "%s/other", pool);
+		make_ram(base, tmpl_byte);
+		CHECK(stat(base, &bst) == 0 && stat(other, &ost) == 0);
+		start_child(base);   /* the parent */
+		child_write(3, 0x21), fwant[3] = 0x21;
+		child_write(4, 0x22), fwant[4] = 0x22;
+		child_write(10, 0x00);   /* written, and zero: must still go */
+		child_write(300, 0x23), fwant[300] = 0x23;
+		/* not the file it maps: refused, nothing made */
+		sv = (struct saver){ 0 };
+		CHECK(ram_delta_save_sparse(child, NPAGES * PG, &ost, delta, 0, save_cb, &sv, &bytes,
+					    &e) == -ENOTSUP);
+		CHECK(sv.calls == 0 && access(delta, F_OK) < 0);
+		sv = (struct saver){ .moves = 1, .page = 300 };   /* and memory moves once */
+		CHECK(ram_delta_save_sparse(child, NPAGES * PG, &bst, delta, 0, save_cb, &sv, &bytes,
+					    &e) == 0);
+		fwant[300] = 0xA1;
+		CHECK(sv.calls == 2 && bytes == 4 * PG);
+		stop_child();
+		/* data exactly at pages 3-4, 10 and 300 */
+		int fd = open(delta, O_RDONLY | O_CLOEXEC);
+		CHECK(fd >= 0);
+		for (off = 0; (off = lseek(fd, off, SEEK_DATA)) >= 0; off = end) {
+			end = lseek(fd, off, SEEK_HOLE);
+			CHECK(end > off);
+			for (off_t p = off; p < end; p += PG) {
+				size_t i = (size_t)(p / PG);
+				CHECK(i == 3 || i == 4 || i == 10 || i == 300);
+				data++;
+			}
+		}
+		close(fd);
+		CHECK(data == 4);
+		/* a standby of another file: refused */
+		start_child(other);
+		CHECK(ram_delta_apply(child, NPAGES * PG, delta, &bytes, &e) == -ESTALE);
+		CHECK(ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 0);
+		stop_child();
+		/* a standby of the same file: the parent's memory */
+		start_child(base);
+		CHECK(ram_delta_apply(child, NPAGES * PG, delta, &bytes, &e) == 0 && bytes == 4 * PG);
+		CHECK(ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 4);
+		for (size_t i = 0; i < NPAGES; i++) {
+			uint8_t w = i == 10 ? 0 : fwant[i] ? fwant[i] : tmpl_byte(i);
+			if (child_read(i) != w) {
+				fprintf(stderr, "page %zu: %#x, want %#x\n", i, child_read(i), w);
+				CHECK(!"the standby does not hold the parent's memory");
+			}
+		}
+		/* and the file itself untouched */
+		uint8_t b = 0;
+		fd = open(base, O_RDONLY | O_CLOEXEC);
+		CHECK(fd >= 0 && pread(fd, &b, 1, 3 * PG) == 1 && b == tmpl_byte(3));
+		close(fd);
+		stop_child();
+		/* Without its run list (one too long for an xattr): found by
+		 * seeking, the same pages. */
+		CHECK(removexattr(delta, "user.airlock.delta_runs") == 0);
+		start_child(base);
+		CHECK(ram_delta_apply(child, NPAGES * PG, delta, &bytes, &e) == 0 && bytes == 4 * PG);
+		CHECK(child_read(3) == 0x21 && child_read(10) == 0 && child_read(300) == 0xA1 &&
+		      child_read(5) == tmpl_byte(5));
 	}
 
 	free(page);
