@@ -374,41 +374,54 @@ static const struct {
 	{ "fec0::/10", "private" },     { "ff00::/8", "multicast" },
 };
 
-/* policy_decide for an IPv6 destination: the same steps, without cidrs. */
-static bool decide6(const struct policy *p, const struct policy_env *env, const struct dest *d,
-		    const char *dom, char *rule, size_t rcap)
+/* Step 2 and 3 for an IPv4 destination: the sandboxes and the host itself
+ * are never destinations; special ranges only where the operator allowed
+ * them. true: refused, *rule says why. */
+static bool refused_ip4(const struct policy_env *env, uint32_t ip, char *rule, size_t rcap)
 {
-	if (env && env->is_local6 && env->is_local6(env->arg, d->ip6)) {
+	if (env && (in_cidr(&env->sandbox_net, ip) || (env->is_local && env->is_local(env->arg, ip)))) {
 		snprintf(rule, rcap, "host");
-		return false;
+		return true;
+	}
+	for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++) {
+		struct cidr4 sc;
+		bool ok = false;
+		cidr4_parse(special[i].cidr, &sc);
+		if (!in_cidr(&sc, ip))
+			continue;
+		for (size_t k = 0; env && k < env->n_allow_private; k++)
+			ok = ok || in_cidr(&env->allow_private[k], ip);
+		if (!ok) {
+			snprintf(rule, rcap, "%s", special[i].why);
+			return true;
+		}
+		break;
+	}
+	return false;
+}
+
+/* The same for an IPv6 destination (no sandbox is on IPv6). */
+static bool refused_ip6(const struct policy_env *env, const struct in6_addr *ip6, char *rule,
+			size_t rcap)
+{
+	if (env && env->is_local6 && env->is_local6(env->arg, ip6)) {
+		snprintf(rule, rcap, "host");
+		return true;
 	}
 	for (size_t i = 0; i < sizeof(special6) / sizeof(special6[0]); i++) {
 		struct cidr6 sc;
 		bool ok = false;
 		cidr6_parse(special6[i].cidr, &sc);
-		if (!in_cidr6(&sc, d->ip6))
+		if (!in_cidr6(&sc, ip6))
 			continue;
 		for (size_t k = 0; env && k < env->n_allow_private6; k++)
-			ok = ok || in_cidr6(&env->allow_private6[k], d->ip6);
+			ok = ok || in_cidr6(&env->allow_private6[k], ip6);
 		if (!ok) {
 			snprintf(rule, rcap, "%s", special6[i].why);
-			return false;
+			return true;
 		}
 		break;
 	}
-	if (d->port && p->allow.n_ports && !match_port(&p->allow, d->port)) {
-		snprintf(rule, rcap, "allow.ports");
-		return false;
-	}
-	if (p->default_allow) {
-		snprintf(rule, rcap, "default");
-		return true;
-	}
-	if ((dom = match_domain(&p->allow, d->host))) {
-		snprintf(rule, rcap, "allow.domains %s", dom);
-		return true;
-	}
-	snprintf(rule, rcap, "default");
 	return false;
 }
 
@@ -419,7 +432,7 @@ bool policy_decide(const struct policy *p, const struct policy_env *env, const s
 	const struct cidr4 *c;
 	char ct[32];
 
-	/* 1: deny wins */
+	/* 1: deny wins (cidr rules are IPv4) */
 	if ((dom = match_domain(&p->deny, d->host))) {
 		snprintf(rule, rcap, "deny.domains %s", dom);
 		return false;
@@ -433,29 +446,9 @@ bool policy_decide(const struct policy *p, const struct policy_env *env, const s
 		snprintf(rule, rcap, "deny.ports %u", d->port);
 		return false;
 	}
-	if (d->ip6)
-		return decide6(p, env, d, dom, rule, rcap);
-	/* 2: the sandboxes and the host itself are never destinations */
-	if (env && (in_cidr(&env->sandbox_net, d->ip) ||
-		    (env->is_local && env->is_local(env->arg, d->ip)))) {
-		snprintf(rule, rcap, "host");
+	/* 2, 3: the sandboxes, the host, special ranges */
+	if (d->ip6 ? refused_ip6(env, d->ip6, rule, rcap) : refused_ip4(env, d->ip, rule, rcap))
 		return false;
-	}
-	/* 3: special ranges, unless the operator allowed them */
-	for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++) {
-		struct cidr4 sc;
-		bool ok = false;
-		cidr4_parse(special[i].cidr, &sc);
-		if (!in_cidr(&sc, d->ip))
-			continue;
-		for (size_t k = 0; env && k < env->n_allow_private; k++)
-			ok = ok || in_cidr(&env->allow_private[k], d->ip);
-		if (!ok) {
-			snprintf(rule, rcap, "%s", special[i].why);
-			return false;
-		}
-		break;
-	}
 	/* 4 */
 	if (d->port && p->allow.n_ports && !match_port(&p->allow, d->port)) {
 		snprintf(rule, rcap, "allow.ports");
@@ -470,7 +463,7 @@ bool policy_decide(const struct policy *p, const struct policy_env *env, const s
 		snprintf(rule, rcap, "allow.domains %s", dom);
 		return true;
 	}
-	if ((c = match_cidr(&p->allow, d->ip))) {
+	if (!d->ip6 && (c = match_cidr(&p->allow, d->ip))) {
 		cidr_text(c, ct, sizeof(ct));
 		snprintf(rule, rcap, "allow.cidrs %s", ct);
 		return true;
