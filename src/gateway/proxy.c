@@ -350,6 +350,18 @@ static void count_decision(struct gw *g, bool allow, uint64_t sniffed)
 		gw_count(&g->stats.denied, 1);
 }
 
+/* A connection refused before its name was resolved: counted, an HTTP
+ * client told 403, closed. Returns false (nothing handed over). */
+static bool refuse_unresolved(struct gw *g, struct pconn *pc, uint64_t sniffed)
+{
+	count_decision(g, false, sniffed);
+	if (!strcmp(pc->proto, "http"))
+		deny_http(pc);
+	close(pc->fd);
+	free(pc);
+	return false;
+}
+
 /* Serve one connection; true when the relay loop took it over (and gives
  * its sandbox's count back at the end). */
 static bool serve(struct pconn *pc)
@@ -370,24 +382,13 @@ static bool serve(struct pconn *pc)
 	if (pc->host[0] &&
 	    gw_name_gate(g, pc->src, pc->proto,
 			 &(struct dest){ .host = pc->host, .ip = pc->dst, .port = pc->dport }) != 1) {
-		count_decision(g, false, sniffed);
 		/* refused on the name: never resolved (see policy_name_gate) */
-		if (!strcmp(pc->proto, "http"))
-			deny_http(pc);
-		close(pc->fd);
-		free(pc);
-		return false;
+		return refuse_unresolved(g, pc, sniffed);
 	}
 	if (pc->host[0]) {
-		if (gw_resolve(g, pc->src, pc->proto, pc->host, &addrs) < 0) {
+		if (gw_resolve(g, pc->src, pc->proto, pc->host, &addrs) < 0)
 			/* over its cap of lookups waiting: refused, and logged */
-			count_decision(g, false, sniffed);
-			if (!strcmp(pc->proto, "http"))
-				deny_http(pc);
-			close(pc->fd);
-			free(pc);
-			return false;
-		}
+			return refuse_unresolved(g, pc, sniffed);
 		n = addrs.n4;
 		if (n) {
 			target = addrs.v4[0];
