@@ -172,6 +172,16 @@ async function main() {
 		const size2 = (await termText(page)).match(/SIZE2=(\d+x\d+)/)[1];
 		check(size1 !== size2, `the PTY follows the window: ${size1} -> ${size2}`);
 		await page.setViewportSize({ width: 1280, height: 900 });
+		// Wait until that resize reached the PTY: a resize that lands after
+		// the pause below would resume the sandbox (a paused sandbox is
+		// resumed for any process operation) before the page could show it.
+		for (let i = 0; ; i++) {
+			await termRun(page, `clear; echo SIZE3_${i}=$(stty size | tr ' ' x)`, `SIZE3_${i}=\\d+x\\d+`);
+			const m = (await termText(page)).match(new RegExp(`SIZE3_${i}=(\\d+x\\d+)`));
+			if (m[1] !== size2) break;
+			if (i >= 40) throw new Error("the PTY kept the small window's size " + size2);
+			await page.waitForTimeout(250);
+		}
 
 		const shellPid = Number(await page.getAttribute("#terminal", "data-pid"));
 		// the page's header is live too: a pause made elsewhere shows at once
@@ -266,8 +276,12 @@ async function main() {
 		await page.waitForFunction(() => document.getElementById("toast").textContent.includes("policy saved"));
 		const pol = (await api("GET", `/v1/sandboxes/${sid}/network`)).json();
 		check(pol.network.default === "deny", "the policy saved from the editor is in force: " + JSON.stringify(pol.network));
-		await api("POST", `/v1/sandboxes/${sid}/exec`, { cmd: ["sh", "-c",
+		const denied = await api("POST", `/v1/sandboxes/${sid}/exec`, { cmd: ["sh", "-c",
 			"echo '192.0.2.1 denied.test' >> /etc/hosts; timeout 10 wget -q -O /dev/null http://denied.test/ 2>&1; true"] });
+		check(denied.status === 200, "the denied request ran: " + denied.status + " " + denied.text.slice(0, 300));
+		const log = (await api("GET", `/v1/sandboxes/${sid}/network/log`)).json();
+		check(log.entries.some((e) => e.host === "denied.test" && e.decision === "deny"),
+		      "the gateway logged it: " + JSON.stringify(log.entries.slice(-3)));
 		await page.goto(URL0 + "/console/#/sandboxes");   // leave and come back: the tab reads the log
 		await page.goto(URL0 + `/console/#/sandbox/${sid}/network`);
 		await page.waitForFunction(() => [...document.querySelectorAll("#network-log tbody tr")]
