@@ -108,6 +108,36 @@ def _fds(server):
     return out
 
 
+def _slot_owners(data_dir):
+    """{net slot: jail id} from nodemgr's state files (id=, slot=)."""
+    owners = {}
+    run = os.path.join(data_dir, "run", "nodemgr")
+    for name in os.listdir(run) if os.path.isdir(run) else []:
+        if not name.endswith(".state"):
+            continue
+        try:
+            with open(os.path.join(run, name)) as f:
+                kv = dict(l.strip().split("=", 1) for l in f if "=" in l)
+            owners[int(kv["slot"])] = kv["id"]
+        except (OSError, KeyError, ValueError):
+            pass
+    return owners
+
+
+def _links(data_dir):
+    """The instance's sandbox links, each named with the jail that owns its
+    slot when nodemgr says (so a parked warm jail's link reads as one)."""
+    owners = _slot_owners(data_dir)
+    out = set()
+    for l in harness.net_leftovers(data_dir):
+        if l.startswith("table "):
+            continue
+        slot = l.split("@", 1)[0].rsplit("-", 1)[-1]
+        owner = owners.get(int(slot)) if slot.isdigit() else None
+        out.add(f"link {l}" + (f" ({owner})" if owner else ""))
+    return out
+
+
 def snapshot(server):
     """What the host holds for the instance now."""
     d = server.dir
@@ -117,7 +147,7 @@ def snapshot(server):
     items |= {f"subvolume {s}" for s in _btrfs_subvolumes(os.path.join(d, "pool"))}
     items |= _cgroups(d)
     items |= _cgroup_procs(d)
-    items |= {f"link {l}" for l in harness.net_leftovers(d) if not l.startswith("table ")}
+    items |= _links(d)
     items |= _nft_rules(d)
     items |= _qemus(d)
     items |= _run_files(d)
