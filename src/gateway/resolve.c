@@ -481,9 +481,12 @@ void *gw_dns_main(void *arg)
 
 		p[0] = (struct pollfd){ .fd = g->dns_fd, .events = POLLIN };
 		p[1] = (struct pollfd){ .fd = r->efd, .events = POLLIN };
+		/* The bits read as unsigned: c-ares's own ARES_GETSOCK_WRITABLE
+		 * shifts an int 1 by up to 31 (undefined; UBSan stops on it). */
 		for (int i = 0; i < ARES_GETSOCK_MAXNUM; i++) {
-			short ev = (short)((ARES_GETSOCK_READABLE(bits, i) ? POLLIN : 0) |
-					   (ARES_GETSOCK_WRITABLE(bits, i) ? POLLOUT : 0));
+			unsigned ub = (unsigned)bits;
+			short ev = (short)(((ub >> i) & 1u ? POLLIN : 0) |
+					   ((ub >> (i + ARES_GETSOCK_MAXNUM)) & 1u ? POLLOUT : 0));
 			if (ev)
 				p[np++] = (struct pollfd){ .fd = socks[i], .events = ev };
 		}
