@@ -455,6 +455,22 @@ class S3Server:
                 self.proc.wait()
 
 
+def start_world(ns, argv, log_path):
+    """Start a test "internet" program (argv) in network namespace ns, in
+    a session of its own, and wait until it writes "ready" to log_path."""
+    proc = subprocess.Popen(["ip", "netns", "exec", ns] + argv, start_new_session=True,
+                            stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        if os.path.exists(log_path):
+            with open(log_path) as f:
+                if "ready" in f.read():
+                    return proc
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    raise RuntimeError("test world did not start")
+
+
 def shared_db_args():
     """A database to share between the instances of one test."""
     return SharedDb()

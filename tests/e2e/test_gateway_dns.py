@@ -21,6 +21,7 @@ import tempfile
 import time
 import unittest
 
+import harness
 from harness import AirlockTestCase, main
 
 SUB = 100 + (os.getpid() + 37) % 100
@@ -137,17 +138,9 @@ class GatewayDnsTest(AirlockTestCase):
         run("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
         with open(f"{cls.tmp}/world.py", "w") as f:
             f.write(WORLD)
-        cls.world = subprocess.Popen(
-            ["ip", "netns", "exec", NS, sys.executable, f"{cls.tmp}/world.py",
-             f"{WORLD_IP},{WORLD_IP2},{WORLD_IP6}", cls.dns_cfg, cls.world_log],
-            start_new_session=True, stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            if os.path.exists(cls.world_log):
-                with open(cls.world_log) as f:
-                    if "ready" in f.read():
-                        return
-            time.sleep(0.05)
-        raise RuntimeError("test world did not start")
+        cls.world = harness.start_world(
+            NS, [sys.executable, f"{cls.tmp}/world.py",
+                 f"{WORLD_IP},{WORLD_IP2},{WORLD_IP6}", cls.dns_cfg, cls.world_log], cls.world_log)
 
     @classmethod
     def destroy_world(cls):

@@ -213,16 +213,8 @@ class NetworkTest(AirlockTestCase):
         os.chmod(f"{d}/ca.pem", 0o644)
         with open(f"{d}/world.py", "w") as f:
             f.write(WORLD)
-        cls.world = subprocess.Popen(
-            ["ip", "netns", "exec", NS, sys.executable, f"{d}/world.py", WORLD_IP, d,
-             cls.world_log], start_new_session=True, stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            if os.path.exists(cls.world_log):
-                with open(cls.world_log) as f:
-                    if "ready" in f.read():
-                        return
-            time.sleep(0.05)
-        raise RuntimeError("test world did not start")
+        cls.world = harness.start_world(
+            NS, [sys.executable, f"{d}/world.py", WORLD_IP, d, cls.world_log], cls.world_log)
 
     @classmethod
     def destroy_world(cls):
