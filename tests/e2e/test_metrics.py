@@ -21,6 +21,7 @@ import tempfile
 import time
 import unittest
 
+import harness
 from harness import BACKEND, CLI, AirlockTestCase, Client, main
 from test_ops import parse_metrics
 
@@ -91,16 +92,9 @@ class World:
         run("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
         with open(os.path.join(self.tmp, "world.py"), "w") as f:
             f.write(WORLD)
-        self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", NS, sys.executable, os.path.join(self.tmp, "world.py"),
-             WORLD_IP, self.log, str(BLOB)], start_new_session=True, stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            if os.path.exists(self.log):
-                with open(self.log) as f:
-                    if "ready" in f.read():
-                        return
-            time.sleep(0.05)
-        raise RuntimeError("test world did not start")
+        self.proc = harness.start_world(
+            NS, [sys.executable, os.path.join(self.tmp, "world.py"), WORLD_IP, self.log, str(BLOB)],
+            self.log)
 
     def conns(self):
         """[(bytes read, bytes written)] of each finished connection."""
