@@ -6,6 +6,15 @@
  * addresses are answered.
  *   A, allowed           -> NOERROR with the allowed addresses
  *   A, nothing allowed   -> REFUSED
+ *   A, the name has IPv6 addresses only, one allowed
+ *                        -> NOERROR with 192.0.0.8 (RFC 7600's "IPv4 dummy
+ *                           address"): sandboxes have no IPv6 route, so a
+ *                           name reachable only over IPv6 gets a stand-in
+ *                           IPv4 address; every TCP connection is redirected
+ *                           to the gateway, which dials the name in the
+ *                           HTTP Host or TLS SNI over IPv6 (proxy.c); a
+ *                           protocol without a name is decided on 192.0.0.8
+ *                           itself, a special range, and refused
  *   AAAA (and any other type) for a name whose A would be allowed
  *                        -> NOERROR, no records (IPv6 is not routed)
  *   everything else      -> REFUSED
@@ -25,6 +34,7 @@
 #include "../lib/util.h"
 
 #define DNS_TTL 30                 /* s: the most a sandbox is told to keep */
+#define DNS_V6_STAND_IN 0xc0000008u  /* 192.0.0.8, for IPv6-only names */
 
 static void send_answer(struct gw *g, const struct gw_udp_query *uq, int rcode,
 			const uint32_t *a, size_t n, uint32_t ttl)
@@ -41,6 +51,7 @@ void gw_dns_answer(struct gw *g, const struct gw_udp_query *uq, const struct gw_
 {
 	uint32_t ok[GW_MAX_HOSTS_IPS];
 	size_t n_ok = 0, n = uq->q.qclass == 1 ? a->n4 : 0;
+	size_t n6 = uq->q.qclass == 1 && n == 0 ? a->n6 : 0;
 	uint32_t ttl = a->ttl < DNS_TTL ? a->ttl : DNS_TTL;
 	struct gw_sbx *s;
 
@@ -50,9 +61,18 @@ void gw_dns_answer(struct gw *g, const struct gw_udp_query *uq, const struct gw_
 		pthread_rwlock_unlock(&g->lock);
 		return;
 	}
-	if (n == 0) {
+	if (n == 0 && n6 == 0) {
 		struct dest d = { .host = uq->q.name };
 		gw_log(s, "dns", &d, false, "unresolved");
+	}
+	for (size_t i = 0; i < n6 && !n_ok; i++) {
+		struct dest d = { .host = uq->q.name, .ip6 = &a->v6[i] };
+		char rule[96];
+		bool allow = policy_decide(&s->pol, &g->env, &d, rule, sizeof(rule));
+		if (allow || i == 0)
+			gw_log(s, "dns", &d, allow, rule);
+		if (allow)
+			ok[n_ok++] = htonl(DNS_V6_STAND_IN);
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct dest d = { .host = uq->q.name, .ip = a->v4[i] };

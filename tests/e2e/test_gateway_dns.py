@@ -318,6 +318,27 @@ class GatewayDnsTest(AirlockTestCase):
         code, out, _ = self.sh(sid, "timeout 10 wget -q -O - http://v6only.test/")
         self.assertEqual((code, out), (0, "hello from v6only.test\n"))
 
+    def test_ipv6_only_name_by_dns(self):
+        """Sandboxes have no IPv6 route: a name with only IPv6 addresses
+        that the policy allows is answered with the stand-in 192.0.0.8, and
+        a connection to it by name reaches the host over IPv6 (no
+        /etc/hosts entry here); a name whose IPv6 addresses are refused gets
+        no address, and the stand-in by itself is refused."""
+        self.set_dns({"v6name.test": {"aaaa": [WORLD_IP6], "ttl": 60},
+                      "v6deny.test": {"aaaa": ["fd00:a1:ffff::2"], "ttl": 60}})
+        sid = self.sandbox()
+        code, addrs, out = self.lookup(sid, "v6name.test")
+        self.assertEqual((code, addrs), (0, ["192.0.0.8"]), out)
+        code, out, err = self.sh(sid, "timeout 10 wget -q -O - http://v6name.test/")
+        self.assertEqual((code, out), (0, "hello from v6name.test\n"), err)
+        log = self.log(sid)
+        self.assertTrue([e for e in log if e["host"] == "v6name.test" and e["proto"] == "http"
+                         and e["ip"] == WORLD_IP6 and e["decision"] == "allow"], log)
+        self.assertEqual(self.lookup(sid, "v6deny.test")[1], [])
+        code, _, err = self.sh(sid, "timeout 10 wget -q -O - http://192.0.0.8/")
+        self.assertNotEqual(code, 0)
+        self.assertIn("403", err)
+
 
 if __name__ == "__main__":
     main()
