@@ -12,6 +12,7 @@
 #include "sniff.h"
 
 #define GW_LOG_KEEP 1000          /* decisions kept per sandbox */
+#define GW_SBX_BUCKETS 4096       /* sandbox index: by address and by id */
 #define GW_MAX_HOSTS_IPS 8
 #define FIRST_BYTE_MS 1000        /* server-speaks-first protocols wait this long */
 
@@ -43,7 +44,8 @@ void gw_bytes_unref(struct gw_bytes *b);
  * and freed on DELETE under gw->lock (write); readers hold it for read
  * while they decide. The log has its own mutex. */
 struct gw_sbx {
-	struct gw_sbx *next;
+	struct gw_sbx *next_addr;     /* chains of gw->by_addr and gw->by_id */
+	struct gw_sbx *next_id;
 	char id[65];
 	uint32_t addr;                /* host order */
 	struct policy pol;
@@ -96,8 +98,9 @@ struct gw_stats {
 struct gw {
 	const struct gateway_config *cfg;
 	struct gw_cred *cred;         /* credential injection; NULL = none */
-	pthread_rwlock_t lock;        /* sbx list */
-	struct gw_sbx *sbx;
+	pthread_rwlock_t lock;        /* the sandbox index */
+	struct gw_sbx *by_addr[GW_SBX_BUCKETS];
+	struct gw_sbx *by_id[GW_SBX_BUCKETS];
 	struct policy_env env;
 	struct cidr4 *allow_private;
 	struct cidr6 *allow_private6;
@@ -133,7 +136,11 @@ static inline void gw_count(uint64_t *counter, uint64_t n)
 
 /* gateway.c */
 /* Under gw->lock (read): the sandbox with source address ip, or NULL. */
+/* The sandbox at a source address, or of an id (gw->lock held): O(1), a
+ * connection or a DNS query looks one up, and a node with a thousand
+ * sandboxes registers them one by one. */
 struct gw_sbx *gw_find_locked(struct gw *g, uint32_t ip);
+struct gw_sbx *gw_find_id_locked(struct gw *g, const char *id);
 /* Decide d for s (rdlock held by the caller), and log it. */
 bool gw_decide_log(struct gw *g, struct gw_sbx *s, const char *proto, const struct dest *d);
 /* Append one decision to s's log (caller holds gw->lock for read). */

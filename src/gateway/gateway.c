@@ -27,12 +27,59 @@
 
 /* ---- table and decisions ---------------------------------------------- */
 
+static unsigned addr_bucket(uint32_t ip)
+{
+	return (ip * 2654435761u) >> 20;   /* the top 12 bits: GW_SBX_BUCKETS */
+}
+
+static unsigned id_bucket(const char *id)
+{
+	uint32_t h = 2166136261u;          /* FNV-1a */
+	for (; *id; id++)
+		h = (h ^ (uint8_t)*id) * 16777619u;
+	return h % GW_SBX_BUCKETS;
+}
+
 struct gw_sbx *gw_find_locked(struct gw *g, uint32_t ip)
 {
-	for (struct gw_sbx *s = g->sbx; s; s = s->next)
+	for (struct gw_sbx *s = g->by_addr[addr_bucket(ip)]; s; s = s->next_addr)
 		if (s->addr == ip)
 			return s;
 	return NULL;
+}
+
+struct gw_sbx *gw_find_id_locked(struct gw *g, const char *id)
+{
+	for (struct gw_sbx *s = g->by_id[id_bucket(id)]; s; s = s->next_id)
+		if (strcmp(s->id, id) == 0)
+			return s;
+	return NULL;
+}
+
+static void sbx_link_locked(struct gw *g, struct gw_sbx *s)
+{
+	struct gw_sbx **a = &g->by_addr[addr_bucket(s->addr)], **i = &g->by_id[id_bucket(s->id)];
+
+	s->next_addr = *a;
+	*a = s;
+	s->next_id = *i;
+	*i = s;
+}
+
+static void sbx_unlink_locked(struct gw *g, struct gw_sbx *s)
+{
+	struct gw_sbx **pp;
+
+	for (pp = &g->by_addr[addr_bucket(s->addr)]; *pp; pp = &(*pp)->next_addr)
+		if (*pp == s) {
+			*pp = s->next_addr;
+			break;
+		}
+	for (pp = &g->by_id[id_bucket(s->id)]; *pp; pp = &(*pp)->next_id)
+		if (*pp == s) {
+			*pp = s->next_id;
+			break;
+		}
 }
 
 struct gw_bytes *gw_bytes_new(void)
@@ -163,7 +210,7 @@ static void handle_put(struct gw *g, const char *id, struct http_req *req, struc
 	err_t err = { 0 };
 	char msg[256];
 	json *body = json_parse(req->body, req->body_len, &err);
-	struct gw_sbx *s, **pp, *old = NULL;
+	struct gw_sbx *s, *old, *stale;
 	uint32_t ip;
 
 	if (!body || body->type != JSON_OBJ || json_check_keys(body, keys, &err) < 0 ||
@@ -183,18 +230,11 @@ static void handle_put(struct gw *g, const char *id, struct http_req *req, struc
 	/* Replace the entry of this id (a policy change keeps its log) and
 	 * any stale entry that still holds this address. */
 	pthread_rwlock_wrlock(&g->lock);
-	for (pp = &g->sbx; *pp;) {
-		struct gw_sbx *e = *pp;
-		if (strcmp(e->id, id) == 0 || e->addr == ip) {
-			*pp = e->next;
-			if (strcmp(e->id, id) == 0 && !old) {
-				old = e;
-				continue;
-			}
-			sbx_free(e);
-			continue;
-		}
-		pp = &e->next;
+	if ((old = gw_find_id_locked(g, id)))
+		sbx_unlink_locked(g, old);
+	if ((stale = gw_find_locked(g, ip))) {
+		sbx_unlink_locked(g, stale);
+		sbx_free(stale);
 	}
 	if (old) {
 		/* the same sandbox: its byte counts go on */
@@ -211,23 +251,18 @@ static void handle_put(struct gw *g, const char *id, struct http_req *req, struc
 		pthread_mutex_unlock(&old->log_mu);
 		sbx_free(old);
 	}
-	s->next = g->sbx;
-	g->sbx = s;
+	sbx_link_locked(g, s);
 	pthread_rwlock_unlock(&g->lock);
 	http_respond(c, 204, NULL, NULL, 0, NULL);
 }
 
 static void handle_delete(struct gw *g, const char *id, struct http_conn *c)
 {
-	struct gw_sbx **pp, *gone = NULL;
+	struct gw_sbx *gone;
 
 	pthread_rwlock_wrlock(&g->lock);
-	for (pp = &g->sbx; *pp; pp = &(*pp)->next)
-		if (strcmp((*pp)->id, id) == 0) {
-			gone = *pp;
-			*pp = gone->next;
-			break;
-		}
+	if ((gone = gw_find_id_locked(g, id)))
+		sbx_unlink_locked(g, gone);
 	pthread_rwlock_unlock(&g->lock);
 	sbx_free(gone);
 	http_respond(c, 204, NULL, NULL, 0, NULL);
@@ -242,8 +277,7 @@ static void handle_log(struct gw *g, const char *id, struct http_conn *c)
 	buf_init(&b);
 	jw_init(&w, &b);
 	pthread_rwlock_rdlock(&g->lock);
-	for (s = g->sbx; s && strcmp(s->id, id); s = s->next)
-		;
+	s = gw_find_id_locked(g, id);
 	if (!s) {
 		pthread_rwlock_unlock(&g->lock);
 		http_respond_error(c, 404, "not_found", "no sandbox `%s` at the gateway", id);
@@ -296,8 +330,7 @@ static void handle_sbx_stats(struct gw *g, const char *id, struct http_conn *c)
 	char body[128];
 
 	pthread_rwlock_rdlock(&g->lock);
-	for (s = g->sbx; s && strcmp(s->id, id); s = s->next)
-		;
+	s = gw_find_id_locked(g, id);
 	if (s) {
 		in = __atomic_load_n(&s->bytes->in, __ATOMIC_RELAXED);
 		out = __atomic_load_n(&s->bytes->out, __ATOMIC_RELAXED);
@@ -469,12 +502,10 @@ static void pull_from_node(struct gw *g)
 			continue;
 		}
 		pthread_rwlock_wrlock(&g->lock);
-		if (gw_find_locked(g, ip)) {
+		if (gw_find_locked(g, ip) || gw_find_id_locked(g, id))
 			sbx_free(s);
-		} else {
-			s->next = g->sbx;
-			g->sbx = s;
-		}
+		else
+			sbx_link_locked(g, s);
 		pthread_rwlock_unlock(&g->lock);
 	}
 	json_free(j);
