@@ -161,6 +161,10 @@ struct node {
 	/* The map's sandboxes that have an Idempotency-Key, by (tenant, key):
 	 * a create with a key finds an earlier one without a walk of all. */
 	struct sandbox *idem[NODE_BUCKETS];
+	/* Each tenant's sandboxes of the map in list order, (created_at,
+	 * id) ascending: a page of GET /v1/sandboxes starts at its cursor by
+	 * a binary search instead of sorting every sandbox (sandbox.c). */
+	struct tenant_order *orders[NODE_BUCKETS];
 	/* How many sandboxes of the map are in each state, kept by every
 	 * state change and map insert or unlink (sandbox.c) under count_mu,
 	 * which is innermost: max_sandboxes and /v1/node read them in O(1). */

@@ -163,6 +163,102 @@ void sandbox_state_setter(enum sb_state *cur, enum sb_state to)
 	pthread_mutex_unlock(&n->count_mu);
 }
 
+/* ---- each tenant's sandboxes in list order ------------------------------ */
+
+struct tenant_order {
+	struct tenant_order *next;
+	char *tenant;
+	struct sandbox **v;     /* (created_at, id) ascending */
+	size_t n, cap;
+};
+
+static int key_cmp(int64_t ams, const char *aid, int64_t bms, const char *bid)
+{
+	return ams != bms ? (ams < bms ? -1 : 1) : strcmp(aid, bid);
+}
+
+static struct tenant_order **order_slot_locked(struct node *n, const char *tenant)
+{
+	struct tenant_order **pp = &n->orders[bucket_of(tenant)];
+
+	while (*pp && strcmp((*pp)->tenant, tenant) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* The first index whose key is >= (ms, id) (after: > it). */
+static size_t order_bound(const struct tenant_order *o, int64_t ms, const char *id, bool after)
+{
+	size_t lo = 0, hi = o->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = key_cmp(o->v[mid]->created_at, o->v[mid]->id, ms, id);
+		if (c < 0 || (after && c == 0))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void order_insert_locked(struct node *n, struct sandbox *sb)
+{
+	struct tenant_order **pp = order_slot_locked(n, sb->tenant), *o = *pp;
+	size_t i;
+
+	if (!o) {
+		o = *pp = xcalloc(1, sizeof(*o));
+		o->tenant = xstrdup(sb->tenant);
+	}
+	if (o->n == o->cap) {
+		o->cap = o->cap ? o->cap * 2 : 16;
+		o->v = xrealloc(o->v, o->cap * sizeof(*o->v));
+	}
+	/* new sandboxes are the newest: usually the end, no move */
+	i = order_bound(o, sb->created_at, sb->id, false);
+	memmove(o->v + i + 1, o->v + i, (o->n - i) * sizeof(*o->v));
+	o->v[i] = sb;
+	o->n++;
+}
+
+static void order_remove_locked(struct node *n, struct sandbox *sb)
+{
+	struct tenant_order **pp = order_slot_locked(n, sb->tenant), *o = *pp;
+	size_t i;
+
+	if (!o)
+		return;
+	i = order_bound(o, sb->created_at, sb->id, false);
+	if (i == o->n || o->v[i] != sb)
+		return;
+	memmove(o->v + i, o->v + i + 1, (o->n - i - 1) * sizeof(*o->v));
+	if (--o->n == 0) {
+		*pp = o->next;
+		free(o->v);
+		free(o->tenant);
+		free(o);
+	}
+}
+
+/* Refs to up to max of tenant's sandboxes after (ms, id) (all of them from
+ * the start when !cursor), in list order, into v; how many. */
+static size_t order_take(struct node *n, const char *tenant, bool cursor, int64_t ms,
+			 const char *id, struct sandbox **v, size_t max)
+{
+	struct tenant_order *o;
+	size_t i, k = 0;
+
+	pthread_mutex_lock(&n->mu);
+	o = *order_slot_locked(n, tenant);
+	for (i = o && cursor ? order_bound(o, ms, id, true) : 0; o && i < o->n && k < max; i++) {
+		sandbox_ref(o->v[i]);
+		v[k++] = o->v[i];
+	}
+	pthread_mutex_unlock(&n->mu);
+	return k;
+}
+
 void sandbox_map_insert_locked(struct node *n, struct sandbox *sb)
 {
 	unsigned b = bucket_of(sb->id);
@@ -174,6 +270,7 @@ void sandbox_map_insert_locked(struct node *n, struct sandbox *sb)
 		sb->ihnext = n->idem[i];
 		n->idem[i] = sb;
 	}
+	order_insert_locked(n, sb);
 	count_set(n, sb, true);
 }
 
@@ -207,6 +304,7 @@ bool sandbox_map_unlink_locked(struct node *n, struct sandbox *sb)
 			*pp = sb->hnext;
 			sb->hnext = NULL;
 			idem_unlink_locked(n, sb);
+			order_remove_locked(n, sb);
 			count_set(n, sb, false);
 			return true;
 		}
@@ -701,25 +799,19 @@ static bool filter_match(const struct list_filter *f, struct sandbox *sb)
 	return true;
 }
 
-static int cmp_created(const void *a, const void *b)
-{
-	const struct sandbox *x = *(struct sandbox *const *)a, *y = *(struct sandbox *const *)b;
-
-	if (x->created_at != y->created_at)
-		return x->created_at < y->created_at ? -1 : 1;
-	return strcmp(x->id, y->id);
-}
-
 void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_conn *c,
 			   const char *tenant)
 {
+	enum { BATCH = 64 };
 	struct list_filter f = { .state = -1 };
-	struct sandbox **v = NULL;
-	size_t nv = 0, cap = 0, shown = 0, last = 0;
-	bool more = false;
+	struct sandbox *v[BATCH];
 	struct page pg;
 	struct buf b;
 	struct jw w;
+	bool cursor;
+	int64_t ms;
+	char id[PAGE_ID_MAX + 1];
+	size_t k;
 
 	node_query_each(req->query, filter_param, &f);
 	if (f.bad) {
@@ -728,54 +820,34 @@ void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_con
 	}
 	if (page_from_req(&pg, req, false, c) < 0)
 		goto out;
-	pthread_mutex_lock(&n->mu);
-	for (int bk = 0; bk < NODE_BUCKETS; bk++)
-		for (struct sandbox *sb = n->buckets[bk]; sb; sb = sb->hnext) {
-			if (strcmp(sb->tenant, tenant) != 0)
-				continue;
-			if (nv == cap) {
-				cap = cap ? cap * 2 : 32;
-				v = xrealloc(v, cap * sizeof(*v));
-			}
-			sandbox_ref(sb);
-			v[nv++] = sb;
-		}
-	pthread_mutex_unlock(&n->mu);
-	if (nv)
-		qsort(v, nv, sizeof(*v), cmp_created);
-
 	buf_init(&b);
 	jw_init(&w, &b);
 	jw_obj(&w);
 	jw_key(&w, "sandboxes");
 	jw_arr(&w);
 	/* Keyset page: the first `limit` matches after the cursor, in
-	 * (created_at, id) order; one more match means there is a next page. */
-	for (size_t i = 0; i < nv; i++) {
-		if (!more && page_after(&pg, v[i]->created_at, v[i]->id) && filter_match(&f, v[i])) {
-			if (shown == pg.limit) {
-				more = true;
-			} else {
+	 * (created_at, id) order; one more match means there is a next page.
+	 * Taken in batches from the tenant's ordered index, each from the last
+	 * key seen, so sandboxes made or deleted meanwhile move nothing. */
+	cursor = pg.has_cursor;
+	ms = pg.after_ms;
+	snprintf(id, sizeof(id), "%s", pg.after_id);
+	do {
+		k = order_take(n, tenant, cursor, ms, id, v, BATCH);
+		for (size_t i = 0; i < k; i++) {
+			if (filter_match(&f, v[i]) && page_take(&pg, v[i]->created_at, v[i]->id))
 				sandbox_render(&w, v[i]);
-				last = i;
-				shown++;
-			}
+			cursor = true;
+			ms = v[i]->created_at;
+			snprintf(id, sizeof(id), "%s", v[i]->id);
+			sandbox_unref(v[i]);
 		}
-	}
+	} while (k == BATCH && !pg.more);
 	jw_end(&w);
-	jw_key(&w, "next_token");
-	if (more) {
-		_cleanup_free_ char *t = page_token(v[last]->created_at, v[last]->id);
-		jw_str(&w, t);
-	} else {
-		jw_null(&w);
-	}
+	page_write_next(&pg, &w);
 	jw_end(&w);
-	for (size_t i = 0; i < nv; i++)
-		sandbox_unref(v[i]);
 	http_respond_json(c, 200, b.data);
 	buf_free(&b);
-	free(v);
 out:
 	for (size_t i = 0; i < f.n_owned; i++)
 		free(f.owned[i]);
