@@ -391,6 +391,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 		goto out;
 	schedule_start(n);
 	byok_start(n);
+	tmplstore_start(n);
 	n->http = http_server_start(cfg->sock_path, NODE_FILE_MAX + 4096, node_handler, n, err);
 	if (!n->http) {
 		r = err_wrap(err, "node: listen on %s", cfg->sock_path);
@@ -411,6 +412,7 @@ out:
 	procs_wake_all(n);
 	http_server_stop(n->http);
 	cluster_stop(n);
+	tmplstore_stop(n);
 	reaper_stop(n);
 	byok_stop(n);
 	if (n->db)
