@@ -645,7 +645,7 @@ class ClusterTest(unittest.TestCase):
                     data = f.read()
                 with open(stream, "wb") as f:
                     f.write(tamper_btrfs_stream(data))
-                self.objtool("put", keys[0], stream)
+                self.put_object(keys[0], stream)
             st, body, _ = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
             self.assertGreaterEqual(st, 400, body)
             self.assertIn(b"template tampered", body)
