@@ -644,12 +644,13 @@ int nm_vm_base_export(const char *sock, const struct nm_sandbox_spec *spec, int 
 	return 0;
 }
 
-int nm_vm_base_import(const char *sock, const char *sha, int fd, err_t *err)
+int nm_vm_base_import(const char *sock, const struct nm_sandbox_spec *spec, const char *sha,
+		      int fd, err_t *err)
 {
 	struct nm_req q;
 	struct nm_resp res;
 
-	if (base_req(&q, NM_VM_BASE_IMPORT, NULL, sha, err) < 0)
+	if (base_req(&q, NM_VM_BASE_IMPORT, spec, sha, err) < 0)
 		return -EINVAL;
 	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, -1, err) < 0)
 		return err_wrap(err, "import memory base %.16s…", sha);

@@ -132,12 +132,14 @@ int nm_suspend_import(const char *sock, const struct nm_sandbox_spec *spec, cons
  * (the template's file or one imported), -ENOENT otherwise. export: zstd
  * of the template's RAM file for spec's shape into fd (*bytes written), its
  * digest and size. import: fd (zstd, from the store) kept as the base sha
- * only if its content has that SHA-256 (-EBADMSG otherwise). */
+ * only if its content has that SHA-256 and is the RAM of spec's shape
+ * (-EBADMSG otherwise; never more than that RAM is written). */
 int nm_vm_base_find(const char *sock, const struct nm_sandbox_spec *spec, const char *sha,
 		    char out[65], uint64_t *size, err_t *err);
 int nm_vm_base_export(const char *sock, const struct nm_sandbox_spec *spec, int fd, char sha[65],
 		      uint64_t *size, int64_t *bytes, err_t *err);
-int nm_vm_base_import(const char *sock, const char *sha, int fd, err_t *err);
+int nm_vm_base_import(const char *sock, const struct nm_sandbox_spec *spec, const char *sha,
+		      int fd, err_t *err);
 /* Ids of every sandbox nodemgr knows: a live jail or a leftover subvolume.
  * *ids is a NULL-terminated array the caller frees (each string, then array). */
 int nm_sandbox_list(const char *sock, char ***ids, err_t *err);

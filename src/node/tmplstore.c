@@ -384,7 +384,7 @@ static int base_work(struct node *n, void *arg, uint32_t *version, err_t *err)
 	if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
 		r = err_sys(err, "rewind the memory base");
 	if (r == 0)
-		r = nm_vm_base_import(n->cfg->nm_sock, w->sha, fd, err);
+		r = nm_vm_base_import(n->cfg->nm_sock, w->spec, w->sha, fd, err);
 	close(fd);
 	if (r < 0)
 		return r;

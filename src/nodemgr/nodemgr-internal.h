@@ -264,7 +264,8 @@ int vm_base_find(struct nm_server *s, const struct nm_sandbox_spec *spec, const 
 		 char out[65], uint64_t *size, err_t *err);
 int vm_base_export(struct nm_server *s, const struct nm_sandbox_spec *spec, int fd,
 		   char sha[65], uint64_t *size, int64_t *bytes, err_t *err);
-int vm_base_import(struct nm_server *s, const char *sha, int fd, err_t *err);
+int vm_base_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *sha,
+		   int fd, err_t *err);
 /* At start: remove what an import cut off left (membase/.in-*). */
 void vm_base_sweep(struct nm_server *s);
 

@@ -440,17 +440,18 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 	case NM_VM_BASE_FIND:
 	case NM_VM_BASE_EXPORT:
 	case NM_VM_BASE_IMPORT:
-		/* Safe: the spec is checked as for create (find, export) and the
-		 * digest is 64 hex digits, so the only paths are the template's
+		/* Safe: the spec is checked as for create and the digest is 64
+		 * hex digits, so the only paths are the template's
 		 * RAM file of a shape and pool/membase/<sha256>; the node's file
 		 * comes as an fd (checked). Import decompresses bytes from the
-		 * object store into a temporary file of membase (bounded), and
+		 * object store into a temporary file of membase (bounded by the
+		 * RAM of the spec's shape), and
 		 * keeps it only if their SHA-256 is the one asked for: what a
 		 * restore reflinks from is exactly the base its suspend diffed
 		 * against (vm-base.c). */
 		if (!memchr(q.u.vmbase.sha, '\0', sizeof(q.u.vmbase.sha)) ||
 		    (q.u.vmbase.sha[0] && !vm_base_sha_ok(q.u.vmbase.sha)) ||
-		    (q.verb != NM_VM_BASE_IMPORT && !valid_spec(&q.u.vmbase.spec, true))) {
+		    !valid_spec(&q.u.vmbase.spec, true)) {
 			r = err_set(&err, EINVAL, "bad template name or memory base digest");
 			break;
 		}
@@ -464,7 +465,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		} else if (!q.u.vmbase.sha[0]) {
 			r = err_set(&err, EINVAL, "no memory base digest");
 		} else if ((r = artifact_fd_check(in_fd, false, &err)) == 0) {
-			r = vm_base_import(s, q.u.vmbase.sha, in_fd, &err);
+			r = vm_base_import(s, &q.u.vmbase.spec, q.u.vmbase.sha, in_fd, &err);
 		}
 		break;
 	case NM_TEMPLATE_EXPORT:

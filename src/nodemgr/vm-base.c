@@ -18,9 +18,9 @@
  *   export   zstd of the template's RAM file for the shape into the node's
  *            fd, and its digest
  *   import   the node's fd (zstd, from the store: untrusted) decompressed
- *            into membase/.in-XXXXXX, its digest computed on the way; kept
- *            as membase/<sha> only when the digest is the one asked for
- *            and its size a whole number of MiB within VM_BASE_MAX
+ *            into membase/.in-XXXXXX, its digest computed on the way (never
+ *            more than the RAM of spec's shape); kept as membase/<sha> only
+ *            when the digest is the one asked for and its size that RAM's
  */
 #include <dirent.h>
 #include <errno.h>
@@ -40,7 +40,6 @@
 #include "vm-internal.h"
 
 #define CHUNK (1u << 20)
-#define VM_BASE_MAX (64ull << 30)
 /* Bases from the store kept at once; the least recently used go first. */
 #define MEMBASE_KEEP 8
 
@@ -316,7 +315,8 @@ static void membase_evict(struct nm_server *s, const char *keep)
 	}
 }
 
-int vm_base_import(struct nm_server *s, const char *sha, int fd, err_t *err)
+int vm_base_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *sha,
+		   int fd, err_t *err)
 {
 	_cleanup_free_ char *dir = membase_dir(s);
 	_cleanup_free_ char *tmp = xasprintf("%s/.in-XXXXXX", dir);
@@ -329,10 +329,14 @@ int vm_base_import(struct nm_server *s, const char *sha, int fd, err_t *err)
 	unsigned int len = 0;
 	uint64_t total = 0, t0 = now_us();
 	size_t ret = 1;
+	struct vm_shape sh;
+	uint64_t ram;
 	char got[65];
 	int out_fd = -1, r = 0;
 	ssize_t n;
 
+	vm_shape_of(spec, &sh);
+	ram = (uint64_t)sh.mem_mb << 20;
 	if (!md || !dc || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
 		r = err_set(err, ENOMEM, "zstd or sha256 context");
 		goto done;
@@ -361,9 +365,9 @@ int vm_base_import(struct nm_server *s, const char *sha, int fd, err_t *err)
 				goto done;
 			}
 			total += ob.pos;
-			if (total > VM_BASE_MAX) {
-				r = err_set(err, EBADMSG, "decompresses to more than %llu bytes",
-					    (unsigned long long)VM_BASE_MAX);
+			if (total > ram) {
+				r = err_set(err, EBADMSG, "decompresses to more than the %u MiB of "
+					    "RAM of its shape", sh.mem_mb);
 				goto done;
 			}
 			EVP_DigestUpdate(md, out, ob.pos);
@@ -391,9 +395,9 @@ int vm_base_import(struct nm_server *s, const char *sha, int fd, err_t *err)
 			    "manifest names", got, sha);
 		goto done;
 	}
-	if (total == 0 || total % (1u << 20)) {
-		r = err_set(err, EBADMSG, "%llu bytes is not a guest's RAM",
-			    (unsigned long long)total);
+	if (total != ram) {
+		r = err_set(err, EBADMSG, "%llu bytes is not the %u MiB of RAM of its shape",
+			    (unsigned long long)total, sh.mem_mb);
 		goto done;
 	}
 	if (fchmod(out_fd, 0600) < 0 || fsync(out_fd) < 0 || rename(tmp, dst) < 0) {

@@ -658,6 +658,34 @@ class ClusterTest(unittest.TestCase):
         finally:
             self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
 
+    def published(self, server, name):
+        with open(server.log_path, errors="replace") as f:
+            return f.read().count(f"template {name}/1 published as")
+
+    def test_template_published_when_ready(self):
+        # a build goes to the store when it becomes ready, off the request
+        # path, before any suspend needs it; the suspend does not upload it
+        # again
+        self.build_on_a("early")
+        deadline = time.time() + 60
+        keys = []
+        while time.time() < deadline and not keys:
+            keys = [l.split()[0] for l in self.objtool("ls", "templates/early/").splitlines()
+                    if l.strip().endswith(".btrfs") or ".btrfs " in l]
+            time.sleep(0.3)
+        self.assertEqual(len(keys), 1, self.a.log()[-2000:])
+        self.assertEqual(self.published(self.a, "early"), 1)
+        sid = self.ca.create(template="early", node="na")["id"]
+        try:
+            self.sh(self.ca, sid, "echo e > /f")
+            self.suspend(self.ca, sid)
+            self.assertEqual(self.published(self.a, "early"), 1)
+            got = self.cb.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
+            self.assertEqual(got["node"], "nb")
+            self.assertEqual(self.sh(self.cb, sid, "cat /f"), b"e\n")
+        finally:
+            self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
+
     def test_restores_share_one_template_download(self):
         # a template only na has; ten of its sandboxes come back on nb at once
         self.build_on_a("ten")

@@ -236,17 +236,27 @@ int main(void)
 		memset(xsha, 'a', 64);
 		xsha[64] = '\0';
 		e = (err_t){ 0 };
-		CHECK(vm_base_import(&srv, xsha, bfd, &e) == -EBADMSG);
+		CHECK(vm_base_import(&srv, &spec, xsha, bfd, &e) == -EBADMSG);
 		CHECK(strstr(e.msg, "memory base aaaaaaaa") && strstr(e.msg, "manifest names"));
 		/* other bytes (a valid stream) under the right name: refused */
 		{
 			int ofd = zfd(guest, SIZE);
-			CHECK(vm_base_import(&srv, bsha, ofd, &e) == -EBADMSG);
+			CHECK(vm_base_import(&srv, &spec, bsha, ofd, &e) == -EBADMSG);
 			close(ofd);
+		}
+		/* more than the shape's RAM: stopped at that bound */
+		{
+			uint8_t *big = xcalloc(2, SIZE);
+			int ofd = zfd(big, 2 * SIZE);
+			e = (err_t){ 0 };
+			CHECK(vm_base_import(&srv, &spec, bsha, ofd, &e) == -EBADMSG);
+			CHECK(strstr(e.msg, "more than the 4 MiB"));
+			close(ofd);
+			free(big);
 		}
 		CHECK(vm_base_find(&srv, &spec, bsha, xsha, &bsize, &e) == -ENOENT);
 		/* the right one: kept, and the RAM rebuilt from it */
-		CHECK(vm_base_import(&srv, bsha, bfd, &e) == 0);
+		CHECK(vm_base_import(&srv, &spec, bsha, bfd, &e) == 0);
 		CHECK(vm_base_find(&srv, &spec, bsha, xsha, &bsize, &e) == 0 && bsize == SIZE);
 		CHECK(vm_suspend_import_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, bsha, &e) ==
 		      0);
