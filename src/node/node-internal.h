@@ -175,8 +175,9 @@ struct node {
 	struct tbuild *builds;
 	struct tconfig *tconfigs;  /* under tmpl_mu: image defaults per template version */
 
-	/* tmplstore.c: one template publish at a time; downloads in flight. */
-	pthread_mutex_t tstore_mu;
+	/* tmplstore.c: downloads in flight (tstore_mu); one publish at a time
+	 * (tpub_mu, held through an upload, so never by a download's wait). */
+	pthread_mutex_t tstore_mu, tpub_mu;
 	struct tfetch *tfetches;
 	uint64_t tstore_fetches;   /* atomic: templates fetched from the store */
 	/* tmplstore.c: the publisher, which uploads template versions when they

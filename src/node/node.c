@@ -329,6 +329,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);
 	pthread_mutex_init(&n->tstore_mu, NULL);
+	pthread_mutex_init(&n->tpub_mu, NULL);
 	pthread_mutex_init(&n->jan_mu, NULL);
 	pthread_mutex_init(&n->sched_mu, NULL);
 	pthread_condattr_init(&ca);
@@ -428,6 +429,7 @@ out:
 	pthread_mutex_destroy(&n->sched_mu);
 	pthread_mutex_destroy(&n->tmpl_mu);
 	pthread_mutex_destroy(&n->tstore_mu);
+	pthread_mutex_destroy(&n->tpub_mu);
 	pthread_mutex_destroy(&n->info_mu);
 	pthread_mutex_destroy(&n->mu);
 	pthread_mutex_destroy(&n->count_mu);

@@ -99,7 +99,7 @@ int tmplstore_publish(struct node *n, const char *name, uint32_t version, char u
 	}
 	/* One publish at a time: the first suspend of each version pays it
 	 * (or the publisher, when it became ready). */
-	pthread_mutex_lock(&n->tstore_mu);
+	pthread_mutex_lock(&n->tpub_mu);
 	if (db_query(n->db, &rows, err,
 		     "SELECT uuid FROM templates WHERE node=? AND name=? AND version=?", "ssi",
 		     node_me(n), name, (int64_t)version) == 0) {
@@ -140,7 +140,7 @@ int tmplstore_publish(struct node *n, const char *name, uint32_t version, char u
 			      "sssi", uuid, node_me(n), name, (int64_t)version) < 0)
 		r = -err->code;
 out:
-	pthread_mutex_unlock(&n->tstore_mu);
+	pthread_mutex_unlock(&n->tpub_mu);
 	return r < 0 ? err_wrap(err, "publish template %s/%u", name, version) : 0;
 }
 
@@ -320,7 +320,7 @@ int membase_publish(struct node *n, const struct nm_sandbox_spec *spec, const ch
 	if (r != -ENOENT)
 		return r;   /* published before (0), or the store failed */
 	/* One publish at a time: the first suspend of each base pays it. */
-	pthread_mutex_lock(&n->tstore_mu);
+	pthread_mutex_lock(&n->tpub_mu);
 	if ((fd = staging_fd(n, "mem", err)) < 0) {
 		r = fd;
 		goto out;
@@ -345,7 +345,7 @@ int membase_publish(struct node *n, const struct nm_sandbox_spec *spec, const ch
 	}
 	close(fd);
 out:
-	pthread_mutex_unlock(&n->tstore_mu);
+	pthread_mutex_unlock(&n->tpub_mu);
 	return r < 0 ? err_wrap(err, "publish memory base %.16s…", sha) : 0;
 }
 

@@ -380,6 +380,39 @@ class ClusterTest(unittest.TestCase):
         finally:
             self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
 
+    def test_move_vm_restores_share_one_base_download(self):
+        # two vm sandboxes of na, suspended, restored on nb at once: one
+        # download of their (common) memory base
+        self.vm_or_skip()
+        ids = [self.ca.create(template="busybox", node="na", backend="vm")["id"]
+               for _ in range(2)]
+        try:
+            for i, sid in enumerate(ids):
+                self.sh(self.ca, sid, f"echo {i} > /root/f")
+                self.suspend(self.ca, sid)
+            cache = os.path.join(self.b.dir, "pool", "membase")
+            for f in os.listdir(cache) if os.path.isdir(cache) else []:
+                os.remove(os.path.join(cache, f))
+            before = self.base_fetches(self.b)
+            out = {}
+
+            def restore(sid):
+                out[sid] = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
+
+            ts = [threading.Thread(target=restore, args=(sid,)) for sid in ids]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            for sid in ids:
+                self.assertEqual(out[sid][0], 200, out[sid][1])
+            self.assertEqual(self.base_fetches(self.b) - before, 1, self.b.log()[-3000:])
+            for i, sid in enumerate(ids):
+                self.assertEqual(self.sh(self.cb, sid, "cat /root/f"), f"{i}\n".encode())
+        finally:
+            for sid in ids:
+                self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
+
     def test_move_vm_replaced_memory_base_is_refused(self):
         """Someone who can write the store replaces a vm memory base: the
         restore on a node without it is refused naming the base, the
