@@ -565,29 +565,95 @@ static int xfer_req(struct nm_req *q, enum nm_verb verb, const struct nm_sandbox
 }
 
 int nm_suspend_export(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
-		      enum nm_artifact artifact, int fd, int64_t *size, err_t *err)
+		      enum nm_artifact artifact, int fd, int64_t *size, char base_sha[65],
+		      err_t *err)
 {
 	struct nm_req q;
 	struct nm_resp res;
 
+	if (base_sha)
+		base_sha[0] = '\0';
 	if (xfer_req(&q, NM_SUSPEND_EXPORT, spec, snap, artifact, err) < 0)
 		return -EINVAL;
 	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, -1, err) < 0)
 		return err_wrap(err, "export artifact %d of sandbox %s", (int)artifact, spec->id);
 	*size = res.size;
+	res.sha256[sizeof(res.sha256) - 1] = '\0';
+	if (base_sha)
+		memcpy(base_sha, res.sha256, sizeof(res.sha256));
 	return 0;
 }
 
 int nm_suspend_import(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
-		      enum nm_artifact artifact, int fd, err_t *err)
+		      enum nm_artifact artifact, int fd, const char *base_sha, err_t *err)
 {
 	struct nm_req q;
 	struct nm_resp res;
 
 	if (xfer_req(&q, NM_SUSPEND_IMPORT, spec, snap, artifact, err) < 0)
 		return -EINVAL;
+	if (base_sha && put_str(q.u.xfer.base, sizeof(q.u.xfer.base), base_sha, "memory base", err) < 0)
+		return -EINVAL;
 	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, -1, err) < 0)
 		return err_wrap(err, "import artifact %d of sandbox %s", (int)artifact, spec->id);
+	return 0;
+}
+
+static int base_req(struct nm_req *q, enum nm_verb verb, const struct nm_sandbox_spec *spec,
+		    const char *sha, err_t *err)
+{
+	req_init(q, verb);
+	if (spec)
+		q->u.vmbase.spec = *spec;
+	return sha ? put_str(q->u.vmbase.sha, sizeof(q->u.vmbase.sha), sha, "memory base", err) : 0;
+}
+
+int nm_vm_base_find(const char *sock, const struct nm_sandbox_spec *spec, const char *sha,
+		    char out[65], uint64_t *size, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	if (base_req(&q, NM_VM_BASE_FIND, spec, sha, err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "find memory base");
+	res.sha256[sizeof(res.sha256) - 1] = '\0';
+	if (out)
+		memcpy(out, res.sha256, sizeof(res.sha256));
+	if (size)
+		*size = res.base_size;
+	return 0;
+}
+
+int nm_vm_base_export(const char *sock, const struct nm_sandbox_spec *spec, int fd, char sha[65],
+		      uint64_t *size, int64_t *bytes, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	if (base_req(&q, NM_VM_BASE_EXPORT, spec, NULL, err) < 0)
+		return -EINVAL;
+	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, -1, err) < 0)
+		return err_wrap(err, "export the memory base of %.64s/%u", spec->template_name,
+				spec->template_version);
+	res.sha256[sizeof(res.sha256) - 1] = '\0';
+	memcpy(sha, res.sha256, sizeof(res.sha256));
+	*size = res.base_size;
+	*bytes = res.size;
+	return 0;
+}
+
+int nm_vm_base_import(const char *sock, const struct nm_sandbox_spec *spec, const char *sha,
+		      int fd, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	if (base_req(&q, NM_VM_BASE_IMPORT, spec, sha, err) < 0)
+		return -EINVAL;
+	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, -1, err) < 0)
+		return err_wrap(err, "import memory base %.16s…", sha);
 	return 0;
 }
 

@@ -116,10 +116,30 @@ int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const 
  * export's *size gets the bytes written. import fails with -EEXIST while
  * the sandbox still has its subvolume, and leaves nothing on failure. */
 enum nm_artifact { NM_ARTIFACT_DISK = 1, NM_ARTIFACT_MEM, NM_ARTIFACT_VMSTATE };
+/* base_sha (may be NULL): export of NM_ARTIFACT_MEM answers the SHA-256
+ * of the RAM file the memory is a difference from ("" when from zeros);
+ * import of it names that base ("" or NULL: the template's own file of the
+ * shape, as before bases travelled), which must be here (nm_vm_base_find). */
 int nm_suspend_export(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
-		      enum nm_artifact artifact, int fd, int64_t *size, err_t *err);
+		      enum nm_artifact artifact, int fd, int64_t *size, char base_sha[65],
+		      err_t *err);
 int nm_suspend_import(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
-		      enum nm_artifact artifact, int fd, err_t *err);
+		      enum nm_artifact artifact, int fd, const char *base_sha, err_t *err);
+/* vm memory bases by content (src/nodemgr/vm-base.c), so a vm sandbox's
+ * memory can be rebuilt on a node that never booted its template's memory
+ * snapshot. find: sha "" answers the digest (out) and size of the
+ * template's RAM file for spec's shape; a digest: 0 when that base is here
+ * (the template's file or one imported), -ENOENT otherwise. export: zstd
+ * of the template's RAM file for spec's shape into fd (*bytes written), its
+ * digest and size. import: fd (zstd, from the store) kept as the base sha
+ * only if its content has that SHA-256 and is the RAM of spec's shape
+ * (-EBADMSG otherwise; never more than that RAM is written). */
+int nm_vm_base_find(const char *sock, const struct nm_sandbox_spec *spec, const char *sha,
+		    char out[65], uint64_t *size, err_t *err);
+int nm_vm_base_export(const char *sock, const struct nm_sandbox_spec *spec, int fd, char sha[65],
+		      uint64_t *size, int64_t *bytes, err_t *err);
+int nm_vm_base_import(const char *sock, const struct nm_sandbox_spec *spec, const char *sha,
+		      int fd, err_t *err);
 /* Ids of every sandbox nodemgr knows: a live jail or a leftover subvolume.
  * *ids is a NULL-terminated array the caller frees (each string, then array). */
 int nm_sandbox_list(const char *sock, char ***ids, err_t *err);

@@ -16,7 +16,7 @@
 #include "nm.h"
 
 #define NM_WIRE_MAGIC 0x4d4e4c41u /* "ALNM" */
-#define NM_WIRE_VERSION 5u
+#define NM_WIRE_VERSION 6u
 
 enum nm_verb {
 	NM_SANDBOX_CREATE = 1,
@@ -45,6 +45,9 @@ enum nm_verb {
 	NM_POOL_LEVELS,            /* ITEMs "<kind> <key> <n>" */
 	NM_SANDBOX_STATS,
 	NM_TEMPLATE_CONFIG,
+	NM_VM_BASE_FIND,
+	NM_VM_BASE_EXPORT,         /* the request carries the base's fd */
+	NM_VM_BASE_IMPORT,         /* the request carries the base's fd */
 };
 
 struct nm_req {
@@ -81,7 +84,14 @@ struct nm_req {
 			struct nm_sandbox_spec spec;
 			char snap[65];
 			uint32_t artifact; /* enum nm_artifact */
+			char base[65];     /* import of memory: its base's SHA-256, or
+					    * "" for the template's own RAM file */
 		} xfer;                    /* suspend_export/import */
+		struct {
+			struct nm_sandbox_spec spec; /* find, export: template, shape */
+			char sha[65];      /* find, import: the base's SHA-256; find
+					    * "": the template's own for the shape */
+		} vmbase;                  /* vm_base_find/export/import */
 		struct {
 			char name[65];
 			char uuid[37];     /* find, import: the identity */
@@ -112,6 +122,10 @@ struct nm_resp {
 	/* create, vm create: 1 when a warm pool's jail or QEMU served it */
 	uint32_t from_pool;
 	struct nm_sandbox_stats stats;   /* sandbox_stats */
+	/* suspend export of memory, vm base find/export: the base's SHA-256
+	 * ("" when none) and its size (the RAM file's, not the stream's) */
+	char sha256[65];
+	uint64_t base_size;
 };
 
 /* Send one message, with fd (or -1). -errno on failure. */

@@ -39,16 +39,19 @@ struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant
 		return NULL;
 	}
 	old = xstrdup(db_cell(&rows, 0, 12));
-	if (strcmp(db_cell(&rows, 0, 4), "ns") != 0) {
-		db_rows_free(&rows);
-		err_set(err, EOPNOTSUPP, "sandbox %s is a %s sandbox: it comes back only on node %s, "
-			"where its template's memory snapshot is", id, db_cell(&rows, 0, 4), old);
-		return NULL;
-	}
 	sb = sandbox_from_row(n, &rows, 0);
 	db_rows_free(&rows);
 	if (!sb) {
 		err_set(err, ENOENT, "no suspended sandbox `%s`", id);
+		return NULL;
+	}
+	/* Any backend moves (a vm's memory base travels by content:
+	 * tmplstore.c); this node must be able to run it, or it would take
+	 * over a sandbox it cannot restore. */
+	if (!sb->be || !sb->be->fork || !sandbox_suspend_kind(sb)) {
+		err_set(err, EOPNOTSUPP, "sandbox %s is a %s sandbox and node %s cannot restore "
+			"one; it stays on node %s", id, sb->backend_name, node_me(n), old);
+		sandbox_unref(sb);
 		return NULL;
 	}
 	/* Compare-and-set: of two nodes asked at once, one takes it. */

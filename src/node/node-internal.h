@@ -179,10 +179,20 @@ struct node {
 	struct tbuild *builds;
 	struct tconfig *tconfigs;  /* under tmpl_mu: image defaults per template version */
 
-	/* tmplstore.c: one template publish at a time; downloads in flight. */
-	pthread_mutex_t tstore_mu;
+	/* tmplstore.c: downloads in flight (tstore_mu); one publish at a time
+	 * (tpub_mu, held through an upload, so never by a download's wait). */
+	pthread_mutex_t tstore_mu, tpub_mu;
 	struct tfetch *tfetches;
 	uint64_t tstore_fetches;   /* atomic: templates fetched from the store */
+	/* tmplstore.c: the publisher, which uploads template versions when they
+	 * become ready and vm memory bases when they are first used. */
+	pthread_mutex_t pub_mu;
+	pthread_cond_t pub_cv;
+	pthread_t pub_thread;
+	bool pub_init, pub_started, pub_stop;
+	struct pubjob *pub_q;
+	char *pub_done[64];        /* keys published (or found) since start, a ring */
+	unsigned pub_done_next;
 
 	/* cluster.c: this node's row in the nodes table and its heartbeat. */
 	int64_t generation;
@@ -554,11 +564,32 @@ int tmplstore_publish(struct node *n, const char *name, uint32_t version, char u
 		      char sha[65], err_t *err);
 int tmplstore_fetch(struct node *n, const char *name, const char *uuid, const char *sha,
 		    uint32_t *version, err_t *err);
+/* vm memory bases (tmplstore.c): publish: make sure the RAM file a vm
+ * memory artifact of spec's template and shape is a difference from is in
+ * the store (want: its SHA-256 as the export answered; NULL: the template's
+ * current one), sha its digest, osha and osize the object's. fetch: make
+ * sure the base sha is here (nodemgr's template file or its cache),
+ * downloading the object, which must be osize bytes with SHA-256 osha, into
+ * nodemgr's cache first (one download per base at a time). */
+/* The publisher (when there is an object store): queue a template
+ * version (a build just became ready) or the memory base of a vm spec's
+ * template and shape (a vm sandbox was created from it) for upload off the
+ * request path; each is published at most once (a HEAD when it is there).
+ * start also queues every ready version this node has not published. */
+void tmplstore_start(struct node *n);
+void tmplstore_stop(struct node *n);
+void tmplstore_queue_template(struct node *n, const char *name, uint32_t version);
+void tmplstore_queue_base(struct node *n, const struct nm_sandbox_spec *spec);
+int membase_publish(struct node *n, const struct nm_sandbox_spec *spec, const char *want,
+		    char sha[65], char osha[65], uint64_t *osize, err_t *err);
+int membase_fetch(struct node *n, const struct nm_sandbox_spec *spec, const char *sha,
+		  const char *osha, uint64_t osize, err_t *err);
 /* move.c: take over a suspended sandbox whose row names another node
  * (lost, down, or the request asked for this one): the row's node is
  * swapped to this one (compare-and-set), and it is loaded here, suspended.
  * A new reference, or NULL with err (-ENOENT: no such suspended sandbox of
- * tenant; -EBUSY: another node took it first; -EOPNOTSUPP: a vm one). */
+ * tenant; -EBUSY: another node took it first; -EOPNOTSUPP: this node has
+ * no object store or not the sandbox's backend). */
 struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant, err_t *err);
 
 /* cluster.c: register this node (state up, next generation) and write its

@@ -329,6 +329,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);
 	pthread_mutex_init(&n->tstore_mu, NULL);
+	pthread_mutex_init(&n->tpub_mu, NULL);
 	pthread_mutex_init(&n->jan_mu, NULL);
 	pthread_mutex_init(&n->sched_mu, NULL);
 	pthread_condattr_init(&ca);
@@ -391,6 +392,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 		goto out;
 	schedule_start(n);
 	byok_start(n);
+	tmplstore_start(n);
 	n->http = http_server_start(cfg->sock_path, NODE_FILE_MAX + 4096, node_handler, n, err);
 	if (!n->http) {
 		r = err_wrap(err, "node: listen on %s", cfg->sock_path);
@@ -411,6 +413,7 @@ out:
 	procs_wake_all(n);
 	http_server_stop(n->http);
 	cluster_stop(n);
+	tmplstore_stop(n);
 	reaper_stop(n);
 	byok_stop(n);
 	if (n->db)
@@ -426,6 +429,7 @@ out:
 	pthread_mutex_destroy(&n->sched_mu);
 	pthread_mutex_destroy(&n->tmpl_mu);
 	pthread_mutex_destroy(&n->tstore_mu);
+	pthread_mutex_destroy(&n->tpub_mu);
 	pthread_mutex_destroy(&n->info_mu);
 	pthread_mutex_destroy(&n->mu);
 	pthread_mutex_destroy(&n->count_mu);

@@ -74,6 +74,13 @@ struct art {
 	char sha[OBJSTORE_SHA256_HEX];
 };
 
+/* vm: the RAM file the memory artifact is a difference from, by content
+ * (sha: of the file; osha, osize: of its object in the store). */
+struct mbase {
+	char sha[OBJSTORE_SHA256_HEX], osha[OBJSTORE_SHA256_HEX];
+	uint64_t osize;
+};
+
 const char *sandbox_suspend_kind(const struct sandbox *sb)
 {
 	if (!sb->be)
@@ -212,7 +219,8 @@ static int upload(struct node *n, struct sandbox *sb, const char *snap, const ch
 }
 
 static char *manifest_text(struct node *n, struct sandbox *sb, const char *snap,
-			   const struct art arts[N_ARTIFACTS], const char *tuuid, const char *tsha)
+			   const struct art arts[N_ARTIFACTS], const char *tuuid, const char *tsha,
+			   const struct mbase *mb)
 {
 	char cpus[32];
 	struct buf b;
@@ -257,6 +265,20 @@ static char *manifest_text(struct node *n, struct sandbox *sb, const char *snap,
 	jw_key(&w, "disk_mb");
 	jw_uint(&w, sb->limits.disk_mb);
 	jw_end(&w);
+	if (mb->sha[0]) {
+		/* vm: the memory's base, published at
+		 * templates/<name>/mem-<sha256>.zst; both digests pinned, with
+		 * the manifest, by the row */
+		jw_key(&w, "memory_base");
+		jw_obj(&w);
+		jw_key(&w, "sha256");
+		jw_str(&w, mb->sha);
+		jw_key(&w, "object_sha256");
+		jw_str(&w, mb->osha);
+		jw_key(&w, "object_size");
+		jw_uint(&w, mb->osize);
+		jw_end(&w);
+	}
 	jw_key(&w, "created_at");
 	jw_int(&w, wall_ms());
 	jw_key(&w, "artifacts");
@@ -319,6 +341,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 			   const struct dkey *dk, const uint8_t ref[CRYPT_REF_LEN], err_t *err)
 {
 	struct art arts[N_ARTIFACTS] = { 0 };
+	struct mbase mbase = { 0 };
 	struct nm_sandbox_spec spec;
 	_cleanup_free_ char *man = NULL, *mkey = NULL;
 	bool memory = strcmp(sandbox_suspend_kind(sb), "memory") == 0;
@@ -331,10 +354,11 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
 		fds[i] = -1;
 
-	/* A disk-only suspend can come back on any node: its template build
-	 * goes to the store first (once per version; tmplstore.c). */
-	if (!memory && (r = tmplstore_publish(n, sb->template_name, sb->template_version, tuuid,
-					      tsha, err)) < 0)
+	/* A suspend can come back on any node: its template build goes to
+	 * the store first (once per version, unless published when it became
+	 * ready; tmplstore.c); a vm's memory base after the export. */
+	if ((r = tmplstore_publish(n, sb->template_name, sb->template_version, tuuid, tsha,
+				   err)) < 0)
 		return r == -EHOSTUNREACH || r == -ETIMEDOUT ? store_err(err, "template") : r;
 	sandbox_jail_spec(sb, &spec);
 	/* vm: the processes the guest runs carry on after a restore; the node
@@ -362,13 +386,23 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 		/* Only the fd was needed; the name goes at once. */
 		unlink(path);
 		r = nm_suspend_export(n->cfg->nm_sock, &spec, snap, artifacts[i].kind, fds[i], &size,
-				      err);
+				      artifacts[i].kind == NM_ARTIFACT_MEM ? mbase.sha : NULL, err);
 		if (r < 0)
 			goto out;
 		/* a full snapshot saved as a stream has no RAM file: its
 		 * memory is in the vmstate artifact */
-		if (artifacts[i].kind == NM_ARTIFACT_MEM && size == 0)
+		if (artifacts[i].kind == NM_ARTIFACT_MEM && size == 0) {
 			close(TAKE_FD(fds[i]));
+			mbase.sha[0] = '\0';
+		}
+	}
+	/* vm: the base the memory is a difference from, in the store once */
+	if (mbase.sha[0] &&
+	    (r = membase_publish(n, &spec, mbase.sha, mbase.sha, mbase.osha, &mbase.osize,
+				 err)) < 0) {
+		if (r == -EHOSTUNREACH || r == -ETIMEDOUT)
+			r = store_err(err, "memory base");
+		goto out;
 	}
 	for (size_t i = 0; i < N_ARTIFACTS; i++) {
 		uint64_t sz = 0;
@@ -390,7 +424,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 		*bytes += (int64_t)arts[i].size;
 		close(TAKE_FD(fds[i]));
 	}
-	man = manifest_text(n, sb, snap, arts, tuuid, tsha);
+	man = manifest_text(n, sb, snap, arts, tuuid, tsha, &mbase);
 	mkey = obj_key(sb, snap, "manifest.json");
 	{
 		/* the manifest sealed too; the row pins the sealed bytes' digest */
@@ -612,13 +646,13 @@ static int open_manifest(struct node *n, struct sandbox *sb, const char *snap,
 
 static int read_manifest(struct node *n, struct sandbox *sb, const char *snap,
 			 const char *want_sha, const char *want_key, struct art arts[N_ARTIFACTS],
-			 char tuuid[37], char tsha[OBJSTORE_SHA256_HEX], struct dkey **dk,
-			 err_t *err)
+			 char tuuid[37], char tsha[OBJSTORE_SHA256_HEX], struct mbase *mb,
+			 struct dkey **dk, err_t *err)
 {
 	_cleanup_free_ char *key = obj_key(sb, snap, "manifest.json");
 	_cleanup_free_ char *text = NULL;
 	char sha[OBJSTORE_SHA256_HEX];
-	const json *a, *t;
+	const json *a, *t, *b;
 	uint64_t size = 0;
 	json *m;
 	int r = 0;
@@ -653,6 +687,19 @@ static int read_manifest(struct node *n, struct sandbox *sb, const char *snap,
 		}
 		snprintf(tuuid, 37, "%s", json_get_str(t, "uuid"));
 		snprintf(tsha, OBJSTORE_SHA256_HEX, "%s", json_get_str(t, "sha256"));
+	}
+	memset(mb, 0, sizeof(*mb));
+	if ((b = json_get(m, "memory_base"))) {
+		const json *os = json_get(b, "object_size");
+		if (b->type != JSON_OBJ || !hex64(json_get_str(b, "sha256")) ||
+		    !hex64(json_get_str(b, "object_sha256")) || !os || os->type != JSON_NUM ||
+		    !os->is_int || os->i <= 0 || (uint64_t)os->i > ARTIFACT_MAX) {
+			r = err_set(err, EBADMSG, "artifact manifest.json: bad memory base");
+			goto out;
+		}
+		snprintf(mb->sha, sizeof(mb->sha), "%s", json_get_str(b, "sha256"));
+		snprintf(mb->osha, sizeof(mb->osha), "%s", json_get_str(b, "object_sha256"));
+		mb->osize = (uint64_t)os->i;
 	}
 	for (size_t i = 0; i < N_ARTIFACTS; i++) {
 		const json *e = json_get(a, artifacts[i].name), *sz;
@@ -772,6 +819,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 {
 	_cleanup_free_ char *snap = NULL;
 	struct art arts[N_ARTIFACTS] = { 0 };
+	struct mbase mbase = { 0 };
 	struct nm_sandbox_spec spec;
 	char sha[OBJSTORE_SHA256_HEX], addr[16] = "", reason[600], tuuid[37] = "";
 	char tsha[OBJSTORE_SHA256_HEX] = "", key_hex[2 * CRYPT_REF_LEN + 1] = "";
@@ -834,7 +882,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		log_warn("sandbox %s: free leftovers before a restore: %s", sb->id, e2.msg);
 		e2 = (err_t){ 0 };
 	}
-	r = read_manifest(n, sb, snap, sha, key_hex, arts, tuuid, tsha, &dk, err);
+	r = read_manifest(n, sb, snap, sha, key_hex, arts, tuuid, tsha, &mbase, &dk, err);
 	/* The template build its disk stream was made against: here already,
 	 * or fetched from the store (a sandbox moved from another node). */
 	if (r == 0 && tuuid[0]) {
@@ -853,8 +901,12 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		r = r < 0 ? r : 0;
 	}
 	sandbox_jail_spec(sb, &spec);
-	/* Every artifact downloaded, checked and opened first; only then is
-	 * anything rebuilt from them. */
+	/* vm: the RAM file its memory is a difference from, by content: the
+	 * template's here, or fetched from the store into nodemgr's cache (a
+	 * sandbox moved from another node). */
+	if (r == 0 && mbase.sha[0] && arts[1].present &&
+	    (r = membase_fetch(n, &spec, mbase.sha, mbase.osha, mbase.osize, err)) < 0)
+		err_wrap(err, "template %s", sb->template_name);
 	if (r == 0) {
 		uint64_t total = 0;
 		for (size_t i = 0; i < N_ARTIFACTS; i++)
@@ -871,6 +923,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	for (size_t i = 0; r == 0 && i < N_ARTIFACTS; i++)
 		if (fds[i] >= 0)
 			r = nm_suspend_import(n->cfg->nm_sock, &spec, snap, artifacts[i].kind, fds[i],
+					      artifacts[i].kind == NM_ARTIFACT_MEM ? mbase.sha : NULL,
 					      err);
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
 		if (fds[i] >= 0)

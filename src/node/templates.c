@@ -171,6 +171,8 @@ static int run_build(struct node *n, struct nm_template_spec *spec,
 		return err_wrap(err, "template %s/%u", spec->name, spec->version);
 	log_info("template %s/%u ready", spec->name, spec->version);
 	cluster_poke(n);
+	/* into the object store now, off the request path (tmplstore.c) */
+	tmplstore_queue_template(n, spec->name, spec->version);
 	return 0;
 }
 

@@ -213,9 +213,9 @@ int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
 /* suspend.c: a suspended sandbox's artifacts into and out of the fd the
  * node passed (see nm.h, nm_suspend_export / nm_suspend_import). */
 int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		   uint32_t artifact, int fd, int64_t *size, err_t *err);
+		   uint32_t artifact, int fd, int64_t *size, char base_sha[65], err_t *err);
 int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		   uint32_t artifact, int fd, err_t *err);
+		   uint32_t artifact, int fd, const char *base_sha, err_t *err);
 /* Is fd, passed by the node, a regular file open for writing (write) or
  * for reading? */
 int artifact_fd_check(int fd, bool write, err_t *err);
@@ -240,6 +240,34 @@ int vm_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 		      uint32_t artifact, int fd, int64_t *size, err_t *err);
 int vm_suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
 		      uint32_t artifact, int fd, err_t *err);
+/* The same, naming the memory's base by content: export's base_sha gets
+ * the SHA-256 of the RAM file the memory is a difference from ("" when
+ * from zeros); import's base_sha (NULL or "": the template's own file of
+ * the shape) must be here (vm_base_find), as the template's file or in
+ * pool/membase. */
+int vm_suspend_export_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
+			   const char *snap, uint32_t artifact, int fd, int64_t *size,
+			   char base_sha[65], err_t *err);
+int vm_suspend_import_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
+			   const char *snap, uint32_t artifact, int fd, const char *base_sha,
+			   err_t *err);
+/* vm-base.c: memory bases by content (nm.h, nm_vm_base_*). */
+bool vm_base_sha_ok(const char *s);
+/* SHA-256 of the RAM file at path, open as fd: kept beside it in
+ * <path>.sha256 (with its inode, size and mtime), computed when stale. */
+int vm_base_digest(const char *path, int fd, char sha[65], err_t *err);
+/* The file of the base sha (NULL or "": the template's own RAM file for
+ * spec's shape): *path (caller frees), or -ENOENT. */
+int vm_base_path(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *sha,
+		 char **path, err_t *err);
+int vm_base_find(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *sha,
+		 char out[65], uint64_t *size, err_t *err);
+int vm_base_export(struct nm_server *s, const struct nm_sandbox_spec *spec, int fd,
+		   char sha[65], uint64_t *size, int64_t *bytes, err_t *err);
+int vm_base_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *sha,
+		   int fd, err_t *err);
+/* At start: remove what an import cut off left (membase/.in-*). */
+void vm_base_sweep(struct nm_server *s);
 
 /* vm-verbs.c, vm-state.c, vm-pool.c, vm-console.c (vm-internal.h says
  * which holds what): the QEMU microVM jail. Verbs as in nm.h (nm_vm_*). */

@@ -298,6 +298,7 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	reap(s);
 	mgr_sandbox_sweep_leftovers(s);
 	template_import_sweep(s);
+	vm_base_sweep(s);
 	if ((r = vm_init(s, err)) < 0)
 		goto out;
 	if ((r = net_init(s, err)) < 0)

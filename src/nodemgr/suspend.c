@@ -71,7 +71,7 @@ int template_ensure_received(const char *path, err_t *err)
 }
 
 int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		   uint32_t artifact, int fd, int64_t *size, err_t *err)
+		   uint32_t artifact, int fd, int64_t *size, char base_sha[65], err_t *err)
 {
 	_cleanup_free_ char *src = xasprintf("%s/snapshots/%s/%s", s->pool, spec->id, snap);
 	_cleanup_free_ char *parent = xasprintf("%s/templates/%s/%u", s->pool, spec->template_name,
@@ -81,10 +81,11 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	int r;
 
 	*size = -1;
+	base_sha[0] = '\0';
 	if ((r = artifact_fd_check(fd, true, err)) < 0)
 		return r;
 	if (artifact != NM_ARTIFACT_DISK)
-		return vm_suspend_export(s, spec, snap, artifact, fd, size, err);
+		return vm_suspend_export_base(s, spec, snap, artifact, fd, size, base_sha, err);
 	if (pool_is_subvol(src) != 1)
 		return err_set(err, ENOENT, "sandbox %s has no snapshot %s", spec->id, snap);
 	if (pool_is_subvol(parent) != 1)
@@ -108,7 +109,7 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 }
 
 int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		   uint32_t artifact, int fd, err_t *err)
+		   uint32_t artifact, int fd, const char *base_sha, err_t *err)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/snapshots/%s", s->pool, spec->id);
 	_cleanup_free_ char *dst = xasprintf("%s/%s", dir, snap);
@@ -122,7 +123,7 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	if (access(sbx, F_OK) == 0)
 		return err_set(err, EEXIST, "sandbox %s has a subvolume: not suspended here", spec->id);
 	if (artifact != NM_ARTIFACT_DISK)
-		return vm_suspend_import(s, spec, snap, artifact, fd, err);
+		return vm_suspend_import_base(s, spec, snap, artifact, fd, base_sha, err);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return err_sys(err, "mkdir %s", dir);
 	/* What an earlier, failed restore left. */

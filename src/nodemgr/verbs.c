@@ -45,6 +45,8 @@ static int send_text(int fd, uint32_t type, const char *text)
 struct result_extra {
 	uint32_t from_pool;
 	struct nm_sandbox_stats stats;
+	char sha256[65];
+	uint64_t base_size;
 };
 
 static void send_result(int fd, int rc, const err_t *err, pid_t pid, int pass_fd, int64_t size,
@@ -58,6 +60,8 @@ static void send_result(int fd, int rc, const err_t *err, pid_t pid, int pass_fd
 	if (x) {
 		r.from_pool = x->from_pool;
 		r.stats = x->stats;
+		snprintf(r.sha256, sizeof(r.sha256), "%s", x->sha256);
+		r.base_size = x->base_size;
 	}
 	snprintf(r.addr, sizeof(r.addr), "%s", addr);
 	snprintf(r.uuid, sizeof(r.uuid), "%s", uuid);
@@ -420,16 +424,49 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		 * store with `btrfs receive --chroot` (see suspend.c for why
 		 * those bytes are the ones this node made). */
 		if (!valid_spec(&q.u.xfer.spec, true) ||
-		    !valid_sandbox_id(q.u.xfer.snap, sizeof(q.u.xfer.snap))) {
-			r = err_set(&err, EINVAL, "bad sandbox id, template name or snapshot id");
+		    !valid_sandbox_id(q.u.xfer.snap, sizeof(q.u.xfer.snap)) ||
+		    !memchr(q.u.xfer.base, '\0', sizeof(q.u.xfer.base)) ||
+		    (q.u.xfer.base[0] && !vm_base_sha_ok(q.u.xfer.base))) {
+			r = err_set(&err, EINVAL, "bad sandbox id, template name, snapshot id or base");
 			break;
 		}
 		if (q.verb == NM_SUSPEND_EXPORT)
 			r = suspend_export(s, &q.u.xfer.spec, q.u.xfer.snap, q.u.xfer.artifact, in_fd,
-					   &size, &err);
+					   &size, extra.sha256, &err);
 		else
 			r = suspend_import(s, &q.u.xfer.spec, q.u.xfer.snap, q.u.xfer.artifact, in_fd,
-					   &err);
+					   q.u.xfer.base, &err);
+		break;
+	case NM_VM_BASE_FIND:
+	case NM_VM_BASE_EXPORT:
+	case NM_VM_BASE_IMPORT:
+		/* Safe: the spec is checked as for create and the digest is 64
+		 * hex digits, so the only paths are the template's
+		 * RAM file of a shape and pool/membase/<sha256>; the node's file
+		 * comes as an fd (checked). Import decompresses bytes from the
+		 * object store into a temporary file of membase (bounded by the
+		 * RAM of the spec's shape), and
+		 * keeps it only if their SHA-256 is the one asked for: what a
+		 * restore reflinks from is exactly the base its suspend diffed
+		 * against (vm-base.c). */
+		if (!memchr(q.u.vmbase.sha, '\0', sizeof(q.u.vmbase.sha)) ||
+		    (q.u.vmbase.sha[0] && !vm_base_sha_ok(q.u.vmbase.sha)) ||
+		    !valid_spec(&q.u.vmbase.spec, true)) {
+			r = err_set(&err, EINVAL, "bad template name or memory base digest");
+			break;
+		}
+		if (q.verb == NM_VM_BASE_FIND) {
+			r = vm_base_find(s, &q.u.vmbase.spec, q.u.vmbase.sha, extra.sha256,
+					 &extra.base_size, &err);
+		} else if (q.verb == NM_VM_BASE_EXPORT) {
+			if ((r = artifact_fd_check(in_fd, true, &err)) == 0)
+				r = vm_base_export(s, &q.u.vmbase.spec, in_fd, extra.sha256,
+						   &extra.base_size, &size, &err);
+		} else if (!q.u.vmbase.sha[0]) {
+			r = err_set(&err, EINVAL, "no memory base digest");
+		} else if ((r = artifact_fd_check(in_fd, false, &err)) == 0) {
+			r = vm_base_import(s, &q.u.vmbase.spec, q.u.vmbase.sha, in_fd, &err);
+		}
 		break;
 	case NM_TEMPLATE_EXPORT:
 		/* Safe: the name is pattern-checked, so the only path is

@@ -85,21 +85,14 @@ static void zout_free(struct zout *z)
 /* The template's RAM file for spec's shape (caller frees), or NULL. */
 static char *base_mem(struct nm_server *s, const struct nm_sandbox_spec *spec)
 {
-	struct vm_shape sh;
-	_cleanup_free_ char *dir = NULL;
-	char *p;
+	char *p = NULL;
+	err_t e = { 0 };
 
-	vm_shape_of(spec, &sh);
-	dir = vm_cache_dir(s, spec, &sh);
-	p = xasprintf("%s/mem", dir);
-	if (access(p, R_OK) == 0)
-		return p;
-	free(p);
-	return NULL;
+	return vm_base_path(s, spec, NULL, &p, &e) == 0 ? p : NULL;
 }
 
 static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *mem,
-		      int fd, err_t *err)
+		      int fd, char base_sha[65], err_t *err)
 {
 	_cleanup_free_ char *base = base_mem(s, spec);
 	_cleanup_close_ int mfd = open(mem, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -118,6 +111,11 @@ static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 		close(bfd);
 		bfd = -1;   /* not this shape's: diff against zeros */
 	}
+	/* the base by content, for the manifest: a restore on any node finds
+	 * or fetches exactly these bytes (vm-base.c) */
+	base_sha[0] = '\0';
+	if (bfd >= 0 && (r = vm_base_digest(base, bfd, base_sha, err)) < 0)
+		return r;
 	if ((r = zout_init(&z, fd, err)) < 0)
 		goto out;
 	memcpy(head, MAGIC, 8);
@@ -185,6 +183,15 @@ out:
 int vm_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
 		      uint32_t artifact, int fd, int64_t *size, err_t *err)
 {
+	char base[65];
+
+	return vm_suspend_export_base(s, spec, snap, artifact, fd, size, base, err);
+}
+
+int vm_suspend_export_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
+			   const char *snap, uint32_t artifact, int fd, int64_t *size,
+			   char base_sha[65], err_t *err)
+{
 	_cleanup_free_ char *mem = xasprintf("%s/snapshots/%s/%s" VM_MEM_SUFFIX, s->pool, spec->id,
 					     snap);
 	_cleanup_free_ char *state = xasprintf("%s/snapshots/%s/%s" VM_FULL_SUFFIX, s->pool,
@@ -192,6 +199,7 @@ int vm_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 	struct stat st;
 	int r;
 
+	base_sha[0] = '\0';
 	if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "truncate artifact fd");
 	if (artifact == NM_ARTIFACT_MEM) {
@@ -201,7 +209,7 @@ int vm_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 			*size = 0;
 			return 0;
 		}
-		r = export_mem(s, spec, mem, fd, err);
+		r = export_mem(s, spec, mem, fd, base_sha, err);
 	} else if (artifact == NM_ARTIFACT_VMSTATE) {
 		r = export_file(state, fd, err);
 	} else {
@@ -302,9 +310,9 @@ static void zin_free(struct zin *z)
 }
 
 static int import_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *mem,
-		      int fd, err_t *err)
+		      int fd, const char *base_sha, err_t *err)
 {
-	_cleanup_free_ char *base = base_mem(s, spec);
+	_cleanup_free_ char *base = NULL;
 	_cleanup_free_ uint8_t *page = xmalloc(PAGE);
 	_cleanup_close_ int dst = -1;
 	struct vm_shape sh;
@@ -330,14 +338,23 @@ static int import_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 	}
 	unlink(mem);
 	if (from_base) {
-		if (!base) {
-			r = err_set(err, ENOENT, "template %s/%u has no memory snapshot for %u MiB",
-				    spec->template_name, spec->template_version, sh.mem_mb);
+		/* the base the manifest names by digest (here, or fetched by the
+		 * node before), else (an older manifest) the template's own */
+		if ((r = vm_base_path(s, spec, base_sha, &base, err)) < 0) {
+			if (!base_sha || !base_sha[0])
+				err_set(err, ENOENT, "template %s/%u has no memory snapshot for %u MiB",
+					spec->template_name, spec->template_version, sh.mem_mb);
 			goto out;
 		}
 		if ((r = vm_reflink(base, mem, err)) < 0)
 			goto out;
 		dst = open(mem, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		struct stat bs;
+		if (dst >= 0 && (fstat(dst, &bs) < 0 || (uint64_t)bs.st_size != size)) {
+			r = err_set(err, EBADMSG, "the memory base is not a %u MiB guest's RAM",
+				    sh.mem_mb);
+			goto out;
+		}
 	} else {
 		dst = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
 		if (dst >= 0 && ftruncate(dst, (off_t)size) < 0) {
@@ -411,6 +428,13 @@ done:
 int vm_suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
 		      uint32_t artifact, int fd, err_t *err)
 {
+	return vm_suspend_import_base(s, spec, snap, artifact, fd, NULL, err);
+}
+
+int vm_suspend_import_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
+			   const char *snap, uint32_t artifact, int fd, const char *base_sha,
+			   err_t *err)
+{
 	_cleanup_free_ char *mem = xasprintf("%s/snapshots/%s/%s" VM_MEM_SUFFIX, s->pool, spec->id,
 					     snap);
 	_cleanup_free_ char *state = xasprintf("%s/snapshots/%s/%s" VM_FULL_SUFFIX, s->pool,
@@ -425,7 +449,7 @@ int vm_suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 			       snap);
 	vm_shape_of(spec, &sh);
 	if (artifact == NM_ARTIFACT_MEM)
-		r = import_mem(s, spec, mem, fd, err);
+		r = import_mem(s, spec, mem, fd, base_sha, err);
 	else if (artifact == NM_ARTIFACT_VMSTATE)
 		/* device state, or a whole stream: RAM size plus slack */
 		r = import_file(state, fd, ((uint64_t)sh.mem_mb << 20) + (64u << 20), err);

@@ -313,6 +313,156 @@ class ClusterTest(unittest.TestCase):
         finally:
             self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
 
+    def vm_or_skip(self):
+        for c in (self.ca, self.cb):
+            vm = c.call("GET", "/v1/node").get("vm") or {}
+            if not vm.get("accel"):
+                self.skipTest(f"no vm backend: {vm.get('reason')}")
+
+    def base_fetches(self, server):
+        return server.log().count("fetched from the object store: ")
+
+    def test_move_a_suspended_vm_sandbox(self):
+        """A vm sandbox suspended on na comes back on nb, which never booted
+        its template's memory snapshot: the memory's base travels through
+        the store by content, fetched once; the file reads back, the
+        counting process carries on with its pid, the egress policy
+        applies."""
+        self.vm_or_skip()
+        sid = self.ca.create(template="busybox", node="na", backend="vm",
+                             network={"allow": {"domains": ["allowed.test"]}})["id"]
+        try:
+            self.sh(self.ca, sid, "echo moved > /root/f; "
+                                  "echo '192.0.2.7 denied.test' >> /etc/hosts")
+            pid = self.sh(self.ca, sid, "sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/c; "
+                                        "sleep 0.2; done' >/dev/null 2>&1 & echo $!").decode().strip()
+            time.sleep(1.5)
+            before = int(self.sh(self.ca, sid, "cat /tmp/c"))
+            self.assertGreater(before, 2)
+            policy = self.ca.call("GET", f"/v1/sandboxes/{sid}/network")["network"]
+            fetched = self.base_fetches(self.b)
+            self.suspend(self.cb, sid)
+            self.assertFalse(os.path.exists(os.path.join(self.a.dir, "pool", "sandboxes", sid)))
+            got = self.cb.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
+            self.assertEqual((got["state"], got["node"]), ("running", "nb"), got)
+            self.assertTrue(os.path.isdir(os.path.join(self.b.dir, "pool", "sandboxes", sid)))
+            # nb had no base with that digest: downloaded once, into its cache
+            self.assertEqual(self.base_fetches(self.b) - fetched, 1, self.b.log()[-3000:])
+            self.assertTrue(os.listdir(os.path.join(self.b.dir, "pool", "membase")))
+            out = self.sh(self.ca, sid, f"cat /root/f; cat /tmp/c; kill -0 {pid} && echo alive")
+            lines = out.decode().split()
+            self.assertEqual(lines[0], "moved", out)
+            self.assertEqual(lines[-1], "alive", out)
+            self.assertGreaterEqual(int(lines[1]), before, out)
+            time.sleep(1)
+            self.assertGreater(int(self.sh(self.cb, sid, "cat /tmp/c")), int(lines[1]))
+            # the egress policy still applies, on the new node's gateway
+            self.assertEqual(self.ca.call("GET", f"/v1/sandboxes/{sid}/network")["network"],
+                             policy)
+            code, out, _, _ = self.ca.exec(sid, ["sh", "-c",
+                                                 "timeout 10 wget -q -O - http://denied.test/"])
+            self.assertNotEqual(code, 0, out)
+            log = self.ca.call("GET", f"/v1/sandboxes/{sid}/network/log")["entries"]
+            self.assertTrue([e for e in log if e.get("host") == "denied.test"
+                             and e["decision"] == "deny"], log)
+            events = [e["reason"] for e in
+                      self.ca.call("GET", f"/v1/sandboxes/{sid}/events")["events"]]
+            self.assertIn("moved from node na to node nb", events)
+            # and back to na through auto_restore (an exec naming no node
+            # restores it where its row says: nb), then explicitly to na
+            self.suspend(self.ca, sid)
+            self.assertEqual(self.sh(self.ca, sid, "cat /root/f"), b"moved\n")
+            self.suspend(self.ca, sid)
+            got = self.ca.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": "na"})
+            self.assertEqual((got["state"], got["node"]), ("running", "na"), got)
+            out = self.sh(self.cb, sid, f"cat /root/f; kill -0 {pid} && echo alive")
+            self.assertEqual(out.decode().split(), ["moved", "alive"], out)
+        finally:
+            self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
+
+    def test_move_vm_restores_share_one_base_download(self):
+        # two vm sandboxes of na, suspended, restored on nb at once: one
+        # download of their (common) memory base
+        self.vm_or_skip()
+        ids = [self.ca.create(template="busybox", node="na", backend="vm")["id"]
+               for _ in range(2)]
+        try:
+            for i, sid in enumerate(ids):
+                self.sh(self.ca, sid, f"echo {i} > /root/f")
+                self.suspend(self.ca, sid)
+            cache = os.path.join(self.b.dir, "pool", "membase")
+            for f in os.listdir(cache) if os.path.isdir(cache) else []:
+                os.remove(os.path.join(cache, f))
+            before = self.base_fetches(self.b)
+            out = {}
+
+            def restore(sid):
+                out[sid] = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
+
+            ts = [threading.Thread(target=restore, args=(sid,)) for sid in ids]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            for sid in ids:
+                self.assertEqual(out[sid][0], 200, out[sid][1])
+            self.assertEqual(self.base_fetches(self.b) - before, 1, self.b.log()[-3000:])
+            for i, sid in enumerate(ids):
+                self.assertEqual(self.sh(self.cb, sid, "cat /root/f"), f"{i}\n".encode())
+        finally:
+            for sid in ids:
+                self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
+
+    def test_move_vm_replaced_memory_base_is_refused(self):
+        """Someone who can write the store replaces a vm memory base: the
+        restore on a node without it is refused naming the base, the
+        sandbox stays suspended, and it still comes back on its own node
+        (whose template file the base is)."""
+        self.vm_or_skip()
+        sid = self.ca.create(template="busybox", node="na", backend="vm")["id"]
+        try:
+            self.sh(self.ca, sid, "echo kept > /root/f")
+            self.suspend(self.ca, sid)
+            keys = [l.split()[0] for l in self.objtool("ls", "templates/busybox/").splitlines()
+                    if "/mem-" in l]
+            self.assertTrue(keys, self.objtool("ls", "templates/busybox/"))
+            # nb forgets what it fetched before (another test's restore)
+            cache = os.path.join(self.b.dir, "pool", "membase")
+            for f in os.listdir(cache) if os.path.isdir(cache) else []:
+                os.remove(os.path.join(cache, f))
+            saved = {}
+            with tempfile.TemporaryDirectory() as tmp:
+                for i, key in enumerate(keys):
+                    path = os.path.join(tmp, str(i))
+                    self.objtool("get", key, path)
+                    with open(path, "rb") as f:
+                        saved[key] = f.read()
+                    # a valid zstd stream of other bytes: only a digest tells
+                    with open(path, "wb") as f:
+                        f.write(saved[key][:-8] + bytes(8))
+                    self.put_object(key, path)
+                try:
+                    st, body, _ = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore",
+                                              {"node": "nb"})
+                    self.assertEqual(st, 502, body)
+                    self.assertEqual(json.loads(body)["error"]["code"], "bad_artifact")
+                    self.assertIn(b"memory base", body)
+                    self.assertIn(b"manifest names", body)
+                    self.assertEqual(self.ca.call("GET", f"/v1/sandboxes/{sid}")["state"],
+                                     "suspended")
+                    # on na the base is its own template's file: no download
+                    got = self.ca.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": "na"})
+                    self.assertEqual(got["state"], "running")
+                    self.assertEqual(self.sh(self.ca, sid, "cat /root/f"), b"kept\n")
+                finally:
+                    for i, key in enumerate(keys):
+                        path = os.path.join(tmp, str(i))
+                        with open(path, "wb") as f:
+                            f.write(saved[key])
+                        self.put_object(key, path)
+        finally:
+            self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
+
     def test_e2b_api_through_either_api(self):
         """The E2B-compatible API (docs/E2B.md): a sandbox made through nb's
         /e2b is served by na's too (control API and envd, streams
@@ -491,6 +641,12 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout.decode()
 
+    def put_object(self, key, path):
+        self.objtool("put", key, path)
+        if not self.s3:   # a file:// store: the nodes' user reads it
+            pw = pwd.getpwnam("airlock")
+            os.chown(os.path.join(self.store, key), pw.pw_uid, pw.pw_gid)
+
     def build_on_a(self, name):
         """A busybox template built from a directory on node na only."""
         root = tempfile.mkdtemp(prefix="airlock-tmpl-")
@@ -522,7 +678,7 @@ class ClusterTest(unittest.TestCase):
                     data = f.read()
                 with open(stream, "wb") as f:
                     f.write(tamper_btrfs_stream(data))
-                self.objtool("put", keys[0], stream)
+                self.put_object(keys[0], stream)
             st, body, _ = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
             self.assertGreaterEqual(st, 400, body)
             self.assertIn(b"template tampered", body)
@@ -532,6 +688,34 @@ class ClusterTest(unittest.TestCase):
             got = self.ca.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": "na"})
             self.assertEqual(got["state"], "running")
             self.assertEqual(self.sh(self.ca, sid, "cat /f"), b"kept\n")
+        finally:
+            self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
+
+    def published(self, server, name):
+        with open(server.log_path, errors="replace") as f:
+            return f.read().count(f"template {name}/1 published as")
+
+    def test_template_published_when_ready(self):
+        # a build goes to the store when it becomes ready, off the request
+        # path, before any suspend needs it; the suspend does not upload it
+        # again
+        self.build_on_a("early")
+        deadline = time.time() + 60
+        keys = []
+        while time.time() < deadline and not keys:
+            keys = [l.split()[0] for l in self.objtool("ls", "templates/early/").splitlines()
+                    if l.strip().endswith(".btrfs") or ".btrfs " in l]
+            time.sleep(0.3)
+        self.assertEqual(len(keys), 1, self.a.log()[-2000:])
+        self.assertEqual(self.published(self.a, "early"), 1)
+        sid = self.ca.create(template="early", node="na")["id"]
+        try:
+            self.sh(self.ca, sid, "echo e > /f")
+            self.suspend(self.ca, sid)
+            self.assertEqual(self.published(self.a, "early"), 1)
+            got = self.cb.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
+            self.assertEqual(got["node"], "nb")
+            self.assertEqual(self.sh(self.cb, sid, "cat /f"), b"e\n")
         finally:
             self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
 

@@ -5,9 +5,14 @@
  * and the importer, which parses bytes from the object store as root,
  * refuses every hostile stream: not zstd, a wrong magic, a RAM size not the
  * guest's, a page past the end, a stream cut short, bytes after the end
- * mark, and one that decompresses past its bound. */
+ * mark, and one that decompresses past its bound. The memory's base
+ * travels by content (src/nodemgr/vm-base.c): the export names the
+ * template RAM file's SHA-256, a node without that file takes the base
+ * only when its content has that digest (a swapped or corrupted one is
+ * refused naming it), and then rebuilds the same RAM from it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +203,70 @@ int main(void)
 	CHECK(n == 12 && memcmp(got, "device state", 12) == 0);
 	free(got);
 	close(fd);
+
+	/* The base by content: the export names the SHA-256 of the
+	 * template's RAM file, which a node without that file takes only with
+	 * that digest, and then rebuilds the same RAM from it. */
+	{
+		char bsha[65], xsha[65], want[65], moved[420];
+		unsigned char md[32];
+		unsigned int mdlen = 0;
+		uint64_t bsize = 0;
+		int64_t bbytes = 0;
+		int bfd, mfd;
+
+		EVP_Digest(tmpl, SIZE, md, &mdlen, EVP_sha256(), NULL);
+		for (unsigned i = 0; i < 32; i++)
+			snprintf(want + 2 * i, 3, "%02x", md[i]);
+		mfd = tmpfd();
+		CHECK(vm_suspend_export_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, &size, bsha,
+					     &e) == 0);
+		CHECK(strcmp(bsha, want) == 0);
+		bfd = tmpfd();
+		CHECK(vm_base_export(&srv, &spec, bfd, xsha, &bsize, &bbytes, &e) == 0);
+		CHECK(strcmp(xsha, want) == 0 && bsize == SIZE && bbytes > 0);
+		/* another node: no template file of that shape */
+		snprintf(moved, sizeof(moved), "%s.away", tmem);
+		CHECK(rename(tmem, moved) == 0);
+		CHECK(vm_base_find(&srv, &spec, bsha, xsha, &bsize, &e) == -ENOENT);
+		unlink(mem);
+		CHECK(vm_suspend_import_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, bsha, &e) ==
+		      -ENOENT);
+		/* a base named by another digest is refused, naming both */
+		memset(xsha, 'a', 64);
+		xsha[64] = '\0';
+		e = (err_t){ 0 };
+		CHECK(vm_base_import(&srv, &spec, xsha, bfd, &e) == -EBADMSG);
+		CHECK(strstr(e.msg, "memory base aaaaaaaa") && strstr(e.msg, "manifest names"));
+		/* other bytes (a valid stream) under the right name: refused */
+		{
+			int ofd = zfd(guest, SIZE);
+			CHECK(vm_base_import(&srv, &spec, bsha, ofd, &e) == -EBADMSG);
+			close(ofd);
+		}
+		/* more than the shape's RAM: stopped at that bound */
+		{
+			uint8_t *big = xcalloc(2, SIZE);
+			int ofd = zfd(big, 2 * SIZE);
+			e = (err_t){ 0 };
+			CHECK(vm_base_import(&srv, &spec, bsha, ofd, &e) == -EBADMSG);
+			CHECK(strstr(e.msg, "more than the 4 MiB"));
+			close(ofd);
+			free(big);
+		}
+		CHECK(vm_base_find(&srv, &spec, bsha, xsha, &bsize, &e) == -ENOENT);
+		/* the right one: kept, and the RAM rebuilt from it */
+		CHECK(vm_base_import(&srv, &spec, bsha, bfd, &e) == 0);
+		CHECK(vm_base_find(&srv, &spec, bsha, xsha, &bsize, &e) == 0 && bsize == SIZE);
+		CHECK(vm_suspend_import_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, bsha, &e) ==
+		      0);
+		got = get_file(mem, &n);
+		CHECK(n == SIZE && memcmp(got, guest, SIZE) == 0);
+		free(got);
+		CHECK(rename(moved, tmem) == 0);
+		close(bfd);
+		close(mfd);
+	}
 
 	/* Hostile streams. */
 	raw = xcalloc(1, rawcap + SIZE);

@@ -496,11 +496,11 @@ int main(void)
 	snprintf(spec.template_name, sizeof(spec.template_name), "t");
 	spec.template_version = 1;
 	delta = stream_fd();
-	OK(nm_suspend_export(A.sock, &spec, "su-1", NM_ARTIFACT_DISK, delta, &dsize, E));
+	OK(nm_suspend_export(A.sock, &spec, "su-1", NM_ARTIFACT_DISK, delta, &dsize, NULL, E));
 	printf("sandbox disk stream against t/1: %lld bytes\n", (long long)dsize);
 	CHECK(dsize > 0 && dsize < (1 << 20));
 	spec.template_version = 3;
-	OK(nm_suspend_import(B.sock, &spec, "su-1", NM_ARTIFACT_DISK, delta, E));
+	OK(nm_suspend_import(B.sock, &spec, "su-1", NM_ARTIFACT_DISK, delta, NULL, E));
 	{
 		char a[500], b[500];
 		snprintf(a, sizeof(a), "%s/snapshots/s1/su-1/rootfs/etc/hello", A.pool);
