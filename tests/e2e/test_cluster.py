@@ -278,6 +278,21 @@ class ClusterTest(unittest.TestCase):
     def fetches(self, server, name):
         return server.log().count(f"template {name} (")
 
+    def restore_all_at_once_on_nb(self, ids):
+        """Every sandbox of ids restored on nb by its api, all at once."""
+        out = {}
+
+        def restore(sid):
+            out[sid] = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
+
+        ts = [threading.Thread(target=restore, args=(sid,)) for sid in ids]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        for sid in ids:
+            self.assertEqual(out[sid][0], 200, out[sid][1])
+
     def test_move_a_suspended_sandbox(self):
         s = self.ca.create(template="busybox", node="na")
         sid = s["id"]
@@ -394,18 +409,7 @@ class ClusterTest(unittest.TestCase):
             for f in os.listdir(cache) if os.path.isdir(cache) else []:
                 os.remove(os.path.join(cache, f))
             before = self.base_fetches(self.b)
-            out = {}
-
-            def restore(sid):
-                out[sid] = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
-
-            ts = [threading.Thread(target=restore, args=(sid,)) for sid in ids]
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
-            for sid in ids:
-                self.assertEqual(out[sid][0], 200, out[sid][1])
+            self.restore_all_at_once_on_nb(ids)
             self.assertEqual(self.base_fetches(self.b) - before, 1, self.b.log()[-3000:])
             for i, sid in enumerate(ids):
                 self.assertEqual(self.sh(self.cb, sid, "cat /root/f"), f"{i}\n".encode())
@@ -728,18 +732,7 @@ class ClusterTest(unittest.TestCase):
                 self.sh(self.ca, sid, f"echo {i} > /f")
                 self.suspend(self.ca, sid)
             before = self.fetches(self.b, "ten")
-            out = {}
-
-            def restore(sid):
-                out[sid] = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
-
-            ts = [threading.Thread(target=restore, args=(sid,)) for sid in ids]
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
-            for sid in ids:
-                self.assertEqual(out[sid][0], 200, out[sid][1])
+            self.restore_all_at_once_on_nb(ids)
             self.assertEqual(self.fetches(self.b, "ten") - before, 1, self.b.log()[-3000:])
             for i, sid in enumerate(ids):
                 self.assertEqual(self.sh(self.cb, sid, "cat /f"), f"{i}\n".encode())
