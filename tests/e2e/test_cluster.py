@@ -782,8 +782,16 @@ class ClusterTest(unittest.TestCase):
         got = self.wait_nodes(self.ca, {"nb": "up"})
         self.assertEqual(got["nb"], "up")
         self.assertEqual(self.db.generation("nb"), gen + 1)
-        st, _, _ = self.ca.raw("GET", f"/v1/sandboxes/{s['id']}")
-        self.assertEqual(st, 200)
+        # na's api routes by its copy of the nodes table, reloaded once a
+        # second, so it may still see nb lost for a moment (503
+        # node_unavailable): within a few seconds the sandbox answers
+        deadline = time.monotonic() + 10
+        while True:
+            st, body, _ = self.ca.raw("GET", f"/v1/sandboxes/{s['id']}")
+            if st == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(st, 200, body)
         # and it does not run the one that moved: no jail of it on nb
         self.assertFalse(os.path.exists(os.path.join(self.b.dir, "pool", "sandboxes",
                                                      kept["id"])))
