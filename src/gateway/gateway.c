@@ -550,8 +550,9 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 	 * handshakes are CPU work) with 4 threads for the credential hook
 	 * (which reads the DB), then carried by the TLS loop. */
 	if (g->cred && (!(g->tls = tls_loop_start(err)) ||
-			!(g->mitm = mitm_loop_start(g->tls, cpus < 1 ? 1 : cpus > 4 ? 4 : (unsigned)cpus,
-						    4, err)))) {
+			!(g->mitm = mitm_loop_start(g->tls, &(struct mitm_loop_opts){
+				.shards = cpus < 1 ? 1 : cpus > 4 ? 4 : (unsigned)cpus,
+				.hook_threads = 4 }, err)))) {
 		r = -err->code;
 		goto out;
 	}

@@ -109,6 +109,7 @@ struct mitm_loop {
 	pthread_cond_t hcv;
 	struct mconn *hq_head, *hq_tail;
 	unsigned n;                   /* atomic: connections being set up */
+	int io_ms, connect_ms;        /* the deadlines */
 };
 
 /* ---- ending ------------------------------------------------------------ */
@@ -171,8 +172,8 @@ static void finish(struct mconn *c)
 
 	unlist(c);
 	c->phase = P_DONE;
-	if (c->cs) {
-		SSL_shutdown(c->cs);
+	if (c->cs && SSL_is_init_finished(c->cs)) {
+		SSL_shutdown(c->cs);   /* close_notify, not waited for */
 		ERR_clear_error();
 	}
 	c->spec.done(c->spec.done_arg, c->cfd, c->ufd);
@@ -266,7 +267,7 @@ static int do_accept(struct mconn *c)
 
 	if (k == 1) {
 		c->phase = P_HEAD;
-		c->deadline = now_ms() + IO_MS;   /* head and body */
+		c->deadline = now_ms() + (uint64_t)c->sh->l->io_ms;   /* head and body */
 		return 1;
 	}
 	if (wants(c->cs, k, &c->cwant) == 0)
@@ -395,7 +396,7 @@ static int do_hook(struct mconn *c)
 	struct mitm_loop *l = c->sh->l;
 
 	if (c->hs == H_NONE) {
-		c->deadline = now_ms() + IO_MS;
+		c->deadline = now_ms() + (uint64_t)c->sh->l->io_ms;
 		c->cwant = 0;   /* nothing read from the sandbox meanwhile */
 		pthread_mutex_lock(&l->hmu);
 		c->hs = H_QUEUED;
@@ -442,7 +443,7 @@ static int do_dial(struct mconn *c)
 	    SSL_set_tlsext_host_name(c->us, c->host) != 1 || SSL_set1_host(c->us, c->host) != 1)
 		return fail_tls(c, "setting up the upstream side");
 	c->phase = P_UPTLS;
-	c->deadline = now_ms() + IO_MS;
+	c->deadline = now_ms() + (uint64_t)c->sh->l->io_ms;
 	return 1;
 }
 
@@ -462,7 +463,7 @@ static int do_uptls(struct mconn *c)
 
 	if (k == 1) {
 		c->phase = P_SEND;
-		c->deadline = now_ms() + IO_MS;
+		c->deadline = now_ms() + (uint64_t)c->sh->l->io_ms;
 		c->out_off = 0;
 		return 1;
 	}
@@ -481,7 +482,7 @@ static int flush_out(struct mconn *c)
 		if (k <= 0)
 			return wants(c->us, k, &c->uwant);
 		c->out_off += (size_t)k;
-		c->deadline = now_ms() + IO_MS;
+		c->deadline = now_ms() + (uint64_t)c->sh->l->io_ms;
 	}
 	c->uwant = 0;
 	explicit_bzero(c->out.data, c->out.len);
@@ -560,7 +561,7 @@ static int do_stream(struct mconn *c)
 		struct buf chunk;
 		buf_init(&chunk);
 		c->got += (uint64_t)k;
-		c->deadline = now_ms() + IO_MS;
+		c->deadline = now_ms() + (uint64_t)c->sh->l->io_ms;
 		subst_feed(&c->ss, tmp, (size_t)k, c->got == len, &chunk);
 		explicit_bzero(tmp, (size_t)k);
 		frame_chunk(c, &chunk);
@@ -811,7 +812,7 @@ static void *hook_main(void *arg)
 	return NULL;
 }
 
-struct mitm_loop *mitm_loop_start(struct tls_loop *relay, unsigned shards, unsigned hook_threads,
+struct mitm_loop *mitm_loop_start(struct tls_loop *relay, const struct mitm_loop_opts *o,
 				  err_t *err)
 {
 	struct mitm_loop *l = xcalloc(1, sizeof(*l));
@@ -819,7 +820,9 @@ struct mitm_loop *mitm_loop_start(struct tls_loop *relay, unsigned shards, unsig
 	pthread_t t;
 
 	l->relay = relay;
-	l->n_sh = shards ? shards : 1;
+	l->n_sh = o->shards ? o->shards : 1;
+	l->io_ms = o->io_ms > 0 ? o->io_ms : IO_MS;
+	l->connect_ms = o->connect_ms > 0 ? o->connect_ms : MITM_CONNECT_MS;
 	l->sh = xcalloc(l->n_sh, sizeof(*l->sh));
 	pthread_mutex_init(&l->hmu, NULL);
 	pthread_cond_init(&l->hcv, NULL);
@@ -842,7 +845,7 @@ struct mitm_loop *mitm_loop_start(struct tls_loop *relay, unsigned shards, unsig
 			return NULL;
 		}
 	}
-	for (unsigned i = 0; i < (hook_threads ? hook_threads : 1); i++)
+	for (unsigned i = 0; i < (o->hook_threads ? o->hook_threads : 1); i++)
 		if (pthread_create(&t, &at, hook_main, l) != 0) {
 			err_set(err, EAGAIN, "mitm loop: hook thread");
 			return NULL;
@@ -866,8 +869,8 @@ void mitm_loop_add(struct mitm_loop *l, const struct mitm_conn_spec *spec)
 	c->spec.host = c->host;
 	c->cfd = spec->client_fd;
 	c->ufd = spec->up_fd;
-	c->dial_deadline = now_ms() + MITM_CONNECT_MS;
-	c->deadline = now_ms() + IO_MS;
+	c->dial_deadline = now_ms() + (uint64_t)l->connect_ms;
+	c->deadline = now_ms() + (uint64_t)c->sh->l->io_ms;
 	buf_init(&c->hb);
 	buf_init(&c->out);
 	buf_init(&c->reply);

@@ -61,9 +61,15 @@ struct mitm_conn_spec {
 	void *done_arg;
 };
 
-/* Threads: shards loop threads, hook_threads for the hook; connections
- * handed over go to relay. NULL with err when a thread cannot start. */
-struct mitm_loop *mitm_loop_start(struct tls_loop *relay, unsigned shards, unsigned hook_threads,
+struct mitm_loop_opts {
+	unsigned shards;              /* loop threads; 0: 1 */
+	unsigned hook_threads;        /* 0: 1 */
+	int io_ms, connect_ms;        /* the deadlines; 0: IO_MS, MITM_CONNECT_MS */
+};
+
+/* Start the threads; connections handed over go to relay (borrowed).
+ * NULL with err when a thread cannot start. */
+struct mitm_loop *mitm_loop_start(struct tls_loop *relay, const struct mitm_loop_opts *o,
 				  err_t *err);
 /* Take a connection over (thread-safe; never fails: a failure is the
  * connection's end, through end and done). */
