@@ -38,13 +38,17 @@ enum phase {
 	P_HEAD,        /* its request head */
 	P_BODY,        /* a body read whole (Content-Length or chunked) */
 	P_HOOK,        /* the credential hook, on a hook thread */
-	P_DIAL,        /* the upstream connect, if it has not finished yet */
-	P_UPTLS,       /* TLS upstream, verified */
+	P_UPSTREAM,    /* the upstream side (below), if it is not ready yet */
 	P_SEND,        /* the request upstream */
 	P_STREAM,      /* a large body with replacements, streamed */
 	P_RELAY,       /* to the relay loop */
 	P_DONE,        /* over: freed at the end of the loop's turn */
 };
+
+/* The upstream side goes on alongside the phases up to P_UPSTREAM: the
+ * connect, then TLS (verified), so neither adds its round trips to the
+ * request's once the hook is done. */
+enum up_state { U_CONNECTING, U_TLS, U_READY, U_UNREACHABLE, U_UNVERIFIED };
 
 /* H_DONE: the hook thread gave it back (on the shard's hooked list);
  * H_BACK: the loop took it from there. */
@@ -64,7 +68,10 @@ struct mconn {
 	enum phase phase;
 	uint64_t deadline;            /* of the phase, now_ms() */
 	uint64_t dial_deadline;
-	bool dialed, dial_failed;
+	enum up_state up;
+	uint64_t up_deadline;         /* of U_TLS */
+	uint32_t up_want;             /* what SSL_connect wants */
+	char up_why[512];             /* why U_UNVERIFIED */
 	uint32_t cev, uev;            /* epoll events armed */
 	bool creg, ureg;              /* the fd is in the epoll set */
 	uint32_t cwant, uwant;        /* what the last SSL calls want */
@@ -395,6 +402,10 @@ static int do_hook(struct mconn *c)
 {
 	struct mitm_loop *l = c->sh->l;
 
+	if (c->hs == H_NONE && (c->up == U_UNREACHABLE || c->up == U_UNVERIFIED)) {
+		c->phase = P_UPSTREAM;   /* its 502: no value read for nothing */
+		return 1;
+	}
 	if (c->hs == H_NONE) {
 		c->deadline = now_ms() + (uint64_t)c->sh->l->io_ms;
 		c->cwant = 0;   /* nothing read from the sandbox meanwhile */
@@ -426,50 +437,29 @@ static int do_hook(struct mconn *c)
 	} else {
 		mitm_request_out(&c->h, &c->hb, c->rest, &c->out);
 	}
-	c->phase = P_DIAL;
+	c->phase = P_UPSTREAM;
 	return 1;
 }
 
-static int do_dial(struct mconn *c)
+static int do_upstream(struct mconn *c)
 {
-	if (c->dial_failed) {
+	switch (c->up) {
+	case U_CONNECTING:
+	case U_TLS:
+		return 0;
+	case U_UNREACHABLE:
 		answer(c, bad_502_dial, sizeof(bad_502_dial) - 1);
 		return fail(c, -EHOSTUNREACH, "mitm: upstream %s could not be reached", c->host);
+	case U_UNVERIFIED:
+		answer(c, bad_502_tls, sizeof(bad_502_tls) - 1);
+		return fail(c, -EPROTO, "%s", c->up_why);
+	case U_READY:
+		break;
 	}
-	if (!c->dialed)
-		return 0;
-	c->us = SSL_new(c->spec.upstream);
-	if (!c->us || SSL_set_fd(c->us, c->ufd) != 1 ||
-	    SSL_set_tlsext_host_name(c->us, c->host) != 1 || SSL_set1_host(c->us, c->host) != 1)
-		return fail_tls(c, "setting up the upstream side");
-	c->phase = P_UPTLS;
+	c->phase = P_SEND;
 	c->deadline = now_ms() + (uint64_t)c->sh->l->io_ms;
+	c->out_off = 0;
 	return 1;
-}
-
-static int upstream_unverified(struct mconn *c)
-{
-	long v = SSL_get_verify_result(c->us);
-
-	ERR_clear_error();
-	answer(c, bad_502_tls, sizeof(bad_502_tls) - 1);
-	return fail(c, -EPROTO, "mitm: upstream %s: %s", c->host,
-		    v != X509_V_OK ? X509_verify_cert_error_string(v) : "handshake failed");
-}
-
-static int do_uptls(struct mconn *c)
-{
-	int k = SSL_connect(c->us);
-
-	if (k == 1) {
-		c->phase = P_SEND;
-		c->deadline = now_ms() + (uint64_t)c->sh->l->io_ms;
-		c->out_off = 0;
-		return 1;
-	}
-	if (wants(c->us, k, &c->uwant) == 0)
-		return 0;
-	return upstream_unverified(c);
 }
 
 /* Write out[out_off, len) upstream: 1 all of it (out emptied, wiped), 0
@@ -581,22 +571,56 @@ static void hand_over(struct mconn *c)
 	bury(c);
 }
 
-/* Has the upstream connect ended? (It goes on alongside the first
- * phases.) */
-static void check_dial(struct mconn *c)
+static void up_unverified(struct mconn *c)
 {
-	struct pollfd p = { .fd = c->ufd, .events = POLLOUT };
-	int e = 0;
-	socklen_t el = sizeof(e);
+	long v = c->us ? SSL_get_verify_result(c->us) : X509_V_OK;
 
-	if (c->dialed || c->dial_failed || poll(&p, 1, 0) <= 0)
-		return;
-	if (getsockopt(c->ufd, SOL_SOCKET, SO_ERROR, &e, &el) < 0 || e != 0)
-		c->dial_failed = true;
-	else
-		c->dialed = true;
-	if (c->spec.dialed)
-		c->spec.dialed(c->spec.done_arg, c->dialed);
+	ERR_clear_error();
+	snprintf(c->up_why, sizeof(c->up_why), "mitm: upstream %s: %s", c->host,
+		 v != X509_V_OK ? X509_verify_cert_error_string(v) : "handshake failed");
+	c->up = U_UNVERIFIED;
+	c->up_want = 0;
+}
+
+/* The upstream side's next steps, as far as they go now. */
+static void up_progress(struct mconn *c)
+{
+	if (c->up == U_CONNECTING) {
+		struct pollfd p = { .fd = c->ufd, .events = POLLOUT };
+		int e = 0;
+		socklen_t el = sizeof(e);
+
+		if (poll(&p, 1, 0) <= 0)
+			return;
+		bool ok = getsockopt(c->ufd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0;
+		if (c->spec.dialed)
+			c->spec.dialed(c->spec.done_arg, ok);
+		if (!ok) {
+			c->up = U_UNREACHABLE;
+			return;
+		}
+		c->us = SSL_new(c->spec.upstream);
+		if (!c->us || SSL_set_fd(c->us, c->ufd) != 1 ||
+		    SSL_set_tlsext_host_name(c->us, c->host) != 1 ||
+		    SSL_set1_host(c->us, c->host) != 1) {
+			err_t err = { 0 };
+			mitm_tls_fail(&err, "setting up the upstream side");
+			snprintf(c->up_why, sizeof(c->up_why), "%s", err.msg);
+			c->up = U_UNVERIFIED;
+			return;
+		}
+		c->up = U_TLS;
+		c->up_deadline = now_ms() + (uint64_t)c->sh->l->io_ms;
+	}
+	if (c->up == U_TLS) {
+		int k = SSL_connect(c->us);
+		if (k == 1) {
+			c->up = U_READY;
+			c->up_want = 0;
+		} else if (wants(c->us, k, &c->up_want) < 0) {
+			up_unverified(c);
+		}
+	}
 }
 
 /* fd in the epoll set for events, or out of it when none: a hang-up
@@ -623,8 +647,10 @@ static void arm(struct mconn *c)
 {
 	uint32_t uev = c->uwant;
 
-	if (!c->dialed && !c->dial_failed)
+	if (c->up == U_CONNECTING)
 		uev = EPOLLOUT;   /* the connect's end */
+	else if (c->up == U_TLS)
+		uev = c->up_want;
 	arm_fd(c, c->cfd, c->cwant, &c->cev, &c->creg);
 	arm_fd(c, c->ufd, uev, &c->uev, &c->ureg);
 }
@@ -634,7 +660,7 @@ static void advance(struct mconn *c)
 {
 	int k = 1;
 
-	check_dial(c);
+	up_progress(c);
 	while (k > 0) {
 		c->cwant = c->uwant = 0;
 		switch (c->phase) {
@@ -642,8 +668,7 @@ static void advance(struct mconn *c)
 		case P_HEAD: k = do_head(c); break;
 		case P_BODY: k = do_body(c); break;
 		case P_HOOK: k = do_hook(c); break;
-		case P_DIAL: k = do_dial(c); break;
-		case P_UPTLS: k = do_uptls(c); break;
+		case P_UPSTREAM: k = do_upstream(c); break;
 		case P_SEND: k = do_send(c); break;
 		case P_STREAM: k = do_stream(c); break;
 		case P_RELAY:
@@ -662,14 +687,20 @@ static void advance(struct mconn *c)
 /* A phase past its deadline. */
 static void expire(struct mconn *c, uint64_t now)
 {
-	if (!c->dialed && !c->dial_failed && now >= c->dial_deadline) {
-		c->dial_failed = true;
+	bool up_ended = false;
+
+	if (c->up == U_CONNECTING && now >= c->dial_deadline) {
+		c->up = U_UNREACHABLE;
 		if (c->spec.dialed)
 			c->spec.dialed(c->spec.done_arg, false);
-		if (c->phase == P_DIAL) {
-			advance(c);
-			return;
-		}
+		up_ended = true;
+	} else if (c->up == U_TLS && now >= c->up_deadline) {
+		up_unverified(c);
+		up_ended = true;
+	}
+	if (up_ended && c->phase == P_UPSTREAM) {
+		advance(c);
+		return;
 	}
 	if (now < c->deadline)
 		return;
@@ -691,11 +722,8 @@ static void expire(struct mconn *c, uint64_t now)
 	case P_HOOK:
 		fail(c, -ETIMEDOUT, "mitm: the credential hook took too long");
 		break;
-	case P_DIAL:
-		return;   /* the dial's own deadline */
-	case P_UPTLS:
-		upstream_unverified(c);
-		break;
+	case P_UPSTREAM:
+		return;   /* the upstream side's own deadlines */
 	case P_SEND:
 		fail(c, -ETIMEDOUT, "mitm: sending the request upstream: timed out");
 		break;

@@ -2,14 +2,16 @@
  *
  * Everything between the sniffed ClientHello and the hand-over to the TLS
  * relay loop (tlsrelay.h) runs here, for every connection at once, with no
- * thread held by any of them: the upstream TCP connect (started by the
- * caller, finished here, alongside the rest), the TLS handshake with the
- * sandbox, its request head and body (mitm.h says which bodies are read
- * whole), the credential hook, the verified TLS handshake upstream, the
- * request's bytes upstream (a large body with replacements streams from
- * here too), then the pair goes on on the relay loop. Each connection is a
+ * thread held by any of them: the TLS handshake with the sandbox, its
+ * request head and body (mitm.h says which bodies are read whole), the
+ * credential hook, the request's bytes upstream (a large body with
+ * replacements streams from here too), then the pair goes on on the relay
+ * loop. Alongside those first steps goes the upstream side: the TCP
+ * connect (started by the caller) and the verified TLS handshake, so their
+ * round trips are not the request's. An upstream that cannot be reached
+ * or verified is answered 502 after the head, without running the hook. Each connection is a
  * state machine on non-blocking sockets; each phase has a deadline (IO_MS:
- * handshakes, head and body, the hook, each write; CONNECT_MS the dial),
+ * handshakes, head and body, the hook, each write; MITM_CONNECT_MS the dial),
  * past which the connection ends (a chunked body that does not end within
  * CHUNKED_WAIT_MS passes untouched, as in mitm.c). Answers and log lines
  * are mitm_serve's: 400 for a malformed head, 421/400 for another origin,
