@@ -906,7 +906,8 @@ void mitm_loop_add(struct mitm_loop *l, const struct mitm_conn_spec *spec)
 	fcntl(c->cfd, F_SETFL, fcntl(c->cfd, F_GETFL) | O_NONBLOCK);
 	/* the client's SSL reads the sniffed bytes first, from its own copy */
 	c->pb = xcalloc(1, sizeof(*c->pb) + spec->n);
-	memcpy(c->pb + 1, spec->prefix, spec->n);
+	if (spec->n)
+		memcpy(c->pb + 1, spec->prefix, spec->n);
 	c->pb->pre = (const uint8_t *)(c->pb + 1);
 	c->pb->n = spec->n;
 	c->pb->fd = c->cfd;
