@@ -61,6 +61,7 @@ struct gw_host {
 };
 
 struct gw_cred;
+struct mitm_loop;
 struct resolver;
 
 /* What a name resolves to (resolve.c): host-order IPv4 and IPv6
@@ -120,11 +121,12 @@ struct gw {
 	struct gw_stats stats;
 	struct relay_loop *relay;     /* carries connections once dialled */
 	struct tls_loop *tls;         /* carries intercepted TLS once its request is upstream */
+	struct mitm_loop *mitm;       /* sets intercepted TLS up, until then */
 	int workers, workers_idle;    /* atomic: proxy.c's pool */
 	/* Live connections per sandbox address (max_conns each, keyed by
 	 * the address in host order): one sandbox can never take every
-	 * worker (a connection before its hand-off, intercepted TLS for its
-	 * life) or every fd from the rest. */
+	 * worker (a connection before its hand-off) or every fd from the
+	 * rest. */
 	struct quota *conns;
 	struct resolver *res;         /* resolve.c */
 };

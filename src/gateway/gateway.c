@@ -2,6 +2,7 @@
  * loop. See gateway.h for the model and proxy.c / dns.c for the data paths. */
 #include "gateway-internal.h"
 #include "gw-cred.h"
+#include "mitmloop.h"
 #include "tlsrelay.h"
 
 #include <arpa/inet.h>
@@ -376,6 +377,8 @@ static void handle_stats(struct gw *g, struct http_conn *c)
 	jw_uint(&w, relay_loop_pairs(g->relay));
 	jw_key(&w, "intercepted");
 	jw_uint(&w, tls_loop_pairs(g->tls));
+	jw_key(&w, "intercepting");
+	jw_uint(&w, mitm_loop_conns(g->mitm));
 	jw_key(&w, "workers");
 	jw_uint(&w, (uint64_t)__atomic_load_n(&g->workers, __ATOMIC_RELAXED));
 	jw_key(&w, "workers_idle");
@@ -574,7 +577,13 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 		r = -err->code;
 		goto out;
 	}
-	if (g->cred && !(g->tls = tls_loop_start(err))) {
+	/* Intercepted TLS: set up on a loop thread per CPU (up to 4: the
+	 * handshakes are CPU work) with 4 threads for the credential hook
+	 * (which reads the DB), then carried by the TLS loop. */
+	if (g->cred && (!(g->tls = tls_loop_start(err)) ||
+			!(g->mitm = mitm_loop_start(g->tls, &(struct mitm_loop_opts){
+				.shards = cpus < 1 ? 1 : cpus > 4 ? 4 : (unsigned)cpus,
+				.hook_threads = 4 }, err)))) {
 		r = -err->code;
 		goto out;
 	}

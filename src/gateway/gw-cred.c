@@ -194,16 +194,37 @@ int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, i
 	return mitm_http_head_stream(fd, pre, n, host, port, hook, &a, out, stream, &err);
 }
 
-int gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
-		int fd, const void *pre, size_t n, int up, struct tls_loop *loop,
-		tls_loop_done_fn done, void *done_arg)
+/* An intercepted connection's hook argument, with its own copies: it
+ * lives on the loop until the setup's end. */
+struct tls_job {
+	struct hook_arg a;
+	char *sandbox_id, *host;
+};
+
+static void tls_end(void *arg, int r, const char *why)
 {
-	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host };
-	err_t err = { 0 };
-	int r = mitm_serve_to(gc->ca, gc->upstream, fd, pre, n, up, host, port, hook, &a, loop,
-			      done, done_arg, &err);
+	struct hook_arg *a = arg;
+	struct tls_job *j = (struct tls_job *)a;   /* a is j's first member */
 
 	if (r < 0)
-		log_info("gateway: sandbox %s: intercepted TLS to %s: %s", sandbox_id, host, err.msg);
-	return r == 1;
+		log_info("gateway: sandbox %s: intercepted TLS to %s: %s", j->sandbox_id, j->host,
+			 why);
+	free(j->sandbox_id);
+	free(j->host);
+	free(j);
+}
+
+void gw_cred_tls_start(struct gw_cred *gc, struct mitm_loop *ml, const char *sandbox_id,
+		       const char *host, int port, int fd, const void *pre, size_t n, int up,
+		       mitm_dialed_fn dialed, tls_loop_done_fn done, void *done_arg)
+{
+	struct tls_job *j = xcalloc(1, sizeof(*j));
+
+	j->sandbox_id = xstrdup(sandbox_id);
+	j->host = xstrdup(host);
+	j->a = (struct hook_arg){ .gc = gc, .sandbox_id = j->sandbox_id, .host = j->host };
+	mitm_loop_add(ml, &(struct mitm_conn_spec){
+		.ca = gc->ca, .upstream = gc->upstream, .client_fd = fd, .prefix = pre, .n = n,
+		.up_fd = up, .host = host, .port = port, .hook = hook, .hook_arg = &j->a,
+		.end = tls_end, .dialed = dialed, .done = done, .done_arg = done_arg });
 }

@@ -7,7 +7,8 @@
  *     "Connection: close" so the next request comes through here again;
  *   - TLS: when the sandbox has a credential for the SNI name, the gateway
  *     terminates TLS with a certificate from the deployment CA, rewrites the
- *     request head the same way, and talks verified TLS upstream (mitm.h).
+ *     request head the same way, and talks verified TLS upstream (mitm.h),
+ *     all on event loops (mitmloop.h, tlsrelay.h), holding no thread.
  *     Every other TLS connection is relayed untouched.
  * Which sandbox belongs to which tenant and project is read from the shared
  * DB once per sandbox; which hosts have credentials is cached for a second
@@ -23,6 +24,7 @@
 #include "../lib/err.h"
 #include "../lib/util.h"
 #include "gateway.h"
+#include "mitmloop.h"
 #include "tlsrelay.h"
 
 struct gw_cred;
@@ -42,12 +44,14 @@ bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host)
 struct mitm_stream;
 int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
 		 int fd, const void *pre, size_t n, struct buf *out, struct mitm_stream **stream);
-/* TLS interception of one connection; up is connected to the real host.
- * Once its request is upstream the connection goes on on loop: true then,
- * and done(done_arg, fd, up) closes both at its end; false when it ended
- * before (the fds are the caller's). */
-int gw_cred_tls(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
-		int fd, const void *pre, size_t n, int up, struct tls_loop *loop,
-		tls_loop_done_fn done, void *done_arg);
+/* TLS interception of one connection, set up on ml (mitmloop.h) and then
+ * carried by its relay loop; fd is the sandbox's side (pre, n: the
+ * sniffed bytes), up a non-blocking socket whose connect() to the real
+ * host is under way. Both are consumed: done(done_arg, fd, up) closes
+ * them when the connection is over, however it ends; dialed(done_arg, ok)
+ * (may be NULL) says how the connect ended. A setup that fails is logged. */
+void gw_cred_tls_start(struct gw_cred *gc, struct mitm_loop *ml, const char *sandbox_id,
+		       const char *host, int port, int fd, const void *pre, size_t n, int up,
+		       mitm_dialed_fn dialed, tls_loop_done_fn done, void *done_arg);
 
 #endif

@@ -122,8 +122,13 @@ static int dump(struct addrs *out)
 		if (k <= 0)
 			goto out;
 		int len = (int)k;
+		/* NLMSG_OK compares the header's unsigned length with len, an
+		 * int (as NLMSG_NEXT needs it): clang's -Wsign-compare says so */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-compare"
 		for (struct nlmsghdr *nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, len);
 		     nh = NLMSG_NEXT(nh, len)) {
+#pragma GCC diagnostic pop
 			uint32_t ip = 0;
 			struct in6_addr ip6;
 			int family;

@@ -1,5 +1,6 @@
 /* TLS interception and plain-HTTP head rewriting for the gateway. */
 #include "mitm.h"
+#include "mitm-internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,17 +13,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define IO_MS 30000            /* handshake and request head */
 #define IDLE_MS (5 * 60000)    /* a relayed connection with no bytes either way */
 #define CHUNK 16384
 
 /* ---- a BIO that first returns bytes already read, then reads the fd ---- */
-
-struct pbio {
-	const uint8_t *pre;
-	size_t n, off;
-	int fd;
-};
 
 static int pbio_read(BIO *b, char *out, int len)
 {
@@ -80,7 +74,7 @@ static void pbio_init(void)
 	BIO_meth_set_ctrl(pbio_meth, pbio_ctrl);
 }
 
-static BIO_METHOD *pbio_method(void)
+BIO_METHOD *mitm_pbio_method(void)
 {
 	pthread_once(&pbio_once, pbio_init);
 	return pbio_meth;
@@ -88,7 +82,7 @@ static BIO_METHOD *pbio_method(void)
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static int tls_fail(err_t *err, const char *what)
+int mitm_tls_fail(err_t *err, const char *what)
 {
 	char msg[160];
 	unsigned long e = ERR_get_error();
@@ -122,12 +116,12 @@ SSL_CTX *mitm_upstream_ctx(const char *extra_ca_file, err_t *err)
 	    SSL_CTX_set_default_verify_paths(ctx) != 1 ||
 	    SSL_CTX_set_alpn_protos(ctx, h11, sizeof(h11) - 1) != 0) {
 		SSL_CTX_free(ctx);
-		tls_fail(err, "upstream context");
+		mitm_tls_fail(err, "upstream context");
 		return NULL;
 	}
 	if (extra_ca_file && SSL_CTX_load_verify_locations(ctx, extra_ca_file, NULL) != 1) {
 		SSL_CTX_free(ctx);
-		tls_fail(err, "loading the upstream CA file");
+		mitm_tls_fail(err, "loading the upstream CA file");
 		return NULL;
 	}
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
@@ -213,9 +207,7 @@ static void with_close(struct http_head *h, struct buf *out)
  * (Transfer-Encoding: chunked alone, and no Content-Length), or BODY_PASS:
  * no body we read (none, or framing we leave to the client and the server:
  * another transfer coding, both fields, a length past BODY_MAX). */
-enum body_kind { BODY_PASS, BODY_LENGTH, BODY_CHUNKED, BODY_LARGE };
-
-static enum body_kind body_kind(const struct http_head *h, long *len)
+enum body_kind mitm_body_kind(const struct http_head *h, long *len)
 {
 	const char *cl = NULL, *te = NULL;
 	int ncl = 0, nte = 0;
@@ -242,24 +234,13 @@ static enum body_kind body_kind(const struct http_head *h, long *len)
  * parsed once. */
 #define CHUNK_LINE_MAX 1024              /* a size line, extensions included */
 #define CHUNKED_RAW_MAX (2 * BODY_MAX)   /* the framing too */
-/* How long a chunked body may take to end before it passes untouched: a
- * small one comes at once; a stream (an upload of unknown length, say)
- * must not be cut off by the head's timeout, nor wait on us. */
-#define CHUNKED_WAIT_MS 2000
-
-struct dechunk {
-	enum { DC_SIZE, DC_DATA, DC_DATA_END, DC_TRAILER } state;
-	size_t off;    /* of the encoded body: parsed up to here */
-	size_t left;   /* of the current chunk's data */
-	struct buf body;
-};
 
 /* p[0, n): the encoded body so far. 1: whole (d->off is its encoded
  * length, d->body the data); 0: more must come; -1: not a body read
  * whole here (malformed, data past BODY_MAX, framing past
  * CHUNKED_RAW_MAX, or trailer fields, which a Content-Length body cannot
  * carry). */
-static int dechunk(struct dechunk *d, const char *p, size_t n)
+int mitm_dechunk(struct dechunk *d, const char *p, size_t n)
 {
 	for (;;) {
 		const char *eol;
@@ -359,7 +340,7 @@ static long read_head(struct source *src, struct buf *hb, struct http_head *h)
 	return hl;
 }
 
-static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+const char mitm_continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 /* A client that waits for "100 Continue" before it sends its body gets it
  * from us, as we read the body before anything goes upstream; the field is
@@ -372,8 +353,8 @@ static long answer_continue(struct source *src, struct http_head *h, bool have_b
 		return 0;
 	head_del(h, "Expect");
 	if (src->ssl)
-		return SSL_write(src->ssl, continue_100, sizeof(continue_100) - 1) > 0 ? 0 : -EPIPE;
-	return write_all(src->fd, continue_100, sizeof(continue_100) - 1) < 0 ? -EPIPE : 0;
+		return SSL_write(src->ssl, mitm_continue_100, sizeof(mitm_continue_100) - 1) > 0 ? 0 : -EPIPE;
+	return write_all(src->fd, mitm_continue_100, sizeof(mitm_continue_100) - 1) < 0 ? -EPIPE : 0;
 }
 
 /* Read the body after the head (hb[0, hl)) whole into h->body when its
@@ -390,7 +371,7 @@ static long read_body(struct source *src, struct http_head *h, struct buf *hb, s
 	int r;
 
 	*rest = hl;
-	switch (body_kind(h, &len)) {
+	switch (mitm_body_kind(h, &len)) {
 	case BODY_PASS:
 		return 0;
 	case BODY_LARGE:
@@ -416,7 +397,7 @@ static long read_body(struct source *src, struct http_head *h, struct buf *hb, s
 		if (src->deadline > now_ms() + CHUNKED_WAIT_MS)
 			src->deadline = now_ms() + CHUNKED_WAIT_MS;
 		buf_init(&d.body);
-		while ((r = dechunk(&d, hb->data + hl, hb->len - hl)) == 0)
+		while ((r = mitm_dechunk(&d, hb->data + hl, hb->len - hl)) == 0)
 			if ((e = source_more(src, hb)) < 0) {
 				buf_free(&d.body);
 				return e == -ETIMEDOUT ? 0 : e;
@@ -437,7 +418,7 @@ static long read_body(struct source *src, struct http_head *h, struct buf *hb, s
 /* What goes upstream after the hook: the head as with_close writes it
  * (with the body's length, which injection may have changed), the body,
  * then whatever followed in hb from offset rest. */
-static void request_out(struct http_head *h, const struct buf *hb, size_t rest, struct buf *out)
+void mitm_request_out(struct http_head *h, const struct buf *hb, size_t rest, struct buf *out)
 {
 	if (h->has_body) {
 		char cl[24];
@@ -545,7 +526,7 @@ static int stream_body(const struct end *client, const struct end *up,
 
 /* The head of a request whose large body streams with replacements:
  * re-framed chunked (its length changes with them). */
-static void streamed_head_out(struct http_head *h, struct buf *out)
+void mitm_streamed_head_out(struct http_head *h, struct buf *out)
 {
 	head_del(h, "Content-Length");
 	head_set(h, "Transfer-Encoding", "chunked");
@@ -589,7 +570,7 @@ static bool authority_is(const char *a, size_t len, const char *sni, int dflt, i
  * there. 0 when they agree (an HTTP/1.0 request without Host is fine: it
  * names nothing else); else the status to answer: 421, or 400 for an
  * HTTP/1.1 request without exactly one Host. */
-static int host_vs_sni(const struct http_head *h, const char *sni, int dflt, int port)
+int mitm_host_vs_sni(const struct http_head *h, const char *sni, int dflt, int port)
 {
 	const char *host = NULL, *t = h->target;
 	int n = 0;
@@ -614,7 +595,7 @@ static int host_vs_sni(const struct http_head *h, const char *sni, int dflt, int
 }
 
 /* host_vs_sni's answer, appended to out. */
-static void status_answer(int status, struct buf *out)
+void mitm_status_answer(int status, struct buf *out)
 {
 	const char *body = status == 421 ? "airlock: the request names another host than the one "
 					   "its connection was checked for\n"
@@ -628,16 +609,8 @@ static void status_answer(int status, struct buf *out)
 int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix, size_t n,
 	       int up_fd, const char *host, int port, mitm_head_fn fn, void *arg, err_t *err)
 {
-	return mitm_serve_to(ca, upstream, client_fd, prefix, n, up_fd, host, port, fn, arg, NULL,
-			     NULL, NULL, err);
-}
-
-int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix,
-		  size_t n, int up_fd, const char *host, int port, mitm_head_fn fn, void *arg,
-		  struct tls_loop *loop, tls_loop_done_fn done, void *done_arg, err_t *err)
-{
-	/* on the heap, with its own copy of the prefix: the client's SSL
-	 * reads through it, and may outlive this call on the loop */
+	/* with its own copy of the prefix, which the client's SSL reads
+	 * through */
 	struct pbio *pb = xcalloc(1, sizeof(*pb) + n);
 	SSL_CTX *sctx;
 	SSL *cs = NULL, *us = NULL;
@@ -662,11 +635,11 @@ int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *p
 	}
 	cs = SSL_new(sctx);
 	SSL_CTX_free(sctx);   /* cs holds its own reference */
-	bio = cs ? BIO_new(pbio_method()) : NULL;
+	bio = cs ? BIO_new(mitm_pbio_method()) : NULL;
 	if (!bio) {
 		SSL_free(cs);
 		free(pb);
-		return tls_fail(err, "setting up the client side");
+		return mitm_tls_fail(err, "setting up the client side");
 	}
 	BIO_set_data(bio, pb);
 	BIO_set_init(bio, 1);
@@ -674,7 +647,7 @@ int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *p
 	set_timeouts(client_fd, IO_MS);
 	set_timeouts(up_fd, IO_MS);
 	if (SSL_accept(cs) != 1) {
-		r = tls_fail(err, "handshake with the sandbox");
+		r = mitm_tls_fail(err, "handshake with the sandbox");
 		goto out;
 	}
 	src = (struct source){ .ssl = cs, .fd = client_fd, .deadline = now_ms() + IO_MS };
@@ -690,9 +663,9 @@ int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *p
 		}
 		goto out;
 	}
-	if ((status = host_vs_sni(&h, host, 443, port)) != 0) {
+	if ((status = mitm_host_vs_sni(&h, host, 443, port)) != 0) {
 		/* before the hook: nothing injected, nothing sent upstream */
-		status_answer(status, &out);
+		mitm_status_answer(status, &out);
 		SSL_write(cs, out.data, (int)out.len);
 		r = err_set(err, EPERM, "mitm: answered %d: the request's Host or target does not "
 			    "name %s", status, host);
@@ -714,15 +687,15 @@ int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *p
 			r = err_set(err, EPIPE, "mitm: the sandbox went away");
 			goto out;
 		}
-		streamed_head_out(&h, &out);
+		mitm_streamed_head_out(&h, &out);
 	} else {
-		request_out(&h, &hb, rest, &out);
+		mitm_request_out(&h, &hb, rest, &out);
 	}
 
 	us = SSL_new(upstream);
 	if (!us || SSL_set_fd(us, up_fd) != 1 || SSL_set_tlsext_host_name(us, host) != 1 ||
 	    SSL_set1_host(us, host) != 1) {
-		r = tls_fail(err, "setting up the upstream side");
+		r = mitm_tls_fail(err, "setting up the upstream side");
 		goto out;
 	}
 	if (SSL_connect(us) != 1) {
@@ -737,21 +710,12 @@ int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *p
 		goto out;
 	}
 	if (SSL_write(us, out.data, (int)out.len) != (int)out.len) {
-		r = tls_fail(err, "sending the request upstream");
+		r = mitm_tls_fail(err, "sending the request upstream");
 		goto out;
 	}
 	if (h.body_streams && h.n_subst &&
 	    stream_body(&(struct end){ .ssl = cs }, &(struct end){ .ssl = us }, &h, &hb, rest) < 0) {
 		r = err_set(err, EPIPE, "mitm: streaming the request body upstream");
-		goto out;
-	}
-	if (loop) {
-		/* the rest (the response, a body still coming) on the loop:
-		 * no thread is held for the connection's life */
-		tls_loop_add(loop, cs, client_fd, us, up_fd, pb, done, done_arg);
-		cs = us = NULL;
-		pb = NULL;
-		r = 1;
 		goto out;
 	}
 	relay_tls(cs, client_fd, us, up_fd);
@@ -792,9 +756,9 @@ int mitm_http_head_stream(int fd, const void *prefix, size_t n, const char *host
 		buf_free(&hb);
 		return err_set(err, (int)-hl, "mitm: no valid request head");
 	}
-	if (host && (r = host_vs_sni(&h, host, 80, port)) != 0) {
+	if (host && (r = mitm_host_vs_sni(&h, host, 80, port)) != 0) {
 		/* before the hook and the body: nothing injected or sent on */
-		status_answer(r, out);
+		mitm_status_answer(r, out);
 		head_free(&h);
 		buf_free(&hb);
 		return 1;
@@ -812,7 +776,7 @@ int mitm_http_head_stream(int fd, const void *prefix, size_t n, const char *host
 			buf_free(&hb);
 			return err_set(err, EPIPE, "mitm: the sandbox went away");
 		}
-		streamed_head_out(&h, out);
+		mitm_streamed_head_out(&h, out);
 		*stream = xcalloc(1, sizeof(**stream));
 		(*stream)->h = h;
 		(*stream)->hb = hb;
@@ -820,7 +784,7 @@ int mitm_http_head_stream(int fd, const void *prefix, size_t n, const char *host
 		return 0;
 	}
 	if (r != 1) {
-		request_out(&h, &hb, rest, out);
+		mitm_request_out(&h, &hb, rest, out);
 		r = 0;
 	}
 	head_free(&h);

@@ -30,7 +30,6 @@
 #include "../lib/util.h"
 #include "../cred/ca.h"
 #include "inject.h"
-#include "tlsrelay.h"
 
 /* The client context for upstream connections: system store + extra_ca_file
  * (NULL = none), TLS >= 1.2, peer verification on. */
@@ -46,19 +45,11 @@ typedef int (*mitm_head_fn)(void *arg, struct http_head *h, struct buf *reply);
  * dialled). A request whose Host (or absolute target) names another origin
  * than host (the SNI name) is answered 421 and goes nowhere: the
  * credential was chosen by the SNI name (domain fronting). Returns when both sides are done
- * (0) or on failure (-errno, err says why). Blocking; for a thread of its own.
+ * (0) or on failure (-errno, err says why). Blocking; for a thread of its own
+ * (the unit tests): the gateway sets connections up on mitmloop.h's loops.
  * Closes neither fd. */
 int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix, size_t n,
 	       int up_fd, const char *host, int port, mitm_head_fn fn, void *arg, err_t *err);
-/* The same, but once the request is upstream the connection goes on on
- * loop (tlsrelay.h) and 1 is returned at once: the fds are then the
- * loop's, and done(done_arg, client_fd, up_fd) is called at the end (it
- * closes them). Before that, as mitm_serve (0 or -errno, the fds the
- * caller's). loop NULL: mitm_serve. */
-int mitm_serve_to(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix,
-		  size_t n, int up_fd, const char *host, int port, mitm_head_fn fn, void *arg,
-		  struct tls_loop *loop, tls_loop_done_fn done, void *done_arg, err_t *err);
-
 /* Plain HTTP: read the rest of the first request head from fd after prefix
  * (prefix/n/cap: the bytes sniffed so far, in a buffer of cap bytes), parse
  * it (and its body, as above) and run fn. host (NULL: no check) is the name

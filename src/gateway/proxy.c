@@ -13,9 +13,9 @@
  *   6. connect upstream, replay the sniffed bytes, and hand the pair to the
  *      relay loop (relay.h), which carries it until both sides closed; the
  *      worker is free for the next connection.
- * Intercepted TLS is served by its worker until its first request is
- * upstream (handshakes, head, injection); then the TLS loop (tlsrelay.h)
- * carries it and the worker is free.
+ * Intercepted TLS goes from the worker to the interception loop
+ * (mitmloop.h: handshakes, head, injection, upstream) once its connect is
+ * started, then to the TLS loop (tlsrelay.h): no worker waits on it.
  * Bytes from the sandbox are untrusted: only sniff.c parses them. */
 #include "gateway-internal.h"
 
@@ -131,6 +131,22 @@ static void sniff(struct pconn *pc)
 	}
 }
 
+/* A non-blocking socket whose connect() to sa is under way (or done), or
+ * -1 (counted as a failed dial). */
+static int dial_start(struct gw *g, const struct sockaddr *sa, socklen_t len)
+{
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
+
+	if (fd >= 0) {
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (connect(fd, sa, len) == 0 || errno == EINPROGRESS)
+			return fd;
+		close(fd);
+	}
+	gw_count(&g->stats.dial_fails, 1);
+	return -1;
+}
+
 /* A connected socket to sa, or -1. nonblock: leave it O_NONBLOCK (the relay
  * wants it so; the credential paths read and write it blocking). Counted
  * and timed in g->stats. */
@@ -138,17 +154,11 @@ static int dial_sa(struct gw *g, const struct sockaddr *sa, socklen_t len, bool 
 {
 	uint64_t t0 = now_us();
 	struct pollfd p;
-	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e = 0,
-	    one = 1;
+	int fd = dial_start(g, sa, len), e = 0;
 	socklen_t el = sizeof(e);
 
-	if (fd < 0) {
-		gw_count(&g->stats.dial_fails, 1);
+	if (fd < 0)
 		return -1;
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, sa, len) < 0 && errno != EINPROGRESS)
-		goto fail;
 	p = (struct pollfd){ .fd = fd, .events = POLLOUT };
 	if (poll(&p, 1, CONNECT_MS) <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0 ||
 	    e != 0)
@@ -164,24 +174,24 @@ fail:
 	return -1;
 }
 
-static int dial(struct gw *g, uint32_t ip, uint16_t port, bool nonblock)
+/* The connection's upstream: its IPv6 address when the name has only
+ * those (pc->v6), else target. start: only start the connect (dial_start),
+ * else wait for it (dial_sa). */
+static int dial_up_how(struct pconn *pc, uint32_t target, bool nonblock, bool start)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(ip) };
+	struct sockaddr_in sa4 = { .sin_family = AF_INET, .sin_port = htons(pc->dport),
+				   .sin_addr.s_addr = htonl(target) };
+	struct sockaddr_in6 sa6 = { .sin6_family = AF_INET6, .sin6_port = htons(pc->dport),
+				    .sin6_addr = pc->up6 };
+	const struct sockaddr *sa = pc->v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa4;
+	socklen_t len = pc->v6 ? sizeof(sa6) : sizeof(sa4);
 
-	return dial_sa(g, (struct sockaddr *)&sa, sizeof(sa), nonblock);
+	return start ? dial_start(pc->g, sa, len) : dial_sa(pc->g, sa, len, nonblock);
 }
 
-/* The connection's upstream: its IPv6 address when the name has only
- * those (pc->v6), else target. */
 static int dial_up(struct pconn *pc, uint32_t target, bool nonblock)
 {
-	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_port = htons(pc->dport),
-				   .sin6_addr = pc->up6 };
-
-	if (!pc->v6)
-		return dial(pc->g, target, pc->dport, nonblock);
-	return dial_sa(pc->g, (struct sockaddr *)&sa, sizeof(sa), nonblock);
+	return dial_up_how(pc, target, nonblock, false);
 }
 
 
@@ -198,6 +208,7 @@ struct relayed {
 	struct gw *g;
 	uint32_t src;
 	struct gw_bytes *bytes;          /* a ref, or NULL */
+	uint64_t dial_t0;                /* now_us() at an intercepted one's dial */
 };
 
 static void conn_give(struct gw *g, uint32_t addr);
@@ -235,26 +246,10 @@ static void hand_over(struct pconn *pc, const void *pending, size_t n)
 	pc->handed = true;
 }
 
-/* A connection the gateway served itself (intercepted TLS) is over: its
- * sandbox side's bytes, as the kernel counted them, go to the totals and
- * to its sandbox (the relay counts the others as it moves them). */
-static void count_own(struct pconn *pc)
-{
-	struct gw_stats *st = &pc->g->stats;
-	uint64_t from_sbx, to_sbx;
-
-	if (gw_sock_bytes(pc->fd, &from_sbx, &to_sbx) < 0)
-		return;
-	gw_count(&st->bytes_out, from_sbx);
-	gw_count(&st->bytes_in, to_sbx);
-	if (pc->bytes) {
-		gw_count(&pc->bytes->out, from_sbx);
-		gw_count(&pc->bytes->in, to_sbx);
-	}
-}
-
-/* An intercepted connection's end on the TLS loop: its sandbox side's
- * bytes counted as count_own does, then as relayed_done. */
+/* An intercepted connection's end (its setup's failure on the mitm loop,
+ * or the end of its relay on the TLS loop): its sandbox side's bytes, as
+ * the kernel counted them, go to the totals and to its sandbox (the relay
+ * loop counts the others as it moves them); then as relayed_done. */
 static void intercepted_done(void *arg, int fd, int up)
 {
 	struct relayed *x = arg;
@@ -270,6 +265,19 @@ static void intercepted_done(void *arg, int fd, int up)
 		}
 	}
 	relayed_done(x, fd, up, 0);
+}
+
+/* An intercepted connection's upstream connect ended (on the mitm loop). */
+static void intercepted_dialed(void *arg, bool ok)
+{
+	struct relayed *x = arg;
+
+	if (ok) {
+		gw_count(&x->g->stats.dials, 1);
+		gw_count(&x->g->stats.dial_us, now_us() - x->dial_t0);
+	} else {
+		gw_count(&x->g->stats.dial_fails, 1);
+	}
 }
 
 /* Credential injection (cred.h) on an allowed connection. Returns true when
@@ -288,20 +296,19 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 	if (!strcmp(pc->proto, "tls")) {
 		if (!gw_cred_wants(gc, sbx, pc->host))
 			return false;
-		pc->up = dial_up(pc, target, false);
+		/* the connect goes on alongside the handshake, on the loop */
+		uint64_t t0 = now_us();
+		pc->up = dial_up_how(pc, target, true, true);
 		if (pc->up >= 0) {
 			struct relayed *x = xmalloc(sizeof(*x));
-			*x = (struct relayed){ .g = pc->g, .src = pc->src, .bytes = pc->bytes };
-			if (gw_cred_tls(gc, sbx, pc->host, pc->dport, pc->fd, pc->head, pc->n, pc->up,
-					pc->g->tls, intercepted_done, x)) {
-				/* on the TLS loop now, which ends it */
-				pc->bytes = NULL;   /* the ref went with x */
-				pc->fd = pc->up = -1;
-				pc->handed = true;
-			} else {
-				free(x);
-				count_own(pc);
-			}
+			*x = (struct relayed){ .g = pc->g, .src = pc->src, .bytes = pc->bytes,
+					       .dial_t0 = t0 };
+			gw_cred_tls_start(gc, pc->g->mitm, sbx, pc->host, pc->dport, pc->fd, pc->head,
+					  pc->n, pc->up, intercepted_dialed, intercepted_done, x);
+			/* the loops' now, which end it */
+			pc->bytes = NULL;   /* the ref went with x */
+			pc->fd = pc->up = -1;
+			pc->handed = true;
 		}
 		return true;
 	}
@@ -446,7 +453,7 @@ static bool serve(struct pconn *pc)
 /* Acceptors: every worker thread blocks in poll+accept on the listening
  * socket itself, so a new connection costs no hand-off between threads.
  * A worker serves one connection at a time, until it hands it to the relay
- * loop (or to its end: intercepted TLS); the last idle worker starts
+ * loop or the interception loop (or to its end); the last idle worker starts
  * another before it serves, so somebody always accepts, and
  * a worker that finds more than POOL_IDLE_MAX others idle exits. */
 #define POOL_START 8

@@ -860,6 +860,79 @@ class NetworkTest(AirlockTestCase):
             time.sleep(0.1)
         self.assertEqual(self.gateway_stats()["intercepted"], 0)
 
+    def test_intercepted_setup_holds_no_worker(self):
+        # a connection the gateway intercepts is set up on an event loop
+        # too: 3 that stop inside the TLS handshake (a ClientHello, then
+        # nothing) and 3 that stop inside the request head hold no worker
+        # thread (GET /stats: workers == workers_idle, the 6 counted as
+        # "intercepting"), and meanwhile an intercepted and a plain request
+        # of the same sandbox (cap 8) are served; when they close, they end
+        project = "stall-" + os.urandom(3).hex()
+        c, secret = self.credential(project)
+        sid = self.sandbox_in(project, template="debian")
+        py = ("import socket, ssl, time\n"
+              "ctx = ssl.create_default_context()\n"
+              "held = []\n"
+              "for i in range(3):\n"
+              "    s = socket.create_connection(('allowed.test', 443))\n"
+              "    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()\n"
+              "    o = ctx.wrap_bio(inc, out, server_hostname='allowed.test')\n"
+              "    try:\n"
+              "        o.do_handshake()\n"
+              "    except ssl.SSLWantReadError:\n"
+              "        pass\n"
+              "    s.sendall(out.read())\n"
+              "    held.append(s)\n"
+              "for i in range(3):\n"
+              "    s = ctx.wrap_socket(socket.create_connection(('allowed.test', 443)),\n"
+              "                        server_hostname='allowed.test')\n"
+              "    s.sendall(b'GET /stall HTTP/1.1\\r\\nHost: allowed.test\\r\\n')\n"
+              "    held.append(s)\n"
+              "open('/tmp/stall.out', 'w').write('stalled\\n')\n"
+              "time.sleep(120)\n")
+        get = ("import os, sys, urllib.request\n"
+               "req = urllib.request.Request(sys.argv[1], headers={'Authorization': "
+               "'Bearer ' + os.environ['TEST_KEY']})\n"
+               "print(urllib.request.urlopen(req, timeout=20).read().decode(), end='')\n")
+        self.api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/stall.py", py)
+        self.api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/get.py", get)
+        self.sh(sid, "(python3 /tmp/stall.py > /tmp/stall.log 2>&1 & echo $! > /tmp/stall.pid) "
+                     ">/dev/null 2>&1")
+        out = ""
+        for _ in range(200):
+            _, out, _ = self.sh(sid, "cat /tmp/stall.out /tmp/stall.log 2>/dev/null")
+            if out:
+                break
+            time.sleep(0.1)
+        self.assertEqual(out, "stalled\n")
+        st = None
+        for _ in range(100):
+            st = self.gateway_stats()
+            if st.get("intercepting") == 6 and st["workers"] == st["workers_idle"]:
+                break
+            time.sleep(0.05)
+        self.assertEqual(st.get("intercepting"), 6, st)
+        self.assertEqual(st["workers"] - st["workers_idle"], 0, st)
+        # the others still go through: intercepted (injected) and plain
+        code, out, err = self.sh(sid, "python3 /tmp/get.py https://allowed.test/unstalled")
+        self.assertEqual((code, out), (0, "hello from allowed.test\n"), err)
+        self.assertIn(f"auth=Bearer {secret}", self.requests_seen("/unstalled")[-1])
+        code, out, err = self.sh(sid, "python3 -c \"import urllib.request; print(urllib.request"
+                                      ".urlopen('http://other.allowed.test/', timeout=20).read()"
+                                      ".decode(), end='')\"")
+        self.assertEqual((code, out), (0, "hello from other.allowed.test\n"), err)
+        st = self.gateway_stats()
+        self.assertEqual(st["intercepting"], 6, st)
+        self.assertEqual(st["workers"] - st["workers_idle"], 0, st)
+        self.assertEqual(self.requests_seen("/stall"), [])
+        # the stalled ones end with their client
+        self.sh(sid, "kill $(cat /tmp/stall.pid)")
+        for _ in range(100):
+            if self.gateway_stats()["intercepting"] == 0:
+                break
+            time.sleep(0.1)
+        self.assertEqual(self.gateway_stats()["intercepting"], 0)
+
     def test_credential_not_sent_to_a_fronted_host(self):
         # domain fronting: TLS to the bound host (SNI allowed.test, which
         # chose the credential) with a Host naming another origin on the
