@@ -302,7 +302,7 @@ static void membase_evict(struct nm_server *s, const char *keep)
 				continue;
 			if (!oldest[0] || st.st_mtim.tv_sec < ot.tv_sec ||
 			    (st.st_mtim.tv_sec == ot.tv_sec && st.st_mtim.tv_nsec < ot.tv_nsec)) {
-				snprintf(oldest, sizeof(oldest), "%s", de->d_name);
+				snprintf(oldest, sizeof(oldest), "%.64s", de->d_name);   /* vm_base_sha_ok: 64 */
 				ot = st.st_mtim;
 			}
 		}
