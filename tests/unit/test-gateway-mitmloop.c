@@ -35,6 +35,24 @@ static struct mitm_loop *ml;
 
 static int lfd, lport;
 
+/* The upstream's connection threads, so that the test ends only after
+ * each has ended (an abandoned one is shut down): a thread still in
+ * OpenSSL at exit would leave its per-thread state to LeakSanitizer. */
+static pthread_mutex_t up_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t up_cv = PTHREAD_COND_INITIALIZER;
+static int up_fds[64], up_live;
+
+static void upstream_end_all(void)
+{
+	pthread_mutex_lock(&up_mu);
+	for (int i = 0; i < (int)ARRAY_SIZE(up_fds); i++)
+		if (up_fds[i] > 0)
+			shutdown(up_fds[i], SHUT_RDWR);
+	while (up_live > 0)
+		pthread_cond_wait(&up_cv, &up_mu);
+	pthread_mutex_unlock(&up_mu);
+}
+
 static void *upstream_conn(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
@@ -62,7 +80,15 @@ static void *upstream_conn(void *arg)
 		SSL_shutdown(s);
 	}
 	SSL_free(s);
+	OPENSSL_thread_stop();
+	pthread_mutex_lock(&up_mu);
+	for (int i = 0; i < (int)ARRAY_SIZE(up_fds); i++)
+		if (up_fds[i] == fd)
+			up_fds[i] = 0;
 	close(fd);
+	up_live--;
+	pthread_cond_broadcast(&up_cv);
+	pthread_mutex_unlock(&up_mu);
 	return NULL;
 }
 
@@ -74,6 +100,14 @@ static void *upstream_main(void *arg)
 		pthread_t t;
 		if (fd < 0)
 			return NULL;
+		pthread_mutex_lock(&up_mu);
+		for (int i = 0; i < (int)ARRAY_SIZE(up_fds); i++)
+			if (up_fds[i] == 0) {
+				up_fds[i] = fd;
+				break;
+			}
+		up_live++;
+		pthread_mutex_unlock(&up_mu);
 		pthread_create(&t, NULL, upstream_conn, (void *)(intptr_t)fd);
 		pthread_detach(t);
 	}
@@ -210,6 +244,7 @@ static void *client_main(void *arg)
 	}
 	cl->resp[n] = '\0';
 	SSL_free(s);
+	OPENSSL_thread_stop();
 	return NULL;
 }
 
@@ -342,6 +377,7 @@ int main(void)
 	CHECK(ml != NULL);
 	if (ml)
 		test_loop();
+	upstream_end_all();
 	/* the loops' threads live as long as the process */
 	unlink(k1);
 	unlink(k2);
