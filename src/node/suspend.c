@@ -524,7 +524,7 @@ static void reclaim(struct node *n, struct sandbox *sb)
 	struct guestconn *gc = NULL;
 	err_t e = { 0 };
 
-	if (!sb->be->reclaim)
+	if (!sb->be->reclaim || !n->cfg->suspend_reclaim)
 		return;
 	/* suspending (not running) already: sandbox_gc_get would refuse */
 	pthread_mutex_lock(&sb->mu);

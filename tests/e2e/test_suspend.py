@@ -204,8 +204,9 @@ class SuspendTest(AirlockTestCase):
         # random bytes do not compress: the disk artifact holds them once ...
         self.assertGreater(disk, mib * 2**20, (disk, memory))
         # ... and the memory artifact not again (it was the file size and
-        # more before the guest dropped its cache: 1.6x of what was written)
-        self.assertLess(memory, mib * 2**20 // 4, (disk, memory))
+        # more before the guest dropped its cache; the guest's free pages
+        # it keeps as a reserve are not zeroed: a few MiB may be old cache)
+        self.assertLess(memory, mib * 2**20 // 2, (disk, memory))
         self.assertEqual(self.post(sid, "resume")["state"], "running")
         # read back from the disk (the page cache was dropped)
         code, out, _ = self.sh(sid, "sha256sum /root/big")
