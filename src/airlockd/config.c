@@ -90,6 +90,7 @@ void config_defaults(struct airlockd_config *c)
 	c->suspend_after_idle_s = 1800;
 	c->kms_cache_ttl_s = 60;
 	c->encrypt_artifacts = true;
+	c->suspend_reclaim = true;
 }
 
 static int set_str(char *dst, size_t cap, const char *key, const char *val, err_t *err)
@@ -235,6 +236,14 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		if (strcmp(val, "true") && strcmp(val, "false"))
 			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
 		c->encrypt_artifacts = !strcmp(val, "true");
+		return 0;
+	}
+	if (!strcmp(key, "suspend_reclaim")) {
+		/* off: the guest keeps its page cache over a suspend (and the
+		 * memory artifact holds it); the benchmark's and tests' baseline */
+		if (strcmp(val, "true") && strcmp(val, "false"))
+			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
+		c->suspend_reclaim = !strcmp(val, "true");
 		return 0;
 	}
 	if (!strcmp(key, "debug_clock")) {

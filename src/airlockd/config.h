@@ -87,6 +87,7 @@ struct airlockd_config {
 	 * benchmark's baseline; true everywhere else. */
 	uint32_t kms_cache_ttl_s;
 	bool encrypt_artifacts;
+	bool suspend_reclaim;   /* vm: RECLAIM in the guest before a suspend */
 	/* The local provider's key directory ("" = DATA/tenant-keys). Nodes
 	 * of one cluster that move sandboxes between them with the local
 	 * provider must share it (or use the transit provider). */

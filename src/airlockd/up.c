@@ -377,6 +377,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 		.key_dir = tkeys,
 		.kms_cache_ttl_s = cfg->kms_cache_ttl_s,
 		.encrypt_artifacts = cfg->encrypt_artifacts,
+		.suspend_reclaim = cfg->suspend_reclaim,
 	};
 	return node_run(&nc, err);
 }

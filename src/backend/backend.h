@@ -86,6 +86,11 @@ struct backend_ops {
 	 * page cache to the disk image). gc is borrowed. A failure fails the
 	 * snapshot. */
 	int (*quiesce)(const struct backend_ctx *ctx, struct guestconn *gc, err_t *err);
+	/* Optional: runs before the memory snapshot of a suspend, on a running
+	 * sandbox, to make that memory smaller (vm: the guest drops its page
+	 * cache and zeroes its free pages). gc is borrowed. Best effort: a
+	 * failure is logged and the suspend goes on. */
+	int (*reclaim)(const struct backend_ctx *ctx, struct guestconn *gc, err_t *err);
 	/* Optional (with snapshot): a new sandbox spec->id whose disk is a
 	 * writable clone of snapshot snap of sandbox parent, started fresh
 	 * with spec's limits; *chan_fd and addr (the child's own) as for

@@ -48,6 +48,11 @@ int guestconn_sync(struct guestconn *gc, err_t *err)
 	return gc_simple(gc, PT_SYNC, "sync", err, fill_none, NULL);
 }
 
+int guestconn_reclaim(struct guestconn *gc, err_t *err)
+{
+	return gc_simple(gc, PT_RECLAIM, "reclaim", err, fill_none, NULL);
+}
+
 /* ---- clone reset --------------------------------------------------------- */
 
 int guestconn_reset(struct guestconn *gc, const struct guest_reset *rq, err_t *err)

@@ -131,6 +131,12 @@ int guestconn_reset(struct guestconn *gc, const struct guest_reset *r, err_t *er
 /* SYNC: the guest runs sync(2); success means what its filesystems hold in
  * their page cache reached their disks (before a disk snapshot). */
 int guestconn_sync(struct guestconn *gc, err_t *err);
+/* RECLAIM (vm guests): the guest syncs, drops its clean page cache and
+ * leaves the pages it has free zeroed (guest reclaim.c), so a memory
+ * snapshot taken next holds no copy of what its files already hold, and
+ * no stale bytes in free pages. Only a cost of the moment: the guest
+ * carries on with a cold page cache. -ENOSYS from an agent without it. */
+int guestconn_reclaim(struct guestconn *gc, err_t *err);
 /* ---- port streams -------------------------------------------------------
  * A TCP connection the guest agent opens to 127.0.0.1:port inside the
  * sandbox (PORT_* frames). Flow control: the guest never has more than

@@ -183,6 +183,7 @@ static void dispatch(struct agent *a, const struct proto_frame *f)
 		sync();
 		agent_send_ok(a, f->req_id);
 		return;
+	case PT_RECLAIM: guest_reclaim(a, f); return;
 	case PT_PORT_OPEN: port_open(a, f); return;
 	case PT_PORT_DATA:
 	case PT_PORT_CREDIT:

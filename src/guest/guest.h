@@ -114,6 +114,10 @@ void agent_send_error(struct agent *a, uint32_t req_id, int err, const char *fmt
 void agent_send_ok(struct agent *a, uint32_t req_id);
 void agent_flush(struct agent *a);
 
+/* reclaim.c: RECLAIM (vm only: sync, drop the page cache, zero free
+ * memory, before a suspend's memory snapshot). */
+void guest_reclaim(struct agent *a, const struct proto_frame *f);
+
 /* reset.c: RESET (clock, RNG, hostname, machine-id of a clone). */
 void guest_reset(struct agent *a, const struct proto_frame *f);
 /* eth0 = addr/prefix with the default route via gw, unless it has exactly

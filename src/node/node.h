@@ -52,6 +52,7 @@ struct node_config {
 	const char *key_dir;
 	uint32_t kms_cache_ttl_s;
 	bool encrypt_artifacts;
+	bool suspend_reclaim;                /* vm: RECLAIM in the guest before a suspend */
 	bool debug_clock;                    /* POST /v1/debug/clock on the node socket (tests) */
 	const char *gateway_sock;      /* "unix:DATA/run/gateway.sock"; NULL = no sandbox network */
 	const char *node_name;         /* this node's row in the nodes table (cluster.c) */

@@ -41,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@
 #include "../crypt/kms.h"
 #include "../lib/fault.h"
 #include "../lib/log.h"
+#include "../lib/phases.h"
 #include "../objstore/objstore.h"
 #include "node-internal.h"
 
@@ -334,11 +336,94 @@ static struct crypt_ctx seal_ctx(const struct sandbox *sb, const char *snap, con
 	return (struct crypt_ctx){ sb->tenant, sb->id, name, snap };
 }
 
+/* One artifact's export (nodemgr writes it into fd) or upload, run side by
+ * side with the others': a vm's disk (`btrfs send`, I/O) and memory (the
+ * page diff and zstd, CPU) take about as long as each other, and the
+ * store's handle may be used by many threads (objstore.h). */
+struct art_job {
+	struct node *n;
+	struct sandbox *sb;
+	const struct nm_sandbox_spec *spec;
+	const char *snap;
+	size_t i;
+	int fd;
+	const struct dkey *dk;
+	const uint8_t *ref;
+	struct art *a;      /* upload: what was stored */
+	int64_t size;       /* export: nodemgr's size */
+	char *base_sha;     /* export of the memory: its base's digest, or NULL */
+	uint64_t us;
+	int r;
+	err_t err;
+	pthread_t tid;
+	bool started;
+};
+
+static void *export_job(void *arg)
+{
+	struct art_job *j = arg;
+	uint64_t t0 = now_us();
+
+	j->r = nm_suspend_export(j->n->cfg->nm_sock, j->spec, j->snap, artifacts[j->i].kind, j->fd,
+				 &j->size, j->base_sha, &j->err);
+	j->us = now_us() - t0;
+	return NULL;
+}
+
+static void *upload_job(void *arg)
+{
+	struct art_job *j = arg;
+	uint64_t t0 = now_us();
+
+	/* BYOK: only sealed bytes leave the node */
+	j->r = upload(j->n, j->sb, j->snap, artifacts[j->i].name, j->fd, j->dk, j->ref, j->a,
+		      &j->err);
+	j->us = now_us() - t0;
+	return NULL;
+}
+
+/* Run fn over the jobs whose fd is open, side by side; the first failure
+ * (in artifact order) into err. Each job's time into ph as prefix_<name>. */
+static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct phases *ph,
+		    const char *const names[N_ARTIFACTS], err_t *err)
+{
+	int r = 0;
+
+	for (size_t k = 0; k < nj; k++) {
+		jobs[k].r = 0;
+		jobs[k].started = false;
+		if (jobs[k].fd < 0)
+			continue;
+		/* a thread each (this one's when none can be made) */
+		if (pthread_create(&jobs[k].tid, NULL, fn, &jobs[k]) == 0)
+			jobs[k].started = true;
+		else
+			fn(&jobs[k]);
+	}
+	for (size_t k = 0; k < nj; k++) {
+		if (jobs[k].started)
+			pthread_join(jobs[k].tid, NULL);
+		if (jobs[k].fd >= 0)
+			phases_add(ph, names[jobs[k].i], jobs[k].us);
+		if (jobs[k].r < 0 && r == 0) {
+			*err = jobs[k].err;
+			r = jobs[k].r;
+		}
+	}
+	return r;
+}
+
+static const char *const export_names[N_ARTIFACTS] = { "export_disk", "export_memory",
+							"export_vmstate" };
+static const char *const upload_names[N_ARTIFACTS] = { "upload_disk", "upload_memory",
+							"upload_vmstate" };
+
 /* Steps 2-5 on a suspending, frozen sandbox. On success *bytes and sha get
  * the total uploaded and the manifest's digest. */
 static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap, int64_t *bytes,
 			   char manifest_sha[OBJSTORE_SHA256_HEX], char **procs,
-			   const struct dkey *dk, const uint8_t ref[CRYPT_REF_LEN], err_t *err)
+			   const struct dkey *dk, const uint8_t ref[CRYPT_REF_LEN], struct phases *ph,
+			   err_t *err)
 {
 	struct art arts[N_ARTIFACTS] = { 0 };
 	struct mbase mbase = { 0 };
@@ -348,6 +433,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	char sha[OBJSTORE_SHA256_HEX], tuuid[37] = "", tsha[OBJSTORE_SHA256_HEX] = "";
 	int64_t size = -1;
 	uint64_t hsize = 0, total = 0;
+	struct art_job jobs[N_ARTIFACTS];
 	int fds[N_ARTIFACTS];
 	int r;
 
@@ -370,6 +456,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 		   : sb->be->snapshot(&n->bctx, sb->id, snap, "", &size, err);
 	if (r < 0)
 		return err_wrap(err, "snapshot");
+	phases_mark(ph, "snapshot");
 	/* Every artifact exported before the first byte goes, so that the
 	 * progress has its total from the start of the upload. */
 	sandbox_progress_set(sb, "suspend", "export", "bytes", 0, 0);
@@ -385,17 +472,23 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 		}
 		/* Only the fd was needed; the name goes at once. */
 		unlink(path);
-		r = nm_suspend_export(n->cfg->nm_sock, &spec, snap, artifacts[i].kind, fds[i], &size,
-				      artifacts[i].kind == NM_ARTIFACT_MEM ? mbase.sha : NULL, err);
-		if (r < 0)
-			goto out;
-		/* a full snapshot saved as a stream has no RAM file: its
-		 * memory is in the vmstate artifact */
-		if (artifacts[i].kind == NM_ARTIFACT_MEM && size == 0) {
+	}
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		jobs[i] = (struct art_job){ .n = n, .sb = sb, .spec = &spec, .snap = snap, .i = i,
+					    .fd = fds[i], .dk = dk, .ref = ref, .a = &arts[i],
+					    .base_sha = artifacts[i].kind == NM_ARTIFACT_MEM ?
+							mbase.sha : NULL };
+	r = run_jobs(jobs, N_ARTIFACTS, export_job, ph, export_names, err);
+	phases_mark(ph, "export");
+	if (r < 0)
+		goto out;
+	/* a full snapshot saved as a stream has no RAM file: its memory is in
+	 * the vmstate artifact, and it has no base */
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		if (fds[i] >= 0 && artifacts[i].kind == NM_ARTIFACT_MEM && jobs[i].size == 0) {
 			close(TAKE_FD(fds[i]));
 			mbase.sha[0] = '\0';
 		}
-	}
 	/* vm: the base the memory is a difference from, in the store once */
 	if (mbase.sha[0] &&
 	    (r = membase_publish(n, &spec, mbase.sha, mbase.sha, mbase.osha, &mbase.osize,
@@ -415,15 +508,17 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	}
 	sandbox_progress_set(sb, "suspend", "upload", "bytes", 0, total);
 	*bytes = 0;
-	for (size_t i = 0; i < N_ARTIFACTS; i++) {
-		if (fds[i] < 0)
-			continue;
-		/* BYOK: only sealed bytes leave the node */
-		if ((r = upload(n, sb, snap, artifacts[i].name, fds[i], dk, ref, &arts[i], err)) < 0)
-			goto out;
-		*bytes += (int64_t)arts[i].size;
-		close(TAKE_FD(fds[i]));
-	}
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		jobs[i].fd = fds[i];
+	r = run_jobs(jobs, N_ARTIFACTS, upload_job, ph, upload_names, err);
+	phases_mark(ph, "upload");
+	if (r < 0)
+		goto out;
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		if (fds[i] >= 0) {
+			*bytes += (int64_t)arts[i].size;
+			close(TAKE_FD(fds[i]));
+		}
 	man = manifest_text(n, sb, snap, arts, tuuid, tsha, &mbase);
 	mkey = obj_key(sb, snap, "manifest.json");
 	{
@@ -449,11 +544,37 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 			goto out;
 	}
 	*bytes += (int64_t)hsize;
+	phases_mark(ph, "manifest");
 out:
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	return r;
+}
+
+/* The backend's step before a suspend's memory snapshot (vm: the guest
+ * drops its page cache and zeroes its free pages). Only a running guest
+ * can answer; a paused one is suspended as it stands. Best effort: a guest
+ * that cannot (an older agent: ENOSYS) is suspended as it is. */
+static void reclaim(struct node *n, struct sandbox *sb)
+{
+	struct guestconn *gc = NULL;
+	err_t e = { 0 };
+
+	if (!sb->be->reclaim || !n->cfg->suspend_reclaim)
+		return;
+	/* suspending (not running) already: sandbox_gc_get would refuse */
+	pthread_mutex_lock(&sb->mu);
+	if (sb->gc && !sb->deleting) {
+		gc = sb->gc;
+		sb->gc_users++;
+	}
+	pthread_mutex_unlock(&sb->mu);
+	if (!gc)
+		return;
+	if (sb->be->reclaim(&n->bctx, gc, &e) < 0)
+		log_warn("sandbox %s: suspend without reclaim: %s", sb->id, e.msg);
+	sandbox_gc_put(sb);
 }
 
 int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *err)
@@ -469,7 +590,8 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	int64_t bytes = 0;
 	uint64_t t0 = now_us();
 	err_t e2 = { 0 };
-	char reason[200];
+	char reason[200], steps[600];
+	struct phases ph;
 	bool closed;
 	int r;
 
@@ -499,8 +621,13 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	if (r < 0)
 		return r;
 	FAULT_POINT("suspend.after_transition");
+	phases_start(&ph);
+	if (prev == SB_RUNNING)
+		reclaim(n, sb);
+	phases_mark(&ph, "reclaim");
 	if (prev == SB_RUNNING && (r = sb->be->pause(&n->bctx, sb->id, err)) < 0)
 		err_wrap(err, "pause");
+	phases_mark(&ph, "pause");
 	/* BYOK: a fresh data key for this artifact set, wrapped by the
 	 * tenant's key (a revoked key stops the suspend here: nothing is
 	 * written out, the sandbox carries on until the watch stops it). */
@@ -512,7 +639,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 			crypt_ref_hex(ref, key_hex);
 	}
 	if (r == 0)
-		r = make_and_upload(n, sb, snap, &bytes, manifest_sha, &procs, dk, ref, err);
+		r = make_and_upload(n, sb, snap, &bytes, manifest_sha, &procs, dk, ref, &ph, err);
 	dkey_free(dk);
 	dk = NULL;
 	FAULT_POINT("suspend_before_commit");
@@ -527,6 +654,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 		if (r < 0 && sb->state == SB_SUSPENDED)
 			state_set(sb->id, &sb->state, SB_SUSPENDING);
 		pthread_mutex_unlock(&sb->mu);
+		phases_mark(&ph, "commit");
 	}
 	if (r < 0) {
 		/* The sandbox is still whole here: give it back. */
@@ -569,14 +697,16 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	if (sb->be->destroy(&n->bctx, sb->id, &e2) < 0)
 		log_err("sandbox %s: free after suspend: %s (reconcile retries)", sb->id, e2.msg);
 	sandbox_net_forget(n, sb);
+	phases_mark(&ph, "free");
 	pthread_mutex_lock(&sb->mu);
 	sched_on_state_locked(sb, SB_SUSPENDED);
 	memset(&sb->prog, 0, sizeof(sb->prog));
 	sb->lc_busy = false;
 	pthread_cond_broadcast(&sb->cv);
 	pthread_mutex_unlock(&sb->mu);
-	log_info("sandbox %s suspended as %s: %lld bytes in %.1f ms", sb->id, snap,
-		 (long long)bytes, (now_us() - t0) / 1000.0);
+	phases_text(&ph, steps, sizeof(steps));
+	log_info("sandbox %s suspended as %s: %lld bytes in %.1f ms: %s", sb->id, snap,
+		 (long long)bytes, (now_us() - t0) / 1000.0, steps);
 	return 0;
 }
 
@@ -792,6 +922,59 @@ static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, 
 	return 0;
 }
 
+struct fetch_job {
+	struct node *n;
+	struct sandbox *sb;
+	const char *snap;
+	size_t i;
+	const struct art *want;
+	const struct dkey *dk;
+	int fd;
+	int r;
+	err_t err;
+	pthread_t tid;
+	bool started;
+};
+
+static void *fetch_job(void *arg)
+{
+	struct fetch_job *j = arg;
+
+	j->r = fetch_artifact(j->n, j->sb, j->snap, j->i, j->want, j->dk, &j->fd, &j->err);
+	return NULL;
+}
+
+/* Every artifact the manifest names downloaded and checked, side by side
+ * (the store's handle may be used by many threads); fds[i] each. */
+static int fetch_all(struct node *n, struct sandbox *sb, const char *snap,
+		     const struct art arts[N_ARTIFACTS], const struct dkey *dk,
+		     int fds[N_ARTIFACTS], err_t *err)
+{
+	struct fetch_job jobs[N_ARTIFACTS];
+	int r = 0;
+
+	for (size_t i = 0; i < N_ARTIFACTS; i++) {
+		jobs[i] = (struct fetch_job){ .n = n, .sb = sb, .snap = snap, .i = i,
+					      .want = &arts[i], .dk = dk, .fd = -1 };
+		if (!arts[i].present)
+			continue;
+		if (pthread_create(&jobs[i].tid, NULL, fetch_job, &jobs[i]) == 0)
+			jobs[i].started = true;
+		else
+			fetch_job(&jobs[i]);
+	}
+	for (size_t i = 0; i < N_ARTIFACTS; i++) {
+		if (jobs[i].started)
+			pthread_join(jobs[i].tid, NULL);
+		fds[i] = jobs[i].fd;
+		if (jobs[i].r < 0 && r == 0) {
+			*err = jobs[i].err;
+			r = jobs[i].r;
+		}
+	}
+	return r;
+}
+
 static char *suspended_procs(struct node *n, struct sandbox *sb)
 {
 	struct db_rows rows;
@@ -823,8 +1006,10 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	struct nm_sandbox_spec spec;
 	char sha[OBJSTORE_SHA256_HEX], addr[16] = "", reason[600], tuuid[37] = "";
 	char tsha[OBJSTORE_SHA256_HEX] = "", key_hex[2 * CRYPT_REF_LEN + 1] = "";
+	char steps[600];
 	int fds[N_ARTIFACTS];
 	struct dkey *dk = NULL;
+	struct phases ph;
 	uint64_t t0 = now_us();
 	int r, chan_fd = -1;
 	pid_t pid = 0;
@@ -875,6 +1060,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		return r;
 
 	FAULT_POINT("restore.after_transition");
+	phases_start(&ph);
 	/* Nothing of a suspended sandbox may be here: what its suspend could
 	 * not free (the nodemgr restarting just then) would block the import
 	 * ("has a subvolume") for good. Freed now; every step is idempotent. */
@@ -882,6 +1068,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		log_warn("sandbox %s: free leftovers before a restore: %s", sb->id, e2.msg);
 		e2 = (err_t){ 0 };
 	}
+	phases_mark(&ph, "destroy");
 	r = read_manifest(n, sb, snap, sha, key_hex, arts, tuuid, tsha, &mbase, &dk, err);
 	/* The template build its disk stream was made against: here already,
 	 * or fetched from the store (a sandbox moved from another node). */
@@ -901,30 +1088,39 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		r = r < 0 ? r : 0;
 	}
 	sandbox_jail_spec(sb, &spec);
+	phases_mark(&ph, "manifest");
 	/* vm: the RAM file its memory is a difference from, by content: the
 	 * template's here, or fetched from the store into nodemgr's cache (a
 	 * sandbox moved from another node). */
-	if (r == 0 && mbase.sha[0] && arts[1].present &&
-	    (r = membase_fetch(n, &spec, mbase.sha, mbase.osha, mbase.osize, err)) < 0)
-		err_wrap(err, "template %s", sb->template_name);
+	if (r == 0 && mbase.sha[0] && arts[1].present) {
+		if ((r = membase_fetch(n, &spec, mbase.sha, mbase.osha, mbase.osize, err)) < 0)
+			err_wrap(err, "template %s", sb->template_name);
+		phases_mark(&ph, "memory_base");
+	}
+	/* Every artifact downloaded, checked and opened first; only then is
+	 * anything rebuilt from them. */
 	if (r == 0) {
 		uint64_t total = 0;
 		for (size_t i = 0; i < N_ARTIFACTS; i++)
 			total += arts[i].present ? arts[i].size : 0;
 		sandbox_progress_set(sb, "restore", "download", "bytes", 0, total);
 	}
-	for (size_t i = 0; r == 0 && i < N_ARTIFACTS; i++)
-		if (arts[i].present)
-			r = fetch_artifact(n, sb, snap, i, &arts[i], dk, &fds[i], err);
+	if (r == 0)
+		r = fetch_all(n, sb, snap, arts, dk, fds, err);
 	dkey_free(dk);
 	dk = NULL;
+	phases_mark(&ph, "download");
 	if (r == 0)
 		sandbox_progress_set(sb, "restore", "start", "bytes", 0, 0);
 	for (size_t i = 0; r == 0 && i < N_ARTIFACTS; i++)
-		if (fds[i] >= 0)
+		if (fds[i] >= 0) {
 			r = nm_suspend_import(n->cfg->nm_sock, &spec, snap, artifacts[i].kind, fds[i],
 					      artifacts[i].kind == NM_ARTIFACT_MEM ? mbase.sha : NULL,
 					      err);
+			phases_mark(&ph, artifacts[i].kind == NM_ARTIFACT_DISK  ? "import_disk"
+					: artifacts[i].kind == NM_ARTIFACT_MEM ? "import_memory"
+									       : "import_vmstate");
+		}
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
 		if (fds[i] >= 0)
 			close(TAKE_FD(fds[i]));
@@ -932,6 +1128,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		r = sb->be->fork(&n->bctx, &spec, sb->id, snap, &chan_fd, &pid, addr, err);
 		if (r < 0)
 			err_wrap(err, "start");
+		phases_mark(&ph, "start");
 	}
 	if (r == 0)
 		FAULT_POINT("restore.after_jail");
@@ -942,8 +1139,10 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		/* vm: the processes of the suspend's moment carry on */
 		sandbox_gc_retire(sb, "the sandbox was restored", procs);
 		snprintf(reason, sizeof(reason), "restored from %s", snap);
+		phases_mark(&ph, "net");
 		r = sandbox_guest_up(n, sb, &spec, TAKE_FD(chan_fd), pid, reason,
 				     "guest agent after restore", err);
+		phases_mark(&ph, "guest");
 	}
 	if (r < 0) {
 		if (chan_fd >= 0)
@@ -968,6 +1167,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	FAULT_POINT("restore.before_commit");
 	if (sandbox_tx(n, sb, write_restored, NULL, &e2) < 0)
 		log_warn("sandbox %s: %s", sb->id, e2.msg);
+	phases_mark(&ph, "commit");
 	if (sb->be->snapshot_delete(&n->bctx, sb->id, snap, &e2) < 0)
 		log_warn("sandbox %s: drop restored snapshot %s: %s", sb->id, snap, e2.msg);
 	delete_objects(n, sb, snap);
@@ -976,6 +1176,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		if (crypt_ref_parse(key_hex, ref) == 0)
 			kms_data_key_forget(&n->kms, ref);
 	}
+	phases_mark(&ph, "cleanup");
 	pthread_mutex_lock(&sb->mu);
 	free(sb->susp_snap);
 	sb->susp_snap = NULL;
@@ -987,7 +1188,9 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	sb->lc_busy = false;
 	pthread_cond_broadcast(&sb->cv);
 	pthread_mutex_unlock(&sb->mu);
-	log_info("sandbox %s restored from %s in %.1f ms", sb->id, snap, (now_us() - t0) / 1000.0);
+	phases_text(&ph, steps, sizeof(steps));
+	log_info("sandbox %s restored from %s in %.1f ms: %s", sb->id, snap,
+		 (now_us() - t0) / 1000.0, steps);
 	return 0;
 }
 

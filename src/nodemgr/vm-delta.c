@@ -150,9 +150,35 @@ static size_t next_run(const uint64_t *pm, size_t npages, size_t i, size_t *len)
 	return i;
 }
 
-/* Pass 1: the written pages of m into dst at the same offsets. */
-static int copy_pages(int memfd, int dst, const struct ram_map *m, const uint64_t *pm,
-		      uint8_t *buf, uint64_t *bytes, err_t *err)
+/* Write the pages of buf (n bytes for offset off) that differ from same
+ * (the bytes dst already holds there; NULL: all of them) into dst. */
+static int write_changed(int dst, const uint8_t *buf, const uint8_t *same, uint64_t n,
+			 uint64_t off, uint64_t *bytes, err_t *err)
+{
+	for (uint64_t p = 0; p < n;) {
+		uint64_t q;
+
+		if (same && !memcmp(buf + p, same + p, PAGE)) {
+			p += PAGE;
+			continue;
+		}
+		for (q = p + PAGE; q < n && !(same && !memcmp(buf + q, same + q, PAGE)); q += PAGE)
+			;
+		if (pwrite(dst, buf + p, q - p, (off_t)(off + p)) != (ssize_t)(q - p))
+			return err_sys(err, "write memory file");
+		*bytes += q - p;
+		p = q;
+	}
+	return 0;
+}
+
+/* Pass 1: the written pages of m into dst at the same offsets. With cmpfd
+ * (the file m maps, which dst is a clone of) a page that still holds the
+ * file's bytes is not written: dst has them (the guest's RECLAIM leaves
+ * most of its free pages zero, as they are in a template's file), and an
+ * unwritten page keeps sharing the file's extent. */
+static int copy_pages(int memfd, int cmpfd, int dst, const struct ram_map *m, const uint64_t *pm,
+		      uint8_t *buf, uint8_t *fbuf, uint64_t *bytes, err_t *err)
 {
 	size_t npages = (size_t)(m->len / PAGE);
 
@@ -164,9 +190,10 @@ static int copy_pages(int memfd, int dst, const struct ram_map *m, const uint64_
 
 		if (r < 0)
 			return err_set(err, -r, "read guest memory at %#" PRIx64, off);
-		if (pwrite(dst, buf, n, (off_t)off) != (ssize_t)n)
-			return err_sys(err, "write memory file");
-		*bytes += n;
+		if (cmpfd >= 0 && pread_full(cmpfd, fbuf, n, off) < 0)
+			return err_sys(err, "read the mapped file");
+		if ((r = write_changed(dst, buf, cmpfd >= 0 ? fbuf : NULL, n, off, bytes, err)) < 0)
+			return r;
 	}
 	return 0;
 }
@@ -365,7 +392,7 @@ static int delta_save(pid_t pid, uint64_t size, const struct stat *base, const c
 		}
 		phases_mark(&ph, "reflink");
 		if ((r = read_pagemap(pmfd, &m, pm1, err)) < 0 ||
-		    (r = copy_pages(memfd, dst, &m, pm1, a, bytes, err)) < 0)
+		    (r = copy_pages(memfd, base ? -1 : src, dst, &m, pm1, a, b, bytes, err)) < 0)
 			goto fail;
 		phases_mark(&ph, "pages");
 		if ((r = save(arg, err)) < 0)

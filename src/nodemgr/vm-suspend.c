@@ -70,9 +70,13 @@ static int zout_init(struct zout *z, int fd, err_t *err)
 	z->buf = xmalloc(z->cap);
 	if (!z->cc)
 		return err_set(err, ENOMEM, "zstd context");
-	/* level 3 (the default): fast, and guest RAM compresses well */
-	ZSTD_CCtx_setParameter(z->cc, ZSTD_c_compressionLevel, 3);
+	/* level 1: what is left after the guest's RECLAIM is mostly what
+	 * its programs wrote (often incompressible) and zero pages, which
+	 * every level squeezes to nothing. One worker thread: the diff
+	 * (reads and compares) and the compression overlap. */
+	ZSTD_CCtx_setParameter(z->cc, ZSTD_c_compressionLevel, 1);
 	ZSTD_CCtx_setParameter(z->cc, ZSTD_c_checksumFlag, 1);
+	(void)ZSTD_CCtx_setParameter(z->cc, ZSTD_c_nbWorkers, 1);   /* no-op without threads */
 	return 0;
 }
 

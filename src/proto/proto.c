@@ -71,6 +71,7 @@ const char *proto_type_name(unsigned type)
 	case PT_STATUS_OK: return "STATUS_OK";
 	case PT_RESET: return "RESET";
 	case PT_SYNC: return "SYNC";
+	case PT_RECLAIM: return "RECLAIM";
 	case PT_PORT_OPEN: return "PORT_OPEN";
 	case PT_PORT_DATA: return "PORT_DATA";
 	case PT_PORT_CREDIT: return "PORT_CREDIT";

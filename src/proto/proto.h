@@ -184,6 +184,7 @@ enum proto_type {
 	PT_STATUS_OK = 32,
 	PT_RESET = 33,
 	PT_SYNC = 40,
+	PT_RECLAIM = 41,
 	/* 50..59: port streams */
 	PT_PORT_OPEN = 50,
 	PT_PORT_DATA = 51,

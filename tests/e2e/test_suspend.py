@@ -186,6 +186,32 @@ class SuspendTest(AirlockTestCase):
             self.assertNotIn("alive", out)
             self.assertGreaterEqual(int(lines[0]), before)   # the file is kept
 
+    def test_vm_memory_holds_no_file_cache(self):
+        """vm: the files a sandbox wrote are in the disk artifact only. Before
+        a suspend the guest drops its page cache and zeroes its free pages
+        (RECLAIM), so the memory artifact is not a second copy of them."""
+        if not VM:
+            self.skipTest("the memory artifact is the vm backend's")
+        sid = self.make()
+        mib = 48
+        code, out, _ = self.sh(sid, f"head -c {mib * 2**20} /dev/urandom > /root/big && "
+                                    "sha256sum /root/big && sync")
+        self.assertEqual(code, 0, out)
+        want = out.split()[0]
+        r, _ = self.suspend(sid)
+        d = os.path.join(self.server.dir, "objects", "sandboxes", sid, r["snapshot_id"])
+        disk, memory = (os.path.getsize(os.path.join(d, n)) for n in ("disk", "memory"))
+        # random bytes do not compress: the disk artifact holds them once ...
+        self.assertGreater(disk, mib * 2**20, (disk, memory))
+        # ... and the memory artifact not again (it was the file size and
+        # more before the guest dropped its cache; the guest's free pages
+        # it keeps as a reserve are not zeroed: a few MiB may be old cache)
+        self.assertLess(memory, mib * 2**20 // 2, (disk, memory))
+        self.assertEqual(self.post(sid, "resume")["state"], "running")
+        # read back from the disk (the page cache was dropped)
+        code, out, _ = self.sh(sid, "sha256sum /root/big")
+        self.assertEqual((code, out.split()[0]), (0, want), out)
+
     def test_auto_restore(self):
         sid = self.make()
         self.sh(sid, "echo 1 > /root/a")

@@ -690,6 +690,20 @@ static void test_status(struct guestconn *gc)
 	wait_exit(pid, 20);
 }
 
+/* RECLAIM drops the page cache and zeroes free memory of a vm guest; an
+ * agent that is not a vm's init (ns jails, this test: the host's kernel)
+ * refuses it and touches nothing. */
+static void test_reclaim_refused(struct guestconn *gc)
+{
+	err_t err = { 0 };
+
+	CHECK(guestconn_reclaim(gc, &err) < 0);
+	CHECK(strstr(err.msg, "only in a vm guest") != NULL);
+	/* the agent carries on */
+	struct guest_status st;
+	CHECK_OK(guestconn_status(gc, &st, &err));
+}
+
 /* ---- RESET (clone reset) --------------------------------------------------
  * The guest runs in its own UTS and mount namespaces (spawn_guest_in), so
  * the hostname and /etc/machine-id it sets are its own. The clock is never
@@ -981,6 +995,7 @@ int main(void)
 	test_big(gc, tmp);
 	test_concurrent(gc, tmp);
 	test_status(gc);
+	test_reclaim_refused(gc);
 	test_ports(gc);
 	CHECK(guestconn_alive(gc));
 	CHECK(!S.closed);

@@ -225,6 +225,17 @@ static int vmb_quiesce(const struct backend_ctx *ctx, struct guestconn *gc, err_
 	return 0;
 }
 
+/* Before a suspend: guest reclaim.c (sync, drop the page cache, zero the
+ * free pages), so the memory artifact holds neither a second copy of the
+ * files the disk artifact has nor stale freed pages. */
+static int vmb_reclaim(const struct backend_ctx *ctx, struct guestconn *gc, err_t *err)
+{
+	(void)ctx;
+	if (guestconn_reclaim(gc, err) < 0)
+		return err_wrap(err, "reclaim in the guest");
+	return 0;
+}
+
 static int vmb_snapshot(const struct backend_ctx *ctx, const char *id, const char *snap,
 			const char *prev, int64_t *size, err_t *err)
 {
@@ -286,5 +297,6 @@ const struct backend_ops backend_vm = {
 	.snapshot_fork = vmb_snapshot_fork,
 	.rollback = vmb_rollback,
 	.quiesce = vmb_quiesce,
+	.reclaim = vmb_reclaim,
 	.fork = vmb_fork,
 };
