@@ -204,6 +204,13 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return set_u32(&c->default_disk_mb, key, val, err);
 	if (!strcmp(key, "ready_timeout_ms"))
 		return set_u32(&c->ready_timeout_ms, key, val, err);
+	if (!strcmp(key, "vm_start_concurrency")) {
+		if (set_u32(&c->vm_start_concurrency, key, val, err) < 0)
+			return -1;
+		if (c->vm_start_concurrency > 1024)
+			return err_set(err, EINVAL, "vm_start_concurrency: at most 1024");
+		return 0;
+	}
 	if (!strcmp(key, "snapshot_disk_interval_s"))
 		return set_u32(&c->snapshot_disk_interval_s, key, val, err);
 	if (!strcmp(key, "snapshot_full_interval_s"))

@@ -359,6 +359,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 		.max_snapshots = cfg->max_snapshots,
 		.vm_cold_boot = !cfg->vm_snapshots,
 		.ready_timeout_ms = (int)cfg->ready_timeout_ms,
+		.vm_start_concurrency = cfg->vm_start_concurrency,
 		.out_buffer_bytes = 1 << 20,
 		.snapshot_disk_interval_s = cfg->snapshot_disk_interval_s,
 		.snapshot_full_interval_s = cfg->snapshot_full_interval_s,

@@ -170,6 +170,11 @@ struct node {
 	 * which is innermost: max_sandboxes and /v1/node read them in O(1). */
 	pthread_mutex_t count_mu;
 	size_t state_n[SB__COUNT];
+	/* vm creates between their jail step and their guest's READY
+	 * (create.c): at most vmstart_max at once, the rest wait their turn. */
+	pthread_mutex_t vmstart_mu;
+	pthread_cond_t vmstart_cv;
+	unsigned vmstart_busy, vmstart_max;
 
 	pthread_mutex_t info_mu;
 	bool have_info;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../lib/log.h"
 #include "../objstore/objstore.h"
@@ -325,6 +326,11 @@ int node_run(const struct node_config *cfg, err_t *err)
 	n->bctx.vm_cold_boot = cfg->vm_cold_boot;
 	pthread_mutex_init(&n->mu, NULL);
 	pthread_mutex_init(&n->count_mu, NULL);
+	pthread_mutex_init(&n->vmstart_mu, NULL);
+	pthread_cond_init(&n->vmstart_cv, NULL);
+	n->vmstart_max = cfg->vm_start_concurrency ? cfg->vm_start_concurrency
+						   : 2 * (unsigned)(sysconf(_SC_NPROCESSORS_ONLN) > 0 ?
+								    sysconf(_SC_NPROCESSORS_ONLN) : 1);
 	state_set_setter(sandbox_state_setter);
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);
@@ -433,6 +439,8 @@ out:
 	pthread_mutex_destroy(&n->info_mu);
 	pthread_mutex_destroy(&n->mu);
 	pthread_mutex_destroy(&n->count_mu);
+	pthread_mutex_destroy(&n->vmstart_mu);
+	pthread_cond_destroy(&n->vmstart_cv);
 	free(n);
 	pthread_sigmask(SIG_SETMASK, &old_set, NULL);
 	return r;

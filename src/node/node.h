@@ -29,6 +29,7 @@ struct node_config {
 	uint32_t max_snapshots;        /* per sandbox, client's and scheduler's each; 0 = none */
 	bool vm_cold_boot;             /* vm: never clone a memory snapshot (baseline for bench/create) */
 	int ready_timeout_ms;          /* wait for the guest's HELLO/READY */
+	uint32_t vm_start_concurrency; /* vm creates starting a guest at once; 0: 2 per CPU */
 	size_t out_buffer_bytes;       /* kept per process output stream (1 MiB) */
 	/* Defaults of the per-sandbox policy (README "Snapshot scheduler"). */
 	uint32_t snapshot_disk_interval_s;   /* 60; 0 = off */
