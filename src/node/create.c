@@ -843,8 +843,10 @@ static bool vmstart_enter(struct create *cx)
 	if (strcmp(cx->sb->be->name, "vm") != 0)
 		return false;
 	pthread_mutex_lock(&n->vmstart_mu);
+	n->vmstart_waiting++;
 	while (n->vmstart_busy >= n->vmstart_max)
 		pthread_cond_wait(&n->vmstart_cv, &n->vmstart_mu);
+	n->vmstart_waiting--;
 	n->vmstart_busy++;
 	pthread_mutex_unlock(&n->vmstart_mu);
 	return true;

@@ -184,6 +184,13 @@ static void capacity(struct node *n, struct buf *b)
 	struct nm_node_info info;
 	err_t err = { 0 };
 
+	pthread_mutex_lock(&n->vmstart_mu);
+	unsigned vs_busy = n->vmstart_busy, vs_wait = n->vmstart_waiting;
+	pthread_mutex_unlock(&n->vmstart_mu);
+	family(b, "airlock_vm_starts", "gauge",
+	       "vm creates starting their guest now, and waiting for a turn (vm_start_concurrency).");
+	buf_printf(b, "airlock_vm_starts{state=\"running\"} %u\n", vs_busy);
+	buf_printf(b, "airlock_vm_starts{state=\"waiting\"} %u\n", vs_wait);
 	family(b, "airlock_node_memory_available_bytes", "gauge", "MemAvailable of the host.");
 	buf_printf(b, "airlock_node_memory_available_bytes %" PRIu64 "\n",
 		   meminfo_kb("MemAvailable") * 1024);

@@ -174,7 +174,7 @@ struct node {
 	 * (create.c): at most vmstart_max at once, the rest wait their turn. */
 	pthread_mutex_t vmstart_mu;
 	pthread_cond_t vmstart_cv;
-	unsigned vmstart_busy, vmstart_max;
+	unsigned vmstart_busy, vmstart_waiting, vmstart_max;
 
 	pthread_mutex_t info_mu;
 	bool have_info;

@@ -4,6 +4,7 @@ the guest kernel (<build>/vm/vmlinuz) is missing."""
 import glob
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -220,6 +221,57 @@ class VmTest(AirlockTestCase):
         for sid in results:
             self.api.delete(sid)
         self.assertFalse([p for p in pids if alive(p)])
+
+
+class VmStartTurnsTest(AirlockTestCase):
+    """vm creates take turns to start their guest (vm_start_concurrency):
+    with 1, four concurrent creates all succeed, never more than one guest
+    starts at a time, and the others are seen waiting for their turn."""
+    extra_args = ("--set", "vm_start_concurrency=1")
+
+    def starts(self):
+        _, body, _ = self.api.raw("GET", "/metrics")
+        got = dict(re.findall(r'^airlock_vm_starts\{state="(\w+)"\} (\d+)', body.decode(), re.M))
+        return int(got.get("running", -1)), int(got.get("waiting", -1))
+
+    def test_vm_creates_take_turns(self):
+        n, results, errors, seen = 4, [], [], []
+        done = threading.Event()
+
+        def one():
+            try:
+                results.append(self.api.create(template="busybox", backend="vm")["id"])
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        def watch():
+            while not done.is_set():
+                seen.append(self.starts())
+                time.sleep(0.02)
+
+        w = threading.Thread(target=watch)
+        w.start()
+        threads = [threading.Thread(target=one) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        done.set()
+        w.join()
+        for sid in results:
+            self.addCleanup(self._delete, sid)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(results), n)
+        self.assertTrue(seen and min(r for r, _ in seen) >= 0, seen[:5])
+        self.assertEqual(max(r for r, _ in seen), 1, sorted(set(seen)))
+        self.assertGreaterEqual(max(w for _, w in seen), 1, sorted(set(seen)))
+        self.assertEqual(self.starts(), (0, 0))
+
+    def _delete(self, sid):
+        try:
+            self.api.delete(sid)
+        except ApiError:
+            pass
 
 
 class VmConsoleBoundTest(AirlockTestCase):
