@@ -830,17 +830,17 @@ static void create_failed(struct create *cx)
 	sandbox_unref(sb);
 }
 
-/* vm: from the jail step to the guest's READY, at most vmstart_max creates
- * at once; the rest wait here, before their QEMU starts. Under TCG a
- * guest's first code is translated on the node's CPUs: 32 clones started
- * together on 2 cores each got a sixteenth of a core and some missed
- * ready_timeout_ms (504) where, taken a few at a time, each is quick. The
- * wait is not part of the guest's timeout. True when a turn was taken. */
-static bool vmstart_enter(struct create *cx)
+/* vm: from starting a guest (a create's jail step, a rollback's or a
+ * fork child's backend call) to its READY, at most vmstart_max at once; the
+ * rest wait here, before their QEMU starts. Under TCG a guest's first code
+ * is translated on the node's CPUs: 32 clones started together on 2 cores
+ * each got a sixteenth of a core and some missed ready_timeout_ms (504),
+ * where, taken a few at a time, each is quick. The wait is not part of the
+ * guest's timeout. True when a turn was taken (give it back with
+ * vmstart_leave). */
+bool vmstart_enter(struct node *n, const struct sandbox *sb)
 {
-	struct node *n = cx->n;
-
-	if (strcmp(cx->sb->be->name, "vm") != 0)
+	if (!sb->be || strcmp(sb->be->name, "vm") != 0)
 		return false;
 	pthread_mutex_lock(&n->vmstart_mu);
 	n->vmstart_waiting++;
@@ -852,9 +852,9 @@ static bool vmstart_enter(struct create *cx)
 	return true;
 }
 
-static void vmstart_leave(struct node *n, bool gated)
+void vmstart_leave(struct node *n, bool taken)
 {
-	if (!gated)
+	if (!taken)
 		return;
 	pthread_mutex_lock(&n->vmstart_mu);
 	n->vmstart_busy--;
@@ -878,7 +878,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 	    create_record(&cx) < 0)
 		goto out;
 	FAULT_POINT("create.after_record");
-	gated = vmstart_enter(&cx);
+	gated = vmstart_enter(n, cx.sb);
 	if (create_jail(&cx) < 0 ||
 	    (FAULT_POINT("create.after_jail"), create_network(&cx) < 0) ||
 	    (FAULT_POINT("create.after_network"), create_guest_up(&cx) < 0)) {

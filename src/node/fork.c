@@ -151,7 +151,7 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 	struct sandbox *sb;
 	int chan_fd = -1, r;
 	pid_t jail_pid = 0;
-	bool created = false;
+	bool created = false, turn = false;
 	char why[200], addr[16] = "";
 
 	phases_start(ph);
@@ -166,6 +166,7 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 	}
 	sandbox_jail_spec(sb, &nspec);
 	phases_mark(ph, "row");
+	turn = vmstart_enter(n, sb);
 	r = sb->be->fork(&n->bctx, &nspec, parent->id, snap, &chan_fd, &jail_pid, addr, err);
 	if (r < 0) {
 		err_wrap(err, "%s backend", sb->be->name);
@@ -180,8 +181,11 @@ static struct sandbox *fork_one(struct node *n, struct sandbox *parent,
 		goto fail;
 	phases_mark(ph, "net");
 	snprintf(why, sizeof(why), "guest ready (fork of %s)", parent->id);
-	if (sandbox_guest_up_timed(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why, "guest agent",
-				   ph, err) < 0)
+	r = sandbox_guest_up_timed(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why, "guest agent",
+				   ph, err);
+	vmstart_leave(n, turn);
+	turn = false;
+	if (r < 0)
 		goto fail;
 	sandbox_schedule_timeout(n, sb);
 	return sb;
@@ -189,6 +193,7 @@ fail: {
 	err_t e2 = { 0 };
 	char reason[600];
 
+	vmstart_leave(n, turn);
 	log_warn("sandbox %s: fork of %s failed: %s", sb->id, parent->id, err->msg);
 	if (created && sb->be->destroy(&n->bctx, sb->id, &e2) < 0)
 		log_err("sandbox %s: destroy after failed fork: %s", sb->id, e2.msg);

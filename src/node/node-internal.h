@@ -384,6 +384,8 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
  * post-ready step, then record jail_pid and the move to running (reason
  * `why`) in one transaction and install sb->gc. On failure the channel is
  * closed and err says why, prefixed with `what`. */
+bool vmstart_enter(struct node *n, const struct sandbox *sb);
+void vmstart_leave(struct node *n, bool taken);
 int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
 		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err);
 /* The same, marking its steps in ph (when not NULL): "hello" (the guest

@@ -447,6 +447,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 	struct db_rows rows;
 	const char *ref;
 	int chan_fd = -1, r, status;
+	bool turn;
 	const char *code;
 	pid_t jail_pid = 0;
 	uint64_t t0 = now_us();
@@ -502,8 +503,10 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 
 	FAULT_POINT("rollback.after_transition");
 	sandbox_jail_spec(sb, &nspec);
+	turn = vmstart_enter(n, sb);
 	r = sb->be->rollback(&n->bctx, &nspec, snap_id, &chan_fd, &jail_pid, &err);
 	if (r < 0) {
+		vmstart_leave(n, turn);
 		err_wrap(&err, "%s backend", sb->be->name);
 		rollback_failed(n, sb, &err);
 		goto fail_respond;
@@ -519,8 +522,10 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 
 	snprintf(why, sizeof(why), "rolled back to %s snapshot %s (%s)", snap_kind, snap_id,
 		 snap_name);
-	if (sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why,
-			     "guest agent after rollback", &err) < 0)
+	r = sandbox_guest_up(n, sb, &nspec, TAKE_FD(chan_fd), jail_pid, why,
+			     "guest agent after rollback", &err);
+	vmstart_leave(n, turn);
+	if (r < 0)
 		goto fail;
 	FAULT_POINT("rollback.after_guest_up");
 	end_step(sb);

@@ -1013,6 +1013,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	uint64_t t0 = now_us();
 	int r, chan_fd = -1;
 	pid_t pid = 0;
+	bool turn = false;
 	err_t e2 = { 0 };
 	size_t live;
 
@@ -1125,6 +1126,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		if (fds[i] >= 0)
 			close(TAKE_FD(fds[i]));
 	if (r == 0) {
+		turn = vmstart_enter(n, sb);
 		r = sb->be->fork(&n->bctx, &spec, sb->id, snap, &chan_fd, &pid, addr, err);
 		if (r < 0)
 			err_wrap(err, "start");
@@ -1144,6 +1146,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 				     "guest agent after restore", err);
 		phases_mark(&ph, "guest");
 	}
+	vmstart_leave(n, turn);
 	if (r < 0) {
 		if (chan_fd >= 0)
 			close(chan_fd);
