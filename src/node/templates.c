@@ -448,6 +448,11 @@ void handle_templates_delete(struct node *n, const char *name, struct http_conn 
 		http_respond_error(c, 400, "invalid_argument", "bad template name");
 		return;
 	}
+	/* Not while a version is being published (tmplstore.c): btrfs refuses
+	 * to drop a subvolume a send is reading. The publisher takes only
+	 * tpub_mu, so it goes first here; creates wait on tmpl_mu, never on
+	 * an upload. */
+	pthread_mutex_lock(&n->tpub_mu);
 	pthread_mutex_lock(&n->tmpl_mu);
 	for (struct tbuild *b = n->builds; b; b = b->next)
 		building |= strcmp(b->name, name) == 0;
@@ -493,6 +498,7 @@ void handle_templates_delete(struct node *n, const char *name, struct http_conn 
 		log_info("template %s deleted", name);
 out:
 	pthread_mutex_unlock(&n->tmpl_mu);
+	pthread_mutex_unlock(&n->tpub_mu);
 	for (char **p = pool; p && *p; p++)
 		free(*p);
 	free(pool);

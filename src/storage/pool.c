@@ -298,7 +298,7 @@ int pool_subvol_delete(const char *path, err_t *err)
 	if (errno == EPERM || errno == EROFS) {
 		/* Older kernels refuse to drop a read-only subvolume. */
 		if (pool_subvol_set_readonly(path, false, err) < 0)
-			return r;
+			return -err->code;
 		if (ioctl(dfd, BTRFS_IOC_SNAP_DESTROY, &a) == 0)
 			return 0;
 	}
