@@ -3,6 +3,7 @@
 // timeouts and connection errors, and pagination over 250 sandboxes.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import net from "node:net";
 
 import {
   Sandbox,
@@ -113,8 +114,15 @@ test("429 is RateLimitError with Retry-After; the retries wait and succeed", asy
 });
 
 test("client-side timeout is TimeoutError; no server is ConnectionError", async () => {
-  // 1 ms cannot see the answer's head
-  const t = await Sandbox.getInfo(sb.sandboxId, { requestTimeoutMs: 1, maxRetries: 0 }).catch((x) => x);
+  // a server that accepts and never answers (the real one can answer a
+  // GET within 1 ms, so a tiny timeout against it proves nothing)
+  const held = [];
+  const silent = net.createServer((s) => held.push(s));
+  await new Promise((r) => silent.listen(0, "127.0.0.1", r));
+  const url = `http://127.0.0.1:${silent.address().port}`;
+  const t = await Sandbox.getInfo("sb-x", { apiUrl: url, requestTimeoutMs: 200, maxRetries: 0 }).catch((x) => x);
+  for (const s of held) s.destroy();
+  await new Promise((r) => silent.close(r));
   assert.ok(t instanceof TimeoutError, String(t));
   const c = await Sandbox.getInfo("sb-x", { apiUrl: "http://127.0.0.1:1", maxRetries: 1 }).catch((x) => x);
   assert.ok(c instanceof ConnectionError, String(c));
