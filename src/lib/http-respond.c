@@ -242,6 +242,11 @@ int http_stream_end(struct http_conn *c)
 	return http_stream_end_with(c, NULL, 0);
 }
 
+bool http_conn_answered(const struct http_conn *c)
+{
+	return c->state != RESP_NONE;
+}
+
 bool http_conn_peer_closed(struct http_conn *c)
 {
 	char ch;

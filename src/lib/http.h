@@ -100,6 +100,8 @@ void http_stream_hold(struct http_conn *c, int status, const char *content_type,
  * own) sent with every answer to the current request (X-Request-Id);
  * cleared when the next request's head arrives. */
 void http_conn_set_header(struct http_conn *c, const char *lines);
+/* True once the current request's answer began (http_respond*, a stream). */
+bool http_conn_answered(const struct http_conn *c);
 /* True once the peer closed its side (checked without blocking). */
 bool http_conn_peer_closed(struct http_conn *c);
 

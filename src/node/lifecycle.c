@@ -104,7 +104,7 @@ int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *e
 			snprintf(reason, sizeof(reason), "restored (%s)",
 				 why ? why : "resumed by client");
 			pthread_mutex_unlock(&sb->mu);
-			return sandbox_restore(n, sb, reason, err);
+			return sandbox_restore(n, sb, reason, NULL, err);
 		} else if (why) {
 			r = err_set(err, EBUSY, "sandbox %s is %s", sb->id, state_name(sb->state));
 		} else {

@@ -623,10 +623,16 @@ void templates_cleanup(struct node *n);
  * and sandbox_restore fail with -EBUSY naming the state, -EOPNOTSUPP when
  * the backend cannot, -EHOSTUNREACH when the store cannot be used (503),
  * -EBADMSG when an artifact does not match its manifest (the message
- * names it). */
+ * names it). With c (the request that asked), the answer (200, the
+ * sandbox) goes as soon as the sandbox is suspended and restorable, or
+ * running again; the rest (a suspend frees the node's jail, subvolume and
+ * address; a restore drops its snapshot and objects) follows on the
+ * caller's thread. A suspend holds the sandbox's lifecycle until then. */
 const char *sandbox_suspend_kind(const struct sandbox *sb);
-int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *err);
-int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *err);
+int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct http_conn *c,
+		    err_t *err);
+int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct http_conn *c,
+		    err_t *err);
 void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
 			    struct http_conn *c);
 /* "suspend", and when suspended "snapshot_id" and "suspended_bytes". */

@@ -474,7 +474,7 @@ static void pass_one(struct node *n, struct sandbox *sb, int64_t now)
 	    sandbox_suspend_kind(sb) &&
 	    now - sb->sched.paused_at >= (int64_t)n->cfg->suspend_after_idle_s * 1000) {
 		pthread_mutex_unlock(&sb->mu);
-		if (sandbox_suspend(n, sb, "idle", &err) < 0)
+		if (sandbox_suspend(n, sb, "idle", NULL, &err) < 0)
 			log_warn("sandbox %s: idle suspend: %s", sb->id, err.msg);
 		else
 			log_info("sandbox %s: suspended after %u s paused", sb->id,

@@ -336,22 +336,24 @@ static struct crypt_ctx seal_ctx(const struct sandbox *sb, const char *snap, con
 	return (struct crypt_ctx){ sb->tenant, sb->id, name, snap };
 }
 
-/* One artifact's export (nodemgr writes it into fd) or upload, run side by
- * side with the others': a vm's disk (`btrfs send`, I/O) and memory (the
- * page diff and zstd, CPU) take about as long as each other, and the
- * store's handle may be used by many threads (objstore.h). */
+/* One artifact's step, run side by side with the others': export
+ * (nodemgr writes it into fd), upload, download (into fd) and import
+ * (nodemgr rebuilds it from fd). A vm's disk (`btrfs send` and receive,
+ * I/O) and memory (the page diff and zstd, CPU) take about as long as each
+ * other, and the store's handle may be used by many threads (objstore.h). */
 struct art_job {
 	struct node *n;
 	struct sandbox *sb;
 	const struct nm_sandbox_spec *spec;
 	const char *snap;
 	size_t i;
+	bool on;            /* this artifact is there to work on */
 	int fd;
 	const struct dkey *dk;
 	const uint8_t *ref;
-	struct art *a;      /* upload: what was stored */
+	struct art *a;      /* upload: what was stored; download: what to expect */
 	int64_t size;       /* export: nodemgr's size */
-	char *base_sha;     /* export of the memory: its base's digest, or NULL */
+	char *base_sha;     /* export, import of the memory: its base's digest */
 	uint64_t us;
 	int r;
 	err_t err;
@@ -382,8 +384,8 @@ static void *upload_job(void *arg)
 	return NULL;
 }
 
-/* Run fn over the jobs whose fd is open, side by side; the first failure
- * (in artifact order) into err. Each job's time into ph as prefix_<name>. */
+/* Run fn over the jobs that are on, side by side; the first failure (in
+ * artifact order) into err. Each job's time into ph as names[i]. */
 static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct phases *ph,
 		    const char *const names[N_ARTIFACTS], err_t *err)
 {
@@ -392,7 +394,7 @@ static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct
 	for (size_t k = 0; k < nj; k++) {
 		jobs[k].r = 0;
 		jobs[k].started = false;
-		if (jobs[k].fd < 0)
+		if (!jobs[k].on)
 			continue;
 		/* a thread each (this one's when none can be made) */
 		if (pthread_create(&jobs[k].tid, NULL, fn, &jobs[k]) == 0)
@@ -403,7 +405,7 @@ static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct
 	for (size_t k = 0; k < nj; k++) {
 		if (jobs[k].started)
 			pthread_join(jobs[k].tid, NULL);
-		if (jobs[k].fd >= 0)
+		if (jobs[k].on)
 			phases_add(ph, names[jobs[k].i], jobs[k].us);
 		if (jobs[k].r < 0 && r == 0) {
 			*err = jobs[k].err;
@@ -413,17 +415,30 @@ static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct
 	return r;
 }
 
+static void close_all(int fds[N_ARTIFACTS])
+{
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		if (fds[i] >= 0)
+			close(TAKE_FD(fds[i]));
+}
+
 static const char *const export_names[N_ARTIFACTS] = { "export_disk", "export_memory",
 							"export_vmstate" };
 static const char *const upload_names[N_ARTIFACTS] = { "upload_disk", "upload_memory",
 							"upload_vmstate" };
+static const char *const download_names[N_ARTIFACTS] = { "download_disk", "download_memory",
+							  "download_vmstate" };
+static const char *const import_names[N_ARTIFACTS] = { "import_disk", "import_memory",
+							"import_vmstate" };
 
 /* Steps 2-5 on a suspending, frozen sandbox. On success *bytes and sha get
- * the total uploaded and the manifest's digest. */
+ * the total uploaded and the manifest's digest, and staged the staging
+ * files' fds (-1: none) for the caller to close once it answered: the last
+ * close of an unlinked file of 100 MiB frees its pages, tens of ms. */
 static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap, int64_t *bytes,
 			   char manifest_sha[OBJSTORE_SHA256_HEX], char **procs,
 			   const struct dkey *dk, const uint8_t ref[CRYPT_REF_LEN], struct phases *ph,
-			   err_t *err)
+			   int staged[N_ARTIFACTS], err_t *err)
 {
 	struct art arts[N_ARTIFACTS] = { 0 };
 	struct mbase mbase = { 0 };
@@ -475,7 +490,8 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	}
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
 		jobs[i] = (struct art_job){ .n = n, .sb = sb, .spec = &spec, .snap = snap, .i = i,
-					    .fd = fds[i], .dk = dk, .ref = ref, .a = &arts[i],
+					    .on = fds[i] >= 0, .fd = fds[i], .dk = dk, .ref = ref,
+					    .a = &arts[i],
 					    .base_sha = artifacts[i].kind == NM_ARTIFACT_MEM ?
 							mbase.sha : NULL };
 	r = run_jobs(jobs, N_ARTIFACTS, export_job, ph, export_names, err);
@@ -487,6 +503,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
 		if (fds[i] >= 0 && artifacts[i].kind == NM_ARTIFACT_MEM && jobs[i].size == 0) {
 			close(TAKE_FD(fds[i]));
+			jobs[i].on = false;
 			mbase.sha[0] = '\0';
 		}
 	/* vm: the base the memory is a difference from, in the store once */
@@ -508,17 +525,13 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	}
 	sandbox_progress_set(sb, "suspend", "upload", "bytes", 0, total);
 	*bytes = 0;
-	for (size_t i = 0; i < N_ARTIFACTS; i++)
-		jobs[i].fd = fds[i];
 	r = run_jobs(jobs, N_ARTIFACTS, upload_job, ph, upload_names, err);
 	phases_mark(ph, "upload");
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
-		if (fds[i] >= 0) {
+		if (fds[i] >= 0)
 			*bytes += (int64_t)arts[i].size;
-			close(TAKE_FD(fds[i]));
-		}
 	man = manifest_text(n, sb, snap, arts, tuuid, tsha, &mbase);
 	mkey = obj_key(sb, snap, "manifest.json");
 	{
@@ -547,7 +560,9 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	phases_mark(ph, "manifest");
 out:
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
-		if (fds[i] >= 0)
+		if (r == 0)
+			staged[i] = fds[i];
+		else if (fds[i] >= 0)
 			close(fds[i]);
 	return r;
 }
@@ -577,7 +592,8 @@ static void reclaim(struct node *n, struct sandbox *sb)
 	sandbox_gc_put(sb);
 }
 
-int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *err)
+int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct http_conn *c,
+		    err_t *err)
 {
 	_cleanup_free_ char *snap = random_id("su-", 8);
 	_cleanup_free_ char *procs = NULL;
@@ -592,9 +608,12 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	err_t e2 = { 0 };
 	char reason[200], steps[600];
 	struct phases ph;
+	int staged[N_ARTIFACTS];
 	bool closed;
 	int r;
 
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		staged[i] = -1;
 	if (!sandbox_suspend_kind(sb) || !n->os)
 		return err_set(err, EOPNOTSUPP, "the %s backend cannot suspend a sandbox%s",
 			       sb->backend_name, n->os ? "" : " (no object store)");
@@ -639,7 +658,8 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 			crypt_ref_hex(ref, key_hex);
 	}
 	if (r == 0)
-		r = make_and_upload(n, sb, snap, &bytes, manifest_sha, &procs, dk, ref, &ph, err);
+		r = make_and_upload(n, sb, snap, &bytes, manifest_sha, &procs, dk, ref, &ph, staged,
+				    err);
 	dkey_free(dk);
 	dk = NULL;
 	FAULT_POINT("suspend_before_commit");
@@ -658,6 +678,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	}
 	if (r < 0) {
 		/* The sandbox is still whole here: give it back. */
+		close_all(staged);
 		delete_objects(n, sb, snap);
 		if (key_hex[0])
 			kms_data_key_forget(&n->kms, ref);
@@ -692,7 +713,14 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	sb->susp_bytes = bytes;
 	snprintf(sb->susp_sha, sizeof(sb->susp_sha), "%s", manifest_sha);
 	snprintf(sb->susp_key, sizeof(sb->susp_key), "%s", key_hex);
+	memset(&sb->prog, 0, sizeof(sb->prog));
 	pthread_mutex_unlock(&sb->mu);
+	/* Restorable: the client has its answer; the lifecycle stays held
+	 * (lc_busy) until the node has let go of it. */
+	if (c)
+		sandbox_respond(c, 200, sb);
+	phases_mark(&ph, "answer");
+	close_all(staged);
 	sandbox_gc_retire(sb, "the sandbox was suspended", NULL);
 	if (sb->be->destroy(&n->bctx, sb->id, &e2) < 0)
 		log_err("sandbox %s: free after suspend: %s (reconcile retries)", sb->id, e2.msg);
@@ -700,7 +728,6 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, err_t *
 	phases_mark(&ph, "free");
 	pthread_mutex_lock(&sb->mu);
 	sched_on_state_locked(sb, SB_SUSPENDED);
-	memset(&sb->prog, 0, sizeof(sb->prog));
 	sb->lc_busy = false;
 	pthread_cond_broadcast(&sb->cv);
 	pthread_mutex_unlock(&sb->mu);
@@ -922,57 +949,25 @@ static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, 
 	return 0;
 }
 
-struct fetch_job {
-	struct node *n;
-	struct sandbox *sb;
-	const char *snap;
-	size_t i;
-	const struct art *want;
-	const struct dkey *dk;
-	int fd;
-	int r;
-	err_t err;
-	pthread_t tid;
-	bool started;
-};
-
 static void *fetch_job(void *arg)
 {
-	struct fetch_job *j = arg;
+	struct art_job *j = arg;
+	uint64_t t0 = now_us();
 
-	j->r = fetch_artifact(j->n, j->sb, j->snap, j->i, j->want, j->dk, &j->fd, &j->err);
+	j->r = fetch_artifact(j->n, j->sb, j->snap, j->i, j->a, j->dk, &j->fd, &j->err);
+	j->us = now_us() - t0;
 	return NULL;
 }
 
-/* Every artifact the manifest names downloaded and checked, side by side
- * (the store's handle may be used by many threads); fds[i] each. */
-static int fetch_all(struct node *n, struct sandbox *sb, const char *snap,
-		     const struct art arts[N_ARTIFACTS], const struct dkey *dk,
-		     int fds[N_ARTIFACTS], err_t *err)
+static void *import_job(void *arg)
 {
-	struct fetch_job jobs[N_ARTIFACTS];
-	int r = 0;
+	struct art_job *j = arg;
+	uint64_t t0 = now_us();
 
-	for (size_t i = 0; i < N_ARTIFACTS; i++) {
-		jobs[i] = (struct fetch_job){ .n = n, .sb = sb, .snap = snap, .i = i,
-					      .want = &arts[i], .dk = dk, .fd = -1 };
-		if (!arts[i].present)
-			continue;
-		if (pthread_create(&jobs[i].tid, NULL, fetch_job, &jobs[i]) == 0)
-			jobs[i].started = true;
-		else
-			fetch_job(&jobs[i]);
-	}
-	for (size_t i = 0; i < N_ARTIFACTS; i++) {
-		if (jobs[i].started)
-			pthread_join(jobs[i].tid, NULL);
-		fds[i] = jobs[i].fd;
-		if (jobs[i].r < 0 && r == 0) {
-			*err = jobs[i].err;
-			r = jobs[i].r;
-		}
-	}
-	return r;
+	j->r = nm_suspend_import(j->n->cfg->nm_sock, j->spec, j->snap, artifacts[j->i].kind, j->fd,
+				 j->base_sha, &j->err);
+	j->us = now_us() - t0;
+	return NULL;
 }
 
 static char *suspended_procs(struct node *n, struct sandbox *sb)
@@ -998,7 +993,8 @@ static int write_restored(struct node *n, struct sandbox *sb, const void *arg, e
 		       : 0;
 }
 
-int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *err)
+int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct http_conn *c,
+		    err_t *err)
 {
 	_cleanup_free_ char *snap = NULL;
 	struct art arts[N_ARTIFACTS] = { 0 };
@@ -1007,7 +1003,8 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	char sha[OBJSTORE_SHA256_HEX], addr[16] = "", reason[600], tuuid[37] = "";
 	char tsha[OBJSTORE_SHA256_HEX] = "", key_hex[2 * CRYPT_REF_LEN + 1] = "";
 	char steps[600];
-	int fds[N_ARTIFACTS];
+	struct art_job jobs[N_ARTIFACTS];
+	int staged[N_ARTIFACTS];
 	struct dkey *dk = NULL;
 	struct phases ph;
 	uint64_t t0 = now_us();
@@ -1047,8 +1044,6 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	snap = xstrdup(sb->susp_snap);
 	snprintf(sha, sizeof(sha), "%s", sb->susp_sha);
 	snprintf(key_hex, sizeof(key_hex), "%s", sb->susp_key);
-	for (size_t i = 0; i < N_ARTIFACTS; i++)
-		fds[i] = -1;
 	r = state_transition(n->db, sb->id, &sb->state, SB_RESTORING, why, 0, err);
 	if (r == 0) {
 		sb->lc_busy = true;
@@ -1062,6 +1057,8 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 
 	FAULT_POINT("restore.after_transition");
 	phases_start(&ph);
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		staged[i] = -1;
 	/* Nothing of a suspended sandbox may be here: what its suspend could
 	 * not free (the nodemgr restarting just then) would block the import
 	 * ("has a subvolume") for good. Freed now; every step is idempotent. */
@@ -1106,25 +1103,26 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 			total += arts[i].present ? arts[i].size : 0;
 		sandbox_progress_set(sb, "restore", "download", "bytes", 0, total);
 	}
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		jobs[i] = (struct art_job){ .n = n, .sb = sb, .spec = &spec, .snap = snap, .i = i,
+					    .on = arts[i].present, .fd = -1, .dk = dk, .a = &arts[i],
+					    .base_sha = artifacts[i].kind == NM_ARTIFACT_MEM ?
+							mbase.sha : NULL };
 	if (r == 0)
-		r = fetch_all(n, sb, snap, arts, dk, fds, err);
+		r = run_jobs(jobs, N_ARTIFACTS, fetch_job, &ph, download_names, err);
 	dkey_free(dk);
 	dk = NULL;
 	phases_mark(&ph, "download");
 	if (r == 0)
 		sandbox_progress_set(sb, "restore", "start", "bytes", 0, 0);
-	for (size_t i = 0; r == 0 && i < N_ARTIFACTS; i++)
-		if (fds[i] >= 0) {
-			r = nm_suspend_import(n->cfg->nm_sock, &spec, snap, artifacts[i].kind, fds[i],
-					      artifacts[i].kind == NM_ARTIFACT_MEM ? mbase.sha : NULL,
-					      err);
-			phases_mark(&ph, artifacts[i].kind == NM_ARTIFACT_DISK  ? "import_disk"
-					: artifacts[i].kind == NM_ARTIFACT_MEM ? "import_memory"
-									       : "import_vmstate");
-		}
+	/* side by side too: nodemgr rebuilds the disk (`btrfs receive`) and
+	 * the memory (zstd and writes into the base's reflink) apart */
+	if (r == 0)
+		r = run_jobs(jobs, N_ARTIFACTS, import_job, &ph, import_names, err);
+	phases_mark(&ph, "import");
+	/* closed once answered (make_and_upload) */
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
-		if (fds[i] >= 0)
-			close(TAKE_FD(fds[i]));
+		staged[i] = jobs[i].fd;
 	if (r == 0) {
 		turn = vmstart_enter(n, sb);
 		r = sb->be->fork(&n->bctx, &spec, sb->id, snap, &chan_fd, &pid, addr, err);
@@ -1148,6 +1146,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	}
 	vmstart_leave(n, turn);
 	if (r < 0) {
+		close_all(staged);
 		if (chan_fd >= 0)
 			close(chan_fd);
 		/* Nothing of it may run here: the objects stay for a retry. */
@@ -1166,20 +1165,12 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 		pthread_mutex_unlock(&sb->mu);
 		return err_wrap(err, "restore sandbox %s", sb->id);
 	}
-	/* Running again: the row and the objects of the snapshot go. */
+	/* Running again: the row goes, and the client has its answer; then
+	 * the snapshot it came from and its objects go. */
 	FAULT_POINT("restore.before_commit");
 	if (sandbox_tx(n, sb, write_restored, NULL, &e2) < 0)
 		log_warn("sandbox %s: %s", sb->id, e2.msg);
 	phases_mark(&ph, "commit");
-	if (sb->be->snapshot_delete(&n->bctx, sb->id, snap, &e2) < 0)
-		log_warn("sandbox %s: drop restored snapshot %s: %s", sb->id, snap, e2.msg);
-	delete_objects(n, sb, snap);
-	if (key_hex[0]) {
-		uint8_t ref[CRYPT_REF_LEN];
-		if (crypt_ref_parse(key_hex, ref) == 0)
-			kms_data_key_forget(&n->kms, ref);
-	}
-	phases_mark(&ph, "cleanup");
 	pthread_mutex_lock(&sb->mu);
 	free(sb->susp_snap);
 	sb->susp_snap = NULL;
@@ -1191,6 +1182,21 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, err_t *
 	sb->lc_busy = false;
 	pthread_cond_broadcast(&sb->cv);
 	pthread_mutex_unlock(&sb->mu);
+	if (c)
+		sandbox_respond(c, 200, sb);
+	phases_mark(&ph, "answer");
+	close_all(staged);
+	/* A suspend from here on takes a snapshot of another name; these are
+	 * this restore's alone. */
+	if (sb->be->snapshot_delete(&n->bctx, sb->id, snap, &e2) < 0)
+		log_warn("sandbox %s: drop restored snapshot %s: %s", sb->id, snap, e2.msg);
+	delete_objects(n, sb, snap);
+	if (key_hex[0]) {
+		uint8_t ref[CRYPT_REF_LEN];
+		if (crypt_ref_parse(key_hex, ref) == 0)
+			kms_data_key_forget(&n->kms, ref);
+	}
+	phases_mark(&ph, "cleanup");
 	phases_text(&ph, steps, sizeof(steps));
 	log_info("sandbox %s restored from %s in %.1f ms: %s", sb->id, snap,
 		 (now_us() - t0) / 1000.0, steps);
@@ -1352,7 +1358,7 @@ void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
 	int r;
 
 	if (strcmp(op, "suspend") == 0) {
-		r = sandbox_suspend(n, sb, "suspended by client", &err);
+		r = sandbox_suspend(n, sb, "suspended by client", c, &err);
 	} else {
 		enum sb_state st;
 		bool busy;
@@ -1366,10 +1372,10 @@ void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
 			r = err_set(&err, EBUSY, "sandbox %s is %s; only a suspended sandbox can be "
 				    "restored", sb->id, state_name(st));
 		else
-			r = sandbox_restore(n, sb, "restored by client", &err);
+			r = sandbox_restore(n, sb, "restored by client", c, &err);
 	}
 	if (r < 0)
 		sandbox_respond_err(c, sb, &err);
-	else
+	else if (!http_conn_answered(c))   /* restored meanwhile by another request */
 		sandbox_respond(c, 200, sb);
 }

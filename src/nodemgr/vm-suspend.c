@@ -443,14 +443,14 @@ int vm_suspend_import_base(struct nm_server *s, const struct nm_sandbox_spec *sp
 					     snap);
 	_cleanup_free_ char *state = xasprintf("%s/snapshots/%s/%s" VM_FULL_SUFFIX, s->pool,
 					       spec->id, snap);
-	_cleanup_free_ char *disk = xasprintf("%s/snapshots/%s/%s", s->pool, spec->id, snap);
+	_cleanup_free_ char *dir = xasprintf("%s/snapshots/%s", s->pool, spec->id);
 	struct vm_shape sh;
 	int r;
 
-	/* After the disk: its snapshot directory is there then. */
-	if (pool_is_subvol(disk) != 1)
-		return err_set(err, ENOENT, "sandbox %s: import the disk of %s first", spec->id,
-			       snap);
+	/* beside the disk's import (suspend_import), which makes the same
+	 * directory */
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return err_sys(err, "mkdir %s", dir);
 	vm_shape_of(spec, &sh);
 	if (artifact == NM_ARTIFACT_MEM)
 		r = import_mem(s, spec, mem, fd, base_sha, err);
