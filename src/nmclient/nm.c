@@ -571,10 +571,13 @@ int nm_suspend_export(const char *sock, const struct nm_sandbox_spec *spec, cons
 	struct nm_req q;
 	struct nm_resp res;
 
-	if (base_sha)
-		base_sha[0] = '\0';
 	if (xfer_req(&q, NM_SUSPEND_EXPORT, spec, snap, artifact, err) < 0)
 		return -EINVAL;
+	if (base_sha && base_sha[0] &&
+	    put_str(q.u.xfer.base, sizeof(q.u.xfer.base), base_sha, "memory base", err) < 0)
+		return -EINVAL;
+	if (base_sha)
+		base_sha[0] = '\0';
 	if (nm_call_full(sock, &q, fd, &res, NULL, NULL, NULL, NULL, -1, -1, err) < 0)
 		return err_wrap(err, "export artifact %d of sandbox %s", (int)artifact, spec->id);
 	*size = res.size;

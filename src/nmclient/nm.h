@@ -116,8 +116,10 @@ int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const 
  * export's *size gets the bytes written. import fails with -EEXIST while
  * the sandbox still has its subvolume, and leaves nothing on failure. */
 enum nm_artifact { NM_ARTIFACT_DISK = 1, NM_ARTIFACT_MEM, NM_ARTIFACT_VMSTATE };
-/* base_sha (may be NULL): export of NM_ARTIFACT_MEM answers the SHA-256
- * of the RAM file the memory is a difference from ("" when from zeros);
+/* base_sha (may be NULL): export of NM_ARTIFACT_MEM takes the SHA-256 of
+ * the RAM file to diff against when nodemgr has it (the one a restore
+ * rebuilt the memory on; "": the template's own), and answers the one it
+ * used ("" when from zeros);
  * import of it names that base ("" or NULL: the template's own file of the
  * shape, as before bases travelled), which must be here (nm_vm_base_find). */
 int nm_suspend_export(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,

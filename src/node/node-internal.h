@@ -118,6 +118,10 @@ struct sandbox {
 	int64_t susp_bytes;
 	char susp_sha[65];
 	char susp_key[33];      /* the data key its artifacts are sealed under ("" = none) */
+	/* vm: the RAM file (by SHA-256) its memory was last rebuilt on by a
+	 * restore, which the next suspend diffs against when this node has it
+	 * ("": the template's own); a hint only, not kept across restarts */
+	char mem_base[65];
 	bool susp_resume;
 	/* A long operation under way (suspend, restore, fork of many), shown
 	 * by GET as "progress" so a client can draw how far it is; under mu.

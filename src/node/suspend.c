@@ -467,6 +467,12 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	 * again, as for a full snapshot. */
 	if (memory)
 		*procs = procs_image(sb);
+	/* vm: diffed against the base its memory was rebuilt on, when here
+	 * (a sandbox moved from a node whose template this one never booted
+	 * would otherwise diff against zeros) */
+	pthread_mutex_lock(&sb->mu);
+	snprintf(mbase.sha, sizeof(mbase.sha), "%s", sb->mem_base);
+	pthread_mutex_unlock(&sb->mu);
 	r = memory ? sb->be->snapshot_full(&n->bctx, sb->id, snap, "", &size, err)
 		   : sb->be->snapshot(&n->bctx, sb->id, snap, "", &size, err);
 	if (r < 0)
@@ -1176,6 +1182,7 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct 
 	sb->susp_snap = NULL;
 	sb->susp_key[0] = '\0';
 	sb->susp_bytes = 0;
+	snprintf(sb->mem_base, sizeof(sb->mem_base), "%s", arts[1].present ? mbase.sha : "");
 	sched_on_state_locked(sb, SB_RUNNING);
 	sandbox_schedule_timeout(n, sb);
 	memset(&sb->prog, 0, sizeof(sb->prog));

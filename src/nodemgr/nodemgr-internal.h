@@ -213,7 +213,8 @@ int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err);
 /* suspend.c: a suspended sandbox's artifacts into and out of the fd the
  * node passed (see nm.h, nm_suspend_export / nm_suspend_import). */
 int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		   uint32_t artifact, int fd, int64_t *size, char base_sha[65], err_t *err);
+		   uint32_t artifact, int fd, int64_t *size, const char *want_base,
+		   char base_sha[65], err_t *err);
 int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
 		   uint32_t artifact, int fd, const char *base_sha, err_t *err);
 /* Is fd, passed by the node, a regular file open for writing (write) or
@@ -240,14 +241,15 @@ int vm_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 		      uint32_t artifact, int fd, int64_t *size, err_t *err);
 int vm_suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
 		      uint32_t artifact, int fd, err_t *err);
-/* The same, naming the memory's base by content: export's base_sha gets
- * the SHA-256 of the RAM file the memory is a difference from ("" when
- * from zeros); import's base_sha (NULL or "": the template's own file of
+/* The same, naming the memory's base by content: export diffs against
+ * want_base when it is here (NULL or "", or not here: the template's own
+ * file of the shape, else zeros) and base_sha gets the SHA-256 of the RAM
+ * file the memory is a difference from ("" when from zeros); import's base_sha (NULL or "": the template's own file of
  * the shape) must be here (vm_base_find), as the template's file or in
  * pool/membase. */
 int vm_suspend_export_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
 			   const char *snap, uint32_t artifact, int fd, int64_t *size,
-			   char base_sha[65], err_t *err);
+			   const char *want_base, char base_sha[65], err_t *err);
 int vm_suspend_import_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
 			   const char *snap, uint32_t artifact, int fd, const char *base_sha,
 			   err_t *err);

@@ -71,7 +71,8 @@ int template_ensure_received(const char *path, err_t *err)
 }
 
 int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		   uint32_t artifact, int fd, int64_t *size, char base_sha[65], err_t *err)
+		   uint32_t artifact, int fd, int64_t *size, const char *want_base,
+		   char base_sha[65], err_t *err)
 {
 	_cleanup_free_ char *src = xasprintf("%s/snapshots/%s/%s", s->pool, spec->id, snap);
 	_cleanup_free_ char *parent = xasprintf("%s/templates/%s/%u", s->pool, spec->template_name,
@@ -85,7 +86,8 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	if ((r = artifact_fd_check(fd, true, err)) < 0)
 		return r;
 	if (artifact != NM_ARTIFACT_DISK)
-		return vm_suspend_export_base(s, spec, snap, artifact, fd, size, base_sha, err);
+		return vm_suspend_export_base(s, spec, snap, artifact, fd, size, want_base,
+					      base_sha, err);
 	if (pool_is_subvol(src) != 1)
 		return err_set(err, ENOENT, "sandbox %s has no snapshot %s", spec->id, snap);
 	if (pool_is_subvol(parent) != 1)

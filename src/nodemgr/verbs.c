@@ -432,7 +432,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		}
 		if (q.verb == NM_SUSPEND_EXPORT)
 			r = suspend_export(s, &q.u.xfer.spec, q.u.xfer.snap, q.u.xfer.artifact, in_fd,
-					   &size, extra.sha256, &err);
+					   &size, q.u.xfer.base, extra.sha256, &err);
 		else
 			r = suspend_import(s, &q.u.xfer.spec, q.u.xfer.snap, q.u.xfer.artifact, in_fd,
 					   q.u.xfer.base, &err);

@@ -86,19 +86,25 @@ static void zout_free(struct zout *z)
 	free(z->buf);
 }
 
-/* The template's RAM file for spec's shape (caller frees), or NULL. */
-static char *base_mem(struct nm_server *s, const struct nm_sandbox_spec *spec)
+/* The RAM file to diff against (caller frees), or NULL: want when it is
+ * here (*known: its digest is want), else the template's for spec's shape. */
+static char *base_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *want,
+		      bool *known)
 {
 	char *p = NULL;
 	err_t e = { 0 };
 
+	*known = want && want[0] && vm_base_path(s, spec, want, &p, &e) == 0;
+	if (*known)
+		return p;
 	return vm_base_path(s, spec, NULL, &p, &e) == 0 ? p : NULL;
 }
 
 static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *mem,
-		      int fd, char base_sha[65], err_t *err)
+		      int fd, const char *want, char base_sha[65], err_t *err)
 {
-	_cleanup_free_ char *base = base_mem(s, spec);
+	bool known;
+	_cleanup_free_ char *base = base_mem(s, spec, want, &known);
 	_cleanup_close_ int mfd = open(mem, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	_cleanup_close_ int bfd = base ? open(base, O_RDONLY | O_CLOEXEC) : -1;
 	_cleanup_free_ uint8_t *a = xmalloc(CHUNK), *b = xcalloc(1, CHUNK);
@@ -118,7 +124,9 @@ static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 	/* the base by content, for the manifest: a restore on any node finds
 	 * or fetches exactly these bytes (vm-base.c) */
 	base_sha[0] = '\0';
-	if (bfd >= 0 && (r = vm_base_digest(base, bfd, base_sha, err)) < 0)
+	if (bfd >= 0 && known)
+		memcpy(base_sha, want, 65);
+	else if (bfd >= 0 && (r = vm_base_digest(base, bfd, base_sha, err)) < 0)
 		return r;
 	if ((r = zout_init(&z, fd, err)) < 0)
 		goto out;
@@ -153,7 +161,7 @@ static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 	if (r == 0)
 		log_info("sandbox %s: memory: %llu of %llu pages differ from the %s", spec->id,
 			 (unsigned long long)pages, (unsigned long long)(ms.st_size / PAGE),
-			 bfd >= 0 ? "template's" : "zero page");
+			 bfd < 0 ? "zero page" : known ? "base it was restored on" : "template's");
 out:
 	zout_free(&z);
 	return r;
@@ -189,12 +197,12 @@ int vm_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 {
 	char base[65];
 
-	return vm_suspend_export_base(s, spec, snap, artifact, fd, size, base, err);
+	return vm_suspend_export_base(s, spec, snap, artifact, fd, size, NULL, base, err);
 }
 
 int vm_suspend_export_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
 			   const char *snap, uint32_t artifact, int fd, int64_t *size,
-			   char base_sha[65], err_t *err)
+			   const char *want_base, char base_sha[65], err_t *err)
 {
 	_cleanup_free_ char *mem = xasprintf("%s/snapshots/%s/%s" VM_MEM_SUFFIX, s->pool, spec->id,
 					     snap);
@@ -213,7 +221,7 @@ int vm_suspend_export_base(struct nm_server *s, const struct nm_sandbox_spec *sp
 			*size = 0;
 			return 0;
 		}
-		r = export_mem(s, spec, mem, fd, base_sha, err);
+		r = export_mem(s, spec, mem, fd, want_base, base_sha, err);
 	} else if (artifact == NM_ARTIFACT_VMSTATE) {
 		r = export_file(state, fd, err);
 	} else {

@@ -654,7 +654,7 @@ struct objstore *os_s3_open(const char *rest, const struct objstore_opts *opts, 
 	_cleanup_free_ char *bucket = xstrndup(rest, q ? (size_t)(q - rest) : strlen(rest));
 	_cleanup_free_ char *endpoint = NULL, *region = NULL;
 	_cleanup_free_ char *host = NULL, *port = NULL;
-	int path_style = 1, max_keys = 0;
+	int path_style = 1, max_keys = 0, part_mib = 0;
 	struct os_s3 *s;
 
 	if (!bucket_valid(bucket)) {
@@ -679,6 +679,10 @@ struct objstore *os_s3_open(const char *rest, const struct objstore_opts *opts, 
 			path_style = val[0] == '1';
 		} else if (strcmp(name, "max_keys") == 0 && atoi(val) > 0 && atoi(val) <= 1000) {
 			max_keys = atoi(val);
+		} else if (strcmp(name, "part_mib") == 0 && strspn(val, "0123456789") == strlen(val) &&
+			   atoi(val) >= 5 && atoi(val) <= 5120) {
+			/* S3's bounds: parts of at least 5 MiB, one PUT of at most 5 GiB */
+			part_mib = atoi(val);
 		} else {
 			err_set(err, EINVAL, "objstore: `s3://%.200s`: unknown or bad parameter `%.40s`",
 				rest, name);
@@ -740,6 +744,8 @@ struct objstore *os_s3_open(const char *rest, const struct objstore_opts *opts, 
 	s = xcalloc(1, sizeof(*s));
 	s->base.ops = &s3_ops;
 	os_opts_init(&s->base, opts);
+	if (part_mib)
+		s->base.opts.part_size = (uint64_t)part_mib << 20;
 	s->bucket = TAKE_PTR(bucket);
 	s->region = region ? TAKE_PTR(region) : xstrdup("us-east-1");
 	s->max_keys = max_keys;

@@ -80,6 +80,17 @@ class Postgres:
         subprocess.run(["sh", os.path.join(SRC, "tests/pg/pg-stop.sh"), self.dir])
 
 
+def until(pred, timeout=10.0, step=0.05):
+    """Poll pred until it is true (True) or timeout seconds pass (False)."""
+    deadline = time.time() + timeout
+    while True:
+        if pred():
+            return True
+        if time.time() >= deadline:
+            return False
+        time.sleep(step)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -430,17 +441,21 @@ class S3Server:
     missing (tests/s3/setup.sh; make test installs them)."""
 
     @staticmethod
-    def start():
+    def start(check=True):
+        """check=False: s3rver's own port, without the signature-checking
+        front (which holds each request whole): for benchmarks."""
         here = os.path.join(SRC, "tests", "s3")
         if not shutil.which("node") or not os.path.isdir(os.path.join(here, "node_modules",
                                                                        "s3rver")):
             return None
         srv = S3Server()
+        env = dict(os.environ, **({} if check else {"AIRLOCK_S3_NO_CHECK": "1"}))
         srv.proc = subprocess.Popen(["node", "--openssl-legacy-provider",
                                      os.path.join(here, "s3server.js"), "airlock"],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    start_new_session=True)
+                                    start_new_session=True, env=env)
         port = int(srv.proc.stdout.readline().strip())
+        srv.port = port
         srv.url = (f"s3://airlock?endpoint=http://127.0.0.1:{port}&region=us-east-1"
                    "&path_style=1")
         return srv

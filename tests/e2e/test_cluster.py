@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 
-from harness import CLI, Client, S3Server, Server, main, shared_db_args, stop_and_check
+from harness import CLI, Client, S3Server, Server, main, shared_db_args, stop_and_check, until
 
 HEARTBEAT_TIMEOUT = 4
 
@@ -299,7 +299,9 @@ class ClusterTest(unittest.TestCase):
         try:
             self.sh(self.ca, sid, "echo moved > /root/f")
             self.suspend(self.cb, sid)   # through the other api
-            self.assertFalse(os.path.exists(os.path.join(self.a.dir, "pool", "sandboxes", sid)))
+            # freed right after the answer (which comes once restorable)
+            gone = lambda: not os.path.exists(os.path.join(self.a.dir, "pool", "sandboxes", sid))
+            self.assertTrue(until(gone))
             # a bad body is refused and changes nothing
             st, body, _ = self.cb.raw("POST", f"/v1/sandboxes/{sid}/restore", {"node": 5})
             self.assertEqual(st, 400, body)
@@ -357,7 +359,8 @@ class ClusterTest(unittest.TestCase):
             policy = self.ca.call("GET", f"/v1/sandboxes/{sid}/network")["network"]
             fetched = self.base_fetches(self.b)
             self.suspend(self.cb, sid)
-            self.assertFalse(os.path.exists(os.path.join(self.a.dir, "pool", "sandboxes", sid)))
+            gone = lambda: not os.path.exists(os.path.join(self.a.dir, "pool", "sandboxes", sid))
+            self.assertTrue(until(gone))
             got = self.cb.call("POST", f"/v1/sandboxes/{sid}/restore", {"node": "nb"})
             self.assertEqual((got["state"], got["node"]), ("running", "nb"), got)
             self.assertTrue(os.path.isdir(os.path.join(self.b.dir, "pool", "sandboxes", sid)))

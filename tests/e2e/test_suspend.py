@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import BACKEND, CLI, AirlockTestCase, ApiError, cgroup_parent, main
+from harness import BACKEND, CLI, AirlockTestCase, ApiError, cgroup_parent, main, until
 
 VM = BACKEND == "vm"
 # The node dies (once) at this fault point when the flag file exists.
@@ -124,7 +124,10 @@ class SuspendTest(AirlockTestCase):
         self.assertEqual(disk[:6], b"ALSEAL")
         # a delta against the template: about what was written, not the rootfs
         self.assertLess(len(disk), 4 * 2**20 + 2**20, len(disk))
-        # nothing of it on the node: no subvolume, no process, no QEMU
+        # nothing of it on the node: no subvolume, no process, no QEMU (the
+        # answer comes once it is restorable; the node lets go right after)
+        until(lambda: not os.path.exists(self.subvolume(sid)) and not self.jail_procs(sid)
+              and not self.qemu_for(sid))
         self.assertFalse(os.path.exists(self.subvolume(sid)))
         self.assertEqual(self.jail_procs(sid), [])
         self.assertEqual(self.qemu_for(sid), [])
@@ -139,7 +142,8 @@ class SuspendTest(AirlockTestCase):
         self.assertEqual(code, 0)
         self.assertEqual(out.split()[:2], ["keep-me", blob_sha])
         self.assertTrue(os.path.exists(self.subvolume(sid)))
-        # the objects went with the restore
+        # the objects went with the restore (right after its answer)
+        until(lambda: self.objects(sid) == [])
         self.assertEqual(self.objects(sid), [])
         # and the CLI does both
         subprocess.run([CLI, "suspend", sid], check=True, capture_output=True,

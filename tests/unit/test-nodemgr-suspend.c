@@ -219,8 +219,8 @@ int main(void)
 		for (unsigned i = 0; i < 32; i++)
 			snprintf(want + 2 * i, 3, "%02x", md[i]);
 		mfd = tmpfd();
-		CHECK(vm_suspend_export_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, &size, bsha,
-					     &e) == 0);
+		CHECK(vm_suspend_export_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, &size, NULL,
+					     bsha, &e) == 0);
 		CHECK(strcmp(bsha, want) == 0);
 		bfd = tmpfd();
 		CHECK(vm_base_export(&srv, &spec, bfd, xsha, &bsize, &bbytes, &e) == 0);
@@ -263,6 +263,21 @@ int main(void)
 		got = get_file(mem, &n);
 		CHECK(n == SIZE && memcmp(got, guest, SIZE) == 0);
 		free(got);
+		/* its next suspend here diffs against the base it was rebuilt
+		 * on when asked (this node has no template file), not zeros */
+		{
+			int64_t from_base = 0, from_zeros = 0;
+			int f1 = tmpfd(), f2 = tmpfd();
+			CHECK(vm_suspend_export_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, f1,
+						     &from_base, bsha, xsha, &e) == 0);
+			CHECK(strcmp(xsha, bsha) == 0);
+			CHECK(vm_suspend_export_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, f2,
+						     &from_zeros, "", xsha, &e) == 0);
+			CHECK(xsha[0] == '\0');
+			CHECK(from_base > 0 && from_base < from_zeros);
+			close(f1);
+			close(f2);
+		}
 		CHECK(rename(moved, tmem) == 0);
 		close(bfd);
 		close(mfd);

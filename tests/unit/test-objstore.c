@@ -344,6 +344,21 @@ static void file_specific(void)
 	CHECK(objstore_open("ftp://x", NULL, &err) == NULL && err.code == EINVAL);
 	CHECK(objstore_open(NULL, NULL, &err) == NULL);
 	objstore_close(NULL);
+	/* s3's part size within S3's bounds (opening sends nothing) */
+	{
+		const char *bad[] = { "4", "5121", "16x", "", "-16" };
+		struct objstore *s3;
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			snprintf(cmd, sizeof(cmd), "s3://b?endpoint=http://127.0.0.1:9&part_mib=%s",
+				 bad[i]);
+			err = (err_t){ 0 };
+			CHECK(objstore_open(cmd, NULL, &err) == NULL && err.code == EINVAL);
+			CHECK(strstr(err.msg, "part_mib") != NULL);
+		}
+		s3 = objstore_open("s3://b?endpoint=http://127.0.0.1:9&part_mib=128", NULL, &err);
+		CHECK(s3 != NULL);
+		objstore_close(s3);
+	}
 	/* no temporary file left by the puts of the conformance run */
 	snprintf(cmd, sizeof(cmd), "find %s/store -name '*~tmp*' | grep -q .", tmpdir);
 	CHECK(system(cmd) != 0);
