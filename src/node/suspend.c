@@ -16,9 +16,10 @@
  *   5. LAST the manifest (kind, template, backend, shape, and each
  *      artifact's size and SHA-256), uploaded and checked the same way;
  *   6. one transaction: the suspensions row (snapshot id, bytes, the
- *      manifest's SHA-256, the state to give back) and → suspended;
+ *      manifest's SHA-256, the state to give back) and → suspended; the
+ *      request is answered (restorable);
  *   7. only then the jail, subvolume, cgroup and address are freed (the
- *      template stays).
+ *      template stays), with the sandbox's lifecycle still held.
  * A failure in 2-5 deletes what was uploaded and the snapshot, resumes the
  * jail if it ran, and goes back (suspending → running|paused). A restart
  * in 1-6 finds the row suspending and the jail whole: reconcile does the
@@ -36,7 +37,7 @@
  * an ns suspend). Its network policy, credentials and port tokens are DB
  * state and apply again as they are. A failure removes what was built and
  * goes back to suspended; the objects stay, so a retry can succeed. After
- * a restore the objects are deleted.
+ * a restore (and its answer) the snapshot and objects are deleted.
  */
 #include <errno.h>
 #include <fcntl.h>
