@@ -1,11 +1,10 @@
-/* TLS interception end to end in one process: a sandbox-side TLS client that
- * trusts only the interception CA, the gateway side (mitm_serve, fed the
- * ClientHello bytes a sniffer already read), and an "internet" TLS server on
- * loopback whose certificate comes from a separate test CA. */
-#include <arpa/inet.h>
+/* TLS interception end to end in one process, through the interception
+ * loop the gateway uses (mitmloop.h, mitm-harness.h): a sandbox-side TLS
+ * client that trusts only the interception CA, the gateway's side on the
+ * loop (fed the ClientHello bytes a sniffer already read), and an
+ * "internet" TLS server on loopback whose certificate comes from a
+ * separate test CA. Then the plain-HTTP head path (mitm_http_head). */
 #include <errno.h>
-#include <netinet/in.h>
-#include <openssl/ssl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -14,190 +13,52 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "../../src/cred/ca.h"
-#include "../../src/gateway/mitm.h"
 #include "check.h"
+#include "mitm-harness.h"
 
-static char dir[] = "/tmp/airlock-test-mitm-XXXXXX";
-static struct ca *inet_ca;
-static char inet_ca_crt[128], mitm_ca_crt[128];
+/* Deadlines: nothing here stalls, so they only end a run gone wrong. */
+#define IO_TEST_MS 10000
 
-struct upstream {
-	int lfd;
-	int port;
-	char got[8192];
-};
+static int dialled;   /* upstream connections so far */
 
-static void *upstream_main(void *arg)
+/* One intercepted connection to api.test, dialled by the sandbox on port
+ * 8443: req (NULL: the default below) from the client; the hook refuses
+ * it itself (429) when refuse is set. Returns the end's r (1 handed to
+ * the relay loop, 0 answered here, -errno); up_got then holds what the
+ * upstream received, once all its connections ended. */
+static int one(SSL_CTX *up, bool refuse, struct client *cl, const char *req)
 {
-	struct upstream *u = arg;
-	int fd = accept(u->lfd, NULL, NULL);
-	SSL_CTX *ctx = ca_server_ctx(inet_ca, "api.test", NULL);
-	SSL *s = SSL_new(ctx);
-	size_t n = 0;
+	static const char dflt[] = "GET /v1/x HTTP/1.1\r\nHost: api.test\r\n"
+				   "Authorization: Bearer airlock-ph-x\r\nKeep-Alive: 5\r\n\r\n";
+	struct conn c = { .refuse = refuse, .dialled_port = 8443 };
 
-	SSL_CTX_free(ctx);
-	SSL_set_fd(s, fd);
-	if (SSL_accept(s) == 1) {
-		while (n < sizeof(u->got) - 1 && !strstr(u->got, "\r\n\r\n")) {
-			int k = SSL_read(s, u->got + n, (int)(sizeof(u->got) - 1 - n));
-			if (k <= 0)
-				break;
-			n += (size_t)k;
-			u->got[n] = '\0';
-		}
-		static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
-		SSL_write(s, resp, sizeof(resp) - 1);
-		SSL_shutdown(s);
-	}
-	SSL_free(s);
-	close(fd);
-	return NULL;
-}
-
-struct client {
-	int fd;
-	long verify;
-	const char *req;   /* NULL: the default request below */
-	char resp[4096];
-};
-
-static void *client_main(void *arg)
-{
-	struct client *c = arg;
-	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-	SSL *s;
-	size_t n = 0;
-
-	SSL_CTX_load_verify_locations(ctx, mitm_ca_crt, NULL);
-	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-	s = SSL_new(ctx);
-	SSL_set_fd(s, c->fd);
-	SSL_set_tlsext_host_name(s, "api.test");
-	SSL_set1_host(s, "api.test");
-	c->verify = -1;
-	if (SSL_connect(s) == 1) {
-		static const char req[] = "GET /v1/x HTTP/1.1\r\nHost: api.test\r\n"
-					  "Authorization: Bearer airlock-ph-x\r\nKeep-Alive: 5\r\n\r\n";
-		const char *r = c->req ? c->req : req;
-		c->verify = SSL_get_verify_result(s);
-		SSL_write(s, r, (int)strlen(r));
-		for (;;) {
-			int k = SSL_read(s, c->resp + n, (int)(sizeof(c->resp) - 1 - n));
-			if (k <= 0)
-				break;
-			n += (size_t)k;
-		}
-	}
-	c->resp[n] = '\0';
-	SSL_free(s);
-	SSL_CTX_free(ctx);
-	shutdown(c->fd, SHUT_RDWR);
-	return NULL;
-}
-
-static int hook(void *arg, struct http_head *h, struct buf *reply)
-{
-	if (arg) {
-		buf_adds(reply, "HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\n\r\n");
-		return 1;
-	}
-	head_set(h, "Authorization", "Bearer REAL");
-	if (h->has_body)   /* as an injection into the body may: longer */
-		buf_adds(&h->body, "+REAL");
-	return 0;
-}
-
-static int listen_lo(struct upstream *u)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof(sa);
-
-	u->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	if (bind(u->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(u->lfd, 4) < 0 ||
-	    getsockname(u->lfd, (struct sockaddr *)&sa, &sl) < 0)
-		return -1;
-	u->port = ntohs(sa.sin_port);
-	return 0;
-}
-
-static int dial_lo(int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	return connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? fd : -1;
-}
-
-/* One intercepted connection; mode 0 = forward, 1 = hook refuses (429). */
-static int one(struct ca *mitm, SSL_CTX *up_ctx, int mode, struct upstream *u, struct client *c)
-{
-	int sp[2], upfd, r;
-	pthread_t ut, ct;
-	uint8_t pre[64];
-	ssize_t k;
-	err_t err = { 0 };
-
-	memset(u->got, 0, sizeof(u->got));
-	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0);
-	c->fd = sp[1];
-	pthread_create(&ut, NULL, upstream_main, u);
-	pthread_create(&ct, NULL, client_main, c);
-	k = read(sp[0], pre, sizeof(pre));      /* what a sniffer would have taken */
-	CHECK(k > 0);
-	upfd = dial_lo(u->port);
-	CHECK(upfd >= 0);
-	r = mitm_serve(mitm, up_ctx, sp[0], pre, (size_t)k, upfd, "api.test", 8443, hook,
-		       mode ? (void *)1 : NULL, &err);
-	if (r < 0)
-		fprintf(stderr, "mitm_serve: %s\n", err.msg);
-	shutdown(sp[0], SHUT_RDWR);
-	close(upfd);
-	if (mode) {      /* the upstream was never used: wake its accept */
-		int fd = dial_lo(u->port);
-		close(fd);
-	}
-	pthread_join(ct, NULL);
-	pthread_join(ut, NULL);
-	close(sp[0]);
-	close(sp[1]);
-	return r;
+	memset(cl, 0, sizeof(*cl));
+	cl->req = req ? req : dflt;
+	upstream_reset();
+	CHECK(exchange(&c, cl, up, lport, true));
+	/* its upstream was dialled, as the gateway does before the hand-over */
+	CHECK(upstream_wait(++dialled));
+	if (c.r < 0)
+		fprintf(stderr, "mitm: %d %s\n", c.r, c.why);
+	return c.r;
 }
 
 static void test_mitm(void)
 {
-	_cleanup_free_ char *k1 = xasprintf("%s/inet.key", dir), *k2 = xasprintf("%s/mitm.key", dir);
-	struct upstream u;
-	struct client c = { 0 };
-	struct ca *mitm;
-	SSL_CTX *trusting, *strict;
-
-	snprintf(inet_ca_crt, sizeof(inet_ca_crt), "%s/inet.crt", dir);
-	snprintf(mitm_ca_crt, sizeof(mitm_ca_crt), "%s/mitm.crt", dir);
-	CHECK(ca_ensure(k1, inet_ca_crt, NULL) == 0 && ca_ensure(k2, mitm_ca_crt, NULL) == 0);
-	inet_ca = ca_load(k1, inet_ca_crt, NULL);
-	mitm = ca_load(k2, mitm_ca_crt, NULL);
-	CHECK(inet_ca && mitm);
-	if (!inet_ca || !mitm)
-		return;
-	trusting = mitm_upstream_ctx(inet_ca_crt, NULL);
-	strict = mitm_upstream_ctx(NULL, NULL);
-	CHECK(trusting && strict);
-	CHECK(listen_lo(&u) == 0);
+	struct client c;
 
 	/* forwarded: the client verified our leaf; upstream got the rewrite */
-	CHECK(one(mitm, trusting, 0, &u, &c) == 0);
+	CHECK(one(trusting, false, &c, NULL) == 1);
 	CHECK(c.verify == X509_V_OK);
-	CHECK(strstr(u.got, "GET /v1/x HTTP/1.1\r\n") == u.got);
-	CHECK(strstr(u.got, "Authorization: Bearer REAL\r\n") != NULL);
-	CHECK(strstr(u.got, "airlock-ph-") == NULL);
-	CHECK(strstr(u.got, "Connection: close\r\n") != NULL && !strstr(u.got, "Keep-Alive"));
+	CHECK(strstr(up_got, "GET /v1/x HTTP/1.1\r\n") == up_got);
+	CHECK(strstr(up_got, "Authorization: Bearer REAL\r\n") != NULL);
+	CHECK(strstr(up_got, "airlock-ph-") == NULL);
+	CHECK(strstr(up_got, "Connection: close\r\n") != NULL && !strstr(up_got, "Keep-Alive"));
 	CHECK(strstr(c.resp, "HTTP/1.1 200 OK") == c.resp && strstr(c.resp, "\r\n\r\nhello"));
 
 	/* an upstream the gateway cannot verify gets nothing; the client a 502 */
-	CHECK(one(mitm, strict, 0, &u, &c) == -EPROTO);
-	CHECK(strstr(u.got, "REAL") == NULL);
+	CHECK(one(strict, false, &c, NULL) == -EPROTO);
+	CHECK(strstr(up_got, "REAL") == NULL);
 	CHECK(strstr(c.resp, "HTTP/1.1 502") == c.resp);
 
 	/* domain fronting: the SNI name chose the credential, so a Host (or an
@@ -214,22 +75,20 @@ static void test_mitm(void)
 			"CONNECT evil.test:443 HTTP/1.1\r\nHost: api.test\r\n\r\n",
 			"GET / HTTP/1.0\r\nHost: evil.test\r\n\r\n",
 		};
-		for (size_t i = 0; i < sizeof(fronted) / sizeof(fronted[0]); i++) {
-			c.req = fronted[i];
-			CHECK(one(mitm, trusting, 0, &u, &c) == -EPERM);
+		for (size_t i = 0; i < ARRAY_SIZE(fronted); i++) {
+			CHECK(one(trusting, false, &c, fronted[i]) == -EPERM);
 			CHECK(strstr(c.resp, "HTTP/1.1 421 ") == c.resp);
-			CHECK(u.got[0] == '\0');
+			CHECK(up_got[0] == '\0');
 		}
 		/* two Host fields, or none in HTTP/1.1: 400, nothing sent */
 		static const char *const bad[] = {
 			"GET / HTTP/1.1\r\nHost: api.test\r\nHost: evil.test\r\n\r\n",
 			"GET / HTTP/1.1\r\n\r\n",
 		};
-		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-			c.req = bad[i];
-			CHECK(one(mitm, trusting, 0, &u, &c) == -EPERM);
+		for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+			CHECK(one(trusting, false, &c, bad[i]) == -EPERM);
 			CHECK(strstr(c.resp, "HTTP/1.1 400 ") == c.resp);
-			CHECK(u.got[0] == '\0');
+			CHECK(up_got[0] == '\0');
 		}
 		/* the same origin however it is spelled: forwarded and injected */
 		static const char *const same[] = {
@@ -240,25 +99,17 @@ static void test_mitm(void)
 			"GET https://api.test/v1/x HTTP/1.1\r\nHost: api.test\r\n\r\n",
 			"GET /v1/x HTTP/1.0\r\n\r\n",
 		};
-		for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
-			c.req = same[i];
-			CHECK(one(mitm, trusting, 0, &u, &c) == 0);
-			CHECK(strstr(u.got, "Authorization: Bearer REAL\r\n") != NULL);
+		for (size_t i = 0; i < ARRAY_SIZE(same); i++) {
+			CHECK(one(trusting, false, &c, same[i]) == 1);
+			CHECK(strstr(up_got, "Authorization: Bearer REAL\r\n") != NULL);
 			CHECK(strstr(c.resp, "HTTP/1.1 200 OK") == c.resp);
 		}
-		c.req = NULL;
 	}
 
 	/* the hook answers itself */
-	CHECK(one(mitm, trusting, 1, &u, &c) == 0);
+	CHECK(one(trusting, true, &c, NULL) == 0);
 	CHECK(strstr(c.resp, "HTTP/1.1 429") == c.resp);
-	CHECK(u.got[0] == '\0');
-
-	close(u.lfd);
-	SSL_CTX_free(trusting);
-	SSL_CTX_free(strict);
-	ca_free(mitm);
-	ca_free(inet_ca);
+	CHECK(up_got[0] == '\0');
 }
 
 /* The client side of Expect: read the 100 Continue, then send the body. */
@@ -430,14 +281,10 @@ static void test_plain_head(void)
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);   /* as in the gateway: a peer may go away mid-write */
-	CHECK(mkdtemp(dir) != NULL);
-	test_mitm();
+	CHECK(harness_start(IO_TEST_MS) == 0);
+	if (ml)
+		test_mitm();
 	test_plain_head();
-	{
-		_cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", dir);
-		CHECK(system(cmd) == 0);
-	}
-	if (failures)
-		fprintf(stderr, "%d check(s) failed\n", failures);
-	return failures ? 1 : 0;
+	harness_end();
+	return check_done("test-cred-mitm");
 }
