@@ -1,19 +1,17 @@
-/* TLS interception and plain-HTTP head rewriting for the gateway. */
+/* Request reading and rewriting for credential injection: the plain-HTTP
+ * path, and the pieces the interception loop (mitmloop.c) shares. */
 #include "mitm.h"
 #include "mitm-internal.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <openssl/err.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define IDLE_MS (5 * 60000)    /* a relayed connection with no bytes either way */
 #define CHUNK 16384
 
 /* ---- a BIO that first returns bytes already read, then reads the fd ---- */
@@ -100,13 +98,6 @@ static void set_timeouts(int fd, int ms)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-static void set_nonblock(int fd, bool on)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
-}
-
 SSL_CTX *mitm_upstream_ctx(const char *extra_ca_file, err_t *err)
 {
 	static const unsigned char h11[] = "\x08http/1.1";
@@ -126,71 +117,6 @@ SSL_CTX *mitm_upstream_ctx(const char *extra_ca_file, err_t *err)
 	}
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	return ctx;
-}
-
-/* Write all of p to ssl (non-blocking fd underneath). */
-static int ssl_write_all(SSL *ssl, int fd, const void *p, size_t n)
-{
-	const uint8_t *q = p;
-
-	while (n) {
-		int k = SSL_write(ssl, q, n > INT32_MAX ? INT32_MAX : (int)n);
-		if (k > 0) {
-			q += k;
-			n -= (size_t)k;
-			continue;
-		}
-		int e = SSL_get_error(ssl, k);
-		struct pollfd pf = { .fd = fd, .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT };
-		if ((e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) || poll(&pf, 1, IO_MS) <= 0)
-			return -EPIPE;
-	}
-	return 0;
-}
-
-/* Relay between two TLS connections until one side ends; then tell the
- * other (close_notify). */
-static void relay_tls(SSL *a, int afd, SSL *b, int bfd)
-{
-	uint8_t *buf = xmalloc(CHUNK);
-	bool done = false;
-
-	set_nonblock(afd, true);
-	set_nonblock(bfd, true);
-	while (!done) {
-		struct pollfd p[2] = { { .fd = afd, .events = POLLIN }, { .fd = bfd, .events = POLLIN } };
-		int wait = SSL_pending(a) || SSL_pending(b) ? 0 : IDLE_MS;
-		int r = poll(p, 2, wait);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 || (r == 0 && wait))
-			break;
-		for (int i = 0; i < 2 && !done; i++) {
-			SSL *from = i ? b : a, *to = i ? a : b;
-			int tofd = i ? afd : bfd;
-			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)) && !SSL_pending(from))
-				continue;
-			for (;;) {
-				int k = SSL_read(from, buf, CHUNK);
-				if (k > 0) {
-					if (ssl_write_all(to, tofd, buf, (size_t)k) < 0)
-						done = true;
-					if (done || !SSL_pending(from))
-						break;
-					continue;
-				}
-				int e = SSL_get_error(from, k);
-				if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
-					done = true;   /* closed, reset or broken */
-				break;
-			}
-		}
-	}
-	ERR_clear_error();
-	SSL_shutdown(a);
-	SSL_shutdown(b);
-	free(buf);
 }
 
 /* The head as it goes upstream: "Connection: close" (so the next request
@@ -297,10 +223,9 @@ int mitm_dechunk(struct dechunk *d, const char *p, size_t n)
 	}
 }
 
-/* Where the request's bytes come from: the client's socket fd, through
- * TLS when ssl is set; none are waited for past deadline. */
+/* Where the request's bytes come from: the client's socket fd; none are
+ * waited for past deadline. */
 struct source {
-	SSL *ssl;
 	int fd;
 	uint64_t deadline;
 };
@@ -313,17 +238,10 @@ static long source_more(struct source *src, struct buf *hb)
 	struct pollfd pf = { .fd = src->fd, .events = POLLIN };
 	ssize_t k;
 
-	if (!(src->ssl && SSL_has_pending(src->ssl)) &&
-	    (now >= src->deadline || poll(&pf, 1, (int)(src->deadline - now)) <= 0))
+	if (now >= src->deadline || poll(&pf, 1, (int)(src->deadline - now)) <= 0)
 		return -ETIMEDOUT;
-	if (src->ssl) {
-		int n = SSL_read(src->ssl, tmp, sizeof(tmp));
-		if (n <= 0)
-			return -EPIPE;
-		k = n;
-	} else if ((k = read(src->fd, tmp, sizeof(tmp))) <= 0) {
+	if ((k = read(src->fd, tmp, sizeof(tmp))) <= 0)
 		return -EPIPE;
-	}
 	buf_add(hb, tmp, (size_t)k);
 	return 0;
 }
@@ -352,8 +270,6 @@ static long answer_continue(struct source *src, struct http_head *h, bool have_b
 	if (!e || strcasecmp(e, "100-continue") != 0 || have_body)
 		return 0;
 	head_del(h, "Expect");
-	if (src->ssl)
-		return SSL_write(src->ssl, mitm_continue_100, sizeof(mitm_continue_100) - 1) > 0 ? 0 : -EPIPE;
 	return write_all(src->fd, mitm_continue_100, sizeof(mitm_continue_100) - 1) < 0 ? -EPIPE : 0;
 }
 
@@ -431,46 +347,27 @@ void mitm_request_out(struct http_head *h, const struct buf *hb, size_t rest, st
 	buf_add(out, hb->data + rest, hb->len - rest);
 }
 
-/* One end of a streamed body: TLS when ssl is set, else the socket fd
- * (blocking, with timeouts). */
-struct end {
-	SSL *ssl;
-	int fd;
-};
-
-/* Write all of p. */
-static int end_send(const struct end *e, const void *p, size_t n)
-{
-	const char *q = p;
-
-	if (!e->ssl)
-		return write_all(e->fd, p, n) < 0 ? -EPIPE : 0;
-	while (n) {
-		int k = SSL_write(e->ssl, q, n > INT32_MAX ? INT32_MAX : (int)n);
-		if (k <= 0)
-			return -EPIPE;
-		q += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-/* Read up to n bytes: their count, or <= 0 (gone, failed, timed out). */
-static long end_recv(const struct end *e, void *p, size_t n)
+/* Read up to n bytes from fd: their count, or <= 0 (gone, failed, timed
+ * out). */
+static long recv_some(int fd, void *p, size_t n)
 {
 	ssize_t k;
 
-	if (e->ssl)
-		return SSL_read(e->ssl, p, (int)n);
 	do
-		k = read(e->fd, p, n);
+		k = read(fd, p, n);
 	while (k < 0 && errno == EINTR);
 	return k;
 }
 
+/* Write all of p to fd: 0, or -EPIPE. */
+static int send_all(int fd, const void *p, size_t n)
+{
+	return write_all(fd, p, n) < 0 ? -EPIPE : 0;
+}
+
 /* One chunk of the re-framed body upstream (RFC 9112 7.1), then wiped: it
  * may hold a value. */
-static int send_chunk(const struct end *up, struct buf *c)
+static int send_chunk(int up, struct buf *c)
 {
 	char size[24];
 	int r = 0;
@@ -478,8 +375,8 @@ static int send_chunk(const struct end *up, struct buf *c)
 	if (!c->len)
 		return 0;
 	snprintf(size, sizeof(size), "%zx\r\n", c->len);
-	if (end_send(up, size, strlen(size)) < 0 || end_send(up, c->data, c->len) < 0 ||
-	    end_send(up, "\r\n", 2) < 0)
+	if (send_all(up, size, strlen(size)) < 0 || send_all(up, c->data, c->len) < 0 ||
+	    send_all(up, "\r\n", 2) < 0)
 		r = -EPIPE;
 	explicit_bzero(c->data, c->len);
 	c->len = 0;
@@ -489,9 +386,10 @@ static int send_chunk(const struct end *up, struct buf *c)
 /* A body past BODY_MAX that a credential wants replaced in: its
  * h->stream_len bytes (those in hb from rest first, then from the client)
  * go upstream chunked as they come, with h->subst replaced (subst_feed),
- * and whatever followed it in hb after them. 0, or -EPIPE. */
-static int stream_body(const struct end *client, const struct end *up,
-		       const struct http_head *h, const struct buf *hb, size_t rest)
+ * and whatever followed it in hb after them; both fds blocking, with
+ * timeouts. 0, or -EPIPE. */
+static int stream_body(int client, int up, const struct http_head *h, const struct buf *hb,
+		       size_t rest)
 {
 	struct subst_stream ss;
 	struct buf chunk;
@@ -505,7 +403,7 @@ static int stream_body(const struct end *client, const struct end *up,
 	got = take;
 	subst_feed(&ss, hb->data + rest, take, got == len, &chunk);
 	while (r == 0 && (r = send_chunk(up, &chunk)) == 0 && got < len) {
-		long k = end_recv(client, tmp, len - got < CHUNK ? (size_t)(len - got) : CHUNK);
+		long k = recv_some(client, tmp, len - got < CHUNK ? (size_t)(len - got) : CHUNK);
 		if (k <= 0) {
 			r = -EPIPE;   /* the client is gone, or too slow (IO_MS) */
 			break;
@@ -514,9 +412,9 @@ static int stream_body(const struct end *client, const struct end *up,
 		subst_feed(&ss, tmp, (size_t)k, got == len, &chunk);
 	}
 	if (r == 0)
-		r = end_send(up, "0\r\n\r\n", 5);
+		r = send_all(up, "0\r\n\r\n", 5);
 	if (r == 0 && rest + take < hb->len)
-		r = end_send(up, hb->data + rest + take, hb->len - rest - take);
+		r = send_all(up, hb->data + rest + take, hb->len - rest - take);
 	explicit_bzero(tmp, CHUNK);
 	free(tmp);
 	subst_free(&ss);
@@ -606,133 +504,6 @@ void mitm_status_answer(int status, struct buf *out)
 		   status == 421 ? "Misdirected Request" : "Bad Request", strlen(body), body);
 }
 
-int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix, size_t n,
-	       int up_fd, const char *host, int port, mitm_head_fn fn, void *arg, err_t *err)
-{
-	/* with its own copy of the prefix, which the client's SSL reads
-	 * through */
-	struct pbio *pb = xcalloc(1, sizeof(*pb) + n);
-	SSL_CTX *sctx;
-	SSL *cs = NULL, *us = NULL;
-	BIO *bio;
-	struct http_head h = { 0 };
-	struct source src = { 0 };
-	struct buf hb, out;
-	size_t rest;
-	long hl;
-	int r = -EPROTO, status;
-
-	memcpy(pb + 1, prefix, n);
-	pb->pre = (const uint8_t *)(pb + 1);
-	pb->n = n;
-	pb->fd = client_fd;
-	buf_init(&hb);
-	buf_init(&out);
-	sctx = ca_server_ctx(ca, host, err);
-	if (!sctx) {
-		free(pb);
-		return -EIO;
-	}
-	cs = SSL_new(sctx);
-	SSL_CTX_free(sctx);   /* cs holds its own reference */
-	bio = cs ? BIO_new(mitm_pbio_method()) : NULL;
-	if (!bio) {
-		SSL_free(cs);
-		free(pb);
-		return mitm_tls_fail(err, "setting up the client side");
-	}
-	BIO_set_data(bio, pb);
-	BIO_set_init(bio, 1);
-	SSL_set_bio(cs, bio, bio);
-	set_timeouts(client_fd, IO_MS);
-	set_timeouts(up_fd, IO_MS);
-	if (SSL_accept(cs) != 1) {
-		r = mitm_tls_fail(err, "handshake with the sandbox");
-		goto out;
-	}
-	src = (struct source){ .ssl = cs, .fd = client_fd, .deadline = now_ms() + IO_MS };
-	hl = read_head(&src, &hb, &h);
-	if (hl < 0) {
-		bool none = hl == -EPIPE || hl == -ETIMEDOUT;
-		r = err_set(err, (int)-hl, "mitm: %s request head from the sandbox",
-			    none ? "no" : "a malformed or oversized");
-		if (!none) {
-			static const char bad[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
-						  "Connection: close\r\n\r\n";
-			SSL_write(cs, bad, sizeof(bad) - 1);
-		}
-		goto out;
-	}
-	if ((status = mitm_host_vs_sni(&h, host, 443, port)) != 0) {
-		/* before the hook: nothing injected, nothing sent upstream */
-		mitm_status_answer(status, &out);
-		SSL_write(cs, out.data, (int)out.len);
-		r = err_set(err, EPERM, "mitm: answered %d: the request's Host or target does not "
-			    "name %s", status, host);
-		goto out;
-	}
-	if (read_body(&src, &h, &hb, (size_t)hl, &rest) < 0) {
-		r = err_set(err, EPIPE, "mitm: the request body did not arrive");
-		goto out;
-	}
-	if (fn(arg, &h, &out) == 1) {
-		SSL_write(cs, out.data, (int)out.len);
-		r = 0;
-		goto out;
-	}
-	if (h.body_streams && h.n_subst) {
-		/* a large body to replace in: re-framed chunked, as its
-		 * length changes with the replacements */
-		if (answer_continue(&src, &h, hb.len > rest) < 0) {
-			r = err_set(err, EPIPE, "mitm: the sandbox went away");
-			goto out;
-		}
-		mitm_streamed_head_out(&h, &out);
-	} else {
-		mitm_request_out(&h, &hb, rest, &out);
-	}
-
-	us = SSL_new(upstream);
-	if (!us || SSL_set_fd(us, up_fd) != 1 || SSL_set_tlsext_host_name(us, host) != 1 ||
-	    SSL_set1_host(us, host) != 1) {
-		r = mitm_tls_fail(err, "setting up the upstream side");
-		goto out;
-	}
-	if (SSL_connect(us) != 1) {
-		static const char bad[] = "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n"
-					  "Content-Length: 47\r\nConnection: close\r\n\r\n"
-					  "airlock: upstream TLS could not be verified\r\n\r\n";
-		long v = SSL_get_verify_result(us);
-		r = err_set(err, EPROTO, "mitm: upstream %s: %s", host,
-			    v != X509_V_OK ? X509_verify_cert_error_string(v) : "handshake failed");
-		ERR_clear_error();
-		SSL_write(cs, bad, sizeof(bad) - 1);
-		goto out;
-	}
-	if (SSL_write(us, out.data, (int)out.len) != (int)out.len) {
-		r = mitm_tls_fail(err, "sending the request upstream");
-		goto out;
-	}
-	if (h.body_streams && h.n_subst &&
-	    stream_body(&(struct end){ .ssl = cs }, &(struct end){ .ssl = us }, &h, &hb, rest) < 0) {
-		r = err_set(err, EPIPE, "mitm: streaming the request body upstream");
-		goto out;
-	}
-	relay_tls(cs, client_fd, us, up_fd);
-	r = 0;
-out:
-	if (out.data)
-		explicit_bzero(out.data, out.len);   /* it held the injected value */
-	buf_free(&out);
-	buf_free(&hb);
-	head_free(&h);
-	SSL_free(us);
-	SSL_free(cs);
-	free(pb);
-	ERR_clear_error();
-	return r;
-}
-
 int mitm_http_head(int fd, const void *prefix, size_t n, const char *host, int port,
 		   mitm_head_fn fn, void *arg, struct buf *out, err_t *err)
 {
@@ -800,8 +571,7 @@ int mitm_stream_plain(struct mitm_stream *st, int client_fd, int up_fd)
 	 * frees the worker after IO_MS */
 	set_timeouts(client_fd, IO_MS);
 	set_timeouts(up_fd, IO_MS);
-	r = stream_body(&(struct end){ .fd = client_fd }, &(struct end){ .fd = up_fd }, &st->h,
-			    &st->hb, st->rest);
+	r = stream_body(client_fd, up_fd, &st->h, &st->hb, st->rest);
 
 	mitm_stream_free(st);
 	return r;

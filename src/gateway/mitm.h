@@ -1,13 +1,16 @@
-/* mitm.h - TLS interception for credential injection (used by the gateway).
+/* mitm.h - credential injection into requests (used by the gateway).
  *
- * Only for a host that has a credential bound for the sandbox: the gateway
- * answers the sandbox's TLS with a certificate for the SNI name from the
- * deployment CA (ca.h), reads the first request head, lets the caller
- * rewrite it (cred_inject), and sends it over its own TLS connection to the
- * real host, verified against the system trust store (plus an extra CA file
- * the operator names, e.g. a test CA) with the SNI name checked. The request
- * gets "Connection: close", so every request on an intercepted connection
- * passes the hook: the client opens a new connection for the next one.
+ * Only for a host that has a credential bound for the sandbox. Over TLS,
+ * the interception loop (mitmloop.h) answers the sandbox's TLS with a
+ * certificate for the SNI name from the deployment CA (ca.h), reads the
+ * first request head, lets the caller rewrite it (cred_inject), and sends
+ * it over its own TLS connection to the real host, made from
+ * mitm_upstream_ctx: verified against the system trust store (plus an
+ * extra CA file the operator names, e.g. a test CA) with the SNI name
+ * checked. Over plain HTTP, mitm_http_head does the reading and the
+ * rewrite. The request gets "Connection: close", so every request on an
+ * intercepted connection passes the hook: the client opens a new
+ * connection for the next one.
  * A body with a Content-Length of at most BODY_MAX, or a chunked one of at
  * most BODY_MAX of data (decoded; it goes on with a Content-Length), is
  * read whole first and goes through the hook with the head (h->has_body;
@@ -15,10 +18,11 @@
  * 100-continue" gets the 100 from us. A body with a Content-Length past
  * BODY_MAX streams: when a credential that applies opted in to "body"
  * (h->subst), its placeholders are replaced as the bytes come and it goes
- * upstream chunked (its length changes): here over intercepted TLS, by the
- * caller with mitm_stream_plain over plain HTTP; otherwise it passes
- * byte-identical after the rewritten head. Any other body (trailer fields, other codings) and the response
- * are relayed as they are.
+ * upstream chunked (its length changes): over intercepted TLS from the
+ * loop, over plain HTTP by the caller with mitm_stream_plain; otherwise
+ * it passes byte-identical after the rewritten head. Any other body
+ * (trailer fields, other codings) and the response are relayed as they
+ * are.
  */
 #ifndef AIRLOCK_MITM_H
 #define AIRLOCK_MITM_H
@@ -28,7 +32,6 @@
 
 #include "../lib/err.h"
 #include "../lib/util.h"
-#include "../cred/ca.h"
 #include "inject.h"
 
 /* The client context for upstream connections: system store + extra_ca_file
@@ -39,17 +42,6 @@ SSL_CTX *mitm_upstream_ctx(const char *extra_ca_file, err_t *err);
  * or fill reply with a whole HTTP response (e.g. 429) and return 1. */
 typedef int (*mitm_head_fn)(void *arg, struct http_head *h, struct buf *reply);
 
-/* Serve one connection: client_fd is the sandbox's side, of which prefix
- * (n bytes: the ClientHello the gateway sniffed) was already read; up_fd is
- * a connected TCP socket to the real host, on port (the one the sandbox
- * dialled). A request whose Host (or absolute target) names another origin
- * than host (the SNI name) is answered 421 and goes nowhere: the
- * credential was chosen by the SNI name (domain fronting). Returns when both sides are done
- * (0) or on failure (-errno, err says why). Blocking; for a thread of its own
- * (the unit tests): the gateway sets connections up on mitmloop.h's loops.
- * Closes neither fd. */
-int mitm_serve(struct ca *ca, SSL_CTX *upstream, int client_fd, const void *prefix, size_t n,
-	       int up_fd, const char *host, int port, mitm_head_fn fn, void *arg, err_t *err);
 /* Plain HTTP: read the rest of the first request head from fd after prefix
  * (prefix/n/cap: the bytes sniffed so far, in a buffer of cap bytes), parse
  * it (and its body, as above) and run fn. host (NULL: no check) is the name
