@@ -7,7 +7,8 @@
  * checked every TICK_MS. The hook threads take connections from one queue
  * and give them back to their shard (a list and its eventfd). All bytes
  * from the sandbox are untrusted: they are parsed by inject.c's head_parse
- * and mitm.c's helpers, with the same limits as the blocking path. */
+ * and mitm.c's helpers (mitm-internal.h), with the same limits as the
+ * plain-HTTP path (mitm_http_head). */
 #include "mitmloop.h"
 
 #include <errno.h>
@@ -225,8 +226,8 @@ static int fail_tls(struct mconn *c, const char *what)
 	return fail(c, -EPROTO, "%s", err.msg);
 }
 
-/* A whole answer for the sandbox, once (best effort, as the blocking path:
- * a few hundred bytes on a connection that just did its handshake). */
+/* A whole answer for the sandbox, once (best effort: a few hundred bytes
+ * on a connection that just did its handshake). */
 static void answer(struct mconn *c, const void *p, size_t n)
 {
 	if (SSL_write(c->cs, p, (int)n) <= 0)
@@ -283,7 +284,7 @@ static int do_accept(struct mconn *c)
 }
 
 /* A client that waits for "100 Continue" before it sends its body gets
- * it from us (mitm.c's answer_continue). */
+ * it from us (as mitm.c's answer_continue on the plain-HTTP path). */
 static int answer_continue(struct mconn *c, bool have_body)
 {
 	const char *e = head_get(&c->h, "Expect");

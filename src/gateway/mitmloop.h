@@ -13,9 +13,13 @@
  * state machine on non-blocking sockets; each phase has a deadline (IO_MS:
  * handshakes, head and body, the hook, each write; MITM_CONNECT_MS the dial),
  * past which the connection ends (a chunked body that does not end within
- * CHUNKED_WAIT_MS passes untouched, as in mitm.c). Answers and log lines
- * are mitm_serve's: 400 for a malformed head, 421/400 for another origin,
- * the hook's own (429), 502 when upstream cannot be reached or verified.
+ * CHUNKED_WAIT_MS passes untouched, as on the plain-HTTP path). The
+ * sandbox's answers, all before anything goes upstream: 400 for a
+ * malformed head, 421 (400 without exactly one Host) for a request naming
+ * another origin than the SNI name (domain fronting), the hook's own
+ * (429), 502 when upstream cannot be reached or verified. The reason the
+ * end callback gets is the log line, "mitm: ..." (as mitm_tls_fail words
+ * a TLS failure).
  *
  * The hook reads the DB (which may be a Postgres server) and the vault, so
  * it runs on a few hook threads of the loop's own; a connection waits for
