@@ -73,7 +73,10 @@ class Cluster:
                              start_new_session=True)
         self.procs.append(("s3", p))
         port = int(p.stdout.readline().strip())
-        return (f"s3://airlock?endpoint=http://127.0.0.1:{port}&region=us-east-1&path_style=1")
+        # s3rver copies every part again to complete a multipart upload:
+        # objects up to 1 GiB go as one PUT here (bench/suspend --part-mib)
+        return (f"s3://airlock?endpoint=http://127.0.0.1:{port}&region=us-east-1&path_style=1"
+                "&part_mib=1024")
 
     def start_node(self, name, db, store, keys_from=None):
         data = os.path.join(self.dir, name)
