@@ -94,7 +94,11 @@ class Cluster:
             p = subprocess.Popen([os.path.join(self.args.bin, "airlockd"), "up",
                                   "--data-dir", data, "--listen", f"127.0.0.1:{port}",
                                   "--node-name", name, "--db", db, "--object-store", store,
-                                  "--templates", self.args.templates],
+                                  "--templates", self.args.templates,
+                                  # BYOK's local provider: one key directory for
+                                  # both, or a node cannot open the data keys of
+                                  # a sandbox suspended on the other
+                                  "--set", "tenant_key_dir=" + os.path.join(self.dir, "tenant-keys")],
                                  stdout=lf, stderr=subprocess.STDOUT, env=env,
                                  start_new_session=True)
         self.procs.append((name, p))
