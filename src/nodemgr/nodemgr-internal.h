@@ -244,9 +244,9 @@ int vm_suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 /* The same, naming the memory's base by content: export diffs against
  * want_base when it is here (NULL or "", or not here: the template's own
  * file of the shape, else zeros) and base_sha gets the SHA-256 of the RAM
- * file the memory is a difference from ("" when from zeros); import's base_sha (NULL or "": the template's own file of
- * the shape) must be here (vm_base_find), as the template's file or in
- * pool/membase. */
+ * file the memory is a difference from ("" when from zeros); import's
+ * base_sha (NULL or "": the template's own file of the shape) must be here
+ * (vm_base_find), as the template's file or in pool/membase. */
 int vm_suspend_export_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
 			   const char *snap, uint32_t artifact, int fd, int64_t *size,
 			   const char *want_base, char base_sha[65], err_t *err);

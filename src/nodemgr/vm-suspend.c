@@ -125,7 +125,7 @@ static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 	 * or fetches exactly these bytes (vm-base.c) */
 	base_sha[0] = '\0';
 	if (bfd >= 0 && known)
-		memcpy(base_sha, want, 65);
+		snprintf(base_sha, 65, "%s", want);
 	else if (bfd >= 0 && (r = vm_base_digest(base, bfd, base_sha, err)) < 0)
 		return r;
 	if ((r = zout_init(&z, fd, err)) < 0)
