@@ -866,7 +866,7 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 			     const char *tenant)
 {
 	struct create cx = { .n = n, .c = c, .tenant = tenant, .chan_fd = -1 };
-	bool gated;
+	bool gated, up;
 
 	cx.key = http_req_header(req, "Idempotency-Key");
 	cx.t_req = now_us();
@@ -879,13 +879,13 @@ void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_c
 		goto out;
 	FAULT_POINT("create.after_record");
 	gated = vmstart_enter(n, cx.sb);
-	if (create_jail(&cx) < 0 ||
-	    (FAULT_POINT("create.after_jail"), create_network(&cx) < 0) ||
-	    (FAULT_POINT("create.after_network"), create_guest_up(&cx) < 0)) {
-		vmstart_leave(n, gated);
+	up = create_jail(&cx) >= 0 &&
+	     (FAULT_POINT("create.after_jail"), create_network(&cx) >= 0) &&
+	     (FAULT_POINT("create.after_network"), create_guest_up(&cx) >= 0);
+	vmstart_leave(n, gated);
+	if (!up) {
 		create_failed(&cx);
 	} else {
-		vmstart_leave(n, gated);
 		FAULT_POINT("create.before_answer");
 		create_answer(&cx);
 		metrics_observe(n, OP_CREATE, now_us() - cx.t_req);

@@ -174,8 +174,9 @@ struct node {
 	 * which is innermost: max_sandboxes and /v1/node read them in O(1). */
 	pthread_mutex_t count_mu;
 	size_t state_n[SB__COUNT];
-	/* vm creates between their jail step and their guest's READY
-	 * (create.c): at most vmstart_max at once, the rest wait their turn. */
+	/* vm guests between their start (create, rollback, fork child,
+	 * restore) and their READY (create.c vmstart_enter): at most
+	 * vmstart_max at once, the rest wait their turn. */
 	pthread_mutex_t vmstart_mu;
 	pthread_cond_t vmstart_cv;
 	unsigned vmstart_busy, vmstart_waiting, vmstart_max;
@@ -383,13 +384,16 @@ void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c)
 /* create.c */
 void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
 			     const char *tenant);
+/* vm: a turn to start a guest (create, rollback, fork child, restore),
+ * taken before the backend starts QEMU and given back once the guest is up
+ * or failed; false (nothing to give back) for other backends. */
+bool vmstart_enter(struct node *n, const struct sandbox *sb);
+void vmstart_leave(struct node *n, bool taken);
 /* A freshly started jail's guest comes up for sb (create, fork, rollback,
  * recovery): open the channel (consumes chan_fd), run the backend's
  * post-ready step, then record jail_pid and the move to running (reason
  * `why`) in one transaction and install sb->gc. On failure the channel is
  * closed and err says why, prefixed with `what`. */
-bool vmstart_enter(struct node *n, const struct sandbox *sb);
-void vmstart_leave(struct node *n, bool taken);
 int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
 		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err);
 /* The same, marking its steps in ph (when not NULL): "hello" (the guest
