@@ -91,6 +91,19 @@ def until(pred, timeout=10.0, step=0.05):
         time.sleep(step)
 
 
+def node_user():
+    """The node daemon's user (pwd entry), made as `airlockd up` makes it
+    (useradd --system) when no instance has run on this machine yet: a test
+    or bench that hands the node a directory before its first start."""
+    import pwd
+    try:
+        return pwd.getpwnam("airlock")
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--user-group",
+                        "--shell", "/usr/sbin/nologin", "airlock"], check=True)
+        return pwd.getpwnam("airlock")
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

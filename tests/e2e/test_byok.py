@@ -28,7 +28,6 @@ import glob
 import hashlib
 import json
 import os
-import pwd
 import shutil
 import signal
 import sqlite3
@@ -41,7 +40,8 @@ import urllib.request
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from harness import BACKEND, BIN, CLI, DB, SRC, AirlockTestCase, ApiError, S3Server, main
+from harness import (BACKEND, BIN, CLI, DB, SRC, AirlockTestCase, ApiError, S3Server, main,
+                     node_user)
 
 TTL = 1   # kms_cache_ttl: a revocation is seen within this (plus the watch's round)
 
@@ -57,7 +57,7 @@ class Kms:
         self.token_file = os.path.join(self.dir, "token")
         with open(self.token_file, "w") as f:
             f.write(self.token + "\n")
-        pw = pwd.getpwnam("airlock")
+        pw = node_user()
         os.chown(self.token_file, pw.pw_uid, pw.pw_gid)
         os.chmod(self.token_file, 0o400)
         self.proc = subprocess.Popen([sys.executable, os.path.join(SRC, "tests/kms/kms.py"),
@@ -225,7 +225,7 @@ class ByokTest(ByokBase):
         kf = os.path.join(self.server.dir, "tenant-keys", t["id"], "default.v1")
         st = os.stat(kf)
         self.assertEqual((st.st_mode & 0o777, st.st_uid, st.st_size),
-                         (0o600, pwd.getpwnam("airlock").pw_uid, 32))
+                         (0o600, node_user().pw_uid, 32))
         self.assertEqual(os.stat(os.path.dirname(kf)).st_mode & 0o777, 0o700)
         # and it comes back whole
         self.restore(client, sid)
@@ -551,7 +551,7 @@ class ByokTest(ByokBase):
         wrong = os.path.join(self.kms.dir, "wrong-token")
         with open(wrong, "w") as f:
             f.write("s.not-the-token\n")
-        os.chown(wrong, pwd.getpwnam("airlock").pw_uid, -1)
+        os.chown(wrong, node_user().pw_uid, -1)
         st, data, _ = self.api.raw("PUT", base, {"provider": "transit", "url": self.kms.url,
                                                  "key_name": "k-x", "token_file": wrong})
         self.assertEqual(st, 403, data)

@@ -5,7 +5,6 @@ two apis; a node that stops beating is marked lost, its sandboxes answer 503
 through the other api, and it comes back as a new generation."""
 import json
 import os
-import pwd
 import shutil
 import tempfile
 import subprocess
@@ -15,7 +14,8 @@ import threading
 import time
 import unittest
 
-from harness import CLI, Client, S3Server, Server, main, shared_db_args, stop_and_check, until
+from harness import (CLI, Client, S3Server, Server, main, node_user, shared_db_args,
+                     stop_and_check, until)
 
 HEARTBEAT_TIMEOUT = 4
 
@@ -63,7 +63,7 @@ class ClusterTest(unittest.TestCase):
         # of the daemons' user where its npm packages are missing)
         cls.s3 = S3Server.start()
         cls.store = tempfile.mkdtemp(prefix="airlock-store-")
-        pw = pwd.getpwnam("airlock")
+        pw = node_user()
         os.chown(cls.store, pw.pw_uid, pw.pw_gid)
         if cls.s3:
             os.environ["AWS_ACCESS_KEY_ID"] = os.environ["AWS_SECRET_ACCESS_KEY"] = "S3RVER"
@@ -651,7 +651,7 @@ class ClusterTest(unittest.TestCase):
     def put_object(self, key, path):
         self.objtool("put", key, path)
         if not self.s3:   # a file:// store: the nodes' user reads it
-            pw = pwd.getpwnam("airlock")
+            pw = node_user()
             os.chown(os.path.join(self.store, key), pw.pw_uid, pw.pw_gid)
 
     def build_on_a(self, name):
