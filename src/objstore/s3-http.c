@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #define RBUF (256u << 10)
+#define SEND_CHUNK (1u << 20)
 
 void s3_http_init(struct s3_http *h, const char *host, const char *port, int timeout_ms)
 {
@@ -513,7 +514,29 @@ static const char *what(int r)
 	}
 }
 
-static int attempt(struct s3_http *h, const char *head, const void *body, size_t len, bool is_head,
+/* body's bytes: from memory as they are, else read a MiB at a time. */
+static int send_body(struct s3_http *h, int fd, const struct os_src *body,
+		     struct s3_http_resp *resp)
+{
+	_cleanup_free_ char *chunk = NULL;
+	int r = 0;
+
+	if (body->buf)
+		return send_all(h, fd, body->buf, (size_t)body->size);
+	chunk = xmalloc(SEND_CHUNK);
+	for (uint64_t pos = 0; pos < body->size && r == 0;) {
+		size_t n = body->size - pos < SEND_CHUNK ? (size_t)(body->size - pos) : SEND_CHUNK;
+		if ((r = os_src_read(body, pos, chunk, n)) < 0) {
+			resp->sink_failed = true;
+			break;
+		}
+		r = send_all(h, fd, chunk, n);
+		pos += n;
+	}
+	return r;
+}
+
+static int attempt(struct s3_http *h, const char *head, const struct os_src *body, bool is_head,
 		   const struct os_sink *sink, size_t max_body, struct s3_http_resp *resp,
 		   bool *reused, bool *got_any, err_t *err)
 {
@@ -526,10 +549,13 @@ static int attempt(struct s3_http *h, const char *head, const void *body, size_t
 	if (c.fd < 0)
 		return c.fd;
 	buf_init(&hb);
-	buf_printf(&hb, "%sContent-Length: %zu\r\n\r\n", head, len);
+	buf_printf(&hb, "%sContent-Length: %llu\r\n\r\n", head,
+		   (unsigned long long)(body ? body->size : 0));
 	r = send_all(h, c.fd, hb.data, hb.len);
-	if (r == 0 && len)
-		r = send_all(h, c.fd, body, len);
+	if (r == 0 && body && (r = send_body(h, c.fd, body, resp)) < 0 && resp->sink_failed) {
+		err_set(err, -r, "cannot read the request body: %s", strerror(-r));
+		goto out;
+	}
 	buf_reset(&hb);
 	if (r < 0)
 		goto out;
@@ -548,7 +574,7 @@ out:
 	return r;
 }
 
-int s3_http_do(struct s3_http *h, const char *head, const void *body, size_t len, bool is_head,
+int s3_http_do(struct s3_http *h, const char *head, const struct os_src *body, bool is_head,
 	       const struct os_sink *sink, size_t max_body, struct s3_http_resp *resp,
 	       err_t *err)
 {
@@ -558,7 +584,7 @@ int s3_http_do(struct s3_http *h, const char *head, const void *body, size_t len
 
 		buf_reset(&resp->body);
 		resp->delivered = resp->sink_failed = false;
-		r = attempt(h, head, body, len, is_head, sink, max_body, resp, &reused, &got_any, err);
+		r = attempt(h, head, body, is_head, sink, max_body, resp, &reused, &got_any, err);
 		/* a kept-alive connection the server closed meanwhile: once more
 		 * on a new one, which is not a retry of the request */
 		if (r < 0 && reused && !got_any && !resp->sink_failed && tries < S3_HTTP_MAX_IDLE + 1 &&

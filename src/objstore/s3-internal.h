@@ -37,19 +37,22 @@ struct s3_http_resp {
 	char etag[128];                         /* ETag as sent or "" */
 	struct buf body;        /* the body when it did not go to a sink */
 	bool delivered;         /* some body bytes went to the sink */
-	bool sink_failed;       /* the error came from the sink: do not retry */
+	bool sink_failed;       /* the error came from the caller's sink or
+				 * source, not the server: do not retry */
 };
 void s3_http_resp_free(struct s3_http_resp *r);
 
 /* One request. head: the request line and headers, "\r\n"-terminated lines
- * but without the final empty line (added here). Body in memory. A 2xx
+ * but without the final empty line (added here). body: NULL for none, else
+ * sent as it is read, a MiB at a time (no copy of a whole object in
+ * memory); a source that fails to read is sink_failed. A 2xx
  * answer's body goes to sink when there is one, else (and for every other
  * status) into resp->body, at most max_body bytes (-EMSGSIZE past it).
  * Returns 0 when a whole response arrived (any status), or a transport
  * error: -EHOSTUNREACH (refused, unreachable, no such host), -ETIMEDOUT,
  * -ECONNRESET / -EPIPE / -EPROTO (broken or malformed answer), or the
  * sink's error (resp->sink_failed). */
-int s3_http_do(struct s3_http *h, const char *head, const void *body, size_t len,
+int s3_http_do(struct s3_http *h, const char *head, const struct os_src *body,
 	       bool is_head, const struct os_sink *sink, size_t max_body,
 	       struct s3_http_resp *resp, err_t *err);
 
