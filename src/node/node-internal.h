@@ -643,6 +643,11 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct 
 		    err_t *err);
 void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
 			    struct http_conn *c);
+/* The backend's step before a memory snapshot (vm: the guest drops its
+ * page cache and zeroes its free pages), on a running sandbox; best
+ * effort. Before a suspend, and before the idle pause that the second
+ * idle tier will suspend (a paused guest cannot do it). */
+void suspend_reclaim(struct node *n, struct sandbox *sb);
 /* "suspend", and when suspended "snapshot_id" and "suspended_bytes". */
 void suspend_render_locked(struct jw *w, struct sandbox *sb);
 /* A loaded row's suspensions row into sb (reconcile). */

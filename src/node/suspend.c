@@ -574,18 +574,18 @@ out:
 	return r;
 }
 
-/* The backend's step before a suspend's memory snapshot (vm: the guest
- * drops its page cache and zeroes its free pages). Only a running guest
- * can answer; a paused one is suspended as it stands. Best effort: a guest
- * that cannot (an older agent: ENOSYS) is suspended as it is. */
-static void reclaim(struct node *n, struct sandbox *sb)
+/* Only a running guest can answer; a paused one is suspended as it
+ * stands. Best effort: a guest that cannot (an older agent: ENOSYS) is
+ * suspended as it is. */
+void suspend_reclaim(struct node *n, struct sandbox *sb)
 {
 	struct guestconn *gc = NULL;
 	err_t e = { 0 };
 
 	if (!sb->be->reclaim || !n->cfg->suspend_reclaim)
 		return;
-	/* suspending (not running) already: sandbox_gc_get would refuse */
+	/* suspending (not running) already: sandbox_gc_get would refuse;
+	 * or running, before an idle pause */
 	pthread_mutex_lock(&sb->mu);
 	if (sb->gc && !sb->deleting) {
 		gc = sb->gc;
@@ -649,7 +649,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct 
 	FAULT_POINT("suspend.after_transition");
 	phases_start(&ph);
 	if (prev == SB_RUNNING)
-		reclaim(n, sb);
+		suspend_reclaim(n, sb);
 	phases_mark(&ph, "reclaim");
 	if (prev == SB_RUNNING && (r = sb->be->pause(&n->bctx, sb->id, err)) < 0)
 		err_wrap(err, "pause");

@@ -508,6 +508,41 @@ class IdleTierTest(AirlockTestCase):
             except ApiError:
                 pass
 
+    def test_vm_idle_pause_reclaims(self):
+        """vm: the idle pause (first tier) has the guest drop its page cache
+        and zero its free pages first, as a suspend of a running guest does:
+        the second tier suspends it paused, when it cannot, and its memory
+        artifact is then no second copy of the files it wrote."""
+        if not VM:
+            self.skipTest("the memory artifact is the vm backend's")
+        mib = 48
+        sid = self.api.create(idle_timeout_s=60)["id"]
+        try:
+            code, out, _, _ = self.api.exec(sid, ["sh", "-c", f"head -c {mib * 2**20} "
+                                                  "/dev/urandom > /root/big && sync"])
+            self.assertEqual(code, 0, out)
+            for _ in range(6):
+                self.advance(61)
+                if self.api.call("GET", f"/v1/sandboxes/{sid}")["state"] == "paused":
+                    break
+            ev = self.api.call("GET", f"/v1/sandboxes/{sid}/events")["events"]
+            self.assertIn("idle", [e["reason"] for e in ev if e["to"] == "paused"][-1], ev)
+            self.advance(601)
+            g = self.api.call("GET", f"/v1/sandboxes/{sid}")
+            self.assertEqual(g["state"], "suspended", g)
+            d = os.path.join(self.server.dir, "objects", "sandboxes", sid, g["snapshot_id"])
+            disk, memory = (os.path.getsize(os.path.join(d, n)) for n in ("disk", "memory"))
+            self.assertGreater(disk, mib * 2**20, (disk, memory))
+            # without it: the file's pages, 48 MiB and more
+            self.assertLess(memory, mib * 2**20 // 2, (disk, memory))
+            code, out, _, _ = self.api.exec(sid, ["sh", "-c", "wc -c < /root/big"])
+            self.assertEqual((code, out.strip()), (0, str(mib * 2**20).encode()))
+        finally:
+            try:
+                self.api.delete(sid)
+            except ApiError:
+                pass
+
 
 if __name__ == "__main__":
     try:
