@@ -137,8 +137,8 @@ static void delete_objects(struct node *n, struct sandbox *sb, const char *snap)
 
 /* ---- suspend ----------------------------------------------------------- */
 
-/* The bytes of an upload, counted into the sandbox's progress as the store
- * reads them: the file itself, or (BYOK) its sealed view. */
+/* The bytes of an upload: the file itself, or (BYOK) its sealed view;
+ * counted into the sandbox's progress as the store stores them. */
 struct counted_src {
 	struct sandbox *sb;
 	int fd;
@@ -163,9 +163,14 @@ static int counted_read_at(void *arg, uint64_t pos, void *p, size_t n)
 				got += (size_t)k;
 		}
 	}
-	if (r == 0)
-		sandbox_progress_add(c->sb, n);
 	return r;
+}
+
+static void counted_stored(void *arg, uint64_t n)
+{
+	struct counted_src *c = arg;
+
+	sandbox_progress_add(c->sb, n);
 }
 
 /* What upload() will send for fd: its size, or BYOK its sealed size. */
@@ -205,7 +210,8 @@ static int upload(struct node *n, struct sandbox *sb, const char *snap, const ch
 			return -err->code;
 		a->size = crypt_view_size(src.view);
 	}
-	r = objstore_put_reader(n->os, key, a->size, counted_read_at, &src, a->sha, err);
+	r = objstore_put_reader(n->os, key, a->size, counted_read_at, counted_stored, &src, a->sha,
+				err);
 	crypt_view_free(src.view);
 	if (r < 0)
 		return store_err(err, name);

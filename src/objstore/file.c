@@ -98,6 +98,7 @@ static int file_put(struct objstore *os, const char *key, const struct os_src *s
 			err_sys(err, "objstore put %s: cannot write `%s/%s`", key, f->dir, tmp);
 			goto fail;
 		}
+		os_src_stored(src, n);
 		pos += n;
 	}
 	os_sha256_hex_final(h, sha256_hex);

@@ -19,8 +19,11 @@ struct os_src {
 	/* or, when set: n bytes at pos from the caller (objstore_put_reader);
 	 * any order, possibly from several threads */
 	objstore_read_at_fn read_at;
+	objstore_progress_fn progress;   /* may be NULL: bytes stored, with arg */
 	void *arg;
 };
+/* Tell s's progress of n bytes stored. */
+void os_src_stored(const struct os_src *s, uint64_t n);
 /* Read n bytes at pos into p: pread, memcpy, or (not seekable) the next n
  * bytes, in which case pos must follow the previous read. -errno, -EPIPE
  * when the fd ends early. */

@@ -163,11 +163,18 @@ int objstore_put_buf(struct objstore *os, const char *key, const void *buf, uint
 	return put(os, key, &src, sha256_hex, err);
 }
 
+void os_src_stored(const struct os_src *s, uint64_t n)
+{
+	if (s->progress)
+		s->progress(s->arg, n);
+}
+
 int objstore_put_reader(struct objstore *os, const char *key, uint64_t size,
-			objstore_read_at_fn read_at, void *arg,
+			objstore_read_at_fn read_at, objstore_progress_fn progress, void *arg,
 			char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err)
 {
-	struct os_src src = { .fd = -1, .off = 0, .size = size, .read_at = read_at, .arg = arg };
+	struct os_src src = { .fd = -1, .off = 0, .size = size, .read_at = read_at,
+			      .progress = progress, .arg = arg };
 
 	return put(os, key, &src, sha256_hex, err);
 }

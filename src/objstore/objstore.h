@@ -62,8 +62,13 @@ int objstore_put_buf(struct objstore *os, const char *key, const void *buf, uint
  * give the same bytes each time). For a view of a file through a
  * transform, e.g. artifacts sealed as they are sent (src/node/suspend.c). */
 typedef int (*objstore_read_at_fn)(void *arg, uint64_t pos, void *p, size_t n);
+/* progress (may be NULL): told of the bytes as they are stored, each byte
+ * once unless a request is retried (a driver may read the source more than
+ * once: s3 hashes it before sending it); from several threads at once for
+ * a multipart upload. */
+typedef void (*objstore_progress_fn)(void *arg, uint64_t n);
 int objstore_put_reader(struct objstore *os, const char *key, uint64_t size,
-			objstore_read_at_fn read_at, void *arg,
+			objstore_read_at_fn read_at, objstore_progress_fn progress, void *arg,
 			char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err);
 /* Write the object's bytes, in order, to write(arg, p, n) (0 or -errno),
  * checking them against the stored digest at the end. */

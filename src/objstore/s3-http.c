@@ -521,8 +521,11 @@ static int send_body(struct s3_http *h, int fd, const struct os_src *body,
 	_cleanup_free_ char *chunk = NULL;
 	int r = 0;
 
-	if (body->buf)
-		return send_all(h, fd, body->buf, (size_t)body->size);
+	if (body->buf) {
+		if ((r = send_all(h, fd, body->buf, (size_t)body->size)) == 0)
+			os_src_stored(body, body->size);
+		return r;
+	}
 	chunk = xmalloc(SEND_CHUNK);
 	for (uint64_t pos = 0; pos < body->size && r == 0;) {
 		size_t n = body->size - pos < SEND_CHUNK ? (size_t)(body->size - pos) : SEND_CHUNK;
@@ -530,7 +533,8 @@ static int send_body(struct s3_http *h, int fd, const struct os_src *body,
 			resp->sink_failed = true;
 			break;
 		}
-		r = send_all(h, fd, chunk, n);
+		if ((r = send_all(h, fd, chunk, n)) == 0)
+			os_src_stored(body, n);
 		pos += n;
 	}
 	return r;

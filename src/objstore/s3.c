@@ -292,6 +292,13 @@ static int part_read_at(void *arg, uint64_t pos, void *p, size_t n)
 	return os_src_read(ps->src, ps->off + pos, p, n);
 }
 
+static void part_stored(void *arg, uint64_t n)
+{
+	const struct part_src *ps = arg;
+
+	os_src_stored(ps->src, n);
+}
+
 static void *mp_worker(void *arg)
 {
 	struct mp *m = arg;
@@ -309,7 +316,8 @@ static void *mp_worker(void *arg)
 		uint64_t off = i * m->part_size;
 		uint64_t len = m->src->size - off < m->part_size ? m->src->size - off : m->part_size;
 		struct part_src ps = { m->src, off };
-		struct os_src part = { .fd = -1, .size = len, .read_at = part_read_at, .arg = &ps };
+		struct os_src part = { .fd = -1, .size = len, .read_at = part_read_at,
+				       .progress = part_stored, .arg = &ps };
 		char hex[OBJSTORE_SHA256_HEX];
 		_cleanup_free_ char *q = xasprintf("partNumber=%zu&uploadId=%s", i + 1, m->enc_id);
 		struct call c = { .method = "PUT", .key = m->key, .query = q, .src = &part,

@@ -91,7 +91,17 @@ struct rsrc {
 	const char *data;
 	int calls, fail_after;
 	pthread_mutex_t mu;
+	uint64_t stored;   /* what progress was told */
 };
+
+static void rsrc_stored(void *arg, uint64_t n)
+{
+	struct rsrc *s = arg;
+
+	pthread_mutex_lock(&s->mu);
+	s->stored += n;
+	pthread_mutex_unlock(&s->mu);
+}
 
 static int rsrc_read_at(void *arg, uint64_t pos, void *p, size_t n)
 {
@@ -277,12 +287,14 @@ static void conformance(const char *url, const struct objstore_opts *opts, const
 		uint64_t sizes[] = { 3u << 20, big ? big : 3u << 20 };
 		for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
 			char *data = xmalloc(sizes[i]);
-			struct rsrc src = { data, 0, 0, PTHREAD_MUTEX_INITIALIZER };
+			struct rsrc src = { data, 0, 0, PTHREAD_MUTEX_INITIALIZER, 0 };
 
 			fill(data, sizes[i], 5 + (unsigned)i);
-			r = objstore_put_reader(os, K("reader/obj"), sizes[i], rsrc_read_at, &src, hex,
-						&err);
+			r = objstore_put_reader(os, K("reader/obj"), sizes[i], rsrc_read_at,
+						rsrc_stored, &src, hex, &err);
 			CHECK(r == 0);
+			/* each byte told once, though s3 read them twice */
+			CHECK(src.stored == sizes[i]);
 			if (r)
 				fprintf(stderr, "put_reader: %s\n", err.msg);
 			r = objstore_get_buf(os, K("reader/obj"), sizes[i], &back, &n, &err);
@@ -296,13 +308,13 @@ static void conformance(const char *url, const struct objstore_opts *opts, const
 		 * the read, not retried, and nothing stored. The file driver
 		 * reads once, so it has its 3 MiB. */
 		char *data = xcalloc(1, 3u << 20);
-		struct rsrc src = { data, 0, 4, PTHREAD_MUTEX_INITIALIZER };
+		struct rsrc src = { data, 0, 4, PTHREAD_MUTEX_INITIALIZER, 0 };
 		bool s3 = strncmp(url, "s3:", 3) == 0;
 		err_clear(&err);
-		r = objstore_put_reader(os, K("reader/fails"), 3u << 20, rsrc_read_at, &src, NULL,
-					&err);
+		r = objstore_put_reader(os, K("reader/fails"), 3u << 20, rsrc_read_at, rsrc_stored,
+					&src, NULL, &err);
 		CHECK(s3 ? r == -EIO && strstr(err.msg, "cannot read the request body") : r == 0);
-		CHECK(!s3 || src.calls == 5);
+		CHECK(!s3 || (src.calls == 5 && src.stored == 1u << 20));
 		CHECK(objstore_head(os, K("reader/fails"), &n, NULL, &err) == (s3 ? -ENOENT : 0));
 		free(data);
 	}
