@@ -390,6 +390,16 @@ void sandbox_progress_set(struct sandbox *sb, const char *op, const char *phase,
 	pthread_mutex_unlock(&sb->mu);
 }
 
+void sandbox_progress_total(struct sandbox *sb, const char *phase, uint64_t total)
+{
+	pthread_mutex_lock(&sb->mu);
+	sb->prog.phase = phase;
+	sb->prog.total = total;
+	if (sb->prog.done > total)
+		sb->prog.done = total;
+	pthread_mutex_unlock(&sb->mu);
+}
+
 void sandbox_progress_add(struct sandbox *sb, uint64_t n)
 {
 	pthread_mutex_lock(&sb->mu);

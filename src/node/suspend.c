@@ -361,38 +361,82 @@ struct art_job {
 	struct art *a;      /* upload: what was stored; download: what to expect */
 	int64_t size;       /* export: nodemgr's size */
 	char *base_sha;     /* export, import of the memory: its base's digest */
-	uint64_t us;
+	struct mbase *mb;   /* suspend of the memory: its base, published */
+	struct exports *ex; /* suspend: what all the jobs exported so far */
+	uint64_t us, up_us; /* suspend: export, upload */
 	int r;
 	err_t err;
 	pthread_t tid;
 	bool started;
 };
 
-static void *export_job(void *arg)
+/* A suspend's artifacts go up each as soon as it is exported (a vm's
+ * disk, a btrfs send, is ready well before its memory, a page diff and
+ * zstd); the progress gets its total when the last export is done. */
+struct exports {
+	pthread_mutex_t mu;
+	size_t left;        /* exports still running */
+	uint64_t total;     /* the bytes the uploads will send */
+};
+
+/* The export is done (r: how): its bytes count in the progress total. */
+static void exported(struct art_job *j, int r)
+{
+	struct exports *ex = j->ex;
+	uint64_t sz = 0;
+
+	if (r == 0 && j->on && upload_size(j->sb, j->snap, artifacts[j->i].name, j->fd,
+					  j->dk != NULL, &sz, &j->err) < 0)
+		r = j->r = -j->err.code;
+	pthread_mutex_lock(&ex->mu);
+	ex->total += r == 0 ? sz : 0;
+	if (--ex->left == 0)
+		sandbox_progress_total(j->sb, "upload", ex->total);
+	pthread_mutex_unlock(&ex->mu);
+}
+
+/* One artifact of a suspend: export (nodemgr writes it into fd), then
+ * (memory) its base published, then the upload. */
+static void *suspend_job(void *arg)
 {
 	struct art_job *j = arg;
+	struct node *n = j->n;
 	uint64_t t0 = now_us();
 
-	j->r = nm_suspend_export(j->n->cfg->nm_sock, j->spec, j->snap, artifacts[j->i].kind, j->fd,
+	j->r = nm_suspend_export(n->cfg->nm_sock, j->spec, j->snap, artifacts[j->i].kind, j->fd,
 				 &j->size, j->base_sha, &j->err);
 	j->us = now_us() - t0;
-	return NULL;
-}
-
-static void *upload_job(void *arg)
-{
-	struct art_job *j = arg;
-	uint64_t t0 = now_us();
-
+	/* a full snapshot saved as a stream has no RAM file: its memory is in
+	 * the vmstate artifact, and it has no base */
+	if (j->r == 0 && j->mb && j->size == 0) {
+		j->on = false;
+		j->mb->sha[0] = '\0';
+	}
+	exported(j, j->r);
+	if (j->r < 0 || !j->on)
+		return NULL;
+	/* vm: the base the memory is a difference from, in the store once */
+	if (j->mb && j->mb->sha[0] &&
+	    (j->r = membase_publish(n, j->spec, j->mb->sha, j->mb->sha, j->mb->osha,
+				    &j->mb->osize, &j->err)) < 0) {
+		if (j->r == -EHOSTUNREACH || j->r == -ETIMEDOUT)
+			j->r = store_err(&j->err, "memory base");
+		return NULL;
+	}
+	t0 = now_us();
 	/* BYOK: only sealed bytes leave the node */
-	j->r = upload(j->n, j->sb, j->snap, artifacts[j->i].name, j->fd, j->dk, j->ref, j->a,
+	j->r = upload(n, j->sb, j->snap, artifacts[j->i].name, j->fd, j->dk, j->ref, j->a,
 		      &j->err);
-	j->us = now_us() - t0;
+	j->up_us = now_us() - t0;
 	return NULL;
 }
+
+static const char *const upload_names[N_ARTIFACTS] = { "upload_disk", "upload_memory",
+							"upload_vmstate" };
 
 /* Run fn over the jobs that are on, side by side; the first failure (in
- * artifact order) into err. Each job's time into ph as names[i]. */
+ * artifact order) into err. Each job's time into ph as names[i] (and a
+ * suspend's upload as upload_names[i]). */
 static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct phases *ph,
 		    const char *const names[N_ARTIFACTS], err_t *err)
 {
@@ -412,8 +456,10 @@ static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct
 	for (size_t k = 0; k < nj; k++) {
 		if (jobs[k].started)
 			pthread_join(jobs[k].tid, NULL);
-		if (jobs[k].on)
+		if (jobs[k].us)
 			phases_add(ph, names[jobs[k].i], jobs[k].us);
+		if (jobs[k].up_us)
+			phases_add(ph, upload_names[jobs[k].i], jobs[k].up_us);
 		if (jobs[k].r < 0 && r == 0) {
 			*err = jobs[k].err;
 			r = jobs[k].r;
@@ -431,8 +477,6 @@ static void close_all(int fds[N_ARTIFACTS])
 
 static const char *const export_names[N_ARTIFACTS] = { "export_disk", "export_memory",
 							"export_vmstate" };
-static const char *const upload_names[N_ARTIFACTS] = { "upload_disk", "upload_memory",
-							"upload_vmstate" };
 static const char *const download_names[N_ARTIFACTS] = { "download_disk", "download_memory",
 							  "download_vmstate" };
 static const char *const import_names[N_ARTIFACTS] = { "import_disk", "import_memory",
@@ -454,7 +498,8 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	bool memory = strcmp(sandbox_suspend_kind(sb), "memory") == 0;
 	char sha[OBJSTORE_SHA256_HEX], tuuid[37] = "", tsha[OBJSTORE_SHA256_HEX] = "";
 	int64_t size = -1;
-	uint64_t hsize = 0, total = 0;
+	uint64_t hsize = 0;
+	struct exports ex = { .left = 0 };
 	struct art_job jobs[N_ARTIFACTS];
 	int fds[N_ARTIFACTS];
 	int r;
@@ -485,8 +530,8 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	if (r < 0)
 		return err_wrap(err, "snapshot");
 	phases_mark(ph, "snapshot");
-	/* Every artifact exported before the first byte goes, so that the
-	 * progress has its total from the start of the upload. */
+	/* The progress: phase export (total unknown) until every export is
+	 * done, then upload with its total; the bytes count as they go. */
 	sandbox_progress_set(sb, "suspend", "export", "bytes", 0, 0);
 	for (size_t i = 0; i < N_ARTIFACTS; i++) {
 		_cleanup_free_ char *path = staging_path(n, sb, snap, artifacts[i].name);
@@ -500,50 +545,25 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 		}
 		/* Only the fd was needed; the name goes at once. */
 		unlink(path);
-	}
-	for (size_t i = 0; i < N_ARTIFACTS; i++)
-		jobs[i] = (struct art_job){ .n = n, .sb = sb, .spec = &spec, .snap = snap, .i = i,
-					    .on = fds[i] >= 0, .fd = fds[i], .dk = dk, .ref = ref,
-					    .a = &arts[i],
-					    .base_sha = artifacts[i].kind == NM_ARTIFACT_MEM ?
-							mbase.sha : NULL };
-	r = run_jobs(jobs, N_ARTIFACTS, export_job, ph, export_names, err);
-	phases_mark(ph, "export");
-	if (r < 0)
-		goto out;
-	/* a full snapshot saved as a stream has no RAM file: its memory is in
-	 * the vmstate artifact, and it has no base */
-	for (size_t i = 0; i < N_ARTIFACTS; i++)
-		if (fds[i] >= 0 && artifacts[i].kind == NM_ARTIFACT_MEM && jobs[i].size == 0) {
-			close(TAKE_FD(fds[i]));
-			jobs[i].on = false;
-			mbase.sha[0] = '\0';
-		}
-	/* vm: the base the memory is a difference from, in the store once */
-	if (mbase.sha[0] &&
-	    (r = membase_publish(n, &spec, mbase.sha, mbase.sha, mbase.osha, &mbase.osize,
-				 err)) < 0) {
-		if (r == -EHOSTUNREACH || r == -ETIMEDOUT)
-			r = store_err(err, "memory base");
-		goto out;
+		ex.left++;
 	}
 	for (size_t i = 0; i < N_ARTIFACTS; i++) {
-		uint64_t sz = 0;
+		bool mem = artifacts[i].kind == NM_ARTIFACT_MEM;
 
-		if (fds[i] < 0)
-			continue;
-		if ((r = upload_size(sb, snap, artifacts[i].name, fds[i], dk != NULL, &sz, err)) < 0)
-			goto out;
-		total += sz;
+		jobs[i] = (struct art_job){ .n = n, .sb = sb, .spec = &spec, .snap = snap, .i = i,
+					    .on = fds[i] >= 0, .fd = fds[i], .dk = dk, .ref = ref,
+					    .a = &arts[i], .base_sha = mem ? mbase.sha : NULL,
+					    .mb = mem ? &mbase : NULL, .ex = &ex };
 	}
-	sandbox_progress_set(sb, "suspend", "upload", "bytes", 0, total);
-	*bytes = 0;
-	r = run_jobs(jobs, N_ARTIFACTS, upload_job, ph, upload_names, err);
-	phases_mark(ph, "upload");
+	pthread_mutex_init(&ex.mu, NULL);
+	r = run_jobs(jobs, N_ARTIFACTS, suspend_job, ph, export_names, err);
+	pthread_mutex_destroy(&ex.mu);
+	phases_mark(ph, "artifacts");
 	if (r < 0)
 		goto out;
+	*bytes = 0;
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
-		if (fds[i] >= 0)
+		if (jobs[i].on)
 			*bytes += (int64_t)arts[i].size;
 	man = manifest_text(n, sb, snap, arts, tuuid, tsha, &mbase);
 	mkey = obj_key(sb, snap, "manifest.json");
