@@ -982,6 +982,27 @@ static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, 
 	return 0;
 }
 
+/* A restore's memory base, fetched beside its artifacts' downloads. */
+struct base_job {
+	struct node *n;
+	const struct nm_sandbox_spec *spec;
+	const struct mbase *mb;
+	pthread_t tid;
+	uint64_t us;
+	int r;
+	err_t err;
+};
+
+static void *base_job(void *arg)
+{
+	struct base_job *j = arg;
+	uint64_t t0 = now_us();
+
+	j->r = membase_fetch(j->n, j->spec, j->mb->sha, j->mb->osha, j->mb->osize, &j->err);
+	j->us = now_us() - t0;
+	return NULL;
+}
+
 static void *fetch_job(void *arg)
 {
 	struct art_job *j = arg;
@@ -1122,12 +1143,13 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct 
 	phases_mark(&ph, "manifest");
 	/* vm: the RAM file its memory is a difference from, by content: the
 	 * template's here, or fetched from the store into nodemgr's cache (a
-	 * sandbox moved from another node). */
-	if (r == 0 && mbase.sha[0] && arts[1].present) {
-		if ((r = membase_fetch(n, &spec, mbase.sha, mbase.osha, mbase.osize, err)) < 0)
-			err_wrap(err, "template %s", sb->template_name);
-		phases_mark(&ph, "memory_base");
-	}
+	 * sandbox moved from another node), side by side with the downloads. */
+	struct base_job bj = { .n = n, .spec = &spec, .mb = &mbase };
+	bool want_base = r == 0 && mbase.sha[0] && arts[1].present, base_thread = false;
+	if (want_base)
+		base_thread = pthread_create(&bj.tid, NULL, base_job, &bj) == 0;
+	if (want_base && !base_thread)
+		base_job(&bj);
 	/* Every artifact downloaded, checked and opened first; only then is
 	 * anything rebuilt from them. */
 	if (r == 0) {
@@ -1143,6 +1165,15 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct 
 							mbase.sha : NULL };
 	if (r == 0)
 		r = run_jobs(jobs, N_ARTIFACTS, fetch_job, &ph, download_names, err);
+	if (base_thread)
+		pthread_join(bj.tid, NULL);
+	if (want_base) {
+		phases_add(&ph, "memory_base", bj.us);
+		if (r == 0 && bj.r < 0) {
+			*err = bj.err;
+			r = err_wrap(err, "template %s", sb->template_name);
+		}
+	}
 	dkey_free(dk);
 	dk = NULL;
 	phases_mark(&ph, "download");
