@@ -74,6 +74,12 @@ struct backend_ops {
 	 * it restore the running guest instead of booting one. */
 	int (*snapshot_full)(const struct backend_ctx *ctx, const char *id, const char *snap,
 			     const char *prev, int64_t *size, err_t *err);
+	/* Optional (with snapshot_full): a paused sandbox's memory and device
+	 * state alone, beside its disk snapshot snap taken since it paused:
+	 * together one full snapshot, whose disk a suspend sends while the
+	 * memory is saved. */
+	int (*snapshot_memory)(const struct backend_ctx *ctx, const char *id, const char *snap,
+			       int64_t *size, err_t *err);
 	/* Optional: snapshot_full for a fork's throw-away snapshot of the
 	 * sandbox spec->id, which only fork reads (vm: maybe only the pages
 	 * written since the template's memory). */

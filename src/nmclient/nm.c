@@ -484,6 +484,23 @@ int nm_snapshot_create_full(const char *sock, const char *id, const char *snap,
 	return 0;
 }
 
+int nm_snapshot_create_memory(const char *sock, const char *id, const char *snap,
+			      int64_t *size, err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+
+	req_init(&q, NM_SNAPSHOT_CREATE);
+	q.u.snap.full = 3;
+	if (put_str(q.u.snap.spec.id, sizeof(q.u.snap.spec.id), id, "sandbox id", err) < 0 ||
+	    put_str(q.u.snap.snap, sizeof(q.u.snap.snap), snap, "snapshot id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
+		return err_wrap(err, "memory snapshot of sandbox %s", id);
+	*size = res.size;
+	return 0;
+}
+
 int nm_snapshot_create_fork(const char *sock, const struct nm_sandbox_spec *spec,
 			    const char *snap, int64_t *size, err_t *err)
 {

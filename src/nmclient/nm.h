@@ -73,6 +73,12 @@ int nm_snapshot_create(const char *sock, const char *id, const char *snap, const
  * snapshot restore the VM from it (processes carry on) instead of booting. */
 int nm_snapshot_create_full(const char *sock, const char *id, const char *snap,
 			    const char *prev, int64_t *size, err_t *err);
+/* The memory and device state alone, of a vm whose vCPUs are stopped
+ * (paused) since its disk snapshot snap was taken: the two are one point,
+ * and the disk can be read (a suspend sends it) while the memory is
+ * saved. */
+int nm_snapshot_create_memory(const char *sock, const char *id, const char *snap,
+			      int64_t *size, err_t *err);
 /* The same for a fork's throw-away snapshot of the sandbox spec->id (spec:
  * its own, whole): its memory may be kept as only the pages written since
  * the template's RAM file, which the fork's children restore on a fork

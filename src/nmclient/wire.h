@@ -75,7 +75,9 @@ struct nm_req {
 			char prev[65];     /* create: the previous snapshot, or "";
 					    * fork: the parent sandbox id */
 			uint32_t vm;       /* fork: 1 = the child is a vm */
-			uint32_t full;     /* create: 1 = memory too (vm) */
+			uint32_t full;     /* create: 1 = memory too (vm), 2 = a
+					    * fork's, 3 = the memory alone
+					    * beside the disk snapshot snap */
 		} snap;                    /* snapshot_create/delete, rollback, fork */
 		struct {
 			char backend[16];  /* the default backend: decides "ok" */

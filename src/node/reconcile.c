@@ -76,10 +76,18 @@ static void adopt(struct node *n, struct sandbox *sb)
 		return;
 	}
 	/* A paused jail cannot say HELLO: thaw it first, and say so in the
-	 * lifecycle (paused -> running); it is paused again once adopted. */
+	 * lifecycle (paused -> running); it is paused again once adopted. The
+	 * node manager may still be at work on it (the memory snapshot of a
+	 * suspend cut off by the node's death): EBUSY until it is done. */
 	bool was_paused = sb->state == SB_PAUSED;
 	if (was_paused) {
-		if (!sb->be->resume || sb->be->resume(&n->bctx, sb->id, &err) < 0 ||
+		for (int i = 0; sb->be->resume &&
+				(r = sb->be->resume(&n->bctx, sb->id, &err)) == -EBUSY &&
+				i < ADOPT_BUSY_TRIES; i++) {
+			err = (err_t){ 0 };
+			usleep(100 * 1000);
+		}
+		if (!sb->be->resume || r < 0 ||
 		    state_transition(n->db, sb->id, &sb->state, SB_RUNNING,
 				     REASON_READOPT_RESUME, 0, &err) < 0) {
 			snprintf(reason, sizeof(reason), "lost after restart: resume: %s",

@@ -437,22 +437,26 @@ static const char *const upload_names[N_ARTIFACTS] = { "upload_disk", "upload_me
 /* Run fn over the jobs that are on, side by side; the first failure (in
  * artifact order) into err. Each job's time into ph as names[i] (and a
  * suspend's upload as upload_names[i]). */
-static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct phases *ph,
-		    const char *const names[N_ARTIFACTS], err_t *err)
+static void start_job(struct art_job *j, void *(*fn)(void *))
+{
+	j->r = 0;
+	j->started = false;
+	if (!j->on)
+		return;
+	/* a thread each (this one's when none can be made) */
+	if (pthread_create(&j->tid, NULL, fn, j) == 0)
+		j->started = true;
+	else
+		fn(j);
+}
+
+/* Wait for the jobs start_job started (or ran); the first failure, in
+ * artifact order, into err. */
+static int join_jobs(struct art_job *jobs, size_t nj, struct phases *ph,
+		     const char *const names[N_ARTIFACTS], err_t *err)
 {
 	int r = 0;
 
-	for (size_t k = 0; k < nj; k++) {
-		jobs[k].r = 0;
-		jobs[k].started = false;
-		if (!jobs[k].on)
-			continue;
-		/* a thread each (this one's when none can be made) */
-		if (pthread_create(&jobs[k].tid, NULL, fn, &jobs[k]) == 0)
-			jobs[k].started = true;
-		else
-			fn(&jobs[k]);
-	}
 	for (size_t k = 0; k < nj; k++) {
 		if (jobs[k].started)
 			pthread_join(jobs[k].tid, NULL);
@@ -466,6 +470,14 @@ static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct
 		}
 	}
 	return r;
+}
+
+static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct phases *ph,
+		    const char *const names[N_ARTIFACTS], err_t *err)
+{
+	for (size_t k = 0; k < nj; k++)
+		start_job(&jobs[k], fn);
+	return join_jobs(jobs, nj, ph, names, err);
 }
 
 static void close_all(int fds[N_ARTIFACTS])
@@ -495,7 +507,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	struct mbase mbase = { 0 };
 	struct nm_sandbox_spec spec;
 	_cleanup_free_ char *man = NULL, *mkey = NULL;
-	bool memory = strcmp(sandbox_suspend_kind(sb), "memory") == 0;
+	bool memory = strcmp(sandbox_suspend_kind(sb), "memory") == 0, split;
 	char sha[OBJSTORE_SHA256_HEX], tuuid[37] = "", tsha[OBJSTORE_SHA256_HEX] = "";
 	int64_t size = -1;
 	uint64_t hsize = 0;
@@ -525,11 +537,14 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	pthread_mutex_lock(&sb->mu);
 	snprintf(mbase.sha, sizeof(mbase.sha), "%s", sb->mem_base);
 	pthread_mutex_unlock(&sb->mu);
-	r = memory ? sb->be->snapshot_full(&n->bctx, sb->id, snap, "", &size, err)
-		   : sb->be->snapshot(&n->bctx, sb->id, snap, "", &size, err);
+	/* vm: the disk snapshot first, and its export and upload go while
+	 * the memory is saved (the vCPUs stay stopped in between: one point) */
+	split = memory && sb->be->snapshot_memory;
+	r = memory && !split ? sb->be->snapshot_full(&n->bctx, sb->id, snap, "", &size, err)
+			     : sb->be->snapshot(&n->bctx, sb->id, snap, "", &size, err);
 	if (r < 0)
 		return err_wrap(err, "snapshot");
-	phases_mark(ph, "snapshot");
+	phases_mark(ph, split ? "snapshot_disk" : "snapshot");
 	/* The progress: phase export (total unknown) until every export is
 	 * done, then upload with its total; the bytes count as they go. */
 	sandbox_progress_set(sb, "suspend", "export", "bytes", 0, 0);
@@ -556,7 +571,28 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 					    .mb = mem ? &mbase : NULL, .ex = &ex };
 	}
 	pthread_mutex_init(&ex.mu, NULL);
-	r = run_jobs(jobs, N_ARTIFACTS, suspend_job, ph, export_names, err);
+	for (size_t i = 0; i < N_ARTIFACTS; i++)
+		if (artifacts[i].kind == NM_ARTIFACT_DISK || !split)
+			start_job(&jobs[i], suspend_job);
+	if (split) {
+		r = sb->be->snapshot_memory(&n->bctx, sb->id, snap, &size, err);
+		if (r < 0)
+			err_wrap(err, "snapshot");
+		phases_mark(ph, "snapshot_memory");
+		for (size_t i = 0; i < N_ARTIFACTS; i++)
+			if (artifacts[i].kind != NM_ARTIFACT_DISK) {
+				jobs[i].on = jobs[i].on && r == 0;
+				start_job(&jobs[i], suspend_job);
+			}
+	}
+	{
+		err_t je = { 0 };
+		int rj = join_jobs(jobs, N_ARTIFACTS, ph, export_names, &je);
+		if (r == 0 && rj < 0) {
+			*err = je;
+			r = rj;
+		}
+	}
 	pthread_mutex_destroy(&ex.mu);
 	phases_mark(ph, "artifacts");
 	if (r < 0)

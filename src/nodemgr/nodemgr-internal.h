@@ -200,11 +200,16 @@ void mgr_sandbox_kill_all(struct nm_server *s);
  * supplementary group to read it, and none can write it (QEMU opens it
  * O_RDONLY through src/vmstub/romem.c, bound read-only: vm-qemu.c). */
 #define VM_SHARED_GID (NM_UID_BASE - 1)
-/* fork_spec (full only, else NULL): the snapshot is a fork's throw-away
- * one and the sandbox's spec is this: its memory may be saved in the fork
- * form (vm_save_fork). */
+/* What snapshot_create takes: the disk; the disk and a vm's memory and
+ * devices; or (a suspend, which sends the disk while the memory is saved)
+ * the memory and devices alone, beside the disk snapshot snap taken before
+ * with the vCPUs stopped since. */
+enum snap_kind { SNAP_DISK, SNAP_FULL, SNAP_MEMORY };
+/* fork_spec (SNAP_FULL only, else NULL): the snapshot is a fork's
+ * throw-away one and the sandbox's spec is this: its memory may be saved
+ * in the fork form (vm_save_fork). */
 int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
-		    bool full, const struct nm_sandbox_spec *fork_spec, int64_t *size,
+		    enum snap_kind kind, const struct nm_sandbox_spec *fork_spec, int64_t *size,
 		    err_t *err);
 int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err);
 /* Delete every snapshot of id and its directory; called by mgr_sandbox_destroy. */

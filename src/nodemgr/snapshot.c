@@ -43,9 +43,10 @@ static struct jail *hold(struct nm_server *s, const char *id, int *rc, err_t *er
 }
 
 int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
-		    bool full, const struct nm_sandbox_spec *fork_spec, int64_t *size,
+		    enum snap_kind kind, const struct nm_sandbox_spec *fork_spec, int64_t *size,
 		    err_t *err)
 {
+	bool full = kind != SNAP_DISK, memory_only = kind == SNAP_MEMORY;
 	_cleanup_free_ char *state =
 		xasprintf("%s/snapshots/%s/%s" VM_FULL_SUFFIX, s->pool, id, snap);
 	_cleanup_free_ char *mem = xasprintf("%s/snapshots/%s/%s" VM_MEM_SUFFIX, s->pool, id, snap);
@@ -96,8 +97,18 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 		r = err_sys(err, "mkdir %s", dir);
 		goto out;
 	}
-	if (access(dst, F_OK) == 0) {
+	if (!memory_only && access(dst, F_OK) == 0) {
 		r = err_set(err, EEXIST, "sandbox %s already has a snapshot %s", id, snap);
+		goto out;
+	}
+	/* the memory alone: beside its disk snapshot, once */
+	if (memory_only && pool_is_subvol(dst) != 1) {
+		r = err_set(err, ENOENT, "sandbox %s has no disk snapshot %s", id, snap);
+		goto out;
+	}
+	if (memory_only && (access(state, F_OK) == 0 || access(mem, F_OK) == 0)) {
+		r = err_set(err, EEXIST, "snapshot %s of sandbox %s has its memory already", snap,
+			    id);
 		goto out;
 	}
 	/* Full: memory and device state go to <snap>.vmstate (and <snap>.mem)
@@ -127,7 +138,9 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 	/* The fork form's disk is a reflink of the image alone: all a fork
 	 * standby takes from the snapshot (vm_fork_standby), without the
 	 * transaction commit of a subvolume snapshot (13-100 ms here). */
-	if (fork_form)
+	if (memory_only)
+		r = 0;   /* its disk was taken before, with the vCPUs stopped since */
+	else if (fork_form)
 		r = vm_reflink(sdisk, fdisk, err);
 	else
 		r = pool_subvol_snapshot(sbx, dst, true, err);
@@ -146,8 +159,10 @@ int snapshot_create(struct nm_server *s, const char *id, const char *snap, const
 	if (r < 0)
 		goto out;
 	t1 = now_us();
-	if (fork_form) {
-		/* Nobody keeps it: what it takes is the delta and devices. */
+	if (fork_form || memory_only) {
+		/* A fork's: nobody keeps it; the memory alone: its disk was
+		 * counted with its snapshot. What it takes is the memory and
+		 * devices. */
 		struct stat st;
 		*size = (int64_t)mem_bytes + (stat(state, &st) == 0 ? st.st_blocks * 512 : 0);
 		goto done;

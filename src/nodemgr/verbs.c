@@ -378,9 +378,15 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 			r = err_set(&err, EINVAL, "bad sandbox spec");
 			break;
 		}
+		if (q.verb == NM_SNAPSHOT_CREATE && q.u.snap.full > 3) {
+			r = err_set(&err, EINVAL, "bad snapshot kind %u", q.u.snap.full);
+			break;
+		}
 		if (q.verb == NM_SNAPSHOT_CREATE)
 			r = snapshot_create(s, q.u.snap.spec.id, q.u.snap.snap, q.u.snap.prev,
-					    q.u.snap.full != 0,
+					    q.u.snap.full == 0   ? SNAP_DISK
+					    : q.u.snap.full == 3 ? SNAP_MEMORY
+								 : SNAP_FULL,
 					    q.u.snap.full == 2 ? &q.u.snap.spec : NULL, &size, &err);
 		else
 			r = snapshot_delete(s, q.u.snap.spec.id, q.u.snap.snap, &err);

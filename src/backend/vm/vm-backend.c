@@ -248,6 +248,12 @@ static int vmb_snapshot_full(const struct backend_ctx *ctx, const char *id, cons
 	return nm_snapshot_create_full(ctx->nm_sock, id, snap, prev, size, err);
 }
 
+static int vmb_snapshot_memory(const struct backend_ctx *ctx, const char *id, const char *snap,
+			       int64_t *size, err_t *err)
+{
+	return nm_snapshot_create_memory(ctx->nm_sock, id, snap, size, err);
+}
+
 static int vmb_snapshot_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *spec,
 			     const char *snap, int64_t *size, err_t *err)
 {
@@ -294,6 +300,7 @@ const struct backend_ops backend_vm = {
 	.snapshot = vmb_snapshot,
 	.snapshot_delete = vmb_snapshot_delete,
 	.snapshot_full = vmb_snapshot_full,
+	.snapshot_memory = vmb_snapshot_memory,
 	.snapshot_fork = vmb_snapshot_fork,
 	.rollback = vmb_rollback,
 	.quiesce = vmb_quiesce,
