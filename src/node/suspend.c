@@ -434,9 +434,7 @@ static void *suspend_job(void *arg)
 static const char *const upload_names[N_ARTIFACTS] = { "upload_disk", "upload_memory",
 							"upload_vmstate" };
 
-/* Run fn over the jobs that are on, side by side; the first failure (in
- * artifact order) into err. Each job's time into ph as names[i] (and a
- * suspend's upload as upload_names[i]). */
+/* Start fn on j when it is on, in a thread of its own. */
 static void start_job(struct art_job *j, void *(*fn)(void *))
 {
 	j->r = 0;
@@ -451,7 +449,8 @@ static void start_job(struct art_job *j, void *(*fn)(void *))
 }
 
 /* Wait for the jobs start_job started (or ran); the first failure, in
- * artifact order, into err. */
+ * artifact order, into err. Each job's time into ph as names[i] (and a
+ * suspend's upload as upload_names[i]). */
 static int join_jobs(struct art_job *jobs, size_t nj, struct phases *ph,
 		     const char *const names[N_ARTIFACTS], err_t *err)
 {
@@ -472,6 +471,7 @@ static int join_jobs(struct art_job *jobs, size_t nj, struct phases *ph,
 	return r;
 }
 
+/* Run fn over the jobs that are on, side by side, and wait for them. */
 static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct phases *ph,
 		    const char *const names[N_ARTIFACTS], err_t *err)
 {
