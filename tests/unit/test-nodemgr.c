@@ -392,6 +392,14 @@ int main(void)
 	sp.limits.disk_mb = 64;
 	OK(nm_sandbox_create(sock, &sp, &chan1, &pid1, NULL, E));
 	CHECK(chan1 >= 0 && pid1 > 0);
+	/* a memory snapshot alone is a vm's: refused for a jail, before any
+	 * disk snapshot is looked for */
+	{
+		err_t e = { 0 };
+		int64_t sz = 0;
+		CHECK(nm_snapshot_create_memory(sock, s1, "su-mem", &sz, &e) == -EOPNOTSUPP);
+		CHECK(strstr(e.msg, "vm") != NULL);
+	}
 	read_report(chan1, &rep);
 	if (getenv("NM_DEBUG"))
 		printf("report:\n%s", rep.data);
