@@ -517,9 +517,8 @@ static void pass_one(struct node *n, struct sandbox *sb, int64_t now)
 	 * reclaim its memory then: it does so now, while it runs (a suspend
 	 * then uploads no copy of its page cache; it resumes with a cold
 	 * one). */
-	if (idle && n->cfg->suspend_after_idle_s && n->os && sandbox_suspend_kind(sb) &&
-	    strcmp(sandbox_suspend_kind(sb), "memory") == 0)
-		suspend_reclaim(n, sb);
+	if (idle && n->cfg->suspend_after_idle_s && n->os)
+		suspend_reclaim(n, sb);   /* a no-op but for a backend that reclaims */
 	if (idle) {
 		/* A client request may have come in meanwhile. */
 		pthread_mutex_lock(&sb->mu);

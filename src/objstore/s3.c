@@ -197,29 +197,44 @@ static int simple(struct os_s3 *s, const struct call *c, err_t *err)
 
 /* put */
 
-/* The SHA-256 of src's bytes, read a MiB at a time. */
-static int src_sha256(const struct os_src *src, const char *key, char hex[OBJSTORE_SHA256_HEX],
+/* The SHA-256 of src's bytes, read a MiB at a time, into hex; with parts
+ * (part_size > 0), each part's too, into parts[i]. */
+static int hash_parts(const struct os_src *src, const char *key, uint64_t part_size,
+		      char hex[OBJSTORE_SHA256_HEX], char (*parts)[OBJSTORE_SHA256_HEX],
 		      err_t *err)
 {
 	_cleanup_free_ char *chunk = NULL;
-	EVP_MD_CTX *h;
+	EVP_MD_CTX *h, *ph = NULL;
+	size_t pi = 0;
 
-	if (src->buf) {
+	if (src->buf && !parts) {
 		os_sha256_hex(src->buf, (size_t)src->size, hex);
 		return 0;
 	}
 	h = os_sha256_new();
 	chunk = xmalloc(1u << 20);
 	for (uint64_t pos = 0; pos < src->size;) {
-		size_t n = src->size - pos < (1u << 20) ? (size_t)(src->size - pos) : (1u << 20);
+		uint64_t left = src->size - pos;
+		if (parts)   /* no chunk spans two parts */
+			left = part_size - pos % part_size < left ? part_size - pos % part_size : left;
+		size_t n = left < (1u << 20) ? (size_t)left : (1u << 20);
 		int r = os_src_read(src, pos, chunk, n);
 		if (r < 0) {
 			EVP_MD_CTX_free(h);
+			EVP_MD_CTX_free(ph);
 			errno = -r;
 			return err_sys(err, "objstore s3 put %s: cannot read the source", key);
 		}
 		os_sha256_update(h, chunk, n);
+		if (parts && !ph)
+			ph = os_sha256_new();
+		if (ph)
+			os_sha256_update(ph, chunk, n);
 		pos += n;
+		if (ph && (pos % part_size == 0 || pos == src->size)) {
+			os_sha256_hex_final(ph, parts[pi++]);
+			ph = NULL;
+		}
 	}
 	os_sha256_hex_final(h, hex);
 	return 0;
@@ -245,7 +260,7 @@ static int put_single(struct os_s3 *s, const char *key, const struct os_src *src
 		whole.buf = mem;
 		src = &whole;
 	}
-	if ((r = src_sha256(src, key, hex, err)) < 0)
+	if ((r = hash_parts(src, key, 0, hex, NULL, err)) < 0)
 		return r;
 	struct hdr h[] = { { "x-amz-meta-sha256", hex },
 			   { "content-type", "application/octet-stream" } };
@@ -263,6 +278,7 @@ struct mp {
 	uint64_t part_size;
 	size_t n_parts;
 	char (*etags)[128];
+	char (*shas)[OBJSTORE_SHA256_HEX];   /* each part's, from the one hash pass */
 	pthread_mutex_t mu;
 	size_t next;
 	bool failed;
@@ -318,15 +334,12 @@ static void *mp_worker(void *arg)
 		struct part_src ps = { m->src, off };
 		struct os_src part = { .fd = -1, .size = len, .read_at = part_read_at,
 				       .progress = part_stored, .arg = &ps };
-		char hex[OBJSTORE_SHA256_HEX];
 		_cleanup_free_ char *q = xasprintf("partNumber=%zu&uploadId=%s", i + 1, m->enc_id);
 		struct call c = { .method = "PUT", .key = m->key, .query = q, .src = &part,
-				  .payload_hash = hex, .max_body = MAX_XML };
+				  .payload_hash = m->shas[i], .max_body = MAX_XML };
 		struct s3_http_resp resp = { 0 };
-		int r = src_sha256(&part, m->key, hex, &e);
+		int r = s3_call(m->s, &c, &resp, &e);
 
-		if (r == 0)
-			r = s3_call(m->s, &c, &resp, &e);
 		if (r == 0 && !resp.etag[0])
 			r = err_set(&e, EPROTO, "objstore s3 put %s: part %zu: no ETag in the answer",
 				    m->key, i + 1);
@@ -373,9 +386,14 @@ static int put_multipart(struct os_s3 *s, const char *key, const struct os_src *
 		return err_set(err, EFBIG, "objstore s3 put %s: %llu bytes need more than %d parts "
 			       "of %llu bytes", key, (unsigned long long)src->size, MAX_PARTS,
 			       (unsigned long long)m.part_size);
-	/* the object's digest goes with CreateMultipartUpload, so first hash it all */
-	if ((r = src_sha256(src, key, hex, err)) < 0)
+	/* the object's digest goes with CreateMultipartUpload, so first hash
+	 * it all, and each part's on the same pass (its request is signed
+	 * with it): the parts are then read once more, as they are sent */
+	m.shas = xcalloc(m.n_parts, sizeof(*m.shas));
+	if ((r = hash_parts(src, key, m.part_size, hex, m.shas, err)) < 0) {
+		free(m.shas);
 		return r;
+	}
 
 	struct hdr hd[] = { { "x-amz-meta-sha256", hex },
 			    { "content-type", "application/octet-stream" } };
@@ -447,6 +465,7 @@ static int put_multipart(struct os_s3 *s, const char *key, const struct os_src *
 		(void)simple(s, &ac, &ae);
 	}
 	free(m.etags);
+	free(m.shas);
 	buf_free(&enc);
 	return r;
 }
