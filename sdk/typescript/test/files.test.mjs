@@ -59,24 +59,28 @@ test("watch: create, write, rename, remove events; close() ends it", async () =>
   const w = await sb.files.watch("/tmp/w", { onEvent: (e) => seen.push(e) });
   assert.ok(w instanceof WatchHandle);
   await sb.commands.run("mkdir /tmp/w/sub && echo x > /tmp/w/a && mv /tmp/w/a /tmp/w/b && rm /tmp/w/b && echo y > /tmp/w/sub/c");
-  // c is made right after sub: when the agent's watch of sub comes after c's
-  // write, c is reported by the scan of the new directory as "create", else
-  // as "create" then "write". Either way c's event ends the wait. A miss
-  // fails in 30 s rather than at the HTTP client's body timeout.
+  // c is made right after sub. When the agent's watch of sub comes after c's
+  // write, c is reported by its scan of the new directory, right after sub's
+  // "create" and before the events of a that the kernel queued behind it; else
+  // c comes last, as "create" (then "write"). So wait for every expected event,
+  // in any order. A miss fails in 30 s rather than at the HTTP client's body
+  // timeout.
+  const want = [
+    ["create sub", (e) => e.type === "create" && e.path === "/tmp/w/sub" && e.dir === true],
+    ["create a", (e) => e.type === "create" && e.path === "/tmp/w/a"],
+    ["rename a->b", (e) => e.type === "rename" && e.from === "/tmp/w/a" && e.path === "/tmp/w/b"],
+    ["remove b", (e) => e.type === "remove" && e.path === "/tmp/w/b"],
+    ["c in the new subdirectory (recursive)",
+      (e) => (e.type === "write" || e.type === "create") && e.path === "/tmp/w/sub/c"],
+  ];
   const got = [];
   const timer = setTimeout(() => w.close(), 30000);
   for await (const ev of w) {
     got.push(ev);
-    if (ev.path === "/tmp/w/sub/c" && (ev.type === "write" || ev.type === "create")) break;
+    if (want.every(([, pred]) => got.some(pred))) break;
   }
   clearTimeout(timer);
-  const has = (pred, what) => assert.ok(got.some(pred), `${what} in ${JSON.stringify(got)}`);
-  has((e) => e.type === "create" && e.path === "/tmp/w/sub" && e.dir === true, "create sub");
-  has((e) => e.type === "create" && e.path === "/tmp/w/a", "create a");
-  has((e) => e.type === "rename" && e.from === "/tmp/w/a" && e.path === "/tmp/w/b", "rename a->b");
-  has((e) => e.type === "remove" && e.path === "/tmp/w/b", "remove b");
-  has((e) => (e.type === "write" || e.type === "create") && e.path === "/tmp/w/sub/c",
-    "c in the new subdirectory (recursive)");
+  for (const [what, pred] of want) assert.ok(got.some(pred), `${what} in ${JSON.stringify(got)}`);
   assert.ok(seen.length >= got.length, "onEvent saw them too");
   w.close();
   // after close the iterator ends (no error)
