@@ -91,6 +91,27 @@ def until(pred, timeout=10.0, step=0.05):
         time.sleep(step)
 
 
+def thread_states(pid):
+    """The state letter of each of pid's threads (/proc/PID/task/*/stat)."""
+    states = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            pass   # the thread ended meanwhile
+    return states
+
+
+def sigstop(pid, timeout=10.0):
+    """SIGSTOP pid and wait until every thread of it is stopped. kill()
+    wakes one thread, which stops the others when it next runs: on a busy
+    machine the rest can go on serving for a while after kill() returned."""
+    os.kill(pid, signal.SIGSTOP)
+    if not until(lambda: all(s in "tT" for s in thread_states(pid)), timeout, 0.01):
+        raise AssertionError(f"pid {pid} not stopped after {timeout} s: {thread_states(pid)}")
+
+
 def node_user():
     """The node daemon's user (pwd entry), made as `airlockd up` makes it
     (useradd --system) when no instance has run on this machine yet: a test

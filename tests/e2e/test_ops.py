@@ -9,7 +9,7 @@ import time
 
 import unittest
 
-from harness import AIRLOCKD, BACKEND, CLI, AirlockTestCase, free_port, main
+from harness import AIRLOCKD, BACKEND, CLI, AirlockTestCase, free_port, main, sigstop
 
 SRC = os.environ.get("AIRLOCK_SRC", os.path.join(os.path.dirname(__file__), "../.."))
 
@@ -151,7 +151,7 @@ class ReadyTest(AirlockTestCase):
             with self.subTest(role):
                 self.wait_ready()
                 pid = self.server.pid_of(role)
-                os.kill(pid, signal.SIGSTOP)
+                sigstop(pid)
                 try:
                     t0 = time.time()
                     status, body = self.ready()
