@@ -98,7 +98,10 @@ class ConsoleTest(AirlockTestCase):
             shutil.rmtree(tmpl, ignore_errors=True)
         sys.stdout.write(r.stdout)
         sys.stderr.write(r.stderr)
-        self.assertEqual(r.returncode, 0, "the browser test failed:\n" + r.stderr[-3000:])
+        # the daemons' side of a failure (a refused or cut request shows in
+        # the browser only as "Failed to fetch")
+        self.assertEqual(r.returncode, 0, "the browser test failed:\n" + r.stderr[-3000:] +
+                         "\nairlockd up's log, last lines:\n" + self.server.log()[-6000:])
         self.assertIn("console test: all passed", r.stdout)
         names = sorted(os.listdir(shots))
         self.assertGreaterEqual(len([n for n in names if n.endswith(".png")]), 10, names)
