@@ -264,12 +264,14 @@ static int mark_base(int fd, const struct stat *base, err_t *err)
 	return 0;
 }
 
-/* ... and lists its data runs (pairs of u32: first page, page count), so
- * ram_delta_apply need not seek for them: on btrfs a SEEK_DATA over a file
- * whose pages are not written back yet walks its page cache, 65-170 ms for
- * the ~200 runs of a fork here. Optional: a list too long for an xattr is
- * left out and the reader seeks. */
-#define RUNS_XATTR "user.airlock.delta_runs"
+/* ... and lists the runs of pages written (pairs of u32: first page, page
+ * count): a sparse delta's data, so ram_delta_apply need not seek for it (on
+ * btrfs a SEEK_DATA over a file whose pages are not written back yet walks
+ * its page cache, 65-170 ms for the ~200 runs of a fork here); a whole
+ * RAM's pages written over its reflink, which FIEMAP does not show until
+ * they are written back (the suspend export reads them, and trusts FIEMAP
+ * for the rest). Optional: a list too long for an xattr is left out, and
+ * readers seek or compare everything. */
 
 static void mark_runs(int fd, const uint64_t *pm, size_t npages)
 {
@@ -285,22 +287,20 @@ static void mark_runs(int fd, const uint64_t *pm, size_t npages)
 		v[n++] = (uint32_t)first;
 		v[n++] = (uint32_t)count;
 	}
-	if (n && fsetxattr(fd, RUNS_XATTR, v, n * sizeof(*v), 0) < 0)
+	if (n && fsetxattr(fd, RAM_RUNS_XATTR, v, n * sizeof(*v), 0) < 0)
 		log_debug("memory delta: no run list (%s); it will be seeked", strerror(errno));
 }
 
-/* The run list of fd, checked against a file of size bytes; NULL when it
- * has none (or a bad one). */
-static uint32_t *read_runs(int fd, uint64_t size, size_t *n)
+uint32_t *ram_delta_runs(int fd, uint64_t size, size_t *n)
 {
-	ssize_t len = fgetxattr(fd, RUNS_XATTR, NULL, 0);
+	ssize_t len = fgetxattr(fd, RAM_RUNS_XATTR, NULL, 0);
 	uint32_t *v;
 
 	*n = 0;
 	if (len <= 0 || len % (2 * sizeof(uint32_t)))
 		return NULL;
 	v = xmalloc((size_t)len);
-	if (fgetxattr(fd, RUNS_XATTR, v, (size_t)len) != len) {
+	if (fgetxattr(fd, RAM_RUNS_XATTR, v, (size_t)len) != len) {
 		free(v);
 		return NULL;
 	}
@@ -402,9 +402,9 @@ static int delta_save(pid_t pid, uint64_t size, const struct stat *base, const c
 		phases_mark(&ph, "check");
 		if (same && base && (r = mark_base(dst, base, err)) < 0)
 			goto fail;
-		if (same && base)
+		if (same)
 			mark_runs(dst, pm1, (size_t)(m.len / PAGE));
-		if (same && base)
+		if (same)
 			phases_mark(&ph, "xattr");
 		if (same) {
 			phases_text(&ph, steps, sizeof(steps));
@@ -465,7 +465,7 @@ int ram_delta_apply(pid_t pid, uint64_t size, const char *delta, uint64_t *bytes
 	buf = xmalloc(CHUNK);
 	{
 		size_t nruns;
-		_cleanup_free_ uint32_t *runs = read_runs(in, size, &nruns);
+		_cleanup_free_ uint32_t *runs = ram_delta_runs(in, size, &nruns);
 		for (size_t i = 0; runs && i < nruns; i += 2) {
 			uint64_t o = (uint64_t)runs[i] * PAGE, left = (uint64_t)runs[i + 1] * PAGE;
 			while (left) {

@@ -38,6 +38,13 @@ int ram_delta_save_sparse(pid_t pid, uint64_t size, const struct stat *base, con
  * bytes written. */
 int ram_delta_apply(pid_t pid, uint64_t size, const char *delta, uint64_t *bytes, err_t *err);
 
+/* The runs of pages written that ram_delta_save and ram_delta_save_sparse
+ * list on the file they make (pairs of u32: first page, page count; *n
+ * numbers), checked against a file of size bytes; NULL when the file has
+ * none (a list too long for an xattr is left out) or a bad one. */
+#define RAM_RUNS_XATTR "user.airlock.delta_runs"
+uint32_t *ram_delta_runs(int fd, uint64_t size, size_t *n);
+
 /* How many pages of that mapping pid has written (its own copies, not
  * the file's): 0 means every page it reads comes from the file as the
  * file is at that moment. -ENOTSUP when no mapping fits. */

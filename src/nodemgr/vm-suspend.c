@@ -32,6 +32,7 @@
 #include "../lib/util.h"
 #include "../storage/pool.h"
 #include "nodemgr-internal.h"
+#include "vm-delta.h"
 #include "vm-internal.h"
 
 #define PAGE 4096u
@@ -100,6 +101,75 @@ static char *base_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 	return vm_base_path(s, spec, NULL, &p, &e) == 0 ? p : NULL;
 }
 
+/* The pages of [from, to) (page-aligned) where mem differs from base (zeros
+ * without one, bfd < 0) as records into z. */
+static int diff_range(int mfd, int bfd, uint8_t *a, uint8_t *b, uint64_t from, uint64_t to,
+		      struct zout *z, uint64_t *pages, err_t *err)
+{
+	uint64_t idx;
+	int r;
+
+	for (uint64_t off = from; off < to; off += CHUNK) {
+		size_t n = to - off < CHUNK ? (size_t)(to - off) : CHUNK;
+		if (pread(mfd, a, n, (off_t)off) != (ssize_t)n ||
+		    (bfd >= 0 && pread(bfd, b, n, (off_t)off) != (ssize_t)n))
+			return err_sys(err, "read the memory at %llu", (unsigned long long)off);
+		for (size_t p = 0; p + PAGE <= n; p += PAGE) {
+			if (memcmp(a + p, b + p, PAGE) == 0)
+				continue;
+			idx = (off + p) / PAGE;
+			if ((r = zout_put(z, &idx, 8, ZSTD_e_continue, err)) < 0 ||
+			    (r = zout_put(z, a + p, PAGE, ZSTD_e_continue, err)) < 0)
+				return r;
+			(*pages)++;
+		}
+	}
+	return 0;
+}
+
+static bool bit(const uint8_t *m, uint64_t i)
+{
+	return m[i / 8] & (1u << (i % 8));
+}
+
+/* Which pages of mem (a bitmap, one bit a page) the export must compare
+ * with the base, or NULL for all; *skipped: the bytes it need not read.
+ * The memory file is a reflink of the file its QEMU mapped, itself one of
+ * the base (a clone's, or a restore's rebuilt on it), with the pages the
+ * guest wrote over it: what is still the base's extent on disk is equal
+ * without reading it (most of it, and mostly not in the page cache).
+ * FIEMAP shows the written pages only once they are written back, so those
+ * come from the list the memory snapshot keeps (ram_delta_runs); a file
+ * without that list, or a filesystem without FIEMAP, is compared whole. */
+static uint8_t *pages_to_read(int mfd, int bfd, uint64_t size, uint64_t *skipped)
+{
+	uint64_t npages = size / PAGE;
+	_cleanup_free_ struct pool_span *sp = NULL;
+	_cleanup_free_ uint32_t *runs = NULL;
+	size_t nsp = 0, nruns = 0;
+	uint8_t *need;
+	err_t e = { 0 };
+
+	*skipped = 0;
+	if (bfd < 0 || !(runs = ram_delta_runs(mfd, size, &nruns)))
+		return NULL;
+	if (pool_shared_spans(mfd, bfd, size, &sp, &nsp, &e) < 0) {
+		log_debug("memory compared whole: %s", e.msg);
+		return NULL;
+	}
+	need = xmalloc(npages / 8 + 1);
+	memset(need, 0xff, npages / 8 + 1);
+	for (size_t k = 0; k < nsp; k++)   /* the whole pages of each span */
+		for (uint64_t i = (sp[k].start + PAGE - 1) / PAGE; i < sp[k].end / PAGE; i++)
+			need[i / 8] &= (uint8_t)~(1u << (i % 8));
+	for (size_t k = 0; k < nruns; k += 2)
+		for (uint64_t i = runs[k]; i < (uint64_t)runs[k] + runs[k + 1]; i++)
+			need[i / 8] |= (uint8_t)(1u << (i % 8));
+	for (uint64_t i = 0; i < npages; i++)
+		*skipped += bit(need, i) ? 0 : PAGE;
+	return need;
+}
+
 static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *mem,
 		      int fd, const char *want, char base_sha[65], err_t *err)
 {
@@ -108,15 +178,17 @@ static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 	_cleanup_close_ int mfd = open(mem, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	_cleanup_close_ int bfd = base ? open(base, O_RDONLY | O_CLOEXEC) : -1;
 	_cleanup_free_ uint8_t *a = xmalloc(CHUNK), *b = xcalloc(1, CHUNK);
+	_cleanup_free_ uint8_t *need = NULL;
 	struct zout z = { 0 };
 	struct stat ms, bs;
-	uint64_t pages = 0, idx;
+	uint64_t pages = 0, idx, size, skipped = 0;
 	uint8_t head[24];
 	uint32_t v;
 	int r;
 
 	if (mfd < 0 || fstat(mfd, &ms) < 0)
 		return err_sys(err, "open %s", mem);
+	size = (uint64_t)ms.st_size;
 	if (bfd >= 0 && (fstat(bfd, &bs) < 0 || bs.st_size != ms.st_size)) {
 		close(bfd);
 		bfd = -1;   /* not this shape's: diff against zeros */
@@ -128,6 +200,7 @@ static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 		snprintf(base_sha, 65, "%s", want);
 	else if (bfd >= 0 && (r = vm_base_digest(base, bfd, base_sha, err)) < 0)
 		return r;
+	need = pages_to_read(mfd, bfd, size, &skipped);
 	if ((r = zout_init(&z, fd, err)) < 0)
 		goto out;
 	memcpy(head, MAGIC, 8);
@@ -135,33 +208,27 @@ static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 	memcpy(head + 8, &v, 4);
 	v = bfd >= 0;
 	memcpy(head + 12, &v, 4);
-	memcpy(head + 16, &(uint64_t){ (uint64_t)ms.st_size }, 8);
+	memcpy(head + 16, &size, 8);
 	if ((r = zout_put(&z, head, sizeof(head), ZSTD_e_continue, err)) < 0)
 		goto out;
-	for (uint64_t off = 0; off < (uint64_t)ms.st_size; off += CHUNK) {
-		size_t n = (uint64_t)ms.st_size - off < CHUNK ? (size_t)((uint64_t)ms.st_size - off)
-							       : CHUNK;
-		if (pread(mfd, a, n, (off_t)off) != (ssize_t)n ||
-		    (bfd >= 0 && pread(bfd, b, n, (off_t)off) != (ssize_t)n)) {
-			r = err_sys(err, "read %s", mem);
+	/* each run of pages to read */
+	for (uint64_t i = 0, j, npages = size / PAGE; i < npages; i = j) {
+		while (i < npages && need && !bit(need, i))
+			i++;
+		for (j = i; j < npages && (!need || bit(need, j)); j++)
+			;
+		if (i < j && (r = diff_range(mfd, bfd, a, b, i * PAGE, j * PAGE, &z, &pages,
+					     err)) < 0)
 			goto out;
-		}
-		for (size_t p = 0; p + PAGE <= n; p += PAGE) {
-			if (memcmp(a + p, b + p, PAGE) == 0)
-				continue;
-			idx = (off + p) / PAGE;
-			if ((r = zout_put(&z, &idx, 8, ZSTD_e_continue, err)) < 0 ||
-			    (r = zout_put(&z, a + p, PAGE, ZSTD_e_continue, err)) < 0)
-				goto out;
-			pages++;
-		}
 	}
 	idx = END_MARK;
 	r = zout_put(&z, &idx, 8, ZSTD_e_end, err);
 	if (r == 0)
-		log_info("sandbox %s: memory: %llu of %llu pages differ from the %s", spec->id,
-			 (unsigned long long)pages, (unsigned long long)(ms.st_size / PAGE),
-			 bfd < 0 ? "zero page" : known ? "base it was restored on" : "template's");
+		log_info("sandbox %s: memory: %llu of %llu pages differ from the %s (%llu MiB "
+			 "shared on disk with it, not read)", spec->id, (unsigned long long)pages,
+			 (unsigned long long)(size / PAGE),
+			 bfd < 0 ? "zero page" : known ? "base it was restored on" : "template's",
+			 (unsigned long long)(skipped >> 20));
 out:
 	zout_free(&z);
 	return r;

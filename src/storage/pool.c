@@ -8,6 +8,8 @@
 #include <libgen.h>
 #include <linux/btrfs.h>
 #include <linux/btrfs_tree.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 #include <linux/loop.h>
 #include <linux/magic.h>
 #include <stdio.h>
@@ -418,5 +420,106 @@ int pool_usage(const char *path, uint64_t *total, uint64_t *free_bytes, err_t *e
 		return err_sys(err, "statvfs %s", path);
 	*total = (uint64_t)sv.f_blocks * sv.f_frsize;
 	*free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return 0;
+}
+
+/* ---- shared extents ---------------------------------------------------- */
+
+struct ext {
+	uint64_t log, phys, len;
+};
+
+/* Flags that make an extent's physical address not a plain map of its
+ * bytes: such extents are never taken as shared. */
+#define EXT_INEXACT (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC | FIEMAP_EXTENT_ENCODED | \
+		     FIEMAP_EXTENT_DATA_ENCRYPTED | FIEMAP_EXTENT_NOT_ALIGNED | \
+		     FIEMAP_EXTENT_DATA_INLINE | FIEMAP_EXTENT_DATA_TAIL | \
+		     FIEMAP_EXTENT_UNWRITTEN | FIEMAP_EXTENT_MERGED)
+#define FIEMAP_BATCH 256
+
+/* fd's extents within [0, size) with an exact address, in offset order. */
+static int exact_extents(int fd, uint64_t size, struct ext **out, size_t *n, err_t *err)
+{
+	size_t sz = sizeof(struct fiemap) + FIEMAP_BATCH * sizeof(struct fiemap_extent);
+	_cleanup_free_ struct fiemap *fm = xmalloc(sz);
+	struct ext *v = NULL;
+	size_t nv = 0, cap = 0;
+	uint64_t at = 0;
+	bool last = false;
+
+	while (!last && at < size) {
+		memset(fm, 0, sz);
+		fm->fm_start = at;
+		fm->fm_length = size - at;
+		fm->fm_extent_count = FIEMAP_BATCH;
+		if (ioctl(fd, FS_IOC_FIEMAP, fm) < 0) {
+			free(v);
+			return err_sys(err, "FIEMAP");
+		}
+		if (fm->fm_mapped_extents == 0)
+			break;
+		for (uint32_t i = 0; i < fm->fm_mapped_extents; i++) {
+			const struct fiemap_extent *e = &fm->fm_extents[i];
+			last = last || (e->fe_flags & FIEMAP_EXTENT_LAST);
+			/* never backwards: a kernel that repeats an extent
+			 * cannot make this loop forever */
+			if (e->fe_logical + e->fe_length > at)
+				at = e->fe_logical + e->fe_length;
+			if (e->fe_flags & EXT_INEXACT)
+				continue;
+			if (nv == cap) {
+				cap = cap ? 2 * cap : 64;
+				v = xrealloc(v, cap * sizeof(*v));
+			}
+			v[nv++] = (struct ext){ e->fe_logical, e->fe_physical, e->fe_length };
+		}
+		if (!last && at <= fm->fm_start)
+			break;
+	}
+	*out = v;
+	*n = nv;
+	return 0;
+}
+
+int pool_shared_spans(int a, int b, uint64_t size, struct pool_span **out, size_t *n,
+		      err_t *err)
+{
+	_cleanup_free_ struct ext *ea = NULL, *eb = NULL;
+	struct pool_span *v = NULL;
+	size_t na = 0, nb = 0, nv = 0, cap = 0;
+	int r;
+
+	*out = NULL;
+	*n = 0;
+	if ((r = exact_extents(a, size, &ea, &na, err)) < 0 ||
+	    (r = exact_extents(b, size, &eb, &nb, err)) < 0)
+		return r;
+	/* both lists by offset: walk them side by side */
+	for (size_t i = 0, j = 0; i < na && j < nb;) {
+		const struct ext *x = &ea[i], *y = &eb[j];
+		uint64_t lo = x->log > y->log ? x->log : y->log;
+		uint64_t hi = x->log + x->len < y->log + y->len ? x->log + x->len : y->log + y->len;
+
+		if (hi > size)
+			hi = size;
+		/* the same offset maps to the same disk byte in both */
+		if (lo < hi && x->phys - x->log == y->phys - y->log) {
+			if (nv && v[nv - 1].end == lo) {
+				v[nv - 1].end = hi;
+			} else {
+				if (nv == cap) {
+					cap = cap ? 2 * cap : 64;
+					v = xrealloc(v, cap * sizeof(*v));
+				}
+				v[nv++] = (struct pool_span){ lo, hi };
+			}
+		}
+		if (x->log + x->len <= y->log + y->len)
+			i++;
+		else
+			j++;
+	}
+	*out = v;
+	*n = nv;
 	return 0;
 }

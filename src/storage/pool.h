@@ -101,4 +101,17 @@ int pool_subvol_ids(const char *path, struct pool_subvol_ids *out, err_t *err);
 /* Total and free bytes of the filesystem holding path. */
 int pool_usage(const char *path, uint64_t *total, uint64_t *free_bytes, err_t *err);
 
+/* The byte ranges [start, end) of files a and b (from offset 0 to size)
+ * that are the same extent on disk, at the same offset in both: a
+ * reflink's ranges that neither file wrote since, whose bytes are equal
+ * without reading them. Told by FIEMAP; a range whose address the kernel
+ * gives only approximately (delalloc, compressed, inline, ...) is never
+ * counted as shared. Sorted, disjoint; *out is malloc'd (NULL when none).
+ * 0, or -errno (e.g. -EOPNOTSUPP off btrfs): then nothing is known shared. */
+struct pool_span {
+	uint64_t start, end;
+};
+int pool_shared_spans(int a, int b, uint64_t size, struct pool_span **out, size_t *n,
+		      err_t *err);
+
 #endif
