@@ -13,6 +13,12 @@
  *                                    connection, splice both ways through a
  *                                    1 MiB pipe, half-closes passed on); no
  *                                    policy, no parsing
+ *   relay-sniff IP PORT TO_IP TO_PORT the same, but dials only once the
+ *                                    client's first bytes are in (as a
+ *                                    proxy that decides on the Host or SNI
+ *                                    must): TCP_DEFER_ACCEPT, one read,
+ *                                    dial, those bytes first; still no
+ *                                    policy, no parsing
  * With -t CAFILE first, every connection is TLS (SNI and name check for
  * HOST, verified against CAFILE only; a handshake that fails verification
  * is an error). Built static (with OpenSSL) by bench/gateway so it runs in
@@ -188,6 +194,7 @@ static int serve(char **argv)
 }
 
 static struct sockaddr_in relay_to;
+static int relay_sniff;   /* relay-sniff: read the first bytes, then dial */
 
 /* One relayed connection: each way, bytes go socket -> pipe -> socket
  * (splice: no copy to user space), and an EOF one way is a shutdown of
@@ -200,10 +207,18 @@ static void *relay_conn(void *arg)
 		int eof, done;
 	} w[2];
 	int a = (int)(intptr_t)arg, one = 1, b = socket(AF_INET, SOCK_STREAM, 0);
+	char first[16384];
+	ssize_t nfirst = 0;
 
 	setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(b, (struct sockaddr *)&relay_to, sizeof(relay_to)) < 0) {
+	if (relay_sniff && (nfirst = recv(a, first, sizeof(first), 0)) <= 0) {
+		close(a);
+		close(b);
+		return NULL;
+	}
+	if (connect(b, (struct sockaddr *)&relay_to, sizeof(relay_to)) < 0 ||
+	    (nfirst > 0 && send(b, first, (size_t)nfirst, MSG_NOSIGNAL) != nfirst)) {
 		close(a);
 		close(b);
 		return NULL;
@@ -276,6 +291,8 @@ static int relay(char **argv)
 	inet_pton(AF_INET, argv[2], &sa.sin_addr);
 	inet_pton(AF_INET, argv[4], &relay_to.sin_addr);
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (relay_sniff)   /* accepted once the first bytes are in, as the gateway does */
+		setsockopt(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one));
 	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 512) < 0) {
 		perror("bind");
 		return 1;
@@ -298,6 +315,10 @@ int main(int argc, char **argv)
 		return serve(argv);
 	if (argc == 6 && !strcmp(argv[1], "relay"))
 		return relay(argv);
+	if (argc == 6 && !strcmp(argv[1], "relay-sniff")) {
+		relay_sniff = 1;
+		return relay(argv);
+	}
 	if (argc > 2 && !strcmp(argv[1], "-t")) {
 		tls = SSL_CTX_new(TLS_client_method());
 		if (!tls || SSL_CTX_load_verify_locations(tls, argv[2], NULL) != 1) {
