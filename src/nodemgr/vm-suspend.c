@@ -133,7 +133,7 @@ static bool bit(const uint8_t *m, uint64_t i)
 }
 
 /* Which pages of mem (a bitmap, one bit a page) the export must compare
- * with the base, or NULL for all; *skipped: the bytes it need not read.
+ * with the base, or NULL for all.
  * The memory file is a reflink of the file its QEMU mapped, itself one of
  * the base (a clone's, or a restore's rebuilt on it), with the pages the
  * guest wrote over it: what is still the base's extent on disk is equal
@@ -141,7 +141,7 @@ static bool bit(const uint8_t *m, uint64_t i)
  * FIEMAP shows the written pages only once they are written back, so those
  * come from the list the memory snapshot keeps (ram_delta_runs); a file
  * without that list, or a filesystem without FIEMAP, is compared whole. */
-static uint8_t *pages_to_read(int mfd, int bfd, uint64_t size, uint64_t *skipped)
+static uint8_t *pages_to_read(int mfd, int bfd, uint64_t size)
 {
 	uint64_t npages = size / PAGE;
 	_cleanup_free_ struct pool_span *sp = NULL;
@@ -150,7 +150,6 @@ static uint8_t *pages_to_read(int mfd, int bfd, uint64_t size, uint64_t *skipped
 	uint8_t *need;
 	err_t e = { 0 };
 
-	*skipped = 0;
 	if (bfd < 0 || !(runs = ram_delta_runs(mfd, size, &nruns)))
 		return NULL;
 	if (pool_shared_spans(mfd, bfd, size, &sp, &nsp, &e) < 0) {
@@ -165,8 +164,6 @@ static uint8_t *pages_to_read(int mfd, int bfd, uint64_t size, uint64_t *skipped
 	for (size_t k = 0; k < nruns; k += 2)
 		for (uint64_t i = runs[k]; i < (uint64_t)runs[k] + runs[k + 1]; i++)
 			need[i / 8] |= (uint8_t)(1u << (i % 8));
-	for (uint64_t i = 0; i < npages; i++)
-		*skipped += bit(need, i) ? 0 : PAGE;
 	return need;
 }
 
@@ -181,7 +178,7 @@ static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 	_cleanup_free_ uint8_t *need = NULL;
 	struct zout z = { 0 };
 	struct stat ms, bs;
-	uint64_t pages = 0, idx, size, skipped = 0;
+	uint64_t pages = 0, idx, size, read = 0;
 	uint8_t head[24];
 	uint32_t v;
 	int r;
@@ -200,7 +197,7 @@ static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 		snprintf(base_sha, 65, "%s", want);
 	else if (bfd >= 0 && (r = vm_base_digest(base, bfd, base_sha, err)) < 0)
 		return r;
-	need = pages_to_read(mfd, bfd, size, &skipped);
+	need = pages_to_read(mfd, bfd, size);
 	if ((r = zout_init(&z, fd, err)) < 0)
 		goto out;
 	memcpy(head, MAGIC, 8);
@@ -220,6 +217,7 @@ static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 		if (i < j && (r = diff_range(mfd, bfd, a, b, i * PAGE, j * PAGE, &z, &pages,
 					     err)) < 0)
 			goto out;
+		read += (j - i) * PAGE;
 	}
 	idx = END_MARK;
 	r = zout_put(&z, &idx, 8, ZSTD_e_end, err);
@@ -228,7 +226,7 @@ static int export_mem(struct nm_server *s, const struct nm_sandbox_spec *spec, c
 			 "shared on disk with it, not read)", spec->id, (unsigned long long)pages,
 			 (unsigned long long)(size / PAGE),
 			 bfd < 0 ? "zero page" : known ? "base it was restored on" : "template's",
-			 (unsigned long long)(skipped >> 20));
+			 (unsigned long long)((size / PAGE * PAGE - read) >> 20));
 out:
 	zout_free(&z);
 	return r;
