@@ -153,9 +153,9 @@ void cli_progress_set(uint64_t done, uint64_t total, const char *unit, const cha
 /* While the call runs, poll GET /v1/sandboxes/{id} and show its
  * "progress" when that is of op (suspend, restore, fork). */
 void cli_progress_follow(struct cli *cli, const char *sandbox_id, const char *op);
-/* The call succeeded: show it at 100% (of total when not 0, else of the
- * last figure) and leave that line. */
-void cli_progress_done(uint64_t total);
+/* The call succeeded: show it at 100% (of total, counted in unit, when
+ * not 0, else of the last figure) and leave that line. */
+void cli_progress_done(uint64_t total, const char *unit);
 void cli_progress_end(void);
 
 /* Verbs. */

@@ -80,7 +80,7 @@ static int build_line(void *arg, char *line, size_t len)
 	} else if (strcmp(ev, "done") == 0) {
 		const json *t = json_get(j, "template");
 		b->done = true;
-		cli_progress_done(0);
+		cli_progress_done(0, NULL);
 		if (!b->cli->json) {
 			_cleanup_free_ char *name = cli_field(t, "name"), *ver = cli_field(t, "version");
 			printf("template %s version %s ready\n", name, ver);

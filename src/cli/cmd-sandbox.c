@@ -321,7 +321,8 @@ static int lifecycle(struct cli *cli, int argc, char **argv, const char *op)
 		bool bad = false;
 		int64_t stored = resp ? json_get_int(resp, "suspended_bytes", 0, &bad) : 0;
 		/* a suspend's answer tells the bytes it stored in all */
-		cli_progress_done(!strcmp(op, "suspend") && !bad && stored > 0 ? (uint64_t)stored : 0);
+		cli_progress_done(!strcmp(op, "suspend") && !bad && stored > 0 ? (uint64_t)stored : 0,
+				  "bytes");
 	}
 	cli_progress_end();
 	if (r == 0) {
@@ -396,7 +397,7 @@ int cmd_restore(struct cli *cli, int argc, char **argv)
 	cli_progress_follow(cli, argv[optind], "restore");
 	r = cli_call_json(cli, "POST", target, body ? body : "{}", NULL, &resp, &raw);
 	if (r == 0)
-		cli_progress_done(0);
+		cli_progress_done(0, NULL);
 	cli_progress_end();
 	if (r == 0) {
 		if (cli->json || !resp || resp->type != JSON_OBJ)

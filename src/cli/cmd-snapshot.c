@@ -187,7 +187,7 @@ int cmd_fork(struct cli *cli, int argc, char **argv)
 	cli_progress_follow(cli, argv[optind], "fork");
 	r = cli_call_json(cli, "POST", target, body.data, NULL, &resp, &raw);
 	if (r == 0)
-		cli_progress_done(0);
+		cli_progress_done(0, NULL);
 	cli_progress_end();
 	if (r == 0) {
 		const json *kids = resp ? json_get(resp, "sandboxes") : NULL;

@@ -303,13 +303,17 @@ void cli_progress_follow(struct cli *cli, const char *sandbox_id, const char *op
 	pthread_mutex_unlock(&active_mu);
 }
 
-void cli_progress_done(uint64_t total)
+void cli_progress_done(uint64_t total, const char *unit)
 {
 	pthread_mutex_lock(&active_mu);
 	if (active) {
 		pthread_mutex_lock(&active->mu);
-		if (total)
+		/* the total from the answer: also when no poll saw a figure
+		 * (a call quicker than a poll), so the unit comes with it */
+		if (total) {
 			active->total = total;
+			snprintf(active->unit, sizeof(active->unit), "%s", unit ? unit : "");
+		}
 		/* no figure ever came (a call quicker than a poll): nothing to
 		 * leave at 100%, the line is erased as on failure */
 		active->keep = active->total != 0;
