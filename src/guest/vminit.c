@@ -15,7 +15,8 @@
  *      the initramfs' files (they would hold RAM for nothing) and make
  *      /newroot the root: the classic switch_root (MS_MOVE onto /, chroot);
  *   6. devpts, /dev/shm, the /dev/fd links, /etc/machine-id and
- *      /etc/resolv.conf in memory, lo up, eth0's fixed address, the hostname.
+ *      /etc/resolv.conf in memory, lo up, eth0's fixed address, the hostname;
+ *   7. stop the PIT's channel 0 when the kernel does not use it.
  *
  * We stay PID 1 afterwards and run the ordinary agent with the port as the
  * channel. Any failure here is fatal: the message goes to the console and we
@@ -51,6 +52,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <sys/io.h>
+#endif
 
 #define MODULES_LIST "/etc/airlock/modules"
 #define NEWROOT "/newroot"
@@ -536,6 +540,61 @@ static void set_hostname(const struct vm_opts *o)
 		vlog("sethostname: %s", strerror(errno));
 }
 
+/* ---- 7: the PIT --------------------------------------------------------- */
+
+/* Whether any clock event device in use is the PIT ("pit"): per CPU, and
+ * the broadcast device. */
+static bool pit_in_use(void)
+{
+	DIR *d = opendir("/sys/devices/system/clockevents");
+	struct dirent *e;
+	bool used = false;
+
+	if (!d)
+		return true;   /* cannot tell: leave it */
+	while (!used && (e = readdir(d))) {
+		char path[PATH_MAX], dev[32] = "";
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/devices/system/clockevents/%s/current_device",
+			 e->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		if (fgets(dev, sizeof(dev), f) && !strncmp(dev, "pit", 3))
+			used = true;
+		fclose(f);
+	}
+	closedir(d);
+	return used;
+}
+
+/* The PIT's channel 0 stays as the machine reset it (mode 3, a square wave
+ * at 18.2 Hz) when the kernel keeps time with the TSC and the local APIC
+ * timer, as this guest's does: Debian 12's kernel never touches it (6.1;
+ * later kernels stop it themselves). Nothing reads it, but the hypervisor
+ * emulates every edge of that wave: under TCG QEMU's main loop woke 36
+ * times a second for it, two thirds of an idle clone's CPU time. Mode 0
+ * with a zero count fires once and then stays quiet, as those later
+ * kernels leave it. The template's saved device state holds it stopped, so
+ * every clone inherits that. */
+static void pit_stop(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (pit_in_use())
+		return;
+	if (ioperm(0x40, 4, 1) < 0) {
+		vlog("ioperm for the PIT: %s (it keeps running)", strerror(errno));
+		return;
+	}
+	outb(0x30, 0x43);   /* channel 0, low then high byte, mode 0 */
+	outb(0, 0x40);
+	outb(0, 0x40);
+	ioperm(0x40, 4, 0);
+#endif
+}
+
 int vm_init(void)
 {
 	struct vm_opts o = { .root = "/dev/vda", .port = "airlock" };
@@ -562,6 +621,7 @@ int vm_init(void)
 	lo_up();
 	net_up();
 	set_hostname(&o);
+	pit_stop();
 	vlog("vm init done in %llu ms (modules %llu ms, devices %llu ms)",
 	     (unsigned long long)(now_ms() - t0), (unsigned long long)(t_mod - t0),
 	     (unsigned long long)(now_ms() - t_mod));

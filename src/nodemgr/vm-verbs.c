@@ -48,8 +48,8 @@
  * virtio-net NIC; n2: microvm ioapic2=off, the guest's root mounted
  * without ext4's lazyinit; n3: root noatime, /etc/machine-id and
  * /etc/resolv.conf in memory; n4: eth0 has the fixed vm network; n5: the
- * guest boots with lsm=landlock,yama). */
-#define VM_CACHE_TAG "n5"
+ * guest boots with lsm=landlock,yama; n6: the guest stops the PIT). */
+#define VM_CACHE_TAG "n6"
 
 void vm_shape_of(const struct nm_sandbox_spec *spec, struct vm_shape *sh)
 {
