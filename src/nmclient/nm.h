@@ -108,7 +108,9 @@ int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const 
 		    err_t *err);
 /* Suspend and restore (src/nodemgr/suspend.c). The node opens the
  * artifact's file in its own staging directory and passes fd (borrowed;
- * export: writable, import: readable; a regular file) with the request.
+ * export: writable, import: readable; a regular file, or for an import a
+ * pipe the node writes as the object arrives, only ever with bytes it
+ * already authenticated: src/node/suspend.c) with the request.
  *   NM_ARTIFACT_DISK     export: `btrfs send -p` of snapshots/<id>/<snap>
  *                        against the template of spec (take that snapshot
  *                        first); import: `btrfs receive` of it, which
@@ -139,7 +141,8 @@ int nm_suspend_import(const char *sock, const struct nm_sandbox_spec *spec, cons
  * template's RAM file for spec's shape; a digest: 0 when that base is here
  * (the template's file or one imported), -ENOENT otherwise. export: zstd
  * of the template's RAM file for spec's shape into fd (*bytes written), its
- * digest and size. import: fd (zstd, from the store) kept as the base sha
+ * digest and size. import: fd (zstd, from the store: a file, or a pipe
+ * the node writes as it downloads) kept as the base sha
  * only if its content has that SHA-256 and is the RAM of spec's shape
  * (-EBADMSG otherwise; never more than that RAM is written). */
 int nm_vm_base_find(const char *sock, const struct nm_sandbox_spec *spec, const char *sha,

@@ -30,9 +30,11 @@
  * Restore (suspended → restoring → running): the manifest is fetched and
  * checked against the SHA-256 the row kept (a manifest swapped in the store
  * is refused), then each artifact is downloaded into staging and checked
- * against the manifest (size + SHA-256; a mismatch names the artifact),
- * nodemgr rebuilds snapshots/<id>/<snap> from the disk stream (`btrfs
- * receive` on the template), and the sandbox starts from it as a fork of
+ * against the manifest (size + SHA-256; a mismatch names the artifact)
+ * and handed to nodemgr, which rebuilds snapshots/<id>/<snap> from the disk
+ * stream (`btrfs receive` on the template). A sealed disk stream goes to
+ * receive through a pipe as it arrives instead, each chunk opened before
+ * its bytes are written (restore_stream). Then the sandbox starts from it as a fork of
  * itself (ns: a fresh init on the restored disk; processes do not survive
  * an ns suspend). Its network policy, credentials and port tokens are DB
  * state and apply again as they are. A failure removes what was built and
@@ -54,6 +56,7 @@
 #include "../lib/fault.h"
 #include "../lib/log.h"
 #include "../lib/phases.h"
+#include "../lib/pipe.h"
 #include "../objstore/objstore.h"
 #include "node-internal.h"
 
@@ -348,6 +351,8 @@ static struct crypt_ctx seal_ctx(const struct sandbox *sb, const char *snap, con
  * (nodemgr rebuilds it from fd). A vm's disk (`btrfs send` and receive,
  * I/O) and memory (the page diff and zstd, CPU) take about as long as each
  * other, and the store's handle may be used by many threads (objstore.h). */
+struct base_job;
+
 struct art_job {
 	struct node *n;
 	struct sandbox *sb;
@@ -363,7 +368,8 @@ struct art_job {
 	char *base_sha;     /* export, import of the memory: its base's digest */
 	struct mbase *mb;   /* suspend of the memory: its base, published */
 	struct exports *ex; /* suspend: what all the jobs exported so far */
-	uint64_t us, up_us; /* suspend: export, upload */
+	struct base_job *base; /* restore of the memory: its base, being fetched */
+	uint64_t us, up_us; /* suspend: export, upload; restore: download, import */
 	int r;
 	err_t err;
 	pthread_t tid;
@@ -449,10 +455,11 @@ static void start_job(struct art_job *j, void *(*fn)(void *))
 }
 
 /* Wait for the jobs start_job started (or ran); the first failure, in
- * artifact order, into err. Each job's time into ph as names[i] (and a
- * suspend's upload as upload_names[i]). */
+ * artifact order, into err. Each job's two times into ph as names[i] and
+ * names2[i]. */
 static int join_jobs(struct art_job *jobs, size_t nj, struct phases *ph,
-		     const char *const names[N_ARTIFACTS], err_t *err)
+		     const char *const names[N_ARTIFACTS], const char *const names2[N_ARTIFACTS],
+		     err_t *err)
 {
 	int r = 0;
 
@@ -462,7 +469,7 @@ static int join_jobs(struct art_job *jobs, size_t nj, struct phases *ph,
 		if (jobs[k].us)
 			phases_add(ph, names[jobs[k].i], jobs[k].us);
 		if (jobs[k].up_us)
-			phases_add(ph, upload_names[jobs[k].i], jobs[k].up_us);
+			phases_add(ph, names2[jobs[k].i], jobs[k].up_us);
 		if (jobs[k].r < 0 && r == 0) {
 			*err = jobs[k].err;
 			r = jobs[k].r;
@@ -471,14 +478,6 @@ static int join_jobs(struct art_job *jobs, size_t nj, struct phases *ph,
 	return r;
 }
 
-/* Run fn over the jobs that are on, side by side, and wait for them. */
-static int run_jobs(struct art_job *jobs, size_t nj, void *(*fn)(void *), struct phases *ph,
-		    const char *const names[N_ARTIFACTS], err_t *err)
-{
-	for (size_t k = 0; k < nj; k++)
-		start_job(&jobs[k], fn);
-	return join_jobs(jobs, nj, ph, names, err);
-}
 
 static void close_all(int fds[N_ARTIFACTS])
 {
@@ -587,7 +586,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	}
 	{
 		err_t je = { 0 };
-		int rj = join_jobs(jobs, N_ARTIFACTS, ph, export_names, &je);
+		int rj = join_jobs(jobs, N_ARTIFACTS, ph, export_names, upload_names, &je);
 		if (r == 0 && rj < 0) {
 			*err = je;
 			r = rj;
@@ -967,26 +966,19 @@ static int counted_write(void *arg, const void *p, size_t n)
 	return r;
 }
 
-/* Download and check one artifact into a staging file: *out, rewound.
- * BYOK (dk): opened as it arrives (every chunk authenticated before its
- * plaintext is written; no second copy on disk). Nothing is handed to
- * nodemgr until every artifact passed this. */
-static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, size_t i,
-			  const struct art *want, const struct dkey *dk, int *out, err_t *err)
+/* Download and check one artifact into fd (a file, or a pipe to nodemgr).
+ * BYOK (dk): opened as it arrives, every chunk authenticated before its
+ * plaintext is written (no second copy on disk); unsealed, the bytes are
+ * only known good at the end, against the manifest. */
+static int fetch_into(struct node *n, struct sandbox *sb, const char *snap, size_t i,
+		      const struct art *want, const struct dkey *dk, int fd, err_t *err)
 {
 	_cleanup_free_ char *key = obj_key(sb, snap, artifacts[i].name);
-	_cleanup_free_ char *path = staging_path(n, sb, snap, artifacts[i].name);
-	_cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-				      0600);
 	struct crypt_ctx cx = seal_ctx(sb, snap, artifacts[i].name);
 	struct crypt_opener *op = NULL;
 	char sha[OBJSTORE_SHA256_HEX];
 	uint64_t size = 0;
 	int r;
-
-	if (fd < 0)
-		return err_sys(err, "open %s", path);
-	unlink(path);
 	struct counted_sink sink = { sb, fd, NULL };
 
 	if (dk) {
@@ -1010,7 +1002,22 @@ static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, 
 	if (r == 0 && op)
 		r = crypt_opener_finish(op, NULL, err);
 	crypt_opener_free(op);
-	if (r < 0)
+	return r;
+}
+
+/* fetch_into a staging file: *out, rewound. */
+static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, size_t i,
+			  const struct art *want, const struct dkey *dk, int *out, err_t *err)
+{
+	_cleanup_free_ char *path = staging_path(n, sb, snap, artifacts[i].name);
+	_cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+				      0600);
+	int r;
+
+	if (fd < 0)
+		return err_sys(err, "open %s", path);
+	unlink(path);
+	if ((r = fetch_into(n, sb, snap, i, want, dk, fd, err)) < 0)
 		return r;
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "rewind %s", path);
@@ -1018,12 +1025,16 @@ static int fetch_artifact(struct node *n, struct sandbox *sb, const char *snap, 
 	return 0;
 }
 
-/* A restore's memory base, fetched beside its artifacts' downloads. */
+/* A restore's memory base, fetched beside its artifacts' downloads; the
+ * memory's import waits for it (base_wait). */
 struct base_job {
 	struct node *n;
 	const struct nm_sandbox_spec *spec;
 	const struct mbase *mb;
 	pthread_t tid;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
 	uint64_t us;
 	int r;
 	err_t err;
@@ -1033,30 +1044,87 @@ static void *base_job(void *arg)
 {
 	struct base_job *j = arg;
 	uint64_t t0 = now_us();
+	err_t e = { 0 };
+	int r = membase_fetch(j->n, j->spec, j->mb->sha, j->mb->osha, j->mb->osize, &e);
 
-	j->r = membase_fetch(j->n, j->spec, j->mb->sha, j->mb->osha, j->mb->osize, &j->err);
+	pthread_mutex_lock(&j->mu);
 	j->us = now_us() - t0;
+	j->r = r;
+	j->err = e;
+	j->done = true;
+	pthread_cond_broadcast(&j->cv);
+	pthread_mutex_unlock(&j->mu);
 	return NULL;
 }
 
-static void *fetch_job(void *arg)
+/* 0 once the base is here; its failure is the restore's (restore_job). */
+static int base_wait(struct base_job *b)
+{
+	int r;
+
+	pthread_mutex_lock(&b->mu);
+	while (!b->done)
+		pthread_cond_wait(&b->cv, &b->mu);
+	r = b->r;
+	pthread_mutex_unlock(&b->mu);
+	return r;
+}
+
+static int import_fd(struct art_job *j, int fd, err_t *err)
+{
+	return nm_suspend_import(j->n->cfg->nm_sock, j->spec, j->snap, artifacts[j->i].kind, fd,
+				 j->base_sha, err);
+}
+
+static int stream_fetch(void *arg, int fd, err_t *err)
+{
+	struct art_job *j = arg;
+
+	return fetch_into(j->n, j->sb, j->snap, j->i, j->a, j->dk, fd, err);
+}
+
+static int stream_import(void *arg, int fd, err_t *err)
+{
+	return import_fd(arg, fd, err);
+}
+
+/* A sealed disk stream goes straight into nodemgr's `btrfs receive` as it
+ * downloads: the receive (about a tenth of the download) ends with it
+ * instead of after it. Safe because each chunk is opened (authenticated:
+ * its index, object, snapshot, sandbox and tenant) before its bytes enter
+ * the pipe, so receive reads only what this sandbox's suspend wrote; a
+ * stream cut short or corrupted fails the download, and so the restore,
+ * whatever receive made of the part it saw (the restore's failure deletes
+ * it). An unsealed one is checked whole first: its digest is only known at
+ * the end. j->us is the download, j->up_us what the receive took after. */
+static void restore_stream(struct art_job *j)
+{
+	j->r = pipe_run(stream_fetch, j, stream_import, j, 1 << CRYPT_CHUNK_LOG2, &j->us,
+			&j->up_us, &j->err);
+}
+
+/* One artifact of a restore: downloaded and checked, then rebuilt by
+ * nodemgr, beside the others (the memory's rebuild waits for its base). */
+static void *restore_job(void *arg)
 {
 	struct art_job *j = arg;
 	uint64_t t0 = now_us();
 
+	if (j->dk && artifacts[j->i].kind == NM_ARTIFACT_DISK) {
+		restore_stream(j);
+		return NULL;
+	}
 	j->r = fetch_artifact(j->n, j->sb, j->snap, j->i, j->a, j->dk, &j->fd, &j->err);
 	j->us = now_us() - t0;
-	return NULL;
-}
-
-static void *import_job(void *arg)
-{
-	struct art_job *j = arg;
-	uint64_t t0 = now_us();
-
-	j->r = nm_suspend_import(j->n->cfg->nm_sock, j->spec, j->snap, artifacts[j->i].kind, j->fd,
-				 j->base_sha, &j->err);
-	j->us = now_us() - t0;
+	if (j->r < 0)
+		return NULL;
+	if (j->base && base_wait(j->base) < 0) {
+		j->r = -EAGAIN;   /* the base's own error is the restore's */
+		return NULL;
+	}
+	t0 = now_us();
+	j->r = import_fd(j, j->fd, &j->err);
+	j->up_us = now_us() - t0;
 	return NULL;
 }
 
@@ -1180,46 +1248,61 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct 
 	/* vm: the RAM file its memory is a difference from, by content: the
 	 * template's here, or fetched from the store into nodemgr's cache (a
 	 * sandbox moved from another node), side by side with the downloads. */
-	struct base_job bj = { .n = n, .spec = &spec, .mb = &mbase };
+	struct base_job bj = { .n = n, .spec = &spec, .mb = &mbase, .done = true };
 	bool want_base = r == 0 && mbase.sha[0] && arts[1].present, base_thread = false;
-	if (want_base)
+	pthread_mutex_init(&bj.mu, NULL);
+	pthread_cond_init(&bj.cv, NULL);
+	if (want_base) {
+		bj.done = false;
 		base_thread = pthread_create(&bj.tid, NULL, base_job, &bj) == 0;
-	if (want_base && !base_thread)
-		base_job(&bj);
-	/* Every artifact downloaded, checked and opened first; only then is
-	 * anything rebuilt from them. */
+		if (!base_thread)
+			base_job(&bj);
+	}
 	if (r == 0) {
 		uint64_t total = 0;
 		for (size_t i = 0; i < N_ARTIFACTS; i++)
 			total += arts[i].present ? arts[i].size : 0;
 		sandbox_progress_set(sb, "restore", "download", "bytes", 0, total);
 	}
-	for (size_t i = 0; i < N_ARTIFACTS; i++)
+	/* Each artifact downloaded, checked and rebuilt by nodemgr (the disk
+	 * by `btrfs receive`, the memory by zstd and writes into the base's
+	 * reflink), side by side with the others; a failure of any fails the
+	 * restore, which deletes what the others rebuilt. */
+	for (size_t i = 0; i < N_ARTIFACTS; i++) {
+		bool mem = artifacts[i].kind == NM_ARTIFACT_MEM;
+
 		jobs[i] = (struct art_job){ .n = n, .sb = sb, .spec = &spec, .snap = snap, .i = i,
-					    .on = arts[i].present, .fd = -1, .dk = dk, .a = &arts[i],
-					    .base_sha = artifacts[i].kind == NM_ARTIFACT_MEM ?
-							mbase.sha : NULL };
-	if (r == 0)
-		r = run_jobs(jobs, N_ARTIFACTS, fetch_job, &ph, download_names, err);
-	if (base_thread)
-		pthread_join(bj.tid, NULL);
-	if (want_base) {
-		phases_add(&ph, "memory_base", bj.us);
-		if (r == 0 && bj.r < 0) {
-			*err = bj.err;
-			r = err_wrap(err, "template %s", sb->template_name);
+					    .on = r == 0 && arts[i].present, .fd = -1, .dk = dk,
+					    .a = &arts[i], .base_sha = mem ? mbase.sha : NULL,
+					    .base = mem && want_base ? &bj : NULL };
+		start_job(&jobs[i], restore_job);
+	}
+	{
+		err_t je = { 0 };
+		int rj = join_jobs(jobs, N_ARTIFACTS, &ph, download_names, import_names, &je);
+
+		if (base_thread)
+			pthread_join(bj.tid, NULL);
+		if (want_base) {
+			phases_add(&ph, "memory_base", bj.us);
+			/* the base's failure first: it is why the memory waited */
+			if (r == 0 && bj.r < 0) {
+				*err = bj.err;
+				r = err_wrap(err, "template %s", sb->template_name);
+			}
+		}
+		if (r == 0 && rj < 0) {
+			*err = je;
+			r = rj;
 		}
 	}
+	pthread_mutex_destroy(&bj.mu);
+	pthread_cond_destroy(&bj.cv);
 	dkey_free(dk);
 	dk = NULL;
-	phases_mark(&ph, "download");
+	phases_mark(&ph, "artifacts");
 	if (r == 0)
 		sandbox_progress_set(sb, "restore", "start", "bytes", 0, 0);
-	/* side by side too: nodemgr rebuilds the disk (`btrfs receive`) and
-	 * the memory (zstd and writes into the base's reflink) apart */
-	if (r == 0)
-		r = run_jobs(jobs, N_ARTIFACTS, import_job, &ph, import_names, err);
-	phases_mark(&ph, "import");
 	/* closed once answered (make_and_upload) */
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
 		staged[i] = jobs[i].fd;

@@ -13,10 +13,16 @@
  *   vm memory and device state: vm-suspend.c
  *
  * A stream that came back from the store is untrusted bytes parsed as
- * root: the node checked it against the manifest (size and SHA-256) and the
- * manifest against the digest kept in its database before asking, and
- * receive runs confined (--chroot) and stops at its first error. Every id
- * reaching here passed valid_sandbox_id / valid_spec (verbs.c).
+ * root. Either the node checked it against the manifest (size and
+ * SHA-256), and the manifest against the digest kept in its database,
+ * before asking; or (a sealed artifact, which may come as a pipe) the node
+ * opens each chunk (AES-GCM under the suspend's data key, bound to its
+ * index, object, snapshot, sandbox and tenant) before it writes the
+ * chunk's bytes, so receive only ever reads what this sandbox's suspend
+ * wrote, and a stream cut short fails the restore (the node deletes what
+ * receive made of it). receive runs confined (--chroot) and stops at its
+ * first error. Every id reaching here passed valid_sandbox_id / valid_spec
+ * (verbs.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,6 +63,18 @@ int artifact_fd_check(int fd, bool write, err_t *err)
 		return err_set(err, EINVAL, "artifact fd is not writable");
 	if (!write && (fl & O_ACCMODE) == O_WRONLY)
 		return err_set(err, EINVAL, "artifact fd is not readable");
+	return 0;
+}
+
+int artifact_in_check(int fd, bool *pipe, err_t *err)
+{
+	struct stat st;
+
+	*pipe = fd >= 0 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+	if (!*pipe)
+		return artifact_fd_check(fd, false, err);
+	if ((fcntl(fd, F_GETFL) & O_ACCMODE) == O_WRONLY)
+		return err_set(err, EINVAL, "artifact pipe is not readable");
 	return 0;
 }
 
@@ -118,9 +136,10 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
 	uint64_t t0 = now_us();
 	err_t e2 = { 0 };
+	bool pipe;
 	int r;
 
-	if ((r = artifact_fd_check(fd, false, err)) < 0)
+	if ((r = artifact_in_check(fd, &pipe, err)) < 0)
 		return r;
 	if (access(sbx, F_OK) == 0)
 		return err_set(err, EEXIST, "sandbox %s has a subvolume: not suspended here", spec->id);
@@ -131,7 +150,7 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	/* What an earlier, failed restore left. */
 	if ((r = pool_subvol_delete(dst, err)) < 0)
 		return r;
-	if (lseek(fd, 0, SEEK_SET) < 0)
+	if (!pipe && lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "rewind artifact fd");
 	struct pool_waiter w = { wait_child, s };
 	r = pool_receive(dir, fd, &w, err);

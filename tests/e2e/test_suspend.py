@@ -5,7 +5,9 @@ the sandbox is left on the node while suspended (no subvolume, no process
 in its cgroup); the egress policy applies after a restore; exec with
 auto_restore=false answers 409 naming `suspended`, a plain exec restores;
 a flipped byte in an artifact fails the restore naming it (state stays
-suspended) and a restore works once the byte is back; an unwritable store
+suspended) and a restore works once the byte is back, and so does a disk
+stream cut in half (it goes into `btrfs receive` as it downloads: nothing
+of what receive made is left); an unwritable store
 fails the suspend with 503 and the sandbox keeps running; a node killed in
 the middle of an upload leaves no restorable row, the sandbox usable, and a
 second suspend completes. The store is the default file:// one,
@@ -322,6 +324,32 @@ class SuspendTest(AirlockTestCase):
         self.assertEqual(self.post(sid, "restore")["state"], "running")
         code, out, _ = self.sh(sid, "cat /root/p")
         self.assertEqual((code, out), (0, "precious\n"))
+
+    def test_cut_disk_stream_then_fixed(self):
+        # The sealed disk stream goes into `btrfs receive` as it downloads:
+        # one cut short (the store lost its tail) fails the restore naming
+        # the artifact, and nothing receive made of the first half is left.
+        sid = self.make()
+        _, md5, _ = self.sh(sid, "head -c 3145728 /dev/urandom > /root/q; sync; md5sum /root/q")
+        r, _ = self.suspend(sid)
+        path = os.path.join(self.server.dir, "objects", "sandboxes", sid, r["snapshot_id"],
+                            "disk")
+        with open(path, "rb") as f:
+            whole = f.read()
+        self.assertGreater(len(whole), 3 << 20)
+        with open(path, "r+b") as f:
+            f.truncate(len(whole) // 2)
+        status, data, _ = self.api.raw("POST", f"/v1/sandboxes/{sid}/restore", {})
+        self.assertGreaterEqual(status, 500, data)
+        self.assertIn("disk", json.loads(data)["error"]["message"])
+        self.assertEqual(self.get(sid)["state"], "suspended")
+        self.assertFalse(os.path.exists(self.subvolume(sid)))
+        snaps = os.path.join(self.server.dir, "pool", "snapshots", sid)
+        self.assertEqual(os.listdir(snaps) if os.path.isdir(snaps) else [], [])
+        with open(path, "wb") as f:
+            f.write(whole)
+        self.assertEqual(self.post(sid, "restore")["state"], "running")
+        self.assertEqual(self.sh(sid, "md5sum /root/q"), (0, md5, ""))
 
     def test_unwritable_store(self):
         sid = self.make()
