@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/pipe.h"
 #include "../objstore/objstore.h"
 #include "node-internal.h"
 
@@ -316,11 +317,16 @@ int membase_publish(struct node *n, const struct nm_sandbox_spec *spec, const ch
 		return r;
 	}
 	key = base_key(spec->template_name, sha);
-	r = objstore_head(n->os, key, osize, osha, err);
-	if (r != -ENOENT)
-		return r;   /* published before (0), or the store failed */
-	/* One publish at a time: the first suspend of each base pays it. */
+	if (objstore_head(n->os, key, osize, osha, err) == 0)
+		return 0;   /* published before */
+	/* One publish at a time: the first suspend of each base pays it.
+	 * Asked again under the lock: a publish running here (the one when
+	 * the template became ready) is done then, and a store whose objects
+	 * appear before their metadata (s3rver) showed this one half made. */
 	pthread_mutex_lock(&n->tpub_mu);
+	*err = (err_t){ 0 };
+	if ((r = objstore_head(n->os, key, osize, osha, err)) != -ENOENT)
+		goto out;   /* published meanwhile (0), or the store failed */
 	if ((fd = staging_fd(n, "mem", err)) < 0) {
 		r = fd;
 		goto out;
@@ -363,34 +369,54 @@ static int base_find(struct node *n, void *arg, uint32_t *version, err_t *err)
 	return nm_vm_base_find(n->cfg->nm_sock, w->spec, w->sha, NULL, NULL, err);
 }
 
+/* One fetch of a memory base: the download and nodemgr's import of it. */
+struct base_pipe {
+	struct node *n;
+	struct base_want *w;
+	const char *key;
+	uint64_t size;
+};
+
+static int base_get(void *arg, int fd, err_t *err)
+{
+	struct base_pipe *p = arg;
+	char sha[OBJSTORE_SHA256_HEX] = "";
+	int r = objstore_get_fd(p->n->os, p->key, fd, &p->size, sha, err);
+
+	/* the object the manifest pins */
+	if (r == 0 && (strcmp(sha, p->w->osha) != 0 || p->size != p->w->osize))
+		r = err_set(err, EBADMSG, "%s: %llu bytes with SHA-256 %.16s…, the manifest names "
+			    "%llu bytes %.16s…", p->key, (unsigned long long)p->size, sha,
+			    (unsigned long long)p->w->osize, p->w->osha);
+	return r;
+}
+
+static int base_put(void *arg, int fd, err_t *err)
+{
+	struct base_pipe *p = arg;
+
+	return nm_vm_base_import(p->n->cfg->nm_sock, p->w->spec, p->w->sha, fd, err);
+}
+
+/* The download goes into nodemgr's decompression as it arrives (a file
+ * first, then the import, took the two one after the other). nodemgr
+ * decompresses at most the shape's RAM into a temporary file and keeps it
+ * only if what came out has the digest the manifest names, so a corrupted
+ * object is never used; the object's own digest fails the fetch too. */
 static int base_work(struct node *n, void *arg, uint32_t *version, err_t *err)
 {
 	struct base_want *w = arg;
 	_cleanup_free_ char *key = base_key(w->spec->template_name, w->sha);
-	char sha[OBJSTORE_SHA256_HEX] = "";
-	uint64_t size = 0, t0 = now_us();
-	int fd, r;
+	struct base_pipe p = { n, w, key, 0 };
+	uint64_t t0 = now_us();
+	int r;
 
 	(void)version;
-	if ((fd = staging_fd(n, "mem", err)) < 0)
-		return fd;
-	r = objstore_get_fd(n->os, key, fd, &size, sha, err);
-	/* the object the manifest pins (nodemgr checks its content's digest
-	 * too, as it decompresses it) */
-	if (r == 0 && (strcmp(sha, w->osha) != 0 || size != w->osize))
-		r = err_set(err, EBADMSG, "%s: %llu bytes with SHA-256 %.16s…, the manifest names "
-			    "%llu bytes %.16s…", key, (unsigned long long)size, sha,
-			    (unsigned long long)w->osize, w->osha);
-	if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
-		r = err_sys(err, "rewind the memory base");
-	if (r == 0)
-		r = nm_vm_base_import(n->cfg->nm_sock, w->spec, w->sha, fd, err);
-	close(fd);
-	if (r < 0)
+	if ((r = pipe_run(base_get, &p, base_put, &p, 1 << 20, NULL, NULL, err)) < 0)
 		return r;
 	__atomic_add_fetch(&n->tstore_fetches, 1, __ATOMIC_RELAXED);
 	log_info("memory base %.16s… of template %s fetched from the object store: %llu bytes in "
-		 "%.1f ms", w->sha, w->spec->template_name, (unsigned long long)size,
+		 "%.1f ms", w->sha, w->spec->template_name, (unsigned long long)p.size,
 		 (now_us() - t0) / 1000.0);
 	return 0;
 }

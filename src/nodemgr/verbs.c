@@ -449,7 +449,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 		/* Safe: the spec is checked as for create and the digest is 64
 		 * hex digits, so the only paths are the template's
 		 * RAM file of a shape and pool/membase/<sha256>; the node's file
-		 * comes as an fd (checked). Import decompresses bytes from the
+		 * comes as an fd (checked; an import's may be a pipe). Import decompresses bytes from the
 		 * object store into a temporary file of membase (bounded by the
 		 * RAM of the spec's shape), and
 		 * keeps it only if their SHA-256 is the one asked for: what a
@@ -470,8 +470,11 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 						   &extra.base_size, &size, &err);
 		} else if (!q.u.vmbase.sha[0]) {
 			r = err_set(&err, EINVAL, "no memory base digest");
-		} else if ((r = artifact_fd_check(in_fd, false, &err)) == 0) {
-			r = vm_base_import(s, &q.u.vmbase.spec, q.u.vmbase.sha, in_fd, &err);
+		} else {
+			bool piped;   /* a file, or the download itself */
+			if ((r = artifact_in_check(in_fd, &piped, &err)) == 0)
+				r = vm_base_import(s, &q.u.vmbase.spec, q.u.vmbase.sha, in_fd,
+						   &err);
 		}
 		break;
 	case NM_TEMPLATE_EXPORT:

@@ -351,7 +351,7 @@ int vm_base_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 		r = err_sys(err, "create %s", tmp);
 		goto done;
 	}
-	if (lseek(fd, 0, SEEK_SET) < 0) {
+	if (lseek(fd, 0, SEEK_SET) < 0 && errno != ESPIPE) {
 		r = err_sys(err, "rewind the base fd");
 		goto done;
 	}
