@@ -357,6 +357,10 @@ class ClusterTest(unittest.TestCase):
             before = int(self.sh(self.ca, sid, "cat /tmp/c"))
             self.assertGreater(before, 2)
             policy = self.ca.call("GET", f"/v1/sandboxes/{sid}/network")["network"]
+            # nb forgets a base an earlier test's vm sandbox made it fetch
+            cache = os.path.join(self.b.dir, "pool", "membase")
+            for f in os.listdir(cache) if os.path.isdir(cache) else []:
+                os.remove(os.path.join(cache, f))
             fetched = self.base_fetches(self.b)
             self.suspend(self.cb, sid)
             gone = lambda: not os.path.exists(os.path.join(self.a.dir, "pool", "sandboxes", sid))
@@ -675,8 +679,9 @@ class ClusterTest(unittest.TestCase):
         try:
             self.sh(self.ca, sid, "echo kept > /f")
             self.suspend(self.ca, sid)
+            # the build's stream (a vm's memory base beside it is not this test's)
             keys = [l.split()[0] for l in self.objtool("ls", "templates/tampered/").splitlines()
-                    if l.strip()]
+                    if l.strip() and "/mem-" not in l]
             self.assertEqual(len(keys), 1, keys)
             with tempfile.TemporaryDirectory() as tmp:
                 stream = os.path.join(tmp, "s")
