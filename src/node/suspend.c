@@ -685,9 +685,11 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct 
 	if (!sandbox_suspend_kind(sb) || !n->os)
 		return err_set(err, EOPNOTSUPP, "the %s backend cannot suspend a sandbox%s",
 			       sb->backend_name, n->os ? "" : " (no object store)");
+	phases_start(&ph);
 	pthread_mutex_lock(&sb->mu);
 	while (sb->lc_busy)
 		pthread_cond_wait(&sb->cv, &sb->mu);
+	phases_mark(&ph, "wait");
 	prev = sb->state;
 	if (sb->deleting || (prev != SB_RUNNING && prev != SB_PAUSED)) {
 		pthread_mutex_unlock(&sb->mu);
@@ -707,8 +709,8 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct 
 	pthread_mutex_unlock(&sb->mu);
 	if (r < 0)
 		return r;
+	phases_mark(&ph, "row");
 	FAULT_POINT("suspend.after_transition");
-	phases_start(&ph);
 	if (prev == SB_RUNNING)
 		suspend_reclaim(n, sb);
 	phases_mark(&ph, "reclaim");
@@ -1177,9 +1179,11 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct 
 	pthread_mutex_lock(&n->mu);
 	live = sandbox_live_locked(n);
 	pthread_mutex_unlock(&n->mu);
+	phases_start(&ph);
 	pthread_mutex_lock(&sb->mu);
 	while (sb->lc_busy)
 		pthread_cond_wait(&sb->cv, &sb->mu);
+	phases_mark(&ph, "wait");
 	if (sb->state == SB_RUNNING && !sb->deleting) {
 		pthread_mutex_unlock(&sb->mu);
 		return 0;  /* restored meanwhile by another request */
@@ -1213,8 +1217,8 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct 
 	if (r < 0)
 		return r;
 
+	phases_mark(&ph, "row");
 	FAULT_POINT("restore.after_transition");
-	phases_start(&ph);
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
 		staged[i] = -1;
 	/* Nothing of a suspended sandbox may be here: what its suspend could
