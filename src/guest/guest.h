@@ -102,6 +102,7 @@ struct agent {
 	char boot_id[PROTO_BOOT_ID_MAX + 1];
 	bool quit;
 	uint8_t *iobuf;         /* PROTO_CHUNK scratch for reads */
+	uint64_t pgfree_mark;   /* the kernel's pgfree when RECLAIM last zeroed (0: never) */
 };
 
 /* agent.c */

@@ -48,8 +48,9 @@
  * virtio-net NIC; n2: microvm ioapic2=off, the guest's root mounted
  * without ext4's lazyinit; n3: root noatime, /etc/machine-id and
  * /etc/resolv.conf in memory; n4: eth0 has the fixed vm network; n5: the
- * guest boots with lsm=landlock,yama; n6: the guest stops the PIT). */
-#define VM_CACHE_TAG "n6"
+ * guest boots with lsm=landlock,yama; n6: the guest stops the PIT; n7:
+ * its RECLAIM zeroes only what could be stale since the last one). */
+#define VM_CACHE_TAG "n7"
 
 void vm_shape_of(const struct nm_sandbox_spec *spec, struct vm_shape *sh)
 {
