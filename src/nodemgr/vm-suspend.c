@@ -136,31 +136,37 @@ static bool bit(const uint8_t *m, uint64_t i)
  * with the base, or NULL for all.
  * The memory file is a reflink of the file its QEMU mapped, itself one of
  * the base (a clone's, or a restore's rebuilt on it), with the pages the
- * guest wrote over it: what is still the base's extent on disk is equal
- * without reading it (most of it, and mostly not in the page cache).
+ * guest wrote over it: what is still the base's extent on disk, or a hole
+ * in both (pages no guest wrote), is equal without reading it (most of it,
+ * and mostly not in the page cache).
  * FIEMAP shows the written pages only once they are written back, so those
  * come from the list the memory snapshot keeps (ram_delta_runs); a file
  * without that list, or a filesystem without FIEMAP, is compared whole. */
 static uint8_t *pages_to_read(int mfd, int bfd, uint64_t size)
 {
 	uint64_t npages = size / PAGE;
-	_cleanup_free_ struct pool_span *sp = NULL;
+	_cleanup_free_ struct pool_span *sp = NULL, *holes = NULL;
 	_cleanup_free_ uint32_t *runs = NULL;
-	size_t nsp = 0, nruns = 0;
+	size_t nsp = 0, nholes = 0, nruns = 0;
 	uint8_t *need;
 	err_t e = { 0 };
 
 	if (bfd < 0 || !(runs = ram_delta_runs(mfd, size, &nruns)))
 		return NULL;
-	if (pool_shared_spans(mfd, bfd, size, &sp, &nsp, &e) < 0) {
+	if (pool_shared_spans(mfd, bfd, size, &sp, &nsp, &e) < 0 ||
+	    pool_hole_spans(mfd, bfd, size, &holes, &nholes, &e) < 0) {
 		log_debug("memory compared whole: %s", e.msg);
 		return NULL;
 	}
 	need = xmalloc(npages / 8 + 1);
 	memset(need, 0xff, npages / 8 + 1);
-	for (size_t k = 0; k < nsp; k++)   /* the whole pages of each span */
-		for (uint64_t i = (sp[k].start + PAGE - 1) / PAGE; i < sp[k].end / PAGE; i++)
+	/* the whole pages of each span: shared, or a hole in both (a RAM file
+	 * QEMU wrote keeps the pages its guest never wrote as holes) */
+	for (size_t k = 0; k < nsp + nholes; k++) {
+		const struct pool_span *q = k < nsp ? &sp[k] : &holes[k - nsp];
+		for (uint64_t i = (q->start + PAGE - 1) / PAGE; i < q->end / PAGE; i++)
 			need[i / 8] &= (uint8_t)~(1u << (i % 8));
+	}
 	for (size_t k = 0; k < nruns; k += 2)
 		for (uint64_t i = runs[k]; i < (uint64_t)runs[k] + runs[k + 1]; i++)
 			need[i / 8] |= (uint8_t)(1u << (i % 8));

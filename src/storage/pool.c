@@ -523,3 +523,72 @@ int pool_shared_spans(int a, int b, uint64_t size, struct pool_span **out, size_
 	*n = nv;
 	return 0;
 }
+
+/* The holes of fd in [0, size), sorted: SEEK_DATA from each hole's end. */
+static int holes_of(int fd, uint64_t size, struct pool_span **out, size_t *n, err_t *err)
+{
+	struct pool_span *v = NULL;
+	size_t nv = 0, cap = 0;
+	uint64_t at = 0;
+
+	while (at < size) {
+		off_t h = lseek(fd, (off_t)at, SEEK_HOLE), d;
+
+		if (h < 0) {
+			free(v);
+			return err_sys(err, "SEEK_HOLE");
+		}
+		if ((uint64_t)h >= size)
+			break;
+		d = lseek(fd, h, SEEK_DATA);
+		if (d < 0 && errno != ENXIO) {
+			free(v);
+			return err_sys(err, "SEEK_DATA");
+		}
+		uint64_t end = d < 0 || (uint64_t)d > size ? size : (uint64_t)d;
+		if (end <= (uint64_t)h)
+			break;   /* never backwards */
+		if (nv == cap) {
+			cap = cap ? 2 * cap : 64;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		v[nv++] = (struct pool_span){ (uint64_t)h, end };
+		at = end;
+	}
+	*out = v;
+	*n = nv;
+	return 0;
+}
+
+int pool_hole_spans(int a, int b, uint64_t size, struct pool_span **out, size_t *n,
+		    err_t *err)
+{
+	_cleanup_free_ struct pool_span *ha = NULL, *hb = NULL;
+	struct pool_span *v = NULL;
+	size_t na = 0, nb = 0, nv = 0, cap = 0;
+	int r;
+
+	*out = NULL;
+	*n = 0;
+	if ((r = holes_of(a, size, &ha, &na, err)) < 0 || (r = holes_of(b, size, &hb, &nb, err)) < 0)
+		return r;
+	for (size_t i = 0, j = 0; i < na && j < nb;) {
+		uint64_t lo = ha[i].start > hb[j].start ? ha[i].start : hb[j].start;
+		uint64_t hi = ha[i].end < hb[j].end ? ha[i].end : hb[j].end;
+
+		if (lo < hi) {
+			if (nv == cap) {
+				cap = cap ? 2 * cap : 64;
+				v = xrealloc(v, cap * sizeof(*v));
+			}
+			v[nv++] = (struct pool_span){ lo, hi };
+		}
+		if (ha[i].end <= hb[j].end)
+			i++;
+		else
+			j++;
+	}
+	*out = v;
+	*n = nv;
+	return 0;
+}

@@ -113,5 +113,12 @@ struct pool_span {
 };
 int pool_shared_spans(int a, int b, uint64_t size, struct pool_span **out, size_t *n,
 		      err_t *err);
+/* The byte ranges of files a and b (from offset 0 to size) that are a hole
+ * in both, so read as zeros in both without reading them. Told by
+ * SEEK_HOLE / SEEK_DATA, which on btrfs count a page written but not yet
+ * on disk as data; neither file may be written meanwhile. Sorted,
+ * disjoint, as pool_shared_spans. */
+int pool_hole_spans(int a, int b, uint64_t size, struct pool_span **out, size_t *n,
+		    err_t *err);
 
 #endif

@@ -283,6 +283,40 @@ int main(void)
 		free(sp);
 		CHECK(nsp == 0);
 		close(ofd);
+		/* holes in both (a RAM file QEMU wrote keeps its guest's
+		 * never-written pages as holes): known zero in both; a page
+		 * written into a hole is not one, written back or not */
+		{
+			char *h1 = xasprintf("%s.h1", mem2), *h2 = xasprintf("%s.h2", mem2);
+			int f1 = open(h1, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			int f2 = open(h2, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			const uint64_t M = 1u << 20;
+
+			CHECK(f1 >= 0 && f2 >= 0 && ftruncate(f1, SIZE) == 0 && ftruncate(f2, SIZE) == 0);
+			/* f1: data in [0, 1M) and [2M, 3M); f2: in [0, 1.5M) and [3.5M, 4M) */
+			for (uint64_t o = 0; o < SIZE; o += PG) {
+				if (o < M || (o >= 2 * M && o < 3 * M))
+					CHECK(pwrite(f1, pg, PG, (off_t)o) == PG);
+				if (o < 3 * M / 2 || o >= 7 * M / 2)
+					CHECK(pwrite(f2, pg, PG, (off_t)o) == PG);
+			}
+			CHECK(fsync(f1) == 0 && fsync(f2) == 0);
+			CHECK(pool_hole_spans(f1, f2, SIZE, &sp, &nsp, &e) == 0);
+			CHECK(nsp == 2 && sp[0].start == 3 * M / 2 && sp[0].end == 2 * M &&
+			      sp[1].start == 3 * M && sp[1].end == 7 * M / 2);
+			free(sp);
+			/* a page into f1's hole at 3M, not written back */
+			CHECK(pwrite(f1, pg, PG, (off_t)(3 * M)) == PG);
+			CHECK(pool_hole_spans(f1, f2, SIZE, &sp, &nsp, &e) == 0);
+			CHECK(nsp == 2 && sp[1].start == 3 * M + PG && sp[1].end == 7 * M / 2);
+			free(sp);
+			close(f1);
+			close(f2);
+			unlink(h1);
+			unlink(h2);
+			free(h1);
+			free(h2);
+		}
 		close(tfd);
 		unlink(mem2);
 		free(guest2);
