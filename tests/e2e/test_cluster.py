@@ -351,6 +351,10 @@ class ClusterTest(unittest.TestCase):
         try:
             self.sh(self.ca, sid, "echo moved > /root/f; "
                                   "echo '192.0.2.7 denied.test' >> /etc/hosts")
+            # bytes only the guest's memory holds (a tmpfs), checked after each move
+            md5 = self.sh(self.ca, sid, "mkdir -p /run/m && mount -t tmpfs tmpfs /run/m && "
+                                        "head -c 8388608 /dev/urandom > /run/m/r && "
+                                        "md5sum /run/m/r")
             pid = self.sh(self.ca, sid, "sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/c; "
                                         "sleep 0.2; done' >/dev/null 2>&1 & echo $!").decode().strip()
             time.sleep(1.5)
@@ -371,6 +375,7 @@ class ClusterTest(unittest.TestCase):
             # nb had no base with that digest: downloaded once, into its cache
             self.assertEqual(self.base_fetches(self.b) - fetched, 1, self.b.log()[-3000:])
             self.assertTrue(os.listdir(os.path.join(self.b.dir, "pool", "membase")))
+            self.assertEqual(self.sh(self.ca, sid, "md5sum /run/m/r"), md5)
             out = self.sh(self.ca, sid, f"cat /root/f; cat /tmp/c; kill -0 {pid} && echo alive")
             lines = out.decode().split()
             self.assertEqual(lines[0], "moved", out)
@@ -399,6 +404,7 @@ class ClusterTest(unittest.TestCase):
             self.assertEqual((got["state"], got["node"]), ("running", "na"), got)
             out = self.sh(self.cb, sid, f"cat /root/f; kill -0 {pid} && echo alive")
             self.assertEqual(out.decode().split(), ["moved", "alive"], out)
+            self.assertEqual(self.sh(self.cb, sid, "md5sum /run/m/r"), md5)
         finally:
             self.ca.raw("DELETE", f"/v1/sandboxes/{sid}")
 
