@@ -481,6 +481,21 @@ static int exact_extents(int fd, uint64_t size, struct ext **out, size_t *n, err
 	return 0;
 }
 
+/* Append [lo, hi) to the sorted list v (nv of cap), joined to the last
+ * span when they touch. */
+static void span_add(struct pool_span **v, size_t *nv, size_t *cap, uint64_t lo, uint64_t hi)
+{
+	if (*nv && (*v)[*nv - 1].end == lo) {
+		(*v)[*nv - 1].end = hi;
+		return;
+	}
+	if (*nv == *cap) {
+		*cap = *cap ? 2 * *cap : 64;
+		*v = xrealloc(*v, *cap * sizeof(**v));
+	}
+	(*v)[(*nv)++] = (struct pool_span){ lo, hi };
+}
+
 int pool_shared_spans(int a, int b, uint64_t size, struct pool_span **out, size_t *n,
 		      err_t *err)
 {
@@ -503,17 +518,8 @@ int pool_shared_spans(int a, int b, uint64_t size, struct pool_span **out, size_
 		if (hi > size)
 			hi = size;
 		/* the same offset maps to the same disk byte in both */
-		if (lo < hi && x->phys - x->log == y->phys - y->log) {
-			if (nv && v[nv - 1].end == lo) {
-				v[nv - 1].end = hi;
-			} else {
-				if (nv == cap) {
-					cap = cap ? 2 * cap : 64;
-					v = xrealloc(v, cap * sizeof(*v));
-				}
-				v[nv++] = (struct pool_span){ lo, hi };
-			}
-		}
+		if (lo < hi && x->phys - x->log == y->phys - y->log)
+			span_add(&v, &nv, &cap, lo, hi);
 		if (x->log + x->len <= y->log + y->len)
 			i++;
 		else
@@ -548,11 +554,7 @@ static int holes_of(int fd, uint64_t size, struct pool_span **out, size_t *n, er
 		uint64_t end = d < 0 || (uint64_t)d > size ? size : (uint64_t)d;
 		if (end <= (uint64_t)h)
 			break;   /* never backwards */
-		if (nv == cap) {
-			cap = cap ? 2 * cap : 64;
-			v = xrealloc(v, cap * sizeof(*v));
-		}
-		v[nv++] = (struct pool_span){ (uint64_t)h, end };
+		span_add(&v, &nv, &cap, (uint64_t)h, end);
 		at = end;
 	}
 	*out = v;
@@ -564,31 +566,24 @@ int pool_hole_spans(int a, int b, uint64_t size, struct pool_span **out, size_t 
 		    err_t *err)
 {
 	_cleanup_free_ struct pool_span *ha = NULL, *hb = NULL;
-	struct pool_span *v = NULL;
-	size_t na = 0, nb = 0, nv = 0, cap = 0;
+	size_t na = 0, nb = 0, cap = 0;
 	int r;
 
 	*out = NULL;
 	*n = 0;
 	if ((r = holes_of(a, size, &ha, &na, err)) < 0 || (r = holes_of(b, size, &hb, &nb, err)) < 0)
 		return r;
+	/* both sorted: what each pair overlaps */
 	for (size_t i = 0, j = 0; i < na && j < nb;) {
 		uint64_t lo = ha[i].start > hb[j].start ? ha[i].start : hb[j].start;
 		uint64_t hi = ha[i].end < hb[j].end ? ha[i].end : hb[j].end;
 
-		if (lo < hi) {
-			if (nv == cap) {
-				cap = cap ? 2 * cap : 64;
-				v = xrealloc(v, cap * sizeof(*v));
-			}
-			v[nv++] = (struct pool_span){ lo, hi };
-		}
+		if (lo < hi)
+			span_add(out, n, &cap, lo, hi);
 		if (ha[i].end <= hb[j].end)
 			i++;
 		else
 			j++;
 	}
-	*out = v;
-	*n = nv;
 	return 0;
 }
