@@ -226,11 +226,11 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
  * for reading? */
 int artifact_fd_check(int fd, bool write, err_t *err);
 /* An artifact to import: a regular file, or a pipe the node writes as the
- * object arrives (*pipe: which). What may come by pipe: a sealed disk
+ * object arrives (*piped, when not NULL: which). What may come by pipe: a sealed disk
  * stream, every chunk authenticated before the node writes its bytes
  * (suspend.c); a memory base, kept only if what it decompresses to has
  * the digest asked for (vm-base.c). */
-int artifact_in_check(int fd, bool *pipe, err_t *err);
+int artifact_in_check(int fd, bool *piped, err_t *err);
 /* pool_subvol_ensure_received on the template at path, one at a time. */
 int template_ensure_received(const char *path, err_t *err);
 /* template-xfer.c: a template into and out of a btrfs send stream in the fd

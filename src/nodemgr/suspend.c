@@ -66,12 +66,14 @@ int artifact_fd_check(int fd, bool write, err_t *err)
 	return 0;
 }
 
-int artifact_in_check(int fd, bool *pipe, err_t *err)
+int artifact_in_check(int fd, bool *piped, err_t *err)
 {
 	struct stat st;
+	bool fifo = fd >= 0 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
 
-	*pipe = fd >= 0 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
-	if (!*pipe)
+	if (piped)
+		*piped = fifo;
+	if (!fifo)
 		return artifact_fd_check(fd, false, err);
 	if ((fcntl(fd, F_GETFL) & O_ACCMODE) == O_WRONLY)
 		return err_set(err, EINVAL, "artifact pipe is not readable");
@@ -136,10 +138,10 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
 	uint64_t t0 = now_us();
 	err_t e2 = { 0 };
-	bool pipe;
+	bool piped;
 	int r;
 
-	if ((r = artifact_in_check(fd, &pipe, err)) < 0)
+	if ((r = artifact_in_check(fd, &piped, err)) < 0)
 		return r;
 	if (access(sbx, F_OK) == 0)
 		return err_set(err, EEXIST, "sandbox %s has a subvolume: not suspended here", spec->id);
@@ -150,7 +152,7 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	/* What an earlier, failed restore left. */
 	if ((r = pool_subvol_delete(dst, err)) < 0)
 		return r;
-	if (!pipe && lseek(fd, 0, SEEK_SET) < 0)
+	if (!piped && lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "rewind artifact fd");
 	struct pool_waiter w = { wait_child, s };
 	r = pool_receive(dir, fd, &w, err);

@@ -470,11 +470,9 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 						   &extra.base_size, &size, &err);
 		} else if (!q.u.vmbase.sha[0]) {
 			r = err_set(&err, EINVAL, "no memory base digest");
-		} else {
-			bool piped;   /* a file, or the download itself */
-			if ((r = artifact_in_check(in_fd, &piped, &err)) == 0)
-				r = vm_base_import(s, &q.u.vmbase.spec, q.u.vmbase.sha, in_fd,
-						   &err);
+		} else if ((r = artifact_in_check(in_fd, NULL, &err)) == 0) {
+			/* a file, or the download itself */
+			r = vm_base_import(s, &q.u.vmbase.spec, q.u.vmbase.sha, in_fd, &err);
 		}
 		break;
 	case NM_TEMPLATE_EXPORT:
