@@ -103,6 +103,11 @@ static int file_put(struct objstore *os, const char *key, const struct os_src *s
 	}
 	os_sha256_hex_final(h, sha256_hex);
 	h = NULL;
+	if (src->sha256 && strcmp(src->sha256, sha256_hex) != 0) {
+		r = err_set(err, EIO, "objstore put %s: the source's SHA-256 is %.12s…, not the "
+			    "%.12s… it was given with", key, sha256_hex, src->sha256);
+		goto fail;
+	}
 	if (fsetxattr(fd, XATTR, sha256_hex, 64, 0) < 0) {
 		r = err_sys(err, "objstore put %s: cannot set the digest xattr", key);
 		goto fail;

@@ -21,6 +21,9 @@ struct os_src {
 	objstore_read_at_fn read_at;
 	objstore_progress_fn progress;   /* may be NULL: bytes stored, with arg */
 	void *arg;
+	/* the bytes' SHA-256 when the caller knows it (objstore_put_hashed):
+	 * a driver then does not read them before sending them */
+	const char *sha256;
 };
 /* Tell s's progress of n bytes stored. */
 void os_src_stored(const struct os_src *s, uint64_t n);

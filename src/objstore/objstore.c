@@ -179,6 +179,18 @@ int objstore_put_reader(struct objstore *os, const char *key, uint64_t size,
 	return put(os, key, &src, sha256_hex, err);
 }
 
+int objstore_put_hashed(struct objstore *os, const char *key, int fd, uint64_t size,
+			const char sha256_hex[OBJSTORE_SHA256_HEX], objstore_progress_fn progress,
+			void *arg, err_t *err)
+{
+	struct os_src src = { .fd = fd, .off = 0, .size = size, .progress = progress, .arg = arg,
+			      .sha256 = sha256_hex };
+
+	if (!sha256_hex || !os_sha256_hex_valid(sha256_hex))
+		return err_set(err, EINVAL, "objstore put %s: not a SHA-256 in hex", key);
+	return put(os, key, &src, NULL, err);
+}
+
 static int fd_write(void *arg, const void *p, size_t n)
 {
 	return write_all(*(int *)arg, p, n);

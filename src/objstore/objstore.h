@@ -70,6 +70,16 @@ typedef void (*objstore_progress_fn)(void *arg, uint64_t n);
 int objstore_put_reader(struct objstore *os, const char *key, uint64_t size,
 			objstore_read_at_fn read_at, objstore_progress_fn progress, void *arg,
 			char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err);
+/* As objstore_put_fd for a regular file fd (from offset 0), with the
+ * bytes' digest known: the caller hashed them as it wrote them (a
+ * suspend's artifacts, src/node/suspend.c). Nothing is read before the
+ * sending starts: s3 signs a single PUT with it (S3 refuses a body that
+ * does not match) and each part of a multipart upload is hashed by the
+ * thread that sends it; the file driver checks it as it copies (-EIO and
+ * nothing stored when it differs). progress as for objstore_put_reader. */
+int objstore_put_hashed(struct objstore *os, const char *key, int fd, uint64_t size,
+			const char sha256_hex[OBJSTORE_SHA256_HEX], objstore_progress_fn progress,
+			void *arg, err_t *err);
 /* Write the object's bytes, in order, to write(arg, p, n) (0 or -errno),
  * checking them against the stored digest at the end. */
 int objstore_get_writer(struct objstore *os, const char *key,

@@ -260,7 +260,9 @@ static int put_single(struct os_s3 *s, const char *key, const struct os_src *src
 		whole.buf = mem;
 		src = &whole;
 	}
-	if ((r = hash_parts(src, key, 0, hex, NULL, err)) < 0)
+	if (src->sha256)
+		memcpy(hex, src->sha256, OBJSTORE_SHA256_HEX);
+	else if ((r = hash_parts(src, key, 0, hex, NULL, err)) < 0)
 		return r;
 	struct hdr h[] = { { "x-amz-meta-sha256", hex },
 			   { "content-type", "application/octet-stream" } };
@@ -278,7 +280,10 @@ struct mp {
 	uint64_t part_size;
 	size_t n_parts;
 	char (*etags)[128];
-	char (*shas)[OBJSTORE_SHA256_HEX];   /* each part's, from the one hash pass */
+	/* each part's: from the one hash pass, or (the object's digest
+	 * known) each hashed by its sender first */
+	char (*shas)[OBJSTORE_SHA256_HEX];
+	bool hash_each;
 	pthread_mutex_t mu;
 	size_t next;
 	bool failed;
@@ -338,7 +343,10 @@ static void *mp_worker(void *arg)
 		struct call c = { .method = "PUT", .key = m->key, .query = q, .src = &part,
 				  .payload_hash = m->shas[i], .max_body = MAX_XML };
 		struct s3_http_resp resp = { 0 };
-		int r = s3_call(m->s, &c, &resp, &e);
+		int r = m->hash_each ? hash_parts(&part, m->key, 0, m->shas[i], NULL, &e) : 0;
+
+		if (r == 0)
+			r = s3_call(m->s, &c, &resp, &e);
 
 		if (r == 0 && !resp.etag[0])
 			r = err_set(&e, EPROTO, "objstore s3 put %s: part %zu: no ETag in the answer",
@@ -386,11 +394,15 @@ static int put_multipart(struct os_s3 *s, const char *key, const struct os_src *
 		return err_set(err, EFBIG, "objstore s3 put %s: %llu bytes need more than %d parts "
 			       "of %llu bytes", key, (unsigned long long)src->size, MAX_PARTS,
 			       (unsigned long long)m.part_size);
-	/* the object's digest goes with CreateMultipartUpload, so first hash
-	 * it all, and each part's on the same pass (its request is signed
-	 * with it): the parts are then read once more, as they are sent */
+	/* the object's digest goes with CreateMultipartUpload, so, unless
+	 * known, first hash it all, and each part's on the same pass (its
+	 * request is signed with it): the parts are then read once more, as
+	 * they are sent */
 	m.shas = xcalloc(m.n_parts, sizeof(*m.shas));
-	if ((r = hash_parts(src, key, m.part_size, hex, m.shas, err)) < 0) {
+	m.hash_each = src->sha256 != NULL;
+	if (m.hash_each)
+		memcpy(hex, src->sha256, OBJSTORE_SHA256_HEX);
+	else if ((r = hash_parts(src, key, m.part_size, hex, m.shas, err)) < 0) {
 		free(m.shas);
 		return r;
 	}
