@@ -108,9 +108,10 @@ int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const 
 		    err_t *err);
 /* Suspend and restore (src/nodemgr/suspend.c). The node opens the
  * artifact's file in its own staging directory and passes fd (borrowed;
- * export: writable, import: readable; a regular file, or for an import a
- * pipe the node writes as the object arrives, only ever with bytes it
- * already authenticated: src/node/suspend.c) with the request.
+ * export: writable, import: readable) with the request. Either may be a
+ * pipe instead: an export's the node reads, sealing and hashing the bytes
+ * as they come; an import's the node writes as the object arrives, only
+ * ever with bytes it already authenticated (src/node/suspend.c).
  *   NM_ARTIFACT_DISK     export: `btrfs send -p` of snapshots/<id>/<snap>
  *                        against the template of spec (take that snapshot
  *                        first); import: `btrfs receive` of it, which
@@ -121,7 +122,8 @@ int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const 
  *                        when that snapshot is a stream (no RAM file)
  *   NM_ARTIFACT_VMSTATE  vm: zstd of the full snapshot's device state (or
  *                        stream). Import both after the disk, before fork.
- * export's *size gets the bytes written. import fails with -EEXIST while
+ * export's *size gets the bytes written (-1 into a pipe, but 0 for a
+ * memory with no RAM file). import fails with -EEXIST while
  * the sandbox still has its subvolume, and leaves nothing on failure. */
 enum nm_artifact { NM_ARTIFACT_DISK = 1, NM_ARTIFACT_MEM, NM_ARTIFACT_VMSTATE };
 /* base_sha (may be NULL): export of NM_ARTIFACT_MEM takes the SHA-256 of

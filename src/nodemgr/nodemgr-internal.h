@@ -225,12 +225,14 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 /* Is fd, passed by the node, a regular file open for writing (write) or
  * for reading? */
 int artifact_fd_check(int fd, bool write, err_t *err);
-/* An artifact to import: a regular file, or a pipe the node writes as the
- * object arrives (*piped, when not NULL: which). What may come by pipe: a sealed disk
+/* An artifact to export (write) or import: a regular file, or a pipe
+ * (*piped, when not NULL: which). An export's pipe is read by the node,
+ * which seals and hashes the bytes as they come. An import's is written by
+ * the node as the object arrives; what may come that way: a sealed disk
  * stream, every chunk authenticated before the node writes its bytes
  * (suspend.c); a memory base, kept only if what it decompresses to has
  * the digest asked for (vm-base.c). */
-int artifact_in_check(int fd, bool *piped, err_t *err);
+int artifact_stream_check(int fd, bool write, bool *piped, err_t *err);
 /* pool_subvol_ensure_received on the template at path, one at a time. */
 int template_ensure_received(const char *path, err_t *err);
 /* template-xfer.c: a template into and out of a btrfs send stream in the fd

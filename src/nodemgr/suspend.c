@@ -66,17 +66,18 @@ int artifact_fd_check(int fd, bool write, err_t *err)
 	return 0;
 }
 
-int artifact_in_check(int fd, bool *piped, err_t *err)
+int artifact_stream_check(int fd, bool write, bool *piped, err_t *err)
 {
 	struct stat st;
 	bool fifo = fd >= 0 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+	int mode = fifo ? fcntl(fd, F_GETFL) & O_ACCMODE : 0;
 
 	if (piped)
 		*piped = fifo;
 	if (!fifo)
-		return artifact_fd_check(fd, false, err);
-	if ((fcntl(fd, F_GETFL) & O_ACCMODE) == O_WRONLY)
-		return err_set(err, EINVAL, "artifact pipe is not readable");
+		return artifact_fd_check(fd, write, err);
+	if (mode == (write ? O_RDONLY : O_WRONLY))
+		return err_set(err, EINVAL, "artifact pipe is not %s", write ? "writable" : "readable");
 	return 0;
 }
 
@@ -99,11 +100,12 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 						spec->template_version);
 	uint64_t t0 = now_us();
 	struct stat st;
+	bool piped;
 	int r;
 
 	*size = -1;
 	base_sha[0] = '\0';
-	if ((r = artifact_fd_check(fd, true, err)) < 0)
+	if ((r = artifact_stream_check(fd, true, &piped, err)) < 0)
 		return r;
 	if (artifact != NM_ARTIFACT_DISK)
 		return vm_suspend_export_base(s, spec, snap, artifact, fd, size, want_base,
@@ -117,12 +119,12 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	 * or its streams could not be received (pool_subvol_mark_received). */
 	if ((r = template_ensure_received(parent, err)) < 0)
 		return r;
-	if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+	if (!piped && (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0))
 		return err_sys(err, "truncate artifact fd");
 	struct pool_waiter w = { wait_child, s };
 	if ((r = pool_send(src, parent, fd, &w, err)) < 0)
 		return err_wrap(err, "sandbox %s: disk of %s", spec->id, snap);
-	if (fstat(fd, &st) == 0)
+	if (!piped && fstat(fd, &st) == 0)
 		*size = st.st_size;
 	log_info("sandbox %s: disk of %s against %s/%u: %lld bytes in %.1f ms", spec->id, snap,
 		 spec->template_name, spec->template_version, (long long)*size,
@@ -141,7 +143,7 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	bool piped;
 	int r;
 
-	if ((r = artifact_in_check(fd, &piped, err)) < 0)
+	if ((r = artifact_stream_check(fd, false, &piped, err)) < 0)
 		return r;
 	if (access(sbx, F_OK) == 0)
 		return err_set(err, EEXIST, "sandbox %s has a subvolume: not suspended here", spec->id);

@@ -470,7 +470,7 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 						   &extra.base_size, &size, &err);
 		} else if (!q.u.vmbase.sha[0]) {
 			r = err_set(&err, EINVAL, "no memory base digest");
-		} else if ((r = artifact_in_check(in_fd, NULL, &err)) == 0) {
+		} else if ((r = artifact_stream_check(in_fd, false, NULL, &err)) == 0) {
 			/* a file, or the download itself */
 			r = vm_base_import(s, &q.u.vmbase.spec, q.u.vmbase.sha, in_fd, &err);
 		}

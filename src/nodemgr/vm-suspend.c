@@ -280,10 +280,12 @@ int vm_suspend_export_base(struct nm_server *s, const struct nm_sandbox_spec *sp
 	_cleanup_free_ char *state = xasprintf("%s/snapshots/%s/%s" VM_FULL_SUFFIX, s->pool,
 					       spec->id, snap);
 	struct stat st;
+	bool piped = fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);   /* the node's size */
 	int r;
 
+	*size = -1;
 	base_sha[0] = '\0';
-	if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+	if (!piped && (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0))
 		return err_sys(err, "truncate artifact fd");
 	if (artifact == NM_ARTIFACT_MEM) {
 		/* A snapshot saved as a stream has no RAM file: 0 bytes, and the
@@ -301,7 +303,7 @@ int vm_suspend_export_base(struct nm_server *s, const struct nm_sandbox_spec *sp
 	if (r < 0)
 		return err_wrap(err, "sandbox %s: %s of %s", spec->id,
 				artifact == NM_ARTIFACT_MEM ? "memory" : "vmstate", snap);
-	if (fstat(fd, &st) == 0)
+	if (!piped && fstat(fd, &st) == 0)
 		*size = st.st_size;
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,49 @@ static uint8_t *get_file(const char *path, size_t *n)
 	close(fd);
 	*n = (size_t)st.st_size;
 	return b;
+}
+
+/* A pipe's bytes, read to its end (an export into a pipe, as the node
+ * seals it as it comes). */
+struct drain {
+	int in;
+	struct buf b;
+};
+
+static void *drain(void *arg)
+{
+	struct drain *d = arg;
+	char c[65536];
+	ssize_t k;
+
+	while ((k = read(d->in, c, sizeof(c))) > 0)
+		buf_add(&d->b, c, (size_t)k);
+	return NULL;
+}
+
+/* Export artifact into a pipe: the same bytes as want (size bytes of a
+ * file), and nodemgr does not know their size. */
+static void export_piped(uint32_t artifact, int want, int64_t size)
+{
+	int pp[2];
+	int64_t psize = 0;
+	struct drain d = { -1, { 0 } };
+	pthread_t t;
+	err_t e = { 0 };
+	char *w = xmalloc((size_t)size + 1);
+
+	buf_init(&d.b);
+	CHECK(pipe(pp) == 0);
+	d.in = pp[0];
+	CHECK(pthread_create(&t, NULL, drain, &d) == 0);
+	CHECK(vm_suspend_export(&srv, &spec, "su-1", artifact, pp[1], &psize, &e) == 0);
+	close(pp[1]);
+	pthread_join(t, NULL);
+	close(pp[0]);
+	CHECK(pread(want, w, (size_t)size, 0) == size);
+	CHECK(psize == -1 && d.b.len == (size_t)size && memcmp(d.b.data, w, (size_t)size) == 0);
+	buf_free(&d.b);
+	free(w);
 }
 
 static int tmpfd(void)
@@ -194,6 +238,7 @@ int main(void)
 	CHECK(vm_suspend_export(&srv, &spec, "su-1", NM_ARTIFACT_MEM, fd, &size, &e) == 0);
 	printf("memory artifact: %lld bytes for 3 written pages of %u MiB\n", (long long)size, MB);
 	CHECK(size > 0 && size < 4 * PG);
+	export_piped(NM_ARTIFACT_MEM, fd, size);
 	/* Import over nothing: the same RAM, byte for byte. */
 	unlink(mem);
 	CHECK(import_mem(fd, &e) == 0);
@@ -204,6 +249,7 @@ int main(void)
 	/* The device state round-trips. */
 	fd = tmpfd();
 	CHECK(vm_suspend_export(&srv, &spec, "su-1", NM_ARTIFACT_VMSTATE, fd, &size, &e) == 0);
+	export_piped(NM_ARTIFACT_VMSTATE, fd, size);
 	unlink(vmstate);
 	CHECK(vm_suspend_import(&srv, &spec, "su-1", NM_ARTIFACT_VMSTATE, fd, &e) == 0);
 	got = get_file(vmstate, &n);

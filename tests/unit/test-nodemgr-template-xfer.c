@@ -248,6 +248,27 @@ static int copy_stream(int fd, size_t flip)
 	return out;
 }
 
+/* Read a pipe to its end into a stream fd (an export into a pipe, as the
+ * node seals it). */
+struct drain {
+	int in, out;
+	uint64_t n;
+};
+
+static void *drain(void *arg)
+{
+	struct drain *d = arg;
+	char b[65536];
+	ssize_t k;
+
+	while ((k = read(d->in, b, sizeof(b))) > 0) {
+		CHECK(write_all(d->out, b, (size_t)k) == 0);
+		d->n += (uint64_t)k;
+	}
+	close(d->in);
+	return NULL;
+}
+
 /* The entries of pool/templates/<name>/, sorted, space-separated. */
 static void entries(const struct node *n, const char *name, char *out, size_t cap)
 {
@@ -499,6 +520,22 @@ int main(void)
 	OK(nm_suspend_export(A.sock, &spec, "su-1", NM_ARTIFACT_DISK, delta, &dsize, NULL, E));
 	printf("sandbox disk stream against t/1: %lld bytes\n", (long long)dsize);
 	CHECK(dsize > 0 && dsize < (1 << 20));
+	/* into a pipe instead: the same stream, its size unknown to nodemgr */
+	{
+		int pp[2];
+		int64_t psize = 0;
+		struct drain d = { -1, stream_fd(), 0 };
+		pthread_t t;
+		CHECK(pipe(pp) == 0);
+		d.in = pp[0];
+		CHECK(pthread_create(&t, NULL, drain, &d) == 0);
+		OK(nm_suspend_export(A.sock, &spec, "su-1", NM_ARTIFACT_DISK, pp[1], &psize, NULL,
+				     E));
+		close(pp[1]);
+		pthread_join(t, NULL);
+		CHECK(psize == -1 && d.n == (uint64_t)dsize);
+		close(d.out);
+	}
 	spec.template_version = 3;
 	OK(nm_suspend_import(B.sock, &spec, "su-1", NM_ARTIFACT_DISK, delta, NULL, E));
 	{
