@@ -5,6 +5,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@ struct sink {
 	int fd;
 	struct buf *b;
 	uint64_t bytes;
+	EVP_MD_CTX *md;   /* NULL, or hashes what is written */
 };
 
 /* Up to want bytes; fewer only at the end. -errno on a read error. */
@@ -61,6 +63,8 @@ static int sink_write(struct sink *s, const void *p, size_t n)
 		r = write_all(s->fd, p, n);
 	if (r == 0)
 		s->bytes += n;
+	if (r == 0 && s->md && EVP_DigestUpdate(s->md, p, n) != 1)
+		abort();
 	return r;
 }
 
@@ -427,7 +431,7 @@ out:
 
 int crypt_seal_fd(int in, int out, const uint8_t key[CRYPT_KEY_LEN],
 		  const uint8_t ref[CRYPT_REF_LEN], const struct crypt_ctx *ctx,
-		  uint64_t *out_bytes, err_t *err)
+		  uint64_t *out_bytes, char out_sha256[65], err_t *err)
 {
 	struct src s = { .fd = in };
 	struct sink k = { .fd = out };
@@ -435,9 +439,21 @@ int crypt_seal_fd(int in, int out, const uint8_t key[CRYPT_KEY_LEN],
 
 	if (!ctx_ok(ctx))
 		return err_set(err, EINVAL, "seal: a context name is missing or too long");
+	if (out_sha256 && (!(k.md = EVP_MD_CTX_new()) ||
+			   EVP_DigestInit_ex(k.md, EVP_sha256(), NULL) != 1))
+		abort();
 	r = seal_stream(&s, &k, key, ref, ctx, err);
 	if (out_bytes)
 		*out_bytes = k.bytes;
+	if (out_sha256) {
+		uint8_t d[32];
+		unsigned int dl = 0;
+		if (EVP_DigestFinal_ex(k.md, d, &dl) != 1 || dl != sizeof(d))
+			abort();
+		EVP_MD_CTX_free(k.md);
+		for (size_t i = 0; i < sizeof(d); i++)
+			snprintf(out_sha256 + 2 * i, 3, "%02x", d[i]);
+	}
 	return r;
 }
 
@@ -486,288 +502,6 @@ int crypt_head_read_fd(int fd, struct crypt_head *h, err_t *err)
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return err_sys(err, "rewind a sealed object");
 	return read_head(&s, h, "object", err);
-}
-
-/* ---- a sealed view, made as it is read (uploads) ------------------------- */
-
-/* A worker thread seals ahead of an in-order reader (the store hashes and
- * writes one chunk while the next is sealed: on two cores, sealing costs
- * the upload little). A read the worker cannot serve (out of order: the
- * parts of a multipart upload) seals its chunk itself. */
-#define VIEW_SLOTS 4
-
-struct view_slot {
-	uint64_t index;         /* UINT64_MAX: empty */
-	size_t len;             /* ciphertext + tag */
-	uint8_t *ct;
-};
-
-struct crypt_view {
-	int fd;
-	uint64_t plain, nchunks, size;
-	const uint8_t *key;
-	struct crypt_ctx ctx;
-	struct crypt_head h;
-	struct buf head;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct view_slot slot[VIEW_SLOTS];
-	uint64_t next;          /* the worker's next chunk */
-	uint64_t low;           /* the reader needs nothing below this */
-	bool stop, started;
-	int werr;               /* the worker's failure (-errno) */
-	pthread_t worker;
-	/* the reader's own sealing, for what the worker does not have */
-	pthread_mutex_t fb_mu;
-	EVP_CIPHER_CTX *cx;
-	uint8_t *pt, *ct;
-	uint64_t cached;
-	size_t cached_len;
-	struct buf aad;
-};
-
-static uint64_t n_chunks(uint64_t plain, size_t cs)
-{
-	return plain == 0 ? 1 : (plain + cs - 1) / cs;
-}
-
-uint64_t crypt_sealed_size(uint64_t plain, const struct crypt_ctx *ctx)
-{
-	const size_t cs = (size_t)1 << CRYPT_CHUNK_LOG2;
-	uint64_t hl = CRYPT_HEAD_FIXED + 4 + strlen(ctx->tenant) + strlen(ctx->sandbox) +
-		      strlen(ctx->kind) + strlen(ctx->snapshot);
-
-	return hl + plain + n_chunks(plain, cs) * CRYPT_TAG_LEN;
-}
-
-/* Seal chunk i of v's file into ct (pt: a plaintext buffer, wiped after). */
-static int view_seal(struct crypt_view *v, EVP_CIPHER_CTX *cx, struct buf *aad, uint8_t *pt,
-		     uint8_t *ct, uint64_t i, size_t *ct_len)
-{
-	const size_t cs = (size_t)1 << CRYPT_CHUNK_LOG2;
-	size_t len = i == v->nchunks - 1 ? (size_t)(v->plain - i * cs) : cs, got = 0;
-	int r = 0;
-
-	if (i > UINT32_MAX)
-		return -EFBIG;
-	while (got < len) {
-		ssize_t n = pread(v->fd, pt + got, len - got, (off_t)(i * cs + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -EPIPE;
-			break;
-		}
-		got += (size_t)n;
-	}
-	if (r == 0) {
-		aad_build(aad, &v->h, &v->ctx, i, i == v->nchunks - 1);
-		if (chunk_crypt(cx, true, v->key, &v->h, aad, i, pt, len, ct, ct + len) < 0)
-			r = -EIO;
-	}
-	OPENSSL_cleanse(pt, got);
-	*ct_len = len + CRYPT_TAG_LEN;
-	return r;
-}
-
-static struct view_slot *slot_of_locked(struct crypt_view *v, uint64_t i)
-{
-	for (int k = 0; k < VIEW_SLOTS; k++)
-		if (v->slot[k].index == i)
-			return &v->slot[k];
-	return NULL;
-}
-
-static void *view_worker(void *arg)
-{
-	const size_t cs = (size_t)1 << CRYPT_CHUNK_LOG2;
-	struct crypt_view *v = arg;
-	EVP_CIPHER_CTX *cx = EVP_CIPHER_CTX_new();
-	uint8_t *pt = xmalloc(cs), *ct = xmalloc(cs + 16);
-	struct buf aad;
-
-	if (!cx)
-		abort();
-	buf_init(&aad);
-	pthread_mutex_lock(&v->mu);
-	for (;;) {
-		struct view_slot *free_slot = NULL;
-		uint64_t i;
-		size_t len = 0;
-		int r;
-
-		if (v->next < v->low)
-			v->next = v->low;
-		for (int k = 0; k < VIEW_SLOTS && !free_slot; k++)
-			if (v->slot[k].index == UINT64_MAX || v->slot[k].index < v->low)
-				free_slot = &v->slot[k];
-		if (v->stop || v->werr || v->next >= v->nchunks) {
-			if (v->stop)
-				break;
-			pthread_cond_wait(&v->cv, &v->mu);
-			continue;
-		}
-		if (!free_slot) {
-			pthread_cond_wait(&v->cv, &v->mu);
-			continue;
-		}
-		i = v->next;
-		free_slot->index = UINT64_MAX;
-		pthread_mutex_unlock(&v->mu);
-		r = view_seal(v, cx, &aad, pt, ct, i, &len);
-		pthread_mutex_lock(&v->mu);
-		if (r < 0) {
-			v->werr = r;
-		} else if (v->next == i) {
-			/* the slot's buffer and ct swap: no copy */
-			uint8_t *t = free_slot->ct;
-			free_slot->ct = ct;
-			ct = t;
-			free_slot->len = len;
-			free_slot->index = i;
-			v->next = i + 1;
-		}
-		pthread_cond_broadcast(&v->cv);
-	}
-	pthread_mutex_unlock(&v->mu);
-	OPENSSL_cleanse(pt, cs);
-	free(pt);
-	free(ct);
-	buf_free(&aad);
-	EVP_CIPHER_CTX_free(cx);
-	return NULL;
-}
-
-struct crypt_view *crypt_view_new(int fd, uint64_t plain, const uint8_t key[CRYPT_KEY_LEN],
-				  const uint8_t ref[CRYPT_REF_LEN], const struct crypt_ctx *ctx,
-				  err_t *err)
-{
-	const size_t cs = (size_t)1 << CRYPT_CHUNK_LOG2;
-	struct crypt_view *v;
-
-	if (!ctx_ok(ctx)) {
-		err_set(err, EINVAL, "seal: a context name is missing or too long");
-		return NULL;
-	}
-	v = xcalloc(1, sizeof(*v));
-	v->fd = fd;
-	v->plain = plain;
-	v->key = key;
-	v->ctx = *ctx;
-	v->h.version = 1;
-	v->h.chunk_log2 = CRYPT_CHUNK_LOG2;
-	memcpy(v->h.key_ref, ref, CRYPT_REF_LEN);
-	random_bytes(v->h.nonce_prefix, sizeof(v->h.nonce_prefix));
-	buf_init(&v->head);
-	head_write(&v->head, &v->h, ctx);
-	v->nchunks = n_chunks(plain, cs);
-	v->size = v->head.len + plain + v->nchunks * CRYPT_TAG_LEN;
-	pthread_mutex_init(&v->mu, NULL);
-	pthread_cond_init(&v->cv, NULL);
-	pthread_mutex_init(&v->fb_mu, NULL);
-	for (int k = 0; k < VIEW_SLOTS; k++) {
-		v->slot[k].index = UINT64_MAX;
-		v->slot[k].ct = xmalloc(cs + 16);
-	}
-	if (!(v->cx = EVP_CIPHER_CTX_new()))
-		abort();
-	v->pt = xmalloc(cs);
-	v->ct = xmalloc(cs + 16);
-	v->cached = UINT64_MAX;
-	buf_init(&v->aad);
-	v->started = pthread_create(&v->worker, NULL, view_worker, v) == 0;
-	return v;
-}
-
-uint64_t crypt_view_size(const struct crypt_view *v)
-{
-	return v->size;
-}
-
-/* Copy [within, within + take) of chunk i to out: from the worker's slots
- * (waiting for it when it is about to seal it), or sealed here. */
-static int view_copy(struct crypt_view *v, uint64_t i, size_t within, uint8_t *out,
-		     size_t want, size_t *took)
-{
-	struct view_slot *sl;
-	int r = 0;
-
-	pthread_mutex_lock(&v->mu);
-	if (i > v->low) {
-		v->low = i;
-		pthread_cond_broadcast(&v->cv);
-	}
-	while (v->started && !(sl = slot_of_locked(v, i)) && !v->werr && i >= v->next &&
-	       i < v->next + VIEW_SLOTS)
-		pthread_cond_wait(&v->cv, &v->mu);
-	if (v->started && (sl = slot_of_locked(v, i))) {
-		*took = sl->len - within < want ? sl->len - within : want;
-		memcpy(out, sl->ct + within, *took);
-		pthread_mutex_unlock(&v->mu);
-		return 0;
-	}
-	pthread_mutex_unlock(&v->mu);
-	pthread_mutex_lock(&v->fb_mu);
-	if (v->cached != i) {
-		r = view_seal(v, v->cx, &v->aad, v->pt, v->ct, i, &v->cached_len);
-		v->cached = r == 0 ? i : UINT64_MAX;
-	}
-	if (r == 0) {
-		*took = v->cached_len - within < want ? v->cached_len - within : want;
-		memcpy(out, v->ct + within, *took);
-	}
-	pthread_mutex_unlock(&v->fb_mu);
-	return r;
-}
-
-int crypt_view_read_at(void *arg, uint64_t pos, void *p, size_t n)
-{
-	const size_t cl = ((size_t)1 << CRYPT_CHUNK_LOG2) + CRYPT_TAG_LEN;
-	struct crypt_view *v = arg;
-	uint8_t *out = p;
-	int r = 0;
-
-	if (pos + n > v->size)
-		return -EINVAL;
-	while (n && r == 0) {
-		size_t take = 0;
-		if (pos < v->head.len) {
-			take = v->head.len - pos < n ? (size_t)(v->head.len - pos) : n;
-			memcpy(out, v->head.data + pos, take);
-		} else {
-			uint64_t off = pos - v->head.len;
-			r = view_copy(v, off / cl, (size_t)(off % cl), out, n, &take);
-		}
-		out += take;
-		pos += take;
-		n -= take;
-	}
-	return r;
-}
-
-void crypt_view_free(struct crypt_view *v)
-{
-	if (!v)
-		return;
-	if (v->started) {
-		pthread_mutex_lock(&v->mu);
-		v->stop = true;
-		pthread_cond_broadcast(&v->cv);
-		pthread_mutex_unlock(&v->mu);
-		pthread_join(v->worker, NULL);
-	}
-	for (int k = 0; k < VIEW_SLOTS; k++)
-		free(v->slot[k].ct);
-	OPENSSL_cleanse(v->pt, (size_t)1 << CRYPT_CHUNK_LOG2);
-	free(v->pt);
-	free(v->ct);
-	EVP_CIPHER_CTX_free(v->cx);
-	buf_free(&v->head);
-	buf_free(&v->aad);
-	pthread_mutex_destroy(&v->mu);
-	pthread_cond_destroy(&v->cv);
-	pthread_mutex_destroy(&v->fb_mu);
-	free(v);
 }
 
 /* ---- an opener fed in order (downloads) ----------------------------------- */

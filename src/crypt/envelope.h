@@ -65,10 +65,12 @@ void crypt_ref_hex(const uint8_t ref[CRYPT_REF_LEN], char out[2 * CRYPT_REF_LEN 
 int crypt_ref_parse(const char *hex, uint8_t ref[CRYPT_REF_LEN]);
 
 /* Streams: fd to fd, neither held in memory (two chunks at a time).
- * crypt_seal_fd reads in to its end; *out_bytes gets what was written. */
+ * crypt_seal_fd reads in (a file or a pipe) to its end; *out_bytes gets
+ * what was written and out_sha256 (65 bytes, may be NULL) its SHA-256 in
+ * hex, hashed as it is written: what an upload of out needs first. */
 int crypt_seal_fd(int in, int out, const uint8_t key[CRYPT_KEY_LEN],
 		  const uint8_t ref[CRYPT_REF_LEN], const struct crypt_ctx *ctx,
-		  uint64_t *out_bytes, err_t *err);
+		  uint64_t *out_bytes, char out_sha256[65], err_t *err);
 /* Opens what crypt_seal_fd wrote, checking every chunk before its bytes
  * are written to out (a failure may leave earlier chunks' plaintext in
  * out: the caller discards out on failure). -EBADMSG names the artifact
@@ -82,20 +84,6 @@ int crypt_seal_buf(const void *p, size_t n, const uint8_t key[CRYPT_KEY_LEN],
 		   struct buf *out, err_t *err);
 int crypt_open_buf(const void *p, size_t n, const uint8_t key[CRYPT_KEY_LEN],
 		   const struct crypt_ctx *ctx, struct buf *out, err_t *err);
-/* Uploads without a second copy on disk: a sealed view of the plaintext
- * file fd (plain bytes from offset 0), made as it is read, for any range,
- * exactly what crypt_seal_fd would write with the view's nonce prefix
- * (crypt_view_read_at is an objstore_read_at_fn; one chunk is kept sealed
- * between calls). key is borrowed and must outlive the view. */
-struct crypt_view;
-struct crypt_view *crypt_view_new(int fd, uint64_t plain, const uint8_t key[CRYPT_KEY_LEN],
-				  const uint8_t ref[CRYPT_REF_LEN], const struct crypt_ctx *ctx,
-				  err_t *err);
-uint64_t crypt_view_size(const struct crypt_view *v);
-int crypt_view_read_at(void *v, uint64_t pos, void *p, size_t n);
-void crypt_view_free(struct crypt_view *v);
-/* The size of plain bytes sealed for ctx. */
-uint64_t crypt_sealed_size(uint64_t plain, const struct crypt_ctx *ctx);
 
 /* Downloads without a second copy: fed the sealed bytes in order
  * (crypt_opener_write, 0 or -errno, a sink for objstore_get_writer), it

@@ -140,83 +140,22 @@ static void delete_objects(struct node *n, struct sandbox *sb, const char *snap)
 
 /* ---- suspend ----------------------------------------------------------- */
 
-/* The bytes of an upload: the file itself, or (BYOK) its sealed view;
- * counted into the sandbox's progress as the store stores them. */
-struct counted_src {
-	struct sandbox *sb;
-	int fd;
-	struct crypt_view *view;   /* NULL: the plain file */
-};
-
-static int counted_read_at(void *arg, uint64_t pos, void *p, size_t n)
-{
-	struct counted_src *c = arg;
-	int r = 0;
-
-	if (c->view) {
-		r = crypt_view_read_at(c->view, pos, p, n);
-	} else {
-		for (size_t got = 0; got < n && r == 0;) {
-			ssize_t k = pread(c->fd, (char *)p + got, n - got, (off_t)(pos + got));
-			if (k < 0 && errno != EINTR)
-				r = -errno;
-			else if (k == 0)
-				r = -EPIPE;
-			else if (k > 0)
-				got += (size_t)k;
-		}
-	}
-	return r;
-}
-
+/* The bytes' progress in the sandbox's as the store stores them. */
 static void counted_stored(void *arg, uint64_t n)
 {
-	struct counted_src *c = arg;
-
-	sandbox_progress_add(c->sb, n);
+	sandbox_progress_add(arg, n);
 }
 
-/* What upload() will send for fd: its size, or BYOK its sealed size. */
-static int upload_size(struct sandbox *sb, const char *snap, const char *name, int fd,
-		       bool sealed, uint64_t *size, err_t *err)
-{
-	struct crypt_ctx cx = { sb->tenant, sb->id, name, snap };
-	struct stat st;
-
-	if (fstat(fd, &st) < 0)
-		return err_sys(err, "stat the %s artifact", name);
-	*size = sealed ? crypt_sealed_size((uint64_t)st.st_size, &cx) : (uint64_t)st.st_size;
-	return 0;
-}
-
-/* Upload the artifact in fd and check it back. BYOK (dk): what goes is the
- * sealed view of fd, sealed as the store reads it (no second copy on the
- * node's disk); a->size and a->sha are the sealed object's. */
+/* Upload the artifact staged in fd (BYOK: sealed already; hashed as it was
+ * written there: a->size, a->sha) and check it back. */
 static int upload(struct node *n, struct sandbox *sb, const char *snap, const char *name,
-		  int fd, const struct dkey *dk, const uint8_t ref[CRYPT_REF_LEN], struct art *a,
-		  err_t *err)
+		  int fd, struct art *a, err_t *err)
 {
 	_cleanup_free_ char *key = obj_key(sb, snap, name);
 	char sha[OBJSTORE_SHA256_HEX];
-	struct counted_src src = { sb, fd, NULL };
 	uint64_t size = 0;
-	struct stat st;
-	int r;
 
-	if (fstat(fd, &st) < 0)
-		return err_sys(err, "stat the %s artifact", name);
-	a->size = (uint64_t)st.st_size;
-	if (dk) {
-		struct crypt_ctx cx = { sb->tenant, sb->id, name, snap };
-		src.view = crypt_view_new(fd, a->size, dk->k, ref, &cx, err);
-		if (!src.view)
-			return -err->code;
-		a->size = crypt_view_size(src.view);
-	}
-	r = objstore_put_reader(n->os, key, a->size, counted_read_at, counted_stored, &src, a->sha,
-				err);
-	crypt_view_free(src.view);
-	if (r < 0)
+	if (objstore_put_hashed(n->os, key, fd, a->size, a->sha, counted_stored, sb, err) < 0)
 		return store_err(err, name);
 	FAULT_POINT("suspend_upload");
 	if (objstore_head(n->os, key, &size, sha, err) < 0)
@@ -347,7 +286,8 @@ static struct crypt_ctx seal_ctx(const struct sandbox *sb, const char *snap, con
 }
 
 /* One artifact's step, run side by side with the others': export
- * (nodemgr writes it into fd), upload, download (into fd) and import
+ * (nodemgr writes it into a pipe, staged sealed into fd), upload, download
+ * (into fd) and import
  * (nodemgr rebuilds it from fd). A vm's disk (`btrfs send` and receive,
  * I/O) and memory (the page diff and zstd, CPU) take about as long as each
  * other, and the store's handle may be used by many threads (objstore.h). */
@@ -389,29 +329,78 @@ struct exports {
 static void exported(struct art_job *j, int r)
 {
 	struct exports *ex = j->ex;
-	uint64_t sz = 0;
 
-	if (r == 0 && j->on && upload_size(j->sb, j->snap, artifacts[j->i].name, j->fd,
-					  j->dk != NULL, &sz, &j->err) < 0)
-		r = j->r = -j->err.code;
 	pthread_mutex_lock(&ex->mu);
-	ex->total += r == 0 ? sz : 0;
+	ex->total += r == 0 && j->on ? j->a->size : 0;
 	if (--ex->left == 0)
 		sandbox_progress_total(j->sb, "upload", ex->total);
 	pthread_mutex_unlock(&ex->mu);
 }
 
-/* One artifact of a suspend: export (nodemgr writes it into fd), then
- * (memory) its base published, then the upload. */
+/* nodemgr writes the artifact into the pipe fd. */
+static int export_into(void *arg, int fd, err_t *err)
+{
+	struct art_job *j = arg;
+
+	return nm_suspend_export(j->n->cfg->nm_sock, j->spec, j->snap, artifacts[j->i].kind, fd,
+				 &j->size, j->base_sha, err);
+}
+
+/* The plain bytes of in into out, hashed as they are written. */
+static int copy_hashed(int in, int out, uint64_t *size, char sha[OBJSTORE_SHA256_HEX],
+		       err_t *err)
+{
+	_cleanup_free_ uint8_t *b = xmalloc(1u << CRYPT_CHUNK_LOG2);
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	unsigned char d[32];
+	unsigned int dl = 0;
+	ssize_t k;
+	int r = 0;
+
+	if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+		abort();
+	*size = 0;
+	while (r == 0 && (k = read(in, b, 1u << CRYPT_CHUNK_LOG2)) != 0) {
+		if (k < 0 && errno != EINTR)
+			r = err_sys(err, "read the export");
+		else if (k > 0 && write_all(out, b, (size_t)k) < 0)
+			r = err_sys(err, "write the staged artifact");
+		else if (k > 0 && EVP_DigestUpdate(md, b, (size_t)k) == 1)
+			*size += (uint64_t)k;
+	}
+	if (EVP_DigestFinal_ex(md, d, &dl) != 1)
+		abort();
+	EVP_MD_CTX_free(md);
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(sha + 2 * i, 3, "%02x", d[i]);
+	return r;
+}
+
+/* An export's bytes as nodemgr writes them, sealed (BYOK: only sealed
+ * bytes reach the node's disk) into the staging file and hashed on the
+ * way: the upload then starts with the object's digest, instead of a pass
+ * over it first. */
+static int stage_export(void *arg, int in, err_t *err)
+{
+	struct art_job *j = arg;
+	struct crypt_ctx cx = seal_ctx(j->sb, j->snap, artifacts[j->i].name);
+
+	if (j->dk)
+		return crypt_seal_fd(in, j->fd, j->dk->k, j->ref, &cx, &j->a->size, j->a->sha, err);
+	return copy_hashed(in, j->fd, &j->a->size, j->a->sha, err);
+}
+
+/* One artifact of a suspend: export (nodemgr writes it into a pipe, staged
+ * as it comes), then (memory) its base published, then the upload. */
 static void *suspend_job(void *arg)
 {
 	struct art_job *j = arg;
 	struct node *n = j->n;
-	uint64_t t0 = now_us();
+	uint64_t t0, tail = 0;
 
-	j->r = nm_suspend_export(n->cfg->nm_sock, j->spec, j->snap, artifacts[j->i].kind, j->fd,
-				 &j->size, j->base_sha, &j->err);
-	j->us = now_us() - t0;
+	j->r = pipe_run(export_into, j, stage_export, j, 1 << CRYPT_CHUNK_LOG2, &j->us, &tail,
+			&j->err);
+	j->us += tail;
 	/* a full snapshot saved as a stream has no RAM file: its memory is in
 	 * the vmstate artifact, and it has no base */
 	if (j->r == 0 && j->mb && j->size == 0) {
@@ -430,9 +419,7 @@ static void *suspend_job(void *arg)
 		return NULL;
 	}
 	t0 = now_us();
-	/* BYOK: only sealed bytes leave the node */
-	j->r = upload(n, j->sb, j->snap, artifacts[j->i].name, j->fd, j->dk, j->ref, j->a,
-		      &j->err);
+	j->r = upload(n, j->sb, j->snap, artifacts[j->i].name, j->fd, j->a, &j->err);
 	j->up_us = now_us() - t0;
 	return NULL;
 }
