@@ -280,7 +280,7 @@ int vm_suspend_export_base(struct nm_server *s, const struct nm_sandbox_spec *sp
 	_cleanup_free_ char *state = xasprintf("%s/snapshots/%s/%s" VM_FULL_SUFFIX, s->pool,
 					       spec->id, snap);
 	struct stat st;
-	bool piped = fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);   /* the node's size */
+	bool piped = fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);   /* the node counts */
 	int r;
 
 	*size = -1;
