@@ -1,11 +1,12 @@
 /* envelope.c - chunked AES-256-GCM objects (format in envelope.h). */
 #include "envelope.h"
 
+#include "../lib/sha256.h"
+
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -63,8 +64,8 @@ static int sink_write(struct sink *s, const void *p, size_t n)
 		r = write_all(s->fd, p, n);
 	if (r == 0)
 		s->bytes += n;
-	if (r == 0 && s->md && EVP_DigestUpdate(s->md, p, n) != 1)
-		abort();
+	if (r == 0 && s->md)
+		sha256_add(s->md, p, n);
 	return r;
 }
 
@@ -439,21 +440,13 @@ int crypt_seal_fd(int in, int out, const uint8_t key[CRYPT_KEY_LEN],
 
 	if (!ctx_ok(ctx))
 		return err_set(err, EINVAL, "seal: a context name is missing or too long");
-	if (out_sha256 && (!(k.md = EVP_MD_CTX_new()) ||
-			   EVP_DigestInit_ex(k.md, EVP_sha256(), NULL) != 1))
-		abort();
+	if (out_sha256)
+		k.md = sha256_start();
 	r = seal_stream(&s, &k, key, ref, ctx, err);
 	if (out_bytes)
 		*out_bytes = k.bytes;
-	if (out_sha256) {
-		uint8_t d[32];
-		unsigned int dl = 0;
-		if (EVP_DigestFinal_ex(k.md, d, &dl) != 1 || dl != sizeof(d))
-			abort();
-		EVP_MD_CTX_free(k.md);
-		for (size_t i = 0; i < sizeof(d); i++)
-			snprintf(out_sha256 + 2 * i, 3, "%02x", d[i]);
-	}
+	if (out_sha256)
+		sha256_end_hex(k.md, out_sha256);
 	return r;
 }
 

@@ -43,7 +43,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +56,7 @@
 #include "../lib/log.h"
 #include "../lib/phases.h"
 #include "../lib/pipe.h"
+#include "../lib/sha256.h"
 #include "../objstore/objstore.h"
 #include "node-internal.h"
 
@@ -103,16 +103,6 @@ static char *staging_path(struct node *n, const struct sandbox *sb, const char *
 			  const char *name)
 {
 	return xasprintf("%s/%s-%s.%s", n->cfg->staging_dir, sb->id, snap, name);
-}
-
-static void sha256_hex(const void *p, size_t n, char out[OBJSTORE_SHA256_HEX])
-{
-	unsigned char md[32];
-	unsigned int len = 0;
-
-	EVP_Digest(p, n, md, &len, EVP_sha256(), NULL);
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
 /* A store failure during a suspend: the sandbox stays, the client is told
@@ -351,28 +341,22 @@ static int copy_hashed(int in, int out, uint64_t *size, char sha[OBJSTORE_SHA256
 		       err_t *err)
 {
 	_cleanup_free_ uint8_t *b = xmalloc(1u << CRYPT_CHUNK_LOG2);
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	unsigned char d[32];
-	unsigned int dl = 0;
+	EVP_MD_CTX *md = sha256_start();
 	ssize_t k;
 	int r = 0;
 
-	if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-		abort();
 	*size = 0;
 	while (r == 0 && (k = read(in, b, 1u << CRYPT_CHUNK_LOG2)) != 0) {
-		if (k < 0 && errno != EINTR)
+		if (k < 0 && errno != EINTR) {
 			r = err_sys(err, "read the export");
-		else if (k > 0 && write_all(out, b, (size_t)k) < 0)
+		} else if (k > 0 && write_all(out, b, (size_t)k) < 0) {
 			r = err_sys(err, "write the staged artifact");
-		else if (k > 0 && EVP_DigestUpdate(md, b, (size_t)k) == 1)
+		} else if (k > 0) {
+			sha256_add(md, b, (size_t)k);
 			*size += (uint64_t)k;
+		}
 	}
-	if (EVP_DigestFinal_ex(md, d, &dl) != 1)
-		abort();
-	EVP_MD_CTX_free(md);
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(sha + 2 * i, 3, "%02x", d[i]);
+	sha256_end_hex(md, sha);
 	return r;
 }
 
@@ -599,7 +583,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 		else
 			buf_add(&mb, man, strlen(man));
 		if (r == 0) {
-			sha256_hex(mb.data, mb.len, manifest_sha);
+			sha256_of(mb.data, mb.len, manifest_sha);
 			if (objstore_put_buf(n->os, mkey, mb.data, mb.len, sha, err) < 0 ||
 			    objstore_head(n->os, mkey, &hsize, sha, err) < 0)
 				r = store_err(err, "manifest");
@@ -873,7 +857,7 @@ static int read_manifest(struct node *n, struct sandbox *sb, const char *snap,
 
 	if (objstore_get_buf(n->os, key, MANIFEST_MAX, &text, &size, err) < 0)
 		return err_wrap(err, "artifact manifest.json");
-	sha256_hex(text, size, sha);
+	sha256_of(text, size, sha);
 	/* the row pins the manifest: an older one replayed into the store
 	 * (or any other) is refused before a byte of it is used */
 	if (strcmp(sha, want_sha) != 0)

@@ -35,6 +35,7 @@
 #include <zstd.h>
 
 #include "../lib/log.h"
+#include "../lib/sha256.h"
 #include "../lib/util.h"
 #include "nodemgr-internal.h"
 #include "vm-internal.h"
@@ -42,12 +43,6 @@
 #define CHUNK (1u << 20)
 /* Bases from the store kept at once; the least recently used go first. */
 #define MEMBASE_KEEP 8
-
-static void hex(const unsigned char md[32], char out[65])
-{
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
 
 bool vm_base_sha_ok(const char *s)
 {
@@ -84,7 +79,7 @@ static int digest_fd(int fd, char out[65], uint64_t *size, err_t *err)
 		r = err_set(err, EIO, "sha256");
 	EVP_MD_CTX_free(md);
 	if (r == 0) {
-		hex(d, out);
+		hex_encode(d, 32, out);
 		*size = off;
 	}
 	return r;
@@ -420,7 +415,7 @@ int vm_base_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 		r = err_set(err, EIO, "sha256");
 		goto done;
 	}
-	hex(d, got);
+	hex_encode(d, 32, got);
 	if (strcmp(got, sha) != 0) {
 		r = err_set(err, EBADMSG, "its content has SHA-256 %.16s…, not the %.16s… its "
 			    "manifest names", got, sha);

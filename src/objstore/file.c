@@ -81,7 +81,7 @@ static int file_put(struct objstore *os, const char *key, const struct os_src *s
 	}
 	if (fd < 0)
 		return err_sys(err, "objstore put %s: cannot create `%s/%s`", key, f->dir, tmp);
-	h = os_sha256_new();
+	h = sha256_start();
 	for (uint64_t pos = 0; pos < src->size;) {
 		size_t n = src->size - pos < CHUNK ? (size_t)(src->size - pos) : CHUNK;
 		r = os_src_read(src, pos, chunk, n);
@@ -91,7 +91,7 @@ static int file_put(struct objstore *os, const char *key, const struct os_src *s
 				(unsigned long long)pos);
 			goto fail;
 		}
-		os_sha256_update(h, chunk, n);
+		sha256_add(h, chunk, n);
 		r = write_all(fd, chunk, n);
 		if (r < 0) {
 			errno = -r;
@@ -101,7 +101,7 @@ static int file_put(struct objstore *os, const char *key, const struct os_src *s
 		os_src_stored(src, n);
 		pos += n;
 	}
-	os_sha256_hex_final(h, sha256_hex);
+	sha256_end_hex(h, sha256_hex);
 	h = NULL;
 	if (src->sha256 && strcmp(src->sha256, sha256_hex) != 0) {
 		r = err_set(err, EIO, "objstore put %s: the source's SHA-256 is %.12s…, not the "
@@ -161,7 +161,7 @@ static int open_obj(struct os_file *f, const char *key, struct stat *st,
 			       f->dir, key);
 	}
 	hex[64] = '\0';
-	if (!os_sha256_hex_valid(hex))
+	if (!sha256_hex_ok(hex))
 		return err_set(err, EBADMSG, "objstore %s: object `%s` has no valid stored digest",
 			       f->dir, key);
 	return TAKE_FD(fd);
@@ -183,7 +183,7 @@ static int file_get(struct objstore *os, const char *key, const struct os_sink *
 	if (fd < 0)
 		return fd;
 	chunk = xmalloc(CHUNK);
-	h = os_sha256_new();
+	h = sha256_start();
 	for (;;) {
 		ssize_t n = read(fd, chunk, CHUNK);
 		if (n < 0) {
@@ -194,7 +194,7 @@ static int file_get(struct objstore *os, const char *key, const struct os_sink *
 		}
 		if (n == 0)
 			break;
-		os_sha256_update(h, chunk, (size_t)n);
+		sha256_add(h, chunk, (size_t)n);
 		r = sink->write(sink->arg, chunk, (size_t)n);
 		if (r < 0) {
 			errno = -r;
@@ -208,7 +208,7 @@ static int file_get(struct objstore *os, const char *key, const struct os_sink *
 		EVP_MD_CTX_free(h);
 		return r;
 	}
-	os_sha256_hex_final(h, sha256_hex);
+	sha256_end_hex(h, sha256_hex);
 	if (strcmp(sha256_hex, stored) != 0)
 		return err_set(err, EBADMSG,
 			       "objstore get %s: checksum mismatch: stored sha256 %s, read %s", key,

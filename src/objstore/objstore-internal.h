@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 #include <sys/types.h>
 
+#include "../lib/sha256.h"
 #include "objstore.h"
 
 /* The bytes of a put: a buffer (borrowed), or fd from off (-1: not
@@ -67,15 +68,5 @@ void os_opts_free(struct objstore *os);
 /* Drivers' constructors: rest is the URL after "file://" or "s3://". */
 struct objstore *os_file_open(const char *rest, const struct objstore_opts *opts, err_t *err);
 struct objstore *os_s3_open(const char *rest, const struct objstore_opts *opts, err_t *err);
-
-/* SHA-256 helpers over OpenSSL's EVP (aborts only when OpenSSL cannot
- * allocate, as xmalloc does). */
-EVP_MD_CTX *os_sha256_new(void);
-void os_sha256_update(EVP_MD_CTX *c, const void *p, size_t n);
-/* Finishes c (and frees it) into 64 lowercase hex digits + NUL. */
-void os_sha256_hex_final(EVP_MD_CTX *c, char hex[OBJSTORE_SHA256_HEX]);
-void os_sha256_hex(const void *p, size_t n, char hex[OBJSTORE_SHA256_HEX]);
-void os_hex(const unsigned char *p, size_t n, char *out);  /* out: 2n + 1 */
-bool os_sha256_hex_valid(const char *s);
 
 #endif

@@ -186,7 +186,7 @@ int objstore_put_hashed(struct objstore *os, const char *key, int fd, uint64_t s
 	struct os_src src = { .fd = fd, .off = 0, .size = size, .progress = progress, .arg = arg,
 			      .sha256 = sha256_hex };
 
-	if (!sha256_hex || !os_sha256_hex_valid(sha256_hex))
+	if (!sha256_hex || !sha256_hex_ok(sha256_hex))
 		return err_set(err, EINVAL, "objstore put %s: not a SHA-256 in hex", key);
 	return put(os, key, &src, NULL, err);
 }
@@ -299,61 +299,4 @@ int objstore_list(struct objstore *os, const char *prefix, objstore_list_fn fn, 
 		  err_t *err)
 {
 	return os->ops->list(os, prefix ? prefix : "", fn, arg, err);
-}
-
-/* SHA-256 */
-
-EVP_MD_CTX *os_sha256_new(void)
-{
-	EVP_MD_CTX *c = EVP_MD_CTX_new();
-
-	if (!c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL))
-		abort();
-	return c;
-}
-
-void os_sha256_update(EVP_MD_CTX *c, const void *p, size_t n)
-{
-	if (n && !EVP_DigestUpdate(c, p, n))
-		abort();
-}
-
-void os_hex(const unsigned char *p, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[p[i] >> 4];
-		out[2 * i + 1] = digits[p[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
-void os_sha256_hex_final(EVP_MD_CTX *c, char hex[OBJSTORE_SHA256_HEX])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-
-	if (!EVP_DigestFinal_ex(c, md, &n) || n != 32)
-		abort();
-	EVP_MD_CTX_free(c);
-	os_hex(md, 32, hex);
-}
-
-void os_sha256_hex(const void *p, size_t n, char hex[OBJSTORE_SHA256_HEX])
-{
-	EVP_MD_CTX *c = os_sha256_new();
-
-	os_sha256_update(c, p, n);
-	os_sha256_hex_final(c, hex);
-}
-
-bool os_sha256_hex_valid(const char *s)
-{
-	size_t i;
-
-	for (i = 0; i < 64; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return s[64] == '\0';
 }

@@ -271,7 +271,7 @@ int s3_http_parse_head(const char *p, size_t n, struct s3_http_resp *r)
 					for (int i = 0; i < 64; i++)
 						if (r->meta_sha256[i] >= 'A' && r->meta_sha256[i] <= 'F')
 							r->meta_sha256[i] = (char)(r->meta_sha256[i] + 32);
-					if (!os_sha256_hex_valid(r->meta_sha256))
+					if (!sha256_hex_ok(r->meta_sha256))
 						r->meta_sha256[0] = '\0';
 				}
 			} else if (hdr_is(line, ll, "ETag", &v, &vl)) {

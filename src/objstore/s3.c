@@ -133,7 +133,7 @@ static int s3_call(struct os_s3 *s, const struct call *c, struct s3_http_resp *r
 	if (c->payload_hash)
 		snprintf(payload, sizeof(payload), "%s", c->payload_hash);
 	else
-		os_sha256_hex(c->body, c->len, payload);
+		sha256_of(c->body, c->len, payload);
 	buf_init(&target);
 	sigv4_uri_encode(path, 0, &target);
 	if (c->query && c->query[0]) {
@@ -208,10 +208,10 @@ static int hash_parts(const struct os_src *src, const char *key, uint64_t part_s
 	size_t pi = 0;
 
 	if (src->buf && !parts) {
-		os_sha256_hex(src->buf, (size_t)src->size, hex);
+		sha256_of(src->buf, (size_t)src->size, hex);
 		return 0;
 	}
-	h = os_sha256_new();
+	h = sha256_start();
 	chunk = xmalloc(1u << 20);
 	for (uint64_t pos = 0; pos < src->size;) {
 		uint64_t left = src->size - pos;
@@ -225,18 +225,18 @@ static int hash_parts(const struct os_src *src, const char *key, uint64_t part_s
 			errno = -r;
 			return err_sys(err, "objstore s3 put %s: cannot read the source", key);
 		}
-		os_sha256_update(h, chunk, n);
+		sha256_add(h, chunk, n);
 		if (parts && !ph)
-			ph = os_sha256_new();
+			ph = sha256_start();
 		if (ph)
-			os_sha256_update(ph, chunk, n);
+			sha256_add(ph, chunk, n);
 		pos += n;
 		if (ph && (pos % part_size == 0 || pos == src->size)) {
-			os_sha256_hex_final(ph, parts[pi++]);
+			sha256_end_hex(ph, parts[pi++]);
 			ph = NULL;
 		}
 	}
-	os_sha256_hex_final(h, hex);
+	sha256_end_hex(h, hex);
 	return 0;
 }
 
@@ -504,7 +504,7 @@ static int hash_write(void *arg, const void *p, size_t n)
 {
 	struct hash_sink *hs = arg;
 
-	os_sha256_update(hs->h, p, n);
+	sha256_add(hs->h, p, n);
 	hs->n += n;
 	return hs->out->write(hs->out->arg, p, n);
 }
@@ -513,7 +513,7 @@ static int s3_get(struct objstore *os, const char *key, const struct os_sink *si
 		  uint64_t *size, char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err)
 {
 	struct os_s3 *s = S(os);
-	struct hash_sink hs = { sink, os_sha256_new(), 0 };
+	struct hash_sink hs = { sink, sha256_start(), 0 };
 	struct os_sink hsink = { hash_write, &hs };
 	struct call c = { .method = "GET", .key = key, .sink = &hsink, .max_body = MAX_XML };
 	struct s3_http_resp resp = { 0 };
@@ -527,7 +527,7 @@ static int s3_get(struct objstore *os, const char *key, const struct os_sink *si
 					   : (errno = -r, err_sys(err, "objstore s3 get %s: cannot write out", key));
 		return r;
 	}
-	os_sha256_hex_final(hs.h, sha256_hex);
+	sha256_end_hex(hs.h, sha256_hex);
 	if (!resp.meta_sha256[0])
 		r = err_set(err, EBADMSG, "objstore s3 get %s: the object has no stored sha256 "
 			    "(x-amz-meta-sha256)", key);

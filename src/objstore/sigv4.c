@@ -169,7 +169,7 @@ void sigv4_string_to_sign(const struct sigv4_scope *s, const char *creq, struct 
 {
 	char hex[OBJSTORE_SHA256_HEX];
 
-	os_sha256_hex(creq, strlen(creq), hex);
+	sha256_of(creq, strlen(creq), hex);
 	buf_reset(sts);
 	buf_printf(sts, "AWS4-HMAC-SHA256\n%s\n%.8s/%s/%s/aws4_request\n%s", s->amz_date,
 		   s->amz_date, s->region, s->service, hex);
@@ -196,7 +196,7 @@ void sigv4_signature(const struct sigv4_scope *s, const char *sts, char hex[65])
 	hmac(k, 32, s->service, k);
 	hmac(k, 32, "aws4_request", k);
 	hmac(k, 32, sts, sig);
-	os_hex(sig, 32, hex);
+	hex_encode(sig, 32, hex);
 }
 
 char *sigv4_authorization(const struct sigv4_scope *s, const struct sigv4_req *r)

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 
+#include "../lib/sha256.h"
 #include "oci.h"
 
 #define INDEX_MAX 100000
@@ -181,8 +182,7 @@ static json *read_json(const struct archive *ar, const char *name, const char *w
 		if (want) {
 			if (!EVP_Digest(d, (size_t)m->size, md, &n, EVP_sha256(), NULL) || n != 32)
 				return err_set(err, EIO, "sha256"), NULL;
-			for (unsigned i = 0; i < 32; i++)
-				snprintf(hex + 2 * i, 3, "%02x", md[i]);
+			hex_encode(md, 32, hex);
 			if (strcmp(hex, want + 7))
 				return err_set(err, EBADMSG, "%s `%s`: its content does not match"
 					       " its digest", what, name), NULL;

@@ -8,6 +8,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "../lib/sha256.h"
 #include "oci.h"
 
 #define IN_BUF (128u * 1024)
@@ -145,8 +146,7 @@ int oci_stream_verify(struct oci_stream *s, err_t *err)
 		return (int)k;
 	if (!EVP_DigestFinal_ex(s->md, md, &n) || n != 32)
 		return err_set(err, EIO, "sha256");
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	hex_encode(md, 32, hex);
 	if (strcmp(hex, s->want))
 		return err_set(err, EBADMSG, "content is sha256:%.12s…, not the sha256:%.12s… its"
 			       " name says", hex, s->want);

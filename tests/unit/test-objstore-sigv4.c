@@ -380,7 +380,7 @@ static void run(const struct vector *v)
 		h[n].name = line;
 		h[n++].value = colon + 1;
 	}
-	os_sha256_hex(body, strlen(body), payload);
+	sha256_of(body, strlen(body), payload);
 
 	struct sigv4_req r = { method, target, query, h, n, payload };
 	buf_init(&creq);
