@@ -8,6 +8,9 @@
 
 #include "../lib/util.h"
 
+/* How long a statement waits for another connection's lock. */
+enum { BUSY_MS = 10000 };
+
 static sqlite3 *H(struct db *db)
 {
 	return db->h;
@@ -47,11 +50,18 @@ static int sq_open(struct db *db, const char *path, err_t *err)
 	if (rc != SQLITE_OK)
 		return err_set(err, EIO, "db: cannot open `%s`: %s", path,
 			       h ? sqlite3_errmsg(h) : "out of memory");
-	sqlite3_busy_timeout(h, 10000);
-	/* Outside any transaction: SQLite cannot switch to WAL inside one. */
-	if (sq_script(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", err) < 0)
-		return err_wrap(err, "`%s`", path);
-	return 0;
+	sqlite3_busy_timeout(h, BUSY_MS);
+	/* Outside any transaction: SQLite cannot switch to WAL inside one. While
+	 * another connection creates the same new file, the switch fails at once
+	 * with SQLITE_BUSY without calling the busy handler, so wait here. */
+	for (int waited = 0;; waited += 2) {
+		int r = sq_script(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", err);
+		if (r == 0)
+			return 0;
+		if (r != -EBUSY || waited >= BUSY_MS)
+			return err_wrap(err, "`%s`", path);
+		sqlite3_sleep(2);
+	}
 }
 
 static void sq_close(struct db *db)
