@@ -41,6 +41,8 @@ bool sha256_hex_ok(const char *s)
 {
 	size_t i;
 
+	if (!s)
+		return false;
 	for (i = 0; i < 64; i++)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 			return false;

@@ -17,7 +17,7 @@ void sha256_add(EVP_MD_CTX *c, const void *p, size_t n);
 void sha256_end_hex(EVP_MD_CTX *c, char hex[SHA256_HEX_LEN]);
 /* The digest of n bytes at p. */
 void sha256_of(const void *p, size_t n, char hex[SHA256_HEX_LEN]);
-/* 64 lowercase hex digits and nothing more? */
+/* 64 lowercase hex digits and nothing more? (NULL: no) */
 bool sha256_hex_ok(const char *s);
 /* n bytes as 2n lowercase hex digits and a NUL. */
 void hex_encode(const unsigned char *p, size_t n, char *out);

@@ -419,5 +419,19 @@ int main(void)
 	sigv4_uri_encode("a/b", 1, &b);
 	CHECK(strcmp(b.data, "a%2Fb") == 0);
 	buf_free(&b);
+
+	/* lib/sha256: FIPS 180-2's "abc", and what passes for a digest */
+	char d[SHA256_HEX_LEN];
+	sha256_of("abc", 3, d);
+	CHECK(strcmp(d, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0);
+	CHECK(sha256_hex_ok(d));
+	d[10] = 'A';
+	CHECK(!sha256_hex_ok(d));
+	d[10] = '0';
+	CHECK(sha256_hex_ok(d));
+	d[63] = '\0';
+	CHECK(!sha256_hex_ok(d));
+	CHECK(!sha256_hex_ok(""));
+	CHECK(!sha256_hex_ok(NULL));
 	return check_done("test-objstore-sigv4");
 }
