@@ -10,6 +10,11 @@
 #include "../lib/sha256.h"
 #include "objstore.h"
 
+/* n bytes at offset pos into p, 0 or -errno; called in any order and,
+ * for a multipart upload, from several threads at once, possibly more than
+ * once for one range (it must give the same bytes each time). */
+typedef int (*objstore_read_at_fn)(void *arg, uint64_t pos, void *p, size_t n);
+
 /* The bytes of a put: a buffer (borrowed), or fd from off (-1: not
  * seekable, read it in order). size bytes in all. */
 struct os_src {
@@ -17,8 +22,9 @@ struct os_src {
 	int fd;
 	off_t off;
 	uint64_t size;
-	/* or, when set: n bytes at pos from the caller (objstore_put_reader);
-	 * any order, possibly from several threads */
+	/* or, when set: n bytes at pos from read_at (a part of a multipart
+	 * upload: a range of its object's source); any order, possibly from
+	 * several threads */
 	objstore_read_at_fn read_at;
 	objstore_progress_fn progress;   /* may be NULL: bytes stored, with arg */
 	void *arg;

@@ -169,16 +169,6 @@ void os_src_stored(const struct os_src *s, uint64_t n)
 		s->progress(s->arg, n);
 }
 
-int objstore_put_reader(struct objstore *os, const char *key, uint64_t size,
-			objstore_read_at_fn read_at, objstore_progress_fn progress, void *arg,
-			char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err)
-{
-	struct os_src src = { .fd = -1, .off = 0, .size = size, .read_at = read_at,
-			      .progress = progress, .arg = arg };
-
-	return put(os, key, &src, sha256_hex, err);
-}
-
 int objstore_put_hashed(struct objstore *os, const char *key, int fd, uint64_t size,
 			const char sha256_hex[OBJSTORE_SHA256_HEX], objstore_progress_fn progress,
 			void *arg, err_t *err)

@@ -56,27 +56,17 @@ int objstore_put_fd(struct objstore *os, const char *key, int fd, uint64_t size,
 		    char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err);
 int objstore_put_buf(struct objstore *os, const char *key, const void *buf, uint64_t size,
 		     char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err);
-/* Store size bytes that read_at produces: n bytes at offset pos into p,
- * 0 or -errno; called in any order and, for a multipart upload, from
- * several threads at once, possibly more than once for one range (it must
- * give the same bytes each time). For a view of a file through a
- * transform, e.g. artifacts sealed as they are sent (src/node/suspend.c). */
-typedef int (*objstore_read_at_fn)(void *arg, uint64_t pos, void *p, size_t n);
 /* progress (may be NULL): told of the bytes as they are stored, each byte
- * once unless a request is retried (a driver may read the source more than
- * once: s3 hashes it before sending it); from several threads at once for
- * a multipart upload. */
+ * once unless a request is retried; from several threads at once for a
+ * multipart upload. */
 typedef void (*objstore_progress_fn)(void *arg, uint64_t n);
-int objstore_put_reader(struct objstore *os, const char *key, uint64_t size,
-			objstore_read_at_fn read_at, objstore_progress_fn progress, void *arg,
-			char sha256_hex[OBJSTORE_SHA256_HEX], err_t *err);
 /* As objstore_put_fd for a regular file fd (from offset 0), with the
  * bytes' digest known: the caller hashed them as it wrote them (a
  * suspend's artifacts, src/node/suspend.c). Nothing is read before the
  * sending starts: s3 signs a single PUT with it (S3 refuses a body that
  * does not match) and each part of a multipart upload is hashed by the
  * thread that sends it; the file driver checks it as it copies (-EIO and
- * nothing stored when it differs). progress as for objstore_put_reader. */
+ * nothing stored when it differs). */
 int objstore_put_hashed(struct objstore *os, const char *key, int fd, uint64_t size,
 			const char sha256_hex[OBJSTORE_SHA256_HEX], objstore_progress_fn progress,
 			void *arg, err_t *err);

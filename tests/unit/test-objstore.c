@@ -86,36 +86,19 @@ static void fill(char *p, size_t n, unsigned seed)
 	}
 }
 
-/* A put_reader source: data, served in any order; failing (-EIO) once it
- * was called fail_after times (0: never). */
-struct rsrc {
-	const char *data;
-	int calls, fail_after;
+/* A progress count, told from the threads of a multipart upload. */
+struct counted {
 	pthread_mutex_t mu;
-	uint64_t stored;   /* what progress was told */
+	uint64_t stored;
 };
 
-static void rsrc_stored(void *arg, uint64_t n)
+static void counted_stored(void *arg, uint64_t n)
 {
-	struct rsrc *s = arg;
+	struct counted *c = arg;
 
-	pthread_mutex_lock(&s->mu);
-	s->stored += n;
-	pthread_mutex_unlock(&s->mu);
-}
-
-static int rsrc_read_at(void *arg, uint64_t pos, void *p, size_t n)
-{
-	struct rsrc *s = arg;
-	int calls;
-
-	pthread_mutex_lock(&s->mu);
-	calls = ++s->calls;
-	pthread_mutex_unlock(&s->mu);
-	if (s->fail_after && calls > s->fail_after)
-		return -EIO;
-	memcpy(p, s->data + pos, n);
-	return 0;
+	pthread_mutex_lock(&c->mu);
+	c->stored += n;
+	pthread_mutex_unlock(&c->mu);
 }
 
 struct thr {
@@ -282,44 +265,6 @@ static void conformance(const char *url, const struct objstore_opts *opts, const
 		free(data);
 	}
 
-	/* put_reader: a source read as it is sent (s3: hashed first, then
-	 * read again while sending, a MiB at a time; parts side by side) */
-	{
-		uint64_t sizes[] = { 3u << 20, big ? big : 3u << 20 };
-		for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
-			char *data = xmalloc(sizes[i]);
-			struct rsrc src = { data, 0, 0, PTHREAD_MUTEX_INITIALIZER, 0 };
-
-			fill(data, sizes[i], 5 + (unsigned)i);
-			r = objstore_put_reader(os, K("reader/obj"), sizes[i], rsrc_read_at,
-						rsrc_stored, &src, hex, &err);
-			CHECK(r == 0);
-			/* each byte told once, though s3 read them twice */
-			CHECK(src.stored == sizes[i]);
-			if (r)
-				fprintf(stderr, "put_reader: %s\n", err.msg);
-			r = objstore_get_buf(os, K("reader/obj"), sizes[i], &back, &n, &err);
-			CHECK(r == 0 && n == sizes[i] && memcmp(back, data, sizes[i]) == 0);
-			free(back);
-			back = NULL;
-			free(data);
-		}
-		/* a source that fails while its bytes are sent (its 5th MiB
-		 * read: s3 hashed the 3 MiB, then sent one): an error naming
-		 * the read, not retried, and nothing stored. The file driver
-		 * reads once, so it has its 3 MiB. */
-		char *data = xcalloc(1, 3u << 20);
-		struct rsrc src = { data, 0, 4, PTHREAD_MUTEX_INITIALIZER, 0 };
-		bool s3 = strncmp(url, "s3:", 3) == 0;
-		err_clear(&err);
-		r = objstore_put_reader(os, K("reader/fails"), 3u << 20, rsrc_read_at, rsrc_stored,
-					&src, NULL, &err);
-		CHECK(s3 ? r == -EIO && strstr(err.msg, "cannot read the request body") : r == 0);
-		CHECK(!s3 || (src.calls == 5 && src.stored == 1u << 20));
-		CHECK(objstore_head(os, K("reader/fails"), &n, NULL, &err) == (s3 ? -ENOENT : 0));
-		free(data);
-	}
-
 	/* put_hashed: a file whose digest the caller knows (it hashed the
 	 * bytes as it wrote them): stored without a pass over it first, each
 	 * byte's progress told once. A wrong digest: the file driver checks
@@ -333,7 +278,7 @@ static void conformance(const char *url, const struct objstore_opts *opts, const
 		for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
 			char *data = xmalloc(sizes[i]), path[300], sha[OBJSTORE_SHA256_HEX];
 			unsigned char d[32];
-			struct rsrc prog = { NULL, 0, 0, PTHREAD_MUTEX_INITIALIZER, 0 };
+			struct counted prog = { PTHREAD_MUTEX_INITIALIZER, 0 };
 			bool multipart = s3 && i == 1 && big;
 			int fd;
 
@@ -345,7 +290,7 @@ static void conformance(const char *url, const struct objstore_opts *opts, const
 			fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 			REQUIRE(fd >= 0, cleanup);
 			CHECK(write_all(fd, data, sizes[i]) == 0);
-			r = objstore_put_hashed(os, K("hashed/obj"), fd, sizes[i], sha, rsrc_stored,
+			r = objstore_put_hashed(os, K("hashed/obj"), fd, sizes[i], sha, counted_stored,
 						&prog, &err);
 			CHECK(r == 0 && prog.stored == sizes[i]);
 			if (r)
@@ -376,6 +321,18 @@ static void conformance(const char *url, const struct objstore_opts *opts, const
 					fprintf(stderr, "put_hashed, wrong digest: %d %s\n", r, err.msg);
 				CHECK(objstore_head(os, K("hashed/wrong"), &n, NULL, &err) == -ENOENT);
 			}
+			/* a file that ends before the size it was put with (its
+			 * source failing while its bytes are sent): an error, not
+			 * retried, and nothing stored */
+			sha[10] = sha[10] == '0' ? '1' : '0';
+			CHECK(ftruncate(fd, (off_t)(sizes[i] - (1u << 20))) == 0);
+			err_clear(&err);
+			r = objstore_put_hashed(os, K("hashed/short"), fd, sizes[i], sha, NULL, NULL,
+						&err);
+			CHECK(r < 0);
+			if (r == 0)
+				fprintf(stderr, "put_hashed of a short file stored it\n");
+			CHECK(objstore_head(os, K("hashed/short"), &n, NULL, &err) == -ENOENT);
 			memset(sha, 'g', 64);   /* not hex */
 			CHECK(objstore_put_hashed(os, K("hashed/x"), fd, sizes[i], sha, NULL, NULL,
 						  &err) == -EINVAL);
