@@ -55,7 +55,6 @@ const char *sandbox_suspend_kind(const struct sandbox *sb)
 	return sb->be->caps.suspend;
 }
 
-
 /* The bytes' progress in the sandbox's as the store stores them. */
 static void counted_stored(void *arg, uint64_t n)
 {
@@ -84,7 +83,6 @@ static int upload(struct node *n, struct sandbox *sb, const char *snap, const ch
 	a->present = true;
 	return 0;
 }
-
 
 struct suspended_row {
 	const char *snap, *manifest_sha, *procs, *data_key;
