@@ -4,7 +4,10 @@
 
 #include <errno.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../lib/util.h"
 
@@ -16,15 +19,44 @@ static sqlite3 *H(struct db *db)
 	return db->h;
 }
 
+/* A read-only database is almost always a file this process may not
+ * write: say whose each file is. */
+static void readonly_why(struct db *db, char *out, size_t len)
+{
+	const char *path = sqlite3_db_filename(H(db), "main");
+	static const char *const sfx[] = { "", "-wal", "-shm" };
+	static const char *const name[] = { "file", "-wal", "-shm" };
+	size_t o = 0;
+
+	o += (size_t)snprintf(out, len, " (extended code %d; this process %u:%u",
+			      sqlite3_extended_errcode(H(db)), (unsigned)geteuid(),
+			      (unsigned)getegid());
+	for (size_t i = 0; path && i < 3 && o < len; i++) {
+		_cleanup_free_ char *p = xasprintf("%s%s", path, sfx[i]);
+		struct stat st;
+		if (stat(p, &st) == 0)
+			o += (size_t)snprintf(out + o, len - o, "; %s %u:%u %04o", name[i],
+					      (unsigned)st.st_uid, (unsigned)st.st_gid,
+					      (unsigned)(st.st_mode & 07777));
+		else
+			o += (size_t)snprintf(out + o, len - o, "; %s absent", name[i]);
+	}
+	if (o < len)
+		snprintf(out + o, len - o, ")");
+}
+
 static int sq_error(struct db *db, err_t *err, int rc, const char *what)
 {
+	char why[600] = "";
 	int code = EIO;
 
 	if ((rc & 0xff) == SQLITE_CONSTRAINT)
 		code = EEXIST;
 	else if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
 		code = EBUSY;
-	return err_set(err, code, "db: %s: %s", what, sqlite3_errmsg(H(db)));
+	else if ((rc & 0xff) == SQLITE_READONLY)
+		readonly_why(db, why, sizeof(why));
+	return err_set(err, code, "db: %s: %s%s", what, sqlite3_errmsg(H(db)), why);
 }
 
 static int sq_script(struct db *db, const char *sql, err_t *err)
