@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../db/db.h"
 #include "../lib/util.h"
 #include "airlockd.h"
 
@@ -107,6 +109,7 @@ int drop_privileges(const char *user, gid_t extra_group, err_t *err)
 		return err_sys(err, "drop privileges to %s", user);
 	if (setuid(0) == 0)
 		return err_set(err, EPERM, "could regain root after dropping privileges");
+	umask(DB_SHARED_UMASK);   /* files for the group, none for others */
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
 	/* Changing credentials clears the parent-death signal: set it again,

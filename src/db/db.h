@@ -31,6 +31,15 @@
 
 struct db;
 
+/* The file-creation mask of every process of another user that opens the
+ * same SQLite database through a shared group (the api, node and gateway
+ * roles): SQLite creates the -wal and -shm files with the process's umask
+ * applied and only then sets the database file's mode (0660) on them, and
+ * another user's open in between falls back to read-only ("attempt to
+ * write a readonly database"). Group-writable from the start, there is no
+ * such moment. */
+#define DB_SHARED_UMASK 0007
+
 /* target: "postgres://...", "postgresql://..." or a libpq conninfo string
  * (one that holds "host=" or "dbname=") opens PostgreSQL; "sqlite:PATH" or
  * a plain PATH opens (and creates) an SQLite file. Applies the migrations

@@ -6,6 +6,7 @@
  *
  * Each check gets a fresh database: a new file, or CREATE DATABASE t<n>. */
 #include <errno.h>
+#include <grp.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -160,6 +161,81 @@ static void test_migrations_racing(bool pg)
 		CHECK(db && q_int(db, "SELECT count(*) FROM schema_migrations") == db_schema_latest());
 		db_close(db);
 	}
+}
+
+/* The roles open one SQLite file as users of their own in one group (up.c,
+ * users.c). After the last connection closed, the first opens make the -wal
+ * and -shm files again; made under a umask that leaves the group without
+ * write, one user's open could catch them in that state and go read-only
+ * (seen in CI: a restart whose node and gateway failed with "attempt to
+ * write a readonly database"). Three users race db_open on it, each round,
+ * with the umask the roles get (DB_SHARED_UMASK): every open succeeds.
+ * Under 022, more than half of the 120 opens failed here. Root only. */
+static void test_open_across_users(void)
+{
+	enum { ROUNDS = 40, USERS = 3 };
+	const gid_t group = 61000;
+	char dir[300], t[340];
+	int bad = 0;
+
+	if (geteuid() != 0) {
+		printf("test-db: not root: the open across users is not checked\n");
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s/shared", tmp);
+	CHECK(mkdir(dir, 02770) == 0 && chown(dir, 61001, group) == 0 && chmod(dir, 02770) == 0);
+	for (int round = 0; round < ROUNDS; round++) {
+		err_t err = { 0 };
+		struct db *db;
+		pid_t pids[USERS];
+		int go[2];
+
+		/* made, migrated and closed by root (as `up` does): no -wal, -shm */
+		snprintf(t, sizeof(t), "%s/r%d.db", dir, round);
+		db = db_open(t, &err);
+		CHECK(db != NULL);
+		db_close(db);
+		CHECK(chown(t, 61001, group) == 0 && chmod(t, 0660) == 0);
+		if (pipe(go) < 0) {
+			CHECK(!"pipe");
+			return;
+		}
+		for (int u = 0; u < USERS; u++) {
+			pids[u] = fork();
+			if (pids[u] == 0) {
+				uid_t uid = 61001 + (uid_t)u;
+				gid_t own = u == 0 ? group : 61001 + (gid_t)u;
+				char c;
+				close(go[1]);
+				if (setgroups(1, &group) < 0 || setresgid(own, own, own) < 0 ||
+				    setresuid(uid, uid, uid) < 0)
+					_exit(3);
+				umask(DB_SHARED_UMASK);
+				if (read(go[0], &c, 1) != 1)
+					_exit(4);
+				db = db_open(t, &err);
+				if (!db) {
+					fprintf(stderr, "round %d, uid %u: %s\n", round, (unsigned)uid,
+						err.msg);
+					_exit(1);
+				}
+				db_close(db);
+				_exit(0);
+			}
+		}
+		close(go[0]);
+		CHECK(write(go[1], "abc", USERS) == USERS);
+		close(go[1]);
+		for (int u = 0; u < USERS; u++) {
+			int st = 0;
+			if (pids[u] < 0 || waitpid(pids[u], &st, 0) < 0 || !WIFEXITED(st) ||
+			    WEXITSTATUS(st) != 0)
+				bad++;
+		}
+	}
+	CHECK(bad == 0);
+	if (bad)
+		fprintf(stderr, "open across users: %d of %d opens failed\n", bad, ROUNDS * USERS);
 }
 
 /* "?" outside literals only; NULLs; affected rows; -EEXIST; transactions. */
@@ -551,6 +627,7 @@ int main(void)
 
 	run_all(false);
 	test_adopt_old_sqlite();
+	test_open_across_users();
 
 	r = start_pg();
 	if (r == 77) {
