@@ -25,7 +25,6 @@ static void readonly_why(struct db *db, char *out, size_t len)
 {
 	const char *path = sqlite3_db_filename(H(db), "main");
 	static const char *const sfx[] = { "", "-wal", "-shm" };
-	static const char *const name[] = { "file", "-wal", "-shm" };
 	size_t o = 0;
 
 	o += (size_t)snprintf(out, len, " (extended code %d; this process %u:%u",
@@ -35,11 +34,11 @@ static void readonly_why(struct db *db, char *out, size_t len)
 		_cleanup_free_ char *p = xasprintf("%s%s", path, sfx[i]);
 		struct stat st;
 		if (stat(p, &st) == 0)
-			o += (size_t)snprintf(out + o, len - o, "; %s %u:%u %04o", name[i],
+			o += (size_t)snprintf(out + o, len - o, "; %s %u:%u %04o", i ? sfx[i] : "file",
 					      (unsigned)st.st_uid, (unsigned)st.st_gid,
 					      (unsigned)(st.st_mode & 07777));
 		else
-			o += (size_t)snprintf(out + o, len - o, "; %s absent", name[i]);
+			o += (size_t)snprintf(out + o, len - o, "; %s absent", i ? sfx[i] : "file");
 	}
 	if (o < len)
 		snprintf(out + o, len - o, ")");
@@ -86,11 +85,12 @@ static int sq_open(struct db *db, const char *path, err_t *err)
 	/* Outside any transaction: SQLite cannot switch to WAL inside one. While
 	 * another connection creates the same new file, the switch fails at once
 	 * with SQLITE_BUSY without calling the busy handler, so wait here. */
-	for (int waited = 0;; waited += 2) {
+	for (uint64_t t0 = now_us();;) {
 		int r = sq_script(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", err);
 		if (r == 0)
 			return 0;
-		if (r != -EBUSY || waited >= BUSY_MS)
+		/* by the clock: an attempt may itself have waited in the handler */
+		if (r != -EBUSY || now_us() - t0 >= BUSY_MS * 1000ull)
 			return err_wrap(err, "`%s`", path);
 		sqlite3_sleep(2);
 	}
