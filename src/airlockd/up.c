@@ -38,7 +38,7 @@
 #include "../lib/util.h"
 #include "../node/node.h"
 #include "../nodemgr/nodemgr.h"
-#include "../storage/pool.h"
+#include "../pool/pool.h"
 #include "airlockd.h"
 
 char *data_path(const struct airlockd_config *cfg, const char *rel)
@@ -565,7 +565,7 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 			return err_sys(err, "chown %s", p);
 	}
 	/* tenant-keys/ holds the local BYOK provider's tenant keys
-	 * (src/crypt/kms-local.c): the node's, and no one else's. */
+	 * (src/byok/kms-local.c): the node's, and no one else's. */
 	{
 		_cleanup_free_ char *p = cfg->tenant_key_dir[0] ? xstrdup(cfg->tenant_key_dir)
 							       : data_path(cfg, "tenant-keys");

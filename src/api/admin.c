@@ -358,7 +358,7 @@ static int tenant_delete_rows(struct api *a, const char *id, struct db_rows *cre
 	if ((r = db_tx_begin(a->db, err)) < 0)
 		return r;
 	/* A create or fork on its way inserts its row only while the tenant
-	 * row exists, holding it (node/quota.c): take the row first, so either
+	 * row exists, holding it (node/quota-check.c): take the row first, so either
 	 * it committed and is counted below, or it finds no tenant. SQLite's
 	 * transactions are serial already. */
 	if (strcmp(db_driver_name(a->db), "postgres") == 0) {

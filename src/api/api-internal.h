@@ -19,7 +19,7 @@ struct api_principal {
 
 struct auth_cache;
 struct ratelimit;
-struct quota;
+struct keycap;
 struct vault;
 
 /* One per api_run; borrowed by every connection thread. */
@@ -32,7 +32,7 @@ struct api {
 	 * each holds a connection thread until it ends, and an exec stream or
 	 * a tunnel can last hours, while the server has HTTP_MAX_CONNS for
 	 * everyone. NULL: no cap. */
-	struct quota *inflight;
+	struct keycap *inflight;
 	struct vault *vault;        /* store-only (public key); NULL: no credentials */
 	struct cluster *cluster;    /* the nodes table's copy (cluster.c) */
 };

@@ -32,7 +32,7 @@
 #include "../lib/json.h"
 #include "../lib/reqjson.h"
 #include "../lib/log.h"
-#include "../lib/quota.h"
+#include "../lib/keycap.h"
 #include "../lib/util.h"
 #include "api-internal.h"
 
@@ -190,7 +190,7 @@ static const char *bearer(const struct http_req *req)
 
 bool api_inflight_take(struct api *a, struct http_conn *c, const struct api_principal *who)
 {
-	if (who->admin || quota_take(a->inflight, who->tenant, strlen(who->tenant)))
+	if (who->admin || keycap_take(a->inflight, who->tenant, strlen(who->tenant)))
 		return true;
 	respond_error_hdr(c, 429, "too_many_in_progress",
 			  "this tenant has api_max_inflight requests to sandboxes in progress",
@@ -201,7 +201,7 @@ bool api_inflight_take(struct api *a, struct http_conn *c, const struct api_prin
 void api_inflight_give(struct api *a, const struct api_principal *who)
 {
 	if (!who->admin)
-		quota_give(a->inflight, who->tenant, strlen(who->tenant));
+		keycap_give(a->inflight, who->tenant, strlen(who->tenant));
 }
 
 /* Steps 3 (the key) of the order above: false when answered (401, 500). */
@@ -463,7 +463,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 	}
 	a.cache = auth_cache_new();
 	a.rl = ratelimit_new(cfg->rate_per_s, cfg->rate_burst);
-	a.inflight = quota_new(cfg->max_inflight);
+	a.inflight = keycap_new(cfg->max_inflight);
 	a.cluster = cluster_new();
 
 	struct http_server_opts opts = {
@@ -509,7 +509,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 	r = 0;
 out:
 	ratelimit_free(a.rl);
-	quota_free(a.inflight);
+	keycap_free(a.inflight);
 	cluster_free(a.cluster);
 	auth_cache_free(a.cache);
 	vault_close(a.vault);

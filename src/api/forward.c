@@ -162,7 +162,7 @@ static int on_idle(void *arg)
 }
 
 /* To the local node (peer NULL), or to another node's api at peer
- * (api/cluster.c), which authenticates the client's key itself. */
+ * (api/placement.c), which authenticates the client's key itself. */
 static void forward(struct api *a, struct http_req *req, struct http_conn *c,
 		    const struct api_principal *who, const char *peer)
 {

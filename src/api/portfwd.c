@@ -97,7 +97,7 @@ char *ports_cookie_without_token(const char *v)
 }
 
 /* The request as the client sent it, to the api of the node that has the
- * sandbox (api/cluster.c): that api checks the key or token itself. Only
+ * sandbox (api/placement.c): that api checks the key or token itself. Only
  * framing headers are rewritten. */
 static void head_for_peer(struct api *a, struct http_req *req, struct buf *head)
 {

@@ -3,7 +3,7 @@
  * /v1/health says only that the api process answers (liveness). Readiness
  * checks what serving takes: the database (a query through the api's own
  * handle), the node (a request over node.sock, bounded by READY_NODE_MS),
- * and, as the node sees them, nodemgr and the gateway (src/node/ready.c).
+ * and, as the node sees them, nodemgr and the gateway (src/node/ready-deps.c).
  * 200 when all are up, else 503; either way the body names each component's
  * status ("up", "down", "off" when configured away, "unknown" when the node,
  * which would have asked, is down) and lists the ones that are down:

@@ -108,9 +108,9 @@ static const struct {
 };
 
 /* Migration 2: the nodes that share the database, by name (--node-name;
- * node/cluster.c, api/cluster.c). state: starting, up, down or lost;
+ * node/heartbeat.c, api/placement.c). state: starting, up, down or lost;
  * generation: bumped by each (re)start; started_at, heartbeat_at: ms since
- * the epoch; capacity: JSON (node/cluster.c); url: where other apis reach
+ * the epoch; capacity: JSON (node/heartbeat.c); url: where other apis reach
  * this node's api. */
 #define SCHEMA_2(I)                                                                              \
 	"CREATE TABLE IF NOT EXISTS nodes("                                                      \
@@ -162,7 +162,7 @@ static const struct {
  * or fetched; NULL before. */
 #define SCHEMA_6 "ALTER TABLE templates ADD COLUMN uuid TEXT;"
 
-/* Migration 7: BYOK (src/crypt/kms.h). tenant_encryption: a tenant's key
+/* Migration 7: BYOK (src/byok/kms.h). tenant_encryption: a tenant's key
  * provider and where its key is (never key material nor a token: token_file
  * is a path); no row = the local provider, key "default". data_keys: each
  * artifact set's data key, only as wrapped by the tenant's key (provider's

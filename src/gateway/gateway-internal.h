@@ -127,7 +127,7 @@ struct gw {
 	 * the address in host order): one sandbox can never take every
 	 * worker (a connection before its hand-off) or every fd from the
 	 * rest. */
-	struct quota *conns;
+	struct keycap *conns;
 	struct resolver *res;         /* resolve.c */
 };
 

@@ -22,7 +22,7 @@
 #include "../lib/http.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
-#include "../lib/quota.h"
+#include "../lib/keycap.h"
 #include "../lib/relay.h"
 #include "../lib/util.h"
 
@@ -528,7 +528,7 @@ int gateway_run(const struct gateway_config *cfg, err_t *err)
 	g->proxy_fd = g->dns_fd = -1;
 	pthread_rwlock_init(&g->lock, NULL);
 	pthread_mutex_init(&g->local_mu, NULL);
-	g->conns = quota_new(cfg->max_conns ? cfg->max_conns : GATEWAY_MAX_CONNS_DEFAULT);
+	g->conns = keycap_new(cfg->max_conns ? cfg->max_conns : GATEWAY_MAX_CONNS_DEFAULT);
 	sigemptyset(&stop_set);
 	sigaddset(&stop_set, SIGTERM);
 	sigaddset(&stop_set, SIGINT);

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
-#include "../lib/quota.h"
+#include "../lib/keycap.h"
 #include "gw-cred.h"
 #include "mitm.h"
 #include "../lib/relay.h"
@@ -468,12 +468,12 @@ struct pool {
 /* A connection of the sandbox at addr (host order) counted, or ended. */
 static bool conn_take(struct gw *g, uint32_t addr)
 {
-	return quota_take(g->conns, &addr, sizeof(addr));
+	return keycap_take(g->conns, &addr, sizeof(addr));
 }
 
 static void conn_give(struct gw *g, uint32_t addr)
 {
-	quota_give(g->conns, &addr, sizeof(addr));
+	keycap_give(g->conns, &addr, sizeof(addr));
 }
 
 /* Take one connection; NULL when there is none (timeout, stop, error). */

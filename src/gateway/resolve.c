@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
-#include "../lib/quota.h"
+#include "../lib/keycap.h"
 #include "../lib/util.h"
 
 #define RES_CACHE_MAX 8192        /* names cached, all sandboxes */
@@ -87,8 +87,8 @@ struct resolver {
 	struct rcache *bucket[RES_BUCKETS];
 	struct rcache *oldest, *newest;
 	size_t n_cache;
-	struct quota *per_owner;      /* cache entries per sandbox */
-	struct quota *pending;        /* askers waiting per sandbox */
+	struct keycap *per_owner;      /* cache entries per sandbox */
+	struct keycap *pending;        /* askers waiting per sandbox */
 	struct waiter *submitted;     /* from workers, for the loop (under mu) */
 	struct flight *flights;       /* the loop's own */
 	bool closed;                  /* no more submissions (under mu) */
@@ -121,7 +121,7 @@ static void cache_unlink(struct resolver *r, struct rcache *e)
 	else
 		r->newest = e->older;
 	r->n_cache--;
-	quota_give(r->per_owner, &e->owner, sizeof(e->owner));
+	keycap_give(r->per_owner, &e->owner, sizeof(e->owner));
 	free(e);
 }
 
@@ -161,7 +161,7 @@ static void cache_put(struct resolver *r, const char *name, uint32_t owner,
 		cache_unlink(r, e);
 	/* A sandbox that fills its share replaces its own oldest entry:
 	 * one tenant's names cannot push the others' out beyond that. */
-	while (!quota_take(r->per_owner, &owner, sizeof(owner))) {
+	while (!keycap_take(r->per_owner, &owner, sizeof(owner))) {
 		struct rcache *old = cache_oldest(r, owner);
 		if (!old)
 			return;
@@ -243,7 +243,7 @@ static void addrs_from(const struct ares_addrinfo *ai, struct gw_addrs *a, uint3
 /* One asker is answered: its sandbox may ask again. */
 static void waiter_finish(struct resolver *r, struct waiter *w, const struct gw_addrs *a)
 {
-	quota_give(r->pending, &w->src, sizeof(w->src));
+	keycap_give(r->pending, &w->src, sizeof(w->src));
 	if (w->kind == W_SYNC) {
 		pthread_mutex_lock(&r->mu);
 		*w->out = *a;
@@ -370,7 +370,7 @@ int gw_resolve(struct gw *g, uint32_t src, const char *proto, const char *name,
 		pthread_mutex_unlock(&r->mu);
 		return 0;
 	}
-	if (!quota_take(r->pending, &src, sizeof(src))) {
+	if (!keycap_take(r->pending, &src, sizeof(src))) {
 		pthread_mutex_unlock(&r->mu);
 		log_over_cap(g, src, proto, name);
 		return -1;
@@ -412,7 +412,7 @@ int gw_resolve_async(struct gw *g, struct gw_udp_query *uq, struct gw_addrs *out
 			    x->uq->peer.sin_port == uq->peer.sin_port)
 				return 2;
 	}
-	if (!quota_take(r->pending, &uq->src, sizeof(uq->src))) {
+	if (!keycap_take(r->pending, &uq->src, sizeof(uq->src))) {
 		log_over_cap(g, uq->src, "dns", uq->q.name);
 		return -1;
 	}
@@ -459,8 +459,8 @@ int gw_resolver_init(struct gw *g, err_t *err)
 	}
 	r->g = g;
 	pthread_mutex_init(&r->mu, NULL);
-	r->per_owner = quota_new(RES_CACHE_PER_SBX);
-	r->pending = quota_new(g->cfg->dns_max_pending ? g->cfg->dns_max_pending
+	r->per_owner = keycap_new(RES_CACHE_PER_SBX);
+	r->pending = keycap_new(g->cfg->dns_max_pending ? g->cfg->dns_max_pending
 						      : GATEWAY_DNS_MAX_PENDING_DEFAULT);
 	g->res = r;
 	return 0;

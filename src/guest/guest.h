@@ -19,7 +19,7 @@
 #include <sys/types.h>
 
 #include "../lib/util.h"
-#include "../proto/proto.h"
+#include "../guestproto/proto.h"
 
 #define OUT_HIGH (4u << 20)         /* stop reading process output above this */
 #define IN_HIGH (16u << 20)         /* stop reading the channel above this much output queued */

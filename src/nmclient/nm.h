@@ -106,7 +106,7 @@ int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, co
 int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const char *parent,
 		    const char *snap, bool vm, int *chan_fd, pid_t *pid, char addr[16],
 		    err_t *err);
-/* Suspend and restore (src/nodemgr/suspend.c). The node opens the
+/* Suspend and restore (src/nodemgr/export.c). The node opens the
  * artifact's file in its own staging directory and passes fd (borrowed;
  * export: writable, import: readable) with the request. Either may be a
  * pipe instead: an export's the node reads, sealing and hashing the bytes

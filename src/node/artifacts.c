@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../crypt/kms.h"
+#include "../byok/kms.h"
 #include "../lib/log.h"
 #include "../lib/sha256.h"
 #include "artifacts.h"

@@ -11,7 +11,7 @@
 
 #include <pthread.h>
 
-#include "../crypt/envelope.h"
+#include "../byok/envelope.h"
 #include "../lib/phases.h"
 #include "../objstore/objstore.h"
 #include "node-internal.h"

@@ -1,5 +1,5 @@
 /* byok.c - the node's side of BYOK (docs/DESIGN.md "Bring your own key";
- * the keys themselves: src/crypt/kms.h):
+ * the keys themselves: src/byok/kms.h):
  *
  *   GET  /v1/tenants/{t}/encryption          provider, key, state (admin)
  *   PUT  /v1/tenants/{t}/encryption          set the provider and key (admin)

@@ -457,7 +457,7 @@ static int create_parse(struct create *cx, struct http_req *req)
 	cx->body = node_body_object(req, cx->c, keys);
 	if (!cx->body)
 		return -1;
-	/* "node" is placement, done by the api (api/cluster.c); a request that
+	/* "node" is placement, done by the api (api/placement.c); a request that
 	 * names another node reached the wrong one. */
 	node = json_get(cx->body, "node");
 	if (node && node->type != JSON_STR) {

@@ -1,7 +1,7 @@
 /* files-watch.c - GET /v1/sandboxes/{id}/files/watch?path=&recursive=&max_queue=
  *
  * An NDJSON stream of what changes under a path in the sandbox, from inotify
- * in the guest agent (WATCH_* frames, chan/guestconn-watch.c):
+ * in the guest agent (WATCH_* frames, guestconn/guestconn-watch.c):
  *   {"type":"start","path":"/x","recursive":true}
  *   {"type":"create"|"write"|"remove","path":"/x/a","dir":false}
  *   {"type":"rename","from":"/x/a","path":"/x/b","dir":false}

@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "../backend/backend.h"
-#include "../chan/guestconn.h"
-#include "../crypt/kms.h"
+#include "../guestconn/guestconn.h"
+#include "../byok/kms.h"
 #include "../db/db.h"
 #include "../lib/err.h"
 #include "../lib/http.h"
@@ -219,7 +219,7 @@ struct node {
 	pthread_t janitor;
 
 	struct objstore *os;       /* NULL: no object store, no suspend */
-	/* BYOK (byok.c, src/crypt/kms.h): tenants' keys, data keys and their
+	/* BYOK (byok.c, src/byok/kms.h): tenants' keys, data keys and their
 	 * cache; the revocation watch's thread. */
 	struct kms kms;
 	pthread_t kms_watch;

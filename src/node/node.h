@@ -5,7 +5,7 @@
  * X-Airlock-Tenant / X-Airlock-Admin), owns the `sandboxes`, `templates` and
  * `events` rows, asks the node manager for privileged work (src/nmclient/nm.h)
  * through the backend ops table, and talks to each sandbox's guest agent over
- * its channel (src/chan/guestconn.h).
+ * its channel (src/guestconn/guestconn.h).
  */
 #ifndef AIRLOCK_NODE_H
 #define AIRLOCK_NODE_H
@@ -47,7 +47,7 @@ struct node_config {
 	const char *s3_access_key, *s3_secret_key;
 	const char *staging_dir;
 	uint32_t suspend_after_idle_s;
-	/* BYOK (src/crypt/kms.h): the local provider's key directory, how long
+	/* BYOK (src/byok/kms.h): the local provider's key directory, how long
 	 * unwrapped data keys and key checks are cached (s), and whether
 	 * artifacts are sealed (false ONLY for the control test / bench). */
 	const char *key_dir;

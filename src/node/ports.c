@@ -3,7 +3,7 @@
  * raw TCP tunnel (/v1/sandboxes/{id}/tunnel/{port} with Upgrade: airlock-tcp).
  *
  * The node reaches the port through the guest agent's channel (PORT_* frames,
- * src/proto/proto.h), not by the sandbox's network address: the channel
+ * src/guestproto/proto.h), not by the sandbox's network address: the channel
  * exists for both backends already, the host needs no route into the
  * sandbox, nothing listens on any interface, and the gateway's rules stay
  * one-way (out of the sandbox only).

@@ -41,7 +41,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../crypt/kms.h"
+#include "../byok/kms.h"
 #include "../lib/fault.h"
 #include "../lib/log.h"
 #include "../lib/pipe.h"

@@ -22,7 +22,7 @@
 #include "../lib/log.h"
 #include "../qmp/qmp.h"
 #include "../lib/util.h"
-#include "../storage/pool.h"
+#include "../pool/pool.h"
 #include "jail.h"
 #include "nodemgr-internal.h"
 

@@ -54,7 +54,7 @@
 
 #include "../lib/log.h"
 #include "../lib/util.h"
-#include "../proto/proto.h"
+#include "../guestproto/proto.h"
 #include "netlink.h"
 
 /* Run argv (PATH lookup) with stdin_text on stdin and wait for it. Only

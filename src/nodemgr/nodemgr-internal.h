@@ -198,7 +198,7 @@ void mgr_sandbox_kill_all(struct nm_server *s);
 /* The group of every RAM file several QEMUs map private (a template's, a
  * delta snapshot's): root's, mode 0640, so every vm jail gets this
  * supplementary group to read it, and none can write it (QEMU opens it
- * O_RDONLY through src/vmstub/romem.c, bound read-only: vm-qemu.c). */
+ * O_RDONLY through src/qemushim/romem.c, bound read-only: vm-qemu.c). */
 #define VM_SHARED_GID (NM_UID_BASE - 1)
 /* What snapshot_create takes: the disk; the disk and a vm's memory and
  * devices; or (a suspend, which sends the disk while the memory is saved)

@@ -48,8 +48,8 @@
 
 #include "../lib/log.h"
 #include "../lib/util.h"
-#include "../proto/proto.h"
-#include "../storage/pool.h"
+#include "../guestproto/proto.h"
+#include "../pool/pool.h"
 #include "nodemgr-internal.h"
 
 /* The warm-up (nswarm_warm_guest): how long it may take in all, how often

@@ -27,7 +27,7 @@
 
 #include "../lib/log.h"
 #include "../lib/util.h"
-#include "../storage/pool.h"
+#include "../pool/pool.h"
 #include "jail.h"
 #include "nodemgr-internal.h"
 

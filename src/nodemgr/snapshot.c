@@ -19,7 +19,7 @@
 #include "../lib/log.h"
 #include "../lib/phases.h"
 #include "../lib/util.h"
-#include "../storage/pool.h"
+#include "../pool/pool.h"
 #include "nodemgr-internal.h"
 #include "vm-internal.h"
 

@@ -42,7 +42,7 @@
 
 #include "../lib/log.h"
 #include "../lib/util.h"
-#include "../storage/pool.h"
+#include "../pool/pool.h"
 #include "nodemgr-internal.h"
 
 /* Picking an import's version and renaming into it, one at a time, so two

@@ -18,7 +18,7 @@
 
 #include "../lib/log.h"
 #include "../lib/util.h"
-#include "../storage/pool.h"
+#include "../pool/pool.h"
 #include "nodemgr-internal.h"
 
 /* How long a cancelled builder has after SIGTERM before SIGKILL. */

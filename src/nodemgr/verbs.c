@@ -20,7 +20,7 @@
 #include "../doctor/doctor.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
-#include "../storage/pool.h"
+#include "../pool/pool.h"
 #include "nodemgr-internal.h"
 
 static void resp_init(struct nm_resp *r, uint32_t type)

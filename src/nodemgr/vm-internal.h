@@ -31,8 +31,8 @@ struct nm_vm {
 	char accel[8];
 	char reason[160];
 	char *kernel, *initrd, *qemu;
-	char *capstone;  /* the libcapstone stand-in (src/vmstub/capstone.c), NULL if absent */
-	char *romem;     /* src/vmstub/romem.c, preloaded where RAM maps a file private */
+	char *capstone;  /* the libcapstone stand-in (src/qemushim/capstone.c), NULL if absent */
+	char *romem;     /* src/qemushim/romem.c, preloaded where RAM maps a file private */
 	char *run;       /* DATA/run/vm */
 	char *root;      /* DATA/run/nodemgr/vmroot: each jail mounts its tmpfs here, in its own ns */
 	gid_t kvm_gid;

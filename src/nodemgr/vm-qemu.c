@@ -32,7 +32,7 @@
  * file is root's, mode 0640 (group VM_SHARED_GID, which every vm jail has,
  * to read it), bound read-only at /mem, and QEMU opens it O_RDONLY. QEMU
  * 7.2 has no option for that (readonly=on maps the RAM PROT_READ; 8.2's
- * rom=off separates the two), so src/vmstub/romem.c is preloaded and turns
+ * rom=off separates the two), so src/qemushim/romem.c is preloaded and turns
  * its open("/mem", O_RDWR) into O_RDONLY; a private writable map needs no
  * more. Only a template boot (share=on) maps its RAM file writable, a file
  * of its own uid until the save hands it to root (vm_template_save).

@@ -30,7 +30,7 @@
 
 #include "../lib/log.h"
 #include "../lib/util.h"
-#include "../storage/pool.h"
+#include "../pool/pool.h"
 #include "nodemgr-internal.h"
 #include "vm-delta.h"
 #include "vm-internal.h"

@@ -37,7 +37,7 @@
 #include "../lib/log.h"
 #include "../lib/util.h"
 #include "../qmp/qmp.h"
-#include "../storage/pool.h"
+#include "../pool/pool.h"
 #include "jail.h"
 #include "nodemgr-internal.h"
 #include "vm-internal.h"

@@ -1,5 +1,5 @@
 /* fuzz-crypt-head: a sealed object as the node reads it back from the object
- * store, which may be broken or hostile (src/crypt/envelope.h). The input
+ * store, which may be broken or hostile (src/byok/envelope.h). The input
  * goes through the header parser and then, whole, through crypt_open_buf
  * (and in pieces through the in-order crypt_opener)
  * under a fixed key and context: nothing may crash, read out of bounds, or
@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../src/crypt/envelope.h"
+#include "../../src/byok/envelope.h"
 
 static const uint8_t key[CRYPT_KEY_LEN] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
 static const uint8_t ref[CRYPT_REF_LEN] = { 9, 8, 7 };

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../src/proto/proto.h"
+#include "../../src/guestproto/proto.h"
 
 static void touch(const uint8_t *p, size_t n)
 {

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../src/proto/proto.h"
+#include "../../src/guestproto/proto.h"
 
 static void decode_all(const struct proto_frame *f)
 {

@@ -18,8 +18,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "../../src/chan/guestconn.h"
-#include "../../src/proto/proto.h"
+#include "../../src/guestconn/guestconn.h"
+#include "../../src/guestproto/proto.h"
 #include "check.h"
 
 

@@ -39,7 +39,7 @@
 #include "check.h"
 #include "tmp-pool.h"
 #include "../../src/nodemgr/vm-delta.h"
-#include "../../src/storage/pool.h"
+#include "../../src/pool/pool.h"
 
 #define PG 4096
 #define NPAGES 512   /* a 2 MiB "guest" */

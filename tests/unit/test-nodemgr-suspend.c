@@ -28,7 +28,7 @@
 #include "../../src/nodemgr/nodemgr-internal.h"
 #include "../../src/nodemgr/vm-delta.h"
 #include "../../src/nodemgr/vm-internal.h"
-#include "../../src/storage/pool.h"
+#include "../../src/pool/pool.h"
 #include "check.h"
 #include "tmp-pool.h"
 

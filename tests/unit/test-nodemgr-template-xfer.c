@@ -42,7 +42,7 @@
 #include "../../src/lib/util.h"
 #include "../../src/nmclient/nm.h"
 #include "../../src/nodemgr/nodemgr.h"
-#include "../../src/storage/pool.h"
+#include "../../src/pool/pool.h"
 
 static char tmpdir[] = "/tmp/airlock-test-xfer.XXXXXX";
 static bool have_tmp;

@@ -17,7 +17,7 @@
 #include "../../src/lib/util.h"
 #include "check.h"
 #include "tmp-pool.h"
-#include "../../src/storage/pool.h"
+#include "../../src/pool/pool.h"
 
 #define cleanup tmp_pool_remove
 #undef CHECK

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../src/proto/proto.h"
+#include "../../src/guestproto/proto.h"
 #include "check.h"
 
 

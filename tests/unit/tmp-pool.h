@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../src/storage/pool.h"
+#include "../../src/pool/pool.h"
 
 static char tmpdir[] = "/tmp/airlock-test.XXXXXX";
 static bool have_tmp;

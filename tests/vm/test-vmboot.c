@@ -33,8 +33,8 @@
 #include <time.h>
 #include <x86intrin.h>
 
-#include "../../src/chan/guestconn.h"
-#include "../../src/proto/proto.h"
+#include "../../src/guestconn/guestconn.h"
+#include "../../src/guestproto/proto.h"
 #include "../unit/check.h"
 
 #define QEMU "/usr/bin/qemu-system-x86_64"

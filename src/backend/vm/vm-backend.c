@@ -19,10 +19,10 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "../../chan/guestconn.h"
+#include "../../guestconn/guestconn.h"
 #include "../../lib/log.h"
 #include "../../lib/util.h"
-#include "../../proto/proto.h"
+#include "../../guestproto/proto.h"
 #include "../backend.h"
 
 #define TEMPLATE_BOOT_TIMEOUT_MS 60000

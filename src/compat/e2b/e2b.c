@@ -256,7 +256,7 @@ static bool control_sandbox(const char *path, char *id, size_t cap)
 }
 
 /* A cluster: a request about a sandbox of another node goes, unchanged, to
- * that node's api (api/cluster.c finds it; X-Airlock-Forwarded keeps it
+ * that node's api (api/placement.c finds it; X-Airlock-Forwarded keeps it
  * there), which checks the key or token itself against the same database.
  * true when it has been relayed or answered. */
 static bool to_peer(struct api *a, struct http_req *req, struct http_conn *c,

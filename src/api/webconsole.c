@@ -1,4 +1,4 @@
-/* console.c - the web console's static files: GET /console, /console/{path...}.
+/* webconsole.c - the web console's static files: GET /console, /console/{path...}.
  *
  * The console is a client of this same API (docs/CONSOLE.md): a page and its
  * scripts, built into the binary from console/static. They are served without

@@ -1,5 +1,5 @@
 /* guestconn-internal.h - shared between the files of the node's side of the
- * guest channel (src/chan/guestconn*.c); not a public API, guestconn.h is.
+ * guest channel (src/guestconn/guestconn*.c); not a public API, guestconn.h is.
  *
  * The files, one concern each:
  *   guestconn.c          the connection: its state, writing whole frames,
@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../proto/proto.h"
+#include "../guestproto/proto.h"
 #include "guestconn.h"
 
 enum waiter_kind { W_SINGLE, W_READ, W_LIST };

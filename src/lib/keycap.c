@@ -1,5 +1,5 @@
-/* quota.c - see quota.h. */
-#include "quota.h"
+/* keycap.c - see keycap.h. */
+#include "keycap.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -17,15 +17,15 @@ struct ent {
 	unsigned char key[];
 };
 
-struct quota {
+struct keycap {
 	pthread_mutex_t mu;
 	unsigned max;
 	struct ent *chains[QUOTA_CHAINS];
 };
 
-struct quota *quota_new(unsigned max)
+struct keycap *keycap_new(unsigned max)
 {
-	struct quota *q;
+	struct keycap *q;
 
 	if (max == 0)
 		return NULL;
@@ -35,7 +35,7 @@ struct quota *quota_new(unsigned max)
 	return q;
 }
 
-void quota_free(struct quota *q)
+void keycap_free(struct keycap *q)
 {
 	if (!q)
 		return;
@@ -51,7 +51,7 @@ void quota_free(struct quota *q)
 
 /* The link that points at key's entry (or at NULL, where it would go);
  * under q->mu. */
-static struct ent **find(struct quota *q, const void *key, size_t n)
+static struct ent **find(struct keycap *q, const void *key, size_t n)
 {
 	const unsigned char *k = key;
 	uint32_t h = 2166136261u;   /* FNV-1a */
@@ -65,7 +65,7 @@ static struct ent **find(struct quota *q, const void *key, size_t n)
 	return pp;
 }
 
-bool quota_take(struct quota *q, const void *key, size_t n)
+bool keycap_take(struct keycap *q, const void *key, size_t n)
 {
 	struct ent **pp, *e;
 	bool ok = true;
@@ -88,7 +88,7 @@ bool quota_take(struct quota *q, const void *key, size_t n)
 	return ok;
 }
 
-void quota_give(struct quota *q, const void *key, size_t n)
+void keycap_give(struct keycap *q, const void *key, size_t n)
 {
 	struct ent **pp, *e;
 

@@ -1,4 +1,4 @@
-/* suspend.c - the artifacts of a suspended sandbox, made from and turned
+/* export.c - the artifacts of a suspended sandbox, made from and turned
  * back into pool state. nodemgr has no network client: the node opens each
  * artifact's file in its own staging directory and passes the fd with the
  * request (SCM_RIGHTS), so nodemgr never resolves a path the node chose.
@@ -34,7 +34,7 @@
 
 #include "../lib/log.h"
 #include "../lib/util.h"
-#include "../storage/pool.h"
+#include "../pool/pool.h"
 #include "nodemgr-internal.h"
 
 /* One template made writable for a moment at a time (suspend_export,

@@ -1,4 +1,4 @@
-/* test-crypt: the BYOK envelope (src/crypt/envelope.c) and the local key
+/* test-byok: the BYOK envelope (src/byok/envelope.c) and the local key
  * provider with its data keys (kms.c, kms-local.c), on a SQLite database
  * in a temp dir. Every tamper case must fail to open, naming what failed. */
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../src/crypt/envelope.h"
-#include "../../src/crypt/kms.h"
+#include "../../src/byok/envelope.h"
+#include "../../src/byok/kms.h"
 #include "check.h"
 #include <openssl/sha.h>
 
@@ -275,7 +275,7 @@ static void opener(size_t n)
 	close(out);
 }
 
-static char dir[] = "/tmp/test-crypt-XXXXXX";
+static char dir[] = "/tmp/test-byok-XXXXXX";
 
 static void cleanup(void)
 {
@@ -412,5 +412,5 @@ int main(void)
 	opener(2 * CS + 333);
 	tamper();
 	local_keys();
-	return check_done("test-crypt");
+	return check_done("test-byok");
 }

@@ -1,8 +1,8 @@
-/* cluster.c - which node serves a request, when several `airlockd up`
+/* placement.c - which node serves a request, when several `airlockd up`
  * share one database (README "Cluster").
  *
  * Every api writes the address other apis reach it at into its node's row
- * (api_cluster_announce); the node daemon beats there (node/cluster.c). The
+ * (api_cluster_announce); the node daemon beats there (node/heartbeat.c). The
  * api keeps a copy of the nodes table, reloaded at most once a second, and
  * on reload marks `lost` every node that has not beaten for
  * heartbeat_timeout_s (any api may; the update is idempotent).

@@ -1,4 +1,4 @@
-/* quota.c - what one sandbox may ask for, and what a tenant may hold.
+/* quota-check.c - what one sandbox may ask for, and what a tenant may hold.
  *
  * Two kinds of cap, both answered 422:
  *   - the node's maxima per sandbox (config max_sandbox_*): a create whose

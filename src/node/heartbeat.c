@@ -1,16 +1,16 @@
-/* cluster.c - this node's row in the nodes table.
+/* heartbeat.c - this node's row in the nodes table.
  *
  * At start the node registers: state `up`, its generation one higher than
  * the row had (a node that comes back is a new generation), started_at.
  * Then every CLUSTER_BEAT_MS it writes heartbeat_at and its capacity as
- * JSON, which the apis' placement reads (api/cluster.c):
+ * JSON, which the apis' placement reads (api/placement.c):
  *
  *   {"cpus","memory_mb","mem_free_mb","committed_mb","disk_free_mb",
  *    "sandboxes","backends":["ns","vm"],"templates":["name/ver",...]}
  *
  * committed_mb is the memory limits of its live sandboxes; mem_free_mb is
  * the host's MemAvailable. A clean stop writes state `down`. A node that
- * stops beating is marked `lost` by whoever sees it first (api/cluster.c).
+ * stops beating is marked `lost` by whoever sees it first (api/placement.c).
  *
  * The generation fences a node that comes back after being lost: every
  * sandbox row names its node, and a node loads only the rows that name it

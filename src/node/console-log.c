@@ -1,4 +1,4 @@
-/* console.c - GET /v1/sandboxes/{id}/console: the tail of a sandbox's serial
+/* console-log.c - GET /v1/sandboxes/{id}/console: the tail of a sandbox's serial
  * console log, as text/plain.
  *
  * Only the vm backend has a console (nodemgr copies the guest's ttyS0 from

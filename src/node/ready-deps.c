@@ -1,4 +1,4 @@
-/* ready.c - GET /internal/ready on the node socket: can the node reach the
+/* ready-deps.c - GET /internal/ready on the node socket: can the node reach the
  * daemons it depends on? The api's GET /v1/ready asks this, adds its own
  * database check and the node's own answer, and says which one is down.
  *
