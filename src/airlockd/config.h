@@ -72,7 +72,7 @@ struct airlockd_config {
 	char network_allow_private_cidrs[1024];
 	uint32_t ready_timeout_ms;  /* how long a create waits for the guest's READY */
 	uint32_t vm_start_concurrency; /* vm creates starting their guest at once; 0: 2 per CPU */
-	/* The cluster (README "Cluster"): this node's name in the nodes table,
+	/* The cluster (docs/CONFIGURATION.md "Cluster"): this node's name in the nodes table,
 	 * the address other nodes' apis reach this api at ("" = http://listen
 	 * as bound), and how long a node may be silent before it is lost. */
 	char advertise_url[200];
