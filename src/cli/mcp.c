@@ -84,7 +84,7 @@ static char *initialize(struct mcp_server *s, const json *id, const json *params
 
 	if (!asked)
 		return mcp_rpc_error(s, id, RPC_INVALID_PARAMS,
-				 "initialize needs params.protocolVersion, a string");
+				     "initialize needs params.protocolVersion, a string");
 	/* the client's version when we speak it, else ours (the client decides) */
 	for (const char *const *v = protocol_versions; *v; v++)
 		if (strcmp(*v, asked) == 0)
@@ -132,7 +132,7 @@ static char *dispatch(struct mcp_server *s, const json *msg)
 
 	if (msg->type == JSON_ARR)
 		return mcp_rpc_error(s, NULL, RPC_INVALID_REQUEST,
-				 "batches are not supported: send one message per line");
+				     "batches are not supported: send one message per line");
 	if (msg->type != JSON_OBJ)
 		return mcp_rpc_error(s, NULL, RPC_INVALID_REQUEST, "a message must be a JSON object");
 	id = json_get(msg, "id");
@@ -140,7 +140,7 @@ static char *dispatch(struct mcp_server *s, const json *msg)
 	params = json_get(msg, "params");
 	if (id && id->type != JSON_STR && !(id->type == JSON_NUM && id->is_int))
 		return mcp_rpc_error(s, NULL, RPC_INVALID_REQUEST,
-				 "id must be a string or an integer");
+				     "id must be a string or an integer");
 	if (!method) {
 		/* a client's response (we send no requests): nothing to answer */
 		if (json_get(msg, "result") || json_get(msg, "error"))
@@ -226,7 +226,7 @@ void mcp_feed(struct mcp_server *s, const char *data, size_t n, mcp_emit_fn emit
 		if (!s->skipping && s->line.len + take > MCP_MAX_LINE) {
 			/* answered once, now; the rest of the line is dropped */
 			char *a = mcp_rpc_error(s, NULL, RPC_PARSE_ERROR,
-					    "message too long: the limit is %u bytes a line",
+						"message too long: the limit is %u bytes a line",
 					    MCP_MAX_LINE);
 			emit(arg, a, strlen(a));
 			free(a);
