@@ -227,7 +227,7 @@ void mcp_feed(struct mcp_server *s, const char *data, size_t n, mcp_emit_fn emit
 			/* answered once, now; the rest of the line is dropped */
 			char *a = mcp_rpc_error(s, NULL, RPC_PARSE_ERROR,
 						"message too long: the limit is %u bytes a line",
-					    MCP_MAX_LINE);
+						MCP_MAX_LINE);
 			emit(arg, a, strlen(a));
 			free(a);
 			buf_free(&s->line);

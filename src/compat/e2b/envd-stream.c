@@ -3,8 +3,8 @@
  * exec's lines become process.ProcessEvent messages, a watch's
  * filesystem.WatchDirResponse messages, each in its own Connect envelope
  * (e2b-wire.h), closed by an end-of-stream message (with the error, if
- * any). Every line is the node's (trusted, but parsed with json.h's
- * limits); the client gets a keepalive when the node is quiet. */
+ * any). A line longer than LINE_MAX_BYTES ends the stream; the client gets
+ * a keepalive when the node is quiet. */
 #include <stdio.h>
 #include <string.h>
 
