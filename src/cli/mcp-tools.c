@@ -394,6 +394,8 @@ static char *check_args(const struct mcp_tool *t, const json *args)
 	return NULL;
 }
 
+/* ------------------------------------------------------- tools/call */
+
 /* The CallToolResult: the object as JSON text in a text content, and the
  * same object as structuredContent; a failure has isError and names the
  * API's error code. */
