@@ -248,9 +248,7 @@ void envd_fs_watch(struct envd_ctx *x, const json *msg)
 	bool rec = json_get_bool(msg, "recursive", false, &bad);
 
 	if (!p || !*p || bad || !envd_call_user(x->req, user, sizeof(user))) {
-		s.c = x->c;
-		envd_stream_finish(&s, "invalid_argument", "path is required; recursive is a boolean");
-		http_stream_end(x->c);
+		envd_stream_refuse(x->c, "invalid_argument", "path is required; recursive is a boolean");
 		return;
 	}
 	_cleanup_free_ char *path = envd_resolve_path(p, user);

@@ -66,9 +66,9 @@ struct envd_stream {
 	const char *pid;      /* Connect: the pid, for the start message */
 };
 
-/* The end-of-stream message: {} (code NULL) or {"error":{code, msg}};
- * the stream's head first when it has not gone yet. */
-void envd_stream_finish(struct envd_stream *s, const char *code, const char *msg);
+/* A streaming call refused before it reached the node: the stream's head
+ * and an end-of-stream message with the error {code, msg}, nothing else. */
+void envd_stream_refuse(struct http_conn *c, const char *code, const char *msg);
 /* Run a node request whose answer is a stream, and translate it (s's
  * kind, pty, skip_start, root and pid set by the caller). */
 void envd_relay_stream(struct envd_ctx *x, struct envd_stream *s, const char *method,

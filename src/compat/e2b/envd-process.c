@@ -26,16 +26,12 @@ void envd_process_start(struct envd_ctx *x, const json *msg)
 
 	if (!cmd || !*cmd || (args && args->type != JSON_ARR) ||
 	    (envs && envs->type != JSON_OBJ)) {
-		s.c = x->c;
-		envd_stream_finish(&s, "invalid_argument",
+		envd_stream_refuse(x->c, "invalid_argument",
 				   "process.cmd is required; args is a list, envs an object");
-		http_stream_end(x->c);
 		return;
 	}
 	if (!envd_call_user(x->req, user, sizeof(user))) {
-		s.c = x->c;
-		envd_stream_finish(&s, "invalid_argument", "bad user name");
-		http_stream_end(x->c);
+		envd_stream_refuse(x->c, "invalid_argument", "bad user name");
 		return;
 	}
 	buf_init(&b);
@@ -85,9 +81,7 @@ void envd_process_start(struct envd_ctx *x, const json *msg)
 	}
 	jw_end(&w);
 	if (bad) {
-		s.c = x->c;
-		envd_stream_finish(&s, "invalid_argument", "a field of the request has the wrong type");
-		http_stream_end(x->c);
+		envd_stream_refuse(x->c, "invalid_argument", "a field of the request has the wrong type");
 	} else {
 		envd_relay_stream(x, &s, "POST", target, b.data);
 	}
@@ -123,10 +117,8 @@ void envd_process_connect(struct envd_ctx *x, const json *msg)
 	char pids[24];
 
 	if (bad || pid <= 0 || pid > 0xffffffffLL) {
-		s.c = x->c;
-		envd_stream_finish(&s, "invalid_argument", "process.pid must be a positive integer "
+		envd_stream_refuse(x->c, "invalid_argument", "process.pid must be a positive integer "
 				   "(tag selectors are not supported)");
-		http_stream_end(x->c);
 		return;
 	}
 	snprintf(pids, sizeof(pids), "%lld", (long long)pid);

@@ -42,7 +42,7 @@ static int stream_begin(struct envd_stream *s)
 }
 
 /* The end-of-stream message: {} or {"error":{...}}. */
-void envd_stream_finish(struct envd_stream *s, const char *code, const char *msg)
+static void stream_finish(struct envd_stream *s, const char *code, const char *msg)
 {
 	struct buf b;
 
@@ -59,6 +59,14 @@ void envd_stream_finish(struct envd_stream *s, const char *code, const char *msg
 	}
 	stream_send(s, CONNECT_FLAG_END, &b);
 	buf_free(&b);
+}
+
+void envd_stream_refuse(struct http_conn *c, const char *code, const char *msg)
+{
+	struct envd_stream s = { .c = c };
+
+	stream_finish(&s, code, msg);
+	http_stream_end(c);
 }
 
 static const char *signal_status(int64_t sig)
@@ -230,7 +238,7 @@ static void stream_line(struct envd_stream *s, const char *p, size_t n)
 			stream_send(s, 0, &msg);
 		buf_free(&msg);
 		if (!strcmp(json_get_str(l, "type") ? json_get_str(l, "type") : "", "exit"))
-			envd_stream_finish(s, NULL, NULL);
+			stream_finish(s, NULL, NULL);
 	}
 	json_free(l);
 }
@@ -326,13 +334,13 @@ void envd_relay_stream(struct envd_ctx *x, struct envd_stream *s, const char *me
 		struct http_resp fake = { .status = s->status, .body = s->errbody };
 		_cleanup_free_ char *m = s->status < 0 ? xstrdup("node unavailable")
 						       : e2b_node_message(&fake);
-		envd_stream_finish(s, envd_code_of_status(s->status), m);
+		stream_finish(s, envd_code_of_status(s->status), m);
 	} else if (s->too_long) {
-		envd_stream_finish(s, "internal", "a line of the node's stream is too long");
+		stream_finish(s, "internal", "a line of the node's stream is too long");
 	} else if (r < 0 && !s->client_gone) {
-		envd_stream_finish(s, "unavailable", "the node's stream broke");
+		stream_finish(s, "unavailable", "the node's stream broke");
 	} else {
-		envd_stream_finish(s, NULL, NULL);
+		stream_finish(s, NULL, NULL);
 	}
 	if (s->begun && !s->client_gone)
 		http_stream_end(x->c);
