@@ -21,7 +21,13 @@
 #include "../lib/log.h"
 #include "../lib/util.h"
 #include "../pool/pool.h"
-#include "nodemgr-internal.h"
+#include "core/nodemgr-internal.h"
+#include "jail/ns.h"
+#include "net/net.h"
+#include "snapshot/snapshot.h"
+#include "templates/templates.h"
+#include "vm/vm.h"
+#include "mgr.h"
 
 static void resp_init(struct nm_resp *r, uint32_t type)
 {

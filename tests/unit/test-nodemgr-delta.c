@@ -38,7 +38,7 @@
 #include "../../src/lib/util.h"
 #include "check.h"
 #include "tmp-pool.h"
-#include "../../src/nodemgr/vm-delta.h"
+#include "../../src/nodemgr/vm/vm-delta.h"
 #include "../../src/pool/pool.h"
 
 #define PG 4096

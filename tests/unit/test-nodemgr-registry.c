@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../src/nodemgr/nodemgr-internal.h"
+#include "../../src/nodemgr/core/nodemgr-internal.h"
 #include "check.h"
 
 enum { N = 4000 };

@@ -25,9 +25,9 @@
 #include <zstd.h>
 
 #include "../../src/lib/util.h"
-#include "../../src/nodemgr/nodemgr-internal.h"
-#include "../../src/nodemgr/vm-delta.h"
-#include "../../src/nodemgr/vm-internal.h"
+#include "../../src/nodemgr/core/nodemgr-internal.h"
+#include "../../src/nodemgr/vm/vm-delta.h"
+#include "../../src/nodemgr/vm/vm-internal.h"
 #include "../../src/pool/pool.h"
 #include "check.h"
 #include "tmp-pool.h"

@@ -2,7 +2,7 @@
  * recent creates, between the configured minimum and maximum. */
 #include <stdio.h>
 
-#include "../../src/nodemgr/warmsize.h"
+#include "../../src/nodemgr/core/warmsize.h"
 #include "check.h"
 
 #define HALF 10000   /* half-life of the demand, ms */
