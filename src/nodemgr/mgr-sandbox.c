@@ -4,7 +4,7 @@
  * mgr_sandbox_*, apart from the node's sandbox_* (src/node/sandbox.c), which
  * ask for them over the socket.
  *
- * Every id reaching here passed valid_sandbox_id; paths are built only from
+ * Every id reaching here passed mgr_valid_sandbox_id; paths are built only from
  * such ids under srv->pool. */
 #include <dirent.h>
 #include <errno.h>
@@ -87,7 +87,7 @@ int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, 
 
 	/* A jail of the warm pool when one waits for this template; every
 	 * failure but a taken id falls back to the cold path below. */
-	r = nswarm_take(s, spec, chan_dup, pid, err);
+	r = jail_nswarm_take(s, spec, chan_dup, pid, err);
 	if (r == 0 || r == -EEXIST)
 		return r;
 	if (r != -EAGAIN)
@@ -95,7 +95,7 @@ int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, 
 	*err = (err_t){ 0 };
 
 	/* Claim the id and a uid range. */
-	if (!(j = jail_claim(s, spec->id, err)))
+	if (!(j = mgr_jail_claim(s, spec->id, err)))
 		return -err->code;
 
 	if (pool_is_subvol(tmpl) != 1) {
@@ -117,12 +117,12 @@ int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, 
 		goto fail;
 	t_qg = now_us();
 	made_cgroup = true; /* even a partial create must be removed */
-	if ((r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err)) < 0)
+	if ((r = jail_ns_spawn(s, j, spec, NULL, chan_dup, pid, err)) < 0)
 		goto fail;
 	log_debug("sandbox %s: cold create: claim+snapshot %.2f ms, qgroup %.2f ms, spawn %.2f ms",
 		  spec->id, (t_snap - t0) / 1000.0, (t_qg - t_snap) / 1000.0,
 		  (now_us() - t_qg) / 1000.0);
-	nswarm_refill(s, spec);
+	jail_nswarm_refill(s, spec);
 	return 0;
 
 fail:
@@ -131,10 +131,10 @@ fail:
 		err_t e2 = { 0 };
 		if (made_cgroup && cgroup_destroy(&s->cg, spec->id, &e2) < 0)
 			log_warn("create %s cleanup: %s", spec->id, e2.msg);
-		if (made_subvol && subvol_delete_retry(sbx, &e2) < 0)
+		if (made_subvol && mgr_subvol_delete_retry(sbx, &e2) < 0)
 			log_warn("create %s cleanup: %s", spec->id, e2.msg);
 	}
-	jail_unclaim(s, j);
+	mgr_jail_unclaim(s, j);
 	return r;
 }
 
@@ -144,7 +144,7 @@ int mgr_sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t 
 	int r = 0;
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	if (j && j->busy && !j->hidden) {
 		/* being created, rolled back or destroyed: ask again */
 		r = err_set(err, EBUSY, "sandbox %s is busy in the node manager", id);
@@ -164,12 +164,12 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 {
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
 	_cleanup_free_ char *rb = xasprintf("%s/sandboxes/%s.rb", s->pool, id);
-	_cleanup_free_ char *st = jail_state_path(s, id);
+	_cleanup_free_ char *st = mgr_jail_state_path(s, id);
 	struct jail *j;
 	int r;
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	if (j && j->busy) {
 		pthread_mutex_unlock(&s->lock);
 		return err_set(err, EBUSY, "sandbox %s is being created or destroyed", id);
@@ -183,7 +183,7 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 		 * keeps its unregistration out of the kernel's asynchronous
 		 * namespace cleanup, which would otherwise hold the RTNL lock
 		 * against the next create. */
-		net_detach(s, j);
+		nmnet_detach(s, j);
 		FAULT_POINT("nm.destroy.after_net");
 		kill_init(s, j);
 		if (wait_reaped(s, j))
@@ -193,15 +193,15 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	 * run, or a half-done destroy. Each step is idempotent. */
 	r = cgroup_destroy(&s->cg, id, err);
 	if (r == 0)
-		r = subvol_delete_retry(sbx, err);
+		r = mgr_subvol_delete_retry(sbx, err);
 	/* A rollback's other subvolume (the snapshot's copy before the swap,
 	 * the old disk after it), left when a nodemgr died in between. */
 	if (r == 0)
-		r = subvol_delete_retry(rb, err);
+		r = mgr_subvol_delete_retry(rb, err);
 	if (r == 0)
 		FAULT_POINT("nm.destroy.after_subvol");
 	if (r == 0)
-		r = snapshot_delete_all(s, id, err);
+		r = snap_delete_all(s, id, err);
 	if (r == 0) {
 		unlink(st);
 		vm_cleanup_run(s, id);
@@ -209,7 +209,7 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	pthread_mutex_lock(&s->lock);
 	if (j) {
 		if (r == 0)
-			jail_unlink_locked(s, j);
+			mgr_jail_unlink_locked(s, j);
 		else
 			j->busy = false;
 	}
@@ -262,24 +262,24 @@ int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec
 
 	/* A dead jail too: crash recovery rolls back a sandbox whose init
 	 * (QEMU) died. */
-	if (!(j = jail_acquire_any(s, id, &is_vm, err)))
+	if (!(j = mgr_jail_acquire_any(s, id, &is_vm, err)))
 		return -err->code;
 	if (pool_is_subvol(src) != 1) {
-		jail_release(s, j);
+		mgr_jail_release(s, j);
 		return err_set(err, ENOENT, "sandbox %s has no snapshot %s", id, snap);
 	}
 	/* 1 */
-	if ((r = subvol_delete_retry(tmp, err)) < 0 ||
+	if ((r = mgr_subvol_delete_retry(tmp, err)) < 0 ||
 	    (r = pool_subvol_snapshot(src, tmp, false, err)) < 0 ||
 	    (r = pool_qgroup_limit(tmp, disk, err)) < 0) {
-		if (subvol_delete_retry(tmp, &e2) < 0)
+		if (mgr_subvol_delete_retry(tmp, &e2) < 0)
 			log_warn("rollback %s cleanup: %s", id, e2.msg);
-		jail_release(s, j);
+		mgr_jail_release(s, j);
 		return r;
 	}
 	/* 2 */
 	FAULT_POINT("nm.rollback.after_clone");
-	net_detach(s, j);
+	nmnet_detach(s, j);
 	kill_init(s, j);
 	(void)wait_reaped(s, j);
 	pthread_mutex_lock(&s->lock);
@@ -304,14 +304,14 @@ int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec
 	}
 	FAULT_POINT("nm.rollback.after_swap");
 	/* 4: the snapshot is in place; a leftover old subvolume is only space. */
-	if (subvol_delete_retry(tmp, &e2) < 0)
+	if (mgr_subvol_delete_retry(tmp, &e2) < 0)
 		log_warn("rollback %s: delete old subvolume: %s", id, e2.msg);
 	/* 5: vm: a fresh QEMU restores the snapshot's memory when it is a
 	 * full one, else boots the guest kernel on the swapped disk */
 	if (is_vm)
 		r = vm_boot_from(s, j, spec, id, snap, chan_dup, pid, err);
 	else
-		r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
+		r = jail_ns_spawn(s, j, spec, NULL, chan_dup, pid, err);
 	if (r < 0)
 		goto dead;
 	log_info("sandbox %s: rolled back to %s in %.1f ms", id, snap, (now_us() - t0) / 1000.0);
@@ -320,8 +320,8 @@ dead:
 	/* No jail runs any more; the node fails the sandbox and destroys it. */
 	if (cgroup_destroy(&s->cg, id, &e2) < 0)
 		log_warn("rollback %s cleanup: %s", id, e2.msg);
-	subvol_delete_retry(tmp, &e2);
-	jail_release(s, j);
+	mgr_subvol_delete_retry(tmp, &e2);
+	mgr_jail_release(s, j);
 	return r;
 }
 
@@ -344,7 +344,7 @@ int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 				 spec->id, parent, snap, (now_us() - t0) / 1000.0);
 		return r;
 	}
-	if (!(j = jail_claim(s, spec->id, err)))
+	if (!(j = mgr_jail_claim(s, spec->id, err)))
 		return -err->code;
 	if (pool_is_subvol(src) != 1) {
 		r = err_set(err, ENOENT, "sandbox %s has no snapshot %s", parent, snap);
@@ -366,7 +366,7 @@ int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	if (vm)
 		r = vm_boot_from(s, j, spec, parent, snap, chan_dup, pid, err);
 	else
-		r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
+		r = jail_ns_spawn(s, j, spec, NULL, chan_dup, pid, err);
 	if (r < 0)
 		goto fail;
 	log_info("sandbox %s: forked from %s/%s in %.1f ms", spec->id, parent, snap,
@@ -375,9 +375,9 @@ int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 fail:
 	if (cgroup_destroy(&s->cg, spec->id, &e2) < 0)
 		log_warn("fork %s cleanup: %s", spec->id, e2.msg);
-	if (made_subvol && subvol_delete_retry(sbx, &e2) < 0)
+	if (made_subvol && mgr_subvol_delete_retry(sbx, &e2) < 0)
 		log_warn("fork %s cleanup: %s", spec->id, e2.msg);
-	jail_unclaim(s, j);
+	mgr_jail_unclaim(s, j);
 	return r;
 }
 
@@ -387,7 +387,7 @@ int mgr_sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *
 	int r;
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	if (!j || j->hidden || !j->alive) {
 		pthread_mutex_unlock(&s->lock);
 		return err_set(err, ENOENT, "no live jail for sandbox %s", id);
@@ -439,7 +439,7 @@ char **mgr_sandbox_list(struct nm_server *s)
 	if ((d = opendir(dir))) {
 		struct dirent *de;
 		while ((de = readdir(d)))
-			if (valid_sandbox_id(de->d_name, sizeof(de->d_name)))
+			if (mgr_valid_sandbox_id(de->d_name, sizeof(de->d_name)))
 				add_id(&v, &n, de->d_name);
 		closedir(d);
 	}
@@ -469,7 +469,7 @@ static void sweep_one(void *arg, const char *id)
 	struct nm_server *s = arg;
 	err_t e = { 0 };
 
-	if (!valid_sandbox_id(id, strlen(id) + 1))
+	if (!mgr_valid_sandbox_id(id, strlen(id) + 1))
 		return;
 	log_info("sweeping leftover jail cgroup %s", id);
 	if (cgroup_destroy(&s->cg, id, &e) < 0)
@@ -491,7 +491,7 @@ void mgr_sandbox_sweep_leftovers(struct nm_server *s)
 				continue;
 			memcpy(id, de->d_name, n - 6);
 			id[n - 6] = '\0';
-			if (!valid_sandbox_id(id, sizeof(id)))
+			if (!mgr_valid_sandbox_id(id, sizeof(id)))
 				continue;
 			sweep_one(s, id);
 			unlinkat(dirfd(d), de->d_name, 0);
@@ -515,19 +515,19 @@ void mgr_sandbox_kill_all(struct nm_server *s)
 		pthread_mutex_unlock(&s->lock);
 		if (!j)
 			return;
-		net_detach(s, j);
+		nmnet_detach(s, j);
 		kill_init(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
 			log_warn("stop %s: %s", j->id, e.msg);
 		/* A waiting ns jail's subvolume is nobody's data. */
 		if (!j->vm && j->hidden)
-			nswarm_remove_subvol(s, j->id);
+			jail_nswarm_remove_subvol(s, j->id);
 		{
-			_cleanup_free_ char *st = jail_state_path(s, j->id);
+			_cleanup_free_ char *st = mgr_jail_state_path(s, j->id);
 			unlink(st);
 		}
 		pthread_mutex_lock(&s->lock);
-		jail_unlink_locked(s, j);
+		mgr_jail_unlink_locked(s, j);
 		pthread_mutex_unlock(&s->lock);
 	}
 }

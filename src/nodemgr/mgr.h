@@ -6,7 +6,7 @@
 #include "core/nodemgr-internal.h"
 
 /* verbs.c: handle one connection (one request, replies, close). Consumes fd. */
-void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid);
+void mgr_serve_conn(struct nm_server *s, int fd, uid_t peer_uid);
 
 /* mgr-sandbox.c */
 int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,

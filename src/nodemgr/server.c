@@ -6,7 +6,7 @@
  * that calls waitpid: nodemgr is a child subreaper, so jail inits (whose
  * middle process exits) and stray grandchildren of builds all come back to
  * it. Exit statuses that are not a jail's go to a small table that threads
- * waiting for their own child (template builds) read via nm_wait_child.
+ * waiting for their own child (template builds) read via mgr_wait_child.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -82,7 +82,7 @@ static void *conn_thread(void *arg)
 	struct conn *c = arg;
 	struct nm_server *s = c->s;
 
-	nm_serve_conn(s, c->fd, c->uid);
+	mgr_serve_conn(s, c->fd, c->uid);
 	free(c);
 	pthread_mutex_lock(&s->lock);
 	s->nthreads--;
@@ -217,7 +217,7 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	s->pool = xasprintf("%s/pool", cfg->data_dir);
 	s->run_dir = xasprintf("%s/run/nodemgr", cfg->data_dir);
 	s->guest_argv = cfg->guest_argv ? cfg->guest_argv : default_guest_argv;
-	s->discard_parked[0] = nswarm_discard;
+	s->discard_parked[0] = jail_nswarm_discard;
 	s->discard_parked[1] = vm_park_discard;
 
 	if ((r = mkdir_p(s->run_dir, 0700)) < 0) {
@@ -270,11 +270,11 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	}
 	reap(s);
 	mgr_sandbox_sweep_leftovers(s);
-	template_import_sweep(s);
+	tmpl_import_sweep(s);
 	vm_base_sweep(s);
 	if ((r = vm_init(s, err)) < 0)
 		goto out;
-	if ((r = net_init(s, err)) < 0)
+	if ((r = nmnet_init(s, err)) < 0)
 		goto out;
 	if ((lfd = listen_on(cfg, err)) < 0) {
 		r = lfd;
@@ -328,7 +328,7 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	}
 	mgr_sandbox_kill_all(s);
 	reap(s);
-	net_fini(s);
+	nmnet_fini(s);
 	cgroup_release(&s->cg);
 	r = 0;
 out:

@@ -123,7 +123,7 @@ static void reply_addr(struct nm_server *s, const char *id, char addr[16])
 {
 	err_t e = { 0 };
 
-	if (net_addr(s, id, addr, &e) < 0)
+	if (nmnet_addr(s, id, addr, &e) < 0)
 		addr[0] = '\0';
 }
 
@@ -134,7 +134,7 @@ static uint32_t reply_from_pool(struct nm_server *s, const char *id)
 	uint32_t yes;
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	yes = j && j->from_pool;
 	pthread_mutex_unlock(&s->lock);
 	return yes;
@@ -188,7 +188,7 @@ static char **pool_levels(struct nm_server *s)
 		l[i].target = -1;
 		if (!strncmp(l[i].key, "ns:", 3)) {
 			if (sscanf(l[i].key + 3, "%95[^/]/%u", name, &ver) == 2)
-				l[i].target = nswarm_target_locked(s, name, ver);
+				l[i].target = jail_nswarm_target_locked(s, name, ver);
 		} else if (strncmp(l[i].key, "fork:", 5)) {
 			l[i].target = vm_warm_target_locked(s, l[i].key);
 		}
@@ -219,7 +219,7 @@ static void disk_scan_done(struct nm_server *s, const char *id, bool ok, uint64_
 	struct jail *j;
 
 	pthread_mutex_lock(&s->lock);
-	if ((j = jail_find_locked(s, id))) {
+	if ((j = mgr_jail_find_locked(s, id))) {
 		j->disk_scanning = false;
 		if (ok) {
 			j->disk_bytes = bytes;
@@ -241,7 +241,7 @@ static int sandbox_stats(struct nm_server *s, const char *id, struct nm_sandbox_
 	err_t e2 = { 0 };
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	live = j && !j->hidden && j->alive;
 	if (live && ((j->disk_at_ms && now - j->disk_at_ms < STATS_DISK_EVERY_MS) ||
 		     j->disk_scanning)) {
@@ -285,9 +285,9 @@ static int sandbox_stats(struct nm_server *s, const char *id, struct nm_sandbox_
  * every path built from them stays under the pool. */
 static bool valid_spec(const struct nm_sandbox_spec *sp, bool need_id)
 {
-	return (!need_id || valid_sandbox_id(sp->id, sizeof(sp->id))) &&
-	       valid_template_name(sp->template_name, sizeof(sp->template_name)) &&
-	       (!sp->hostname[0] || valid_hostname(sp->hostname, sizeof(sp->hostname)));
+	return (!need_id || mgr_valid_sandbox_id(sp->id, sizeof(sp->id))) &&
+	       mgr_valid_template_name(sp->template_name, sizeof(sp->template_name)) &&
+	       (!sp->hostname[0] || mgr_valid_hostname(sp->hostname, sizeof(sp->hostname)));
 }
 
 /* One request being served: what it carried and what its RESULT will. */
@@ -324,7 +324,7 @@ static void send_chunks(int fd, const struct buf *b)
 
 static int check_sandbox_id(struct call *c)
 {
-	if (!valid_sandbox_id(c->q->u.sandbox.id, sizeof(c->q->u.sandbox.id)))
+	if (!mgr_valid_sandbox_id(c->q->u.sandbox.id, sizeof(c->q->u.sandbox.id)))
 		return err_set(&c->err, EINVAL, "bad sandbox id");
 	return 0;
 }
@@ -341,9 +341,10 @@ static int check_snapshot(struct call *c)
 	const struct nm_req *q = c->q;
 	bool create = q->verb == NM_SNAPSHOT_CREATE;
 
-	if (!valid_sandbox_id(q->u.snap.spec.id, sizeof(q->u.snap.spec.id)) ||
-	    !valid_sandbox_id(q->u.snap.snap, sizeof(q->u.snap.snap)) ||
-	    (create && q->u.snap.prev[0] && !valid_sandbox_id(q->u.snap.prev, sizeof(q->u.snap.prev))))
+	if (!mgr_valid_sandbox_id(q->u.snap.spec.id, sizeof(q->u.snap.spec.id)) ||
+	    !mgr_valid_sandbox_id(q->u.snap.snap, sizeof(q->u.snap.snap)) ||
+	    (create && q->u.snap.prev[0] &&
+	     !mgr_valid_sandbox_id(q->u.snap.prev, sizeof(q->u.snap.prev))))
 		return err_set(&c->err, EINVAL, "bad sandbox or snapshot id");
 	/* full 2: a fork's snapshot, the whole spec sent (checked as for a
 	 * create) so the memory may be saved in the fork form */
@@ -359,7 +360,7 @@ static int check_rollback(struct call *c)
 	const struct nm_req *q = c->q;
 
 	if (!valid_spec(&q->u.snap.spec, true) ||
-	    !valid_sandbox_id(q->u.snap.snap, sizeof(q->u.snap.snap)))
+	    !mgr_valid_sandbox_id(q->u.snap.snap, sizeof(q->u.snap.snap)))
 		return err_set(&c->err, EINVAL, "bad sandbox id, snapshot id or hostname");
 	return 0;
 }
@@ -369,8 +370,8 @@ static int check_fork(struct call *c)
 	const struct nm_req *q = c->q;
 
 	if (!valid_spec(&q->u.snap.spec, true) ||
-	    !valid_sandbox_id(q->u.snap.snap, sizeof(q->u.snap.snap)) ||
-	    !valid_sandbox_id(q->u.snap.prev, sizeof(q->u.snap.prev)))
+	    !mgr_valid_sandbox_id(q->u.snap.snap, sizeof(q->u.snap.snap)) ||
+	    !mgr_valid_sandbox_id(q->u.snap.prev, sizeof(q->u.snap.prev)))
 		return err_set(&c->err, EINVAL, "bad sandbox id, snapshot id or hostname");
 	return 0;
 }
@@ -380,7 +381,7 @@ static int check_suspend(struct call *c)
 	const struct nm_req *q = c->q;
 
 	if (!valid_spec(&q->u.xfer.spec, true) ||
-	    !valid_sandbox_id(q->u.xfer.snap, sizeof(q->u.xfer.snap)) ||
+	    !mgr_valid_sandbox_id(q->u.xfer.snap, sizeof(q->u.xfer.snap)) ||
 	    !memchr(q->u.xfer.base, '\0', sizeof(q->u.xfer.base)) ||
 	    (q->u.xfer.base[0] && !vm_base_sha_ok(q->u.xfer.base)))
 		return err_set(&c->err, EINVAL, "bad sandbox id, template name, snapshot id or base");
@@ -402,7 +403,8 @@ static int check_template_export(struct call *c)
 {
 	const struct nm_req *q = c->q;
 
-	if (!valid_template_name(q->u.txfer.name, sizeof(q->u.txfer.name)) || q->u.txfer.version < 1)
+	if (!mgr_valid_template_name(q->u.txfer.name, sizeof(q->u.txfer.name)) ||
+	    q->u.txfer.version < 1)
 		return err_set(&c->err, EINVAL, "bad template name or version");
 	return 0;
 }
@@ -411,8 +413,8 @@ static int check_template_find(struct call *c)
 {
 	const struct nm_req *q = c->q;
 
-	if (!valid_template_name(q->u.txfer.name, sizeof(q->u.txfer.name)) ||
-	    !valid_uuid(q->u.txfer.uuid, sizeof(q->u.txfer.uuid)))
+	if (!mgr_valid_template_name(q->u.txfer.name, sizeof(q->u.txfer.name)) ||
+	    !mgr_valid_uuid(q->u.txfer.uuid, sizeof(q->u.txfer.uuid)))
 		return err_set(&c->err, EINVAL, "bad template name or uuid");
 	return 0;
 }
@@ -421,15 +423,15 @@ static int check_template_import(struct call *c)
 {
 	const struct nm_req *q = c->q;
 
-	if (!valid_template_name(q->u.txfer.name, sizeof(q->u.txfer.name)) ||
-	    !valid_uuid(q->u.txfer.uuid, sizeof(q->u.txfer.uuid)) || q->u.txfer.version < 1)
+	if (!mgr_valid_template_name(q->u.txfer.name, sizeof(q->u.txfer.name)) ||
+	    !mgr_valid_uuid(q->u.txfer.uuid, sizeof(q->u.txfer.uuid)) || q->u.txfer.version < 1)
 		return err_set(&c->err, EINVAL, "bad template name, uuid or version");
 	return 0;
 }
 
 static int check_template_name(struct call *c)
 {
-	if (!valid_template_name(c->q->u.tmpl.name, sizeof(c->q->u.tmpl.name)))
+	if (!mgr_valid_template_name(c->q->u.tmpl.name, sizeof(c->q->u.tmpl.name)))
 		return err_set(&c->err, EINVAL, "bad template name");
 	return 0;
 }
@@ -484,13 +486,13 @@ static int do_snapshot_create(struct call *c)
 			      : q->u.snap.full == 3 ? SNAP_MEMORY
 						    : SNAP_FULL;
 
-	return snapshot_create(c->s, q->u.snap.spec.id, q->u.snap.snap, q->u.snap.prev, kind,
-			       q->u.snap.full == 2 ? &q->u.snap.spec : NULL, &c->size, &c->err);
+	return snap_create(c->s, q->u.snap.spec.id, q->u.snap.snap, q->u.snap.prev, kind,
+			   q->u.snap.full == 2 ? &q->u.snap.spec : NULL, &c->size, &c->err);
 }
 
 static int do_snapshot_delete(struct call *c)
 {
-	return snapshot_delete(c->s, c->q->u.snap.spec.id, c->q->u.snap.snap, &c->err);
+	return snap_delete(c->s, c->q->u.snap.spec.id, c->q->u.snap.snap, &c->err);
 }
 
 static int do_rollback(struct call *c)
@@ -514,16 +516,16 @@ static int do_suspend_export(struct call *c)
 {
 	const struct nm_req *q = c->q;
 
-	return suspend_export(c->s, &q->u.xfer.spec, q->u.xfer.snap, q->u.xfer.artifact, c->in_fd,
-			      &c->size, q->u.xfer.base, c->extra.sha256, &c->err);
+	return snap_suspend_export(c->s, &q->u.xfer.spec, q->u.xfer.snap, q->u.xfer.artifact,
+				   c->in_fd, &c->size, q->u.xfer.base, c->extra.sha256, &c->err);
 }
 
 static int do_suspend_import(struct call *c)
 {
 	const struct nm_req *q = c->q;
 
-	return suspend_import(c->s, &q->u.xfer.spec, q->u.xfer.snap, q->u.xfer.artifact, c->in_fd,
-			      q->u.xfer.base, &c->err);
+	return snap_suspend_import(c->s, &q->u.xfer.spec, q->u.xfer.snap, q->u.xfer.artifact,
+				   c->in_fd, q->u.xfer.base, &c->err);
 }
 
 static int do_vm_base_find(struct call *c)
@@ -534,7 +536,7 @@ static int do_vm_base_find(struct call *c)
 
 static int do_vm_base_export(struct call *c)
 {
-	int r = artifact_fd_check(c->in_fd, true, &c->err);
+	int r = mgr_artifact_fd_check(c->in_fd, true, &c->err);
 
 	if (r == 0)
 		r = vm_base_export(c->s, &c->q->u.vmbase.spec, c->in_fd, c->extra.sha256,
@@ -549,28 +551,28 @@ static int do_vm_base_import(struct call *c)
 	if (!c->q->u.vmbase.sha[0])
 		return err_set(&c->err, EINVAL, "no memory base digest");
 	/* a file, or the download itself */
-	if ((r = artifact_stream_check(c->in_fd, false, NULL, &c->err)) == 0)
+	if ((r = mgr_artifact_stream_check(c->in_fd, false, NULL, &c->err)) == 0)
 		r = vm_base_import(c->s, &c->q->u.vmbase.spec, c->q->u.vmbase.sha, c->in_fd, &c->err);
 	return r;
 }
 
 static int do_template_export(struct call *c)
 {
-	return template_export(c->s, c->q->u.txfer.name, c->q->u.txfer.version, c->in_fd, c->uuid,
-			       &c->size, &c->err);
+	return tmpl_export(c->s, c->q->u.txfer.name, c->q->u.txfer.version, c->in_fd, c->uuid,
+			   &c->size, &c->err);
 }
 
 static int do_template_find(struct call *c)
 {
-	return template_find(c->s, c->q->u.txfer.name, c->q->u.txfer.uuid, &c->version, &c->err);
+	return tmpl_find(c->s, c->q->u.txfer.name, c->q->u.txfer.uuid, &c->version, &c->err);
 }
 
 static int do_template_import(struct call *c)
 {
 	const struct nm_req *q = c->q;
 
-	return template_import(c->s, q->u.txfer.name, q->u.txfer.uuid, q->u.txfer.version, c->in_fd,
-			       &c->version, &c->err);
+	return tmpl_import(c->s, q->u.txfer.name, q->u.txfer.uuid, q->u.txfer.version, c->in_fd,
+			   &c->version, &c->err);
 }
 
 static int do_sandbox_list(struct call *c)
@@ -581,18 +583,18 @@ static int do_sandbox_list(struct call *c)
 
 static int do_template_build(struct call *c)
 {
-	return template_build(c->s, &c->q->u.build, c->peer_uid, c->fd, progress_to_client, &c->fd,
-			      &c->err);
+	return tmpl_build(c->s, &c->q->u.build, c->peer_uid, c->fd, progress_to_client, &c->fd,
+			  &c->err);
 }
 
 static int do_template_delete(struct call *c)
 {
-	return template_delete(c->s, c->q->u.tmpl.name, c->q->u.tmpl.version, &c->err);
+	return tmpl_delete(c->s, c->q->u.tmpl.name, c->q->u.tmpl.version, &c->err);
 }
 
 static int do_template_list(struct call *c)
 {
-	send_items(c->fd, template_list(c->s));
+	send_items(c->fd, tmpl_list(c->s));
 	return 0;
 }
 
@@ -625,7 +627,7 @@ static int do_template_config(struct call *c)
 	int r;
 
 	buf_init(&b);
-	r = template_config(c->s, c->q->u.tmpl.name, c->q->u.tmpl.version, &b, &c->err);
+	r = tmpl_config(c->s, c->q->u.tmpl.name, c->q->u.tmpl.version, &b, &c->err);
 	if (r == 0)
 		send_chunks(c->fd, &b);
 	buf_free(&b);
@@ -808,7 +810,7 @@ static const struct verb *verb_of(uint32_t v)
 	return NULL;
 }
 
-void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
+void mgr_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 {
 	struct nm_req q;
 	struct call c = { .s = s, .q = &q, .fd = fd, .peer_uid = peer_uid, .in_fd = -1,

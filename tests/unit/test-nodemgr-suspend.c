@@ -258,7 +258,7 @@ int main(void)
 	close(fd);
 
 	/* A reflink of the base with pages written over it, as a clone's
-	 * memory file is (ram_delta_save). Once written back, the extents
+	 * memory file is (vm_ram_delta_save). Once written back, the extents
 	 * still shared are known without reading them (pool_shared_spans);
 	 * before, FIEMAP does not see the written pages, so the export takes
 	 * them from the file's run list, and compares all without one. */

@@ -7,7 +7,7 @@
 
 #include "nodemgr-internal.h"
 
-int artifact_fd_check(int fd, bool write, err_t *err)
+int mgr_artifact_fd_check(int fd, bool write, err_t *err)
 {
 	struct stat st;
 	int fl;
@@ -26,7 +26,7 @@ int artifact_fd_check(int fd, bool write, err_t *err)
 	return 0;
 }
 
-int artifact_stream_check(int fd, bool write, bool *piped, err_t *err)
+int mgr_artifact_stream_check(int fd, bool write, bool *piped, err_t *err)
 {
 	struct stat st;
 	bool fifo = fd >= 0 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
@@ -35,7 +35,7 @@ int artifact_stream_check(int fd, bool write, bool *piped, err_t *err)
 	if (piped)
 		*piped = fifo;
 	if (!fifo)
-		return artifact_fd_check(fd, write, err);
+		return mgr_artifact_fd_check(fd, write, err);
 	if (mode == (write ? O_RDONLY : O_WRONLY))
 		return err_set(err, EINVAL, "artifact pipe is not %s", write ? "writable" : "readable");
 	return 0;

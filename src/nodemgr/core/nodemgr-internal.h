@@ -110,69 +110,69 @@ struct nm_server {
 	int ns_workers;
 	/* Discard a parked jail (hidden, claimed by the caller) of each kind:
 	 * [0] ns (nswarm.c), [1] vm (vm-pool.c). server.c sets them, so that
-	 * template_retire_pools, down here, calls no room above it. */
+	 * mgr_template_retire_pools, down here, calls no room above it. */
 	void (*discard_parked[2])(struct nm_server *s, struct jail *j);
 };
 
 /* registry.c: wait for a direct child's exit status (collected by the reaper).
  * -ETIMEDOUT after timeout_ms (< 0 = forever). */
-int nm_wait_child(struct nm_server *s, pid_t pid, int *status, int timeout_ms);
+int mgr_wait_child(struct nm_server *s, pid_t pid, int *status, int timeout_ms);
 
 
 /* registry.c: the registry of jails (the spawn of one is jail/jail.h). */
 /* Insert a busy entry for id with a free uid range (slot). -EEXIST when id
  * is taken, -ENOSPC when no slot is free. */
-struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err);
+struct jail *mgr_jail_claim(struct nm_server *s, const char *id, err_t *err);
 /* The jail of id in s->jails, or NULL. Holds s->lock. */
-struct jail *jail_find_locked(struct nm_server *s, const char *id);
-/* Remove an entry jail_claim made (closes its fds, frees the slot).
- * jail_unlink_locked: the same, with s->lock held. */
-void jail_unclaim(struct nm_server *s, struct jail *j);
-void jail_unlink_locked(struct nm_server *s, struct jail *j);
+struct jail *mgr_jail_find_locked(struct nm_server *s, const char *id);
+/* Remove an entry mgr_jail_claim made (closes its fds, frees the slot).
+ * mgr_jail_unlink_locked: the same, with s->lock held. */
+void mgr_jail_unclaim(struct nm_server *s, struct jail *j);
+void mgr_jail_unlink_locked(struct nm_server *s, struct jail *j);
 /* DATA/run/nodemgr/<id>.state, the state file of jail id (caller frees). */
-char *jail_state_path(struct nm_server *s, const char *id);
+char *mgr_jail_state_path(struct nm_server *s, const char *id);
 /* Field number field (1-based, as in proc(5); 3 or later) of
  * /proc/<pid>/stat, 0 when unreadable. The kernel writes that file; the one
  * part a process sets, its comm, is skipped (fields start after the last
  * ')'). */
-uint64_t proc_stat_field(pid_t pid, int field);
+uint64_t mgr_proc_stat_field(pid_t pid, int field);
 /* The process is up: record pid (pidfd, start time), take chan (consumed)
  * as the host end, and hand back a dup in *chan_dup. -ECHILD when the
  * reaper already saw pid exit (the entry stays claimed: the caller cleans). */
-int jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *chan_dup,
-		 err_t *err);
+int mgr_jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *chan_dup,
+		     err_t *err);
 /* Warm pool hand-over: give a claimed (busy) jail the sandbox id (-EEXIST
  * when taken), then, once its QEMU runs the guest, make it a normal live
  * jail and dup its channel (-ECHILD when it died meanwhile). */
-int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err);
-int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err);
+int mgr_jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err);
+int mgr_jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err);
 /* Mark the live, non-hidden jail of id busy for a verb. *is_vm (may be
  * NULL) tells its kind. -ENOENT when there is none, -EBUSY when a create,
- * destroy or other verb owns it. jail_release undoes it. */
-struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
-void jail_release(struct nm_server *s, struct jail *j);
-/* As jail_acquire, but a dead jail (its init exited) is fine too. */
-struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
+ * destroy or other verb owns it. mgr_jail_release undoes it. */
+struct jail *mgr_jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
+void mgr_jail_release(struct nm_server *s, struct jail *j);
+/* As mgr_jail_acquire, but a dead jail (its init exited) is fine too. */
+struct jail *mgr_jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
 
 
 /* pooldir.c */
 /* pool_subvol_delete, retried for up to 0.5 s while it is EBUSY (a mount
  * namespace that just died may pin the subvolume a moment). */
-int subvol_delete_retry(const char *path, err_t *err);
+int mgr_subvol_delete_retry(const char *path, err_t *err);
 /* pool_subvol_ensure_received on the template at path, one at a time. */
-int template_ensure_received(const char *path, err_t *err);
+int mgr_template_ensure_received(const char *path, err_t *err);
 /* Remove the parked jails and QEMUs (ns warm pool, vm warm pool, fork
  * standbys) of template name at version, or (older) at every version
  * below it: a deleted or replaced version is never asked for again. */
-void template_retire_pools(struct nm_server *s, const char *name, uint32_t version, bool older);
+void mgr_template_retire_pools(struct nm_server *s, const char *name, uint32_t version, bool older);
 /* Is version of template name gone from the pool, or is a newer one there?
  * A refill checks it before each jail it parks. */
-bool template_superseded(struct nm_server *s, const char *name, uint32_t version);
+bool mgr_template_superseded(struct nm_server *s, const char *name, uint32_t version);
 
 /* artifact.c */
 /* Is fd, passed by the node, a regular file open for writing (write) or
  * for reading? */
-int artifact_fd_check(int fd, bool write, err_t *err);
+int mgr_artifact_fd_check(int fd, bool write, err_t *err);
 /* An artifact to export (write) or import: a regular file, or a pipe
  * (*piped, when not NULL: which). An export's pipe is read by the node,
  * which seals and hashes the bytes as they come. An import's is written by
@@ -180,12 +180,12 @@ int artifact_fd_check(int fd, bool write, err_t *err);
  * stream, every chunk authenticated before the node writes its bytes
  * (suspend.c); a memory base, kept only if what it decompresses to has
  * the digest asked for (vm-base.c). */
-int artifact_stream_check(int fd, bool write, bool *piped, err_t *err);
+int mgr_artifact_stream_check(int fd, bool write, bool *piped, err_t *err);
 
 /* validate.c: the patterns from nm.h; strings must be NUL-terminated in cap. */
-bool valid_sandbox_id(const char *s, size_t cap);
-bool valid_template_name(const char *s, size_t cap);
-bool valid_hostname(const char *s, size_t cap);
-bool valid_uuid(const char *s, size_t cap);
+bool mgr_valid_sandbox_id(const char *s, size_t cap);
+bool mgr_valid_template_name(const char *s, size_t cap);
+bool mgr_valid_hostname(const char *s, size_t cap);
+bool mgr_valid_uuid(const char *s, size_t cap);
 
 #endif

@@ -19,7 +19,7 @@
 
 /* Delete the sandbox subvolume. Right after the jail died its mount
  * namespace may still pin the subvolume for a moment: retry EBUSY. */
-int subvol_delete_retry(const char *path, err_t *err)
+int mgr_subvol_delete_retry(const char *path, err_t *err)
 {
 	for (int i = 0;; i++) {
 		int r = pool_subvol_delete(path, err);
@@ -29,11 +29,11 @@ int subvol_delete_retry(const char *path, err_t *err)
 	}
 }
 
-/* One template made writable for a moment at a time (suspend_export,
- * template_export). */
+/* One template made writable for a moment at a time (snap_suspend_export,
+ * tmpl_export). */
 static pthread_mutex_t mark_mu = PTHREAD_MUTEX_INITIALIZER;
 
-int template_ensure_received(const char *path, err_t *err)
+int mgr_template_ensure_received(const char *path, err_t *err)
 {
 	int r;
 
@@ -65,7 +65,7 @@ static bool key_of(const char *key, const char *name, uint32_t version, bool old
 	return older ? v < version : v == version;
 }
 
-bool template_superseded(struct nm_server *s, const char *name, uint32_t version)
+bool mgr_template_superseded(struct nm_server *s, const char *name, uint32_t version)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/templates/%s", s->pool, name);
 	DIR *d = opendir(dir);
@@ -86,7 +86,7 @@ bool template_superseded(struct nm_server *s, const char *name, uint32_t version
 	return !present || newer;
 }
 
-void template_retire_pools(struct nm_server *s, const char *name, uint32_t version, bool older)
+void mgr_template_retire_pools(struct nm_server *s, const char *name, uint32_t version, bool older)
 {
 	unsigned n = 0;
 

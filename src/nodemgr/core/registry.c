@@ -48,7 +48,7 @@ static void by_id_del(struct nm_server *s, struct jail *j)
 		}
 }
 
-struct jail *jail_find_locked(struct nm_server *s, const char *id)
+struct jail *mgr_jail_find_locked(struct nm_server *s, const char *id)
 {
 	for (struct jail *j = s->by_id[jail_bucket(id)]; j; j = j->hnext)
 		if (!strcmp(j->id, id))
@@ -56,7 +56,7 @@ struct jail *jail_find_locked(struct nm_server *s, const char *id)
 	return NULL;
 }
 
-void jail_unlink_locked(struct nm_server *s, struct jail *j)
+void mgr_jail_unlink_locked(struct nm_server *s, struct jail *j)
 {
 	by_id_del(s, j);
 	*j->pprev = j->next;
@@ -72,7 +72,7 @@ void jail_unlink_locked(struct nm_server *s, struct jail *j)
 	free(j);
 }
 
-uint64_t proc_stat_field(pid_t pid, int field)
+uint64_t mgr_proc_stat_field(pid_t pid, int field)
 {
 	char path[64];
 	struct buf b;
@@ -93,7 +93,7 @@ uint64_t proc_stat_field(pid_t pid, int field)
 	return t;
 }
 
-char *jail_state_path(struct nm_server *s, const char *id)
+char *mgr_jail_state_path(struct nm_server *s, const char *id)
 {
 	return xasprintf("%s/%s.state", s->run_dir, id);
 }
@@ -103,7 +103,7 @@ char *jail_state_path(struct nm_server *s, const char *id)
  * the same leftovers anyway. */
 static void state_write(struct nm_server *s, const struct jail *j)
 {
-	_cleanup_free_ char *p = jail_state_path(s, j->id);
+	_cleanup_free_ char *p = mgr_jail_state_path(s, j->id);
 	_cleanup_free_ char *line = xasprintf("id=%s\nslot=%d\npid=%d\nstart=%" PRIu64 "\n",
 					      j->id, j->slot, (int)j->pid, j->start_time);
 	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -114,13 +114,13 @@ static void state_write(struct nm_server *s, const struct jail *j)
 		close(fd);
 }
 
-struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err)
+struct jail *mgr_jail_claim(struct nm_server *s, const char *id, err_t *err)
 {
 	struct jail *j;
 	int slot = -1;
 
 	pthread_mutex_lock(&s->lock);
-	if (jail_find_locked(s, id)) {
+	if (mgr_jail_find_locked(s, id)) {
 		pthread_mutex_unlock(&s->lock);
 		err_set(err, EEXIST, "sandbox %s exists", id);
 		return NULL;
@@ -152,20 +152,20 @@ struct jail *jail_claim(struct nm_server *s, const char *id, err_t *err)
 	return j;
 }
 
-void jail_unclaim(struct nm_server *s, struct jail *j)
+void mgr_jail_unclaim(struct nm_server *s, struct jail *j)
 {
 	pthread_mutex_lock(&s->lock);
-	jail_unlink_locked(s, j);
+	mgr_jail_unlink_locked(s, j);
 	pthread_mutex_unlock(&s->lock);
 }
 
-int jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *chan_dup,
-		 err_t *err)
+int mgr_jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *chan_dup,
+		     err_t *err)
 {
 	pthread_mutex_lock(&s->lock);
 	j->pid = pid;
 	j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	j->start_time = proc_stat_field(pid, 22);
+	j->start_time = mgr_proc_stat_field(pid, 22);
 	j->chan_fd = chan;
 	j->alive = true;
 	/* The reaper may have collected the process before we knew its pid. */
@@ -191,16 +191,16 @@ int jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, int *
 	return 0;
 }
 
-int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err)
+int mgr_jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err)
 {
 	_cleanup_free_ char *old_state = NULL;
 
 	pthread_mutex_lock(&s->lock);
-	if (jail_find_locked(s, id)) {
+	if (mgr_jail_find_locked(s, id)) {
 		pthread_mutex_unlock(&s->lock);
 		return err_set(err, EEXIST, "sandbox %s exists", id);
 	}
-	old_state = jail_state_path(s, j->id);
+	old_state = mgr_jail_state_path(s, j->id);
 	by_id_del(s, j);
 	snprintf(j->id, sizeof(j->id), "%s", id);
 	by_id_add(s, j);
@@ -209,7 +209,7 @@ int jail_rename(struct nm_server *s, struct jail *j, const char *id, err_t *err)
 	return 0;
 }
 
-int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err)
+int mgr_jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err)
 {
 	int r = 0;
 
@@ -228,14 +228,14 @@ int jail_activate(struct nm_server *s, struct jail *j, int *chan_dup, err_t *err
 	return r;
 }
 
-/* jail_acquire (live: the init must not have exited) and jail_acquire_any. */
+/* mgr_jail_acquire (live: the init must not have exited) and mgr_jail_acquire_any. */
 static struct jail *acquire(struct nm_server *s, const char *id, bool live, bool *is_vm,
 			    err_t *err)
 {
 	struct jail *j;
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	if (!j || j->hidden || (live && !j->alive && !j->busy)) {
 		err_set(err, ENOENT, live ? "no live jail for sandbox %s" : "no jail for sandbox %s",
 			id);
@@ -252,17 +252,17 @@ static struct jail *acquire(struct nm_server *s, const char *id, bool live, bool
 	return j;
 }
 
-struct jail *jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err)
+struct jail *mgr_jail_acquire(struct nm_server *s, const char *id, bool *is_vm, err_t *err)
 {
 	return acquire(s, id, true, is_vm, err);
 }
 
-struct jail *jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err)
+struct jail *mgr_jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err)
 {
 	return acquire(s, id, false, is_vm, err);
 }
 
-void jail_release(struct nm_server *s, struct jail *j)
+void mgr_jail_release(struct nm_server *s, struct jail *j)
 {
 	pthread_mutex_lock(&s->lock);
 	j->busy = false;
@@ -270,7 +270,7 @@ void jail_release(struct nm_server *s, struct jail *j)
 	pthread_mutex_unlock(&s->lock);
 }
 
-int nm_wait_child(struct nm_server *s, pid_t pid, int *status, int timeout_ms)
+int mgr_wait_child(struct nm_server *s, pid_t pid, int *status, int timeout_ms)
 {
 	struct timespec dl;
 	int r = 0;

@@ -22,7 +22,7 @@ static bool lower_digit(char c)
 }
 
 /* [a-z0-9-]{1,64} */
-bool valid_sandbox_id(const char *s, size_t cap)
+bool mgr_valid_sandbox_id(const char *s, size_t cap)
 {
 	size_t n;
 
@@ -35,7 +35,7 @@ bool valid_sandbox_id(const char *s, size_t cap)
 }
 
 /* [a-z0-9][a-z0-9._-]{0,63} */
-bool valid_template_name(const char *s, size_t cap)
+bool mgr_valid_template_name(const char *s, size_t cap)
 {
 	size_t n;
 
@@ -48,7 +48,7 @@ bool valid_template_name(const char *s, size_t cap)
 }
 
 /* [A-Za-z0-9-.]{1,64}, not starting with '-' or '.' */
-bool valid_hostname(const char *s, size_t cap)
+bool mgr_valid_hostname(const char *s, size_t cap)
 {
 	size_t n;
 
@@ -63,7 +63,7 @@ bool valid_hostname(const char *s, size_t cap)
 }
 
 /* A uuid as text: [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12} */
-bool valid_uuid(const char *s, size_t cap)
+bool mgr_valid_uuid(const char *s, size_t cap)
 {
 	const char *nul = memchr(s, '\0', cap);
 

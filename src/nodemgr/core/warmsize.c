@@ -18,13 +18,13 @@ static double decay(double v, uint64_t dt, uint32_t half_ms)
 	return v * (1.0 - (double)(dt % half_ms) / half_ms / 2.0);
 }
 
-double warm_demand_level(const struct warm_demand *d, uint64_t now_ms, uint32_t half_ms)
+double mgr_warm_demand_level(const struct warm_demand *d, uint64_t now_ms, uint32_t half_ms)
 {
 	/* A clock read before at_ms (another thread's later note): no decay. */
 	return now_ms <= d->at_ms ? d->level : decay(d->level, now_ms - d->at_ms, half_ms);
 }
 
-void warm_demand_note(struct warm_demand *d, uint64_t now_ms, uint32_t half_ms)
+void mgr_warm_demand_note(struct warm_demand *d, uint64_t now_ms, uint32_t half_ms)
 {
 	double recent;
 
@@ -36,7 +36,7 @@ void warm_demand_note(struct warm_demand *d, uint64_t now_ms, uint32_t half_ms)
 		d->win_start_ms = now_ms;
 	}
 	d->win_count++;
-	d->level = warm_demand_level(d, now_ms, half_ms);
+	d->level = mgr_warm_demand_level(d, now_ms, half_ms);
 	if (now_ms > d->at_ms)
 		d->at_ms = now_ms;
 	recent = (double)d->win_count + d->prev_count;
@@ -44,10 +44,10 @@ void warm_demand_note(struct warm_demand *d, uint64_t now_ms, uint32_t half_ms)
 		d->level = recent;
 }
 
-uint32_t warm_pool_target(const struct warm_demand *d, uint64_t now_ms, uint32_t half_ms,
-			  uint32_t min, uint32_t max)
+uint32_t mgr_warm_pool_target(const struct warm_demand *d, uint64_t now_ms, uint32_t half_ms,
+			      uint32_t min, uint32_t max)
 {
-	double level = warm_demand_level(d, now_ms, half_ms);
+	double level = mgr_warm_demand_level(d, now_ms, half_ms);
 	uint32_t want;
 
 	if (max < min)

@@ -30,12 +30,12 @@ struct warm_demand {
 };
 
 /* One create (hit or miss) at now_ms. */
-void warm_demand_note(struct warm_demand *d, uint64_t now_ms, uint32_t half_ms);
+void mgr_warm_demand_note(struct warm_demand *d, uint64_t now_ms, uint32_t half_ms);
 /* The demand level at now_ms (decayed since the last create). */
-double warm_demand_level(const struct warm_demand *d, uint64_t now_ms, uint32_t half_ms);
+double mgr_warm_demand_level(const struct warm_demand *d, uint64_t now_ms, uint32_t half_ms);
 /* How many to keep parked at now_ms: ceil(level) within [min, max]
  * (max < min counts as max = min). */
-uint32_t warm_pool_target(const struct warm_demand *d, uint64_t now_ms, uint32_t half_ms,
-			  uint32_t min, uint32_t max);
+uint32_t mgr_warm_pool_target(const struct warm_demand *d, uint64_t now_ms, uint32_t half_ms,
+			      uint32_t min, uint32_t max);
 
 #endif

@@ -16,7 +16,7 @@
 #include "jail.h"
 #include "ns.h"
 
-struct cgroup_limits mgr_ns_cgroup_limits(const struct nm_limits *lim)
+struct cgroup_limits jail_ns_cgroup_limits(const struct nm_limits *lim)
 {
 	return (struct cgroup_limits){
 		.memory_bytes = (uint64_t)(lim->memory_mb ? lim->memory_mb : NM_DEFAULT_MEMORY_MB)
@@ -31,17 +31,17 @@ struct cgroup_limits mgr_ns_cgroup_limits(const struct nm_limits *lim)
  * the caller destroys the cgroup (which kills whatever was started). Used
  * by create and by rollback (same id, same slot), and by the warm pool
  * (rootfs under pool/warm; a hidden j is warmed before it is published). */
-int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-			 const char *rootfs_path, int *chan_dup, pid_t *pid, err_t *err)
+int jail_ns_spawn(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+		  const char *rootfs_path, int *chan_dup, pid_t *pid, err_t *err)
 {
-	struct cgroup_limits cl = mgr_ns_cgroup_limits(&spec->limits);
+	struct cgroup_limits cl = jail_ns_cgroup_limits(&spec->limits);
 	const char *hostname = spec->hostname[0] ? spec->hostname : spec->id;
 	_cleanup_free_ char *rootfs = rootfs_path ? xstrdup(rootfs_path)
 				    : xasprintf("%s/sandboxes/%s/rootfs", s->pool, spec->id);
 	_cleanup_free_ char *mnt_dir = xasprintf("%s/mnt", s->run_dir);
 	_cleanup_free_ char *mnt = xasprintf("%s/%s", mnt_dir, spec->id);
 	_cleanup_close_ int guest = -1;
-	_cleanup_free_ char *resolv = net_resolv_conf(s, j->slot);
+	_cleanup_free_ char *resolv = nmnet_resolv_conf(s, j->slot);
 	int chan[2] = { -1, -1 };
 	pid_t init = -1;
 	uint64_t t0 = now_us(), t_cg, t_spawn, t_net;
@@ -80,15 +80,15 @@ int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sa
 	/* The network is in place before the node hears of the sandbox, so
 	 * nothing the client runs in it can see it without eth0. On failure
 	 * the caller's cgroup removal kills the jail. */
-	if ((r = net_attach(s, j, init, err)) < 0) {
+	if ((r = nmnet_attach(s, j, init, err)) < 0) {
 		close(chan[0]);
 		return r;
 	}
 	t_net = now_us();
 	FAULT_POINT("nm.spawn.after_jail");
 	if (j->hidden)
-		nswarm_warm_guest(chan[0], init, spec->id);
-	if ((r = jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
+		jail_nswarm_warm_guest(chan[0], init, spec->id);
+	if ((r = mgr_jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
 		return r;
 	*pid = init;
 	log_info("sandbox %s: jail pid %d, uid base %#x", spec->id, (int)init, jp.host_base);

@@ -7,11 +7,11 @@
 #include "../core/nodemgr-internal.h"
 
 /* An ns jail's cgroup limits: lim's, the node defaults for those at 0. */
-struct cgroup_limits mgr_ns_cgroup_limits(const struct nm_limits *lim);
+struct cgroup_limits jail_ns_cgroup_limits(const struct nm_limits *lim);
 /* Start the ns jail of claimed entry j on rootfs (NULL: the sandbox's own,
  * sandboxes/<id>/rootfs) with spec's id, hostname and limits; see jail-ns.c. */
-int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-			 const char *rootfs, int *chan_dup, pid_t *pid, err_t *err);
+int jail_ns_spawn(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
+		  const char *rootfs, int *chan_dup, pid_t *pid, err_t *err);
 
 /* nswarm.c: the ns warm pool (see the comment at its top).
  * take: hand a waiting jail of spec's template over to spec (id, limits,
@@ -23,15 +23,15 @@ int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sa
  * never parse, every byte it sent meanwhile, so the node's HELLO is the
  * first thing it answers. remove_subvol: delete pool/warm/<wid>
  * (retrying while a dead jail's mount namespace still pins it). */
-int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
-		pid_t *pid, err_t *err);
-void nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec);
+int jail_nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
+		     pid_t *pid, err_t *err);
+void jail_nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec);
 /* The size the pool of template name/version aims at now, or -1 when
  * nswarm knows no such pool. Under s->lock. */
-int nswarm_target_locked(struct nm_server *s, const char *name, uint32_t version);
-void nswarm_warm_guest(int chan, pid_t init, const char *wid);
-void nswarm_remove_subvol(struct nm_server *s, const char *wid);
+int jail_nswarm_target_locked(struct nm_server *s, const char *name, uint32_t version);
+void jail_nswarm_warm_guest(int chan, pid_t init, const char *wid);
+void jail_nswarm_remove_subvol(struct nm_server *s, const char *wid);
 /* Kill the parked jail j (claimed by the caller) and remove all of it. */
-void nswarm_discard(struct nm_server *s, struct jail *j);
+void jail_nswarm_discard(struct nm_server *s, struct jail *j);
 
 #endif

@@ -13,7 +13,7 @@
  *                           its slot, one exec of `true` run; what the guest
  *                           sent meanwhile (its unprompted HELLO/READY, the
  *                           exec's EXEC_OK and EXIT) read and dropped here,
- *                           unparsed (nswarm_warm_guest)
+ *                           unparsed (jail_nswarm_warm_guest)
  *   entry                   hidden (not listed, adoptable or destroyable by
  *                           the node), warm_key "ns:<template>/<version>"
  *
@@ -55,7 +55,7 @@
 #include "jail.h"
 #include "ns.h"
 
-/* The warm-up (nswarm_warm_guest): how long it may take in all, how often
+/* The warm-up (jail_nswarm_warm_guest): how long it may take in all, how often
  * to look for the reap of its exec when the channel is quiet, and how long
  * to wait for the EXIT once the reap was seen first. */
 #define WARM_EXEC_MAX_MS 5000
@@ -68,12 +68,12 @@ static void ns_key(const struct nm_sandbox_spec *spec, char *out, size_t cap)
 	snprintf(out, cap, "ns:%s/%u", spec->template_name, spec->template_version);
 }
 
-void nswarm_remove_subvol(struct nm_server *s, const char *wid)
+void jail_nswarm_remove_subvol(struct nm_server *s, const char *wid)
 {
 	_cleanup_free_ char *p = xasprintf("%s/warm/%s", s->pool, wid);
 	err_t e = { 0 };
 
-	if (access(p, F_OK) < 0 || subvol_delete_retry(p, &e) == 0)
+	if (access(p, F_OK) < 0 || mgr_subvol_delete_retry(p, &e) == 0)
 		return;
 	log_warn("warm %s: delete subvolume: %s", wid, e.msg);
 }
@@ -84,7 +84,7 @@ void nswarm_remove_subvol(struct nm_server *s, const char *wid)
  * data, so the reap of `true` always shows here. */
 static uint64_t children_faults(pid_t pid)
 {
-	return proc_stat_field(pid, 11) + proc_stat_field(pid, 13);
+	return mgr_proc_stat_field(pid, 11) + mgr_proc_stat_field(pid, 13);
 }
 
 /* Read and drop what chan holds now, at most WARM_DISCARD_MAX bytes a
@@ -130,7 +130,7 @@ static ssize_t discard(int chan)
  * after we stopped reading (an EXIT that crossed our last read), reaches
  * the node, whose reader decodes every byte of the channel as untrusted
  * input and skips an EXIT of a pid it never started. */
-void nswarm_warm_guest(int chan, pid_t init, const char *wid)
+void jail_nswarm_warm_guest(int chan, pid_t init, const char *wid)
 {
 	char *argv[] = { "true", NULL };
 	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -199,7 +199,7 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *tspec, 
 
 	snprintf(ws.id, sizeof(ws.id), "%s", wid);
 	snprintf(ws.template_name, sizeof(ws.template_name), "%s", tspec->template_name);
-	if (!(j = jail_claim(s, wid, err)))
+	if (!(j = mgr_jail_claim(s, wid, err)))
 		return -err->code;
 	j->hidden = true;
 	ns_key(&ws, j->warm_key, sizeof(j->warm_key));  /* busy: not takeable yet */
@@ -214,7 +214,7 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *tspec, 
 	}
 	if ((r = pool_subvol_snapshot(tmpl, sbx, false, err)) < 0)
 		goto fail;
-	if ((r = mgr_sandbox_spawn_ns(s, j, &ws, rootfs, &dup, &pid, err)) < 0)
+	if ((r = jail_ns_spawn(s, j, &ws, rootfs, &dup, &pid, err)) < 0)
 		goto fail_subvol;
 	if (dup >= 0)
 		close(dup);
@@ -223,32 +223,32 @@ static int warm_spawn(struct nm_server *s, const struct nm_sandbox_spec *tspec, 
 	return 0;
 fail_subvol: {
 	err_t e2 = { 0 };
-	net_detach(s, j);
+	nmnet_detach(s, j);
 	if (cgroup_destroy(&s->cg, wid, &e2) < 0)
 		log_warn("warm %s cleanup: %s", wid, e2.msg);
-	nswarm_remove_subvol(s, wid);
+	jail_nswarm_remove_subvol(s, wid);
 }
 fail:
-	jail_unclaim(s, j);
+	mgr_jail_unclaim(s, j);
 	return r;
 }
 
 /* Kill a parked ns jail j (claimed: busy) and remove all of it. */
-void nswarm_discard(struct nm_server *s, struct jail *j)
+void jail_nswarm_discard(struct nm_server *s, struct jail *j)
 {
 	err_t e = { 0 };
 
-	net_detach(s, j);
+	nmnet_detach(s, j);
 	if (j->pidfd >= 0)
 		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 	if (cgroup_destroy(&s->cg, j->id, &e) < 0)
 		log_warn("warm %s cleanup: %s", j->id, e.msg);
-	nswarm_remove_subvol(s, j->id);
+	jail_nswarm_remove_subvol(s, j->id);
 	{
 		_cleanup_free_ char *st = xasprintf("%s/%s.state", s->run_dir, j->id);
 		unlink(st);
 	}
-	jail_unclaim(s, j);
+	mgr_jail_unclaim(s, j);
 }
 
 /* Remove the waiting jails of key whose init died (none should: nothing
@@ -269,7 +269,7 @@ static void drop_dead(struct nm_server *s, const char *key)
 		if (!j)
 			return;
 		log_warn("warm %s: its jail died while waiting; removed", j->id);
-		nswarm_discard(s, j);
+		jail_nswarm_discard(s, j);
 	}
 }
 
@@ -302,8 +302,8 @@ static uint32_t pool_max(const struct nm_server *s)
 
 static uint32_t key_target(const struct nm_server *s, const struct nswarm_key *k, uint64_t now)
 {
-	return warm_pool_target(&k->demand, now, s->cfg->warm_pool_half_life_ms, pool_min(s),
-				pool_max(s));
+	return mgr_warm_pool_target(&k->demand, now, s->cfg->warm_pool_half_life_ms, pool_min(s),
+				    pool_max(s));
 }
 
 static void key_text(const struct nswarm_key *k, char *out, size_t cap)
@@ -425,9 +425,9 @@ static void refill_one(struct nm_server *s, struct nswarm_key *k)
 	snprintf(spec.template_name, sizeof(spec.template_name), "%s", k->name);
 	key_text(k, key, sizeof(key));
 	drop_dead(s, key);
-	gone = template_superseded(s, spec.template_name, spec.template_version);
+	gone = mgr_template_superseded(s, spec.template_name, spec.template_version);
 	if (gone)   /* deleted or replaced meanwhile: drop what was parked */
-		template_retire_pools(s, spec.template_name, spec.template_version, false);
+		mgr_template_retire_pools(s, spec.template_name, spec.template_version, false);
 	else if ((r = warm_spawn(s, &spec, &err)) < 0)
 		log_warn("warm pool %s: %s", key, err.msg);
 	pthread_mutex_lock(&s->lock);
@@ -471,7 +471,7 @@ static void *refill_main(void *arg)
 			refill_one(s, k);
 		} else {
 			log_debug("warm %s: over its pool's target, removed", trim->id);
-			nswarm_discard(s, trim);
+			jail_nswarm_discard(s, trim);
 		}
 		pthread_mutex_lock(&s->lock);
 	}
@@ -501,7 +501,7 @@ static void start_workers_locked(struct nm_server *s, uint32_t wanted)
 	pthread_attr_destroy(&attr);
 }
 
-void nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec)
+void jail_nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec)
 {
 	uint32_t parked[NSWARM_KEYS], want;
 	struct nswarm_key *k;
@@ -528,7 +528,7 @@ static void note_demand(struct nm_server *s, const struct nm_sandbox_spec *spec)
 
 	pthread_mutex_lock(&s->lock);
 	if ((k = key_get_locked(s, spec, now))) {
-		warm_demand_note(&k->demand, now, s->cfg->warm_pool_half_life_ms);
+		mgr_warm_demand_note(&k->demand, now, s->cfg->warm_pool_half_life_ms);
 		k->used_ms = now;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -536,7 +536,7 @@ static void note_demand(struct nm_server *s, const struct nm_sandbox_spec *spec)
 
 /* The target of spec's pool now (for GET /metrics), or -1 when it has no
  * entry. Under s->lock. */
-int nswarm_target_locked(struct nm_server *s, const char *name, uint32_t version)
+int jail_nswarm_target_locked(struct nm_server *s, const char *name, uint32_t version)
 {
 	for (int i = 0; i < NSWARM_KEYS; i++) {
 		const struct nswarm_key *k = &s->ns_keys[i];
@@ -569,11 +569,11 @@ static int set_hostname(int pidfd, const char *name, err_t *err)
 	return r;
 }
 
-int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
-		pid_t *pid, err_t *err)
+int jail_nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
+		     pid_t *pid, err_t *err)
 {
 	const struct nm_limits *lim = &spec->limits;
-	struct cgroup_limits cl = mgr_ns_cgroup_limits(lim);
+	struct cgroup_limits cl = jail_ns_cgroup_limits(lim);
 	uint64_t disk = (uint64_t)(lim->disk_mb ? lim->disk_mb : NM_DEFAULT_DISK_MB) << 20;
 	const char *hostname = spec->hostname[0] ? spec->hostname : spec->id;
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, spec->id);
@@ -605,7 +605,7 @@ int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *ch
 		return -EAGAIN;  /* the cold create refills after it is done */
 	wsbx = xasprintf("%s/warm/%s", s->pool, wid);
 
-	if ((r = jail_rename(s, j, spec->id, err)) < 0) {
+	if ((r = mgr_jail_rename(s, j, spec->id, err)) < 0) {
 		/* The id is taken (by a create racing this one): the jail is
 		 * still as good as it was. */
 		pthread_mutex_lock(&s->lock);
@@ -627,34 +627,34 @@ int nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *ch
 	cg_moved = true;
 	if ((r = cgroup_set_limits(&s->cg, spec->id, &cl, err)) < 0 ||
 	    (r = set_hostname(j->pidfd, hostname, err)) < 0 ||
-	    (r = jail_activate(s, j, chan_dup, err)) < 0)
+	    (r = mgr_jail_activate(s, j, chan_dup, err)) < 0)
 		goto fail;
 	*pid = j->pid;
 	log_info("sandbox %s: jail pid %d from the warm pool (%s) in %.1f ms", spec->id,
 		 (int)*pid, wid, (now_us() - t0) / 1000.0);
-	nswarm_refill(s, spec);
+	jail_nswarm_refill(s, spec);
 	return 0;
 fail:
 	log_warn("sandbox %s: take warm %s: %s", spec->id, wid, err->msg);
 	{
 		err_t e2 = { 0 };
-		net_detach(s, j);
+		nmnet_detach(s, j);
 		if (j->pidfd >= 0)
 			syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 		if (cgroup_destroy(&s->cg, cg_moved ? spec->id : wid, &e2) < 0)
 			log_warn("warm %s cleanup: %s", wid, e2.msg);
 		if (moved) {
-			if (subvol_delete_retry(sbx, &e2) < 0)
+			if (mgr_subvol_delete_retry(sbx, &e2) < 0)
 				log_warn("warm %s cleanup: %s", wid, e2.msg);
 		} else {
-			nswarm_remove_subvol(s, wid);
+			jail_nswarm_remove_subvol(s, wid);
 		}
 		if (renamed) {
 			_cleanup_free_ char *st = xasprintf("%s/%s.state", s->run_dir, spec->id);
 			unlink(st);
 		}
 	}
-	jail_unclaim(s, j);
-	nswarm_refill(s, spec);
+	mgr_jail_unclaim(s, j);
+	jail_nswarm_refill(s, spec);
 	return r == -EEXIST ? -EIO : r;
 }

@@ -153,7 +153,7 @@ static bool net_on(struct nm_server *s)
 	return s->cfg->net_prefix && s->cfg->net_prefix[0];
 }
 
-int net_init(struct nm_server *s, err_t *err)
+int nmnet_init(struct nm_server *s, err_t *err)
 {
 	const struct nodemgr_config *c = s->cfg;
 	static const char *const nft[] = { "nft", "-f", "-", NULL };
@@ -209,7 +209,7 @@ int net_init(struct nm_server *s, err_t *err)
 	return 0;
 }
 
-void net_fini(struct nm_server *s)
+void nmnet_fini(struct nm_server *s)
 {
 	const char *argv[] = { "nft", "delete", "table", "inet", s->cfg->net_table, NULL };
 	err_t e = { 0 };
@@ -228,7 +228,7 @@ static int host_end(struct nm_server *s, int slot, const char *peer, int ns, err
 	err_t e = { 0 };
 	int r;
 
-	if ((host = nl_open(-1, err)) < 0)
+	if ((host = nmnet_nl_open(-1, err)) < 0)
 		return host;
 	/* A leftover host end of this slot (a crashed run, or a dead QEMU's
 	 * namespace not yet freed) would block the name: remove it first.
@@ -236,17 +236,17 @@ static int host_end(struct nm_server *s, int slot, const char *peer, int ns, err
 	 * takes the kernel's RTNL lock even for a name that is not there,
 	 * the normal case, and parallel creates queue on that lock. */
 	if (if_nametoindex(ifn))
-		(void)nl_link_del(host, ifn, &e);
-	if ((r = nl_veth_add(host, ifn, peer, ns, err)) < 0)
+		(void)nmnet_nl_link_del(host, ifn, &e);
+	if ((r = nmnet_nl_veth_add(host, ifn, peer, ns, err)) < 0)
 		return r;
 	/* The host end has no IPv6 at all: no link-local address a sandbox
 	 * could reach. Set before the link goes up. */
 	v6 = xasprintf("/proc/sys/net/ipv6/conf/%s/disable_ipv6", ifn);
 	if (write_proc(v6, "1\n") < 0)
 		log_warn("slot %d: cannot disable IPv6 on %s", slot, ifn);
-	if ((r = nl_addr_add(host, ifn, base, 31, err)) < 0 ||
-	    (r = nl_link_up(host, ifn, err)) < 0)
-		(void)nl_link_del(host, ifn, &e);
+	if ((r = nmnet_nl_addr_add(host, ifn, base, 31, err)) < 0 ||
+	    (r = nmnet_nl_link_up(host, ifn, err)) < 0)
+		(void)nmnet_nl_link_del(host, ifn, &e);
 	return r;
 }
 
@@ -263,7 +263,7 @@ static int slot_ok(struct nm_server *s, int slot, err_t *err)
 	return 0;
 }
 
-int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
+int nmnet_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
 {
 	_cleanup_free_ char *nsp = NULL;
 	_cleanup_close_ int ns = -1, jail = -1;
@@ -282,32 +282,32 @@ int net_attach(struct nm_server *s, struct jail *j, pid_t pid, err_t *err)
 		return err_sys(err, "open %s", nsp);
 	if ((r = host_end(s, j->slot, "eth0", ns, err)) < 0)
 		return err_wrap(err, "sandbox %s network", j->id);
-	if ((jail = nl_open(ns, err)) < 0) {
+	if ((jail = nmnet_nl_open(ns, err)) < 0) {
 		r = jail;
 		goto fail;
 	}
-	if ((r = nl_addr_add(jail, "eth0", base + 1, 31, err)) < 0 ||
-	    (r = nl_link_up(jail, "eth0", err)) < 0 ||
-	    (r = nl_route_default(jail, "eth0", base, err)) < 0)
+	if ((r = nmnet_nl_addr_add(jail, "eth0", base + 1, 31, err)) < 0 ||
+	    (r = nmnet_nl_link_up(jail, "eth0", err)) < 0 ||
+	    (r = nmnet_nl_route_default(jail, "eth0", base, err)) < 0)
 		goto fail;
 	log_debug("sandbox %s: network slot %d in %.2f ms", j->id, j->slot,
 		  (now_us() - t0) / 1000.0);
 	return 0;
 fail:
 	err_wrap(err, "sandbox %s network", j->id);
-	net_detach(s, j);
+	nmnet_detach(s, j);
 	return r;
 }
 
 /* vm: the guest's NIC is QEMU's tap. QEMU runs in a network namespace of
  * its own (vm-qemu.c's child_main made it before exec, with the tap "tap0", IPv6
- * off, forwarding on and the nat table of net_vm_nat_rules). Here, from
+ * off, forwarding on and the nat table of nmnet_vm_nat_rules). Here, from
  * outside, the same veth pair as for an ns jail, its sandbox end ("veth0")
  * moved into that namespace with the sandbox's address base+1/31 and the
  * default route via the host end, and tap0 with the guest's gateway
  * address. QEMU, the only process there, opens no socket: the namespace
  * only routes and translates between the guest and the host end. */
-int net_attach_vm(struct nm_server *s, int slot, const char *id, pid_t pid, err_t *err)
+int nmnet_attach_vm(struct nm_server *s, int slot, const char *id, pid_t pid, err_t *err)
 {
 	_cleanup_free_ char *nsp = NULL;
 	_cleanup_close_ int ns = -1, jail = -1;
@@ -325,26 +325,27 @@ int net_attach_vm(struct nm_server *s, int slot, const char *id, pid_t pid, err_
 		return err_sys(err, "open %s", nsp);
 	if ((r = host_end(s, slot, "veth0", ns, err)) < 0)
 		return err_wrap(err, "vm %s network", id);
-	if ((jail = nl_open(ns, err)) < 0) {
+	if ((jail = nmnet_nl_open(ns, err)) < 0) {
 		r = jail;
 		goto fail;
 	}
 	base = s->cfg->net_base + 2u * (uint32_t)slot;
-	if ((r = nl_addr_add(jail, "tap0", PROTO_VM_NET_GATEWAY, PROTO_VM_NET_PREFIX, err)) < 0 ||
-	    (r = nl_link_up(jail, "tap0", err)) < 0 ||
-	    (r = nl_addr_add(jail, "veth0", base + 1, 31, err)) < 0 ||
-	    (r = nl_link_up(jail, "veth0", err)) < 0 ||
-	    (r = nl_route_default(jail, "veth0", base, err)) < 0)
+	if ((r = nmnet_nl_addr_add(jail, "tap0", PROTO_VM_NET_GATEWAY, PROTO_VM_NET_PREFIX,
+				     err)) < 0 ||
+	    (r = nmnet_nl_link_up(jail, "tap0", err)) < 0 ||
+	    (r = nmnet_nl_addr_add(jail, "veth0", base + 1, 31, err)) < 0 ||
+	    (r = nmnet_nl_link_up(jail, "veth0", err)) < 0 ||
+	    (r = nmnet_nl_route_default(jail, "veth0", base, err)) < 0)
 		goto fail;
 	log_debug("vm %s: network slot %d in %.2f ms", id, slot, (now_us() - t0) / 1000.0);
 	return 0;
 fail:
 	err_wrap(err, "vm %s network", id);
-	net_detach_slot(s, slot, id);
+	nmnet_detach_slot(s, slot, id);
 	return r;
 }
 
-/* A locally administered MAC, fixed (net_vm_tap). */
+/* A locally administered MAC, fixed (nmnet_vm_tap). */
 static const uint8_t VM_TAP_MAC[6] = { 0x02, 0x61, 0x69, 0x72, 0x6c, 0x01 };
 
 static int set_mac(const char *name, const uint8_t mac[6])
@@ -372,7 +373,7 @@ static int set_mac(const char *name, const uint8_t mac[6])
  * UDP/53 the host redirects to the gateway. Replies follow conntrack. The
  * guest's own address never leaves the namespace, so a guest that takes
  * another (its root may) still leaves as its sandbox. */
-char *net_vm_nat_rules(struct nm_server *s, int slot)
+char *nmnet_vm_nat_rules(struct nm_server *s, int slot)
 {
 	char host[16], sbx[16], gw[16], guest[16];
 	struct in_addr a;
@@ -404,7 +405,7 @@ char *net_vm_nat_rules(struct nm_server *s, int slot)
  * child's own (waited for here, so nodemgr's loop never sees it). Only
  * system calls: this runs between fork and exec of a threaded process.
  * 0, or -1 with errno. */
-int net_vm_nat(const char *rules)
+int nmnet_vm_nat(const char *rules)
 {
 	char *const argv[] = { "nft", "-f", "-", NULL };
 	int p[2], st = 0, r;
@@ -449,7 +450,7 @@ int net_vm_nat(const char *rules)
  * CAP_NET_ADMIN and never opens /dev/net/tun. vnet_hdr: virtio-net's
  * offloads (checksum, TSO) pass through. Only syscalls: this runs between
  * fork and exec. */
-int net_vm_tap(void)
+int nmnet_vm_tap(void)
 {
 	static const char *const v6[] = { "/proc/sys/net/ipv6/conf/all/disable_ipv6",
 					  "/proc/sys/net/ipv6/conf/default/disable_ipv6" };
@@ -474,7 +475,7 @@ int net_vm_tap(void)
 	return fd;
 }
 
-void net_detach_slot(struct nm_server *s, int slot, const char *id)
+void nmnet_detach_slot(struct nm_server *s, int slot, const char *id)
 {
 	_cleanup_free_ char *ifn = NULL;
 	_cleanup_close_ int host = -1;
@@ -485,16 +486,17 @@ void net_detach_slot(struct nm_server *s, int slot, const char *id)
 	/* Deleting one end of a veth deletes the pair; the jail's namespace
 	 * going away would too, but only once the kernel frees it. */
 	ifn = ifname(s, slot);
-	if ((host = nl_open(-1, &e)) >= 0 && nl_link_del(host, ifn, &e) < 0 && e.code != ENODEV)
+	if ((host = nmnet_nl_open(-1, &e)) >= 0 && nmnet_nl_link_del(host, ifn, &e) < 0 &&
+	    e.code != ENODEV)
 		log_warn("sandbox %s: %s", id, e.msg);
 }
 
-void net_detach(struct nm_server *s, struct jail *j)
+void nmnet_detach(struct nm_server *s, struct jail *j)
 {
-	net_detach_slot(s, j->slot, j->id);
+	nmnet_detach_slot(s, j->slot, j->id);
 }
 
-char *net_resolv_conf(struct nm_server *s, int slot)
+char *nmnet_resolv_conf(struct nm_server *s, int slot)
 {
 	char host[16], sbx[16];
 
@@ -506,7 +508,7 @@ char *net_resolv_conf(struct nm_server *s, int slot)
 	return xasprintf("nameserver %s\n", host);
 }
 
-int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err)
+int nmnet_addr(struct nm_server *s, const char *id, char out[16], err_t *err)
 {
 	char host[16];
 	struct jail *j;
@@ -515,7 +517,7 @@ int net_addr(struct nm_server *s, const char *id, char out[16], err_t *err)
 	if (!net_on(s))
 		return err_set(err, EOPNOTSUPP, "the sandbox network is off on this node");
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	if (j && !j->hidden)
 		slot = j->slot;
 	pthread_mutex_unlock(&s->lock);

@@ -92,7 +92,7 @@ static int talk(int sock, struct nlreq *r, const char *what, err_t *err)
 	}
 }
 
-int nl_open(int netns_fd, err_t *err)
+int nmnet_nl_open(int netns_fd, err_t *err)
 {
 	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
 	int orig = -1, fd, r = 0;
@@ -142,7 +142,7 @@ static struct ifinfomsg *link_req(struct nlreq *r, int type, int flags, const ch
 	return ifi;
 }
 
-int nl_veth_add(int sock, const char *name, const char *peer, int peer_netns_fd, err_t *err)
+int nmnet_nl_veth_add(int sock, const char *name, const char *peer, int peer_netns_fd, err_t *err)
 {
 	struct nlreq r;
 	struct ifinfomsg *ifi;
@@ -173,7 +173,7 @@ int nl_veth_add(int sock, const char *name, const char *peer, int peer_netns_fd,
 	return talk(sock, &r, "add veth", err);
 }
 
-int nl_link_del(int sock, const char *name, err_t *err)
+int nmnet_nl_link_del(int sock, const char *name, err_t *err)
 {
 	struct nlreq r;
 
@@ -181,7 +181,7 @@ int nl_link_del(int sock, const char *name, err_t *err)
 	return talk(sock, &r, "delete link", err);
 }
 
-int nl_link_up(int sock, const char *name, err_t *err)
+int nmnet_nl_link_up(int sock, const char *name, err_t *err)
 {
 	struct nlreq r;
 	struct ifinfomsg *ifi;
@@ -231,7 +231,7 @@ static int index_of(int sock, const char *name, int *index, err_t *err)
 	}
 }
 
-int nl_addr_add(int sock, const char *name, uint32_t addr, int prefix, err_t *err)
+int nmnet_nl_addr_add(int sock, const char *name, uint32_t addr, int prefix, err_t *err)
 {
 	struct nlreq r;
 	struct ifaddrmsg *ifa;
@@ -250,7 +250,7 @@ int nl_addr_add(int sock, const char *name, uint32_t addr, int prefix, err_t *er
 	return talk(sock, &r, "add address", err);
 }
 
-int nl_route_default(int sock, const char *name, uint32_t gw, err_t *err)
+int nmnet_nl_route_default(int sock, const char *name, uint32_t gw, err_t *err)
 {
 	struct nlreq r;
 	struct rtmsg *rt;

@@ -11,12 +11,12 @@
 
 /* A NETLINK_ROUTE socket (caller owns) in the network namespace of
  * netns_fd (-1: ours). Only the calling thread switches namespaces. */
-int nl_open(int netns_fd, err_t *err);
+int nmnet_nl_open(int netns_fd, err_t *err);
 /* A veth pair: `name` here, `peer` in the namespace of peer_netns_fd. */
-int nl_veth_add(int sock, const char *name, const char *peer, int peer_netns_fd, err_t *err);
-int nl_link_del(int sock, const char *name, err_t *err);   /* -ENODEV when absent */
-int nl_link_up(int sock, const char *name, err_t *err);
-int nl_addr_add(int sock, const char *name, uint32_t addr, int prefix, err_t *err);
-int nl_route_default(int sock, const char *name, uint32_t gw, err_t *err);
+int nmnet_nl_veth_add(int sock, const char *name, const char *peer, int peer_netns_fd, err_t *err);
+int nmnet_nl_link_del(int sock, const char *name, err_t *err);   /* -ENODEV when absent */
+int nmnet_nl_link_up(int sock, const char *name, err_t *err);
+int nmnet_nl_addr_add(int sock, const char *name, uint32_t addr, int prefix, err_t *err);
+int nmnet_nl_route_default(int sock, const char *name, uint32_t gw, err_t *err);
 
 #endif

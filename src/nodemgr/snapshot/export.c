@@ -21,7 +21,7 @@
  * chunk's bytes, so receive only ever reads what this sandbox's suspend
  * wrote, and a stream cut short fails the restore (the node deletes what
  * receive made of it). receive runs confined (--chroot) and stops at its
- * first error. Every id reaching here passed valid_sandbox_id / valid_spec
+ * first error. Every id reaching here passed mgr_valid_sandbox_id / valid_spec
  * (verbs.c).
  */
 #include <errno.h>
@@ -42,12 +42,12 @@
 /* btrfs is nodemgr's child: its exit status comes through the reaper. */
 static int wait_child(void *arg, pid_t pid, int *status)
 {
-	return nm_wait_child(arg, pid, status, -1);
+	return mgr_wait_child(arg, pid, status, -1);
 }
 
-int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		   uint32_t artifact, int fd, int64_t *size, const char *want_base,
-		   char base_sha[65], err_t *err)
+int snap_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+			uint32_t artifact, int fd, int64_t *size, const char *want_base,
+			char base_sha[65], err_t *err)
 {
 	_cleanup_free_ char *src = xasprintf("%s/snapshots/%s/%s", s->pool, spec->id, snap);
 	_cleanup_free_ char *parent = xasprintf("%s/templates/%s/%u", s->pool, spec->template_name,
@@ -59,7 +59,7 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 
 	*size = -1;
 	base_sha[0] = '\0';
-	if ((r = artifact_stream_check(fd, true, &piped, err)) < 0)
+	if ((r = mgr_artifact_stream_check(fd, true, &piped, err)) < 0)
 		return r;
 	if (artifact != NM_ARTIFACT_DISK)
 		return vm_suspend_export_base(s, spec, snap, artifact, fd, size, want_base,
@@ -71,7 +71,7 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 			       spec->template_version);
 	/* A template built before templates got a received uuid gets it now,
 	 * or its streams could not be received (pool_subvol_mark_received). */
-	if ((r = template_ensure_received(parent, err)) < 0)
+	if ((r = mgr_template_ensure_received(parent, err)) < 0)
 		return r;
 	if (!piped && (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0))
 		return err_sys(err, "truncate artifact fd");
@@ -86,8 +86,8 @@ int suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	return 0;
 }
 
-int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		   uint32_t artifact, int fd, const char *base_sha, err_t *err)
+int snap_suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
+			uint32_t artifact, int fd, const char *base_sha, err_t *err)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/snapshots/%s", s->pool, spec->id);
 	_cleanup_free_ char *dst = xasprintf("%s/%s", dir, snap);
@@ -97,7 +97,7 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	bool piped;
 	int r;
 
-	if ((r = artifact_stream_check(fd, false, &piped, err)) < 0)
+	if ((r = mgr_artifact_stream_check(fd, false, &piped, err)) < 0)
 		return r;
 	if (access(sbx, F_OK) == 0)
 		return err_set(err, EEXIST, "sandbox %s has a subvolume: not suspended here", spec->id);
@@ -115,7 +115,7 @@ int suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, cons
 	if (r == 0 && pool_is_subvol(dst) != 1)
 		r = err_set(err, EPROTO, "the disk stream made no subvolume %s", snap);
 	if (r < 0) {
-		if (snapshot_delete_all(s, spec->id, &e2) < 0)
+		if (snap_delete_all(s, spec->id, &e2) < 0)
 			log_warn("sandbox %s: clean up a failed receive: %s", spec->id, e2.msg);
 		return err_wrap(err, "sandbox %s: rebuild the disk of %s", spec->id, snap);
 	}

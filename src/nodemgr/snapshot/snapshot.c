@@ -5,7 +5,7 @@
  *
  * A snapshot is one BTRFS_IOC_SNAP_CREATE_V2: it shares every extent with the
  * sandbox, so it costs the same whatever the disk size. Every id reaching
- * here passed valid_sandbox_id (verbs.c); paths are built only from such ids
+ * here passed mgr_valid_sandbox_id (verbs.c); paths are built only from such ids
  * under srv->pool. Rollback, which needs the jail, lives in mgr-sandbox.c.
  */
 #include <dirent.h>
@@ -30,7 +30,7 @@
  * be snapshotted). *rc < 0 when the request must fail (busy). */
 static struct jail *hold(struct nm_server *s, const char *id, int *rc, err_t *err)
 {
-	struct jail *j = jail_acquire(s, id, NULL, err);
+	struct jail *j = mgr_jail_acquire(s, id, NULL, err);
 
 	*rc = 0;
 	if (!j) {
@@ -44,9 +44,9 @@ static struct jail *hold(struct nm_server *s, const char *id, int *rc, err_t *er
 	return j;
 }
 
-int snapshot_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
-		    enum snap_kind kind, const struct nm_sandbox_spec *fork_spec, int64_t *size,
-		    err_t *err)
+int snap_create(struct nm_server *s, const char *id, const char *snap, const char *prev,
+		enum snap_kind kind, const struct nm_sandbox_spec *fork_spec, int64_t *size,
+		err_t *err)
 {
 	bool full = kind != SNAP_DISK, memory_only = kind == SNAP_MEMORY;
 	_cleanup_free_ char *state =
@@ -198,11 +198,11 @@ out:
 	if (stopped && vm_freeze(s, j, false, &e2) < 0)
 		log_warn("snapshot %s/%s: resume: %s", id, snap, e2.msg);
 	if (j)
-		jail_release(s, j);
+		mgr_jail_release(s, j);
 	return r;
 }
 
-int snapshot_delete(struct nm_server *s, const char *id, const char *snap, err_t *err)
+int snap_delete(struct nm_server *s, const char *id, const char *snap, err_t *err)
 {
 	_cleanup_free_ char *dst = xasprintf("%s/snapshots/%s/%s", s->pool, id, snap);
 	_cleanup_free_ char *state = xasprintf("%s" VM_FULL_SUFFIX, dst);
@@ -231,7 +231,7 @@ static bool has_suffix(const char *name, const char *suffix)
 	return nl > sl && !strcmp(name + nl - sl, suffix);
 }
 
-int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err)
+int snap_delete_all(struct nm_server *s, const char *id, err_t *err)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/snapshots/%s", s->pool, id);
 	struct dirent *de;
@@ -248,7 +248,7 @@ int snapshot_delete_all(struct nm_server *s, const char *id, err_t *err)
 			unlinkat(dirfd(d), de->d_name, 0);
 			continue;
 		}
-		if (!valid_sandbox_id(de->d_name, sizeof(de->d_name)))
+		if (!mgr_valid_sandbox_id(de->d_name, sizeof(de->d_name)))
 			continue;
 		p = xasprintf("%s/%s", dir, de->d_name);
 		if ((r = pool_subvol_delete(p, err)) < 0)

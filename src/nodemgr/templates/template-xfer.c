@@ -26,8 +26,8 @@
  * it writes, and that directory as its mount root for the parents and
  * clone sources it looks up by uuid, so no other subvolume of the pool can
  * be written, snapshotted or cloned from) and stops at its first error. What it made is then checked before anything else can see it:
- * nothing lists or uses a name starting with '.' (template_list,
- * template_superseded), and the rename into place is the only step that
+ * nothing lists or uses a name starting with '.' (tmpl_list,
+ * mgr_template_superseded), and the rename into place is the only step that
  * publishes it.
  */
 #include <dirent.h>
@@ -53,7 +53,7 @@ static pthread_mutex_t import_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int wait_child(void *arg, pid_t pid, int *status)
 {
-	return nm_wait_child(arg, pid, status, -1);
+	return mgr_wait_child(arg, pid, status, -1);
 }
 
 /* A version's directory entry: "<n>" (the subvolume) or "<n>.vm" (its vm
@@ -80,8 +80,8 @@ static const char *identity(const struct pool_subvol_ids *ids)
 	return ids->received_uuid[0] ? ids->received_uuid : ids->uuid;
 }
 
-int template_export(struct nm_server *s, const char *name, uint32_t version, int fd,
-		    char uuid[37], int64_t *size, err_t *err)
+int tmpl_export(struct nm_server *s, const char *name, uint32_t version, int fd,
+		char uuid[37], int64_t *size, err_t *err)
 {
 	_cleanup_free_ char *src = xasprintf("%s/templates/%s/%u", s->pool, name, version);
 	struct pool_subvol_ids ids;
@@ -91,7 +91,7 @@ int template_export(struct nm_server *s, const char *name, uint32_t version, int
 
 	uuid[0] = '\0';
 	*size = -1;
-	if ((r = artifact_fd_check(fd, true, err)) < 0)
+	if ((r = mgr_artifact_fd_check(fd, true, err)) < 0)
 		return r;
 	if (pool_is_subvol(src) != 1)
 		return err_set(err, ENOENT, "template %s/%u not found", name, version);
@@ -101,7 +101,7 @@ int template_export(struct nm_server *s, const char *name, uint32_t version, int
 	 * sent. */
 	if (!ids.readonly)
 		return err_set(err, EBUSY, "template %s/%u is not finished", name, version);
-	if ((r = template_ensure_received(src, err)) < 0 ||
+	if ((r = mgr_template_ensure_received(src, err)) < 0 ||
 	    (r = pool_subvol_ids(src, &ids, err)) < 0)
 		return err_wrap(err, "template %s/%u", name, version);
 	if (!ids.received_uuid[0])
@@ -120,8 +120,8 @@ int template_export(struct nm_server *s, const char *name, uint32_t version, int
 	return 0;
 }
 
-int template_find(struct nm_server *s, const char *name, const char *uuid, uint32_t *version,
-		  err_t *err)
+int tmpl_find(struct nm_server *s, const char *name, const char *uuid, uint32_t *version,
+	      err_t *err)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/templates/%s", s->pool, name);
 	DIR *d = opendir(dir);
@@ -138,7 +138,7 @@ int template_find(struct nm_server *s, const char *name, const char *uuid, uint3
 		if (!v || is_vm || v <= best)
 			continue;
 		_cleanup_free_ char *sub = xasprintf("%s/%s", dir, de->d_name);
-		/* Only finished (read-only) versions count, as in template_list. */
+		/* Only finished (read-only) versions count, as in tmpl_list. */
 		if (pool_is_subvol(sub) != 1 || pool_subvol_ids(sub, &ids, &e) < 0 ||
 		    !ids.readonly || strcmp(identity(&ids), uuid))
 			continue;
@@ -261,8 +261,8 @@ static uint32_t next_version(const char *dir, uint32_t min_version)
 	return top >= UINT32_MAX ? 0 : (uint32_t)top + 1;
 }
 
-int template_import(struct nm_server *s, const char *name, const char *uuid,
-		    uint32_t min_version, int fd, uint32_t *version, err_t *err)
+int tmpl_import(struct nm_server *s, const char *name, const char *uuid,
+		uint32_t min_version, int fd, uint32_t *version, err_t *err)
 {
 	_cleanup_free_ char *namedir = xasprintf("%s/templates/%s", s->pool, name);
 	_cleanup_free_ char *tmp = xasprintf("%s/.recv-XXXXXX", namedir);
@@ -273,7 +273,7 @@ int template_import(struct nm_server *s, const char *name, const char *uuid,
 	int r;
 
 	*version = 0;
-	if ((r = artifact_fd_check(fd, false, err)) < 0)
+	if ((r = mgr_artifact_fd_check(fd, false, err)) < 0)
 		return r;
 	/* Twice: a failed import or a delete of the name may remove namedir
 	 * (when it holds nothing) between the mkdir and the mkdtemp. */
@@ -299,7 +299,7 @@ int template_import(struct nm_server *s, const char *name, const char *uuid,
 		goto fail;
 	/* btrfs refuses to rename a read-only subvolume: writable for the
 	 * rename (still in tmp, which nothing lists), read-only again at its
-	 * place (template_list skips it until then), and checked again. */
+	 * place (tmpl_list skips it until then), and checked again. */
 	if ((r = pool_subvol_set_readonly(sub, false, err)) < 0)
 		goto fail;
 	pthread_mutex_lock(&import_mu);
@@ -339,7 +339,7 @@ fail:
 	return err_wrap(err, "template %s: import %s", name, uuid);
 }
 
-void template_import_sweep(struct nm_server *s)
+void tmpl_import_sweep(struct nm_server *s)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/templates", s->pool);
 	DIR *d = opendir(dir);
@@ -348,7 +348,7 @@ void template_import_sweep(struct nm_server *s)
 	/* Before nodemgr listens, so no import is running: every .recv-*
 	 * is what an import cut off by a crash left. */
 	while (d && (de = readdir(d))) {
-		if (!valid_template_name(de->d_name, sizeof(de->d_name)))
+		if (!mgr_valid_template_name(de->d_name, sizeof(de->d_name)))
 			continue;
 		_cleanup_free_ char *nd = xasprintf("%s/%s", dir, de->d_name);
 		DIR *vd = opendir(nd);

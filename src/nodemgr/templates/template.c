@@ -52,7 +52,7 @@ static bool valid_host_path(const char *p)
 
 static int check_spec(const struct nm_template_spec *t, err_t *err)
 {
-	if (!valid_template_name(t->name, sizeof(t->name)))
+	if (!mgr_valid_template_name(t->name, sizeof(t->name)))
 		return err_set(err, EINVAL, "bad template name");
 	if (!memchr(t->kind, '\0', sizeof(t->kind)) || !memchr(t->arg, '\0', sizeof(t->arg)) ||
 	    !memchr(t->packages, '\0', sizeof(t->packages)))
@@ -216,8 +216,8 @@ static bool stream_build(int out_fd, int client_fd, pid_t pid, progress_fn progr
 	return gone;
 }
 
-int template_build(struct nm_server *s, const struct nm_template_spec *t, uid_t peer_uid,
-		   int client_fd, progress_fn progress, void *arg, err_t *err)
+int tmpl_build(struct nm_server *s, const struct nm_template_spec *t, uid_t peer_uid,
+	       int client_fd, progress_fn progress, void *arg, err_t *err)
 {
 	_cleanup_free_ char *namedir = NULL, *sub = NULL, *out = NULL;
 	char last[300] = "";
@@ -254,7 +254,7 @@ int template_build(struct nm_server *s, const struct nm_template_spec *t, uid_t 
 
 	client_gone = stream_build(p[0], client_fd, pid, progress, arg, last, sizeof(last));
 	close(p[0]);
-	if ((r = nm_wait_child(s, pid, &st, -1)) < 0) {
+	if ((r = mgr_wait_child(s, pid, &st, -1)) < 0) {
 		err_set(err, -r, "wait for template builder");
 		goto fail;
 	}
@@ -279,7 +279,7 @@ int template_build(struct nm_server *s, const struct nm_template_spec *t, uid_t 
 		goto fail;
 	log_info("template %s/%u: ready", t->name, t->version);
 	/* Creates resolve to the newest version from now on. */
-	template_retire_pools(s, t->name, t->version, true);
+	mgr_template_retire_pools(s, t->name, t->version, true);
 	return 0;
 fail:
 	{
@@ -291,14 +291,14 @@ fail:
 	return r;
 }
 
-int template_delete(struct nm_server *s, const char *name, uint32_t version, err_t *err)
+int tmpl_delete(struct nm_server *s, const char *name, uint32_t version, err_t *err)
 {
 	_cleanup_free_ char *namedir = xasprintf("%s/templates/%s", s->pool, name);
 	_cleanup_free_ char *sub = xasprintf("%s/%u", namedir, version);
 
 	/* Sandboxes are independent snapshots: deleting their template is safe.
 	 * Jails and QEMUs waiting for it would never be asked for. */
-	template_retire_pools(s, name, version, false);
+	mgr_template_retire_pools(s, name, version, false);
 	if (pool_subvol_delete(sub, err) < 0)
 		return -err->code;
 	/* The vm backend's memory snapshots of this version (vm-state.c). While a
@@ -312,8 +312,8 @@ int template_delete(struct nm_server *s, const char *name, uint32_t version, err
 	return 0;
 }
 
-int template_config(struct nm_server *s, const char *name, uint32_t version, struct buf *out,
-		    err_t *err)
+int tmpl_config(struct nm_server *s, const char *name, uint32_t version, struct buf *out,
+		err_t *err)
 {
 	_cleanup_free_ char *path = xasprintf("%s/templates/%s/%u/image.json", s->pool, name,
 					      version);
@@ -340,7 +340,7 @@ int template_config(struct nm_server *s, const char *name, uint32_t version, str
 	return 0;
 }
 
-char **template_list(struct nm_server *s)
+char **tmpl_list(struct nm_server *s)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/templates", s->pool);
 	char **v = xcalloc(1, sizeof(*v));
@@ -349,7 +349,7 @@ char **template_list(struct nm_server *s)
 	struct dirent *de;
 
 	while (d && (de = readdir(d))) {
-		if (!valid_template_name(de->d_name, sizeof(de->d_name)))
+		if (!mgr_valid_template_name(de->d_name, sizeof(de->d_name)))
 			continue;
 		_cleanup_free_ char *nd = xasprintf("%s/%s", dir, de->d_name);
 		DIR *vd = opendir(nd);

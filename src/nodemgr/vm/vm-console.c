@@ -89,7 +89,7 @@ int vm_console_open(struct nm_server *s, const char *id, int *fd, err_t *err)
 	if (!s->vm)
 		return err_set(err, ENOTSUP, "vm backend not initialised");
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	if (j && j->vm && !j->hidden) {
 		uid = NM_UID_BASE + (uid_t)j->slot * JAIL_ID_RANGE;
 		found = true;

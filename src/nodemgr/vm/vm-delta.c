@@ -32,7 +32,7 @@
  * (vm_save_fork): when the RAM maps the template's RAM file, <snap>.delta
  * holds only the written pages, at their offsets, in a sparse file (holes:
  * the template's bytes), with xattrs naming that file and listing the data
- * runs; ram_delta_apply writes them into a fork standby's QEMU, which maps
+ * runs; vm_ram_delta_apply writes them into a fork standby's QEMU, which maps
  * the same template file (vm-pool.c).
  *
  * Needs the RAM to be one file-backed private mapping of the guest's size:
@@ -250,7 +250,7 @@ static int copy_devstate(const char *src, const char *dst, err_t *err)
 }
 
 /* A sparse delta names the file its holes stand for (device and inode), so
- * it is only ever applied over that file (ram_delta_apply). */
+ * it is only ever applied over that file (vm_ram_delta_apply). */
 #define BASE_XATTR "user.airlock.delta_base"
 
 static int mark_base(int fd, const struct stat *base, err_t *err)
@@ -265,7 +265,7 @@ static int mark_base(int fd, const struct stat *base, err_t *err)
 }
 
 /* ... and lists the runs of pages written (pairs of u32: first page, page
- * count): a sparse delta's data, so ram_delta_apply need not seek for it (on
+ * count): a sparse delta's data, so vm_ram_delta_apply need not seek for it (on
  * btrfs a SEEK_DATA over a file whose pages are not written back yet walks
  * its page cache, 65-170 ms for the ~200 runs of a fork here); a whole
  * RAM's pages written over its reflink, which FIEMAP does not show until
@@ -291,7 +291,7 @@ static void mark_runs(int fd, const uint64_t *pm, size_t npages)
 		log_debug("memory delta: no run list (%s); it will be seeked", strerror(errno));
 }
 
-uint32_t *ram_delta_runs(int fd, uint64_t size, size_t *n)
+uint32_t *vm_ram_delta_runs(int fd, uint64_t size, size_t *n)
 {
 	ssize_t len = fgetxattr(fd, RAM_RUNS_XATTR, NULL, 0);
 	uint32_t *v;
@@ -324,7 +324,7 @@ static bool is_base(int fd, const struct stat *st)
 	return n == wn && !memcmp(v, want, (size_t)n);
 }
 
-/* ram_delta_save and ram_delta_save_sparse: base NULL, mem the whole RAM
+/* vm_ram_delta_save and vm_ram_delta_save_sparse: base NULL, mem the whole RAM
  * (a reflink of the mapped file, the written pages over it); else only the
  * written pages, in a sparse file, and only when the mapped file is base. */
 static int delta_save(pid_t pid, uint64_t size, const struct stat *base, const char *mem,
@@ -419,20 +419,20 @@ fail:
 	return r;
 }
 
-int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
-		   int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes, err_t *err)
+int vm_ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
+		      int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes, err_t *err)
 {
 	return delta_save(pid, size, NULL, mem, gid, save, arg, bytes, err);
 }
 
-int ram_delta_save_sparse(pid_t pid, uint64_t size, const struct stat *base, const char *delta,
-			  gid_t gid, int (*save)(void *arg, err_t *err), void *arg,
-			  uint64_t *bytes, err_t *err)
+int vm_ram_delta_save_sparse(pid_t pid, uint64_t size, const struct stat *base, const char *delta,
+			     gid_t gid, int (*save)(void *arg, err_t *err), void *arg,
+			     uint64_t *bytes, err_t *err)
 {
 	return delta_save(pid, size, base, delta, gid, save, arg, bytes, err);
 }
 
-int ram_delta_apply(pid_t pid, uint64_t size, const char *delta, uint64_t *bytes, err_t *err)
+int vm_ram_delta_apply(pid_t pid, uint64_t size, const char *delta, uint64_t *bytes, err_t *err)
 {
 	_cleanup_free_ char *mem_path = xasprintf("/proc/%d/mem", (int)pid);
 	_cleanup_free_ uint8_t *buf = NULL;
@@ -465,7 +465,7 @@ int ram_delta_apply(pid_t pid, uint64_t size, const char *delta, uint64_t *bytes
 	buf = xmalloc(CHUNK);
 	{
 		size_t nruns;
-		_cleanup_free_ uint32_t *runs = ram_delta_runs(in, size, &nruns);
+		_cleanup_free_ uint32_t *runs = vm_ram_delta_runs(in, size, &nruns);
 		for (size_t i = 0; runs && i < nruns; i += 2) {
 			uint64_t o = (uint64_t)runs[i] * PAGE, left = (uint64_t)runs[i + 1] * PAGE;
 			while (left) {
@@ -507,7 +507,7 @@ int ram_delta_apply(pid_t pid, uint64_t size, const char *delta, uint64_t *bytes
 	}
 }
 
-int ram_written(pid_t pid, uint64_t size, uint64_t *pages, err_t *err)
+int vm_ram_written(pid_t pid, uint64_t size, uint64_t *pages, err_t *err)
 {
 	_cleanup_free_ char *pm_path = xasprintf("/proc/%d/pagemap", (int)pid);
 	_cleanup_free_ uint64_t *pm = NULL;
@@ -558,8 +558,8 @@ int vm_save_delta(struct jail *j, const char *dev, const char *state, const char
 		return err_set(err, ENOENT, "vm %s has no running qemu", j->id);
 	/* The RAM file is read by the restoring QEMU (its jail uid is in the
 	 * shared group) as the template's is. */
-	r = ram_delta_save(j->pid, (uint64_t)mem_mb << 20, mem, VM_SHARED_GID, save_devices, &q,
-			   bytes, err);
+	r = vm_ram_delta_save(j->pid, (uint64_t)mem_mb << 20, mem, VM_SHARED_GID, save_devices, &q,
+			      bytes, err);
 	if (r == 0 && (r = copy_devstate(dev, state, err)) < 0)
 		unlink(mem);
 	unlink(dev);
@@ -599,8 +599,8 @@ int vm_save_fork(struct nm_server *s, struct jail *j, const struct nm_sandbox_sp
 	    stat(disk, &dst) < 0 || stat(tdisk, &tst) < 0 || dst.st_size != tst.st_size)
 		return err_set(err, ENOTSUP, "vm %s: no fork standby fits it", j->id);
 	uint64_t t1 = now_us(), t2 = 0;
-	r = ram_delta_save_sparse(j->pid, (uint64_t)sh.mem_mb << 20, &bst, delta, VM_SHARED_GID,
-				  save_devices, &q, bytes, err);
+	r = vm_ram_delta_save_sparse(j->pid, (uint64_t)sh.mem_mb << 20, &bst, delta, VM_SHARED_GID,
+				     save_devices, &q, bytes, err);
 	t2 = now_us();
 	if (r == 0 && (r = copy_devstate(dev, state, err)) < 0)
 		unlink(delta);

@@ -19,35 +19,35 @@
  * point), and check the pages did not move meanwhile; when they did, all
  * again (three tries, then -EAGAIN). *bytes: the pages written. -ENOTSUP
  * when no mapping fits. On failure mem is gone. */
-int ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
-		   int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes, err_t *err);
+int vm_ram_delta_save(pid_t pid, uint64_t size, const char *mem, gid_t gid,
+		      int (*save)(void *arg, err_t *err), void *arg, uint64_t *bytes, err_t *err);
 
 /* The same, for a fork: when the file pid maps is base (the template's RAM
  * file, which the child's QEMU maps too), delta (new, sparse, size bytes)
  * holds only the pages pid wrote, at their offsets, and holes elsewhere.
  * -ENOTSUP when pid maps another file (nothing made). */
 struct stat;
-int ram_delta_save_sparse(pid_t pid, uint64_t size, const struct stat *base, const char *delta,
-			  gid_t gid, int (*save)(void *arg, err_t *err), void *arg,
-			  uint64_t *bytes, err_t *err);
+int vm_ram_delta_save_sparse(pid_t pid, uint64_t size, const struct stat *base, const char *delta,
+			     gid_t gid, int (*save)(void *arg, err_t *err), void *arg,
+			     uint64_t *bytes, err_t *err);
 
-/* Write the data of delta (from ram_delta_save_sparse) over the same
+/* Write the data of delta (from vm_ram_delta_save_sparse) over the same
  * offsets of process pid's RAM mapping (as above): pid then holds the
  * delta's pages as its own copies and reads every other page from its
  * file. pid must not run meanwhile (a QEMU in -incoming). *bytes: the
  * bytes written. */
-int ram_delta_apply(pid_t pid, uint64_t size, const char *delta, uint64_t *bytes, err_t *err);
+int vm_ram_delta_apply(pid_t pid, uint64_t size, const char *delta, uint64_t *bytes, err_t *err);
 
-/* The runs of pages written that ram_delta_save and ram_delta_save_sparse
+/* The runs of pages written that vm_ram_delta_save and vm_ram_delta_save_sparse
  * list on the file they make (pairs of u32: first page, page count; *n
  * numbers), checked against a file of size bytes; NULL when the file has
  * none (a list too long for an xattr is left out) or a bad one. */
 #define RAM_RUNS_XATTR "user.airlock.delta_runs"
-uint32_t *ram_delta_runs(int fd, uint64_t size, size_t *n);
+uint32_t *vm_ram_delta_runs(int fd, uint64_t size, size_t *n);
 
 /* How many pages of that mapping pid has written (its own copies, not
  * the file's): 0 means every page it reads comes from the file as the
  * file is at that moment. -ENOTSUP when no mapping fits. */
-int ram_written(pid_t pid, uint64_t size, uint64_t *pages, err_t *err);
+int vm_ram_written(pid_t pid, uint64_t size, uint64_t *pages, err_t *err);
 
 #endif

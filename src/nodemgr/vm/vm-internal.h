@@ -94,7 +94,7 @@ int vm_rm_rf_at(int dfd, const char *name);
  * monitor (*q) and the host end of the guest channel (*chan); the caller
  * owns *q and *chan. On failure everything this made is gone (the
  * subvolume and the jail entry are the caller's); once it succeeded, the
- * caller's cleanup must net_detach too. */
+ * caller's cleanup must nmnet_detach too. */
 int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu_millis,
 	     pid_t *qpid, int *chan, struct qmp **q, err_t *err);
 

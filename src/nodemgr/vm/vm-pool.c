@@ -184,7 +184,7 @@ static int park_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	int chan = -1, dup = -1, r;
 	pid_t qpid;
 
-	if (!(j = jail_claim(s, rnd, err)))
+	if (!(j = mgr_jail_claim(s, rnd, err)))
 		return -err->code;
 	j->vm = true;
 	j->vm_mem_mb = sh->mem_mb;
@@ -210,7 +210,7 @@ static int park_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	if ((r = vm_start(s, &l, sh->cpus * 1000, &qpid, &chan, &q, err)) < 0)
 		goto fail_subvol;
 	if (standby) {
-		if ((r = ram_written(qpid, size, &written, err)) < 0)
+		if ((r = vm_ram_written(qpid, size, &written, err)) < 0)
 			goto fail_started;
 		if (written) {
 			r = err_set(err, EPROTO, "qemu wrote %" PRIu64 " pages of guest RAM before "
@@ -233,7 +233,7 @@ static int park_spawn(struct nm_server *s, const struct nm_sandbox_spec *spec,
 		}
 	}
 	j->qmp = TAKE_PTR(q);
-	r = jail_publish(s, j, qpid, chan, &dup, err);
+	r = mgr_jail_publish(s, j, qpid, chan, &dup, err);
 	chan = -1;
 	if (dup >= 0)
 		close(dup);
@@ -245,7 +245,7 @@ fail_started: {
 	qmp_close(q);
 	if (chan >= 0)
 		close(chan);
-	net_detach(s, j);
+	nmnet_detach(s, j);
 	cgroup_destroy(&s->cg, rnd, &e2);
 	vm_cleanup_run(s, rnd);
 }
@@ -255,7 +255,7 @@ fail_subvol: {
 		log_warn("parked vm %s cleanup: %s", rnd, e2.msg);
 }
 fail:
-	jail_unclaim(s, j);
+	mgr_jail_unclaim(s, j);
 	return r;
 }
 
@@ -302,11 +302,11 @@ static void *refill_main(void *arg)
 		err_t err = { 0 };
 		bool stop, pending;
 
-		bool gone = template_superseded(s, rf->spec.template_name,
-						rf->spec.template_version);
+		bool gone = mgr_template_superseded(s, rf->spec.template_name,
+						    rf->spec.template_version);
 		if (gone)   /* deleted or replaced meanwhile: drop what was parked */
-			template_retire_pools(s, rf->spec.template_name,
-					      rf->spec.template_version, false);
+			mgr_template_retire_pools(s, rf->spec.template_name,
+						  rf->spec.template_version, false);
 		pthread_mutex_lock(&s->lock);
 		for (struct jail *j = s->jails; j; j = j->next)
 			if (j->hidden && j->alive && !strcmp(j->warm_key, key)) {
@@ -439,9 +439,9 @@ static uint32_t warm_size(struct nm_server *s, const char *key)
 {
 	if (!s->cfg->vm_warm_pool)   /* 0: the pool off, whatever the max says */
 		return 0;
-	return warm_pool_target(&demand_get_locked(s, key)->d, now_ms(),
-				s->cfg->warm_pool_half_life_ms, s->cfg->vm_warm_pool,
-				s->cfg->vm_warm_pool_max);
+	return mgr_warm_pool_target(&demand_get_locked(s, key)->d, now_ms(),
+				    s->cfg->warm_pool_half_life_ms, s->cfg->vm_warm_pool,
+				    s->cfg->vm_warm_pool_max);
 }
 
 static const struct pool_kind warm_kind = {
@@ -455,9 +455,10 @@ int vm_warm_target_locked(struct nm_server *s, const char *key)
 		return -1;
 	for (size_t i = 0; s->vm && i < ARRAY_SIZE(s->vm->demand); i++)
 		if (!strcmp(s->vm->demand[i].key, key))
-			return (int)warm_pool_target(&s->vm->demand[i].d, now_ms(),
-						     s->cfg->warm_pool_half_life_ms,
-						     s->cfg->vm_warm_pool, s->cfg->vm_warm_pool_max);
+			return (int)mgr_warm_pool_target(&s->vm->demand[i].d, now_ms(),
+							 s->cfg->warm_pool_half_life_ms,
+							 s->cfg->vm_warm_pool,
+							 s->cfg->vm_warm_pool_max);
 	return -1;
 }
 
@@ -505,7 +506,7 @@ static int pool_adopt(struct nm_server *s, struct jail *j, const char *wid,
 		r = err_set(err, EEXIST, "subvolume for sandbox %s exists", spec->id);
 		goto fail;
 	}
-	if ((r = jail_rename(s, j, spec->id, err)) < 0)
+	if ((r = mgr_jail_rename(s, j, spec->id, err)) < 0)
 		goto fail;
 	renamed = true;
 	if (rename(wsbx, sbx) < 0) {
@@ -522,13 +523,13 @@ static int pool_adopt(struct nm_server *s, struct jail *j, const char *wid,
 		r = err_sys(err, "rename %s", wrun);
 		goto fail;
 	}
-	if ((r = go(s, j, arg, err)) < 0 || (r = jail_activate(s, j, chan_dup, err)) < 0)
+	if ((r = go(s, j, arg, err)) < 0 || (r = mgr_jail_activate(s, j, chan_dup, err)) < 0)
 		goto fail;
 	*pid = j->pid;
 	return 0;
 fail: {
 	err_t e2 = { 0 };
-	net_detach(s, j);
+	nmnet_detach(s, j);
 	if (j->pidfd >= 0)
 		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 	cgroup_destroy(&s->cg, cg_moved ? spec->id : wid, &e2);
@@ -538,7 +539,7 @@ fail: {
 	if (renamed)
 		vm_cleanup_run(s, spec->id);
 }
-	jail_unclaim(s, j);
+	mgr_jail_unclaim(s, j);
 	return r;
 }
 
@@ -563,7 +564,7 @@ int vm_warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	{
 		struct vm_demand *d = demand_get_locked(s, key);
 		uint64_t now = now_ms();
-		warm_demand_note(&d->d, now, s->cfg->warm_pool_half_life_ms);
+		mgr_warm_demand_note(&d->d, now, s->cfg->warm_pool_half_life_ms);
 		d->used_ms = now;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -584,12 +585,12 @@ int vm_warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
  * (pool/warm/<wid>, its disk rootfs.ext4), mapping the template's RAM file
  * of that shape private, as a warm clone does, nothing restored.
  *
- * The fork's snapshot (snapshot_create for a fork, vm_save_fork) holds the
+ * The fork's snapshot (snap_create for a fork, vm_save_fork) holds the
  * parent's memory as only the pages it wrote since that RAM file: a sparse
  * <snap>.delta, a few MiB. Taking a standby clones the snapshot's disk into
  * its rootfs.ext4 (FICLONE: the destination's extents are replaced and its
  * page cache dropped), writes the delta's pages into the QEMU's RAM through
- * /proc/<pid>/mem (ram_delta_apply: the QEMU gets private copies of exactly
+ * /proc/<pid>/mem (vm_ram_delta_apply: the QEMU gets private copies of exactly
  * those pages and reads the rest from the template's file, as the parent
  * did), renames the standby to the child as the warm pool does, loads the
  * device state and starts the vCPUs. The child is then made like a clone
@@ -599,7 +600,7 @@ int vm_warm_take(struct nm_server *s, const struct nm_sandbox_spec *spec,
  * standby's own RAM file: two whole-file clones of a file of thousands of
  * extents, 120-335 ms each on this machine under load, most of the fork's
  * own time.) That the QEMU wrote no page of its RAM before the take is
- * checked when it is parked (ram_written: none, else it is not kept), and
+ * checked when it is parked (vm_ram_written: none, else it is not kept), and
  * the delta is applied only over the RAM file it was taken against (its
  * xattr names it). A standby holds nothing of any parent before a fork
  * takes it. It is spawned at nice 19 and its threads set back to 0 when
@@ -696,7 +697,7 @@ static int standby_go(struct nm_server *s, struct jail *j, void *arg, err_t *err
 		return r;
 	phases_mark(f->ph, "disk");
 	uint64_t bytes = 0;
-	if ((r = ram_delta_apply(j->pid, f->size, f->delta, &bytes, err)) < 0)
+	if ((r = vm_ram_delta_apply(j->pid, f->size, f->delta, &bytes, err)) < 0)
 		return err_wrap(err, "fork standby %s", j->id);
 	phases_mark(f->ph, "mem");
 	log_info("sandbox %s: %" PRIu64 " KiB of the parent's pages written into its RAM", j->id,
@@ -774,16 +775,16 @@ void vm_park_discard(struct nm_server *s, struct jail *j)
 	_cleanup_free_ char *mem = xasprintf("%s/warm/%s.mem", s->pool, j->id);
 	err_t e = { 0 };
 
-	net_detach(s, j);
+	nmnet_detach(s, j);
 	if (j->pidfd >= 0)
 		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 	if (cgroup_destroy(&s->cg, j->id, &e) < 0)
 		log_warn("warm %s cleanup: %s", j->id, e.msg);
-	if (access(sub, F_OK) == 0 && subvol_delete_retry(sub, &e) < 0)
+	if (access(sub, F_OK) == 0 && mgr_subvol_delete_retry(sub, &e) < 0)
 		log_warn("warm %s: delete subvolume: %s", j->id, e.msg);
 	unlink(mem);
 	vm_cleanup_run(s, j->id);
-	jail_unclaim(s, j);
+	mgr_jail_unclaim(s, j);
 }
 
 /* Startup: warm subvolumes and run dirs of a previous run (their QEMUs were

@@ -128,10 +128,10 @@ child_main(struct nm_server *s, const struct vm_launch *l, int qmp_fd, int chan_
 	if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
 		child_fail(efd, "unshare");
 	/* The NIC's tap, in this new namespace (net.c wires it up from outside). */
-	int tap = net_vm_tap();
+	int tap = nmnet_vm_tap();
 	if (tap < 0)
 		child_fail(efd, "tap");
-	if (nat && net_vm_nat(nat) < 0)
+	if (nat && nmnet_vm_nat(nat) < 0)
 		child_fail(efd, "load the namespace's nat table (nft)");
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail(efd, "make / private");
@@ -364,7 +364,7 @@ static int spawn_qemu(struct nm_server *s, const struct vm_launch *l, pid_t *pid
 {
 	int qsp[2] = { -1, -1 }, csp[2] = { -1, -1 }, osp[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	char **argv = build_argv(s, l);
-	_cleanup_free_ char *nat = net_vm_nat_rules(s, vm_slot(l));
+	_cleanup_free_ char *nat = nmnet_vm_nat_rules(s, vm_slot(l));
 	char msg[256];
 	ssize_t n;
 	pid_t c;
@@ -421,7 +421,7 @@ out:
 
 /* cgroup, run dir, QEMU, its network, monitor. On failure everything this
  * made is gone (the subvolume and the jail entry are the caller's); once it
- * succeeded, the caller's cleanup must net_detach too. */
+ * succeeded, the caller's cleanup must nmnet_detach too. */
 int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu_millis,
 	     pid_t *qpid, int *chan, struct qmp **q, err_t *err)
 {
@@ -465,7 +465,7 @@ int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu_millis
 		log_warn("vm %s: %s", l->id, e2.msg);
 	/* The NIC's wiring, in place before the guest runs: a clone waits in
 	 * -incoming, a cold guest takes longer to boot than this. */
-	if ((r = net_attach_vm(s, vm_slot(l), l->id, *qpid, err)) < 0)
+	if ((r = nmnet_attach_vm(s, vm_slot(l), l->id, *qpid, err)) < 0)
 		goto fail;
 	if ((r = qmp_open_fd(qfd, VM_QMP_TIMEOUT_MS, q, err)) < 0) {
 		err_wrap(err, "qemu monitor");
@@ -473,7 +473,7 @@ int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu_millis
 	}
 	return 0;
 fail:
-	net_detach_slot(s, vm_slot(l), l->id);
+	nmnet_detach_slot(s, vm_slot(l), l->id);
 	if (*chan >= 0)
 		close(*chan);
 	*chan = -1;

@@ -189,7 +189,7 @@ static struct jail *find_claim(struct nm_server *s, const char *id)
 	struct jail *j;
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	if (j && (j->busy || !j->vm))
 		j = NULL;
 	if (j)
@@ -297,7 +297,7 @@ int vm_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bo
 out:
 	{
 		err_t e2 = { 0 };
-		net_detach(s, j);
+		nmnet_detach(s, j);
 		if (j->pidfd >= 0)
 			syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 		if (cgroup_destroy(&s->cg, id, &e2) < 0)
@@ -306,7 +306,7 @@ out:
 		st = xasprintf("%s/%s.state", s->run_dir, id);
 		unlink(st);
 	}
-	jail_unclaim(s, j);
+	mgr_jail_unclaim(s, j);
 	if (saved)
 		vm_warm_refill(s, spec);
 	return r;

@@ -140,7 +140,7 @@ static bool bit(const uint8_t *m, uint64_t i)
  * in both (pages no guest wrote), is equal without reading it (most of it,
  * and mostly not in the page cache).
  * FIEMAP shows the written pages only once they are written back, so those
- * come from the list the memory snapshot keeps (ram_delta_runs); a file
+ * come from the list the memory snapshot keeps (vm_ram_delta_runs); a file
  * without that list, or a filesystem without FIEMAP, is compared whole. */
 static uint8_t *pages_to_read(int mfd, int bfd, uint64_t size)
 {
@@ -151,7 +151,7 @@ static uint8_t *pages_to_read(int mfd, int bfd, uint64_t size)
 	uint8_t *need;
 	err_t e = { 0 };
 
-	if (bfd < 0 || !(runs = ram_delta_runs(mfd, size, &nruns)))
+	if (bfd < 0 || !(runs = vm_ram_delta_runs(mfd, size, &nruns)))
 		return NULL;
 	if (pool_shared_spans(mfd, bfd, size, &sp, &nsp, &e) < 0 ||
 	    pool_hole_spans(mfd, bfd, size, &holes, &nholes, &e) < 0) {
@@ -528,7 +528,7 @@ int vm_suspend_import_base(struct nm_server *s, const struct nm_sandbox_spec *sp
 	struct vm_shape sh;
 	int r;
 
-	/* beside the disk's import (suspend_import), which makes the same
+	/* beside the disk's import (snap_suspend_import), which makes the same
 	 * directory */
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return err_sys(err, "mkdir %s", dir);

@@ -18,7 +18,7 @@
  *
  * The template subvolume is read-only (a finished template never changes),
  * and a memory snapshot is made later, on the first vm use of a template and
- * per RAM/vCPU shape, so it lives beside it in <ver>.vm (template_delete
+ * per RAM/vCPU shape, so it lives beside it in <ver>.vm (tmpl_delete
  * removes both).
  */
 #include <dirent.h>
@@ -296,7 +296,7 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 			return r;
 		}
 	}
-	if (!(j = jail_claim(s, id, err)))
+	if (!(j = mgr_jail_claim(s, id, err)))
 		return -err->code;
 	j->vm = true;
 	j->vm_mem_mb = sh.mem_mb;
@@ -379,7 +379,7 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 	if (mode == NM_VM_CLONE && (r = vm_restore_state(q, vmstate, err)) < 0)
 		goto fail_started;
 	j->qmp = TAKE_PTR(q);
-	r = jail_publish(s, j, qpid, chan, chan_dup, err);
+	r = mgr_jail_publish(s, j, qpid, chan, chan_dup, err);
 	chan = -1;
 	if (r < 0)
 		goto fail_started;
@@ -393,7 +393,7 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 
 fail_started: {
 	err_t e2 = { 0 };
-	net_detach(s, j);
+	nmnet_detach(s, j);
 	if (cgroup_destroy(&s->cg, id, &e2) < 0)
 		log_warn("vm create %s cleanup: %s", id, e2.msg);
 	vm_cleanup_run(s, id);
@@ -407,7 +407,7 @@ fail:
 		if (made_subvol && pool_subvol_delete(sbx, &e2) < 0)
 			log_warn("vm create %s cleanup: %s", id, e2.msg);
 	}
-	jail_unclaim(s, j);
+	mgr_jail_unclaim(s, j);
 	return r;
 }
 
@@ -450,7 +450,7 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
 		err_t e2 = { 0 };
 		qmp_close(q);
 		close(chan);
-		net_detach(s, j);
+		nmnet_detach(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e2) < 0)
 			log_warn("vm restore %s cleanup: %s", j->id, e2.msg);
 		vm_cleanup_run(s, j->id);
@@ -458,10 +458,10 @@ int vm_boot_in_place(struct nm_server *s, struct jail *j, const struct nm_sandbo
 	}
 	qmp_close(j->qmp);
 	j->qmp = TAKE_PTR(q);
-	r = jail_publish(s, j, qpid, chan, chan_dup, err);
+	r = mgr_jail_publish(s, j, qpid, chan, chan_dup, err);
 	if (r < 0) {
 		err_t e2 = { 0 };
-		net_detach(s, j);
+		nmnet_detach(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e2) < 0)
 			log_warn("vm boot %s cleanup: %s", j->id, e2.msg);
 		vm_cleanup_run(s, j->id);
