@@ -62,8 +62,8 @@ int snap_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	if ((r = mgr_artifact_stream_check(fd, true, &piped, err)) < 0)
 		return r;
 	if (artifact != NM_ARTIFACT_DISK)
-		return vm_suspend_export_base(s, spec, snap, artifact, fd, size, want_base,
-					      base_sha, err);
+		return vm_suspend_export(s, spec, snap, artifact, fd, size, want_base,
+					 base_sha, err);
 	if (pool_is_subvol(src) != 1)
 		return err_set(err, ENOENT, "sandbox %s has no snapshot %s", spec->id, snap);
 	if (pool_is_subvol(parent) != 1)
@@ -102,7 +102,7 @@ int snap_suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec,
 	if (access(sbx, F_OK) == 0)
 		return err_set(err, EEXIST, "sandbox %s has a subvolume: not suspended here", spec->id);
 	if (artifact != NM_ARTIFACT_DISK)
-		return vm_suspend_import_base(s, spec, snap, artifact, fd, base_sha, err);
+		return vm_suspend_import(s, spec, snap, artifact, fd, base_sha, err);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return err_sys(err, "mkdir %s", dir);
 	/* What an earlier, failed restore left. */

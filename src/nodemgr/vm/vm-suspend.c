@@ -264,16 +264,8 @@ out:
 }
 
 int vm_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		      uint32_t artifact, int fd, int64_t *size, err_t *err)
-{
-	char base[65];
-
-	return vm_suspend_export_base(s, spec, snap, artifact, fd, size, NULL, base, err);
-}
-
-int vm_suspend_export_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
-			   const char *snap, uint32_t artifact, int fd, int64_t *size,
-			   const char *want_base, char base_sha[65], err_t *err)
+		      uint32_t artifact, int fd, int64_t *size, const char *want_base,
+		      char base_sha[65], err_t *err)
 {
 	_cleanup_free_ char *mem = xasprintf("%s/snapshots/%s/%s" VM_MEM_SUFFIX, s->pool, spec->id,
 					     snap);
@@ -511,14 +503,7 @@ done:
 }
 
 int vm_suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		      uint32_t artifact, int fd, err_t *err)
-{
-	return vm_suspend_import_base(s, spec, snap, artifact, fd, NULL, err);
-}
-
-int vm_suspend_import_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
-			   const char *snap, uint32_t artifact, int fd, const char *base_sha,
-			   err_t *err)
+		      uint32_t artifact, int fd, const char *base_sha, err_t *err)
 {
 	_cleanup_free_ char *mem = xasprintf("%s/snapshots/%s/%s" VM_MEM_SUFFIX, s->pool, spec->id,
 					     snap);

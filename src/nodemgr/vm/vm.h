@@ -22,25 +22,20 @@
  * O_RDONLY through src/qemushim/romem.c, bound read-only: vm-qemu.c). */
 #define VM_SHARED_GID (NM_UID_BASE - 1)
 
-/* vm-suspend.c: the memory (zstd of the pages that differ from the
- * template's RAM file) and device state (zstd) of a full snapshot. Export
- * of the memory of a snapshot saved as a stream writes nothing (*size 0). */
+/* vm-suspend.c: the memory (zstd of the pages that differ from a base RAM
+ * file) and device state (zstd) of a full snapshot, naming the memory's
+ * base by content. Export of the memory of a snapshot saved as a stream
+ * writes nothing (*size 0). Export diffs against want_base when it is here
+ * (NULL or "", or not here: the template's own file of the shape, else
+ * zeros) and base_sha gets the SHA-256 of the RAM file the memory is a
+ * difference from ("" when from zeros); import's base_sha (NULL or "": the
+ * template's own file of the shape) must be here (vm_base_find), as the
+ * template's file or in pool/membase. */
 int vm_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		      uint32_t artifact, int fd, int64_t *size, err_t *err);
+		      uint32_t artifact, int fd, int64_t *size, const char *want_base,
+		      char base_sha[65], err_t *err);
 int vm_suspend_import(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
-		      uint32_t artifact, int fd, err_t *err);
-/* The same, naming the memory's base by content: export diffs against
- * want_base when it is here (NULL or "", or not here: the template's own
- * file of the shape, else zeros) and base_sha gets the SHA-256 of the RAM
- * file the memory is a difference from ("" when from zeros); import's
- * base_sha (NULL or "": the template's own file of the shape) must be here
- * (vm_base_find), as the template's file or in pool/membase. */
-int vm_suspend_export_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
-			   const char *snap, uint32_t artifact, int fd, int64_t *size,
-			   const char *want_base, char base_sha[65], err_t *err);
-int vm_suspend_import_base(struct nm_server *s, const struct nm_sandbox_spec *spec,
-			   const char *snap, uint32_t artifact, int fd, const char *base_sha,
-			   err_t *err);
+		      uint32_t artifact, int fd, const char *base_sha, err_t *err);
 /* vm-base.c: memory bases by content (nm.h, nm_vm_base_*). */
 bool vm_base_sha_ok(const char *s);
 /* SHA-256 of the RAM file at path, open as fd: kept beside it in
