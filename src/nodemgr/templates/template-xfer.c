@@ -339,35 +339,30 @@ fail:
 	return err_wrap(err, "template %s: import %s", name, uuid);
 }
 
+/* What one name's walk found so far: did it remove a leftover? */
+static void sweep_one(void *arg, const char *name, const char *namedir, const char *entry)
+{
+	bool *swept = arg;
+
+	if (!entry) {
+		if (*swept)
+			rmdir(namedir); /* only when no version of the name is there */
+		*swept = false;
+		return;
+	}
+	if (strncmp(entry, ".recv-", 6))
+		return;
+	_cleanup_free_ char *tmp = xasprintf("%s/%s", namedir, entry);
+	log_info("template %s: removing %s, left by an interrupted import", name, entry);
+	remove_tree(tmp, 3);
+	*swept = true;
+}
+
 void tmpl_import_sweep(struct nm_server *s)
 {
-	_cleanup_free_ char *dir = xasprintf("%s/templates", s->pool);
-	DIR *d = opendir(dir);
-	struct dirent *de;
+	bool swept = false;
 
 	/* Before nodemgr listens, so no import is running: every .recv-*
 	 * is what an import cut off by a crash left. */
-	while (d && (de = readdir(d))) {
-		if (!mgr_valid_template_name(de->d_name, sizeof(de->d_name)))
-			continue;
-		_cleanup_free_ char *nd = xasprintf("%s/%s", dir, de->d_name);
-		DIR *vd = opendir(nd);
-		struct dirent *ve;
-		bool swept = false;
-		while (vd && (ve = readdir(vd))) {
-			if (strncmp(ve->d_name, ".recv-", 6))
-				continue;
-			_cleanup_free_ char *tmp = xasprintf("%s/%s", nd, ve->d_name);
-			log_info("template %s: removing %s, left by an interrupted import",
-				 de->d_name, ve->d_name);
-			remove_tree(tmp, 3);
-			swept = true;
-		}
-		if (vd)
-			closedir(vd);
-		if (swept)
-			rmdir(nd); /* only when no version of the name is there */
-	}
-	if (d)
-		closedir(d);
+	tmpl_each(s, sweep_one, &swept);
 }

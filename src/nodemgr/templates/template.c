@@ -340,11 +340,9 @@ int tmpl_config(struct nm_server *s, const char *name, uint32_t version, struct 
 	return 0;
 }
 
-char **tmpl_list(struct nm_server *s)
+void tmpl_each(struct nm_server *s, tmpl_entry_fn fn, void *arg)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/templates", s->pool);
-	char **v = xcalloc(1, sizeof(*v));
-	size_t n = 0;
 	DIR *d = opendir(dir);
 	struct dirent *de;
 
@@ -354,25 +352,47 @@ char **tmpl_list(struct nm_server *s)
 		_cleanup_free_ char *nd = xasprintf("%s/%s", dir, de->d_name);
 		DIR *vd = opendir(nd);
 		struct dirent *ve;
-		while (vd && (ve = readdir(vd))) {
-			char *end;
-			unsigned long ver = strtoul(ve->d_name, &end, 10);
-			if (!ve->d_name[0] || *end || ver > UINT32_MAX)
-				continue;
-			_cleanup_free_ char *sub = xasprintf("%s/%s", nd, ve->d_name);
-			_cleanup_close_ int fd = open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			struct stat st;
-			/* Only finished (read-only) builds count. */
-			if (fd < 0 || fstat(fd, &st) < 0 || faccessat(fd, ".", W_OK, AT_EACCESS) == 0)
-				continue;
-			v = xrealloc(v, (n + 2) * sizeof(*v));
-			v[n++] = xasprintf("%s/%lu", de->d_name, ver);
-			v[n] = NULL;
-		}
+		while (vd && (ve = readdir(vd)))
+			fn(arg, de->d_name, nd, ve->d_name);
 		if (vd)
 			closedir(vd);
+		fn(arg, de->d_name, nd, NULL);
 	}
 	if (d)
 		closedir(d);
-	return v;
+}
+
+struct list {
+	char **v;
+	size_t n;
+};
+
+static void list_one(void *arg, const char *name, const char *namedir, const char *entry)
+{
+	struct list *l = arg;
+	char *end;
+	unsigned long ver;
+
+	if (!entry)
+		return;
+	ver = strtoul(entry, &end, 10);
+	if (!entry[0] || *end || ver > UINT32_MAX)
+		return;
+	_cleanup_free_ char *sub = xasprintf("%s/%s", namedir, entry);
+	_cleanup_close_ int fd = open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+	/* Only finished (read-only) builds count. */
+	if (fd < 0 || fstat(fd, &st) < 0 || faccessat(fd, ".", W_OK, AT_EACCESS) == 0)
+		return;
+	l->v = xrealloc(l->v, (l->n + 2) * sizeof(*l->v));
+	l->v[l->n++] = xasprintf("%s/%lu", name, ver);
+	l->v[l->n] = NULL;
+}
+
+char **tmpl_list(struct nm_server *s)
+{
+	struct list l = { xcalloc(1, sizeof(*l.v)), 0 };
+
+	tmpl_each(s, list_one, &l);
+	return l.v;
 }

@@ -25,6 +25,12 @@ int tmpl_build(struct nm_server *s, const struct nm_template_spec *spec, uid_t p
 	       int client_fd, progress_fn progress, void *arg, err_t *err);
 int tmpl_delete(struct nm_server *s, const char *name, uint32_t version, err_t *err);
 char **tmpl_list(struct nm_server *s);
+/* The walk of templates/<name>/ for every valid name: fn(arg, name,
+ * templates/<name>, entry) for each entry there (".", "..", versions,
+ * <ver>.vm, .recv-*), then once with entry NULL when the name's are done. */
+typedef void (*tmpl_entry_fn)(void *arg, const char *name, const char *namedir,
+			      const char *entry);
+void tmpl_each(struct nm_server *s, tmpl_entry_fn fn, void *arg);
 struct buf;
 /* templates/<name>/<version>/image.json into out (empty when there is
  * none); at most NM_TEMPLATE_CONFIG_MAX bytes. */
