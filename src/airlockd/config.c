@@ -385,7 +385,7 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 	}
 	if (!strcmp(key, "console_log_max")) {
 		/* A guest writes its serial console without end: its log keeps
-		 * the newest this many bytes (nodemgr/vm-console.c). */
+		 * the newest this many bytes (nodemgr/vm/vm-console.c). */
 		if (set_u64(&c->console_log_max, key, val, UINT64_MAX / 2, err) < 0)
 			return -err->code;
 		if (c->console_log_max < 4096)

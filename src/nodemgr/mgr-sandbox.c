@@ -1,6 +1,6 @@
 /* mgr-sandbox.c - sandbox lifecycle in nodemgr: create (snapshot, limits, jail),
  * adopt, destroy, freeze, rollback, fork, list, and the startup/shutdown
- * sweeps; the jails themselves are in jail.c's registry. Its functions are
+ * sweeps; the jails themselves are in core/registry.c. Its functions are
  * mgr_sandbox_*, apart from the node's sandbox_* (src/node/sandbox.c), which
  * ask for them over the socket.
  *

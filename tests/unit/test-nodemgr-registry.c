@@ -1,4 +1,4 @@
-/* Unit test for nodemgr's jail registry (src/nodemgr/jail.c): the list of
+/* Unit test for nodemgr's jail registry (src/nodemgr/core/registry.c): the list of
  * every jail and its index by id stay one. Claims find their jail, a second
  * claim of an id is EEXIST, rename moves a jail to its new id (the old one
  * is free again), unclaim in any order leaves the rest findable and the

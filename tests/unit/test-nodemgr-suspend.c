@@ -1,12 +1,12 @@
 /* test-nodemgr-suspend: a vm suspend's memory and device-state artifacts
- * (src/nodemgr/vm-suspend.c) on a real btrfs pool (root only): the memory
+ * (src/nodemgr/vm/vm-suspend.c) on a real btrfs pool (root only): the memory
  * is exported as the pages that differ from the template's RAM file and
  * rebuilt byte for byte on a reflink of it; the device state round-trips;
  * and the importer, which parses bytes from the object store as root,
  * refuses every hostile stream: not zstd, a wrong magic, a RAM size not the
  * guest's, a page past the end, a stream cut short, bytes after the end
  * mark, and one that decompresses past its bound. The memory's base
- * travels by content (src/nodemgr/vm-base.c): the export names the
+ * travels by content (src/nodemgr/vm/vm-base.c): the export names the
  * template RAM file's SHA-256, a node without that file takes the base
  * only when its content has that digest (a swapped or corrupted one is
  * refused naming it), and then rebuilds the same RAM from it. */

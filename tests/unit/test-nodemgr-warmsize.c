@@ -1,4 +1,4 @@
-/* Unit test for src/nodemgr/warmsize.c: a warm pool's target size from its
+/* Unit test for src/nodemgr/core/warmsize.c: a warm pool's target size from its
  * recent creates, between the configured minimum and maximum. */
 #include <stdio.h>
 

@@ -94,7 +94,7 @@ struct nm_server {
 	pthread_mutex_t lock; /* jails, slots, exits, nthreads */
 	pthread_cond_t cond;  /* broadcast on every reap and thread exit */
 	struct jail *jails;
-	/* The same jails by id (jail.c): a verb finds its jail in O(1), not by
+	/* The same jails by id (registry.c): a verb finds its jail in O(1), not by
 	 * walking every jail nodemgr holds. */
 	struct jail *by_id[NM_JAIL_BUCKETS];
 	uint8_t slots[NM_MAX_SLOTS];
@@ -178,7 +178,7 @@ int mgr_artifact_fd_check(int fd, bool write, err_t *err);
  * which seals and hashes the bytes as they come. An import's is written by
  * the node as the object arrives; what may come that way: a sealed disk
  * stream, every chunk authenticated before the node writes its bytes
- * (suspend.c); a memory base, kept only if what it decompresses to has
+ * (snapshot/export.c); a memory base, kept only if what it decompresses to has
  * the digest asked for (vm-base.c). */
 int mgr_artifact_stream_check(int fd, bool write, bool *piped, err_t *err);
 

@@ -21,7 +21,7 @@ int snap_delete(struct nm_server *s, const char *id, const char *snap, err_t *er
 /* Delete every snapshot of id and its directory; called by mgr_sandbox_destroy. */
 int snap_delete_all(struct nm_server *s, const char *id, err_t *err);
 
-/* suspend.c: a suspended sandbox's artifacts into and out of the fd the
+/* export.c: a suspended sandbox's artifacts into and out of the fd the
  * node passed (see nm.h, nm_suspend_export / nm_suspend_import). */
 int snap_suspend_export(struct nm_server *s, const struct nm_sandbox_spec *spec, const char *snap,
 			uint32_t artifact, int fd, int64_t *size, const char *want_base,

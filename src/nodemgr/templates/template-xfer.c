@@ -16,7 +16,7 @@
  * as received uuid, and the stream's uuid is the sent subvolume's received
  * uuid when it has one. So every node's copy of one build has the same
  * identity, and a sandbox's disk stream made on any of them (`send -p
- * template`, suspend.c) names its parent by it; `btrfs receive` finds that
+ * template`, snapshot/export.c) names its parent by it; `btrfs receive` finds that
  * parent by received uuid, so the stream applies on every node holding a
  * copy.
  *

@@ -1,5 +1,5 @@
 /* vm-suspend.c - a vm sandbox's memory and device state as suspend
- * artifacts (suspend.c has the disk):
+ * artifacts (snapshot/export.c has the disk):
  *
  *   memory    zstd of: "ALMEM001", u32 page size, u32 base (1: the
  *             template's RAM file for the sandbox's shape, 0: zeros), u64
