@@ -118,7 +118,6 @@ struct nm_server {
  * -ETIMEDOUT after timeout_ms (< 0 = forever). */
 int mgr_wait_child(struct nm_server *s, pid_t pid, int *status, int timeout_ms);
 
-
 /* registry.c: the registry of jails (the spawn of one is jail/jail.h). */
 /* Insert a busy entry for id with a free uid range (slot). -EEXIST when id
  * is taken, -ENOSPC when no slot is free. */
@@ -154,7 +153,6 @@ void mgr_jail_release(struct nm_server *s, struct jail *j);
 /* As mgr_jail_acquire, but a dead jail (its init exited) is fine too. */
 struct jail *mgr_jail_acquire_any(struct nm_server *s, const char *id, bool *is_vm, err_t *err);
 
-
 /* pooldir.c */
 /* pool_subvol_delete, retried for up to 0.5 s while it is EBUSY (a mount
  * namespace that just died may pin the subvolume a moment). */
@@ -164,7 +162,8 @@ int mgr_template_ensure_received(const char *path, err_t *err);
 /* Remove the parked jails and QEMUs (ns warm pool, vm warm pool, fork
  * standbys) of template name at version, or (older) at every version
  * below it: a deleted or replaced version is never asked for again. */
-void mgr_template_retire_pools(struct nm_server *s, const char *name, uint32_t version, bool older);
+void mgr_template_retire_pools(struct nm_server *s, const char *name, uint32_t version,
+			       bool older);
 /* Is version of template name gone from the pool, or is a newer one there?
  * A refill checks it before each jail it parks. */
 bool mgr_template_superseded(struct nm_server *s, const char *name, uint32_t version);
@@ -178,8 +177,8 @@ int mgr_artifact_fd_check(int fd, bool write, err_t *err);
  * which seals and hashes the bytes as they come. An import's is written by
  * the node as the object arrives; what may come that way: a sealed disk
  * stream, every chunk authenticated before the node writes its bytes
- * (snapshot/export.c); a memory base, kept only if what it decompresses to has
- * the digest asked for (vm-base.c). */
+ * (snapshot/export.c); a memory base, kept only if what it decompresses to
+ * has the digest asked for (vm/vm-base.c). */
 int mgr_artifact_stream_check(int fd, bool write, bool *piped, err_t *err);
 
 /* validate.c: the patterns from nm.h; strings must be NUL-terminated in cap. */

@@ -86,7 +86,8 @@ bool mgr_template_superseded(struct nm_server *s, const char *name, uint32_t ver
 	return !present || newer;
 }
 
-void mgr_template_retire_pools(struct nm_server *s, const char *name, uint32_t version, bool older)
+void mgr_template_retire_pools(struct nm_server *s, const char *name, uint32_t version,
+			       bool older)
 {
 	unsigned n = 0;
 
