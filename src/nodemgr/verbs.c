@@ -384,7 +384,8 @@ static int check_suspend(struct call *c)
 	    !mgr_valid_sandbox_id(q->u.xfer.snap, sizeof(q->u.xfer.snap)) ||
 	    !memchr(q->u.xfer.base, '\0', sizeof(q->u.xfer.base)) ||
 	    (q->u.xfer.base[0] && !vm_base_sha_ok(q->u.xfer.base)))
-		return err_set(&c->err, EINVAL, "bad sandbox id, template name, snapshot id or base");
+		return err_set(&c->err, EINVAL,
+			       "bad sandbox id, template name, snapshot id or base");
 	return 0;
 }
 
@@ -552,7 +553,8 @@ static int do_vm_base_import(struct call *c)
 		return err_set(&c->err, EINVAL, "no memory base digest");
 	/* a file, or the download itself */
 	if ((r = mgr_artifact_stream_check(c->in_fd, false, NULL, &c->err)) == 0)
-		r = vm_base_import(c->s, &c->q->u.vmbase.spec, c->q->u.vmbase.sha, c->in_fd, &c->err);
+		r = vm_base_import(c->s, &c->q->u.vmbase.spec, c->q->u.vmbase.sha, c->in_fd,
+				   &c->err);
 	return r;
 }
 

@@ -303,8 +303,8 @@ int main(void)
 						NULL, base_sha, &e) == 0);
 			CHECK(size > 0 && size < 4 * PG);
 			unlink(mem2);
-			CHECK(vm_suspend_import(&srv, &spec, "su-2", NM_ARTIFACT_MEM, fd, NULL, &e) ==
-			      0);
+			CHECK(vm_suspend_import(&srv, &spec, "su-2", NM_ARTIFACT_MEM, fd, NULL,
+						&e) == 0);
 			close(fd);
 			got = get_file(mem2, &n);
 			CHECK(n == SIZE);
