@@ -18,10 +18,8 @@ int jail_ns_spawn(struct nm_server *s, struct jail *j, const struct nm_sandbox_s
  * hostname) as a cold create would; -EAGAIN when none waits (or the pool is
  * off), -EEXIST when the id is taken; on any other failure the jail is gone
  * and the caller may create cold. refill: top the template's pool up in the
- * background. warm_guest: run the fresh guest on chan (borrowed) through
- * its first exec (over once init, its agent, reaped it) and read and drop,
- * never parse, every byte it sent meanwhile, so the node's HELLO is the
- * first thing it answers. remove_subvol: delete pool/warm/<wid>
+ * background (a jail it parks has run its guest's first exec, jail-ns.c
+ * warm_guest). remove_subvol: delete pool/warm/<wid>
  * (retrying while a dead jail's mount namespace still pins it). */
 int jail_nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
 		     pid_t *pid, err_t *err);
@@ -29,7 +27,6 @@ void jail_nswarm_refill(struct nm_server *s, const struct nm_sandbox_spec *spec)
 /* The size the pool of template name/version aims at now, or -1 when
  * nswarm knows no such pool. Under s->lock. */
 int jail_nswarm_target_locked(struct nm_server *s, const char *name, uint32_t version);
-void jail_nswarm_warm_guest(int chan, pid_t init, const char *wid);
 void jail_nswarm_remove_subvol(struct nm_server *s, const char *wid);
 /* Kill the parked jail j (claimed by the caller) and remove all of it. */
 void jail_nswarm_discard(struct nm_server *s, struct jail *j);

@@ -13,7 +13,7 @@
  *                           its slot, one exec of `true` run; what the guest
  *                           sent meanwhile (its unprompted HELLO/READY, the
  *                           exec's EXEC_OK and EXIT) read and dropped here,
- *                           unparsed (jail_nswarm_warm_guest)
+ *                           unparsed (jail-ns.c, warm_guest)
  *   entry                   hidden (not listed, adoptable or destroyable by
  *                           the node), warm_key "ns:<template>/<version>"
  *
@@ -36,7 +36,6 @@
  * mgr_sandbox_sweep_leftovers, pool/warm/warm-* in vm-pool.c's vm_warm_sweep). */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,20 +47,11 @@
 
 #include "../../lib/log.h"
 #include "../../lib/util.h"
-#include "../../guestproto/proto.h"
 #include "../../pool/pool.h"
 #include "../core/nodemgr-internal.h"
 #include "../net/net.h"
 #include "jail.h"
 #include "ns.h"
-
-/* The warm-up (jail_nswarm_warm_guest): how long it may take in all, how often
- * to look for the reap of its exec when the channel is quiet, and how long
- * to wait for the EXIT once the reap was seen first. */
-#define WARM_EXEC_MAX_MS 5000
-#define WARM_REAP_POLL_MS 10
-#define WARM_TAIL_MS 10
-#define WARM_DISCARD_MAX (64 * 1024)   /* bytes dropped per read round */
 
 static void ns_key(const struct nm_sandbox_spec *spec, char *out, size_t cap)
 {
@@ -76,110 +66,6 @@ void jail_nswarm_remove_subvol(struct nm_server *s, const char *wid)
 	if (access(p, F_OK) < 0 || mgr_subvol_delete_retry(p, &e) == 0)
 		return;
 	log_warn("warm %s: delete subvolume: %s", wid, e.msg);
-}
-
-/* The page faults (minor + major, proc(5) fields 11 and 13) of the
- * children pid has waited for: they grow when the agent reaps the warm-up
- * exec. Any program that runs at all faults in a page of its code or
- * data, so the reap of `true` always shows here. */
-static uint64_t children_faults(pid_t pid)
-{
-	return mgr_proc_stat_field(pid, 11) + mgr_proc_stat_field(pid, 13);
-}
-
-/* Read and drop what chan holds now, at most WARM_DISCARD_MAX bytes a
- * call, so a guest that never stops sending cannot keep the caller from
- * its deadline. How many bytes, 0 at EOF, -errno on an error (-EAGAIN:
- * nothing there). */
-static ssize_t discard(int chan)
-{
-	char junk[4096];
-	ssize_t n = -1, total = 0;
-
-	while (total < WARM_DISCARD_MAX &&
-	       (n = recv(chan, junk, sizeof(junk), MSG_DONTWAIT)) > 0)
-		total += n;
-	if (total >= WARM_DISCARD_MAX)
-		return total;
-	if (n == 0)
-		return 0;
-	if (errno != EAGAIN && errno != EINTR)
-		return -errno;
-	return total ? total : -EAGAIN;
-}
-
-/* Run the fresh guest on chan through one exec of `true`; init is the
- * jail's init (the agent), a child of ours.
- *
- * Nothing that comes back is parsed: nodemgr runs as root, and what the
- * channel carries comes from inside the jail, where besides our agent the
- * template's own `true` runs (a template is the user's files), which may
- * be anything. Every byte is read into a scratch buffer and dropped.
- * When the exec is over comes from the kernel instead: the agent reaps
- * `true` before it writes its EXIT, and the reap adds the child's page
- * faults to the agent's (children_faults). So bytes that arrive once the
- * agent has reaped hold the EXIT (a wait of WARM_TAIL_MS for them when the
- * reap is seen first), and bytes before that are its unprompted HELLO and
- * READY and the EXEC_OK. A guest that never gets there is published after
- * WARM_EXEC_MAX_MS, as one that does not answer at all.
- *
- * What a hostile sandbox can do here: send anything or nothing, any
- * amount. That only moves when the warm-up ends (never later than
- * WARM_EXEC_MAX_MS, in the refill thread, off any create) and costs one
- * 4 KiB buffer. What it left in the channel, or what the agent writes
- * after we stopped reading (an EXIT that crossed our last read), reaches
- * the node, whose reader decodes every byte of the channel as untrusted
- * input and skips an EXIT of a pid it never started. */
-void jail_nswarm_warm_guest(int chan, pid_t init, const char *wid)
-{
-	char *argv[] = { "true", NULL };
-	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			 NULL };
-	struct proto_exec x = { .argv = argv, .argc = 1, .env = envp, .envc = 1 };
-	uint64_t t0 = now_ms(), faults0 = children_faults(init);
-	size_t got = 0;
-	struct buf b;
-	bool reaped = false, done = false;
-
-	buf_init(&b);
-	if (proto_enc_exec(&b, 1, &x) < 0 ||
-	    send(chan, b.data, b.len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)b.len) {
-		buf_free(&b);
-		log_warn("warm %s: cannot send the warm-up exec", wid);
-		return;
-	}
-	buf_free(&b);
-	while (!done) {
-		int left = (int)(t0 + WARM_EXEC_MAX_MS - now_ms());
-		int wait = reaped ? WARM_TAIL_MS : WARM_REAP_POLL_MS;
-		struct pollfd pfd = { .fd = chan, .events = POLLIN };
-		ssize_t n;
-		int r;
-
-		if (left <= 0)
-			break;
-		r = poll(&pfd, 1, left < wait ? left : wait);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			break;
-		if (r == 0) {
-			/* Quiet. Reaped already: the EXIT was in an earlier
-			 * read. Else look whether the agent reaped now. */
-			done = reaped;
-			reaped = children_faults(init) != faults0;
-			continue;
-		}
-		/* Reaped before this read: what it reads holds the EXIT. */
-		done = reaped || children_faults(init) != faults0;
-		n = discard(chan);
-		if (n == 0 || (n < 0 && n != -EAGAIN))
-			break;
-		if (n > 0)
-			got += (size_t)n;
-	}
-	log_debug("warm %s: first exec %s in %llu ms (%zu bytes back, unread)", wid,
-		  done ? "done" : "NOT done", (unsigned long long)(now_ms() - t0), got);
 }
 
 /* One more waiting jail for spec's template. */

@@ -1,15 +1,17 @@
 /* vm-internal.h - what the files of the vm backend's privileged half share
- * (private to src/nodemgr/vm-*.c; the rest of nodemgr calls the vm_* in
- * nodemgr-internal.h):
+ * (private to src/nodemgr/vm/; the rooms above call the vm_* in vm.h):
  *
- *   vm-verbs.c    setup, the verbs (create, boot in place, freeze) and the
- *                 template cache's files
+ *   vm-verbs.c    setup, the verbs (create, boot in place, freeze)
+ *   vm-files.c    a guest's shape, the template cache's and run dir's paths,
+ *                 reflinks and removals: every other file calls it
  *   vm-qemu.c     the jail child and QEMU's command line; vm_start
  *   vm-state.c    device and memory state over QMP: restore, full
  *                 snapshots, the template's memory snapshot
  *   vm-pool.c     parked QEMUs: the warm pool and the fork standbys
  *   vm-console.c  the serial console log
  *   vm-delta.c    a RAM file's pages (vm-delta.h)
+ *   vm-suspend.c  a full snapshot's memory and devices as suspend artifacts
+ *   vm-base.c     memory bases by content
  *   vm-accel.c    kvm or tcg
  */
 #ifndef AIRLOCK_NODEMGR_VM_INTERNAL_H
@@ -77,7 +79,7 @@ struct vm_launch {
 	struct vm_shape sh;
 };
 
-/* vm-verbs.c */
+/* vm-files.c */
 /* pool/templates/<name>/<ver>.vm/m<MB>-c<N>-<tag>: the template's memory
  * snapshot for shape sh (caller frees). */
 char *vm_cache_dir(struct nm_server *s, const struct nm_sandbox_spec *spec,
@@ -105,6 +107,10 @@ int vm_restore_state(struct qmp *q, const char *vmstate, err_t *err);
  * at park time); then vm_load_state does the rest of vm_restore_state. */
 int vm_restore_caps(struct qmp *q, err_t *err);
 int vm_load_state(struct qmp *q, const char *vmstate, err_t *err);
+/* vm_template_save (vm-verbs.c) but the warm pool's refill: *saved tells
+ * whether a memory snapshot was made (not when discard, or on failure). */
+int vm_state_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bool discard,
+			   bool *saved, err_t *err);
 
 /* vm-console.c: dst (new; 0600 owned by uid, 0644 root's when uid is 0) =
  * the last 64 KiB of the log src (-1 with errno on failure); seed: a

@@ -198,15 +198,14 @@ static struct jail *find_claim(struct nm_server *s, const char *id)
 	return j;
 }
 
-int vm_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bool discard,
-		     err_t *err)
+int vm_state_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bool discard,
+			   bool *saved, err_t *err)
 {
 	struct vm_shape sh;
 	char id[65];
 	_cleanup_free_ char *cache = NULL, *tmp = NULL, *vmstate = NULL, *ready = NULL,
 			    *disk = NULL, *mem = NULL, *st = NULL;
 	_cleanup_close_ int fd = -1;
-	bool saved = false;
 	struct jail *j;
 	int r;
 
@@ -293,7 +292,7 @@ int vm_template_save(struct nm_server *s, const struct nm_sandbox_spec *spec, bo
 		 spec->template_name, spec->template_version, sh.mem_mb, sh.cpus,
 		 (now_us() - t0) / 1000.0);
 	r = 0;
-	saved = true;
+	*saved = true;
 out:
 	{
 		err_t e2 = { 0 };
@@ -307,7 +306,5 @@ out:
 		unlink(st);
 	}
 	mgr_jail_unclaim(s, j);
-	if (saved)
-		vm_warm_refill(s, spec);
 	return r;
 }
