@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../lib/fault.h"
+#include "../lib/ident.h"
 #include "../lib/log.h"
 #include "../lib/page.h"
 #include "node-internal.h"
@@ -262,7 +263,7 @@ static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req 
 			return;
 		v = json_get(body, "name");
 		if (v && v->type != JSON_NULL) {
-			if (v->type != JSON_STR || !node_name_valid(v->str)) {
+			if (v->type != JSON_STR || !ident_name_ok(v->str)) {
 				http_respond_error(c, 400, "invalid_field",
 						   "`name` must match [a-z0-9][a-z0-9._-]{0,63}");
 				goto out;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../lib/ident.h"
 #include "../lib/log.h"
 #include "../lib/page.h"
 #include "node-internal.h"
@@ -444,7 +445,7 @@ void handle_templates_delete(struct node *n, const char *name, struct http_conn 
 	int r = 0;
 	err_t err = { 0 };
 
-	if (!node_name_valid(name)) {
+	if (!ident_name_ok(name)) {
 		http_respond_error(c, 400, "invalid_argument", "bad template name");
 		return;
 	}
@@ -543,7 +544,7 @@ static const char *parse_template(const json *body, struct nm_template_spec *spe
 	int sources = !!from + !!dir + !!tar + !!oci;
 
 	memset(spec, 0, sizeof(*spec));
-	if (!name || name->type != JSON_STR || !node_name_valid(name->str)) {
+	if (!name || name->type != JSON_STR || !ident_name_ok(name->str)) {
 		snprintf(msg, sz, "`name` must match [a-z0-9][a-z0-9._-]{0,63}");
 		return "invalid_field";
 	}
@@ -790,7 +791,7 @@ void templates_reconcile(struct node *n)
 			continue;
 		*slash = '\0';
 		ver = strtoll(slash + 1, &end, 10);
-		if (*end || ver <= 0 || ver > UINT32_MAX || !node_name_valid(*p))
+		if (*end || ver <= 0 || ver > UINT32_MAX || !ident_name_ok(*p))
 			continue;
 		if (db_exec(n->db, &e2,
 			    "INSERT INTO templates(node, name, version, status, source, created_at)"
