@@ -406,11 +406,7 @@ void handle_templates_list(struct node *n, struct http_req *req, struct http_con
 		node_respond_err(c, &err);
 		return;
 	}
-	buf_init(&b);
-	jw_init(&w, &b);
-	jw_obj(&w);
-	jw_key(&w, "templates");
-	jw_arr(&w);
+	page_list_open(&w, &b, "templates");
 	keys = xcalloc((size_t)rows.n_rows + 1, sizeof(*keys));
 	for (int i = 0; i < rows.n_rows; i++) {
 		snprintf(keys[i].key, sizeof(keys[i].key), "%.64s %020lld", db_cell(&rows, i, 0),
@@ -423,12 +419,8 @@ void handle_templates_list(struct node *n, struct http_req *req, struct http_con
 		if (page_take(&pg, 0, keys[i].key))
 			render_template_row(n, &w, &rows, keys[i].row, admin);
 	free(keys);
-	jw_end(&w);
-	page_write_next(&pg, &w);
-	jw_end(&w);
 	db_rows_free(&rows);
-	http_respond_json(c, 200, b.data);
-	buf_free(&b);
+	page_list_respond(&pg, &w, &b, c);
 }
 
 /* DELETE /v1/templates/{name} (admin): every version, from the pool and
