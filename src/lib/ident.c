@@ -34,12 +34,18 @@ static bool host_rest(unsigned char c)
 	return alnum(c) || c == '.' || c == '-';
 }
 
-/* 1..IDENT_MAX bytes, s[0] in first, the rest in rest. */
-static bool match(const char *s, bool (*first)(unsigned char), bool (*rest)(unsigned char))
+static bool key_first(unsigned char c)
 {
-	size_t n = s ? strnlen(s, IDENT_MAX + 1) : 0;
+	return alnum(c) || c == '_' || c == '-';
+}
 
-	if (n == 0 || n > IDENT_MAX || !first((unsigned char)s[0]))
+/* 1..max bytes, s[0] in first, the rest in rest. */
+static bool match(const char *s, size_t max, bool (*first)(unsigned char),
+		  bool (*rest)(unsigned char))
+{
+	size_t n = s ? strnlen(s, max + 1) : 0;
+
+	if (n == 0 || n > max || !first((unsigned char)s[0]))
 		return false;
 	for (size_t i = 1; i < n; i++)
 		if (!rest((unsigned char)s[i]))
@@ -49,22 +55,27 @@ static bool match(const char *s, bool (*first)(unsigned char), bool (*rest)(unsi
 
 bool ident_name_ok(const char *s)
 {
-	return match(s, lower_digit, name_rest);
+	return match(s, IDENT_MAX, lower_digit, name_rest);
 }
 
 bool ident_name_anycase_ok(const char *s)
 {
-	return match(s, alnum, anycase_rest);
+	return match(s, IDENT_MAX, alnum, anycase_rest);
 }
 
 bool ident_sandbox_id_ok(const char *s)
 {
-	return match(s, id_byte, id_byte);
+	return match(s, IDENT_MAX, id_byte, id_byte);
 }
 
 bool ident_hostname_ok(const char *s)
 {
-	return match(s, alnum, host_rest);
+	return match(s, IDENT_MAX, alnum, host_rest);
+}
+
+bool ident_key_ok(const char *s, size_t max)
+{
+	return match(s, max, key_first, anycase_rest);
 }
 
 bool ident_uuid_ok(const char *s)

@@ -3,12 +3,13 @@
  *
  * Every rule is ASCII only (a byte >= 0x80 never passes, so neither does any
  * UTF-8 character), allows no '/', no space and no control character, and
- * bounds the length, so an identifier that passes is safe as one path
+ * bounds the length (IDENT_MAX, but for ident_key_ok), so an identifier that passes is safe as one path
  * component and as one token in a log line. NULL never passes. */
 #ifndef AIRLOCK_IDENT_H
 #define AIRLOCK_IDENT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #define IDENT_MAX 64   /* the longest identifier any rule accepts */
 
@@ -31,6 +32,12 @@ bool ident_sandbox_id_ok(const char *s);
  * '.'. The guest hands it to sethostname(2); shells and logs inside the
  * sandbox print it. */
 bool ident_hostname_ok(const char *s);
+
+/* [A-Za-z0-9_-][A-Za-z0-9._-]{0,max-1}: names of keys in a KMS (key ids,
+ * key names, the tenant a data key belongs to); file and URL safe, and no
+ * leading '.' so never "." or "..". The only rule whose bound is the
+ * caller's: the KMS names its keys up to 64, 128 or 255 bytes. */
+bool ident_key_ok(const char *s, size_t max);
 
 /* A uuid as text, lowercase: [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12} */
 bool ident_uuid_ok(const char *s);

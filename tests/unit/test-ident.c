@@ -17,8 +17,8 @@ static const char *rep(char *out, const char *head, char ch, size_t n)
 	return out;
 }
 
-/* What every rule refuses. */
-static void refused_by_all(bool (*ok)(const char *))
+/* What every rule refuses; and a leading '-' unless dash_first. */
+static void refused_by_all(bool (*ok)(const char *), bool dash_first)
 {
 	char b[80];
 
@@ -35,7 +35,7 @@ static void refused_by_all(bool (*ok)(const char *))
 	CHECK(!ok("."));
 	CHECK(!ok(".."));
 	CHECK(!ok(".a"));
-	CHECK(!ok("-a") || ok == ident_sandbox_id_ok);
+	CHECK(ok("-a") == dash_first);
 	CHECK(!ok("a:b"));
 	CHECK(!ok("a%2f"));
 	CHECK(!ok("a\\b"));
@@ -45,7 +45,7 @@ static void test_name(void)
 {
 	char b[80];
 
-	refused_by_all(ident_name_ok);
+	refused_by_all(ident_name_ok, false);
 	CHECK(ident_name_ok("a"));
 	CHECK(ident_name_ok("0"));
 	CHECK(ident_name_ok("base"));
@@ -65,7 +65,7 @@ static void test_name_anycase(void)
 {
 	char b[80];
 
-	refused_by_all(ident_name_anycase_ok);
+	refused_by_all(ident_name_anycase_ok, false);
 	CHECK(ident_name_anycase_ok("a"));
 	CHECK(ident_name_anycase_ok("Acme"));
 	CHECK(ident_name_anycase_ok("ACME_prod-1.eu"));
@@ -80,7 +80,7 @@ static void test_sandbox_id(void)
 {
 	char b[80];
 
-	refused_by_all(ident_sandbox_id_ok);
+	refused_by_all(ident_sandbox_id_ok, true);
 	CHECK(ident_sandbox_id_ok("a"));
 	CHECK(ident_sandbox_id_ok("sb-3f2a9c"));
 	CHECK(ident_sandbox_id_ok("-"));   /* the node makes ids; nodemgr's rule allowed this */
@@ -94,7 +94,7 @@ static void test_hostname(void)
 {
 	char b[80];
 
-	refused_by_all(ident_hostname_ok);
+	refused_by_all(ident_hostname_ok, false);
 	CHECK(ident_hostname_ok("a"));
 	CHECK(ident_hostname_ok("Box-1.example"));
 	CHECK(ident_hostname_ok("a.."));
@@ -102,6 +102,34 @@ static void test_hostname(void)
 	CHECK(!ident_hostname_ok("-a"));
 	CHECK(!ident_hostname_ok("a_b"));
 	CHECK(!ident_hostname_ok("a\x7f"));
+}
+
+static bool key64(const char *s)
+{
+	return ident_key_ok(s, IDENT_MAX);
+}
+
+static void test_key(void)
+{
+	char b[300];
+
+	refused_by_all(key64, true);
+	CHECK(ident_key_ok("a", 1));
+	CHECK(!ident_key_ok("ab", 1));
+	CHECK(!ident_key_ok("", 255));
+	CHECK(!ident_key_ok(NULL, 255));
+	CHECK(ident_key_ok("Tenant_1.key-A", 64));
+	CHECK(ident_key_ok("-a", 64));
+	CHECK(ident_key_ok("_a", 64));
+	CHECK(ident_key_ok("a..", 64));
+	CHECK(!ident_key_ok(".a", 64));
+	CHECK(!ident_key_ok("a/b", 255));
+	memset(b, 'k', 255);
+	b[255] = '\0';
+	CHECK(ident_key_ok(b, 255));
+	CHECK(!ident_key_ok(b, 254));
+	b[0] = '.';
+	CHECK(!ident_key_ok(b, 255));
 }
 
 static void test_uuid(void)
@@ -123,6 +151,7 @@ int main(void)
 	test_name_anycase();
 	test_sandbox_id();
 	test_hostname();
+	test_key();
 	test_uuid();
 	return failures ? 1 : 0;
 }
