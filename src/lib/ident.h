@@ -3,7 +3,7 @@
  *
  * Every rule is ASCII only (a byte >= 0x80 never passes, so neither does any
  * UTF-8 character), allows no '/', no space and no control character, and
- * bounds the length (IDENT_MAX, but for ident_key_ok), so an identifier that passes is safe as one path
+ * bounds the length, so an identifier that passes is safe as one path
  * component and as one token in a log line. NULL never passes. */
 #ifndef AIRLOCK_IDENT_H
 #define AIRLOCK_IDENT_H
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define IDENT_MAX 64   /* the longest identifier any rule accepts */
+#define IDENT_MAX 64   /* the bound of every rule but ident_key_ok's */
 
 /* [a-z0-9][a-z0-9._-]{0,63}: template, snapshot and node names. A template's
  * name is a directory of the pool (templates/<name>/<version>); the rule
@@ -19,9 +19,9 @@
 bool ident_name_ok(const char *s);
 
 /* [A-Za-z0-9][A-Za-z0-9._-]{0,63}: tenant and credential names, and the
- * project or sandbox a credential is bound to. They appear
- * in logs and CLI tables, so no spaces or control characters; case is kept
- * as the client gave it (these rules always allowed uppercase). */
+ * project or sandbox a credential is bound to. They appear in logs and CLI
+ * tables, so no spaces or control characters; uppercase is allowed, as it
+ * always was for these. */
 bool ident_name_anycase_ok(const char *s);
 
 /* [a-z0-9-]{1,64}: sandbox and snapshot ids, as nodemgr checks them on every
