@@ -9,7 +9,6 @@
 
 #include "../gateway/gateway.h"
 #include "../lib/http.h"
-#include "../lib/ident.h"
 #include "../lib/util.h"
 
 /* The host name, lower-cased, with what a node name may not hold turned
@@ -154,7 +153,13 @@ int config_set(struct airlockd_config *c, const char *key, const char *val, err_
 		return set_str(c->db, sizeof(c->db), key, val, err);
 	}
 	if (!strcmp(key, "node_name")) {
-		if (!ident_name_ok(val))
+		size_t n = strlen(val);
+		bool ok = n >= 1 && n <= 64 && (islower((unsigned char)val[0]) ||
+						 isdigit((unsigned char)val[0]));
+		for (const char *p = val; ok && *p; p++)
+			ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' ||
+			     *p == '.' || *p == '_';
+		if (!ok)
 			return err_set(err, EINVAL, "node_name: `%s` is not [a-z0-9][a-z0-9._-]{0,63}",
 				       val);
 		return set_str(c->node_name, sizeof(c->node_name), key, val, err);
