@@ -4,78 +4,37 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "../lib/ident.h"
 #include "nodemgr-internal.h"
 
-static bool bounded(const char *s, size_t cap, size_t *len)
+/* The rules are lib/ident.h's, the same the node and the guest apply; here
+ * each string also comes in a fixed-size wire field, so its NUL must lie
+ * within cap before the rule may read it. */
+static bool terminated(const char *s, size_t cap)
 {
-	const char *nul = memchr(s, '\0', cap);
-
-	if (!nul)
-		return false;
-	*len = (size_t)(nul - s);
-	return *len > 0 && *len <= 64;
-}
-
-static bool lower_digit(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+	return memchr(s, '\0', cap) != NULL;
 }
 
 /* [a-z0-9-]{1,64} */
 bool mgr_valid_sandbox_id(const char *s, size_t cap)
 {
-	size_t n;
-
-	if (!bounded(s, cap, &n))
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!lower_digit(s[i]) && s[i] != '-')
-			return false;
-	return true;
+	return terminated(s, cap) && ident_sandbox_id_ok(s);
 }
 
 /* [a-z0-9][a-z0-9._-]{0,63} */
 bool mgr_valid_template_name(const char *s, size_t cap)
 {
-	size_t n;
-
-	if (!bounded(s, cap, &n) || !lower_digit(s[0]))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!lower_digit(s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
-			return false;
-	return true;
+	return terminated(s, cap) && ident_name_ok(s);
 }
 
 /* [A-Za-z0-9-.]{1,64}, not starting with '-' or '.' */
 bool mgr_valid_hostname(const char *s, size_t cap)
 {
-	size_t n;
-
-	if (!bounded(s, cap, &n) || s[0] == '-' || s[0] == '.')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!lower_digit(c) && !(c >= 'A' && c <= 'Z') && c != '-' && c != '.')
-			return false;
-	}
-	return true;
+	return terminated(s, cap) && ident_hostname_ok(s);
 }
 
 /* A uuid as text: [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12} */
 bool mgr_valid_uuid(const char *s, size_t cap)
 {
-	const char *nul = memchr(s, '\0', cap);
-
-	if (!nul || nul - s != 36)
-		return false;
-	for (size_t i = 0; i < 36; i++) {
-		if (i == 8 || i == 13 || i == 18 || i == 23) {
-			if (s[i] != '-')
-				return false;
-		} else if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) {
-			return false;
-		}
-	}
-	return true;
+	return terminated(s, cap) && ident_uuid_ok(s);
 }
