@@ -10,6 +10,7 @@
 
 #include "../gateway/gateway.h"
 #include "../lib/http.h"
+#include "../lib/ident.h"
 #include "../lib/util.h"
 
 /* The host name, lower-cased, with what a node name may not hold turned
@@ -234,14 +235,7 @@ static int kv_db(const struct config_key *k, struct airlockd_config *c, const ch
 static int kv_node_name(const struct config_key *k, struct airlockd_config *c, const char *val,
 			err_t *err)
 {
-	size_t n = strlen(val);
-	bool ok = n >= 1 && n <= 64 && (islower((unsigned char)val[0]) ||
-					 isdigit((unsigned char)val[0]));
-
-	for (const char *p = val; ok && *p; p++)
-		ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' ||
-		     *p == '.' || *p == '_';
-	if (!ok)
+	if (!ident_name_ok(val))
 		return err_set(err, EINVAL, "node_name: `%s` is not [a-z0-9][a-z0-9._-]{0,63}", val);
 	return kv_str(k, c, val, err);
 }

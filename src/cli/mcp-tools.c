@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "../lib/ident.h"
 #include "mcp-internal.h"
 #include "mcp.h"
 
@@ -308,19 +309,11 @@ char *mcp_tools_list(const json *id)
 
 /* ------------------------------------------------- argument checks */
 
+/* An id the tool puts in a URL path: the KMS's key rule (lib/ident.h) up to
+ * 128 bytes, so never "." or ".." and nothing to escape. */
 static bool is_id(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 128 || s[0] == '.')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		      ch == '_' || ch == '.' || ch == '-'))
-			return false;
-	}
-	return true;
+	return ident_key_ok(s, 128);
 }
 
 static bool all_strings(const json *v, bool obj)

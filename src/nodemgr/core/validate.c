@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "../lib/ident.h"
+#include "../../lib/ident.h"
 #include "nodemgr-internal.h"
 
 /* The rules are lib/ident.h's, the same the node and the guest apply; here
