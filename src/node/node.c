@@ -125,7 +125,7 @@ static void no_route(struct node *n, struct http_req *req, struct http_conn *c,
 		     const char *tenant)
 {
 	static const char under_sb[] = "/v1/sandboxes/{id}/{path...}";
-	_cleanup_free_ char *path = xstrdup(req->path);
+	_cleanup_free_ char *path = xstrdup(req->path ? req->path : "");
 	struct route_params p;
 	struct sandbox *sb = NULL;
 
