@@ -41,6 +41,8 @@ enum {
 	N_GATE = 1 << 2,   /* then the suspend gate (restore on use, or 409) */
 	N_ANY = 1 << 3,    /* the handler answers the other methods of the path itself */
 	N_ANYONE = 1 << 4, /* no tenant needed */
+	N_EXACT = 1 << 5,  /* another method is 404, as an unknown path (the old
+			    * router matched these with their method) */
 };
 
 static void not_allowed(struct http_conn *c, const struct http_req *req)
@@ -118,9 +120,10 @@ static struct sandbox *sandbox_here(struct node *n, const char *id, const char *
 	return sb;
 }
 
-/* A path no row takes. Under /v1/sandboxes/{id}/ the sandbox is looked up
- * (and claimed) first, so a missing or deleted one answers as it does on
- * its routes; then 404. */
+/* A path no row takes. ports.c may still know it (its own 400 for a port
+ * that is not one). Under /v1/sandboxes/{id}/ the sandbox is looked up (and
+ * claimed) first, so a missing or deleted one answers as it does on its
+ * routes; then 404. */
 static void no_route(struct node *n, struct http_req *req, struct http_conn *c,
 		     const char *tenant)
 {
@@ -129,6 +132,8 @@ static void no_route(struct node *n, struct http_req *req, struct http_conn *c,
 	struct route_params p;
 	struct sandbox *sb = NULL;
 
+	if (ports_route(n, req, c, tenant))
+		return;
 	if (route_match(under_sb, path, &p) && route_param(&p, "path", NULL)[0]) {
 		route_params_cut(&p);
 		sb = sandbox_here(n, route_param(&p, "id", NULL), tenant, true, c);
@@ -332,13 +337,12 @@ static void node_network_log(struct node *n, struct http_req *req, struct http_c
 	handle_network(n, k->sb, true, req, c);
 }
 
-/* ports.c reads the raw target (the service's path and query) itself. A
+/* ports.c reads the raw target (the service's path and query) itself; a
  * tunnel with a query string is not its: no such endpoint, as before. */
 static void node_ports(struct node *n, struct http_req *req, struct http_conn *c,
 		       const struct node_call *k)
 {
-	if (!ports_route(n, req, c, k->tenant))
-		no_route(n, req, c, k->tenant);
+	no_route(n, req, c, k->tenant);
 }
 
 /* The api's readiness probe acts for nobody: only the airlock user can
@@ -378,18 +382,19 @@ static const struct node_route node_routes[] = {
 #undef ROUTE
 };
 
-/* The row that takes (method, path), or NULL. *flags: that row's, or when
- * no row takes the method, those of every row that takes the path (0: no
- * row does), so a wrong method on a sandbox's path finds it first, then is
- * 405. params: the path's values, of the row or of the first that takes
- * the path. */
+/* The row that takes (method, path), or NULL. *flags: that row's; when no
+ * row takes the method, those of every row that takes the path, so a wrong
+ * method on a sandbox's path finds the sandbox first, then is 405. *known:
+ * some row takes the path. params: the path's values, of the row, or of
+ * the first that takes the path (one that finds a sandbox, if any). */
 static const struct node_route *route_find(const char *method, const char *path,
-					   struct route_params *params, unsigned *flags)
+					   struct route_params *params, unsigned *flags,
+					   bool *known)
 {
 	struct route_params p;
-	bool known = false;
 
 	*flags = 0;
+	*known = false;
 	for (size_t i = 0; i < ARRAY_SIZE(node_routes); i++) {
 		const struct node_route *r = &node_routes[i];
 
@@ -398,11 +403,14 @@ static const struct node_route *route_find(const char *method, const char *path,
 		if (!strcmp(r->method, "*") || !strcmp(r->method, method) || (r->flags & N_ANY)) {
 			*params = p;
 			*flags = r->flags;
+			*known = true;
 			return r;
 		}
-		if (!known)
+		if (r->flags & N_EXACT)
+			continue;
+		if (!*known || (!(*flags & (N_FIND | N_CLAIM)) && (r->flags & (N_FIND | N_CLAIM))))
 			*params = p;
-		known = true;
+		*known = true;
 		*flags |= r->flags;
 	}
 	return NULL;
@@ -418,18 +426,19 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 	const struct node_route *r;
 	const char *pid;
 	unsigned flags;
+	bool known;
 
 	/* The api's id of this request, for our log lines and nodemgr's
 	 * (nm.c sends it with each verb); dropped unless pattern-clean. */
 	log_set_request_id(http_req_header(req, "X-Request-Id"));
-	r = route_find(req->method, path, &k.params, &flags);
+	r = route_find(req->method, path, &k.params, &flags, &known);
 	/* Every request comes from the api daemon, which authenticated it and
 	 * names the tenant; without one there is nobody to act for. */
 	if (!(r && (r->flags & N_ANYONE)) && (!tenant || !*tenant || strlen(tenant) > 128)) {
 		http_respond_error(c, 401, "unauthorized", "missing X-Airlock-Tenant");
 		return;
 	}
-	if (!r && !flags) {
+	if (!known) {
 		no_route(n, req, c, tenant);
 		return;
 	}

@@ -52,17 +52,18 @@ static void test_match(void)
 struct row {
 	const char *method, *pattern;
 	bool public, node;
+	const char *flags;
 };
 
 #define ROUTE(method, pattern, auth, api, node, flags) \
-	{ method, pattern, strcmp(#auth, "NODE") != 0, strcmp(#node, "NULL") != 0 },
+	{ method, pattern, strcmp(#auth, "NODE") != 0, strcmp(#node, "NULL") != 0, #flags },
 static const struct row rows[] = {
 #include "../../src/lib/routes.def"
 };
 #undef ROUTE
 
 /* Every row is well formed, reachable by someone, and no two take the same
- * method and pattern. */
+ * method and pattern; a row whose node router finds the sandbox has {id}. */
 static void test_table(void)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
@@ -71,6 +72,8 @@ static void test_table(void)
 		CHECK(r->pattern[0] == '/');
 		CHECK(r->public || r->node);
 		CHECK(route_match(r->pattern, r->pattern, NULL));
+		if (strstr(r->flags, "N_FIND") || strstr(r->flags, "N_CLAIM"))
+			CHECK(strncmp(r->pattern, "/v1/sandboxes/{id}", 18) == 0);
 		for (size_t j = 0; j < i; j++)
 			CHECK(strcmp(rows[j].method, r->method) || strcmp(rows[j].pattern, r->pattern));
 	}
