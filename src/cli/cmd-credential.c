@@ -317,8 +317,10 @@ static int cred_rm(struct cli *cli, int argc, char **argv)
 
 int cmd_credential(struct cli *cli, int argc, char **argv)
 {
-	static const char *const head[] = { "ID", "NAME", "ENV", "HOSTS", "STATUS", "VERSION" };
-	static const char *const fields[] = { "id", "name", "env", "hosts", "status", "version" };
+	static const char *const head[] = { "ID", "NAME", "ENV", "HOSTS", "SCHEMES", "PORTS",
+					    "STATUS", "VERSION" };
+	static const char *const fields[] = { "id", "name", "env", "hosts", "schemes", "ports",
+					      "status", "version" };
 	static const char *const ahead[] = { "AT", "SANDBOX", "CREDENTIAL", "HOST", "METHOD",
 					     "PATH", "DECISION" };
 	static const char *const afields[] = { "at", "sandbox", "credential", "host", "method",
@@ -335,8 +337,8 @@ int cmd_credential(struct cli *cli, int argc, char **argv)
 	if (!strcmp(sub, "ls") || !strcmp(sub, "list")) {
 		if ((r = cli_only_common(cli, argc - 1, argv + 1, "credential ls", 0, 0)))
 			return r;
-		return cli_list_table(cli, "/v1/credentials", "credentials", "credential list", 6,
-				      head, fields);
+		return cli_list_table(cli, "/v1/credentials", "credentials", "credential list",
+				      ARRAY_SIZE(head), head, fields);
 	}
 	if (!strcmp(sub, "audit")) {
 		if ((r = cli_only_common(cli, argc - 1, argv + 1, "credential audit", 0, 0)))

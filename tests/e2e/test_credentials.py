@@ -248,6 +248,8 @@ class CredentialTest(AirlockTestCase):
         self.assertIn("ports", r.stderr)
         r = cli("credential", "ls")
         self.assertIn(name, r.stdout)
+        self.assertIn("SCHEMES", r.stdout)
+        self.assertIn("8443", r.stdout)   # the -http one's ports
         self.assertNotIn(SECRET, r.stdout + r.stderr)
         r = cli("credential", "rotate", cid, stdin="new-value")
         self.assertEqual((r.returncode, r.stdout.strip()), (0, cid))
