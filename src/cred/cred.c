@@ -8,8 +8,8 @@
 #include <time.h>
 
 #include "../lib/ident.h"
-#include "cred-internal.h"
 #include "../lib/util.h"
+#include "cred-internal.h"
 
 static const char *const inject_names[] = { [CRED_HEADER] = "header", [CRED_BASIC] = "basic",
 					    [CRED_QUERY] = "query" };
