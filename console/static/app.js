@@ -874,14 +874,17 @@ async function credentialsPage(view) {
 	view.append(el("h1", {}, "Credentials"),
 		el("p", { class: "muted" }, "Names, hosts and bindings of this tenant's credentials. Values are never shown: the API does not return them."),
 		el("table", { id: "credentials" }, el("thead", {}, el("tr", {},
-			["name", "env", "hosts", "bindings", "status", "version", "created"].map((h) => el("th", {}, h)))), tbody),
+			["name", "env", "hosts", "schemes", "ports", "bindings", "status", "version", "created"].map((h) => el("th", {}, h)))), tbody),
 		el("h2", {}, "Audit (newest first)"),
 		el("table", { id: "audit" }, el("thead", {}, el("tr", {},
 			["at", "sandbox", "credential", "host", "method", "path", "decision", "detail"].map((h) => el("th", {}, h)))), abody));
 	try {
 		for (const c of await apiList("/v1/credentials", "credentials"))
 			tbody.appendChild(el("tr", {}, el("td", {}, c.name), el("td", {}, c.env || ""),
-				el("td", {}, (c.hosts || []).join(", ")), el("td", {}, JSON.stringify(c.bindings || [])),
+				el("td", {}, (c.hosts || []).join(", ")),
+				// plain HTTP (readable on the wire) stands out here: only when asked for
+				el("td", {}, (c.schemes || []).join(", ")), el("td", {}, (c.ports || []).join(", ")),
+				el("td", {}, JSON.stringify(c.bindings || [])),
 				el("td", {}, c.status), el("td", { class: "num" }, c.version), el("td", {}, c.created_at)));
 		const a = await api("GET", "/v1/credentials/audit?limit=200");
 		for (const r of a.records || [])

@@ -6,7 +6,9 @@
  *   GET    /v1/credentials/{id}            one
  *   DELETE /v1/credentials/{id}            revoke: never injected again; the
  *                                          secret is erased from the vault
- *   POST   /v1/credentials/{id}/rotate     {"value"}: a new version
+ *   POST   /v1/credentials/{id}/rotate     {"value"}: a new version; with
+ *                                          "schemes"/"ports", where it may
+ *                                          go changes with it
  *   POST   /v1/credentials/{id}/bind       a binding: {"tenant":true} |
  *   POST   /v1/credentials/{id}/unbind       {"project":"L"} | {"sandbox":"ID"}
  *
@@ -112,8 +114,9 @@ static void cred_create(struct api *a, struct http_req *req, struct http_conn *c
 			const struct api_principal *who)
 {
 	static const char *const allowed[] = { "name", "value", "env", "inject", "hosts",
-					       "path_prefix", "methods", "replace_in",
-					       "rate_limit", "expires_at", "bindings", NULL };
+					       "schemes", "ports", "path_prefix", "methods",
+					       "replace_in", "rate_limit", "expires_at",
+					       "bindings", NULL };
 	struct cred cr = { 0 };
 	_cleanup_free_ char *ref = NULL;
 	const json *value, *binds;
@@ -326,8 +329,9 @@ static void cred_revoke(struct api *a, struct http_conn *c, struct cred *cr)
 static void cred_rotate(struct api *a, struct http_req *req, struct http_conn *c,
 			struct cred *cr)
 {
-	static const char *const allowed[] = { "value", NULL };
-	_cleanup_free_ char *old_ref = NULL, *new_ref = NULL;
+	static const char *const allowed[] = { "value", "schemes", "ports", NULL };
+	_cleanup_free_ char *old_ref = NULL, *new_ref = NULL, *schemes = NULL, *ports = NULL;
+	struct cred_transport t = cr->transport;
 	const json *value;
 	err_t err = { 0 };
 	json *body;
@@ -348,6 +352,17 @@ static void cred_rotate(struct api *a, struct http_req *req, struct http_conn *c
 				   "bytes of printable ASCII", CRED_VALUE_MAX);
 		goto out;
 	}
+	/* The one way to change where an existing credential may go (e.g. a
+	 * credential from before schemes existed that must reach a plain-HTTP
+	 * host): with a new value, as the rest of the spec is fixed at create.
+	 * Either field given: both as at create (an absent one defaults). */
+	if ((json_get(body, "schemes") || json_get(body, "ports")) &&
+	    cred_parse_transport(body, &t, &err) < 0) {
+		http_respond_error(c, 400, "invalid_field", "%s", err.msg);
+		goto out;
+	}
+	schemes = cred_transport_text(&t, false);
+	ports = cred_transport_text(&t, true);
 	old_ref = cred_ref(cr->id, cr->version);
 	new_ref = cred_ref(cr->id, cr->version + 1);
 	if (vault_put(a->vault, new_ref, value->str, value->str_len, &err) < 0) {
@@ -355,9 +370,10 @@ static void cred_rotate(struct api *a, struct http_req *req, struct http_conn *c
 		goto out;
 	}
 	/* Only one concurrent rotation wins the version. */
-	r = db_exec(a->db, &err, "UPDATE credentials SET version = ?, rotated_at = ? WHERE id = ?"
-		    " AND version = ? AND revoked_at IS NULL", "iisi", (int64_t)cr->version + 1,
-		    wall_ms(), cr->id, (int64_t)cr->version);
+	r = db_exec(a->db, &err, "UPDATE credentials SET version = ?, rotated_at = ?, schemes = ?,"
+		    " ports = ? WHERE id = ? AND version = ? AND revoked_at IS NULL", "iisssi",
+		    (int64_t)cr->version + 1, wall_ms(), schemes, ports, cr->id,
+		    (int64_t)cr->version);
 	if (r <= 0) {
 		vault_del(a->vault, new_ref, NULL);
 		if (r == 0)
@@ -368,10 +384,18 @@ static void cred_rotate(struct api *a, struct http_req *req, struct http_conn *c
 		goto out;
 	}
 	vault_del(a->vault, old_ref, NULL);
+	cr->transport = t;
 	cr->version++;
 	cr->rotated_at = wall_ms();
-	cred_audit(a->db, cr->tenant, NULL, cr->id, NULL, NULL, NULL, "rotated", NULL, NULL);
-	log_info("credential %s rotated to version %u", cr->id, cr->version);
+	{
+		/* where the value may go is part of the record when it changed */
+		_cleanup_free_ char *moved = json_get(body, "schemes") || json_get(body, "ports") ?
+			xasprintf("schemes %s, ports %s", schemes, ports) : NULL;
+		cred_audit(a->db, cr->tenant, NULL, cr->id, NULL, NULL, NULL, "rotated", moved,
+			   NULL);
+		log_info("credential %s rotated to version %u%s%s", cr->id, cr->version,
+			 moved ? "; " : "", moved ? moved : "");
+	}
 	respond_cred(c, 200, cr);
 out:
 	if (value && value->type == JSON_STR)

@@ -11,10 +11,38 @@
 #define USAGE_CREATE "usage: airlock credential create NAME --host H [--host H2 ...] [--env VAR]\n" \
 	"         [--header NAME [--format 'Bearer {value}'] | --basic USER | --query PARAM]\n"  \
 	"         [--project LABEL | --sandbox ID] [--path-prefix P] [--method M ...]\n"         \
+	"         [--scheme https|http ...] [--port N ...]\n"                                  \
 	"         [--replace-in headers|body|target ...]\n"                                   \
 	"         [--rate-per-minute N] [--expires 2026-12-31T23:59:59Z]   (value on stdin)\n" \
+	"  --scheme, --port: where the value may go; default https to 443 only\n"             \
+	"  (--scheme http sends it readable on the wire; its default port is 80)\n"           \
 	"  --replace-in: also replace the placeholder there (an upstream that echoes\n"          \
 	"  its request then hands the value back); default: only where injected"
+
+/* "schemes" and "ports" as --scheme and --port gave them (none: the
+ * server's defaults). A port that is not a plain number goes as -1, so the
+ * server's 400 names the field. */
+static void write_transport(struct jw *w, const char *const *schemes, size_t n_schemes,
+			    const char *const *ports, size_t n_ports)
+{
+	if (n_schemes) {
+		jw_key(w, "schemes");
+		jw_arr(w);
+		for (size_t i = 0; i < n_schemes; i++)
+			jw_str(w, schemes[i]);
+		jw_end(w);
+	}
+	if (n_ports) {
+		jw_key(w, "ports");
+		jw_arr(w);
+		for (size_t i = 0; i < n_ports; i++) {
+			const char *p = ports[i];
+			jw_raw(w, *p && strlen(p) <= 5 && strspn(p, "0123456789") == strlen(p) ?
+				      p : "-1");
+		}
+		jw_end(w);
+	}
+}
 
 /* The value from stdin: at most 8 KiB, one trailing newline dropped. */
 static int read_value(struct buf *v)
@@ -61,15 +89,17 @@ static int cred_create(struct cli *cli, int argc, char **argv)
 		{ "path-prefix", required_argument, NULL, 'P' },
 		{ "method", required_argument, NULL, 'm' },
 		{ "replace-in", required_argument, NULL, 'R' },
+		{ "scheme", required_argument, NULL, 'S' },
+		{ "port", required_argument, NULL, 'O' },
 		{ "rate-per-minute", required_argument, NULL, 'r' },
 		{ "expires", required_argument, NULL, 'x' },
 		CLI_COMMON_OPTS,
 		{ 0 },
 	};
-	const char *hosts[32], *methods[16], *replace_in[3];
+	const char *hosts[32], *methods[16], *replace_in[3], *schemes[2], *ports[16];
 	const char *env = NULL, *header = NULL, *format = NULL, *basic = NULL, *query = NULL;
 	const char *project = NULL, *sandbox = NULL, *prefix = NULL, *rate = NULL, *expires = NULL;
-	size_t n_hosts = 0, n_methods = 0, n_replace = 0;
+	size_t n_hosts = 0, n_methods = 0, n_replace = 0, n_schemes = 0, n_ports = 0;
 	_cleanup_free_ char *raw = NULL;
 	struct buf value, body;
 	json *resp = NULL;
@@ -93,6 +123,16 @@ static int cred_create(struct cli *cli, int argc, char **argv)
 			if (n_replace == ARRAY_SIZE(replace_in))
 				return cli_usage("credential create", "at most 3 --replace-in");
 			replace_in[n_replace++] = optarg;
+			break;
+		case 'S':
+			if (n_schemes == ARRAY_SIZE(schemes))
+				return cli_usage("credential create", "at most 2 --scheme");
+			schemes[n_schemes++] = optarg;
+			break;
+		case 'O':
+			if (n_ports == ARRAY_SIZE(ports))
+				return cli_usage("credential create", "at most 16 --port");
+			ports[n_ports++] = optarg;
 			break;
 		case 'e': env = optarg; break;
 		case 'd': header = optarg; break;
@@ -157,6 +197,7 @@ static int cred_create(struct cli *cli, int argc, char **argv)
 	for (size_t i = 0; i < n_hosts; i++)
 		jw_str(&w, hosts[i]);
 	jw_end(&w);
+	write_transport(&w, schemes, n_schemes, ports, n_ports);
 	if (n_methods) {
 		jw_key(&w, "methods");
 		jw_arr(&w);
@@ -201,16 +242,45 @@ static int cred_create(struct cli *cli, int argc, char **argv)
 	return cli_print_id(cli, r, resp, raw);
 }
 
+#define USAGE_ROTATE "usage: airlock credential rotate ID [--scheme https|http ...] [--port N ...]\n" \
+	"         (the new value on stdin; --scheme/--port change where it may go)"
+
 static int cred_rotate(struct cli *cli, int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "scheme", required_argument, NULL, 'S' },
+		{ "port", required_argument, NULL, 'O' },
+		CLI_COMMON_OPTS,
+		{ 0 },
+	};
 	_cleanup_free_ char *raw = NULL, *target = NULL, *id = NULL;
+	const char *schemes[2], *ports[16];
+	size_t n_schemes = 0, n_ports = 0;
 	struct buf value, body;
 	json *resp = NULL;
 	struct jw w;
-	int r;
+	int opt, r;
 
-	if ((r = cli_only_common(cli, argc, argv, "credential rotate", 1, 1)))
-		return r;
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'S':
+			if (n_schemes == ARRAY_SIZE(schemes))
+				return cli_usage("credential rotate", "at most 2 --scheme");
+			schemes[n_schemes++] = optarg;
+			break;
+		case 'O':
+			if (n_ports == ARRAY_SIZE(ports))
+				return cli_usage("credential rotate", "at most 16 --port");
+			ports[n_ports++] = optarg;
+			break;
+		default:
+			if ((r = cli_common_opt(cli, opt, "credential rotate")))
+				return r;
+		}
+	}
+	if (optind != argc - 1)
+		return cli_usage("credential rotate", USAGE_ROTATE);
 	buf_init(&value);
 	if (read_value(&value)) {
 		scrub(&value);
@@ -221,6 +291,7 @@ static int cred_rotate(struct cli *cli, int argc, char **argv)
 	jw_obj(&w);
 	jw_key(&w, "value");
 	jw_strn(&w, value.data, value.len);
+	write_transport(&w, schemes, n_schemes, ports, n_ports);
 	jw_end(&w);
 	scrub(&value);
 	id = cli_escape(argv[optind]);
@@ -246,8 +317,10 @@ static int cred_rm(struct cli *cli, int argc, char **argv)
 
 int cmd_credential(struct cli *cli, int argc, char **argv)
 {
-	static const char *const head[] = { "ID", "NAME", "ENV", "HOSTS", "STATUS", "VERSION" };
-	static const char *const fields[] = { "id", "name", "env", "hosts", "status", "version" };
+	static const char *const head[] = { "ID", "NAME", "ENV", "HOSTS", "SCHEMES", "PORTS",
+					    "STATUS", "VERSION" };
+	static const char *const fields[] = { "id", "name", "env", "hosts", "schemes", "ports",
+					      "status", "version" };
 	static const char *const ahead[] = { "AT", "SANDBOX", "CREDENTIAL", "HOST", "METHOD",
 					     "PATH", "DECISION" };
 	static const char *const afields[] = { "at", "sandbox", "credential", "host", "method",
@@ -264,8 +337,8 @@ int cmd_credential(struct cli *cli, int argc, char **argv)
 	if (!strcmp(sub, "ls") || !strcmp(sub, "list")) {
 		if ((r = cli_only_common(cli, argc - 1, argv + 1, "credential ls", 0, 0)))
 			return r;
-		return cli_list_table(cli, "/v1/credentials", "credentials", "credential list", 6,
-				      head, fields);
+		return cli_list_table(cli, "/v1/credentials", "credentials", "credential list",
+				      ARRAY_SIZE(head), head, fields);
 	}
 	if (!strcmp(sub, "audit")) {
 		if ((r = cli_only_common(cli, argc - 1, argv + 1, "credential audit", 0, 0)))

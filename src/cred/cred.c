@@ -9,6 +9,7 @@
 
 #include "../lib/ident.h"
 #include "../lib/util.h"
+#include "cred-internal.h"
 
 static const char *const inject_names[] = { [CRED_HEADER] = "header", [CRED_BASIC] = "basic",
 					    [CRED_QUERY] = "query" };
@@ -262,6 +263,8 @@ int cred_parse_spec(const json *body, struct cred *c, err_t *err)
 		if (!host_pattern_ok(c->hosts[i]))
 			return err_set(err, EINVAL, "field `hosts`: `%s` is not a host name or "
 					  "`*.suffix` pattern", c->hosts[i]);
+	if (cred_parse_transport(body, &c->transport, err) < 0)
+		return -EINVAL;
 	v = json_get(body, "path_prefix");
 	if (v && v->type != JSON_NULL) {
 		if (v->type != JSON_STR || v->str[0] != '/' || !printable(v->str, 1024) ||
@@ -365,7 +368,8 @@ static void strv_write(struct jw *w, char **v, size_t n)
 	jw_end(w);
 }
 
-/* The stored spec: everything but identity, times and bindings. */
+/* The stored spec: everything but identity, times, bindings, schemes and
+ * ports (those two have columns of their own: see migration 8). */
 static void spec_write(struct jw *w, const struct cred *c)
 {
 	jw_key(w, "inject");
@@ -416,6 +420,10 @@ void cred_write(struct jw *w, const struct cred *c)
 	jw_key(w, "env");
 	jw_str(w, c->env);
 	spec_write(w, c);
+	jw_key(w, "schemes");
+	cred_transport_write(w, &c->transport, false);
+	jw_key(w, "ports");
+	cred_transport_write(w, &c->transport, true);
 	jw_key(w, "expires_at");
 	iso(w, c->expires_at);
 	jw_key(w, "version");
@@ -447,10 +455,12 @@ void cred_write(struct jw *w, const struct cred *c)
 /* ---- DB ------------------------------------------------------------------ */
 
 #define CRED_COLS "id, tenant_id, name, env, spec, expires_at, version, created_at, " \
-		  "rotated_at, revoked_at"
+		  "rotated_at, revoked_at, schemes, ports"
 
 int cred_insert(struct db *db, const struct cred *c, err_t *err)
 {
+	_cleanup_free_ char *schemes = cred_transport_text(&c->transport, false);
+	_cleanup_free_ char *ports = cred_transport_text(&c->transport, true);
 	struct buf spec;
 	struct jw w;
 	int r;
@@ -464,9 +474,11 @@ int cred_insert(struct db *db, const struct cred *c, err_t *err)
 	if (r < 0)
 		goto out;
 	r = db_exec(db, err,
-		    "INSERT INTO credentials(" CRED_COLS ") VALUES(?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
-		    "sssssiii", c->id, c->tenant, c->name, c->env, spec.data,
-		    (int64_t)c->expires_at, (int64_t)c->version, (int64_t)c->created_at);
+		    "INSERT INTO credentials(" CRED_COLS ") VALUES(?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL,"
+		    " ?, ?)",
+		    "sssssiiiss", c->id, c->tenant, c->name, c->env, spec.data,
+		    (int64_t)c->expires_at, (int64_t)c->version, (int64_t)c->created_at, schemes,
+		    ports);
 	for (size_t i = 0; r >= 0 && i < c->n_binds; i++)
 		r = db_exec(db, err, "INSERT INTO credential_bindings(cred_id, kind, value)"
 			    " VALUES(?, ?, ?) ON CONFLICT DO NOTHING", "sss", c->id, scope_names[c->binds[i].kind],
@@ -553,6 +565,7 @@ static int from_row(const struct db_rows *rows, int i, struct cred *c, err_t *er
 	c->created_at = db_cell_int(rows, i, 7);
 	c->rotated_at = db_cell_int(rows, i, 8);
 	c->revoked_at = db_cell_int(rows, i, 9);
+	cred_transport_read(db_cell(rows, i, 10), db_cell(rows, i, 11), &c->transport);
 	return 0;
 }
 

@@ -6,6 +6,11 @@
  *            basic   HTTP basic auth, the secret as password (username given)
  *            query   a query parameter
  *   hosts    exact names or "*.suffix" (any subdomain, not the apex)
+ *   schemes, ports        how the request must travel: "https" (the default)
+ *            and/or "http", to one of the ports (default: each scheme's own,
+ *            443 and 80). The sandbox picks the port it dials and whether it
+ *            speaks TLS, so a credential is put only into the transports its
+ *            owner named: plain HTTP (readable on the wire) only on request.
  *   path_prefix, methods   optional narrowing (the prefix matches whole path
  *            segments, see cred_path_match)
  *   replace_in            where else the sandbox's placeholder is replaced by
@@ -35,6 +40,7 @@
 #define CRED_NAME_MAX 64
 #define CRED_VALUE_MAX 8192
 #define CRED_HOSTS_MAX 32
+#define CRED_PORTS_MAX 16
 #define CRED_PLACEHOLDER_PREFIX "airlock-ph-"
 
 enum cred_inject { CRED_HEADER, CRED_BASIC, CRED_QUERY };
@@ -45,6 +51,20 @@ enum {
 	CRED_REPLACE_TARGET = 1u << 2,
 };
 enum cred_scope { CRED_SCOPE_TENANT, CRED_SCOPE_PROJECT, CRED_SCOPE_SANDBOX };
+/* schemes, a bit set. */
+enum {
+	CRED_SCHEME_HTTP = 1u << 0,
+	CRED_SCHEME_HTTPS = 1u << 1,
+};
+
+/* Which transports a credential may go into: a request over scheme to port
+ * gets it only when both are listed (cred_transport_ok). A zeroed one
+ * admits nothing. */
+struct cred_transport {
+	unsigned schemes;        /* CRED_SCHEME_* */
+	uint16_t ports[CRED_PORTS_MAX];
+	size_t n_ports;
+};
 
 struct cred_binding {
 	enum cred_scope kind;
@@ -59,6 +79,7 @@ struct cred {
 	char *param;             /* query */
 	char **hosts;
 	size_t n_hosts;
+	struct cred_transport transport;
 	char *path_prefix;       /* NULL = any */
 	char **methods;          /* NULL = any */
 	size_t n_methods;
@@ -73,10 +94,19 @@ struct cred {
 
 void cred_free(struct cred *c);   /* the fields; accepts a zeroed struct */
 
-/* Fill c's metadata from an API body (name, env, inject, hosts, path_prefix,
- * methods, rate_limit, expires_at). Every problem is a clear message in err
- * (-EINVAL). value and bindings are not touched. */
+/* Fill c's metadata from an API body (name, env, inject, hosts, schemes,
+ * ports, path_prefix, methods, rate_limit, expires_at). Every problem is a
+ * clear message in err (-EINVAL). value and bindings are not touched. */
 int cred_parse_spec(const json *body, struct cred *c, err_t *err);
+/* May a request over scheme (one CRED_SCHEME_* bit) to port carry the
+ * credential? scheme and port are what the sandbox chose. */
+bool cred_transport_ok(const struct cred_transport *t, unsigned scheme, int port);
+/* schemes and ports of an API body (create, rotate): absent ones get their
+ * defaults as in cred_parse_spec. A problem is a message in err (-EINVAL). */
+int cred_parse_transport(const json *body, struct cred_transport *t, err_t *err);
+/* t's schemes (ports false) or ports (ports true) as the JSON text the
+ * credentials table stores. Caller owns. */
+char *cred_transport_text(const struct cred_transport *t, bool ports);
 /* Does the request target (origin-form, query aside) fall under prefix,
  * segment by segment? Both are compared after decoding percent-encoded
  * unreserved characters and removing "." and ".." segments (RFC 3986

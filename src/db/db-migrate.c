@@ -183,6 +183,16 @@ static const struct {
 	"CREATE INDEX IF NOT EXISTS data_keys_tenant ON data_keys(tenant_id);"                  \
 	"ALTER TABLE suspensions ADD COLUMN data_key TEXT;"
 
+/* Migration 8: where a credential may be injected (src/cred/cred-transport.c):
+ * schemes and ports, JSON arrays. Rows from before it get the secure
+ * defaults, https to port 443 only: until then the gateway put every
+ * credential into plain HTTP on any port the sandbox dialled, and an owner
+ * who needs plain HTTP says so again, explicitly (POST /v1/credentials with
+ * "schemes":["http"]). */
+#define SCHEMA_8                                                                                  \
+	"ALTER TABLE credentials ADD COLUMN schemes TEXT NOT NULL DEFAULT '[\"https\"]';"         \
+	"ALTER TABLE credentials ADD COLUMN ports TEXT NOT NULL DEFAULT '[443]';"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -203,6 +213,7 @@ static const struct migration migrations[] = {
 	{ 5, SCHEMA_5("INTEGER"), SCHEMA_5("BIGINT"), NULL },
 	{ 6, SCHEMA_6, SCHEMA_6, NULL },
 	{ 7, SCHEMA_7("INTEGER"), SCHEMA_7("BIGINT"), NULL },
+	{ 8, SCHEMA_8, SCHEMA_8, NULL },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

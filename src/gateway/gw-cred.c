@@ -16,12 +16,20 @@
 #define WHO_MAX 4096          /* cached sandbox identities */
 #define HOSTS_TTL_MS 1000
 
+/* Where one of a sandbox's credentials goes: its host patterns and its
+ * schemes and ports. */
+struct want {
+	char **hosts;
+	size_t n_hosts;
+	struct cred_transport transport;
+};
+
 struct who {
 	struct who *next;
 	char id[65];
 	char *tenant, *project;
-	char **hosts;             /* patterns of the sandbox's credentials */
-	size_t n_hosts;
+	struct want *wants;       /* one per credential of the sandbox */
+	size_t n_wants;
 	uint64_t hosts_at;        /* now_ms() of the last refresh; 0 = never */
 };
 
@@ -61,11 +69,14 @@ struct gw_cred *gw_cred_open(const struct gateway_config *cfg, err_t *err)
 
 static void who_hosts_free(struct who *w)
 {
-	for (size_t i = 0; i < w->n_hosts; i++)
-		free(w->hosts[i]);
-	free(w->hosts);
-	w->hosts = NULL;
-	w->n_hosts = 0;
+	for (size_t i = 0; i < w->n_wants; i++) {
+		for (size_t k = 0; k < w->wants[i].n_hosts; k++)
+			free(w->wants[i].hosts[k]);
+		free(w->wants[i].hosts);
+	}
+	free(w->wants);
+	w->wants = NULL;
+	w->n_wants = 0;
 }
 
 /* The cached identity of a sandbox (gc->mu held); NULL when the DB does not
@@ -113,7 +124,8 @@ static struct who *who_get_locked(struct gw_cred *gc, const char *sandbox_id)
 	return w;
 }
 
-bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host)
+bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host, unsigned scheme,
+		   int port)
 {
 	struct who *w;
 	bool found = false;
@@ -128,17 +140,27 @@ bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host)
 
 		who_hosts_free(w);
 		if (cred_resolve(gc->db, w->tenant, w->id, w->project, &creds, &n, NULL) == 0) {
-			for (size_t i = 0; i < n; i++)
-				for (size_t k = 0; k < creds[i].n_hosts; k++) {
-					w->hosts = xrealloc(w->hosts, (w->n_hosts + 1) * sizeof(char *));
-					w->hosts[w->n_hosts++] = xstrdup(creds[i].hosts[k]);
-				}
+			w->wants = xcalloc(n ? n : 1, sizeof(*w->wants));
+			for (size_t i = 0; i < n; i++) {
+				w->wants[i] = (struct want){ .hosts = creds[i].hosts,
+							     .n_hosts = creds[i].n_hosts,
+							     .transport = creds[i].transport };
+				creds[i].hosts = NULL;     /* now the cache's */
+				creds[i].n_hosts = 0;
+			}
+			w->n_wants = n;
 			cred_list_free(creds, n);
 		}
 		w->hosts_at = now_ms();
 	}
-	for (size_t i = 0; w && i < w->n_hosts && !found; i++)
-		found = host_match(w->hosts[i], host);
+	/* TLS to a port no credential names is not intercepted, nor is plain
+	 * HTTP read, for credentials' sake: nothing would go in */
+	for (size_t i = 0; w && i < w->n_wants && !found; i++) {
+		if (!cred_transport_ok(&w->wants[i].transport, scheme, port))
+			continue;
+		for (size_t k = 0; k < w->wants[i].n_hosts && !found; k++)
+			found = host_match(w->wants[i].hosts[k], host);
+	}
 	pthread_mutex_unlock(&gc->mu);
 	return found;
 }
@@ -146,13 +168,16 @@ bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host)
 struct hook_arg {
 	struct gw_cred *gc;
 	const char *sandbox_id, *host;
+	unsigned scheme;          /* CRED_SCHEME_HTTP or _HTTPS */
+	int port;                 /* the one the sandbox dialled */
 };
 
 /* Rewrite one request head; a refusal is a whole answer in reply. */
 static int hook(void *arg, struct http_head *h, struct buf *reply)
 {
 	struct hook_arg *a = arg;
-	struct inject_who who = { .sandbox_id = a->sandbox_id, .host = a->host };
+	struct inject_who who = { .sandbox_id = a->sandbox_id, .host = a->host,
+				  .scheme = a->scheme, .port = a->port };
 	struct inject_ctx ctx = { .db = a->gc->db, .vault = a->gc->vault, .rl = a->gc->rl,
 				  .now_ms = wall_ms() };
 	_cleanup_free_ char *tenant = NULL, *project = NULL;
@@ -188,7 +213,8 @@ static int hook(void *arg, struct http_head *h, struct buf *reply)
 int gw_cred_http(struct gw_cred *gc, const char *sandbox_id, const char *host, int port,
 		 int fd, const void *pre, size_t n, struct buf *out, struct mitm_stream **stream)
 {
-	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host };
+	struct hook_arg a = { .gc = gc, .sandbox_id = sandbox_id, .host = host,
+			      .scheme = CRED_SCHEME_HTTP, .port = port };
 	err_t err = { 0 };
 
 	return mitm_http_head_stream(fd, pre, n, host, port, hook, &a, out, stream, &err);
@@ -222,7 +248,8 @@ void gw_cred_tls_start(struct gw_cred *gc, struct mitm_loop *ml, const char *san
 
 	j->sandbox_id = xstrdup(sandbox_id);
 	j->host = xstrdup(host);
-	j->a = (struct hook_arg){ .gc = gc, .sandbox_id = j->sandbox_id, .host = j->host };
+	j->a = (struct hook_arg){ .gc = gc, .sandbox_id = j->sandbox_id, .host = j->host,
+				  .scheme = CRED_SCHEME_HTTPS, .port = port };
 	mitm_loop_add(ml, &(struct mitm_conn_spec){
 		.ca = gc->ca, .upstream = gc->upstream, .client_fd = fd, .prefix = pre, .n = n,
 		.up_fd = up, .host = host, .port = port, .hook = hook, .hook_arg = &j->a,

@@ -1,11 +1,13 @@
 /* gw-cred.h - the gateway's side of credential injection (src/cred).
  *
  * For a connection the policy allowed:
- *   - plain HTTP: when the sandbox has a credential for the Host, or the
- *     sniffed bytes carry a placeholder, the whole request head is read and
+ *   - plain HTTP: when the sandbox has a credential for the Host that allows
+ *     plain HTTP to the port dialled, or the sniffed bytes carry a
+ *     placeholder, the whole request head is read and
  *     rewritten (cred_inject) before it goes upstream, with
  *     "Connection: close" so the next request comes through here again;
- *   - TLS: when the sandbox has a credential for the SNI name, the gateway
+ *   - TLS: when the sandbox has a credential for the SNI name that allows
+ *     https to the port dialled, the gateway
  *     terminates TLS with a certificate from the deployment CA, rewrites the
  *     request head the same way, and talks verified TLS upstream (mitm.h),
  *     all on event loops (mitmloop.h, tlsrelay.h), holding no thread.
@@ -34,8 +36,10 @@ struct gw_cred;
 
 /* NULL with err when a key, the CA or the DB cannot be used. */
 struct gw_cred *gw_cred_open(const struct gateway_config *cfg, err_t *err);
-/* Does the sandbox have a credential whose hosts match host? */
-bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host);
+/* Does the sandbox have a credential whose hosts match host and that may go
+ * over scheme (CRED_SCHEME_HTTP or CRED_SCHEME_HTTPS) to port? */
+bool gw_cred_wants(struct gw_cred *gc, const char *sandbox_id, const char *host, unsigned scheme,
+		   int port);
 /* Plain HTTP to host (as sniffed) on port: 0 with out = what to send
  * upstream (then, when *stream was set, stream the body with
  * mitm_stream_plain: mitm.h); 1 with out = the answer for the sandbox

@@ -380,13 +380,16 @@ static bool path_matches(const struct cred *c, const struct http_head *h)
 	return !c->path_prefix || cred_path_match(c->path_prefix, h->target);
 }
 
-static bool cred_applies(const struct cred *c, const char *host, const struct http_head *h)
+static bool cred_applies(const struct cred *c, const struct inject_who *who,
+			 const struct http_head *h)
 {
 	bool host_ok = false;
 
 	for (size_t i = 0; i < c->n_hosts && !host_ok; i++)
-		host_ok = host_match(c->hosts[i], host);
-	return host_ok && path_matches(c, h);
+		host_ok = host_match(c->hosts[i], who->host);
+	/* the scheme and port are the sandbox's choice: only those named */
+	return host_ok && cred_transport_ok(&c->transport, who->scheme, who->port) &&
+	       path_matches(c, h);
 }
 
 /* Is the media type (parameters after ';' aside) application/json or any
@@ -603,7 +606,8 @@ static void audit_leftovers(struct inject_ctx *ctx, const struct inject_who *who
 			audit(ctx, who, db_cell(&rows, 0, 1), h, path, "expired", "not injected");
 		} else {
 			audit(ctx, who, db_cell(&rows, 0, 1), h, path, "exfiltration_attempt",
-			      "placeholder sent to a host, path or method it is not bound to");
+			      "placeholder sent to a host, scheme, port, path or method it is"
+			      " not bound to");
 		}
 		db_rows_free(&rows);
 	}
@@ -633,7 +637,7 @@ int cred_inject(struct inject_ctx *ctx, const struct inject_who *who, struct htt
 
 		if (c->expires_at && c->expires_at <= ctx->now_ms)
 			continue;   /* cred_resolve used the real clock; tests move it */
-		if (!cred_applies(c, who->host, h))
+		if (!cred_applies(c, who, h))
 			continue;
 		if (!rl_take(ctx->rl, who->sandbox_id, c->id, c->rate_per_min, ctx->now_ms)) {
 			audit(ctx, who, c->id, h, path, "rate_limited", NULL);

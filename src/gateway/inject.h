@@ -9,8 +9,10 @@
  * subst_feed; any other body passes through untouched, so a placeholder in
  * it is never replaced.
  *
- * For the sandbox's credentials (cred_resolve) whose hosts, path prefix
- * (whole segments, cred_path_match) and methods match the request:
+ * For the sandbox's credentials (cred_resolve) whose hosts, schemes and
+ * ports (cred_transport_ok: how the request travels, as the sandbox chose),
+ * path prefix (whole segments, cred_path_match) and methods match the
+ * request:
  *   - the credential's own header / basic auth / query parameter is set
  *     (replacing what the client sent), so the client's placeholder there,
  *     or none, ends up as the value;
@@ -116,6 +118,11 @@ struct inject_ctx {
 struct inject_who {
 	const char *tenant, *sandbox_id, *project;   /* project may be NULL */
 	const char *host;          /* the destination (SNI or Host), no port */
+	/* How the request travels, as the sandbox chose: CRED_SCHEME_HTTPS
+	 * inside intercepted TLS, CRED_SCHEME_HTTP for a plain request; and
+	 * the port it dialled. 0 (unset) matches no credential. */
+	unsigned scheme;
+	int port;
 };
 
 enum inject_verdict { INJECT_FORWARD, INJECT_RATE_LIMITED };

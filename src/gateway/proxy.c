@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../cred/cred.h"
 #include "../lib/log.h"
 #include "../lib/keycap.h"
 #include "gw-cred.h"
@@ -294,7 +295,7 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 	if (!gc || !pc->host[0])
 		return false;
 	if (!strcmp(pc->proto, "tls")) {
-		if (!gw_cred_wants(gc, sbx, pc->host))
+		if (!gw_cred_wants(gc, sbx, pc->host, CRED_SCHEME_HTTPS, pc->dport))
 			return false;
 		/* the connect goes on alongside the handshake, on the loop */
 		uint64_t t0 = now_us();
@@ -312,8 +313,9 @@ static bool serve_with_credentials(struct pconn *pc, const char *sbx, uint32_t t
 		}
 		return true;
 	}
-	/* A placeholder toward a host without credentials is audited too. */
-	if (!http || (!gw_cred_wants(gc, sbx, pc->host) &&
+	/* A placeholder toward a host without credentials (or with none for
+	 * plain HTTP to this port) is audited too. */
+	if (!http || (!gw_cred_wants(gc, sbx, pc->host, CRED_SCHEME_HTTP, pc->dport) &&
 		      !memmem(pc->head, pc->n, CRED_PLACEHOLDER_MARK, strlen(CRED_PLACEHOLDER_MARK))))
 		return false;
 	buf_init(&out);

@@ -78,6 +78,9 @@ class CredentialTest(AirlockTestCase):
         self.assertEqual(c["inject"], {"type": "header", "header": "Authorization",
                                        "format": "Bearer {value}"})
         self.assertEqual(c["bindings"], [{"tenant": True}])
+        # where it may go: https to 443 unless asked (plain HTTP is readable
+        # on the wire, and the sandbox picks the port)
+        self.assertEqual((c["schemes"], c["ports"]), (["https"], [443]))
         # stored only as a sealed box: not in the DB file in plaintext
         boxes = self.boxes(cid)
         self.assertEqual(list(boxes), [cid + ":1"])
@@ -94,6 +97,19 @@ class CredentialTest(AirlockTestCase):
         self.assertIsNotNone(r["rotated_at"])
         self.assertEqual(list(self.boxes(cid)), [cid + ":2"])
         self.assertNotIn(new_secret.encode(), self.db_bytes())
+        self.assertEqual((r["schemes"], r["ports"]), (["https"], [443]))   # kept
+        # a rotation may change where it goes (the one way to, for an
+        # existing credential); a bad one changes nothing
+        status, data, _ = self.api.raw("POST", f"/v1/credentials/{cid}/rotate",
+                                       {"value": "x", "ports": [70000]})
+        self.assertEqual(status, 400, data)
+        self.assertIn(b"ports", data)
+        self.assertEqual(self.api.call("GET", f"/v1/credentials/{cid}")["version"], 2)
+        r = self.api.call("POST", f"/v1/credentials/{cid}/rotate",
+                          {"value": new_secret, "schemes": ["http", "https"]})
+        self.assertEqual((r["version"], r["schemes"], r["ports"]), (3, ["http", "https"], [80, 443]))
+        got = self.api.call("GET", f"/v1/credentials/{cid}")
+        self.assertEqual((got["schemes"], got["ports"]), (["http", "https"], [80, 443]))
 
         # revoke: erased from the vault; repeat is fine; rotate is a conflict
         r = self.api.call("DELETE", f"/v1/credentials/{cid}")
@@ -105,9 +121,10 @@ class CredentialTest(AirlockTestCase):
         self.assertEqual(e.exception.status, 409)
 
         audit = self.api.call("GET", f"/v1/credentials/audit?credential={cid}")["records"]
-        self.assertEqual([a["decision"] for a in audit], ["revoked", "rotated", "created"])
+        self.assertEqual([a["decision"] for a in audit], ["revoked", "rotated", "rotated", "created"])
+        self.assertEqual(audit[1]["detail"], 'schemes ["http","https"], ports [80,443]')
         only = self.api.call("GET", f"/v1/credentials/audit?credential={cid}&decision=rotated")
-        self.assertEqual(len(only["records"]), 1)
+        self.assertEqual(len(only["records"]), 2)
 
     def test_expired_status(self):
         c = self.api.call("POST", "/v1/credentials",
@@ -219,12 +236,28 @@ class CredentialTest(AirlockTestCase):
                 "--replace-in", "query", stdin=SECRET)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("replace_in", r.stderr)
+        r = cli("credential", "create", name + "-http", "--host", "api.example.com",
+                "--scheme", "http", "--scheme", "https", "--port", "80", "--port", "8443",
+                stdin=SECRET)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = self.api.call("GET", f"/v1/credentials/{r.stdout.strip()}")
+        self.assertEqual((got["schemes"], got["ports"]), (["http", "https"], [80, 8443]))
+        r = cli("credential", "create", name + "-badport", "--host", "api.example.com",
+                "--port", "https", stdin=SECRET)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ports", r.stderr)
         r = cli("credential", "ls")
         self.assertIn(name, r.stdout)
+        self.assertIn("SCHEMES", r.stdout)
+        self.assertIn("8443", r.stdout)   # the -http one's ports
         self.assertNotIn(SECRET, r.stdout + r.stderr)
         r = cli("credential", "rotate", cid, stdin="new-value")
         self.assertEqual((r.returncode, r.stdout.strip()), (0, cid))
         self.assertEqual(self.api.call("GET", f"/v1/credentials/{cid}")["version"], 2)
+        r = cli("credential", "rotate", cid, "--scheme", "http", stdin="newer-value")
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, cid), r.stderr)
+        got = self.api.call("GET", f"/v1/credentials/{cid}")
+        self.assertEqual((got["version"], got["schemes"], got["ports"]), (3, ["http"], [80]))
         r = cli("credential", "rm", cid)
         self.assertEqual(r.returncode, 0)
         self.assertEqual(self.api.call("GET", f"/v1/credentials/{cid}")["status"], "revoked")
@@ -249,6 +282,16 @@ class CredentialTest(AirlockTestCase):
             (openai(bindings=[{"planet": "x"}]), "invalid_field"),
             (openai(bindings={"tenant": True}), "invalid_field"),
             (openai(color="blue"), None),
+            (openai(schemes=["ftp"]), "schemes"),
+            (openai(schemes=[]), "schemes"),
+            (openai(schemes="https"), "schemes"),
+            (openai(schemes=["https", "https"]), "schemes"),
+            (openai(ports=[0]), "ports"),
+            (openai(ports=[65536]), "ports"),
+            (openai(ports="443"), "ports"),
+            (openai(ports=["443"]), "ports"),
+            (openai(ports=[443, 443]), "ports"),
+            (openai(ports=list(range(1, 18))), "ports"),
         ]
         for body, code in cases:
             status, data, _ = self.api.raw("POST", "/v1/credentials", body)
@@ -307,6 +350,9 @@ class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 srv = S((sys.argv[1], 80), H)
+other = S((sys.argv[1], 8080), H)   # another port of the same host
+import threading
+threading.Thread(target=other.serve_forever, daemon=True).start()
 open(sys.argv[2], "w").write("ready")
 srv.serve_forever()
 '''
@@ -377,8 +423,9 @@ class EchoTest(AirlockTestCase):
     def echoed(self, replace_in):
         secret = "sk-echo-" + os.urandom(8).hex()
         project = "echo-" + os.urandom(3).hex()
+        # plain HTTP (the echo server has no TLS) only when asked for
         body = openai(f"echo-{os.urandom(3).hex()}", value=secret, env="ECHO_KEY",
-                      hosts=["echo.test"], bindings=[{"project": project}])
+                      hosts=["echo.test"], bindings=[{"project": project}], schemes=["http"])
         if replace_in is not None:
             body["replace_in"] = replace_in
         c = self.api.call("POST", "/v1/credentials", body)
@@ -431,7 +478,8 @@ class EchoTest(AirlockTestCase):
             secret = "sk-big-" + os.urandom(8).hex()
             project = "big-" + os.urandom(3).hex()
             body = openai(f"big-{os.urandom(3).hex()}", value=secret, env="ECHO_KEY",
-                          hosts=["echo.test"], bindings=[{"project": project}])
+                          hosts=["echo.test"], bindings=[{"project": project}],
+                          schemes=["http"])
             if replace_in:
                 body["replace_in"] = replace_in
             c = self.api.call("POST", "/v1/credentials", body)
@@ -457,6 +505,70 @@ class EchoTest(AirlockTestCase):
             self.assertIn(f"auth-sha256={auth}", out)
             self.assertIn("Transfer-Encoding: chunked" if replace_in
                           else f"Content-Length: {len(sent)}", out)
+
+    def plain_get(self, schemes, ports, urls):
+        """A credential for echo.test (schemes and ports as given, None for
+        the defaults) and a sandbox that sends its placeholder as its own
+        Authorization to each url over plain HTTP: what each echo saw, the
+        secret, the placeholder, the credential."""
+        secret = "sk-plain-" + os.urandom(8).hex()
+        project = "plain-" + os.urandom(3).hex()
+        body = openai(f"plain-{os.urandom(3).hex()}", value=secret, env="ECHO_KEY",
+                      hosts=["echo.test"], bindings=[{"project": project}])
+        if schemes is not None:
+            body["schemes"] = schemes
+        if ports is not None:
+            body["ports"] = ports
+        c = self.api.call("POST", "/v1/credentials", body)
+        self.addCleanup(self.api.call, "DELETE", f"/v1/credentials/{c['id']}")
+        sb = self.api.create(template="busybox", metadata={"project": project},
+                             network={"allow": {"domains": ["echo.test"]}})
+        self.addCleanup(self.api.delete, sb["id"])
+        sid = sb["id"]
+        code, _, _, _ = self.api.exec(sid, ["sh", "-c", f"echo '{ECHO_IP} echo.test' >> /etc/hosts"])
+        self.assertEqual(code, 0)
+        code, ph, _, _ = self.api.exec(sid, ["sh", "-c", 'printf %s "$ECHO_KEY"'])
+        ph = ph.decode()
+        self.assertTrue(ph.startswith("airlock-ph-"), ph)
+        seen = []
+        for url in urls:
+            code, out, err, _ = self.api.exec(sid, ["sh", "-c",
+                'timeout 10 wget -q -O - --header "Authorization: Bearer $ECHO_KEY" ' + url])
+            out = out.decode(errors="replace")
+            self.assertEqual(code, 0, (url, out + err.decode(errors="replace")))
+            seen.append(out)
+        return seen, secret, ph, c
+
+    def test_plain_http_gets_the_placeholder_by_default(self):
+        """A credential created without schemes is not put into plain HTTP
+        to its own host: the request goes on with the sandbox's placeholder,
+        and the attempt is audited."""
+        (out,), secret, ph, c = self.plain_get(None, None, ["http://echo.test/plain"])
+        self.assertNotIn(secret, out)
+        self.assertIn("target=/plain", out)
+        sent = hashlib.sha256(f"Bearer {ph}".encode()).hexdigest()
+        self.assertIn(f"auth-sha256={sent}", out)
+        decisions = [a["decision"] for a in
+                     self.api.call("GET", f"/v1/credentials/audit?credential={c['id']}")["records"]]
+        self.assertNotIn("injected", decisions)
+        self.assertIn("exfiltration_attempt", decisions)
+        self.assertEqual((c["schemes"], c["ports"]), (["https"], [443]))
+
+    def test_plain_http_only_on_its_ports(self):
+        """Named explicitly, plain HTTP to port 80 gets the value; the same
+        host's port 8080 (which the sandbox chose) does not."""
+        (on80, on8080), secret, ph, c = self.plain_get(
+            ["http"], [80], ["http://echo.test/p80", "http://echo.test:8080/p8080"])
+        want = hashlib.sha256(f"Bearer {secret}".encode()).hexdigest()
+        self.assertIn(f"auth-sha256={want}", on80)
+        self.assertIn("target=/p8080", on8080)
+        self.assertNotIn(f"auth-sha256={want}", on8080)
+        sent = hashlib.sha256(f"Bearer {ph}".encode()).hexdigest()
+        self.assertIn(f"auth-sha256={sent}", on8080)
+        decisions = [a["decision"] for a in
+                     self.api.call("GET", f"/v1/credentials/audit?credential={c['id']}")["records"]]
+        self.assertEqual(decisions.count("injected"), 1, decisions)
+        self.assertEqual((c["schemes"], c["ports"]), (["http"], [80]))
 
     def test_bad_replace_in(self):
         for bad in (["query"], "body", ["body", "body"], [1]):

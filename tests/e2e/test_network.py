@@ -658,8 +658,9 @@ class NetworkTest(AirlockTestCase):
 
     def test_credential_injected_over_http(self):
         project = "inj-" + os.urandom(3).hex()
-        # the body replacement below is an opt-in (replace_in)
-        c, secret = self.credential(project, replace_in=["body"])
+        # the body replacement below is an opt-in (replace_in), and so is
+        # plain HTTP (schemes)
+        c, secret = self.credential(project, replace_in=["body"], schemes=["http"])
         sid = self.sandbox_in(project)
         code, ph, _ = self.sh(sid, "printf %s \"$TEST_KEY\"")
         self.assertTrue(ph.startswith("airlock-ph-"), ph)
@@ -700,7 +701,7 @@ class NetworkTest(AirlockTestCase):
 
     def test_credential_rate_limit_and_expiry(self):
         project = "rl-" + os.urandom(3).hex()
-        c, secret = self.credential(project, rate_limit={"per_minute": 2})
+        c, secret = self.credential(project, rate_limit={"per_minute": 2}, schemes=["http"])
         sid = self.sandbox_in(project)
         codes = []
         for i in range(3):
@@ -714,7 +715,7 @@ class NetworkTest(AirlockTestCase):
         # a credential that expires: injected before, never after
         project = "ex-" + os.urandom(3).hex()
         expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 4))
-        c2, secret2 = self.credential(project, expires_at=expires)
+        c2, secret2 = self.credential(project, expires_at=expires, schemes=["http"])
         sid2 = self.sandbox_in(project)
         self.sh(sid2, 'timeout 10 wget -q -O - --header "Authorization: Bearer $TEST_KEY" '
                       'http://allowed.test/ex1')
@@ -967,7 +968,7 @@ class NetworkTest(AirlockTestCase):
         # before Host) gets 421, a second Host field 400; nothing injected,
         # nothing sent on
         project = "fronth-" + os.urandom(3).hex()
-        c, secret = self.credential(project)
+        c, secret = self.credential(project, schemes=["http"])
         sid = self.sandbox_in(project)
         for req, want in (("GET http://denied.test/fronthttp HTTP/1.1\\r\\nHost: allowed.test", "421"),
                           ("GET /fronthttp HTTP/1.1\\r\\nHost: allowed.test\\r\\nHost: denied.test",

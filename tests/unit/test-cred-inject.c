@@ -105,10 +105,12 @@ static void add_cred(struct env *e, const char *id, const char *json_spec, const
 	cred_free(&c);
 }
 
-static int run(struct env *e, const char *sandbox, const char *host, const char *req,
-	       struct buf *out, enum inject_verdict *v)
+/* One request over scheme (CRED_SCHEME_*) to port, as the sandbox chose. */
+static int run_via(struct env *e, const char *sandbox, const char *host, unsigned scheme,
+		   int port, const char *req, struct buf *out, enum inject_verdict *v)
 {
-	struct inject_who who = { .tenant = "ten_a", .sandbox_id = sandbox, .host = host };
+	struct inject_who who = { .tenant = "ten_a", .sandbox_id = sandbox, .host = host,
+				  .scheme = scheme, .port = port };
 	struct http_head h;
 	int n = -1;
 	err_t err = { 0 };
@@ -121,12 +123,20 @@ static int run(struct env *e, const char *sandbox, const char *host, const char 
 	return n;
 }
 
+/* Over https to 443, where every credential goes by default. */
+static int run(struct env *e, const char *sandbox, const char *host, const char *req,
+	       struct buf *out, enum inject_verdict *v)
+{
+	return run_via(e, sandbox, host, CRED_SCHEME_HTTPS, 443, req, out, v);
+}
+
 /* As run, with a body read whole (the head's Content-Type decides its
  * spelling); body_out gets the body as it would go upstream. */
 static int run_body(struct env *e, const char *sandbox, const char *host, const char *req,
 		    const char *body, struct buf *body_out)
 {
-	struct inject_who who = { .tenant = "ten_a", .sandbox_id = sandbox, .host = host };
+	struct inject_who who = { .tenant = "ten_a", .sandbox_id = sandbox, .host = host,
+				  .scheme = CRED_SCHEME_HTTPS, .port = 443 };
 	enum inject_verdict v;
 	struct http_head h;
 	int n = -1;
@@ -204,6 +214,11 @@ static void test_inject(void)
 	add_cred(&e, "cred_v1", "{\"name\":\"v1\",\"inject\":{\"type\":\"header\","
 		 "\"header\":\"X-V1-Key\"},\"hosts\":[\"v1.example.com\"],"
 		 "\"path_prefix\":\"/v1\"}", "v1-REAL", NULL);
+	add_cred(&e, "cred_def", "{\"name\":\"def\",\"inject\":{\"type\":\"header\","
+		 "\"header\":\"X-Def-Key\"},\"hosts\":[\"def.example.com\"]}", "def-REAL", NULL);
+	add_cred(&e, "cred_http", "{\"name\":\"plain\",\"inject\":{\"type\":\"header\","
+		 "\"header\":\"X-Http-Key\"},\"hosts\":[\"http.example.com\"],"
+		 "\"schemes\":[\"http\"],\"ports\":[80]}", "http-REAL", NULL);
 	ph = cred_placeholder(e.db, "sbx_1", "cred_oa", &err);
 	ph_gh = cred_placeholder(e.db, "sbx_1", "cred_gh", &err);
 	ph_other = cred_placeholder(e.db, "sbx_2", "cred_oa", &err);
@@ -354,6 +369,46 @@ static void test_inject(void)
 		  &v) == 0);
 	CHECK(!strstr(out.data, "REAL"));
 
+	/* schemes and ports: the sandbox picks both, so a credential goes only
+	 * where it names. By default https to 443: not plain HTTP (readable on
+	 * the wire), not another port of the same host */
+	{
+		_cleanup_free_ char *pd = cred_placeholder(e.db, "sbx_1", "cred_def", &err);
+		int before = audits(&e, "exfiltration_attempt");
+		const char *get = "GET / HTTP/1.1\r\nHost: def.example.com\r\n\r\n";
+
+		CHECK(pd != NULL);
+		CHECK(run_via(&e, "sbx_1", "def.example.com", CRED_SCHEME_HTTPS, 443, get, &out,
+			      &v) == 1);
+		CHECK(strstr(out.data, "X-Def-Key: def-REAL\r\n") != NULL);
+		CHECK(run_via(&e, "sbx_1", "def.example.com", CRED_SCHEME_HTTP, 80, get, &out,
+			      &v) == 0);
+		CHECK(!strstr(out.data, "REAL"));
+		CHECK(run_via(&e, "sbx_1", "def.example.com", CRED_SCHEME_HTTPS, 8443, get, &out,
+			      &v) == 0);
+		CHECK(!strstr(out.data, "REAL"));
+		CHECK(run_via(&e, "sbx_1", "def.example.com", CRED_SCHEME_HTTP, 443, get, &out,
+			      &v) == 0);
+		CHECK(run_via(&e, "sbx_1", "def.example.com", 0, 0, get, &out, &v) == 0);
+		/* its placeholder sent over plain HTTP goes as it is, audited */
+		buf_reset(&req);
+		buf_printf(&req, "GET / HTTP/1.1\r\nHost: def.example.com\r\nX-Def-Key: %s\r\n\r\n",
+			   pd);
+		CHECK(run_via(&e, "sbx_1", "def.example.com", CRED_SCHEME_HTTP, 80, req.data, &out,
+			      &v) == 0);
+		CHECK(strstr(out.data, pd) && !strstr(out.data, "REAL"));
+		CHECK(audits(&e, "exfiltration_attempt") == before + 1);
+		/* one that names http and 80 goes there, and only there */
+		CHECK(run_via(&e, "sbx_1", "http.example.com", CRED_SCHEME_HTTP, 80,
+			      "GET / HTTP/1.1\r\n\r\n", &out, &v) == 1);
+		CHECK(strstr(out.data, "X-Http-Key: http-REAL\r\n") != NULL);
+		CHECK(run_via(&e, "sbx_1", "http.example.com", CRED_SCHEME_HTTP, 8080,
+			      "GET / HTTP/1.1\r\n\r\n", &out, &v) == 0);
+		CHECK(run_via(&e, "sbx_1", "http.example.com", CRED_SCHEME_HTTPS, 443,
+			      "GET / HTTP/1.1\r\n\r\n", &out, &v) == 0);
+		CHECK(!strstr(out.data, "REAL"));
+	}
+
 	/* expiry (by the injected clock) and revocation stop injection */
 	CHECK(run(&e, "sbx_1", "old.example.com", "GET / HTTP/1.1\r\n\r\n", &out, &v) == 1);
 	CHECK(strstr(out.data, "X-Api-Key: old-REAL\r\n") != NULL);
@@ -392,9 +447,17 @@ static void test_inject(void)
 		CHECK((cfg.ca = ca_load(key, crt, &err)) != NULL);
 		CHECK((gc = gw_cred_open(&cfg, &err)) != NULL);
 		if (gc) {
-			CHECK(gw_cred_wants(gc, "sbx_1", "x.github.com"));
-			CHECK(!gw_cred_wants(gc, "sbx_1", "example.org"));
-			CHECK(!gw_cred_wants(gc, "sbx_unknown", "x.github.com"));
+			CHECK(gw_cred_wants(gc, "sbx_1", "x.github.com", CRED_SCHEME_HTTPS, 443));
+			CHECK(!gw_cred_wants(gc, "sbx_1", "example.org", CRED_SCHEME_HTTPS, 443));
+			CHECK(!gw_cred_wants(gc, "sbx_unknown", "x.github.com", CRED_SCHEME_HTTPS,
+					     443));
+			/* nothing to put into plain HTTP or another port: neither
+			 * read nor intercepted for credentials' sake */
+			CHECK(!gw_cred_wants(gc, "sbx_1", "x.github.com", CRED_SCHEME_HTTP, 80));
+			CHECK(!gw_cred_wants(gc, "sbx_1", "x.github.com", CRED_SCHEME_HTTPS, 8443));
+			CHECK(gw_cred_wants(gc, "sbx_1", "http.example.com", CRED_SCHEME_HTTP, 80));
+			CHECK(!gw_cred_wants(gc, "sbx_1", "http.example.com", CRED_SCHEME_HTTPS,
+					     443));
 		}
 	}
 

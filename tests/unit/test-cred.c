@@ -98,6 +98,51 @@ static void test_spec(void)
 	CHECK(spec("{\"name\":\"e\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],"
 		   "\"replace_in\":[]}", &c) == 0 && c.replace_in == 0);
 	cred_free(&c);
+	/* schemes and ports: https to 443 unless named; a scheme's own port
+	 * when only schemes are */
+	CHECK(spec("{\"name\":\"t\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"]}",
+		   &c) == 0);
+	CHECK(c.transport.schemes == CRED_SCHEME_HTTPS && c.transport.n_ports == 1 &&
+	      c.transport.ports[0] == 443);
+	CHECK(cred_transport_ok(&c.transport, CRED_SCHEME_HTTPS, 443));
+	CHECK(!cred_transport_ok(&c.transport, CRED_SCHEME_HTTP, 443));
+	CHECK(!cred_transport_ok(&c.transport, CRED_SCHEME_HTTPS, 8443));
+	CHECK(!cred_transport_ok(&c.transport, CRED_SCHEME_HTTP | CRED_SCHEME_HTTPS, 443));
+	CHECK(!cred_transport_ok(&c.transport, 0, 443));
+	cred_free(&c);
+	CHECK(spec("{\"name\":\"t\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],"
+		   "\"schemes\":[\"https\",\"http\"]}", &c) == 0);
+	CHECK(c.transport.schemes == (CRED_SCHEME_HTTP | CRED_SCHEME_HTTPS) &&
+	      c.transport.n_ports == 2 && c.transport.ports[0] == 80 && c.transport.ports[1] == 443);
+	CHECK(cred_transport_ok(&c.transport, CRED_SCHEME_HTTP, 80));
+	cred_free(&c);
+	CHECK(spec("{\"name\":\"t\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],"
+		   "\"schemes\":[\"http\"],\"ports\":[8080, 80],\"methods\":null}", &c) == 0);
+	CHECK(c.transport.schemes == CRED_SCHEME_HTTP && c.transport.n_ports == 2);
+	CHECK(cred_transport_ok(&c.transport, CRED_SCHEME_HTTP, 8080) &&
+	      !cred_transport_ok(&c.transport, CRED_SCHEME_HTTPS, 8080));
+	cred_free(&c);
+	CHECK(spec("{\"name\":\"t\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],"
+		   "\"schemes\":null,\"ports\":[8443]}", &c) == 0);
+	CHECK(c.transport.schemes == CRED_SCHEME_HTTPS &&
+	      cred_transport_ok(&c.transport, CRED_SCHEME_HTTPS, 8443) &&
+	      !cred_transport_ok(&c.transport, CRED_SCHEME_HTTPS, 443));
+	cred_free(&c);
+	{
+		/* what the API shows */
+		struct buf b;
+		struct jw w;
+
+		CHECK(spec("{\"name\":\"t\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],"
+			   "\"schemes\":[\"https\",\"http\"],\"ports\":[443,80]}", &c) == 0);
+		c.id = xstrdup("cred_t");
+		buf_init(&b);
+		jw_init(&w, &b);
+		cred_write(&w, &c);
+		CHECK(strstr(b.data, "\"schemes\":[\"http\",\"https\"],\"ports\":[443,80]") != NULL);
+		buf_free(&b);
+		cred_free(&c);
+	}
 	/* each of these is refused with a message */
 	static const char *const bad[] = {
 		"{\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"]}",
@@ -124,6 +169,21 @@ static void test_spec(void)
 		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"path_prefix\":\"/a/%2F\"}",
 		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"path_prefix\":\"/a?b\"}",
 		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"path_prefix\":\"/a//b\"}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"schemes\":[]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"schemes\":\"http\"}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"schemes\":[\"ftp\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"schemes\":[\"HTTP\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"schemes\":[\"http\",\"http\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"schemes\":[1]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"ports\":[]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"ports\":443}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"ports\":[0]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"ports\":[65536]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"ports\":[-443]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"ports\":[443.5]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"ports\":[\"443\"]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"ports\":[443,443]}",
+		"{\"name\":\"a\",\"inject\":{\"type\":\"header\"},\"hosts\":[\"a.com\"],\"ports\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		int r = spec(bad[i], &c);
@@ -296,6 +356,20 @@ static void test_db(void)
 		cred_free(&c);
 	}
 
+	/* schemes and ports are stored and read back */
+	{
+		struct cred c = mk("cred_h", "h", "H", 400, CRED_SCOPE_TENANT, NULL), back;
+
+		c.transport = (struct cred_transport){ .schemes = CRED_SCHEME_HTTP, .n_ports = 2,
+						      .ports = { 80, 8080 } };
+		CHECK(cred_insert(db, &c, &err) == 0);
+		CHECK(cred_load(db, "cred_h", "ten_a", &back, &err) == 0);
+		CHECK(back.transport.schemes == CRED_SCHEME_HTTP && back.transport.n_ports == 2 &&
+		      back.transport.ports[0] == 80 && back.transport.ports[1] == 8080);
+		cred_free(&back);
+		cred_free(&c);
+	}
+
 	/* placeholders: stable per sandbox and credential, unique otherwise */
 	{
 		_cleanup_free_ char *a = cred_placeholder(db, "sbx_1", "cred_s", &err);
@@ -337,6 +411,47 @@ static void test_db(void)
 	}
 }
 
+/* A credential stored before schemes and ports existed (migration 8) gets
+ * the secure defaults, https to 443: the database is taken back to
+ * version 7 with such a row in it, then opened again. */
+static void test_old_rows(void)
+{
+	char dir[] = "/tmp/airlock-test-cred-old-XXXXXX";
+	_cleanup_free_ char *path = NULL;
+	err_t err = { 0 };
+	struct cred c;
+	struct db *db;
+
+	CHECK(mkdtemp(dir) != NULL);
+	path = xasprintf("%s/db", dir);
+	db = db_open(path, &err);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK(db_exec(db, &err, "ALTER TABLE credentials DROP COLUMN schemes", NULL) >= 0);
+	CHECK(db_exec(db, &err, "ALTER TABLE credentials DROP COLUMN ports", NULL) >= 0);
+	CHECK(db_exec(db, &err, "DELETE FROM schema_migrations WHERE version >= 8", NULL) >= 0);
+	CHECK(db_exec(db, &err, "INSERT INTO credentials(id, tenant_id, name, env, spec, version,"
+		      " created_at) VALUES('cred_old', 'ten_a', 'old', NULL, '{\"inject\":"
+		      "{\"type\":\"header\",\"header\":\"Authorization\",\"format\":"
+		      "\"Bearer {value}\"},\"hosts\":[\"a.com\"]}', 1, 1)", NULL) == 1);
+	db_close(db);
+	db = db_open(path, &err);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK(cred_load(db, "cred_old", NULL, &c, &err) == 0);
+	CHECK(c.transport.schemes == CRED_SCHEME_HTTPS && c.transport.n_ports == 1 &&
+	      c.transport.ports[0] == 443);
+	CHECK(!cred_transport_ok(&c.transport, CRED_SCHEME_HTTP, 80));
+	cred_free(&c);
+	db_close(db);
+	{
+		_cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", dir);
+		CHECK(system(cmd) == 0);
+	}
+}
+
 int main(void)
 {
 	test_seal();
@@ -344,6 +459,7 @@ int main(void)
 	test_hosts();
 	test_path_match();
 	test_db();
+	test_old_rows();
 	if (failures)
 		fprintf(stderr, "%d check(s) failed\n", failures);
 	return failures ? 1 : 0;
