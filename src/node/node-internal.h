@@ -335,12 +335,11 @@ void sandbox_jail_spec(const struct sandbox *sb, struct nm_sandbox_spec *spec);
 void sandbox_render(struct jw *w, struct sandbox *sb);       /* takes sb->mu */
 /* sb->prog (each takes sb->mu): start or move to a phase (done and total
  * as given), move to a phase keeping done (total now known), add to done
- * (never past a known total), end. */
+ * (never past a known total). */
 void sandbox_progress_set(struct sandbox *sb, const char *op, const char *phase,
 			  const char *unit, uint64_t done, uint64_t total);
 void sandbox_progress_total(struct sandbox *sb, const char *phase, uint64_t total);
 void sandbox_progress_add(struct sandbox *sb, uint64_t n);
-void sandbox_progress_end(struct sandbox *sb);
 void sandbox_respond(struct http_conn *c, int status, struct sandbox *sb);
 /* A sandbox whose first write (create's or fork's) rolled back, so it has
  * no row: pending or starting → deleted in memory only (state_set), which

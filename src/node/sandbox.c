@@ -410,13 +410,6 @@ void sandbox_progress_add(struct sandbox *sb, uint64_t n)
 	pthread_mutex_unlock(&sb->mu);
 }
 
-void sandbox_progress_end(struct sandbox *sb)
-{
-	pthread_mutex_lock(&sb->mu);
-	memset(&sb->prog, 0, sizeof(sb->prog));
-	pthread_mutex_unlock(&sb->mu);
-}
-
 void sandbox_render(struct jw *w, struct sandbox *sb)
 {
 	char created[ISO_TIME_MAX];
