@@ -2,7 +2,7 @@
  * connect (POST .../pause, .../resume, .../connect, and the resume that
  * exec, files and process calls imply), failure, delete (DELETE, the TTL,
  * a failed fork), the TTL's timer, the guest channel closing by itself, and
- * the node's shutdown. state.c decides what is legal; each step here does
+ * the node's shutdown. model/state.c decides what is legal; each step here does
  * the backend's part and moves the state along the table.
  */
 #include <errno.h>

@@ -1,8 +1,8 @@
 /* airlockd node: startup, shutdown and HTTP routing. The router only points
  * down: what the handlers share for answering is in reply.c and for reading
  * a request in request.c; GET /v1/node is nodeinfo.c. Sandboxes (map, JSON,
- * rows, guest channel, list, get) live in sandbox.c, their create in
- * create.c, the rest of their lifecycle in lifecycle.c and state.c;
+ * rows, guest channel, states) live in model/, list and get in sandboxes.c,
+ * their create in create.c, the rest of their lifecycle in lifecycle.c;
  * processes in exec.c, proc-table.c, proc-image.c and processes.c; files in
  * files.c, templates in templates.c, crash recovery in reconcile.c and
  * recover.c, and timed work in reaper.c. */
@@ -318,6 +318,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	int sig = 0, r;
 
 	n->cfg = cfg;
+	n->name = cfg->node_name;
 	/* A descriptor per sandbox (its guest channel), and more per exec:
 	 * a thousand idle sandboxes are past a login's soft limit of 1024. */
 	raise_fd_limit();
@@ -332,6 +333,10 @@ int node_run(const struct node_config *cfg, err_t *err)
 						   : 2 * (unsigned)(sysconf(_SC_NPROCESSORS_ONLN) > 0 ?
 								    sysconf(_SC_NPROCESSORS_ONLN) : 1);
 	state_set_setter(sandbox_state_setter);
+	sandbox_feature_add(&sched_feature);
+	sandbox_feature_add(&suspend_feature);
+	sandbox_feature_add(&proc_feature);
+	sandbox_feature_add(&reaper_feature);
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);
 	pthread_mutex_init(&n->tstore_mu, NULL);

@@ -240,3 +240,19 @@ void proc_on_timeout(struct node *n, const char *sb_id, uint64_t serial)
 	}
 	sandbox_unref(sb);
 }
+
+/* The guest is replaced: its running processes end as lost, those of the
+ * snapshot's image it starts from come back. */
+static void procs_retire_locked(struct sandbox *sb, const char *why, const char *procs)
+{
+	procs_mark_lost(sb, why);
+	procs_restore_locked(sb, procs);
+}
+
+const struct sandbox_feature proc_feature = {
+	.name = "processes",
+	.on_output = proc_on_output,
+	.on_exit = proc_on_exit,
+	.retire_locked = procs_retire_locked,
+	.free = procs_free_all,
+};

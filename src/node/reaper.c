@@ -11,7 +11,7 @@
  *
  * The thread sleeps on a CLOCK_MONOTONIC condvar until the earliest due time
  * (the one timed wait in the node); adding an earlier timer wakes it. The
- * timers are a min-heap (theap.h): arming one is O(log n) with a timer per
+ * timers are a min-heap (model/theap.h): arming one is O(log n) with a timer per
  * sandbox, where a sorted list walked them all.
  */
 #include <errno.h>
@@ -121,3 +121,15 @@ void reaper_stop(struct node *n)
 		free(t);
 	theap_free(&n->timers);
 }
+
+/* A guest channel closed: closing it and destroying the jail must not
+ * happen on the channel's reader thread, so the reaper does it. */
+static void reaper_on_closed(struct sandbox *sb)
+{
+	reaper_add(sb->node, 0, TIMER_CHAN_CLOSED, sb->id, 0);
+}
+
+const struct sandbox_feature reaper_feature = {
+	.name = "reaper",
+	.on_closed = reaper_on_closed,
+};

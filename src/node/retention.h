@@ -23,13 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct retention {
-	uint32_t keep_all_s;     /* default 3600 */
-	uint32_t keep_hourly_s;  /* default 86400 */
-	uint32_t keep_daily_s;   /* default 7 * 86400 */
-};
-
-#define RETENTION_DEFAULT { 3600, 86400, 7 * 86400 }
+#include "model/policy.h"
 
 struct retention_item {
 	int64_t created_at;      /* wall ms */

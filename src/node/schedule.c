@@ -632,3 +632,37 @@ void handle_debug_clock(struct node *n, struct http_req *req, struct http_conn *
 		buf_free(&b);
 	}
 }
+
+/* ends_at: when timeout_s of active time runs out, as of now (a paused
+ * sandbox's moves on while it stays paused); null: no timeout. Then the
+ * policy. */
+static void sched_render_locked(struct jw *w, struct sandbox *sb)
+{
+	int64_t end = sched_ttl_deadline_locked(sb);
+	char t[ISO_TIME_MAX];
+
+	jw_key(w, "ends_at");
+	if (end) {
+		iso_time(end, t);
+		jw_str(w, t);
+	} else {
+		jw_null(w);
+	}
+	sched_policy_render(w, &sb->pol);
+}
+
+/* A loaded sandbox: the node's defaults under its row's policy, and this
+ * node knows it from now. */
+static void sched_load(struct node *n, struct sandbox *sb, const json *spec)
+{
+	sched_policy_defaults(n, &sb->pol);
+	sb->sched.known_since = sb->sched.active_at = sched_now(n);
+	if (spec)
+		sched_policy_load(spec, &sb->pol);
+}
+
+const struct sandbox_feature sched_feature = {
+	.name = "schedule",
+	.render_locked = sched_render_locked,
+	.load = sched_load,
+};

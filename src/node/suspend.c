@@ -468,7 +468,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct 
 		r = sandbox_tx(n, sb, write_suspended, &row, err);
 		/* The transaction rolled back after its transition moved memory
 		 * to suspended: the row still says suspending, and so must
-		 * memory (state.c: an edge memory alone takes). */
+		 * memory (model/state.c: an edge memory alone takes). */
 		if (r < 0 && sb->state == SB_SUSPENDED)
 			state_set(sb->id, &sb->state, SB_SUSPENDING);
 		pthread_mutex_unlock(&sb->mu);
@@ -711,3 +711,8 @@ void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
 	else if (!http_conn_answered(c))   /* restored meanwhile by another request */
 		sandbox_respond(c, 200, sb);
 }
+
+const struct sandbox_feature suspend_feature = {
+	.name = "suspend",
+	.render_locked = suspend_render_locked,
+};

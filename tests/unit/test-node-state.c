@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "../../src/db/db.h"
-#include "../../src/node/state.h"
+#include "../../src/node/model/state.h"
 #include "check.h"
 
 

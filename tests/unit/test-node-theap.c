@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../../src/node/theap.h"
+#include "../../src/node/model/theap.h"
 #include "check.h"
 
 struct item {

@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../lib/log.h"
-#include "../lib/util.h"
+#include "../../lib/log.h"
+#include "../../lib/util.h"
 
 static const char *const names[SB__COUNT] = {
 	[SB_PENDING] = "pending",   [SB_STARTING] = "starting", [SB_RUNNING] = "running",

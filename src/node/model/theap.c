@@ -1,7 +1,7 @@
 /* theap.c - the reaper's timer heap (theap.h). */
 #include "theap.h"
 
-#include "../lib/util.h"
+#include "../../lib/util.h"
 
 static int before(const struct theap_item *a, const struct theap_item *b)
 {

@@ -29,8 +29,8 @@
 
 #include <stdbool.h>
 
-#include "../db/db.h"
-#include "../lib/err.h"
+#include "../../db/db.h"
+#include "../../lib/err.h"
 
 enum sb_state {
 	SB_PENDING = 0,

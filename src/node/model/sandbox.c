@@ -1,7 +1,8 @@
 /* Sandboxes: the in-memory map and refcounts, the JSON form, the row's
  * transactions, the guest channel (its users, its retirement and its
- * callbacks), loading a row, list and get. Create is create.c; pause,
- * resume, failure, delete, timeouts and shutdown are lifecycle.c.
+ * callbacks), loading a row, and the features' hooks. List and get are
+ * ../sandboxes.c; create is ../create.c; pause, resume, failure, delete,
+ * timeouts and shutdown are ../lifecycle.c.
  *
  * The node keeps every non-deleted sandbox in memory (loaded at startup by
  * reconcile.c), so reads never touch the DB. Rows are written on state
@@ -10,13 +11,12 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "../lib/log.h"
-#include "../lib/page.h"
-#include "node-internal.h"
+#include "../../lib/log.h"
+#include "model.h"
 
-/* ---- map and refcounts ------------------------------------------------ */
 
 static unsigned bucket_of(const char *id)
 {
@@ -26,6 +26,30 @@ static unsigned bucket_of(const char *id)
 		h = (h ^ (unsigned char)*id) * 16777619u;
 	return h % NODE_BUCKETS;
 }
+
+/* ---- the features' hooks ---------------------------------------------- */
+
+#define FEATURES_MAX 8
+static const struct sandbox_feature *features[FEATURES_MAX];
+static size_t n_features;
+
+void sandbox_feature_add(const struct sandbox_feature *f)
+{
+	for (size_t i = 0; i < n_features; i++)
+		if (features[i] == f)
+			return;
+	if (n_features == FEATURES_MAX)
+		abort();   /* the set is fixed in node.c: raise FEATURES_MAX with it */
+	features[n_features++] = f;
+}
+
+/* Call hook h of every feature that has it, in registration order. */
+#define FEATURES_CALL(h, ...)                                    \
+	for (size_t fi_ = 0; fi_ < n_features; fi_++)            \
+		if (features[fi_]->h)                            \
+			features[fi_]->h(__VA_ARGS__)
+
+/* ---- map and refcounts ------------------------------------------------ */
 
 /* The one place a sandbox's state is set without an edge of the table: its
  * start, pending for a new sandbox (sandbox_new) or what its row says when
@@ -62,7 +86,7 @@ void sandbox_unref(struct sandbox *sb)
 	 * by whoever retired it (teardown or shutdown). */
 	if (sb->gc)
 		guestconn_close(sb->gc);
-	procs_free_all(sb);
+	FEATURES_CALL(free, sb);
 	json_free(sb->env);
 	json_free(sb->image);
 	json_free(sb->metadata);
@@ -241,9 +265,7 @@ static void order_remove_locked(struct node *n, struct sandbox *sb)
 	}
 }
 
-/* Refs to up to max of tenant's sandboxes after (ms, id) (all of them from
- * the start when !cursor), in list order, into v; how many. */
-static size_t order_take(struct node *n, const char *tenant, bool cursor, int64_t ms,
+size_t sandbox_list_take(struct node *n, const char *tenant, bool cursor, int64_t ms,
 			 const char *id, struct sandbox **v, size_t max)
 {
 	struct tenant_order *o;
@@ -428,7 +450,7 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 	jw_key(w, "backend");
 	jw_str(w, sb->backend_name);
 	jw_key(w, "node");
-	jw_str(w, sb->home ? sb->home : sb->node->cfg->node_name);
+	jw_str(w, sb->home ? sb->home : sb->node->name);
 	jw_key(w, "state");
 	jw_str(w, state_name(sb->state));
 	jw_key(w, "limits");
@@ -442,21 +464,6 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 	}
 	jw_key(w, "timeout_s");
 	jw_uint(w, sb->timeout_s);
-	{
-		/* When timeout_s of active time runs out, as of now (a paused
-		 * sandbox's moves on while it stays paused); null: no timeout. */
-		int64_t end = sched_ttl_deadline_locked(sb);
-		char t[ISO_TIME_MAX];
-
-		jw_key(w, "ends_at");
-		if (end) {
-			iso_time(end, t);
-			jw_str(w, t);
-		} else {
-			jw_null(w);
-		}
-	}
-	sched_policy_render(w, &sb->pol);
 	jw_key(w, "created_at");
 	jw_str(w, created);
 	jw_key(w, "parent");
@@ -469,7 +476,7 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 		jw_value(w, sb->recovered_from);
 	else
 		jw_null(w);
-	suspend_render_locked(w, sb);
+	FEATURES_CALL(render_locked, w, sb);
 	if (sb->prog.op) {
 		jw_key(w, "progress");
 		jw_obj(w);
@@ -623,8 +630,7 @@ void sandbox_gc_retire(struct sandbox *sb, const char *why, const char *procs)
 	struct guestconn *old;
 
 	pthread_mutex_lock(&sb->mu);
-	procs_mark_lost(sb, why);
-	procs_restore_locked(sb, procs);
+	FEATURES_CALL(retire_locked, sb, why, procs);
 	old = sandbox_gc_take_locked(sb);
 	pthread_mutex_unlock(&sb->mu);
 	guestconn_close(old);
@@ -635,15 +641,15 @@ void sandbox_gc_retire(struct sandbox *sb, const char *why, const char *procs)
 
 /* Callbacks run on the channel's reader thread: they only touch memory and
  * queue work. Every value they get was parsed from untrusted guest bytes by
- * src/proto; proc-table.c bounds what it keeps. */
+ * src/guestproto; the features that keep them bound what they keep. */
 static void cb_output(void *arg, uint32_t pid, int fd, uint64_t off, const void *data, size_t len)
 {
-	proc_on_output(arg, pid, fd, off, data, len);
+	FEATURES_CALL(on_output, arg, pid, fd, off, data, len);
 }
 
 static void cb_exit(void *arg, uint32_t pid, int exit_code, int sig)
 {
-	proc_on_exit(arg, pid, exit_code, sig);
+	FEATURES_CALL(on_exit, arg, pid, exit_code, sig);
 }
 
 static void cb_closed(void *arg, const char *reason)
@@ -655,8 +661,8 @@ static void cb_closed(void *arg, const char *reason)
 	pthread_mutex_unlock(&sb->mu);
 	log_info("sandbox %s: guest channel closed: %s", sb->id, reason ? reason : "?");
 	/* Closing the guestconn and destroying the jail must not happen on this
-	 * (the reader) thread: hand it to the reaper. */
-	reaper_add(sb->node, 0, TIMER_CHAN_CLOSED, sb->id, 0);
+	 * (the reader) thread: a feature's hook queues it (the reaper). */
+	FEATURES_CALL(on_closed, sb);
 }
 
 const struct guestconn_cbs sandbox_guest_cbs = {
@@ -700,11 +706,8 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 	if (err_text)
 		sb->error = xstrdup(err_text);
 	sb->created_at = db_cell_int(rows, row, 11);
-	if (db_cell(rows, row, 12) && n->cfg->node_name && strcmp(db_cell(rows, row, 12),
-								   n->cfg->node_name))
+	if (db_cell(rows, row, 12) && n->name && strcmp(db_cell(rows, row, 12), n->name))
 		sb->home = xstrdup(db_cell(rows, row, 12));
-	sched_policy_defaults(n, &sb->pol);
-	sb->sched.known_since = sb->sched.active_at = sched_now(n);
 	/* Our own rows, but parse defensively: a bad row loads with defaults. */
 	j = spec ? json_parse(spec, strlen(spec), &err) : NULL;
 	if (j && j->type == JSON_OBJ) {
@@ -717,13 +720,13 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 			sb->limits.disk_mb = json_u32(l, "disk_mb");
 		}
 		sb->timeout_s = json_u32(j, "timeout_s");
-		sched_policy_load(j, &sb->pol);
 		sb->network = json_dup(json_get(j, "network"));
 		if (env && env->type == JSON_OBJ)
 			sb->env = json_dup(env);
 		if (json_get(j, "image") && json_get(j, "image")->type == JSON_OBJ)
 			sb->image = json_dup(json_get(j, "image"));
 	}
+	FEATURES_CALL(load, n, sb, j && j->type == JSON_OBJ ? j : NULL);
 	json_free(j);
 	{
 		struct db_rows lr;
@@ -744,121 +747,6 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 		sb->metadata = NULL;
 	}
 	return sb;
-}
-
-/* ---- list / get ------------------------------------------------------- */
-
-struct list_filter {
-	int state;               /* -1 = any */
-	const char *template_name;
-	const char *keys[16], *vals[16];
-	size_t n_meta;
-	char *owned[40];
-	size_t n_owned;
-	const char *bad;
-};
-
-static void filter_param(void *arg, const char *k, const char *v)
-{
-	struct list_filter *f = arg;
-
-	if (f->n_owned + 2 > ARRAY_SIZE(f->owned)) {
-		f->bad = "too many query parameters";
-		return;
-	}
-	if (strcmp(k, "state") == 0) {
-		f->state = state_parse(v);
-		if (f->state < 0)
-			f->bad = "unknown state";
-	} else if (strcmp(k, "template") == 0) {
-		f->template_name = f->owned[f->n_owned++] = xstrdup(v);
-	} else if (strncmp(k, "metadata.", 9) == 0) {
-		if (f->n_meta == ARRAY_SIZE(f->keys)) {
-			f->bad = "too many metadata filters";
-			return;
-		}
-		f->keys[f->n_meta] = f->owned[f->n_owned++] = xstrdup(k + 9);
-		f->vals[f->n_meta++] = f->owned[f->n_owned++] = xstrdup(v);
-	}
-	/* Other parameters are ignored. */
-}
-
-static bool filter_match(const struct list_filter *f, struct sandbox *sb)
-{
-	bool ok;
-
-	pthread_mutex_lock(&sb->mu);
-	ok = sb->state != SB_DELETED && (f->state < 0 || (int)sb->state == f->state);
-	pthread_mutex_unlock(&sb->mu);
-	if (!ok)
-		return false;
-	if (f->template_name && strcmp(f->template_name, sb->template_name) != 0)
-		return false;
-	for (size_t i = 0; i < f->n_meta; i++) {
-		const char *v = sb->metadata ? json_get_str(sb->metadata, f->keys[i]) : NULL;
-		if (!v || strcmp(v, f->vals[i]) != 0)
-			return false;
-	}
-	return true;
-}
-
-void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_conn *c,
-			   const char *tenant)
-{
-	enum { BATCH = 64 };
-	struct list_filter f = { .state = -1 };
-	struct sandbox *v[BATCH];
-	struct page pg;
-	struct buf b;
-	struct jw w;
-	bool cursor;
-	int64_t ms;
-	char id[PAGE_ID_MAX + 1];
-	size_t k;
-
-	node_query_each(req->query, filter_param, &f);
-	if (f.bad) {
-		http_respond_error(c, 400, "invalid_field", "%s", f.bad);
-		goto out;
-	}
-	if (page_from_req(&pg, req, false, c) < 0)
-		goto out;
-	buf_init(&b);
-	jw_init(&w, &b);
-	jw_obj(&w);
-	jw_key(&w, "sandboxes");
-	jw_arr(&w);
-	/* Keyset page: the first `limit` matches after the cursor, in
-	 * (created_at, id) order; one more match means there is a next page.
-	 * Taken in batches from the tenant's ordered index, each from the last
-	 * key seen, so sandboxes made or deleted meanwhile move nothing. */
-	cursor = pg.has_cursor;
-	ms = pg.after_ms;
-	snprintf(id, sizeof(id), "%s", pg.after_id);
-	do {
-		k = order_take(n, tenant, cursor, ms, id, v, BATCH);
-		for (size_t i = 0; i < k; i++) {
-			if (filter_match(&f, v[i]) && page_take(&pg, v[i]->created_at, v[i]->id))
-				sandbox_render(&w, v[i]);
-			cursor = true;
-			ms = v[i]->created_at;
-			snprintf(id, sizeof(id), "%s", v[i]->id);
-			sandbox_unref(v[i]);
-		}
-	} while (k == BATCH && !pg.more);
-	jw_end(&w);
-	page_write_next(&pg, &w);
-	jw_end(&w);
-	http_respond_json(c, 200, b.data);
-	buf_free(&b);
-out:
-	for (size_t i = 0; i < f.n_owned; i++)
-		free(f.owned[i]);
-}
-
-void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c)
-{
-	sandbox_respond(c, 200, sb);
 }
 
 bool sandbox_is_deleted(struct node *n, const char *id, const char *tenant)
