@@ -753,7 +753,7 @@ static int create_jail(struct create *cx)
 	metrics_pool_create(cx->n, sb->be->name, nm_last_from_pool());
 	/* vm: the template's memory snapshot of this shape (made by now) into
 	 * the object store, off the request path, once (tmplstore.c) */
-	if (sandbox_suspend_kind(sb) && !strcmp(sandbox_suspend_kind(sb), "memory"))
+	if (backend_can(sb->be, BACKEND_CAP_SUSPEND_MEMORY))
 		tmplstore_queue_base(cx->n, &cx->nspec);
 	return 0;
 }

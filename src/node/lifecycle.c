@@ -27,7 +27,7 @@ static int lc_step_locked(struct node *n, struct sandbox *sb, enum sb_state to,
 	uint64_t t0 = now_us();
 	int r;
 
-	if (!be || !be->caps.pause || !be->pause || !be->resume)
+	if (!backend_can(be, BACKEND_CAP_PAUSE) || !be->pause || !be->resume)
 		return err_set(err, EOPNOTSUPP, "the %s backend cannot pause a sandbox",
 			       sb->backend_name);
 	sb->lc_busy = true;

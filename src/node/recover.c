@@ -86,7 +86,7 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 	uint64_t t0 = now_us();
 	err_t err = { 0 };
 
-	if (!sb->be || !sb->be->rollback || !sb->be->caps.disk_snapshot)
+	if (!sb->be || !sb->be->rollback || !backend_can(sb->be, BACKEND_CAP_DISK_SNAPSHOT))
 		return false;
 	if (sb->recovered_ms && wall_ms() - sb->recovered_ms < RECOVER_AGAIN_MS) {
 		log_warn("sandbox %s: crashed again %lld ms after a recovery; not recovering",

@@ -436,8 +436,8 @@ static bool due(int64_t now, int64_t last, uint32_t interval_s)
 static void pass_one(struct node *n, struct sandbox *sb, int64_t now)
 {
 	const struct sb_policy *pol = &sb->pol;   /* immutable after create */
-	bool disk_ok = sb->be && sb->be->caps.disk_snapshot && sb->be->snapshot;
-	bool full_ok = sb->be && sb->be->caps.full_snapshot;
+	bool disk_ok = backend_can(sb->be, BACKEND_CAP_DISK_SNAPSHOT) && sb->be->snapshot;
+	bool full_ok = backend_can(sb->be, BACKEND_CAP_FULL_SNAPSHOT);
 	bool idle_due = false, disk_due, full_due, have_smp = false, idle = false, prune_due;
 	bool baseline;
 	struct sb_activity smp = { 0 };

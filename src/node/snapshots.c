@@ -121,7 +121,7 @@ static int quiesce(struct node *n, struct sandbox *sb, err_t *err)
 
 static bool has_disk_snapshots(struct http_conn *c, struct sandbox *sb)
 {
-	if (sb->be && sb->be->caps.disk_snapshot && sb->be->snapshot && sb->be->rollback)
+	if (backend_can(sb->be, BACKEND_CAP_DISK_SNAPSHOT) && sb->be->snapshot && sb->be->rollback)
 		return true;
 	http_respond_error(c, 501, "not_supported",
 			   "disk snapshots and rollback are not supported on the %s backend yet",
@@ -144,11 +144,11 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 
 	if (!name)
 		name = snap_id;
-	if ((!full && strcmp(kind, "disk") != 0) || !sb->be || !sb->be->caps.disk_snapshot ||
+	if ((!full && strcmp(kind, "disk") != 0) || !backend_can(sb->be, BACKEND_CAP_DISK_SNAPSHOT) ||
 	    !sb->be->snapshot)
 		return err_set(err, EOPNOTSUPP, "%s snapshots are not supported on the %s backend",
 			       kind, sb->backend_name);
-	if (full && (!sb->be->caps.full_snapshot || !sb->be->snapshot_full))
+	if (full && (!backend_can(sb->be, BACKEND_CAP_FULL_SNAPSHOT) || !sb->be->snapshot_full))
 		return err_set(err, EOPNOTSUPP,
 			       "full (memory) snapshots are not supported on the %s backend: it "
 			       "has no memory checkpoint; take a disk snapshot (kind \"disk\")",

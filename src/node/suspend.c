@@ -50,9 +50,7 @@
 
 const char *sandbox_suspend_kind(const struct sandbox *sb)
 {
-	if (!sb->be)
-		return NULL;
-	return sb->be->caps.suspend;
+	return backend_suspend_kind(sb->be);
 }
 
 /* The bytes' progress in the sandbox's as the store stores them. */
@@ -234,7 +232,7 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	struct mbase mbase = { 0 };
 	struct nm_sandbox_spec spec;
 	_cleanup_free_ char *man = NULL, *mkey = NULL;
-	bool memory = strcmp(sandbox_suspend_kind(sb), "memory") == 0, split;
+	bool memory = backend_can(sb->be, BACKEND_CAP_SUSPEND_MEMORY), split;
 	char sha[OBJSTORE_SHA256_HEX], tuuid[37] = "", tsha[OBJSTORE_SHA256_HEX] = "";
 	int64_t size = -1;
 	uint64_t hsize = 0;

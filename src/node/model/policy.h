@@ -17,7 +17,7 @@ struct retention {
 
 struct sb_policy {
 	uint32_t disk_interval_s;   /* 0 = no scheduled disk snapshots */
-	uint32_t full_interval_s;   /* 0 = none; skipped unless caps.full_snapshot */
+	uint32_t full_interval_s;   /* 0 = none; skipped unless BACKEND_CAP_FULL_SNAPSHOT */
 	struct retention retention;
 	uint32_t idle_timeout_s;    /* 0 = never auto-pause */
 	bool timeout_pause;         /* on_timeout "pause" (false: "delete") */
