@@ -1,6 +1,6 @@
-/* lifecycle.c - a sandbox's life after its create: pause, resume and
- * connect (POST .../pause, .../resume, .../connect, and the resume that
- * exec, files and process calls imply), failure, delete (DELETE, the TTL,
+/* lifecycle.c - a sandbox's life after its create: pause and the resume
+ * step (POST .../pause, .../resume, .../connect; waking a sandbox for use
+ * is wake.c), failure, delete (DELETE, the TTL,
  * a failed fork), the TTL's timer, the guest channel closing by itself, and
  * the node's shutdown. model/state.c decides what is legal; each step here does
  * the backend's part and moves the state along the table.
@@ -15,12 +15,10 @@
 
 /* ---- pause, resume, connect ------------------------------------------- */
 
-/* Ask the backend to pause (to = paused) or resume (to = running), then move
- * the state along the table. Called with sb->mu held and the state checked;
- * the lock is dropped around the backend call, with lc_busy keeping other
+/* The lock is dropped around the backend call, with lc_busy keeping other
  * pauses, resumes and deletes out meanwhile (a failure may still happen:
  * then the table refuses the step and the sandbox stays failed). */
-static int lc_step_locked(struct node *n, struct sandbox *sb, enum sb_state to,
+int sandbox_lc_step_locked(struct node *n, struct sandbox *sb, enum sb_state to,
 			  const char *reason, err_t *err)
 {
 	const struct backend_ops *be = sb->be;
@@ -76,69 +74,9 @@ int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t
 		r = err_set(err, EBUSY, "sandbox %s is %s; only a running sandbox can be paused",
 			    sb->id, state_name(sb->state));
 	else
-		r = lc_step_locked(n, sb, SB_PAUSED, why, err);
+		r = sandbox_lc_step_locked(n, sb, SB_PAUSED, why, err);
 	pthread_mutex_unlock(&sb->mu);
 	return r;
-}
-
-int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *err)
-{
-	int r;
-
-	pthread_mutex_lock(&sb->mu);
-	for (;;) {
-		if (sb->lc_busy) {
-			pthread_cond_wait(&sb->cv, &sb->mu);
-			continue;
-		}
-		/* The cheap path of connect and exec: one lock, no backend call. */
-		if (sb->state == SB_RUNNING && !sb->deleting && why) {
-			r = 0;
-		} else if (sb->state == SB_PAUSED && !sb->deleting) {
-			r = lc_step_locked(n, sb, SB_RUNNING, why ? why : "resumed by client", err);
-		} else if (sb->state == SB_SUSPENDED && !sb->deleting) {
-			/* suspended → restoring → running: from the object store.
-			 * Implied by a request unless it said auto_restore=false
-			 * (suspend_gate answered it before this). */
-			char reason[200];
-			snprintf(reason, sizeof(reason), "restored (%s)",
-				 why ? why : "resumed by client");
-			pthread_mutex_unlock(&sb->mu);
-			return sandbox_restore(n, sb, reason, NULL, err);
-		} else if (why) {
-			r = err_set(err, EBUSY, "sandbox %s is %s", sb->id, state_name(sb->state));
-		} else {
-			r = err_set(err, EBUSY,
-				    "sandbox %s is %s; only a paused sandbox can be resumed",
-				    sb->id, state_name(sb->state));
-		}
-		break;
-	}
-	pthread_mutex_unlock(&sb->mu);
-	return r;
-}
-
-struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char *why,
-				 err_t *err)
-{
-	struct guestconn *gc;
-	enum sb_state st;
-
-	/* A client request: the sandbox is not idle. */
-	sched_touch(sb);
-	/* A pause may slip in between the resume and taking the channel; a
-	 * few rounds settle it, and a request that still loses answers 409. */
-	for (int round = 0; round < 3; round++) {
-		if (sandbox_resume(n, sb, why, err) < 0)
-			return NULL;
-		if ((gc = sandbox_gc_get(sb)))
-			return gc;
-	}
-	pthread_mutex_lock(&sb->mu);
-	st = sb->state;
-	pthread_mutex_unlock(&sb->mu);
-	err_set(err, EBUSY, "sandbox %s is %s", sb->id, state_name(st));
-	return NULL;
 }
 
 void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
@@ -154,10 +92,10 @@ void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op
 	if (strcmp(op, "pause") == 0)
 		r = sandbox_pause(n, sb, &err);
 	else if (strcmp(op, "resume") == 0)
-		r = sandbox_resume(n, sb, NULL, &err);
+		r = sandbox_wake(n, sb, NULL, &err);
 	else {
 		sched_touch(sb);
-		r = sandbox_resume(n, sb, "resumed by connect", &err);
+		r = sandbox_wake(n, sb, "resumed by connect", &err);
 	}
 	if (r < 0)
 		sandbox_respond_err(c, sb, &err);

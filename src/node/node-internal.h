@@ -143,22 +143,32 @@ int sandbox_guest_up_timed(struct node *n, struct sandbox *sb, const struct nm_s
 			   int chan_fd, pid_t jail_pid, const char *why, const char *what,
 			   struct phases *ph, err_t *err);
 
-/* lifecycle.c: operations on a sandbox after its create (model/state.c decides
- * what is legal; an illegal request fails with -EBUSY naming the current
- * state, an unsupported one with -EOPNOTSUPP). resume with why = NULL is
- * the client's explicit resume, which is a conflict on a running sandbox;
- * with a reason (connect, exec) a running sandbox is fine and costs one
- * lock. */
+/* lifecycle.c: operations on a sandbox after its create (model/state.c
+ * decides what is legal; an illegal request fails with -EBUSY naming the
+ * current state, an unsupported one with -EOPNOTSUPP). */
 int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err);
 /* The same with the event's reason (the scheduler: "idle", the TTL: "timeout"). */
 int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t *err);
-int sandbox_resume(struct node *n, struct sandbox *sb, const char *why, err_t *err);
-/* The channel of a sandbox that is running or paused, resuming a paused one
- * first (why: the event's reason, e.g. "resumed for exec"). NULL with err
- * set otherwise: -EBUSY naming the state (409), or the backend's error.
- * Pair with sandbox_gc_put. */
+/* The backend's pause (to = paused) or resume (to = running), then the
+ * move along the table (reason: the event's); sb->mu held, the state
+ * checked. wake.c resumes through it. */
+int sandbox_lc_step_locked(struct node *n, struct sandbox *sb, enum sb_state to,
+			   const char *reason, err_t *err);
+
+/* wake.c: the one way a sandbox is woken for use. Running: nothing to do
+ * (one lock); paused: resumed; suspended: restored from the object store;
+ * a pause or resume under way is waited for. why: the event's reason
+ * ("resumed for exec"); NULL is the client's explicit resume, which is a
+ * conflict on a running sandbox. Else -EBUSY naming the state. */
+int sandbox_wake(struct node *n, struct sandbox *sb, const char *why, err_t *err);
+/* The channel of a sandbox woken for use (sandbox_wake, counted as
+ * activity). NULL with err set otherwise: -EBUSY naming the state (409),
+ * or the backend's error. Pair with sandbox_gc_put. */
 struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char *why,
 				 err_t *err);
+/* false when the request said auto_restore=false on a suspended sandbox
+ * (answered 409). */
+bool suspend_gate(struct sandbox *sb, struct http_req *req, struct http_conn *c);
 /* timeout.c: POST /v1/sandboxes/{id}/timeout */
 void handle_sandbox_timeout(struct node *n, struct sandbox *sb, struct http_req *req,
 			    struct http_conn *c);
@@ -396,10 +406,6 @@ void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_curren
 /* At start: a suspending row goes back to paused (susp_resume says whether
  * it ran), a restoring one back to suspended. */
 void suspend_reconcile(struct node *n, struct sandbox *sb);
-/* false when the request said auto_restore=false on a suspended sandbox
- * (answered 409). */
-bool suspend_gate(struct sandbox *sb, struct http_req *req, struct http_conn *c);
-
 /* reconcile.c */
 void node_reconcile(struct node *n);
 

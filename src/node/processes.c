@@ -286,7 +286,7 @@ static void handle_output(struct node *n, struct sandbox *sb, struct proc *p,
 	 * sandbox that is not paused or running still replays what it has. */
 	if (follow) {
 		err_t err = { 0 };
-		if (sandbox_resume(n, sb, "resumed for process output", &err) < 0 &&
+		if (sandbox_wake(n, sb, "resumed for process output", &err) < 0 &&
 		    err.code != EBUSY) {
 			sandbox_respond_err(c, sb, &err);
 			return;

@@ -476,7 +476,7 @@ void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
 
 	/* A paused sandbox is resumed first, so a rollback that fails before
 	 * it changed anything leaves a running sandbox, as the table says. */
-	if (sandbox_resume(n, sb, "resumed for rollback", &err) < 0) {
+	if (sandbox_wake(n, sb, "resumed for rollback", &err) < 0) {
 		sandbox_respond_err(c, sb, &err);
 		goto out;
 	}

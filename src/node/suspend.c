@@ -31,7 +31,8 @@
  *
  * The rest of the file is what the node does with a suspended sandbox
  * besides restoring it: its fields in the API, its load at start, the
- * sweep of its objects, reconcile, and the gate that restores on use.
+ * sweep of its objects and reconcile (the gate that restores on use is
+ * wake.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -652,33 +653,6 @@ void suspend_reconcile(struct node *n, struct sandbox *sb)
 		state_set(sb->id, &sb->state, SB_PAUSED);
 	}
 	sb->susp_resume = prev == SB_RUNNING;
-}
-
-/* auto_restore=false in the query: a request that needs the guest answers
- * 409 on a suspended sandbox instead of restoring it. Returns false when it
- * answered. */
-static void query_auto_restore(void *arg, const char *k, const char *v)
-{
-	if (strcmp(k, "auto_restore") == 0)
-		*(bool *)arg = !(strcmp(v, "false") == 0 || strcmp(v, "0") == 0);
-}
-
-bool suspend_gate(struct sandbox *sb, struct http_req *req, struct http_conn *c)
-{
-	bool auto_restore = true;
-	enum sb_state st;
-
-	pthread_mutex_lock(&sb->mu);
-	st = sb->state;
-	pthread_mutex_unlock(&sb->mu);
-	if (st != SB_SUSPENDED && st != SB_SUSPENDING)
-		return true;
-	node_query_each(req->query, query_auto_restore, &auto_restore);
-	if (auto_restore)
-		return true;
-	node_respond_conflict(c, st, "sandbox %s is %s and auto_restore=false", sb->id,
-			      state_name(st));
-	return false;
 }
 
 void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
