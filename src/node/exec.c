@@ -1,6 +1,6 @@
 /* exec.c - POST /v1/sandboxes/{id}/exec: check the request, resolve its
  * user in the sandbox's /etc/passwd, build the environment, start the
- * process through the guest agent, register it in the table (proc-table.c)
+ * process through the guest agent, register it in the table (proc/proc-table.c)
  * and stream its output (processes.c) until it exits. An exec timeout is a
  * reaper timer (proc_on_timeout). The process outlives the stream.
  */

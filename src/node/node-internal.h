@@ -6,40 +6,17 @@
 
 #include "model/model.h"
 #include "node.h"
-#include "ring.h"
+#include "proc/proc.h"
 #include "schedule.h"
 
 #define NODE_JSON_MAX (1u << 20)        /* JSON request bodies */
 #define NODE_FILE_MAX (16u << 20)       /* file reads and writes */
-#define NODE_PROC_KEEP 256              /* exited processes kept per sandbox */
-#define NODE_PROC_STRAYS 16             /* records for pids the node never exec'd */
 #define NODE_CHUNK (48u * 1024)         /* raw bytes per stdout/stderr line */
 /* Event reasons of re-adopting a paused sandbox after a node restart: it is
  * thawed to say HELLO, then paused again. The TTL replay skips the pair. */
 #define REASON_READOPT_RESUME "resumed to re-adopt after restart"
 #define REASON_READOPT_PAUSE "paused again after restart"
 
-/* One process started by exec (or a stray record for a pid the guest reported
- * output for before the exec reply arrived; exec claims it). All fields are
- * protected by the owning sandbox's mu. */
-struct proc {
-	struct proc *next;      /* table order: oldest first */
-	struct proc *prev;      /* newer to older: lookups start at the newest */
-	uint64_t serial;        /* unique per sandbox; timers refer to it */
-	uint32_t pid;
-	bool claimed;           /* exec filled argv etc. */
-	char **argv;            /* NULL-terminated, owned; NULL for strays */
-	bool pty;
-	int64_t started_at;     /* wall ms */
-	bool running;
-	int exit_code;          /* valid when !running && signal == 0 */
-	int signal;             /* > 0 when killed by a signal */
-	const char *lost;       /* static text when ended because the sandbox went away */
-	struct ring out[2];     /* [0] stdout, [1] stderr */
-	pthread_cond_t cv;      /* broadcast on output and exit (with sb->mu) */
-	int refs;               /* the table holds one while in_table */
-	bool in_table;
-};
 
 enum timer_kind { TIMER_SANDBOX_TIMEOUT, TIMER_PROC_TIMEOUT, TIMER_CHAN_CLOSED, TIMER_SCHEDULE };
 
@@ -59,10 +36,9 @@ static inline const char *node_me(const struct node *n)
 /* The features' hooks on the model (model.h), registered by node_start in
  * this order, which is also the order of their keys in a sandbox's JSON:
  * schedule.c (ends_at, the policy; a loaded row's policy), suspend.c (the
- * suspension), proc-table.c (output and exits, retirement, freeing) and
+ * suspension), proc/proc-table.c (output and exits, retirement, freeing) and
  * reaper.c (a closed channel). */
-extern const struct sandbox_feature sched_feature, suspend_feature, proc_feature,
-	reaper_feature;
+extern const struct sandbox_feature sched_feature, suspend_feature, reaper_feature;
 
 /* reply.c: answering, shared by the handlers. */
 void node_respond_err(struct http_conn *c, const err_t *e);
@@ -208,32 +184,6 @@ bool ports_route(struct node *n, struct http_req *req, struct http_conn *c, cons
  * Fuzzed: tests/fuzz/fuzz-node-ports.c. */
 int ports_rewrite_head(const char *h, size_t n, struct buf *out);
 
-/* proc-table.c: the process table (all but the callbacks with sb->mu held). */
-void proc_on_output(struct sandbox *sb, uint32_t pid, int fd, uint64_t off, const void *data,
-		    size_t len);
-void proc_on_exit(struct sandbox *sb, uint32_t pid, int exit_code, int sig);
-/* A new running record for pid at the end of the table; the table holds
- * its one reference. */
-struct proc *proc_new_locked(struct sandbox *sb, uint32_t pid);
-void proc_unref_locked(struct proc *p);
-/* Mark p exited (sig > 0: killed by it) and wake its streams. */
-void proc_mark_exited_locked(struct sandbox *sb, struct proc *p, int exit_code, int sig);
-/* The newest record for pid that exec claimed (for the API), or NULL. */
-struct proc *proc_find_locked(struct sandbox *sb, uint32_t pid);
-/* The newest stray record for pid (output came before the exec reply), or
- * NULL: exec claims it. */
-struct proc *proc_find_stray_locked(struct sandbox *sb, uint32_t pid);
-void procs_mark_lost(struct sandbox *sb, const char *why);    /* holds sb->mu */
-void procs_free_all(struct sandbox *sb);
-void proc_on_timeout(struct node *n, const char *sb_id, uint64_t serial);
-void procs_wake_all(struct node *n);
-/* proc-image.c: the running processes as JSON (pid, argv, pty, start,
- * stream offsets; caller frees; takes sb->mu), kept with a full snapshot;
- * and (sb->mu held) back into the table after a rollback to it, as running
- * records whose output goes on from those offsets (NULL or bad text
- * restores nothing). */
-char *procs_image(struct sandbox *sb);
-void procs_restore_locked(struct sandbox *sb, const char *image);
 /* exec.c */
 void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
 /* processes.c: stream p's output as NDJSON from off[0] (stdout) and off[1]

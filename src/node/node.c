@@ -3,7 +3,7 @@
  * a request in request.c; GET /v1/node is nodeinfo.c. Sandboxes (map, JSON,
  * rows, guest channel, states) live in model/, list and get in sandboxes.c,
  * their create in create.c, the rest of their lifecycle in lifecycle.c;
- * processes in exec.c, proc-table.c, proc-image.c and processes.c; files in
+ * processes in exec.c, proc/ and processes.c; files in
  * files.c, templates in templates.c, crash recovery in reconcile.c and
  * recover.c, and timed work in reaper.c. */
 #include <errno.h>
@@ -319,6 +319,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 
 	n->cfg = cfg;
 	n->name = cfg->node_name;
+	n->out_buffer_bytes = cfg->out_buffer_bytes;
 	/* A descriptor per sandbox (its guest channel), and more per exec:
 	 * a thousand idle sandboxes are past a login's soft limit of 1024. */
 	raise_fd_limit();

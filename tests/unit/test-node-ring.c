@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/node/ring.h"
+#include "../../src/node/proc/ring.h"
 #include "check.h"
 
 

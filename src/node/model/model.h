@@ -126,7 +126,11 @@ struct op_histo {
 
 struct node {
 	const struct node_config *cfg;
-	const char *name;       /* cfg->node_name (NULL: none): the model is below node.h */
+	/* The config's values that the rooms below node.h (model, proc) read,
+	 * copied by node_start: node_name (NULL: none), and the bytes kept of
+	 * each process stream (0: 1 MiB). */
+	const char *name;
+	size_t out_buffer_bytes;
 	struct db *db;
 	struct backend_ctx bctx;
 	struct http_server *http;

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "../lib/util.h"
+#include "../../lib/util.h"
 
 void ring_init(struct ring *r, size_t cap)
 {

@@ -7,8 +7,8 @@
  */
 #include <string.h>
 
-#include "../lib/log.h"
-#include "node-internal.h"
+#include "../../lib/log.h"
+#include "proc.h"
 
 char *procs_image(struct sandbox *sb)
 {
