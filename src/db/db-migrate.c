@@ -108,7 +108,7 @@ static const struct {
 };
 
 /* Migration 2: the nodes that share the database, by name (--node-name;
- * node/heartbeat.c, api/placement.c). state: starting, up, down or lost;
+ * node/cluster/heartbeat.c, api/placement.c). state: starting, up, down or lost;
  * generation: bumped by each (re)start; started_at, heartbeat_at: ms since
  * the epoch; capacity: JSON (node/heartbeat.c); url: where other apis reach
  * this node's api. */

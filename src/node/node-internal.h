@@ -4,10 +4,13 @@
 #ifndef AIRLOCK_NODE_INTERNAL_H
 #define AIRLOCK_NODE_INTERNAL_H
 
+#include "cluster/cluster.h"
 #include "model/model.h"
+#include "net/network.h"
 #include "node.h"
 #include "proc/proc.h"
 #include "schedule.h"
+#include "tmpl/tmplstore.h"
 
 #define NODE_JSON_MAX (1u << 20)        /* JSON request bodies */
 #define NODE_FILE_MAX (16u << 20)       /* file reads and writes */
@@ -26,12 +29,6 @@ struct timer {
 	char sb_id[65];
 	uint64_t serial;        /* TIMER_PROC_TIMEOUT */
 };
-
-/* This node's name in the shared database ("" when it has none). */
-static inline const char *node_me(const struct node *n)
-{
-	return n->cfg->node_name ? n->cfg->node_name : "";
-}
 
 /* The features' hooks on the model (model.h), registered by node_start in
  * this order, which is also the order of their keys in a sandbox's JSON:
@@ -67,13 +64,7 @@ void handle_node(struct node *n, struct http_conn *c);
 /* GET /v1/node/doctor (admin): nodemgr's host checks (src/doctor). */
 void handle_node_doctor(struct node *n, struct http_conn *c);
 
-/* network.c: tell the gateway sb's address and policy (ns only; a no-op
- * for other backends or with the network off), or forget it; the
- * /network endpoints and the gateway's start-up list. push: addr is the
- * address the backend gave when it started or adopted sb, which sb keeps
- * from then on; NULL: the one sb has (a new policy). */
-int sandbox_net_push(struct node *n, struct sandbox *sb, const char *addr, err_t *err);
-void sandbox_net_forget(struct node *n, struct sandbox *sb);
+/* network-api.c: the /network endpoints and the gateway's start-up list. */
 void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_req *req,
 		    struct http_conn *c);
 void handle_internal_network(struct node *n, struct http_conn *c);
@@ -269,35 +260,6 @@ int template_resolve(struct node *n, const char *name, uint32_t *version, err_t 
  * Asked of nodemgr once per version, then cached. */
 int template_image_config(struct node *n, const char *name, uint32_t version, json **out,
 			  err_t *err);
-/* tmplstore.c: publish: make sure template name/version is in the object
- * store (the first call uploads its full stream), *uuid its identity.
- * fetch: the local version of name whose identity is uuid, downloaded and
- * received first when there is none (one download per identity at a time);
- * sha (may be NULL or ""): the stream's SHA-256 the manifest names, checked. */
-int tmplstore_publish(struct node *n, const char *name, uint32_t version, char uuid[37],
-		      char sha[65], err_t *err);
-int tmplstore_fetch(struct node *n, const char *name, const char *uuid, const char *sha,
-		    uint32_t *version, err_t *err);
-/* vm memory bases (tmplstore.c): publish: make sure the RAM file a vm
- * memory artifact of spec's template and shape is a difference from is in
- * the store (want: its SHA-256 as the export answered; NULL: the template's
- * current one), sha its digest, osha and osize the object's. fetch: make
- * sure the base sha is here (nodemgr's template file or its cache),
- * downloading the object, which must be osize bytes with SHA-256 osha, into
- * nodemgr's cache first (one download per base at a time). */
-/* The publisher (when there is an object store): queue a template
- * version (a build just became ready) or the memory base of a vm spec's
- * template and shape (a vm sandbox was created from it) for upload off the
- * request path; each is published at most once (a HEAD when it is there).
- * start also queues every ready version this node has not published. */
-void tmplstore_start(struct node *n);
-void tmplstore_stop(struct node *n);
-void tmplstore_queue_template(struct node *n, const char *name, uint32_t version);
-void tmplstore_queue_base(struct node *n, const struct nm_sandbox_spec *spec);
-int membase_publish(struct node *n, const struct nm_sandbox_spec *spec, const char *want,
-		    char sha[65], char osha[65], uint64_t *osize, err_t *err);
-int membase_fetch(struct node *n, const struct nm_sandbox_spec *spec, const char *sha,
-		  const char *osha, uint64_t osize, err_t *err);
 /* move.c: take over a suspended sandbox whose row names another node
  * (lost, down, or the request asked for this one): the row's node is
  * swapped to this one (compare-and-set), and it is loaded here, suspended.
@@ -306,17 +268,6 @@ int membase_fetch(struct node *n, const struct nm_sandbox_spec *spec, const char
  * no object store or not the sandbox's backend). */
 struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant, err_t *err);
 
-/* cluster.c: register this node (state up, next generation) and write its
- * first heartbeat; then beat in the background until cluster_stop, which
- * writes state down. */
-int cluster_register(struct node *n, err_t *err);
-int cluster_start(struct node *n, err_t *err);
-/* sb is suspended and its row names another node (it moved there): out of
- * the map (the caller's reference stays); true when so. */
-bool cluster_forget_if_moved(struct node *n, struct sandbox *sb);
-/* Beat now rather than at the next tick (a template became ready). */
-void cluster_poke(struct node *n);
-void cluster_stop(struct node *n);
 
 /* admin: show the templates' sources and errors (host paths) too. */
 void handle_templates_list(struct node *n, struct http_req *req, struct http_conn *c,

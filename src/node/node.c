@@ -318,8 +318,6 @@ int node_run(const struct node_config *cfg, err_t *err)
 	int sig = 0, r;
 
 	n->cfg = cfg;
-	n->name = cfg->node_name;
-	n->out_buffer_bytes = cfg->out_buffer_bytes;
 	/* A descriptor per sandbox (its guest channel), and more per exec:
 	 * a thousand idle sandboxes are past a login's soft limit of 1024. */
 	raise_fd_limit();

@@ -28,7 +28,8 @@
 #include "../lib/fault.h"
 #include "../lib/log.h"
 #include "../lib/pipe.h"
-#include "artifacts.h"
+#include "artifacts/artifacts.h"
+#include "node-internal.h"
 
 static const char *const download_names[N_ARTIFACTS] = { "download_disk", "download_memory",
 							  "download_vmstate" };

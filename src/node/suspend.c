@@ -47,7 +47,8 @@
 #include "../lib/log.h"
 #include "../lib/pipe.h"
 #include "../lib/sha256.h"
-#include "artifacts.h"
+#include "artifacts/artifacts.h"
+#include "node-internal.h"
 
 const char *sandbox_suspend_kind(const struct sandbox *sb)
 {

@@ -4,8 +4,8 @@
 #
 # src/node is in layers (docs/INTERNALS.md, "The node's rooms"): the model
 # (src/node/model: struct sandbox, its map, states and references, the hooks
-# the features register) at the bottom, then the process table
-# (src/node/proc), then the rest of src/node. Calls go down, never up. So no
+# the features register) at the bottom, then the rooms of $rooms in that
+# order, then the rest of src/node. Calls go down, never up. So no
 # object of a room may reference a symbol that an object of the node's
 # library (airlock_node, LIBRARY) outside that room and the rooms below it
 # defines. A room's objects are named by its sources under SRC (base names
@@ -14,7 +14,7 @@
 nm_bin=$1
 lib=$2
 src=$3
-rooms="model proc"      # bottom first
+rooms="model proc cluster artifacts net tmpl"      # bottom first
 if [ -z "$nm_bin" ] || [ ! -f "$lib" ] || [ ! -d "$src/src/node/model" ]; then
 	echo "usage: $0 NM LIBRARY SRC" >&2
 	exit 2

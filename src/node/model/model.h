@@ -35,6 +35,7 @@
 #include "../../lib/http.h"
 #include "../../lib/json.h"
 #include "../../lib/util.h"
+#include "config.h"
 #include "policy.h"
 #include "state.h"
 #include "theap.h"
@@ -47,7 +48,6 @@ struct tconfig;
 struct tfetch;
 struct pubjob;
 struct tenant_order;
-struct node_config;
 
 struct sandbox {
 	struct sandbox *hnext;  /* hash chain, under node->mu */
@@ -126,11 +126,6 @@ struct op_histo {
 
 struct node {
 	const struct node_config *cfg;
-	/* The config's values that the rooms below node.h (model, proc) read,
-	 * copied by node_start: node_name (NULL: none), and the bytes kept of
-	 * each process stream (0: 1 MiB). */
-	const char *name;
-	size_t out_buffer_bytes;
 	struct db *db;
 	struct backend_ctx bctx;
 	struct http_server *http;
@@ -166,12 +161,12 @@ struct node {
 	struct tbuild *builds;
 	struct tconfig *tconfigs;  /* under tmpl_mu: image defaults per template version */
 
-	/* tmplstore.c: downloads in flight (tstore_mu); one publish at a time
+	/* tmpl/tmplstore.c: downloads in flight (tstore_mu); one publish at a time
 	 * (tpub_mu, held through an upload, so never by a download's wait). */
 	pthread_mutex_t tstore_mu, tpub_mu;
 	struct tfetch *tfetches;
 	uint64_t tstore_fetches;   /* atomic: templates fetched from the store */
-	/* tmplstore.c: the publisher, which uploads template versions when they
+	/* tmpl/tmplstore.c: the publisher, which uploads template versions when they
 	 * become ready and vm memory bases when they are first used. */
 	pthread_mutex_t pub_mu;
 	pthread_cond_t pub_cv;
@@ -181,7 +176,7 @@ struct node {
 	char *pub_done[64];        /* keys published (or found) since start, a ring */
 	unsigned pub_done_next;
 
-	/* cluster.c: this node's row in the nodes table and its heartbeat. */
+	/* cluster/heartbeat.c: this node's row in the nodes table and its heartbeat. */
 	int64_t generation;
 	pthread_mutex_t beat_mu;
 	pthread_cond_t beat_cv;    /* CLOCK_MONOTONIC */
@@ -211,6 +206,12 @@ struct node {
 	 * (miss), by backend (ns, vm): atomic, metrics_pool_create */
 	uint64_t pool_hits[2], pool_misses[2];
 };
+
+/* This node's name in the shared database ("" when it has none). */
+static inline const char *node_me(const struct node *n)
+{
+	return n->cfg->node_name ? n->cfg->node_name : "";
+}
 
 /* The database is this host's alone (SQLite), not shared with other nodes. */
 static inline bool node_db_is_private(const struct node *n)

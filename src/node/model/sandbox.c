@@ -450,7 +450,7 @@ void sandbox_render(struct jw *w, struct sandbox *sb)
 	jw_key(w, "backend");
 	jw_str(w, sb->backend_name);
 	jw_key(w, "node");
-	jw_str(w, sb->home ? sb->home : sb->node->name);
+	jw_str(w, sb->home ? sb->home : sb->node->cfg->node_name);
 	jw_key(w, "state");
 	jw_str(w, state_name(sb->state));
 	jw_key(w, "limits");
@@ -706,7 +706,8 @@ struct sandbox *sandbox_from_row(struct node *n, const struct db_rows *rows, int
 	if (err_text)
 		sb->error = xstrdup(err_text);
 	sb->created_at = db_cell_int(rows, row, 11);
-	if (db_cell(rows, row, 12) && n->name && strcmp(db_cell(rows, row, 12), n->name))
+	if (db_cell(rows, row, 12) && n->cfg->node_name &&
+	    strcmp(db_cell(rows, row, 12), n->cfg->node_name))
 		sb->home = xstrdup(db_cell(rows, row, 12));
 	/* Our own rows, but parse defensively: a bad row loads with defaults. */
 	j = spec ? json_parse(spec, strlen(spec), &err) : NULL;

@@ -21,7 +21,7 @@ struct proc *proc_new_locked(struct sandbox *sb, uint32_t pid)
 {
 	struct proc *p = xcalloc(1, sizeof(*p));
 	pthread_condattr_t ca;
-	size_t cap = sb->node->out_buffer_bytes ? sb->node->out_buffer_bytes : 1u << 20;
+	size_t cap = sb->node->cfg->out_buffer_bytes ? sb->node->cfg->out_buffer_bytes : 1u << 20;
 
 	p->serial = sb->next_serial++;
 	p->pid = pid;

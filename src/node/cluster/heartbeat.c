@@ -22,8 +22,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../lib/log.h"
-#include "node-internal.h"
+#include "../../lib/log.h"
+#include "cluster.h"
 
 #define CLUSTER_BEAT_MS 2000
 

@@ -37,10 +37,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/log.h"
-#include "../lib/pipe.h"
-#include "../objstore/objstore.h"
-#include "node-internal.h"
+#include "../../lib/log.h"
+#include "../../lib/pipe.h"
+#include "../../objstore/objstore.h"
+#include "../../node/cluster/cluster.h"   /* spelled from src/ for test-layering */
+#include "tmplstore.h"
 
 struct tfetch {
 	struct tfetch *next;

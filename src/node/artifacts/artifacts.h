@@ -11,10 +11,10 @@
 
 #include <pthread.h>
 
-#include "../byok/envelope.h"
-#include "../lib/phases.h"
-#include "../objstore/objstore.h"
-#include "node-internal.h"
+#include "../../byok/envelope.h"
+#include "../../lib/phases.h"
+#include "../../objstore/objstore.h"
+#include "../../node/model/model.h"   /* spelled from src/ for test-layering */
 
 #define MANIFEST_MAX (64u * 1024)
 #define ARTIFACT_MAX (1ull << 40)

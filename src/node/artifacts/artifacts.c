@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../byok/kms.h"
-#include "../lib/log.h"
-#include "../lib/sha256.h"
+#include "../../byok/kms.h"
+#include "../../lib/log.h"
+#include "../../lib/sha256.h"
 #include "artifacts.h"
 
 const struct art_kind art_table[N_ARTIFACTS] = {
@@ -76,7 +76,7 @@ char *art_manifest_text(struct node *n, struct sandbox *sb, const char *snap,
 	jw_key(&w, "snapshot");
 	jw_str(&w, snap);
 	jw_key(&w, "kind");
-	jw_str(&w, sandbox_suspend_kind(sb));
+	jw_str(&w, backend_suspend_kind(sb->be));
 	jw_key(&w, "backend");
 	jw_str(&w, sb->backend_name);
 	jw_key(&w, "template");
