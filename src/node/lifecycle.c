@@ -1,8 +1,8 @@
 /* lifecycle.c - a sandbox's life after its create: pause and the resume
- * step (POST .../pause, .../resume, .../connect; waking a sandbox for use
- * is wake.c), failure, delete (DELETE, the TTL,
- * a failed fork), the TTL's timer, the guest channel closing by itself, and
- * the node's shutdown. model/state.c decides what is legal; each step here does
+ * step (waking a sandbox for use is wake.c; the endpoints are
+ * lifecycle-api.c), failure, delete (DELETE, the TTL, a failed fork), the
+ * TTL's timer, and the node's shutdown (a guest channel closing by itself
+ * is recover.c). model/state.c decides what is legal; each step here does
  * the backend's part and moves the state along the table.
  */
 #include <errno.h>
@@ -77,30 +77,6 @@ int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t
 		r = sandbox_lc_step_locked(n, sb, SB_PAUSED, why, err);
 	pthread_mutex_unlock(&sb->mu);
 	return r;
-}
-
-void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
-			      struct http_conn *c)
-{
-	err_t err = { 0 };
-	int r;
-
-	if (strcmp(op, "suspend") == 0 || strcmp(op, "restore") == 0) {
-		handle_sandbox_suspend(n, sb, op, c);
-		return;
-	}
-	if (strcmp(op, "pause") == 0)
-		r = sandbox_pause(n, sb, &err);
-	else if (strcmp(op, "resume") == 0)
-		r = sandbox_wake(n, sb, NULL, &err);
-	else {
-		sched_touch(sb);
-		r = sandbox_wake(n, sb, "resumed by connect", &err);
-	}
-	if (r < 0)
-		sandbox_respond_err(c, sb, &err);
-	else
-		sandbox_respond(c, 200, sb);
 }
 
 /* ---- teardown --------------------------------------------------------- */
@@ -316,24 +292,6 @@ void sandbox_on_timeout(struct node *n, const char *id)
 	sandbox_unref(sb);
 }
 
-void sandbox_on_chan_closed(struct node *n, const char *id)
-{
-	struct sandbox *sb = sandbox_find(n, id, NULL);
-	bool fail;
-
-	if (!sb)
-		return;
-	/* While starting, the create handler sees chan_closed itself; while
-	 * deleting, the teardown owns the sandbox. */
-	pthread_mutex_lock(&sb->mu);
-	fail = (sb->state == SB_RUNNING || sb->state == SB_PAUSED) && !sb->deleting &&
-	       sb->chan_closed;
-	pthread_mutex_unlock(&sb->mu);
-	if (fail && !sandbox_recover(n, sb, "guest channel closed"))
-		sandbox_fail(n, sb, "guest channel closed");
-	sandbox_unref(sb);
-}
-
 void sandbox_schedule_timeout(struct node *n, struct sandbox *sb)
 {
 	int64_t left, deadline;
@@ -391,35 +349,4 @@ void sandbox_stop_all(struct node *n)
 			sandbox_unref(sb);
 		}
 	}
-}
-
-void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
-			   struct http_conn *c)
-{
-	struct sandbox *sb = sandbox_find(n, id, tenant);
-	err_t err = { 0 };
-
-	if (sb && cluster_forget_if_moved(n, sb)) {   /* stale: it moved away */
-		sandbox_unref(sb);
-		sb = NULL;
-	}
-	/* A suspended sandbox of a node that is lost or down, sent here by the
-	 * api: taken over, then deleted (its objects with it). */
-	if (!sb && !(sb = suspend_claim(n, id, tenant, &err)) && err.code != ENOENT) {
-		node_respond_err(c, &err);
-		return;
-	}
-	if (!sb) {
-		/* Deleting again is fine for the owner. */
-		if (sandbox_is_deleted(n, id, tenant))
-			http_respond(c, 204, NULL, NULL, 0, NULL);
-		else
-			http_respond_error(c, 404, "not_found", "no sandbox `%s`", id);
-		return;
-	}
-	if (sandbox_delete(n, sb, "deleted by client", &err) < 0)
-		sandbox_respond_err(c, sb, &err);
-	else
-		http_respond(c, 204, NULL, NULL, 0, NULL);
-	sandbox_unref(sb);
 }

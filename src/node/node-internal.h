@@ -90,25 +90,6 @@ void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c)
 /* create.c */
 void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
 			     const char *tenant);
-/* vm: a turn to start a guest (create, rollback, fork child, restore),
- * taken before the backend starts QEMU and given back once the guest is up
- * or failed; false (nothing to give back) for other backends. */
-bool vmstart_enter(struct node *n, const struct sandbox *sb);
-void vmstart_leave(struct node *n, bool taken);
-/* A freshly started jail's guest comes up for sb (create, fork, rollback,
- * recovery): open the channel (consumes chan_fd), run the backend's
- * post-ready step, then record jail_pid and the move to running (reason
- * `why`) in one transaction and install sb->gc. On failure the channel is
- * closed and err says why, prefixed with `what`. */
-int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
-		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err);
-/* The same, marking its steps in ph (when not NULL): "hello" (the guest
- * spoke), "reset" (the backend's post-ready step answered) and "ready"
- * (the move to running written). */
-struct phases;
-int sandbox_guest_up_timed(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
-			   int chan_fd, pid_t jail_pid, const char *why, const char *what,
-			   struct phases *ph, err_t *err);
 
 /* lifecycle.c: operations on a sandbox after its create (model/state.c
  * decides what is legal; an illegal request fails with -EBUSY naming the
@@ -139,6 +120,7 @@ bool suspend_gate(struct sandbox *sb, struct http_req *req, struct http_conn *c)
 /* timeout.c: POST /v1/sandboxes/{id}/timeout */
 void handle_sandbox_timeout(struct node *n, struct sandbox *sb, struct http_req *req,
 			    struct http_conn *c);
+/* lifecycle-api.c: op "pause", "resume", "connect", "suspend", "restore". */
 void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
 			      struct http_conn *c);
 /* Tear down and retire (delete) or mark failed. Returns 0 or -errno. */
@@ -160,9 +142,9 @@ void handle_tenant_encryption(struct node *n, struct http_req *req, struct http_
  * caller holds sb->mu, or (reconcile) nobody else can reach sb yet. */
 void sandbox_mark_failed(struct node *n, struct sandbox *sb, const char *reason);
 void sandbox_on_timeout(struct node *n, const char *id);
-void sandbox_on_chan_closed(struct node *n, const char *id);
 void sandbox_schedule_timeout(struct node *n, struct sandbox *sb);
 void sandbox_stop_all(struct node *n);
+/* lifecycle-api.c: DELETE /v1/sandboxes/{id}. */
 void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 			   struct http_conn *c);
 
@@ -246,6 +228,9 @@ int quota_admit_snapshot(struct node *n, struct sandbox *sb, bool scheduled, boo
  * itself (cause): roll it back to its latest full, else disk, snapshot.
  * false when it has none (or the backend cannot): the caller fails it. */
 bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause);
+/* The reaper's TIMER_CHAN_CLOSED for sandbox id: recover it, else fail it
+ * (unless it is starting, deleting, or no longer closed). */
+void sandbox_on_chan_closed(struct node *n, const char *id);
 /* fork.c: POST .../fork (501 when the backend cannot fork). */
 void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
 /* templates.c */

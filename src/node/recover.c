@@ -145,3 +145,22 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 		 (now_us() - t0) / 1000.0);
 	return true;
 }
+
+/* The reaper's TIMER_CHAN_CLOSED: a guest channel closed by itself. */
+void sandbox_on_chan_closed(struct node *n, const char *id)
+{
+	struct sandbox *sb = sandbox_find(n, id, NULL);
+	bool fail;
+
+	if (!sb)
+		return;
+	/* While starting, the create handler sees chan_closed itself; while
+	 * deleting, the teardown owns the sandbox. */
+	pthread_mutex_lock(&sb->mu);
+	fail = (sb->state == SB_RUNNING || sb->state == SB_PAUSED) && !sb->deleting &&
+	       sb->chan_closed;
+	pthread_mutex_unlock(&sb->mu);
+	if (fail && !sandbox_recover(n, sb, "guest channel closed"))
+		sandbox_fail(n, sb, "guest channel closed");
+	sandbox_unref(sb);
+}

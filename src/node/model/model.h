@@ -147,7 +147,7 @@ struct node {
 	pthread_mutex_t count_mu;
 	size_t state_n[SB__COUNT];
 	/* vm guests between their start (create, rollback, fork child,
-	 * restore) and their READY (create.c vmstart_enter): at most
+	 * restore) and their READY (guest.c vmstart_enter): at most
 	 * vmstart_max at once, the rest wait their turn. */
 	pthread_mutex_t vmstart_mu;
 	pthread_cond_t vmstart_cv;
@@ -333,5 +333,26 @@ bool sandbox_is_deleted(struct node *n, const char *id, const char *tenant);
  * the start when !cursor), in list order, into v; how many. */
 size_t sandbox_list_take(struct node *n, const char *tenant, bool cursor, int64_t ms,
 			 const char *id, struct sandbox **v, size_t max);
+
+/* guest.c */
+/* vm: a turn to start a guest (create, rollback, fork child, restore),
+ * taken before the backend starts QEMU and given back once the guest is up
+ * or failed; false (nothing to give back) for other backends. */
+bool vmstart_enter(struct node *n, const struct sandbox *sb);
+void vmstart_leave(struct node *n, bool taken);
+/* A freshly started jail's guest comes up for sb (create, fork, rollback,
+ * recovery): open the channel (consumes chan_fd), run the backend's
+ * post-ready step, then record jail_pid and the move to running (reason
+ * `why`) in one transaction and install sb->gc. On failure the channel is
+ * closed and err says why, prefixed with `what`. */
+int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
+		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err);
+/* The same, marking its steps in ph (when not NULL): "hello" (the guest
+ * spoke), "reset" (the backend's post-ready step answered) and "ready"
+ * (the move to running written). */
+struct phases;
+int sandbox_guest_up_timed(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
+			   int chan_fd, pid_t jail_pid, const char *why, const char *what,
+			   struct phases *ph, err_t *err);
 
 #endif

@@ -1,0 +1,64 @@
+/* lifecycle-api.c - the lifecycle's endpoints: POST .../pause, .../resume,
+ * .../connect, .../suspend, .../restore, and DELETE /v1/sandboxes/{id}
+ * (including a suspended sandbox that another node left behind). The steps
+ * are lifecycle.c, wake.c and suspend.c.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "node-internal.h"
+
+void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
+			      struct http_conn *c)
+{
+	err_t err = { 0 };
+	int r;
+
+	if (strcmp(op, "suspend") == 0 || strcmp(op, "restore") == 0) {
+		handle_sandbox_suspend(n, sb, op, c);
+		return;
+	}
+	if (strcmp(op, "pause") == 0)
+		r = sandbox_pause(n, sb, &err);
+	else if (strcmp(op, "resume") == 0)
+		r = sandbox_wake(n, sb, NULL, &err);
+	else {
+		sched_touch(sb);
+		r = sandbox_wake(n, sb, "resumed by connect", &err);
+	}
+	if (r < 0)
+		sandbox_respond_err(c, sb, &err);
+	else
+		sandbox_respond(c, 200, sb);
+}
+
+void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
+			   struct http_conn *c)
+{
+	struct sandbox *sb = sandbox_find(n, id, tenant);
+	err_t err = { 0 };
+
+	if (sb && cluster_forget_if_moved(n, sb)) {   /* stale: it moved away */
+		sandbox_unref(sb);
+		sb = NULL;
+	}
+	/* A suspended sandbox of a node that is lost or down, sent here by the
+	 * api: taken over, then deleted (its objects with it). */
+	if (!sb && !(sb = suspend_claim(n, id, tenant, &err)) && err.code != ENOENT) {
+		node_respond_err(c, &err);
+		return;
+	}
+	if (!sb) {
+		/* Deleting again is fine for the owner. */
+		if (sandbox_is_deleted(n, id, tenant))
+			http_respond(c, 204, NULL, NULL, 0, NULL);
+		else
+			http_respond_error(c, 404, "not_found", "no sandbox `%s`", id);
+		return;
+	}
+	if (sandbox_delete(n, sb, "deleted by client", &err) < 0)
+		sandbox_respond_err(c, sb, &err);
+	else
+		http_respond(c, 204, NULL, NULL, 0, NULL);
+	sandbox_unref(sb);
+}
