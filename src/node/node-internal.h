@@ -15,27 +15,13 @@
 #define NODE_JSON_MAX (1u << 20)        /* JSON request bodies */
 #define NODE_FILE_MAX (16u << 20)       /* file reads and writes */
 #define NODE_CHUNK (48u * 1024)         /* raw bytes per stdout/stderr line */
-/* Event reasons of re-adopting a paused sandbox after a node restart: it is
- * thawed to say HELLO, then paused again. The TTL replay skips the pair. */
-#define REASON_READOPT_RESUME "resumed to re-adopt after restart"
-#define REASON_READOPT_PAUSE "paused again after restart"
-
-
-enum timer_kind { TIMER_SANDBOX_TIMEOUT, TIMER_PROC_TIMEOUT, TIMER_CHAN_CLOSED, TIMER_SCHEDULE };
-
-struct timer {
-	uint64_t due_ms;        /* CLOCK_MONOTONIC */
-	enum timer_kind kind;
-	char sb_id[65];
-	uint64_t serial;        /* TIMER_PROC_TIMEOUT */
-};
 
 /* The features' hooks on the model (model.h), registered by node_start in
  * this order, which is also the order of their keys in a sandbox's JSON:
  * schedule.c (ends_at, the policy; a loaded row's policy), suspend.c (the
- * suspension), proc/proc-table.c (output and exits, retirement, freeing) and
- * reaper.c (a closed channel). */
-extern const struct sandbox_feature sched_feature, suspend_feature, reaper_feature;
+ * suspension) and proc/proc-table.c (output and exits, retirement,
+ * freeing). */
+extern const struct sandbox_feature sched_feature, suspend_feature;
 
 /* reply.c: answering, shared by the handlers. */
 void node_respond_err(struct http_conn *c, const err_t *e);
@@ -253,7 +239,6 @@ int template_image_config(struct node *n, const char *name, uint32_t version, js
  * no object store or not the sandbox's backend). */
 struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant, err_t *err);
 
-
 /* admin: show the templates' sources and errors (host paths) too. */
 void handle_templates_list(struct node *n, struct http_req *req, struct http_conn *c,
 			   bool admin);
@@ -295,11 +280,7 @@ void suspend_reconcile(struct node *n, struct sandbox *sb);
 /* reconcile.c */
 void node_reconcile(struct node *n);
 
-/* reaper.c: one thread runs every timed or deferred action. */
-int reaper_start(struct node *n, err_t *err);
-void reaper_stop(struct node *n);
-/* due_ms on CLOCK_MONOTONIC (0 = now). */
-void reaper_add(struct node *n, uint64_t due_ms, enum timer_kind kind, const char *sb_id,
-		uint64_t serial);
+/* timers.c: what a reaper's timer does (the fire of reaper_start). */
+void node_timer_fire(struct node *n, const struct timer *t);
 
 #endif

@@ -5,7 +5,7 @@
  * their create in create.c, the rest of their lifecycle in lifecycle.c;
  * processes in exec.c, proc/ and processes.c; files in
  * files.c, templates in templates.c, crash recovery in reconcile.c and
- * recover.c, and timed work in reaper.c. */
+ * recover.c, and timed work in model/reaper.c and timers.c. */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -335,7 +335,6 @@ int node_run(const struct node_config *cfg, err_t *err)
 	sandbox_feature_add(&sched_feature);
 	sandbox_feature_add(&suspend_feature);
 	sandbox_feature_add(&proc_feature);
-	sandbox_feature_add(&reaper_feature);
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);
 	pthread_mutex_init(&n->tstore_mu, NULL);
@@ -397,7 +396,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	if ((r = cluster_start(n, err)) < 0)
 		goto out;
 
-	r = reaper_start(n, err);
+	r = reaper_start(n, node_timer_fire, err);
 	if (r < 0)
 		goto out;
 	schedule_start(n);

@@ -15,10 +15,10 @@
  * POST .../snapshots, prunes scheduled snapshots by the retention tiers
  * (retention.h), and pauses idle sandboxes (reason "idle").
  *
- * Its clock is sched_now(): wall ms plus an offset that only the debug
- * clock endpoint (config debug_clock=true) moves, so tests cross days
- * without sleeping. Snapshot timestamps use the same clock. TTLs
- * (timeout_s) use the wall clock.
+ * Its clock is sched_now() (model/clock.c, with the TTL's accounting): wall
+ * ms plus an offset that only the debug clock endpoint (config
+ * debug_clock=true) moves, so tests cross days without sleeping. Snapshot
+ * timestamps use the same clock. TTLs (timeout_s) use the wall clock.
  */
 #ifndef AIRLOCK_NODE_SCHEDULE_H
 #define AIRLOCK_NODE_SCHEDULE_H
@@ -44,18 +44,6 @@ const char *sched_policy_parse(const json *body, struct sb_policy *pol, char *ms
 void sched_policy_render(struct jw *w, const struct sb_policy *pol);
 /* From a stored spec object (missing keys keep *pol's values). */
 void sched_policy_load(const json *spec, struct sb_policy *pol);
-
-int64_t sched_now(struct node *n);
-/* A client used the sandbox (exec, files, connect): counts as activity. */
-void sched_touch(struct sandbox *sb);
-/* sb->mu held: the sandbox moved to `to` (pause/resume accounting). */
-void sched_on_state_locked(struct sandbox *sb, int to);
-/* A sandbox loaded at a node start: its TTL clock (paused time, a fresh
- * budget after a timeout pause) rebuilt from its event log, so a restart
- * does not count paused time as active. -1 with err on a DB error. */
-int sched_ttl_replay(struct node *n, struct sandbox *sb, err_t *err);
-/* Wall ms at which the TTL runs out (sb->mu held); 0 when none. */
-int64_t sched_ttl_deadline_locked(const struct sandbox *sb);
 
 /* Start the once-a-second pass on the reaper (after reaper_start). */
 void schedule_start(struct node *n);

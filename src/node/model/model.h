@@ -41,6 +41,10 @@
 #include "theap.h"
 
 #define NODE_BUCKETS 256
+/* Event reasons of re-adopting a paused sandbox after a node restart: it is
+ * thawed to say HELLO, then paused again. The TTL replay skips the pair. */
+#define REASON_READOPT_RESUME "resumed to re-adopt after restart"
+#define REASON_READOPT_PAUSE "paused again after restart"
 
 struct proc;
 struct tbuild;
@@ -124,6 +128,15 @@ struct op_histo {
 	uint64_t count, sum_us;
 };
 
+enum timer_kind { TIMER_SANDBOX_TIMEOUT, TIMER_PROC_TIMEOUT, TIMER_CHAN_CLOSED, TIMER_SCHEDULE };
+
+struct timer {
+	uint64_t due_ms;        /* CLOCK_MONOTONIC */
+	enum timer_kind kind;
+	char sb_id[65];
+	uint64_t serial;        /* TIMER_PROC_TIMEOUT */
+};
+
 struct node {
 	const struct node_config *cfg;
 	struct db *db;
@@ -187,6 +200,7 @@ struct node {
 	pthread_cond_t jan_cv;  /* CLOCK_MONOTONIC */
 	struct theap timers;    /* of struct timer *, earliest due_ms first */
 	bool jan_stop;
+	void (*jan_fire)(struct node *n, const struct timer *t);   /* reaper_start */
 	bool jan_started;
 	pthread_t janitor;
 
@@ -240,7 +254,6 @@ struct sandbox_feature {
 	void (*on_output)(struct sandbox *sb, uint32_t pid, int fd, uint64_t off,
 			  const void *data, size_t len);
 	void (*on_exit)(struct sandbox *sb, uint32_t pid, int exit_code, int sig);
-	void (*on_closed)(struct sandbox *sb);
 	/* The guest is being replaced (sandbox_gc_retire), sb->mu held: why
 	 * the old one's work is lost, procs the process image of the snapshot
 	 * the new one starts from (NULL: none). */
@@ -333,6 +346,28 @@ bool sandbox_is_deleted(struct node *n, const char *id, const char *tenant);
  * the start when !cursor), in list order, into v; how many. */
 size_t sandbox_list_take(struct node *n, const char *tenant, bool cursor, int64_t ms,
 			 const char *id, struct sandbox **v, size_t max);
+
+/* reaper.c: one thread runs every timed or deferred action; fire is what
+ * a due timer does (the node's, timers.c). */
+int reaper_start(struct node *n, void (*fire)(struct node *n, const struct timer *t), err_t *err);
+void reaper_stop(struct node *n);
+/* due_ms on CLOCK_MONOTONIC (0 = now). */
+void reaper_add(struct node *n, uint64_t due_ms, enum timer_kind kind, const char *sb_id,
+		uint64_t serial);
+
+/* clock.c: a sandbox's clocks (its sched fields, policy.h): the
+ * scheduler's clock, activity, and the TTL's paused time. */
+int64_t sched_now(struct node *n);
+/* A client used the sandbox (exec, files, connect): counts as activity. */
+void sched_touch(struct sandbox *sb);
+/* sb->mu held: the sandbox moved to `to` (pause/resume accounting). */
+void sched_on_state_locked(struct sandbox *sb, int to);
+/* A sandbox loaded at a node start: its TTL clock (paused time, a fresh
+ * budget after a timeout pause) rebuilt from its event log, so a restart
+ * does not count paused time as active. -1 with err on a DB error. */
+int sched_ttl_replay(struct node *n, struct sandbox *sb, err_t *err);
+/* Wall ms at which the TTL runs out (sb->mu held); 0 when none. */
+int64_t sched_ttl_deadline_locked(const struct sandbox *sb);
 
 /* guest.c */
 /* vm: a turn to start a guest (create, rollback, fork child, restore),

@@ -661,8 +661,8 @@ static void cb_closed(void *arg, const char *reason)
 	pthread_mutex_unlock(&sb->mu);
 	log_info("sandbox %s: guest channel closed: %s", sb->id, reason ? reason : "?");
 	/* Closing the guestconn and destroying the jail must not happen on this
-	 * (the reader) thread: a feature's hook queues it (the reaper). */
-	FEATURES_CALL(on_closed, sb);
+	 * (the reader) thread: hand it to the reaper. */
+	reaper_add(sb->node, 0, TIMER_CHAN_CLOSED, sb->id, 0);
 }
 
 const struct guestconn_cbs sandbox_guest_cbs = {

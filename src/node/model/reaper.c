@@ -11,34 +11,17 @@
  *
  * The thread sleeps on a CLOCK_MONOTONIC condvar until the earliest due time
  * (the one timed wait in the node); adding an earlier timer wakes it. The
- * timers are a min-heap (model/theap.h): arming one is O(log n) with a timer per
- * sandbox, where a sorted list walked them all.
+ * timers are a min-heap (theap.h): arming one is O(log n) with a timer per
+ * sandbox, where a sorted list walked them all. What a timer does is the
+ * node's (timers.c, given to reaper_start): the features sit above the
+ * model.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "../lib/log.h"
-#include "node-internal.h"
-
-static void run_timer(struct node *n, const struct timer *t)
-{
-	switch (t->kind) {
-	case TIMER_SANDBOX_TIMEOUT:
-		sandbox_on_timeout(n, t->sb_id);
-		break;
-	case TIMER_PROC_TIMEOUT:
-		proc_on_timeout(n, t->sb_id, t->serial);
-		break;
-	case TIMER_CHAN_CLOSED:
-		sandbox_on_chan_closed(n, t->sb_id);
-		break;
-	case TIMER_SCHEDULE:
-		schedule_tick(n);
-		break;
-	}
-}
+#include "model.h"
 
 static void *reaper_main(void *arg)
 {
@@ -53,7 +36,7 @@ static void *reaper_main(void *arg)
 		if (t && t->due_ms <= now) {
 			theap_pop(&n->timers);
 			pthread_mutex_unlock(&n->jan_mu);
-			run_timer(n, t);
+			n->jan_fire(n, t);
 			free(t);
 			pthread_mutex_lock(&n->jan_mu);
 			continue;
@@ -95,9 +78,12 @@ void reaper_add(struct node *n, uint64_t due_ms, enum timer_kind kind, const cha
 	pthread_mutex_unlock(&n->jan_mu);
 }
 
-int reaper_start(struct node *n, err_t *err)
+int reaper_start(struct node *n, void (*fire)(struct node *n, const struct timer *t), err_t *err)
 {
-	int r = pthread_create(&n->janitor, NULL, reaper_main, n);
+	int r;
+
+	n->jan_fire = fire;
+	r = pthread_create(&n->janitor, NULL, reaper_main, n);
 
 	if (r != 0)
 		return err_set(err, r, "cannot start the reaper thread");
@@ -121,15 +107,3 @@ void reaper_stop(struct node *n)
 		free(t);
 	theap_free(&n->timers);
 }
-
-/* A guest channel closed: closing it and destroying the jail must not
- * happen on the channel's reader thread, so the reaper does it. */
-static void reaper_on_closed(struct sandbox *sb)
-{
-	reaper_add(sb->node, 0, TIMER_CHAN_CLOSED, sb->id, 0);
-}
-
-const struct sandbox_feature reaper_feature = {
-	.name = "reaper",
-	.on_closed = reaper_on_closed,
-};
