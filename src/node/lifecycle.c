@@ -11,6 +11,7 @@
 
 #include "../lib/fault.h"
 #include "../lib/log.h"
+#include "artifacts/artifacts.h"
 #include "node-internal.h"
 
 /* ---- pause, resume, connect ------------------------------------------- */

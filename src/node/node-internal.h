@@ -272,8 +272,6 @@ void suspend_reclaim(struct node *n, struct sandbox *sb);
 void suspend_render_locked(struct jw *w, struct sandbox *sb);
 /* A loaded row's suspensions row into sb (reconcile). */
 void suspend_load(struct node *n, struct sandbox *sb);
-/* Delete sb's objects in the store (keep_current: but its restorable one). */
-void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_current);
 /* At start: a suspending row goes back to paused (susp_resume says whether
  * it ran), a restoring one back to suspended. */
 void suspend_reconcile(struct node *n, struct sandbox *sb);

@@ -1,7 +1,7 @@
 /* artifacts.c - a suspended sandbox's artifact set (artifacts.h): where
  * each object is, the manifest that names them, written by a suspend and
- * read back, with every field checked, by a restore; and the jobs that
- * move the artifacts side by side. */
+ * read back, with every field checked, by a restore; the jobs that move
+ * the artifacts side by side; and the sweep of a sandbox's objects. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -308,4 +308,46 @@ void art_close_all(int fds[N_ARTIFACTS])
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
 		if (fds[i] >= 0)
 			close(TAKE_FD(fds[i]));
+}
+
+/* ---- sweeping a sandbox's objects -------------------------------------- */
+
+/* Objects under sandboxes/<id>/ other than keep's (NULL: all of them). */
+struct sweep {
+	struct node *n;
+	const char *keep;   /* "sandboxes/<id>/<snap>/" or NULL */
+};
+
+static int sweep_one(void *arg, const char *key, uint64_t size)
+{
+	struct sweep *sw = arg;
+	err_t e = { 0 };
+
+	(void)size;
+	if (sw->keep && strncmp(key, sw->keep, strlen(sw->keep)) == 0)
+		return 0;
+	if (objstore_delete(sw->n->os, key, &e) < 0)
+		log_warn("delete %s: %s", key, e.msg);
+	return 0;
+}
+
+void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_current)
+{
+	_cleanup_free_ char *prefix = xasprintf("sandboxes/%s/", sb->id);
+	_cleanup_free_ char *keep = NULL;
+	struct sweep sw = { n, NULL };
+	err_t e = { 0 };
+
+	if (!n->os)
+		return;
+	if (keep_current && sb->susp_snap)
+		sw.keep = keep = xasprintf("sandboxes/%s/%s/", sb->id, sb->susp_snap);
+	if (objstore_list(n->os, prefix, sweep_one, &sw, &e) < 0)
+		log_warn("sandbox %s: list its objects: %s", sb->id, e.msg);
+	/* and the data keys of what went (a suspend cut off before its row
+	 * left one behind) */
+	if (db_exec(n->db, &e, "DELETE FROM data_keys WHERE sandbox_id=? AND (? IS NULL OR id<>?)",
+		    "sss", sb->id, keep && sb->susp_key[0] ? sb->susp_key : NULL,
+		    keep && sb->susp_key[0] ? sb->susp_key : NULL) < 0)
+		log_warn("sandbox %s: forget its data keys: %s", sb->id, e.msg);
 }

@@ -109,4 +109,7 @@ int art_jobs_join(struct art_job *jobs, size_t nj, struct phases *ph,
 		  err_t *err);
 void art_close_all(int fds[N_ARTIFACTS]);
 
+/* Delete sb's objects in the store (keep_current: but its restorable one). */
+void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_current);
+
 #endif
