@@ -6,6 +6,7 @@
 
 #include "cluster/cluster.h"
 #include "model/model.h"
+#include "life/lifecycle.h"
 #include "net/network.h"
 #include "node.h"
 #include "proc/proc.h"
@@ -77,18 +78,6 @@ void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c)
 void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
 			     const char *tenant);
 
-/* lifecycle.c: operations on a sandbox after its create (model/state.c
- * decides what is legal; an illegal request fails with -EBUSY naming the
- * current state, an unsupported one with -EOPNOTSUPP). */
-int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err);
-/* The same with the event's reason (the scheduler: "idle", the TTL: "timeout"). */
-int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t *err);
-/* The backend's pause (to = paused) or resume (to = running), then the
- * move along the table (reason: the event's); sb->mu held, the state
- * checked. wake.c resumes through it. */
-int sandbox_lc_step_locked(struct node *n, struct sandbox *sb, enum sb_state to,
-			   const char *reason, err_t *err);
-
 /* wake.c: the one way a sandbox is woken for use. Running: nothing to do
  * (one lock); paused: resumed; suspended: restored from the object store;
  * a pause or resume under way is waited for. why: the event's reason
@@ -109,9 +98,6 @@ void handle_sandbox_timeout(struct node *n, struct sandbox *sb, struct http_req 
 /* lifecycle-api.c: op "pause", "resume", "connect", "suspend", "restore". */
 void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
 			      struct http_conn *c);
-/* Tear down and retire (delete) or mark failed. Returns 0 or -errno. */
-int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t *err);
-void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason);
 
 /* byok.c: artifact sealing on? (config encrypt_artifacts; off only for the
  * control test and the benchmark's baseline); the create gate (-EKEYREVOKED
@@ -123,13 +109,6 @@ void byok_start(struct node *n);
 void byok_stop(struct node *n);
 void handle_tenant_encryption(struct node *n, struct http_req *req, struct http_conn *c,
 			      const char *tenant, bool rotate);
-/* sb → failed with reason (its row, an events row and sb->error): memory
- * follows even when the row cannot be written. sb is live or stopped. The
- * caller holds sb->mu, or (reconcile) nobody else can reach sb yet. */
-void sandbox_mark_failed(struct node *n, struct sandbox *sb, const char *reason);
-void sandbox_on_timeout(struct node *n, const char *id);
-void sandbox_schedule_timeout(struct node *n, struct sandbox *sb);
-void sandbox_stop_all(struct node *n);
 /* lifecycle-api.c: DELETE /v1/sandboxes/{id}. */
 void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 			   struct http_conn *c);

@@ -2,7 +2,7 @@
  * down: what the handlers share for answering is in reply.c and for reading
  * a request in request.c; GET /v1/node is nodeinfo.c. Sandboxes (map, JSON,
  * rows, guest channel, states) live in model/, list and get in sandboxes.c,
- * their create in create.c, the rest of their lifecycle in lifecycle.c;
+ * their create in create.c, the rest of their lifecycle in life/;
  * processes in exec.c, proc/ and processes.c; files in
  * files.c, templates in templates.c, crash recovery in reconcile.c and
  * recover.c, and timed work in model/reaper.c and timers.c. */

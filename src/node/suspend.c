@@ -496,7 +496,7 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct 
 		pthread_cond_broadcast(&sb->cv);
 		pthread_mutex_unlock(&sb->mu);
 		/* The guest died while it was suspending: the channel's close was
-		 * not for a suspending sandbox to act on (lifecycle.c). Running
+		 * not for a suspending sandbox to act on (life/lifecycle.c). Running
 		 * or paused again, it is: recovered or failed, not left running
 		 * with no guest. */
 		if (closed)

@@ -1,9 +1,9 @@
 /* wake.c - the one place a sandbox is woken for use: a request that needs
  * its guest (exec, files, processes, ports, connect, a rollback, a resume
  * after an interrupted suspend) or the client's explicit resume finds it
- * running, resumes it when paused (lifecycle.c's step), or restores it from
- * the object store when suspended (restore.c), unless the request said
- * auto_restore=false (suspend_gate). Every caller goes through
+ * running, resumes it when paused (life/lifecycle.c's step), or restores
+ * it from the object store when suspended (restore.c), unless the request
+ * said auto_restore=false (suspend_gate). Every caller goes through
  * sandbox_wake, or sandbox_gc_use when it then needs the channel.
  */
 #include <errno.h>

@@ -2,7 +2,7 @@
  * transactions, the guest channel (its users, its retirement and its
  * callbacks), loading a row, and the features' hooks. List and get are
  * ../sandboxes.c; create is ../create.c; pause, resume, failure, delete,
- * timeouts and shutdown are ../lifecycle.c.
+ * timeouts and shutdown are ../life/lifecycle.c.
  *
  * The node keeps every non-deleted sandbox in memory (loaded at startup by
  * reconcile.c), so reads never touch the DB. Rows are written on state

@@ -1,18 +1,20 @@
 /* lifecycle.c - a sandbox's life after its create: pause and the resume
- * step (waking a sandbox for use is wake.c; the endpoints are
- * lifecycle-api.c), failure, delete (DELETE, the TTL, a failed fork), the
- * TTL's timer, and the node's shutdown (a guest channel closing by itself
- * is recover.c). model/state.c decides what is legal; each step here does
+ * step (waking a sandbox for use is ../wake.c; the endpoints are
+ * ../lifecycle-api.c), failure, delete (DELETE, the TTL, a failed fork),
+ * the TTL's timer, and the node's shutdown (a guest channel closing by
+ * itself is ../recover.c). model/state.c decides what is legal; each step here does
  * the backend's part and moves the state along the table.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../lib/fault.h"
-#include "../lib/log.h"
-#include "artifacts/artifacts.h"
-#include "node-internal.h"
+#include "../../lib/fault.h"
+#include "../../lib/log.h"
+#include "../../node/artifacts/artifacts.h"   /* spelled from src/ for test-layering */
+#include "../../node/net/network.h"
+#include "../../node/proc/proc.h"
+#include "lifecycle.h"
 
 /* ---- pause, resume, connect ------------------------------------------- */
 
