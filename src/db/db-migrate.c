@@ -145,7 +145,7 @@ static const struct {
 	"  snapshot_mb " I " NOT NULL DEFAULT 0);"
 
 /* Migration 5: a suspended sandbox's restorable snapshot in the object
- * store (node/suspend.c). The row exists only while the sandbox is
+ * store (node/suspend/suspend.c). The row exists only while the sandbox is
  * suspended: written in the transaction that moves it there, once every
  * artifact is verified in the store; removed by its restore or delete.
  * manifest_sha: the SHA-256 of the manifest as uploaded, so a manifest

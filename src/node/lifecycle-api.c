@@ -62,3 +62,32 @@ void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 		http_respond(c, 204, NULL, NULL, 0, NULL);
 	sandbox_unref(sb);
 }
+
+void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
+			    struct http_conn *c)
+{
+	err_t err = { 0 };
+	int r;
+
+	if (strcmp(op, "suspend") == 0) {
+		r = sandbox_suspend(n, sb, "suspended by client", c, &err);
+	} else {
+		enum sb_state st;
+		bool busy;
+		pthread_mutex_lock(&sb->mu);
+		st = sb->state;
+		busy = sb->lc_busy;
+		pthread_mutex_unlock(&sb->mu);
+		/* An explicit restore of a sandbox that is not suspended is a
+		 * conflict (one restoring now is waited for). */
+		if (!busy && st != SB_SUSPENDED)
+			r = err_set(&err, EBUSY, "sandbox %s is %s; only a suspended sandbox can be "
+				    "restored", sb->id, state_name(st));
+		else
+			r = sandbox_restore(n, sb, "restored by client", c, &err);
+	}
+	if (r < 0)
+		sandbox_respond_err(c, sb, &err);
+	else if (!http_conn_answered(c))   /* restored meanwhile by another request */
+		sandbox_respond(c, 200, sb);
+}

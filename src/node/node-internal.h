@@ -10,6 +10,7 @@
 #include "net/network.h"
 #include "node.h"
 #include "proc/proc.h"
+#include "suspend/suspend.h"
 #include "schedule.h"
 #include "tmpl/tmplstore.h"
 
@@ -19,10 +20,10 @@
 
 /* The features' hooks on the model (model.h), registered by node_start in
  * this order, which is also the order of their keys in a sandbox's JSON:
- * schedule.c (ends_at, the policy; a loaded row's policy), suspend.c (the
- * suspension) and proc/proc-table.c (output and exits, retirement,
- * freeing). */
-extern const struct sandbox_feature sched_feature, suspend_feature;
+ * schedule.c (ends_at, the policy; a loaded row's policy),
+ * suspend/suspend.c (the suspension) and proc/proc-table.c (output and
+ * exits, retirement, freeing). */
+extern const struct sandbox_feature sched_feature;
 
 /* reply.c: answering, shared by the handlers. */
 void node_respond_err(struct http_conn *c, const err_t *e);
@@ -99,16 +100,17 @@ void handle_sandbox_timeout(struct node *n, struct sandbox *sb, struct http_req 
 void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op,
 			      struct http_conn *c);
 
-/* byok.c: artifact sealing on? (config encrypt_artifacts; off only for the
- * control test and the benchmark's baseline); the create gate (-EKEYREVOKED
+/* byok.c: the create gate (-EKEYREVOKED
  * when the tenant's key service refuses its key); the revocation watch; the
  * /v1/tenants/{t}/encryption routes (admin). */
-bool byok_on(const struct node *n);
 int byok_create_gate(struct node *n, const char *tenant, err_t *err);
 void byok_start(struct node *n);
 void byok_stop(struct node *n);
 void handle_tenant_encryption(struct node *n, struct http_req *req, struct http_conn *c,
 			      const char *tenant, bool rotate);
+/* lifecycle-api.c: POST .../suspend and .../restore (op). */
+void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
+			    struct http_conn *c);
 /* lifecycle-api.c: DELETE /v1/sandboxes/{id}. */
 void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 			   struct http_conn *c);
@@ -210,13 +212,6 @@ int template_resolve(struct node *n, const char *name, uint32_t *version, err_t 
  * Asked of nodemgr once per version, then cached. */
 int template_image_config(struct node *n, const char *name, uint32_t version, json **out,
 			  err_t *err);
-/* move.c: take over a suspended sandbox whose row names another node
- * (lost, down, or the request asked for this one): the row's node is
- * swapped to this one (compare-and-set), and it is loaded here, suspended.
- * A new reference, or NULL with err (-ENOENT: no such suspended sandbox of
- * tenant; -EBUSY: another node took it first; -EOPNOTSUPP: this node has
- * no object store or not the sandbox's backend). */
-struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant, err_t *err);
 
 /* admin: show the templates' sources and errors (host paths) too. */
 void handle_templates_list(struct node *n, struct http_req *req, struct http_conn *c,
@@ -226,34 +221,6 @@ void handle_templates_delete(struct node *n, const char *name, struct http_conn 
 void templates_reconcile(struct node *n);
 void templates_cleanup(struct node *n);
 
-/* suspend.c: suspend to the object store, restore from it. sandbox_suspend
- * and sandbox_restore fail with -EBUSY naming the state, -EOPNOTSUPP when
- * the backend cannot, -EHOSTUNREACH when the store cannot be used (503),
- * -EBADMSG when an artifact does not match its manifest (the message
- * names it). With c (the request that asked), the answer (200, the
- * sandbox) goes as soon as the sandbox is suspended and restorable, or
- * running again; the rest (a suspend frees the node's jail, subvolume and
- * address; a restore drops its snapshot and objects) follows on the
- * caller's thread. A suspend holds the sandbox's lifecycle until then. */
-const char *sandbox_suspend_kind(const struct sandbox *sb);
-int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct http_conn *c,
-		    err_t *err);
-int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct http_conn *c,
-		    err_t *err);
-void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
-			    struct http_conn *c);
-/* The backend's step before a memory snapshot (vm: the guest drops its
- * page cache and zeroes its free pages), on a running sandbox; best
- * effort. Before a suspend, and before the idle pause that the second
- * idle tier will suspend (a paused guest cannot do it). */
-void suspend_reclaim(struct node *n, struct sandbox *sb);
-/* "suspend", and when suspended "snapshot_id" and "suspended_bytes". */
-void suspend_render_locked(struct jw *w, struct sandbox *sb);
-/* A loaded row's suspensions row into sb (reconcile). */
-void suspend_load(struct node *n, struct sandbox *sb);
-/* At start: a suspending row goes back to paused (susp_resume says whether
- * it ran), a restoring one back to suspended. */
-void suspend_reconcile(struct node *n, struct sandbox *sb);
 /* reconcile.c */
 void node_reconcile(struct node *n);
 

@@ -14,7 +14,7 @@
 nm_bin=$1
 lib=$2
 src=$3
-rooms="model proc cluster artifacts net life tmpl"      # bottom first
+rooms="model proc cluster artifacts net tmpl life suspend"      # bottom first
 if [ -z "$nm_bin" ] || [ ! -f "$lib" ] || [ ! -d "$src/src/node/model" ]; then
 	echo "usage: $0 NM LIBRARY SRC" >&2
 	exit 2

@@ -30,7 +30,7 @@ struct node_config {
 	uint32_t snapshot_keep_hourly_s;     /* 86400 */
 	uint32_t snapshot_keep_daily_s;      /* 604800 */
 	uint32_t idle_timeout_s;             /* 0 = never */
-	/* Suspend (src/node/suspend.c): the object store's URL ("file:///..."
+	/* Suspend (src/node/suspend/suspend.c): the object store's URL ("file:///..."
 	 * or "s3://..."), its keys (NULL: $AWS_ACCESS_KEY_ID /
 	 * $AWS_SECRET_ACCESS_KEY), the node's own directory for artifacts in
 	 * transit, and how long a paused sandbox waits before it is suspended

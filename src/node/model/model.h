@@ -227,6 +227,13 @@ static inline const char *node_me(const struct node *n)
 	return n->cfg->node_name ? n->cfg->node_name : "";
 }
 
+/* Are artifacts sealed (config encrypt_artifacts; off only for the control
+ * test and the benchmark's baseline)? */
+static inline bool byok_on(const struct node *n)
+{
+	return n->cfg->encrypt_artifacts;
+}
+
 /* The database is this host's alone (SQLite), not shared with other nodes. */
 static inline bool node_db_is_private(const struct node *n)
 {

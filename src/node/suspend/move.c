@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/log.h"
-#include "node-internal.h"
+#include "../../lib/log.h"
+#include "suspend.h"
 
 struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant, err_t *err)
 {

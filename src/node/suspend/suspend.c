@@ -42,13 +42,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../byok/kms.h"
-#include "../lib/fault.h"
-#include "../lib/log.h"
-#include "../lib/pipe.h"
-#include "../lib/sha256.h"
-#include "artifacts/artifacts.h"
-#include "node-internal.h"
+#include "../../byok/kms.h"
+#include "../../lib/fault.h"
+#include "../../lib/log.h"
+#include "../../lib/pipe.h"
+#include "../../lib/sha256.h"
+#include "../../node/artifacts/artifacts.h"   /* spelled from src/ for test-layering */
+#include "../../node/net/network.h"
+#include "../../node/proc/proc.h"
+#include "../../node/tmpl/tmplstore.h"
+#include "suspend.h"
 
 const char *sandbox_suspend_kind(const struct sandbox *sb)
 {
@@ -614,35 +617,6 @@ void suspend_reconcile(struct node *n, struct sandbox *sb)
 		state_set(sb->id, &sb->state, SB_PAUSED);
 	}
 	sb->susp_resume = prev == SB_RUNNING;
-}
-
-void handle_sandbox_suspend(struct node *n, struct sandbox *sb, const char *op,
-			    struct http_conn *c)
-{
-	err_t err = { 0 };
-	int r;
-
-	if (strcmp(op, "suspend") == 0) {
-		r = sandbox_suspend(n, sb, "suspended by client", c, &err);
-	} else {
-		enum sb_state st;
-		bool busy;
-		pthread_mutex_lock(&sb->mu);
-		st = sb->state;
-		busy = sb->lc_busy;
-		pthread_mutex_unlock(&sb->mu);
-		/* An explicit restore of a sandbox that is not suspended is a
-		 * conflict (one restoring now is waited for). */
-		if (!busy && st != SB_SUSPENDED)
-			r = err_set(&err, EBUSY, "sandbox %s is %s; only a suspended sandbox can be "
-				    "restored", sb->id, state_name(st));
-		else
-			r = sandbox_restore(n, sb, "restored by client", c, &err);
-	}
-	if (r < 0)
-		sandbox_respond_err(c, sb, &err);
-	else if (!http_conn_answered(c))   /* restored meanwhile by another request */
-		sandbox_respond(c, 200, sb);
 }
 
 const struct sandbox_feature suspend_feature = {

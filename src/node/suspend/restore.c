@@ -24,12 +24,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../byok/kms.h"
-#include "../lib/fault.h"
-#include "../lib/log.h"
-#include "../lib/pipe.h"
-#include "artifacts/artifacts.h"
-#include "node-internal.h"
+#include "../../byok/kms.h"
+#include "../../lib/fault.h"
+#include "../../lib/log.h"
+#include "../../lib/pipe.h"
+#include "../../node/artifacts/artifacts.h"   /* spelled from src/ for test-layering */
+#include "../../node/life/lifecycle.h"
+#include "../../node/net/network.h"
+#include "../../node/tmpl/tmplstore.h"
+#include "suspend.h"
 
 static const char *const download_names[N_ARTIFACTS] = { "download_disk", "download_memory",
 							  "download_vmstate" };
