@@ -5,13 +5,13 @@
 #define AIRLOCK_NODE_INTERNAL_H
 
 #include "cluster/cluster.h"
-#include "model/model.h"
 #include "life/lifecycle.h"
+#include "model/model.h"
 #include "net/network.h"
 #include "node.h"
 #include "proc/proc.h"
-#include "suspend/suspend.h"
 #include "schedule.h"
+#include "suspend/suspend.h"
 #include "tmpl/tmplstore.h"
 
 #define NODE_JSON_MAX (1u << 20)        /* JSON request bodies */
@@ -20,9 +20,9 @@
 
 /* The features' hooks on the model (model.h), registered by node_start in
  * this order, which is also the order of their keys in a sandbox's JSON:
- * schedule.c (ends_at, the policy; a loaded row's policy),
- * suspend/suspend.c (the suspension) and proc/proc-table.c (output and
- * exits, retirement, freeing). */
+ * schedule.c's (ends_at, the policy; a loaded row's policy), then
+ * suspend_feature (suspend/suspend.h: the suspension) and proc_feature
+ * (proc/proc.h: output and exits, retirement, freeing). */
 extern const struct sandbox_feature sched_feature;
 
 /* reply.c: answering, shared by the handlers. */
@@ -66,7 +66,7 @@ void metrics_pool_create(struct node *n, const char *backend, bool hit);
 /* GET /v1/sandboxes/{id}/metrics (owner): the sandbox's use now. */
 void handle_sandbox_metrics(struct node *n, struct sandbox *sb, struct http_conn *c);
 
-/* ready.c: GET /internal/ready, nodemgr's and the gateway's status as the
+/* ready-deps.c: GET /internal/ready, nodemgr's and the gateway's status as the
  * node sees them (200 all up, 503 otherwise), each probe time-bounded. */
 void handle_internal_ready(struct node *n, struct http_conn *c);
 
@@ -144,7 +144,7 @@ void handle_files(struct node *n, struct sandbox *sb, const char *sub, struct ht
 void handle_files_watch(struct node *n, struct sandbox *sb, struct http_req *req,
 			struct http_conn *c);
 
-/* console.c: GET .../console (501 when the backend has none) */
+/* console-log.c: GET .../console (501 when the backend has none) */
 void handle_console(struct node *n, struct sandbox *sb, struct http_conn *c);
 void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
 /* GET /v1/sandboxes/events: the tenant's transitions as Server-Sent Events. */
@@ -175,7 +175,7 @@ int snapshot_find(struct node *n, struct sandbox *sb, const char *ref, struct db
 /* Delete snapshot snap_id of sb: the backend's copy, then the row. */
 int snapshot_remove(struct node *n, struct sandbox *sb, const char *snap_id, err_t *err);
 
-/* ---- quotas (quota.c) --------------------------------------------------- */
+/* ---- quotas (quota-check.c) --------------------------------------------- */
 
 /* Limits over the node's maxima per sandbox (config max_sandbox_*): -1
  * with msg naming the limit and the maximum; else 0. */
