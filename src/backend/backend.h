@@ -23,6 +23,9 @@ enum backend_cap {
 	 * the memory too (processes carry on); neither: it cannot suspend. */
 	BACKEND_CAP_SUSPEND_DISK = 1u << 4,
 	BACKEND_CAP_SUSPEND_MEMORY = 1u << 5,
+	/* Its guests take turns to start (config vm_start_concurrency): their
+	 * first code runs slowly on the node's CPUs until it is warm. */
+	BACKEND_CAP_START_TURNS = 1u << 6,
 };
 
 struct guestconn;

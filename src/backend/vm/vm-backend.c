@@ -289,7 +289,7 @@ const struct backend_ops backend_vm = {
 	/* pause: QMP stop/cont in nodemgr; disk and full snapshots, rollback
 	 * and fork: nodemgr's snapshot, rollback and fork verbs. */
 	.caps = BACKEND_CAP_PAUSE | BACKEND_CAP_DISK_SNAPSHOT | BACKEND_CAP_FULL_SNAPSHOT |
-		BACKEND_CAP_MEMORY_FORK | BACKEND_CAP_SUSPEND_MEMORY,
+		BACKEND_CAP_MEMORY_FORK | BACKEND_CAP_SUSPEND_MEMORY | BACKEND_CAP_START_TURNS,
 	.create = vmb_create,
 	.adopt = vmb_adopt,
 	.destroy = vmb_destroy,

@@ -86,17 +86,17 @@ int sandbox_guest_up_timed(struct node *n, struct sandbox *sb, const struct nm_s
 
 /* ---- vm start turns ---------------------------------------------------- */
 
-/* vm: from starting a guest (a create's jail step, a rollback's or a
- * fork child's backend call) to its READY, at most vmstart_max at once; the
- * rest wait here, before their QEMU starts. Under TCG a guest's first code
- * is translated on the node's CPUs: 32 clones started together on 2 cores
- * each got a sixteenth of a core and some missed ready_timeout_ms (504),
- * where, taken a few at a time, each is quick. The wait is not part of the
- * guest's timeout. True when a turn was taken (give it back with
- * vmstart_leave). */
+/* vm (BACKEND_CAP_START_TURNS): from starting a guest (a create's jail
+ * step, a rollback's or a fork child's backend call) to its READY, at most
+ * vmstart_max at once; the rest wait here, before their QEMU starts. Under
+ * TCG a guest's first code is translated on the node's CPUs: 32 clones
+ * started together on 2 cores each got a sixteenth of a core and some
+ * missed ready_timeout_ms (504), where, taken a few at a time, each is
+ * quick. The wait is not part of the guest's timeout. True when a turn was
+ * taken (give it back with vmstart_leave). */
 bool vmstart_enter(struct node *n, const struct sandbox *sb)
 {
-	if (!sb->be || strcmp(sb->be->name, "vm") != 0)
+	if (!backend_can(sb->be, BACKEND_CAP_START_TURNS))
 		return false;
 	pthread_mutex_lock(&n->vmstart_mu);
 	n->vmstart_waiting++;
