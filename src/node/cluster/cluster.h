@@ -6,7 +6,7 @@
 
 #include "../../node/model/model.h"   /* spelled from src/ for test-layering */
 
-/* register this node (state up, next generation) and write its
+/* Register this node (state up, next generation) and write its
  * first heartbeat; then beat in the background until cluster_stop, which
  * writes state down. */
 int cluster_register(struct node *n, err_t *err);

@@ -1,12 +1,13 @@
 /* model.h - the sandbox model, the bottom room of src/node: struct sandbox
- * and the node that holds them (its map and per-state counts), references,
- * the JSON form and the row's transactions, the guest channel's users, and
- * the hooks by which each feature adds its fields and channel callbacks
- * (struct sandbox_feature). The model names no feature: a feature's code
- * sits above it and registers itself (node.c); test-node-model checks that
- * no object of this room references a symbol defined above it. The
- * features' data kept in the sandbox and the node (policy.h, the process
- * list, the suspension, the template publisher's queue) is plain data here.
+ * and the node that holds them (its config, map and per-state counts),
+ * references, the JSON form and the row's transactions, the guest channel
+ * and a guest coming up, the clocks, the reaper, and the hooks by which
+ * each feature adds its fields and channel callbacks (struct
+ * sandbox_feature). The model names no feature: a feature's code sits
+ * above it and registers itself (node.c); test-node-model checks that no
+ * object of this room references a symbol defined above it. The features'
+ * data kept in the sandbox and the node (policy.h, the process list, the
+ * suspension, the template publisher's queue) is plain data here.
  *
  * Locking, outermost first:
  *   node->sched_mu (one scheduler pass at a time; schedule.c)
@@ -41,6 +42,7 @@
 #include "theap.h"
 
 #define NODE_BUCKETS 256
+
 /* Event reasons of re-adopting a paused sandbox after a node restart: it is
  * thawed to say HELLO, then paused again. The TTL replay skips the pair. */
 #define REASON_READOPT_RESUME "resumed to re-adopt after restart"
@@ -340,8 +342,8 @@ struct guestconn *sandbox_gc_take_locked(struct sandbox *sb);
  * uses it (port relays are ended) and closed, so no callback of the old
  * guest runs after this; chan_closed is cleared for the next guest. */
 void sandbox_gc_retire(struct sandbox *sb, const char *why, const char *procs);
-/* The guest channel's callbacks (arg: the sandbox), which hand output,
- * exits and the close to the features' hooks. */
+/* The guest channel's callbacks (arg: the sandbox), which hand output and
+ * exits to the features' hooks and a close to the reaper. */
 extern const struct guestconn_cbs sandbox_guest_cbs;
 /* Load a row (columns: SANDBOX_COLS) into a new, unmapped sandbox. */
 #define SANDBOX_COLS "id, tenant_id, template, template_version, backend, desired, observed," \
