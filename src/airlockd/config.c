@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include "../gateway/gateway.h"
 #include "../lib/http.h"
+#include "../lib/ident.h"
 #include "../lib/util.h"
 
 /* The host name, lower-cased, with what a node name may not hold turned
@@ -138,311 +140,269 @@ static int set_double(double *dst, const char *key, const char *val, err_t *err)
 	return 0;
 }
 
+/* The value parsers of the table below. Each gets its row: the field at
+ * k->off (k->size bytes) and the bounds k->lo, k->hi where it has them. */
+#define FIELD(c, k, type) ((type *)(void *)((char *)(c) + (k)->off))
+
+static int kv_str(const struct config_key *k, struct airlockd_config *c, const char *val,
+		  err_t *err)
+{
+	return set_str(FIELD(c, k, char), k->size, k->key, val, err);
+}
+
+/* An absolute path; k->lo = 1: or empty. */
+static int kv_path(const struct config_key *k, struct airlockd_config *c, const char *val,
+		   err_t *err)
+{
+	if (val[0] != '/' && !(k->lo && !val[0]))
+		return err_set(err, EINVAL, "%s: must be an absolute path", k->key);
+	return kv_str(k, c, val, err);
+}
+
+static int kv_bool(const struct config_key *k, struct airlockd_config *c, const char *val,
+		   err_t *err)
+{
+	if (strcmp(val, "true") && strcmp(val, "false"))
+		return err_set(err, EINVAL, "%s: `%s` is not true|false", k->key, val);
+	*FIELD(c, k, bool) = !strcmp(val, "true");
+	return 0;
+}
+
+static int kv_double(const struct config_key *k, struct airlockd_config *c, const char *val,
+		     err_t *err)
+{
+	return set_double(FIELD(c, k, double), k->key, val, err);
+}
+
+/* A uint32_t field: any 32-bit number; then (stored already, as before the
+ * table) at least k->lo and at most k->hi when they are set. */
+static int kv_u32(const struct config_key *k, struct airlockd_config *c, const char *val,
+		  err_t *err)
+{
+	uint32_t *dst = FIELD(c, k, uint32_t);
+	int r = set_u32(dst, k->key, val, err);
+
+	if (r < 0)
+		return r;
+	if (k->lo && *dst < k->lo)
+		return err_set(err, EINVAL, "%s: at least %llu", k->key, (unsigned long long)k->lo);
+	if (k->hi && *dst > k->hi)
+		return err_set(err, EINVAL, "%s: at most %llu", k->key, (unsigned long long)k->hi);
+	return 0;
+}
+
+/* A uint32_t field parsed as a number in 0..k->hi (the bound is in the
+ * parse error); k->lo = 1: 0 is refused as "must be 1..hi". Stored only
+ * when it is good. */
+static int kv_u32_range(const struct config_key *k, struct airlockd_config *c, const char *val,
+			err_t *err)
+{
+	uint64_t v;
+	int r = set_u64(&v, k->key, val, k->hi, err);
+
+	if (r == 0 && k->lo && v < k->lo)
+		r = err_set(err, EINVAL, "%s: must be %llu..%llu", k->key, (unsigned long long)k->lo,
+			    (unsigned long long)k->hi);
+	if (r == 0)
+		*FIELD(c, k, uint32_t) = (uint32_t)v;
+	return r;
+}
+
+/* A uint64_t field in 0..k->hi; k->lo: at least that (checked after it is
+ * stored, as before the table). */
+static int kv_u64(const struct config_key *k, struct airlockd_config *c, const char *val,
+		  err_t *err)
+{
+	uint64_t *dst = FIELD(c, k, uint64_t);
+	int r = set_u64(dst, k->key, val, k->hi, err);
+
+	if (r < 0)
+		return r;
+	if (k->lo && *dst < k->lo)
+		return err_set(err, EINVAL, "%s: at least %llu (bytes)", k->key,
+			       (unsigned long long)k->lo);
+	return 0;
+}
+
+static int kv_db(const struct config_key *k, struct airlockd_config *c, const char *val,
+		 err_t *err)
+{
+	if (!val[0])
+		return err_set(err, EINVAL, "db: empty (sqlite, sqlite:PATH or a postgresql:// URL)");
+	return kv_str(k, c, val, err);
+}
+
+static int kv_node_name(const struct config_key *k, struct airlockd_config *c, const char *val,
+			err_t *err)
+{
+	if (!ident_name_ok(val))
+		return err_set(err, EINVAL, "node_name: `%s` is not [a-z0-9][a-z0-9._-]{0,63}", val);
+	return kv_str(k, c, val, err);
+}
+
+static int kv_advertise_url(const struct config_key *k, struct airlockd_config *c,
+			    const char *val, err_t *err)
+{
+	if (*val && strncmp(val, "http://", 7) && strncmp(val, "https://", 8))
+		return err_set(err, EINVAL, "advertise_url: `%s` is not http(s)://HOST:PORT", val);
+	return kv_str(k, c, val, err);
+}
+
+static int kv_ports_domain(const struct config_key *k, struct airlockd_config *c,
+			   const char *val, err_t *err)
+{
+	for (const char *p = val; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+			return err_set(err, EINVAL, "ports_domain: `%s` is not a lowercase DNS name",
+				       val);
+	return kv_str(k, c, val, err);
+}
+
+static int kv_vm_accel(const struct config_key *k, struct airlockd_config *c, const char *val,
+		       err_t *err)
+{
+	if (strcmp(val, "auto") && strcmp(val, "kvm") && strcmp(val, "tcg"))
+		return err_set(err, EINVAL, "%s: `%s` is not auto|kvm|tcg", k->key, val);
+	return kv_str(k, c, val, err);
+}
+
+static int kv_log_format(const struct config_key *k, struct airlockd_config *c, const char *val,
+			 err_t *err)
+{
+	(void)k;
+	if (strcmp(val, "text") && strcmp(val, "json"))
+		return err_set(err, EINVAL, "log_format: `%s` is not text|json", val);
+	c->log_json = !strcmp(val, "json");
+	return 0;
+}
+
+static int kv_log_level(const struct config_key *k, struct airlockd_config *c, const char *val,
+			err_t *err)
+{
+	static const char *names[] = { "error", "warn", "info", "debug" };
+
+	(void)k;
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(val, names[i])) {
+			c->log_level = i;
+			return 0;
+		}
+	return err_set(err, EINVAL, "log_level: `%s` is not error|warn|info|debug", val);
+}
+
+#define AT(f) offsetof(struct airlockd_config, f), sizeof(((struct airlockd_config *)0)->f)
+#define NOFIELD 0, 0
+
+/* Every key the config file, `--set` and the flags take: its type and
+ * default as docs/CONFIGURATION.md gives them (tests/unit/test-config-doc.c
+ * checks that page, packaging/airlockd.conf and config_defaults against
+ * this), its parser and field. A default in parentheses is worked out at
+ * start; any other is the value config_defaults leaves. */
+const struct config_key config_keys[] = {
+	{ "data_dir", "path", "/var/lib/airlock", kv_path, AT(data_dir), 0, 0 },
+	{ "listen", "address", "127.0.0.1:7070", kv_str, AT(listen), 0, 0 },
+	{ "tls_cert", "path", "", kv_str, AT(tls_cert), 0, 0 },
+	{ "tls_key", "path", "", kv_str, AT(tls_key), 0, 0 },
+	{ "db", "string", "sqlite", kv_db, AT(db), 0, 0 },
+	{ "node_name", "name", "(the hostname)", kv_node_name, AT(node_name), 0, 0 },
+	{ "advertise_url", "URL", "", kv_advertise_url, AT(advertise_url), 0, 0 },
+	{ "heartbeat_timeout_s", "integer >= 3", "15", kv_u32, AT(heartbeat_timeout_s), 3, 0 },
+	{ "user", "string", "airlock", kv_str, AT(user), 0, 0 },
+	{ "api_user", "string", "", kv_str, AT(api_user), 0, 0 },
+	{ "gateway_user", "string", "", kv_str, AT(gateway_user), 0, 0 },
+	{ "pool_size_mb", "integer", "65536", kv_u64, AT(pool_size_mb), 0, 1ull << 40 },
+	{ "templates", "list", "busybox,debian", kv_str, AT(templates), 0, 0 },
+	{ "default_template", "string", "debian", kv_str, AT(default_template), 0, 0 },
+	{ "default_backend", "string", "ns", kv_str, AT(default_backend), 0, 0 },
+	{ "default_memory_mb", "integer", "512", kv_u32, AT(default_memory_mb), 0, 0 },
+	{ "default_cpu_millis", "integer", "1000", kv_u32, AT(default_cpu_millis), 0, 0 },
+	{ "default_pids", "integer", "512", kv_u32, AT(default_pids), 0, 0 },
+	{ "default_disk_mb", "integer", "4096", kv_u32, AT(default_disk_mb), 0, 0 },
+	{ "ready_timeout_ms", "integer", "30000", kv_u32, AT(ready_timeout_ms), 0, 0 },
+	{ "max_sandboxes", "integer", "1000", kv_u32, AT(max_sandboxes), 0, 0 },
+	{ "max_sandbox_pids", "integer", "4096", kv_u32, AT(max_sandbox_pids), 0, 0 },
+	{ "max_pids_all_sandboxes", "integer", "0", kv_u32, AT(max_pids_all_sandboxes), 0, 0 },
+	{ "max_sandbox_memory_mb", "integer", "16384", kv_u32, AT(max_sandbox_memory_mb), 0, 0 },
+	{ "max_sandbox_cpus", "integer", "16", kv_u32, AT(max_sandbox_cpus), 0, 0 },
+	{ "max_sandbox_disk_mb", "integer", "65536", kv_u32, AT(max_sandbox_disk_mb), 0, 0 },
+	{ "max_snapshots", "integer", "64", kv_u32, AT(max_snapshots), 0, 0 },
+	{ "rate_per_s", "number", "200", kv_double, AT(rate_per_s), 0, 0 },
+	{ "rate_burst", "number", "400", kv_double, AT(rate_burst), 0, 0 },
+	{ "api_max_inflight", "integer 0..1024", "256", kv_u32_range, AT(api_max_inflight), 0,
+	  HTTP_MAX_CONNS },
+	{ "api_max_conns_per_client", "integer 0..1024", "64", kv_u32_range,
+	  AT(api_max_conns_per_client), 0, HTTP_MAX_CONNS },
+	{ "api_body_budget_mb", "integer 0..1048576", "256", kv_u32_range, AT(api_body_budget_mb),
+	  0, 1 << 20 },
+	{ "api_head_timeout_s", "integer 1..3600", "10", kv_u32_range, AT(api_head_timeout_s), 1,
+	  3600 },
+	{ "ports_domain", "DNS name", "", kv_ports_domain, AT(ports_domain), 0, 0 },
+	{ "log_level", "error, warn, info or debug", "info", kv_log_level, NOFIELD, 0, 0 },
+	{ "log_format", "text or json", "text", kv_log_format, NOFIELD, 0, 0 },
+	{ "cgroup_favordynmods", "bool", "true", kv_bool, AT(cgroup_favordynmods), 0, 0 },
+	{ "vm_accel", "auto, kvm or tcg", "auto", kv_vm_accel, AT(vm_accel), 0, 0 },
+	{ "vm_dir", "path", "", kv_path, AT(vm_dir), 1, 0 },
+	{ "vm_warm_pool", "integer", "2", kv_u32, AT(vm_warm_pool), 0, 0 },
+	{ "vm_warm_pool_max", "integer 0..64", "8", kv_u32, AT(vm_warm_pool_max), 0, 64 },
+	{ "vm_start_concurrency", "integer 0..1024", "0", kv_u32, AT(vm_start_concurrency), 0,
+	  1024 },
+	{ "vm_fork_pool", "integer", "1", kv_u32, AT(vm_fork_pool), 0, 0 },
+	{ "console_log_max", "integer >= 4096", "1048576", kv_u64, AT(console_log_max), 4096,
+	  UINT64_MAX / 2 },
+	{ "ns_warm_pool", "integer 0..64", "2", kv_u32, AT(ns_warm_pool), 0, 64 },
+	{ "ns_warm_pool_max", "integer 0..256", "32", kv_u32, AT(ns_warm_pool_max), 0, 256 },
+	{ "warm_pool_half_life_s", "integer 0..86400", "30", kv_u32, AT(warm_pool_half_life_s), 0,
+	  86400 },
+	{ "vm_snapshots", "bool", "true", kv_bool, AT(vm_snapshots), 0, 0 },
+	{ "snapshot_disk_interval_s", "integer", "60", kv_u32, AT(snapshot_disk_interval_s), 0, 0 },
+	{ "snapshot_full_interval_s", "integer", "900", kv_u32, AT(snapshot_full_interval_s), 0,
+	  0 },
+	{ "snapshot_keep_all_s", "integer", "3600", kv_u32, AT(snapshot_keep_all_s), 0, 0 },
+	{ "snapshot_keep_hourly_s", "integer", "86400", kv_u32, AT(snapshot_keep_hourly_s), 0, 0 },
+	{ "snapshot_keep_daily_s", "integer", "604800", kv_u32, AT(snapshot_keep_daily_s), 0, 0 },
+	{ "idle_timeout_s", "integer", "0", kv_u32, AT(idle_timeout_s), 0, 0 },
+	{ "object_store", "URL", "", kv_str, AT(object_store), 0, 0 },
+	{ "s3_access_key", "string", "", kv_str, AT(s3_access_key), 0, 0 },
+	{ "s3_secret_key", "string", "", kv_str, AT(s3_secret_key), 0, 0 },
+	{ "suspend_after_idle", "integer", "1800", kv_u32, AT(suspend_after_idle_s), 0, 0 },
+	{ "suspend_reclaim", "bool", "true", kv_bool, AT(suspend_reclaim), 0, 0 },
+	{ "kms_cache_ttl", "integer", "60", kv_u32, AT(kms_cache_ttl_s), 0, 0 },
+	{ "tenant_key_dir", "path", "(DATA/tenant-keys)", kv_path, AT(tenant_key_dir), 0, 0 },
+	{ "encrypt_artifacts", "bool", "true", kv_bool, AT(encrypt_artifacts), 0, 0 },
+	{ "debug_clock", "bool", "false", kv_bool, AT(debug_clock), 0, 0 },
+	{ "network", "bool", "true", kv_bool, AT(network), 0, 0 },
+	{ "net_cidr", "CIDR", "", kv_str, AT(net_cidr), 0, 0 },
+	{ "gateway_proxy_port", "integer 0..65535", "0", kv_u32_range, AT(gateway_proxy_port), 0,
+	  65535 },
+	{ "gateway_dns_port", "integer 0..65535", "0", kv_u32_range, AT(gateway_dns_port), 0,
+	  65535 },
+	{ "network_allow_private_cidrs", "list", "", kv_str, AT(network_allow_private_cidrs), 0,
+	  0 },
+	{ "gateway_max_conns", "integer 1..4096", "256", kv_u32_range, AT(gateway_max_conns), 1,
+	  GATEWAY_WORKERS_MAX },
+	{ "gateway_dns_servers", "list", "", kv_str, AT(gateway_dns_servers), 0, 0 },
+	{ "gateway_dns_max_pending", "integer 1..1024", "16", kv_u32_range,
+	  AT(gateway_dns_max_pending), 1, GATEWAY_DNS_MAX_PENDING_MAX },
+	{ "gateway_hosts", "list", "", kv_str, AT(gateway_hosts), 0, 0 },
+	{ "gateway_upstream_ca", "path", "", kv_str, AT(gateway_upstream_ca), 0, 0 },
+};
+const size_t config_keys_n = ARRAY_SIZE(config_keys);
+
+const struct config_key *config_key_find(const char *key)
+{
+	for (size_t i = 0; i < config_keys_n; i++)
+		if (!strcmp(config_keys[i].key, key))
+			return &config_keys[i];
+	return NULL;
+}
+
 int config_set(struct airlockd_config *c, const char *key, const char *val, err_t *err)
 {
-	if (!strcmp(key, "data_dir")) {
-		if (val[0] != '/')
-			return err_set(err, EINVAL, "data_dir: must be an absolute path");
-		return set_str(c->data_dir, sizeof(c->data_dir), key, val, err);
-	}
-	if (!strcmp(key, "listen"))
-		return set_str(c->listen, sizeof(c->listen), key, val, err);
-	if (!strcmp(key, "db")) {
-		if (!val[0])
-			return err_set(err, EINVAL, "db: empty (sqlite, sqlite:PATH or a postgresql:// URL)");
-		return set_str(c->db, sizeof(c->db), key, val, err);
-	}
-	if (!strcmp(key, "node_name")) {
-		size_t n = strlen(val);
-		bool ok = n >= 1 && n <= 64 && (islower((unsigned char)val[0]) ||
-						 isdigit((unsigned char)val[0]));
-		for (const char *p = val; ok && *p; p++)
-			ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' ||
-			     *p == '.' || *p == '_';
-		if (!ok)
-			return err_set(err, EINVAL, "node_name: `%s` is not [a-z0-9][a-z0-9._-]{0,63}",
-				       val);
-		return set_str(c->node_name, sizeof(c->node_name), key, val, err);
-	}
-	if (!strcmp(key, "tls_cert"))
-		return set_str(c->tls_cert, sizeof(c->tls_cert), key, val, err);
-	if (!strcmp(key, "tls_key"))
-		return set_str(c->tls_key, sizeof(c->tls_key), key, val, err);
-	if (!strcmp(key, "advertise_url")) {
-		if (*val && strncmp(val, "http://", 7) && strncmp(val, "https://", 8))
-			return err_set(err, EINVAL, "advertise_url: `%s` is not http(s)://HOST:PORT",
-				       val);
-		return set_str(c->advertise_url, sizeof(c->advertise_url), key, val, err);
-	}
-	if (!strcmp(key, "heartbeat_timeout_s")) {
-		int r = set_u32(&c->heartbeat_timeout_s, key, val, err);
-		if (r == 0 && c->heartbeat_timeout_s < 3)
-			r = err_set(err, EINVAL, "heartbeat_timeout_s: at least 3");
-		return r;
-	}
-	if (!strcmp(key, "user"))
-		return set_str(c->user, sizeof(c->user), key, val, err);
-	if (!strcmp(key, "gateway_user"))
-		return set_str(c->gateway_user, sizeof(c->gateway_user), key, val, err);
-	if (!strcmp(key, "api_user"))
-		return set_str(c->api_user, sizeof(c->api_user), key, val, err);
-	if (!strcmp(key, "pool_size_mb"))
-		return set_u64(&c->pool_size_mb, key, val, 1ull << 40, err);
-	if (!strcmp(key, "default_backend"))
-		return set_str(c->default_backend, sizeof(c->default_backend), key, val, err);
-	if (!strcmp(key, "default_template"))
-		return set_str(c->default_template, sizeof(c->default_template), key, val, err);
-	if (!strcmp(key, "templates"))
-		return set_str(c->templates, sizeof(c->templates), key, val, err);
-	if (!strcmp(key, "default_memory_mb"))
-		return set_u32(&c->default_memory_mb, key, val, err);
-	if (!strcmp(key, "default_cpu_millis"))
-		return set_u32(&c->default_cpu_millis, key, val, err);
-	if (!strcmp(key, "default_pids"))
-		return set_u32(&c->default_pids, key, val, err);
-	if (!strcmp(key, "default_disk_mb"))
-		return set_u32(&c->default_disk_mb, key, val, err);
-	if (!strcmp(key, "ready_timeout_ms"))
-		return set_u32(&c->ready_timeout_ms, key, val, err);
-	if (!strcmp(key, "vm_start_concurrency")) {
-		if (set_u32(&c->vm_start_concurrency, key, val, err) < 0)
-			return -1;
-		if (c->vm_start_concurrency > 1024)
-			return err_set(err, EINVAL, "vm_start_concurrency: at most 1024");
-		return 0;
-	}
-	if (!strcmp(key, "snapshot_disk_interval_s"))
-		return set_u32(&c->snapshot_disk_interval_s, key, val, err);
-	if (!strcmp(key, "snapshot_full_interval_s"))
-		return set_u32(&c->snapshot_full_interval_s, key, val, err);
-	if (!strcmp(key, "snapshot_keep_all_s"))
-		return set_u32(&c->snapshot_keep_all_s, key, val, err);
-	if (!strcmp(key, "snapshot_keep_hourly_s"))
-		return set_u32(&c->snapshot_keep_hourly_s, key, val, err);
-	if (!strcmp(key, "snapshot_keep_daily_s"))
-		return set_u32(&c->snapshot_keep_daily_s, key, val, err);
-	if (!strcmp(key, "object_store"))
-		return set_str(c->object_store, sizeof(c->object_store), key, val, err);
-	if (!strcmp(key, "s3_access_key"))
-		return set_str(c->s3_access_key, sizeof(c->s3_access_key), key, val, err);
-	if (!strcmp(key, "s3_secret_key"))
-		return set_str(c->s3_secret_key, sizeof(c->s3_secret_key), key, val, err);
-	if (!strcmp(key, "suspend_after_idle"))
-		return set_u32(&c->suspend_after_idle_s, key, val, err);
-	if (!strcmp(key, "idle_timeout_s"))
-		return set_u32(&c->idle_timeout_s, key, val, err);
-	if (!strcmp(key, "tenant_key_dir")) {
-		if (val[0] != '/')
-			return err_set(err, EINVAL, "tenant_key_dir: must be an absolute path");
-		return set_str(c->tenant_key_dir, sizeof(c->tenant_key_dir), key, val, err);
-	}
-	if (!strcmp(key, "kms_cache_ttl"))
-		return set_u32(&c->kms_cache_ttl_s, key, val, err);
-	if (!strcmp(key, "encrypt_artifacts")) {
-		/* off only for the control test and the benchmark's baseline */
-		if (strcmp(val, "true") && strcmp(val, "false"))
-			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
-		c->encrypt_artifacts = !strcmp(val, "true");
-		return 0;
-	}
-	if (!strcmp(key, "suspend_reclaim")) {
-		/* off: the guest keeps its page cache over a suspend (and the
-		 * memory artifact holds it); the benchmark's and tests' baseline */
-		if (strcmp(val, "true") && strcmp(val, "false"))
-			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
-		c->suspend_reclaim = !strcmp(val, "true");
-		return 0;
-	}
-	if (!strcmp(key, "debug_clock")) {
-		if (strcmp(val, "true") && strcmp(val, "false"))
-			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
-		c->debug_clock = !strcmp(val, "true");
-		return 0;
-	}
-	if (!strcmp(key, "max_sandboxes"))
-		return set_u32(&c->max_sandboxes, key, val, err);
-	if (!strcmp(key, "max_sandbox_pids"))
-		return set_u32(&c->max_sandbox_pids, key, val, err);
-	if (!strcmp(key, "max_sandbox_memory_mb"))
-		return set_u32(&c->max_sandbox_memory_mb, key, val, err);
-	if (!strcmp(key, "max_sandbox_cpus"))
-		return set_u32(&c->max_sandbox_cpus, key, val, err);
-	if (!strcmp(key, "max_sandbox_disk_mb"))
-		return set_u32(&c->max_sandbox_disk_mb, key, val, err);
-	if (!strcmp(key, "max_pids_all_sandboxes"))
-		return set_u32(&c->max_pids_all_sandboxes, key, val, err);
-	if (!strcmp(key, "max_snapshots"))
-		return set_u32(&c->max_snapshots, key, val, err);
-	if (!strcmp(key, "rate_per_s"))
-		return set_double(&c->rate_per_s, key, val, err);
-	if (!strcmp(key, "rate_burst"))
-		return set_double(&c->rate_burst, key, val, err);
-	if (!strcmp(key, "ports_domain")) {
-		for (const char *p = val; *p; p++)
-			if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' ||
-			      *p == '.'))
-				return err_set(err, EINVAL, "ports_domain: `%s` is not a lowercase "
-					       "DNS name", val);
-		return set_str(c->ports_domain, sizeof(c->ports_domain), key, val, err);
-	}
-	if (!strcmp(key, "cgroup_favordynmods")) {
-		if (strcmp(val, "true") && strcmp(val, "false"))
-			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
-		c->cgroup_favordynmods = !strcmp(val, "true");
-		return 0;
-	}
-	if (!strcmp(key, "network")) {
-		if (strcmp(val, "true") && strcmp(val, "false"))
-			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
-		c->network = !strcmp(val, "true");
-		return 0;
-	}
-	if (!strcmp(key, "net_cidr"))
-		return set_str(c->net_cidr, sizeof(c->net_cidr), key, val, err);
-	if (!strcmp(key, "gateway_proxy_port") || !strcmp(key, "gateway_dns_port")) {
-		uint64_t v;
-		int r = set_u64(&v, key, val, 65535, err);
-		if (r == 0)
-			*(key[8] == 'p' ? &c->gateway_proxy_port : &c->gateway_dns_port) = (uint32_t)v;
-		return r;
-	}
-	if (!strcmp(key, "gateway_max_conns")) {
-		/* a sandbox's live connections through the gateway */
-		uint64_t v;
-		int r = set_u64(&v, key, val, GATEWAY_WORKERS_MAX, err);
-		if (r == 0 && v == 0)
-			r = err_set(err, EINVAL, "%s: must be 1..%d", key, GATEWAY_WORKERS_MAX);
-		if (r == 0)
-			c->gateway_max_conns = (uint32_t)v;
-		return r;
-	}
-	if (!strcmp(key, "api_max_inflight")) {
-		/* 0: no cap; at most all of the server's connections */
-		uint64_t v;
-		int r = set_u64(&v, key, val, HTTP_MAX_CONNS, err);
-		if (r == 0)
-			c->api_max_inflight = (uint32_t)v;
-		return r;
-	}
-	if (!strcmp(key, "api_max_conns_per_client")) {
-		uint64_t v;
-		int r = set_u64(&v, key, val, HTTP_MAX_CONNS, err);
-		if (r == 0)
-			c->api_max_conns_per_client = (uint32_t)v;
-		return r;
-	}
-	if (!strcmp(key, "api_body_budget_mb")) {
-		uint64_t v;
-		int r = set_u64(&v, key, val, 1 << 20, err);
-		if (r == 0)
-			c->api_body_budget_mb = (uint32_t)v;
-		return r;
-	}
-	if (!strcmp(key, "api_head_timeout_s")) {
-		uint64_t v;
-		int r = set_u64(&v, key, val, 3600, err);
-		if (r == 0 && v == 0)
-			r = err_set(err, EINVAL, "%s: must be 1..3600", key);
-		if (r == 0)
-			c->api_head_timeout_s = (uint32_t)v;
-		return r;
-	}
-	if (!strcmp(key, "gateway_dns_max_pending")) {
-		uint64_t v;
-		int r = set_u64(&v, key, val, GATEWAY_DNS_MAX_PENDING_MAX, err);
-		if (r == 0 && v == 0)
-			r = err_set(err, EINVAL, "%s: must be 1..%d", key,
-				    GATEWAY_DNS_MAX_PENDING_MAX);
-		if (r == 0)
-			c->gateway_dns_max_pending = (uint32_t)v;
-		return r;
-	}
-	if (!strcmp(key, "gateway_dns_servers"))
-		return set_str(c->gateway_dns_servers, sizeof(c->gateway_dns_servers), key, val,
-			       err);
-	if (!strcmp(key, "gateway_hosts"))
-		return set_str(c->gateway_hosts, sizeof(c->gateway_hosts), key, val, err);
-	if (!strcmp(key, "gateway_upstream_ca"))
-		return set_str(c->gateway_upstream_ca, sizeof(c->gateway_upstream_ca), key, val, err);
-	if (!strcmp(key, "network_allow_private_cidrs"))
-		return set_str(c->network_allow_private_cidrs,
-			       sizeof(c->network_allow_private_cidrs), key, val, err);
-	if (!strcmp(key, "vm_accel")) {
-		if (strcmp(val, "auto") && strcmp(val, "kvm") && strcmp(val, "tcg"))
-			return err_set(err, EINVAL, "%s: `%s` is not auto|kvm|tcg", key, val);
-		return set_str(c->vm_accel, sizeof(c->vm_accel), key, val, err);
-	}
-	if (!strcmp(key, "vm_dir")) {
-		if (val[0] && val[0] != '/')
-			return err_set(err, EINVAL, "vm_dir: must be an absolute path");
-		return set_str(c->vm_dir, sizeof(c->vm_dir), key, val, err);
-	}
-	if (!strcmp(key, "vm_snapshots")) {
-		if (strcmp(val, "true") && strcmp(val, "false"))
-			return err_set(err, EINVAL, "%s: `%s` is not true|false", key, val);
-		c->vm_snapshots = !strcmp(val, "true");
-		return 0;
-	}
-	if (!strcmp(key, "console_log_max")) {
-		/* A guest writes its serial console without end: its log keeps
-		 * the newest this many bytes (nodemgr/vm-console.c). */
-		if (set_u64(&c->console_log_max, key, val, UINT64_MAX / 2, err) < 0)
-			return -err->code;
-		if (c->console_log_max < 4096)
-			return err_set(err, EINVAL, "%s: at least 4096 (bytes)", key);
-		return 0;
-	}
-	if (!strcmp(key, "vm_warm_pool"))
-		return set_u32(&c->vm_warm_pool, key, val, err);
-	if (!strcmp(key, "vm_fork_pool"))
-		return set_u32(&c->vm_fork_pool, key, val, err);
-	if (!strcmp(key, "ns_warm_pool")) {
-		/* Each waiting jail holds a uid range, a veth and its processes. */
-		if (set_u32(&c->ns_warm_pool, key, val, err) < 0)
-			return -err->code;
-		if (c->ns_warm_pool > 64)
-			return err_set(err, EINVAL, "%s: at most 64", key);
-		return 0;
-	}
-	if (!strcmp(key, "ns_warm_pool_max")) {
-		/* The most a burst may grow a template's pool to (warmsize.h). */
-		if (set_u32(&c->ns_warm_pool_max, key, val, err) < 0)
-			return -err->code;
-		if (c->ns_warm_pool_max > 256)
-			return err_set(err, EINVAL, "%s: at most 256", key);
-		return 0;
-	}
-	if (!strcmp(key, "vm_warm_pool_max")) {
-		/* Each parked QEMU holds its guest's RAM. */
-		if (set_u32(&c->vm_warm_pool_max, key, val, err) < 0)
-			return -err->code;
-		if (c->vm_warm_pool_max > 64)
-			return err_set(err, EINVAL, "%s: at most 64", key);
-		return 0;
-	}
-	if (!strcmp(key, "warm_pool_half_life_s")) {
-		if (set_u32(&c->warm_pool_half_life_s, key, val, err) < 0)
-			return -err->code;
-		if (c->warm_pool_half_life_s > 86400)
-			return err_set(err, EINVAL, "%s: at most 86400", key);
-		return 0;
-	}
-	if (!strcmp(key, "log_format")) {
-		if (strcmp(val, "text") && strcmp(val, "json"))
-			return err_set(err, EINVAL, "log_format: `%s` is not text|json", val);
-		c->log_json = !strcmp(val, "json");
-		return 0;
-	}
-	if (!strcmp(key, "log_level")) {
-		static const char *names[] = { "error", "warn", "info", "debug" };
-		for (int i = 0; i < 4; i++)
-			if (!strcmp(val, names[i])) {
-				c->log_level = i;
-				return 0;
-			}
-		return err_set(err, EINVAL, "log_level: `%s` is not error|warn|info|debug", val);
-	}
-	return err_set(err, EINVAL, "unknown setting `%s`", key);
+	const struct config_key *k = config_key_find(key);
+
+	if (!k)
+		return err_set(err, EINVAL, "unknown setting `%s`", key);
+	return k->set(k, c, val, err);
 }
 
 static char *trim(char *s)

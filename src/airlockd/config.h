@@ -5,6 +5,7 @@
 #define AIRLOCKD_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -71,7 +72,7 @@ struct airlockd_config {
 	char network_allow_private_cidrs[1024];
 	uint32_t ready_timeout_ms;  /* how long a create waits for the guest's READY */
 	uint32_t vm_start_concurrency; /* vm creates starting their guest at once; 0: 2 per CPU */
-	/* The cluster (README "Cluster"): this node's name in the nodes table,
+	/* The cluster (docs/CONFIGURATION.md "Cluster"): this node's name in the nodes table,
 	 * the address other nodes' apis reach this api at ("" = http://listen
 	 * as bound), and how long a node may be silent before it is lost. */
 	char advertise_url[200];
@@ -94,6 +95,24 @@ struct airlockd_config {
 	 * provider must share it (or use the transit provider). */
 	char tenant_key_dir[1024];
 };
+
+/* One key of the configuration: the parser's table, config_keys in config.c.
+ * docs/CONFIGURATION.md has one row per key with the same type and default
+ * and says what it means (tests/unit/test-config-doc.c checks that). */
+struct config_key {
+	const char *key;
+	const char *type;   /* as the page says it: "integer", "bool", "path", ... */
+	const char *def;    /* the default: a value as written in the file, or
+			     * "(...)" for one worked out at start */
+	int (*set)(const struct config_key *k, struct airlockd_config *c, const char *val,
+		   err_t *err);
+	size_t off, size;   /* the field it sets (size 0: set() knows) */
+	uint64_t lo, hi;    /* bounds, where set() uses them */
+};
+extern const struct config_key config_keys[];
+extern const size_t config_keys_n;
+/* The row of `key`, or NULL. */
+const struct config_key *config_key_find(const char *key);
 
 void config_defaults(struct airlockd_config *c);
 /* Parse a config file over *c. Unknown keys, bad values and unreadable files

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../api/api.h"
+#include "../compat/e2b/e2b.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
 #include "airlock-version.h"   /* generated: <build>/gen */
@@ -34,6 +35,8 @@ int main(int argc, char **argv)
 	const char *cmd;
 	err_t err = { 0 };
 
+	/* Other products' APIs the api serves under their prefixes. */
+	e2b_register();
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

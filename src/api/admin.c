@@ -7,32 +7,14 @@
 #include "../cred/cred.h"
 #include "../cred/vault.h"
 #include "../db/tenant-quota.h"
+#include "../lib/ident.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
 #include "../lib/page.h"
 #include "../lib/util.h"
 #include "api-internal.h"
 
-#define NAME_MAX_LEN 64
 #define KEY_NAME_MAX_LEN 128
-
-/* Tenant names: [A-Za-z0-9][A-Za-z0-9._-]{0,63}. They appear in logs and CLI
- * tables, so no spaces or control characters. */
-static bool tenant_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > NAME_MAX_LEN)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-			     (ch >= '0' && ch <= '9');
-		if (!alnum && (i == 0 || (ch != '.' && ch != '_' && ch != '-')))
-			return false;
-	}
-	return true;
-}
 
 static void write_tenant(struct jw *w, const char *id, const char *name, int64_t created)
 {
@@ -70,7 +52,7 @@ static void tenant_create(struct api *a, struct http_req *req, struct http_conn 
 		http_respond_error(c, 400, "invalid_field", "field `name` is required");
 		return;
 	}
-	if (name_v->type != JSON_STR || !tenant_name_ok(name_v->str)) {
+	if (name_v->type != JSON_STR || !ident_name_anycase_ok(name_v->str)) {
 		json_free(body);
 		http_respond_error(c, 400, "invalid_field",
 				   "field `name` must be a string matching [A-Za-z0-9][A-Za-z0-9._-]{0,63}");

@@ -8,6 +8,7 @@
 #include "../db/db.h"
 #include "../lib/http.h"
 #include "../lib/json.h"
+#include "../lib/route.h"
 #include "api.h"
 
 /* Who is calling: the result of authentication. Plain values, no heap. */
@@ -178,23 +179,38 @@ void api_method_not_allowed(struct http_conn *c, const char *allow);
 struct json *api_parse_body(struct http_req *req, struct http_conn *c,
 			    const char *const *allowed);
 
-/* routes.c: the public routes (method, pattern), the whole API a client can
- * reach. api_route_check: 1 when a row takes (method, path), -1 when the path
- * is known but not the method (allow gets "GET, POST"), 0 when no row
- * matches the path. */
+/* routes.c: the api's columns of src/lib/routes.def. auth: who may call
+ * the route (API_NODE: nobody here, the node's socket only). */
+enum api_auth { API_OPEN, API_KEY, API_ADMIN, API_NODE };
+typedef void api_route_fn(struct api *a, struct http_req *req, struct http_conn *c,
+			  const struct api_principal *who, const struct route_params *p);
 struct api_route {
 	const char *method;   /* "GET", ..., or "*" */
 	const char *path;     /* "/v1/sandboxes/{id}", ".../{path...}" */
+	enum api_auth auth;
+	api_route_fn *fn;     /* who is NULL for API_OPEN */
 };
-extern const struct api_route api_routes[];
-extern const size_t api_n_routes;
-/* Compatibility prefixes (routes.c): another product's API under a path
- * prefix, translated onto Airlock's operations by handlers in
- * src/compat/<name>, which include this header (the api includes nothing
- * of theirs: docs/INTERNALS.md). `airlockd routes` prints their rows after
- * the table; they are not Airlock's API and not in docs/openapi.yaml. */
+/* The public row that takes (method, path; HEAD where GET goes), with the
+ * path's values in params; else NULL, and allow gets the methods of the
+ * path's rows ("GET, POST"), "" when no row takes the path (404). */
+const struct api_route *api_route_find(const char *method, const char *path,
+				       struct route_params *params, char *allow, size_t allow_n);
+/* Does the row take no body (405 for other methods than GET, 413 for a
+ * body, from the head)? */
+bool api_route_bodiless(const struct api_route *r);
+/* May the row's body be over 1 MiB (up to the server's max_body): a file
+ * write, or bytes relayed to a sandbox's port. */
+bool api_route_big_body(const struct api_route *r, const struct route_params *p);
+
+/* Compatibility prefixes: another product's API under a path prefix,
+ * translated onto Airlock's operations by handlers in src/compat/<name>,
+ * which include this header and register here at start (the api includes
+ * nothing of theirs: docs/INTERNALS.md). Each serves every path under it
+ * itself (404/405 in that API's own error form). `airlockd routes` prints
+ * them after the table as "* <prefix>/{path...}"; they are not Airlock's
+ * API and not in docs/openapi.yaml (tests/e2e/test_openapi.py accepts
+ * exactly these beyond the spec). */
 struct api_compat {
-	struct api_route route;   /* "*", "/e2b/{path...}" */
 	const char *prefix;       /* "/e2b": the path is it, or below it */
 	/* The head hook's part (a body is announced, not read): true to go on,
 	 * false when answered. */
@@ -202,15 +218,10 @@ struct api_compat {
 	/* Serve the request, authentication included. */
 	void (*handle)(struct api *a, struct http_req *req, struct http_conn *c);
 };
-extern const struct api_compat api_compat[];
-extern const size_t api_n_compat;
+/* Once at start, before the api serves; cp is borrowed for good. */
+void api_compat_register(const struct api_compat *cp);
 /* The compat prefix path is under, or NULL. */
 const struct api_compat *api_compat_of(const char *path);
-
-/* src/compat/e2b (docs/E2B.md) */
-bool e2b_head_check(struct api *a, struct http_req *req, struct http_conn *c);
-void e2b_handle(struct api *a, struct http_req *req, struct http_conn *c);
-int api_route_check(const char *method, const char *path, char *allow, size_t allow_n);
 
 /* docs/openapi.yaml as built into the binary (<build>/gen/openapi-spec.c). */
 extern const char airlock_openapi_yaml[];

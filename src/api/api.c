@@ -1,20 +1,21 @@
 /* api.c - `airlockd api`: routing, authentication, rate limiting, lifecycle.
  *
  * Order of checks for every request (each step answers and stops on failure):
- *   1. route known?            404 not_found (no auth needed to learn that)
- *      route in the table?     404, or 405 with Allow (routes.c)
+ *   1. route in the table?     404 not_found, or 405 with Allow (no auth
+ *                              needed to learn that; src/lib/routes.def)
  *   2. GET /v1/health          200, unauthenticated (liveness)
  *      GET /v1/openapi.yaml    200, unauthenticated (the built-in spec)
  *      GET /v1/ready           200 or 503, unauthenticated (ready.c)
  *      GET /console[/...]      200, unauthenticated: the web console's static
  *                              files (console.c), which hold no data
  *   3. Authorization: Bearer   401 unauthorized (missing, malformed, unknown, revoked)
- *      (3, 5 and 6 are checked first from the head alone when a body is
- *      announced, before the server reads it: head_check)
+ *      (1, 3, 5 and 6 are checked first from the head alone when a body
+ *      is announced, before the server reads it: head_check)
  *   4. per-key token bucket    429 rate_limited + Retry-After
  *   5. admin-only route?       403 forbidden
  *   6. body over 1 MiB and not a file write: 413 body_too_large
- *   7. serve (admin.c, credentials.c) or forward to the node (forward.c)
+ *   7. the row's handling (routes.c): serve (admin.c, credentials.c),
+ *      forward to the node (forward.c) or relay (portfwd.c)
  * The HTTP server has already refused bodies over max_body (413), so only
  * file writes can reach the node with more than 1 MiB.
  */
@@ -38,20 +39,6 @@
 
 #define DEFAULT_MAX_BODY (16u << 20)   /* file writes (PUT .../files) */
 #define MAX_JSON_BODY (1u << 20)       /* everything else: docs/API.md */
-
-enum route {
-	R_NONE,
-	R_HEALTH,
-	R_SPEC,        /* anyone: GET /v1/openapi.yaml, built in */
-	R_READY,       /* anyone, served here (ready.c) */
-	R_CONSOLE,     /* anyone: GET /console[/...], static files (console.c) */
-	R_TENANTS,     /* admin, served here */
-	R_KEYS,        /* admin, served here */
-	R_NODE,        /* admin, forwarded */
-	R_NODES,       /* admin, served here (cluster.c) */
-	R_CREDENTIALS, /* any key, served here (credentials.c) */
-	R_FORWARD,     /* any key, forwarded; the node checks ownership */
-};
 
 /* An error answer with extra headers (http_respond_error has none). */
 static void respond_error_hdr(struct http_conn *c, int status, const char *code,
@@ -82,15 +69,6 @@ json *api_parse_body(struct http_req *req, struct http_conn *c, const char *cons
 	return http_json_object_body(req, c, allowed, 0);
 }
 
-/* Does path equal prefix, or continue it with a '/'? */
-static bool under(const char *path, const char *prefix)
-{
-	size_t n = strlen(prefix);
-
-	return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/' ||
-						 path[n] == '?');
-}
-
 /* The decoded path must not walk: no "." or ".." segments and no empty ones
  * in the middle, so what we route on is what the node will route on. */
 static bool path_clean(const char *p)
@@ -107,72 +85,6 @@ static bool path_clean(const char *p)
 		p = seg + n;
 	}
 	return true;
-}
-
-static enum route route_of(const char *path)
-{
-	if (!path_clean(path))
-		return R_NONE;
-	if (strcmp(path, "/v1/health") == 0)
-		return R_HEALTH;
-	if (strcmp(path, "/v1/ready") == 0)
-		return R_READY;
-	if (strcmp(path, "/v1/openapi.yaml") == 0)
-		return R_SPEC;
-	if (under(path, "/console"))
-		return R_CONSOLE;
-	if (under(path, "/v1/tenants"))   /* and /v1/tenants/{t}/quota */
-		return R_TENANTS;
-	if (under(path, "/v1/keys"))   /* and /v1/keys/{id} */
-		return R_KEYS;
-	if (strcmp(path, "/v1/node") == 0 || strcmp(path, "/v1/node/doctor") == 0 ||
-	    strcmp(path, "/metrics") == 0)
-		return R_NODE;
-	if (strcmp(path, "/v1/nodes") == 0)
-		return R_NODES;
-	if (under(path, "/v1/credentials"))
-		return R_CREDENTIALS;
-	if (under(path, "/v1/sandboxes") || under(path, "/v1/templates"))
-		return R_FORWARD;
-	return R_NONE;
-}
-
-/* PUT /v1/sandboxes/{id}/files: the one request whose body is raw bytes. */
-static bool is_file_write(const struct http_req *req)
-{
-	const char *p = req->path, *rest;
-	size_t n = strlen("/v1/sandboxes/");
-
-	if (strcmp(req->method, "PUT") != 0 || strncmp(p, "/v1/sandboxes/", n) != 0)
-		return false;
-	rest = strchr(p + n, '/');
-	return rest && rest != p + n && strcmp(rest, "/files") == 0;
-}
-
-enum { PP_NONE, PP_PROXY, PP_TOKENS };
-
-/* /v1/sandboxes/{id}/ports/{port}[/...] and /tunnel/{port} (relayed raw),
- * /v1/sandboxes/{id}/port-tokens (served here). */
-static int port_path(const char *p, char *id, size_t idn)
-{
-	static const char pre[] = "/v1/sandboxes/";
-	const char *s, *rest;
-	size_t n;
-
-	if (strncmp(p, pre, sizeof(pre) - 1) != 0)
-		return PP_NONE;
-	s = p + sizeof(pre) - 1;
-	n = strcspn(s, "/");
-	if (n == 0 || n >= idn || s[n] != '/')
-		return PP_NONE;
-	memcpy(id, s, n);
-	id[n] = '\0';
-	rest = s + n;
-	if (strcmp(rest, "/port-tokens") == 0)
-		return PP_TOKENS;
-	if (strncmp(rest, "/ports/", 7) == 0 || strncmp(rest, "/tunnel/", 8) == 0)
-		return PP_PROXY;
-	return PP_NONE;
 }
 
 /* Extract the key from "Authorization: Bearer <key>". Borrowed from req. */
@@ -233,26 +145,40 @@ static bool authenticate(struct api *a, const struct http_req *req, struct http_
 
 /* Steps 5 and 6: false when answered (403, 413). body_len: the body's
  * length, or what the head announces when the body is not read yet. */
-static bool admit(enum route rt, const struct http_req *req, struct http_conn *c,
+static bool admit(const struct api_route *r, const struct route_params *p, struct http_conn *c,
 		  const struct api_principal *who, uint64_t body_len)
 {
-	bool admin_only = rt == R_TENANTS || rt == R_KEYS || rt == R_NODE || rt == R_NODES ||
-			  (strcmp(req->path, "/v1/templates") == 0 &&
-			   strcmp(req->method, "POST") == 0);
-	char sbid[65];
-
-	if (admin_only && !who->admin) {
+	if (r->auth == API_ADMIN && !who->admin) {
 		http_respond_error(c, 403, "forbidden", "this endpoint needs an admin key");
 		return false;
 	}
-	if (body_len > MAX_JSON_BODY && !is_file_write(req) &&
-	    port_path(req->path, sbid, sizeof(sbid)) != PP_PROXY) {
+	if (body_len > MAX_JSON_BODY && !api_route_big_body(r, p)) {
 		http_respond_error(c, 413, "body_too_large",
 				   "request bodies are limited to %u MiB (16 MiB for file writes)",
 				   MAX_JSON_BODY >> 20);
 		return false;
 	}
 	return true;
+}
+
+/* Step 1: the row of the table (routes.def) that takes the request; NULL
+ * when it has answered 404 or 405. */
+static const struct api_route *route(const struct http_req *req, struct http_conn *c,
+				     struct route_params *p)
+{
+	const struct api_route *r;
+	char allow[64];
+
+	if (req->target[0] != '/' || !path_clean(req->path)) {
+		http_respond_error(c, 404, "not_found", "no such endpoint");
+		return NULL;
+	}
+	r = api_route_find(req->method, req->path, p, allow, sizeof(allow));
+	if (!r && !allow[0])
+		http_respond_error(c, 404, "not_found", "no such endpoint");
+	else if (!r)
+		api_method_not_allowed(c, allow);
+	return r;
 }
 
 /* The request's id for the logs of api, node and nodemgr: the client's
@@ -283,8 +209,9 @@ static bool head_check(void *ctx, struct http_req *req, struct http_conn *c)
 {
 	struct api *a = ctx;
 	const struct api_compat *compat;
+	const struct api_route *r;
 	struct api_principal who;
-	enum route rt;
+	struct route_params p;
 	int h;
 
 	request_id(req, c);
@@ -294,12 +221,9 @@ static bool head_check(void *ctx, struct http_req *req, struct http_conn *c)
 		return h == 1;
 	if (req->target[0] == '/' && path_clean(req->path) && (compat = api_compat_of(req->path)))
 		return compat->head(a, req, c);
-	rt = route_of(req->path);
-	if (rt == R_NONE || req->target[0] != '/') {
-		http_respond_error(c, 404, "not_found", "no such endpoint");
+	if (!(r = route(req, c, &p)))
 		return false;
-	}
-	if (rt == R_HEALTH || rt == R_READY || rt == R_CONSOLE) {
+	if (api_route_bodiless(r)) {
 		if (strcmp(req->method, "GET") != 0)
 			api_method_not_allowed(c, "GET");
 		else
@@ -307,7 +231,7 @@ static bool head_check(void *ctx, struct http_req *req, struct http_conn *c)
 		return false;
 	}
 	return authenticate(a, req, c, &who) &&
-	       admit(rt, req, c, &who, req->body_chunked ? 0 : req->body_declared);
+	       admit(r, &p, c, &who, req->body_chunked ? 0 : req->body_declared);
 }
 
 /* Another node's api forwards many clients' requests from one address. */
@@ -319,15 +243,16 @@ static bool conn_cap_exempt(void *ctx, const char *ip)
 static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 {
 	struct api *a = ctx;
-	enum route rt = route_of(req->path);
+	const struct api_route *r;
 	struct api_principal who;
+	struct route_params p;
 	unsigned retry = 1;
 
 	request_id(req, c);
 	/* {port}-{id}.<ports_domain>: a sandbox's service, not the API. */
 	if (req->target[0] == '/' && api_host_routed(a, req, c))
 		return;
-	/* /e2b/...: a declared compatibility prefix (routes.c), another
+	/* /e2b/...: a registered compatibility prefix (routes.c), another
 	 * product's API (src/compat), which authenticates by its own rules. */
 	if (req->target[0] == '/' && path_clean(req->path)) {
 		const struct api_compat *compat = api_compat_of(req->path);
@@ -337,50 +262,14 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 			return;
 		}
 	}
-	if (rt == R_NONE || req->target[0] != '/') {
-		http_respond_error(c, 404, "not_found", "no such endpoint");
+	/* The route table is the API: nothing else is served or forwarded, so
+	 * docs/openapi.yaml can be checked against it. */
+	if (!(r = route(req, c, &p)))
+		return;
+	if (r->auth == API_OPEN) {
+		r->fn(a, req, c, NULL, &p);
 		return;
 	}
-	/* The route table (routes.c) is the API: nothing else is served or
-	 * forwarded, so docs/openapi.yaml can be checked against it. */
-	{
-		char allow[64];
-		int rc = api_route_check(req->method, req->path, allow, sizeof(allow));
-
-		if (rc == 0) {
-			http_respond_error(c, 404, "not_found", "no such endpoint");
-			return;
-		}
-		if (rc < 0) {
-			api_method_not_allowed(c, allow);
-			return;
-		}
-	}
-	if (rt == R_SPEC) {
-		http_respond(c, 200, "application/yaml", airlock_openapi_yaml,
-			     airlock_openapi_yaml_len, NULL);
-		return;
-	}
-	if (rt == R_CONSOLE) {
-		api_console_serve(req, c);
-		return;
-	}
-	if (rt == R_HEALTH) {
-		if (strcmp(req->method, "GET") != 0) {
-			api_method_not_allowed(c, "GET");
-			return;
-		}
-		http_respond_json(c, 200, "{\"status\":\"ok\"}");
-		return;
-	}
-	if (rt == R_READY) {
-		if (strcmp(req->method, "GET") != 0)
-			api_method_not_allowed(c, "GET");
-		else
-			api_handle_ready(a, c);
-		return;
-	}
-
 	if (!authenticate(a, req, c, &who))
 		return;
 	if (!ratelimit_take(a->rl, who.key_id, &retry)) {
@@ -390,43 +279,8 @@ static void handle(void *ctx, struct http_req *req, struct http_conn *c)
 				  extra);
 		return;
 	}
-	if (!admit(rt, req, c, &who, req->body_len))
-		return;
-
-	char sbid[65];
-	int pk = port_path(req->path, sbid, sizeof(sbid));
-	switch (rt) {
-	case R_TENANTS:
-		api_handle_tenants(a, req, c, &who);
-		break;
-	case R_KEYS:
-		api_handle_keys(a, req, c, &who);
-		break;
-	case R_CREDENTIALS:
-		api_handle_credentials(a, req, c, &who);
-		break;
-	case R_NODES:
-		api_handle_nodes(a, req, c);
-		break;
-	case R_NODE:
-		if (strcmp(req->method, "GET") != 0) {
-			api_method_not_allowed(c, "GET");
-			break;
-		}
-		api_forward(a, req, c, &who);
-		break;
-	default:
-		if (pk == PP_PROXY)
-			api_forward_raw(a, req, c, &who, req->target, false, sbid);
-		else if (pk == PP_TOKENS)
-			api_port_token_create(a, req, c, &who, sbid);
-		else if (!strcmp(req->path, "/v1/sandboxes") && !strcmp(req->method, "GET") &&
-			 api_cluster_list(a, req, c, &who))
-			;
-		else
-			api_forward(a, req, c, &who);
-		break;
-	}
+	if (admit(r, &p, c, &who, req->body_len))
+		r->fn(a, req, c, &who, &p);
 }
 
 int api_run(const struct api_config *cfg, err_t *err)

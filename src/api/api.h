@@ -54,7 +54,8 @@ int api_run(const struct api_config *cfg, err_t *err);
 int api_bootstrap(const char *db_path, const char *cli_json_path, const char *url, err_t *err);
 
 /* `airlockd routes`: every public route, "METHOD /path/{param}" a line, from
- * the table the api answers by (routes.c). */
+ * the table the api answers by (src/lib/routes.def), then the registered
+ * compatibility prefixes. */
 void api_routes_print(FILE *f);
 
 #endif

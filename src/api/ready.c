@@ -14,23 +14,11 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../lib/readiness.h"
 #include "api-internal.h"
 
 /* More than the node's own probes take together (two of 1 s each). */
 #define READY_NODE_MS 3000
-
-static void component(struct jw *w, const char *name, const char *status, const char *error)
-{
-	jw_key(w, name);
-	jw_obj(w);
-	jw_key(w, "status");
-	jw_str(w, status);
-	if (error) {
-		jw_key(w, "error");
-		jw_str(w, error);
-	}
-	jw_end(w);
-}
 
 void api_handle_ready(struct api *a, struct http_conn *c)
 {
@@ -65,10 +53,12 @@ void api_handle_ready(struct api *a, struct http_conn *c)
 	jw_obj(&w);
 	jw_key(&w, "components");
 	jw_obj(&w);
-	component(&w, "database", db_r < 0 ? "down" : "up", db_r < 0 ? db_err.msg : NULL);
+	readiness_component(&w, "database", db_r < 0 ? "down" : "up",
+			    db_r < 0 ? db_err.msg : NULL);
 	if (db_r < 0)
 		down[n_down++] = "database";
-	component(&w, "node", node_r < 0 ? "down" : "up", node_r < 0 ? node_err.msg : NULL);
+	readiness_component(&w, "node", node_r < 0 ? "down" : "up",
+			    node_r < 0 ? node_err.msg : NULL);
 	if (node_r < 0)
 		down[n_down++] = "node";
 	for (size_t i = 0; i < ARRAY_SIZE(behind_node); i++) {
@@ -76,11 +66,11 @@ void api_handle_ready(struct api *a, struct http_conn *c)
 		const char *st = cj ? json_get_str(cj, "status") : NULL;
 
 		if (!st) {
-			component(&w, behind_node[i], "unknown", "the node did not say");
+			readiness_component(&w, behind_node[i], "unknown", "the node did not say");
 			ready = false;
 			continue;
 		}
-		component(&w, behind_node[i], st, json_get_str(cj, "error"));
+		readiness_component(&w, behind_node[i], st, json_get_str(cj, "error"));
 		if (strcmp(st, "up") != 0 && strcmp(st, "off") != 0)
 			down[n_down++] = behind_node[i];
 	}

@@ -488,15 +488,6 @@ int crypt_open_buf(const void *p, size_t n, const uint8_t key[CRYPT_KEY_LEN],
 	return open_stream(&s, &k, key, ctx, err);
 }
 
-int crypt_head_read_fd(int fd, struct crypt_head *h, err_t *err)
-{
-	struct src s = { .fd = fd };
-
-	if (lseek(fd, 0, SEEK_SET) < 0)
-		return err_sys(err, "rewind a sealed object");
-	return read_head(&s, h, "object", err);
-}
-
 /* ---- an opener fed in order (downloads) ----------------------------------- */
 
 /* A worker thread opens and writes out chunk k while the download brings

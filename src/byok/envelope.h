@@ -99,8 +99,4 @@ void crypt_opener_free(struct crypt_opener *o);
 /* 0, or the failure a write met (into err). */
 int crypt_opener_failed(struct crypt_opener *o, err_t *err);
 
-/* The header of the object in fd (read from offset 0; the offset is left
- * anywhere). */
-int crypt_head_read_fd(int fd, struct crypt_head *h, err_t *err);
-
 #endif

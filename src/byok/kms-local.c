@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/ident.h"
 #include "kms.h"
 
 #define LOCAL_VERSIONS_MAX 100000
@@ -28,7 +29,7 @@ static char *key_path(struct kms *k, const char *tenant, const char *key_id, uns
 
 static int names_check(const char *tenant, const char *key_id, err_t *err)
 {
-	if (!kms_name_ok(tenant, CRYPT_NAME_MAX) || !kms_name_ok(key_id, 64))
+	if (!ident_key_ok(tenant, CRYPT_NAME_MAX) || !ident_key_ok(key_id, 64))
 		return err_set(err, EINVAL, "local key: bad tenant or key id");
 	return 0;
 }
@@ -38,7 +39,7 @@ unsigned kms_local_version(struct kms *k, const char *tenant, const char *key_id
 	unsigned v = 0;
 	struct stat st;
 
-	if (!kms_name_ok(tenant, CRYPT_NAME_MAX) || !kms_name_ok(key_id, 64))
+	if (!ident_key_ok(tenant, CRYPT_NAME_MAX) || !ident_key_ok(key_id, 64))
 		return 0;
 	for (;;) {
 		_cleanup_free_ char *p = key_path(k, tenant, key_id, v + 1);

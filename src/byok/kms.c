@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../lib/ident.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
 
@@ -151,23 +152,10 @@ const struct kms_provider *kms_provider_find(const char *name)
 	return NULL;
 }
 
-bool kms_name_ok(const char *s, size_t max)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > max || s[0] == '.')
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
-			return false;
-	return true;
-}
-
 int kms_conf_check(const struct kms_conf *c, err_t *err)
 {
 	if (strcmp(c->provider, "local") == 0) {
-		if (!kms_name_ok(c->key_id, 64))
+		if (!ident_key_ok(c->key_id, 64))
 			return err_set(err, EINVAL, "key_id: 1-64 of [A-Za-z0-9._-], not starting "
 				       "with a dot");
 		return 0;
@@ -178,7 +166,7 @@ int kms_conf_check(const struct kms_conf *c, err_t *err)
 			return err_set(err, EINVAL, "url: http://host:port of the key service");
 		if (strncmp(u, "http://", 7) == 0 && strchr(u + 7, '/'))
 			return err_set(err, EINVAL, "url: http://host:port, without a path");
-		if (!kms_name_ok(c->key_name, 128))
+		if (!ident_key_ok(c->key_name, 128))
 			return err_set(err, EINVAL, "key_name: 1-128 of [A-Za-z0-9._-]");
 		if (c->token_file[0] != '/')
 			return err_set(err, EINVAL, "token_file: an absolute path");

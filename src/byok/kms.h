@@ -77,8 +77,8 @@ extern const struct kms_provider kms_local, kms_transit;
 int kms_conf_get(struct kms *k, const char *tenant, struct kms_conf *c, err_t *err);
 /* Validate a conf a client sent (names, URL shape). */
 int kms_conf_check(const struct kms_conf *c, err_t *err);
-/* 1..max of [A-Za-z0-9._-], not starting with a dot (file and URL safe). */
-bool kms_name_ok(const char *s, size_t max);
+/* Names (key ids, key names, tenants) are checked with lib/ident.h's
+ * ident_key_ok. */
 
 /* Switch the tenant to key nc: every data key of the tenant is unwrapped
  * by the old key and wrapped by the new one (in memory first: a failure

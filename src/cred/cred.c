@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "../lib/ident.h"
 #include "../lib/util.h"
 
 static const char *const inject_names[] = { [CRED_HEADER] = "header", [CRED_BASIC] = "basic",
@@ -43,17 +44,8 @@ void cred_free(struct cred *c)
 
 /* ---- validation ---------------------------------------------------------- */
 
-static bool name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > CRED_NAME_MAX || !isalnum((unsigned char)s[0]))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
-			return false;
-	return true;
-}
+/* Names and binding values are checked with ident_name_anycase_ok. */
+_Static_assert(CRED_NAME_MAX == IDENT_MAX, "a credential name's bound is ident.h's");
 
 static bool env_ok(const char *s)
 {
@@ -251,7 +243,7 @@ int cred_parse_spec(const json *body, struct cred *c, err_t *err)
 	const char *s;
 
 	s = json_get_str(body, "name");
-	if (!s || !name_ok(s))
+	if (!s || !ident_name_anycase_ok(s))
 		return err_set(err, EINVAL, "field `name` is required: [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
 	c->name = xstrdup(s);
 	v = json_get(body, "env");
@@ -329,12 +321,12 @@ int cred_parse_binding(const json *v, struct cred_binding *b, err_t *err)
 		b->kind = CRED_SCOPE_TENANT;
 		return 0;
 	}
-	if (p && p->type == JSON_STR && name_ok(p->str)) {
+	if (p && p->type == JSON_STR && ident_name_anycase_ok(p->str)) {
 		b->kind = CRED_SCOPE_PROJECT;
 		b->value = xstrdup(p->str);
 		return 0;
 	}
-	if (s && s->type == JSON_STR && name_ok(s->str)) {
+	if (s && s->type == JSON_STR && ident_name_anycase_ok(s->str)) {
 		b->kind = CRED_SCOPE_SANDBOX;
 		b->value = xstrdup(s->str);
 		return 0;

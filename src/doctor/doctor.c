@@ -341,7 +341,7 @@ static void check_memory(struct report *r)
 		needs(r, "memory", true, true);
 }
 
-/* As src/nodemgr/cgroup.c decides: v2 when the root of /sys/fs/cgroup is
+/* As src/nodemgr/cgroup/cgroup.c decides: v2 when the root of /sys/fs/cgroup is
  * the unified hierarchy with the memory controller, else v1 with freezer,
  * memory, cpu and pids mounted. */
 static void check_cgroup(struct report *r)

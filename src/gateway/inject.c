@@ -273,19 +273,6 @@ struct inject_rl *inject_rl_new(void)
 	return rl;
 }
 
-void inject_rl_free(struct inject_rl *rl)
-{
-	if (!rl)
-		return;
-	for (struct rl_slot *s = rl->slots, *next; s; s = next) {
-		next = s->next;
-		free(s->key);
-		free(s);
-	}
-	pthread_mutex_destroy(&rl->mu);
-	free(rl);
-}
-
 /* Count one use; false when past limit this minute. */
 static bool rl_take(struct inject_rl *rl, const char *sandbox_id, const char *cred_id,
 		    uint32_t limit, int64_t now_ms)
@@ -680,19 +667,4 @@ int cred_inject(struct inject_ctx *ctx, const struct inject_who *who, struct htt
 		free(kept[i].cred_id);
 	}
 	return 0;
-}
-
-bool cred_host_has_credential(struct inject_ctx *ctx, const struct inject_who *who)
-{
-	struct cred *creds = NULL;
-	size_t n = 0;
-	bool found = false;
-
-	if (cred_resolve(ctx->db, who->tenant, who->sandbox_id, who->project, &creds, &n, NULL) < 0)
-		return false;
-	for (size_t i = 0; i < n && !found; i++)
-		for (size_t k = 0; k < creds[i].n_hosts && !found; k++)
-			found = host_match(creds[i].hosts[k], who->host);
-	cred_list_free(creds, n);
-	return found;
 }

@@ -101,10 +101,10 @@ void head_set(struct http_head *h, const char *name, const char *value);
 /* Remove every field called name. */
 void head_del(struct http_head *h, const char *name);
 
-/* Per (sandbox, credential) request counters for rate limits. */
+/* Per (sandbox, credential) request counters for rate limits. The gateway
+ * keeps them for its life (gw_cred_open), so they have no free. */
 struct inject_rl;
 struct inject_rl *inject_rl_new(void);
-void inject_rl_free(struct inject_rl *rl);
 
 struct inject_ctx {
 	struct db *db;
@@ -123,9 +123,5 @@ enum inject_verdict { INJECT_FORWARD, INJECT_RATE_LIMITED };
 /* Rewrite h in place. *n_injected counts credentials put in. */
 int cred_inject(struct inject_ctx *ctx, const struct inject_who *who, struct http_head *h,
 		enum inject_verdict *verdict, int *n_injected, err_t *err);
-
-/* Does any credential of this sandbox apply to host? (The gateway intercepts
- * TLS only then.) */
-bool cred_host_has_credential(struct inject_ctx *ctx, const struct inject_who *who);
 
 #endif

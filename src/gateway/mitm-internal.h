@@ -1,5 +1,5 @@
 /* mitm-internal.h - what mitm.c shares with the interception loop
- * (mitmloop.c): the pieces of a request's reading and rewriting that do
+ * (mitmloop-phases.c): the pieces of a request's reading and rewriting that do
  * not wait on anything themselves. All input is untrusted (the sandbox's). */
 #ifndef AIRLOCK_MITM_INTERNAL_H
 #define AIRLOCK_MITM_INTERNAL_H

@@ -56,6 +56,8 @@
 #include <sys/io.h>
 #endif
 
+#include "../lib/ident.h"
+
 #define MODULES_LIST "/etc/airlock/modules"
 #define NEWROOT "/newroot"
 #define DEVICE_WAIT_MS 20000       /* TCG is slow; the host's own timeout is the real bound */
@@ -523,13 +525,13 @@ static void set_hostname(const struct vm_opts *o)
 	char name[PROTO_HOSTNAME_MAX + 1] = "";
 	struct buf b;
 
-	if (o->hostname[0] && proto_hostname_ok(o->hostname)) {
+	if (o->hostname[0] && ident_hostname_ok(o->hostname)) {
 		snprintf(name, sizeof(name), "%s", o->hostname);
 	} else {
 		buf_init(&b);
 		if (read_file("/etc/hostname", 256, &b) == 0) {
 			b.data[strcspn(b.data, " \t\r\n")] = '\0';
-			if (proto_hostname_ok(b.data))
+			if (ident_hostname_ok(b.data))
 				snprintf(name, sizeof(name), "%s", b.data);
 		}
 		buf_free(&b);

@@ -171,22 +171,6 @@ void gstream_clear(struct gstream *s)
 	(void)!read(s->efd, &v, sizeof(v));
 }
 
-size_t gstream_readable(struct gstream *s)
-{
-	pthread_mutex_lock(&s->gc->mu);
-	size_t n = s->rx.len - s->rx_off;
-	pthread_mutex_unlock(&s->gc->mu);
-	return n;
-}
-
-size_t gstream_credit(struct gstream *s)
-{
-	pthread_mutex_lock(&s->gc->mu);
-	size_t n = s->closed ? 0 : s->send_credit;
-	pthread_mutex_unlock(&s->gc->mu);
-	return n;
-}
-
 ssize_t gstream_read(struct gstream *s, void *p, size_t n)
 {
 	struct guestconn *gc = s->gc;

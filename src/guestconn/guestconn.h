@@ -161,10 +161,6 @@ void gstream_clear(struct gstream *s);
  * everything read), -EAGAIN nothing yet, or -errno when the stream was reset
  * (by the guest, a channel close or guestconn_ports_abort). */
 ssize_t gstream_read(struct gstream *s, void *p, size_t n);
-/* Bytes readable now without blocking. */
-size_t gstream_readable(struct gstream *s);
-/* Credit left: how many bytes gstream_write would take now. */
-size_t gstream_credit(struct gstream *s);
 /* Send up to n bytes, as much as the credit allows: returns the count (0
  * when there is no credit now), or -errno when the stream or channel is gone. */
 ssize_t gstream_write(struct gstream *s, const void *p, size_t n);

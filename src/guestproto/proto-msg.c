@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../lib/ident.h"
+
 /* ---- EXEC ---------------------------------------------------------------- */
 
 int proto_enc_exec(struct buf *out, uint32_t req_id, const struct proto_exec *x)
@@ -332,22 +334,8 @@ int proto_dec_status(const struct proto_frame *f, struct proto_status *s)
 #define RESET_WALL_MIN_S 1577836800ull
 #define RESET_WALL_MAX_S 7258118400ull
 
-bool proto_hostname_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	/* RFC 1123 characters only: the guest hands this to sethostname(2),
-	 * and shells and logs inside the sandbox print it. */
-	if (n == 0 || n > PROTO_HOSTNAME_MAX || s[0] == '-' || s[0] == '.')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '-' || c == '.'))
-			return false;
-	}
-	return true;
-}
+/* The hostname rule is lib/ident.h's, the one nodemgr applies too. */
+_Static_assert(PROTO_HOSTNAME_MAX == IDENT_MAX, "a hostname's bound is ident.h's");
 
 bool proto_machine_id_ok(const char *s)
 {
@@ -401,7 +389,7 @@ static bool reset_ok(const struct proto_reset *x)
 		return false;
 	if (x->entropy_len < PROTO_RESET_ENTROPY_MIN || x->entropy_len > PROTO_RESET_ENTROPY_MAX)
 		return false;
-	return proto_hostname_ok(x->hostname) && proto_machine_id_ok(x->machine_id);
+	return ident_hostname_ok(x->hostname) && proto_machine_id_ok(x->machine_id);
 }
 
 int proto_enc_reset(struct buf *out, uint32_t req_id, const struct proto_reset *x)

@@ -456,8 +456,7 @@ struct proto_reset {
 int proto_enc_reset(struct buf *out, uint32_t req_id, const struct proto_reset *x);
 /* -EBADMSG malformed or missing fields, -EINVAL out-of-range values. */
 int proto_dec_reset(const struct proto_frame *f, struct proto_reset *x);
-/* The checks both sides apply. */
-bool proto_hostname_ok(const char *s);
+/* The checks both sides apply (the hostname's: lib/ident.h, ident_hostname_ok). */
 bool proto_machine_id_ok(const char *s);
 
 /* PORT_* frames (see the table above). One struct for all five; which fields

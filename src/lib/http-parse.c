@@ -148,22 +148,49 @@ static char *decode_form(const char *s, size_t n)
 	return buf_steal(&b);
 }
 
-char *http_query_param(const struct http_req *req, const char *name)
+void http_query_each(const char *query, http_query_fn fn, void *arg)
 {
-	const char *q = req->query;
+	const char *q = query ? query : "";
 
-	while (q && *q) {
+	while (*q) {
 		size_t n = strcspn(q, "&");
 		const char *eq = memchr(q, '=', n);
 		size_t kn = eq ? (size_t)(eq - q) : n;
-		_cleanup_free_ char *key = decode_form(q, kn);
-		if (strcmp(key, name) == 0)
-			return eq ? decode_form(eq + 1, n - kn - 1) : xstrdup("");
+
+		/* "a&&b": an empty segment names no parameter */
+		if (n) {
+			_cleanup_free_ char *k = decode_form(q, kn);
+			_cleanup_free_ char *v = eq ? decode_form(eq + 1, n - kn - 1) : xstrdup("");
+			if (!fn(arg, k, v))
+				return;
+		}
 		q += n;
 		if (*q == '&')
 			q++;
 	}
-	return NULL;
+}
+
+struct param_find {
+	const char *name;
+	char *value;
+};
+
+static bool param_find(void *arg, const char *k, const char *v)
+{
+	struct param_find *f = arg;
+
+	if (strcmp(k, f->name) != 0)
+		return true;
+	f->value = xstrdup(v);
+	return false;
+}
+
+char *http_query_param(const struct http_req *req, const char *name)
+{
+	struct param_find f = { .name = name };
+
+	http_query_each(req->query, param_find, &f);
+	return f.value;
 }
 
 /* ------------------------------------------------------------ head parsing */

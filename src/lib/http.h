@@ -59,8 +59,15 @@ const char *http_req_header(const struct http_req *req, const char *name);
 /* Does a comma-separated header value (Connection, Upgrade) list token?
  * Case-insensitive. */
 bool http_has_token(const char *v, const char *token);
-/* Decoded query parameter; caller owns; NULL when absent. */
+/* Decoded query parameter (the first of that name); caller owns; NULL when
+ * absent. */
 char *http_query_param(const struct http_req *req, const char *name);
+/* Calls fn for each parameter of a raw query string (NULL = none), in order,
+ * with its key and value form-decoded ('+' is a space; a malformed escape or
+ * %00 is kept literally); both borrowed for the call. fn returns false to
+ * stop. */
+typedef bool (*http_query_fn)(void *arg, const char *k, const char *v);
+void http_query_each(const char *query, http_query_fn fn, void *arg);
 
 struct http_conn;  /* opaque, one per connection, valid during the handler */
 

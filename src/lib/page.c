@@ -163,3 +163,21 @@ void page_write_next(const struct page *p, struct jw *w)
 		jw_null(w);
 	}
 }
+
+void page_list_open(struct jw *w, struct buf *b, const char *list)
+{
+	buf_init(b);
+	jw_init(w, b);
+	jw_obj(w);
+	jw_key(w, list);
+	jw_arr(w);
+}
+
+void page_list_respond(const struct page *p, struct jw *w, struct buf *b, struct http_conn *c)
+{
+	jw_end(w);
+	page_write_next(p, w);
+	jw_end(w);
+	http_respond_json(c, 200, b->data);
+	buf_free(b);
+}

@@ -58,6 +58,13 @@ bool page_take(struct page *p, int64_t ms, const char *id);
 /* Inside the answer's object: `"next_token": <token or null>` after a walk. */
 void page_write_next(const struct page *p, struct jw *w);
 
+/* A whole list answer, 200 {"<list>":[items...],"next_token":...}: open
+ * starts it in b (caller's, uninitialised) up to the '['; the caller walks
+ * with page_take and writes each item on w; respond closes it, answers on c
+ * and frees b. */
+void page_list_open(struct jw *w, struct buf *b, const char *list);
+void page_list_respond(const struct page *p, struct jw *w, struct buf *b, struct http_conn *c);
+
 /* "2026-01-02T03:04:05.678Z" -> ms since the epoch; -1 when malformed. */
 int64_t page_iso_ms(const char *s);
 

@@ -106,7 +106,7 @@ int nm_sandbox_rollback(const char *sock, const struct nm_sandbox_spec *spec, co
 int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const char *parent,
 		    const char *snap, bool vm, int *chan_fd, pid_t *pid, char addr[16],
 		    err_t *err);
-/* Suspend and restore (src/nodemgr/export.c). The node opens the
+/* Suspend and restore (src/nodemgr/snapshot/export.c). The node opens the
  * artifact's file in its own staging directory and passes fd (borrowed;
  * export: writable, import: readable) with the request. Either may be a
  * pipe instead: an export's the node reads, sealing and hashing the bytes
@@ -137,7 +137,7 @@ int nm_suspend_export(const char *sock, const struct nm_sandbox_spec *spec, cons
 		      err_t *err);
 int nm_suspend_import(const char *sock, const struct nm_sandbox_spec *spec, const char *snap,
 		      enum nm_artifact artifact, int fd, const char *base_sha, err_t *err);
-/* vm memory bases by content (src/nodemgr/vm-base.c), so a vm sandbox's
+/* vm memory bases by content (src/nodemgr/vm/vm-base.c), so a vm sandbox's
  * memory can be rebuilt on a node that never booted its template's memory
  * snapshot. find: sha "" answers the digest (out) and size of the
  * template's RAM file for spec's shape; a digest: 0 when that base is here
@@ -183,7 +183,7 @@ int nm_template_delete(const char *sock, const char *name, uint32_t version, err
 int nm_template_config(const char *sock, const char *name, uint32_t version, char **json_text,
 		       err_t *err);
 /* Moving a template between nodes through the object store
- * (src/nodemgr/template-xfer.c). A template's identity is the received
+ * (src/nodemgr/templates/template-xfer.c). A template's identity is the received
  * uuid of its subvolume, as 36-char text (lower-case 8-4-4-4-12): a build
  * gives a template its own uuid as received uuid, and a receive gives the
  * copy the uuid of the stream it came from, so every node's copy of one
@@ -250,7 +250,7 @@ int nm_sandbox_stats(const char *sock, const char *id, struct nm_sandbox_stats *
  * (-ETIMEDOUT when it accepted but did not answer: stalled). */
 int nm_ping(const char *sock, int timeout_ms, err_t *err);
 
-/* The vm backend (src/nodemgr/vm-*.c): each sandbox is a jailed QEMU microVM.
+/* The vm backend (src/nodemgr/vm/): each sandbox is a jailed QEMU microVM.
  * Guest RAM is spec->limits.memory_mb, vCPUs ceil(cpu_millis / 1000).
  *   NM_VM_COLD      boot the guest kernel with the sandbox's rootfs.ext4.
  *   NM_VM_CLONE     restore the template's memory snapshot for this RAM/vCPU

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../lib/ident.h"
 #include "../lib/log.h"
 #include "node-internal.h"
 
@@ -301,7 +302,7 @@ static void encryption_rotate(struct node *n, struct http_conn *c, const char *t
 void handle_tenant_encryption(struct node *n, struct http_req *req, struct http_conn *c,
 			      const char *tenant, bool rotate)
 {
-	if (!kms_name_ok(tenant, CRYPT_NAME_MAX)) {
+	if (!ident_key_ok(tenant, CRYPT_NAME_MAX)) {
 		http_respond_error(c, 400, "bad_request", "bad tenant id");
 		return;
 	}

@@ -3,7 +3,7 @@
  *
  * Only the vm backend has a console (nodemgr copies the guest's ttyS0 from
  * QEMU into DATA/run/vm/<id>/console.log, at most console_log_max bytes,
- * the newest: nodemgr/vm-console.c); ns answers 501 not_supported.
+ * the newest: nodemgr/vm/vm-console.c); ns answers 501 not_supported.
  *
  * Why an fd from nodemgr and not a group-readable file: the log lives in
  * the QEMU jail's run dir, owned by the jail's uid (0700) under

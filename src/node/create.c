@@ -26,6 +26,7 @@
 
 #include "../cred/cred.h"
 #include "../lib/fault.h"
+#include "../lib/ident.h"
 #include "../lib/log.h"
 #include "../lib/phases.h"
 #include "../policy/policy.h"
@@ -513,7 +514,7 @@ static int create_check(struct create *cx)
 		http_respond_error(cx->c, 422, "invalid_argument", "%s", msg);
 		return -1;
 	}
-	r = node_name_valid(cr->template_name)
+	r = ident_name_ok(cr->template_name)
 		    ? template_resolve(cx->n, cr->template_name, &cx->version, &cx->err)
 		    : -ENOENT;
 	if (r == -ENOENT) {

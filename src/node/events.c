@@ -37,11 +37,7 @@ void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, str
 		node_respond_err(c, &err);
 		return;
 	}
-	buf_init(&b);
-	jw_init(&w, &b);
-	jw_obj(&w);
-	jw_key(&w, "events");
-	jw_arr(&w);
+	page_list_open(&w, &b, "events");
 	for (int i = 0; i < rows.n_rows; i++) {
 		char at[ISO_TIME_MAX], key[24];
 
@@ -60,12 +56,8 @@ void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, str
 		jw_str(&w, db_cell(&rows, i, 3));
 		jw_end(&w);
 	}
-	jw_end(&w);
-	page_write_next(&pg, &w);
-	jw_end(&w);
 	db_rows_free(&rows);
-	http_respond_json(c, 200, b.data);
-	buf_free(&b);
+	page_list_respond(&pg, &w, &b, c);
 }
 
 /* GET /v1/sandboxes/events: the tenant's lifecycle transitions as they are

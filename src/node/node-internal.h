@@ -40,10 +40,6 @@ void sandbox_respond_err(struct http_conn *c, struct sandbox *sb, const err_t *e
 /* Parse a JSON object body (size-limited); on failure answers 400/413 and
  * returns NULL. allowed: NULL-terminated list of keys. Caller owns. */
 json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed);
-/* Calls fn for each query parameter, percent-decoded. */
-void node_query_each(const char *query, void (*fn)(void *arg, const char *k, const char *v),
-		     void *arg);
-bool node_name_valid(const char *s);  /* [a-z0-9][a-z0-9._-]{0,63} */
 
 /* nodeinfo.c: the node manager's answer about the node's size (asked once,
  * then kept), and GET /v1/node (admin). */

@@ -1,11 +1,13 @@
-/* airlockd node: startup, shutdown and HTTP routing. The router only points
- * down: what the handlers share for answering is in reply.c and for reading
- * a request in request.c; GET /v1/node is nodeinfo.c. Sandboxes (map, JSON,
- * rows, guest channel, states) live in model/, list and get in sandboxes.c,
- * their create in create.c, the rest of their lifecycle in life/;
- * processes in exec.c, proc/ and processes.c; files in
- * files.c, templates in templates.c, crash recovery in reconcile.c and
- * recover.c, and timed work in model/reaper.c and timers.c. */
+/* airlockd node: startup, shutdown and HTTP routing. The routes, and what
+ * the router does before each handler, are rows of src/lib/routes.def,
+ * shared with the api. The router only points down: what the handlers
+ * share for answering is in reply.c and for reading a request in
+ * request.c; GET /v1/node is nodeinfo.c. Sandboxes (map, JSON, rows, guest
+ * channel, states) live in model/, list and get in sandboxes.c, their
+ * create in create.c, the rest of their lifecycle in life/; processes in
+ * exec.c, proc/ and processes.c; files in files.c, templates in
+ * templates.c, crash recovery in reconcile.c and recover.c, and timed work
+ * in model/reaper.c and timers.c. */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -14,35 +16,57 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/route.h"
 #include "../objstore/objstore.h"
 #include "node-internal.h"
 
 /* ---- routing ---------------------------------------------------------- */
 
-#define MAX_SEGS 8
+/* What the router found for a request: the handlers' common arguments. */
+struct node_call {
+	const char *tenant;         /* X-Airlock-Tenant: whom the api acts for */
+	bool admin;                 /* X-Airlock-Admin: 1 */
+	struct route_params params; /* the path's {id}, {pid}, ... as strings */
+	struct sandbox *sb;         /* N_FIND, N_CLAIM: the sandbox {id}, a ref */
+	uint32_t pid;               /* {pid}, checked */
+};
 
-static int split_path(char *p, char **segs)
-{
-	int n = 0;
+typedef void node_route_fn(struct node *n, struct http_req *req, struct http_conn *c,
+			   const struct node_call *k);
 
-	char *save = NULL;
-
-	for (char *s = strtok_r(p, "/", &save); s; s = strtok_r(NULL, "/", &save)) {
-		if (n == MAX_SEGS)
-			return -1;
-		segs[n++] = s;
-	}
-	return n;
-}
-
-static bool method_is(const struct http_req *req, const char *m)
-{
-	return strcmp(req->method, m) == 0;
-}
+/* node_flags of routes.def: what the router does before the handler. */
+enum {
+	N_FIND = 1 << 0,   /* find the sandbox {id} (404 when it is not here) */
+	N_CLAIM = 1 << 1,  /* N_FIND, and claim a suspended one of another node; 409 if deleted */
+	N_GATE = 1 << 2,   /* then the suspend gate (restore on use, or 409) */
+	N_ANY = 1 << 3,    /* the handler answers the other methods of the path itself */
+	N_ANYONE = 1 << 4, /* no tenant needed */
+	N_EXACT = 1 << 5,  /* another method is 404, as an unknown path (the old
+			    * router matched these with their method) */
+};
 
 static void not_allowed(struct http_conn *c, const struct http_req *req)
 {
 	http_respond_error(c, 405, "method_not_allowed", "%s is not allowed here", req->method);
+}
+
+static bool admin_only(const struct node_call *k, struct http_conn *c, const char *msg)
+{
+	if (!k->admin)
+		http_respond_error(c, 403, "forbidden", "%s", msg);
+	return k->admin;
+}
+
+static const char *param(const struct node_call *k, const char *name)
+{
+	return route_param(&k->params, name, NULL);
+}
+
+/* The path's last segment: the literal a row's pattern ends in (the
+ * operation: "pause", "stdin", "stat", ...). */
+static const char *last_segment(const struct http_req *req)
+{
+	return strrchr(req->path, '/') + 1;
 }
 
 static bool parse_pid(const char *s, uint32_t *pid)
@@ -60,24 +84,19 @@ static bool parse_pid(const char *s, uint32_t *pid)
 	return true;
 }
 
-static void route_sandbox(struct node *n, struct http_req *req, struct http_conn *c,
-			  const char *tenant, char **segs, int nseg)
+/* The sandbox id of this tenant, for N_FIND and N_CLAIM: NULL when it has
+ * answered (404, 409, or the claim's error). */
+static struct sandbox *sandbox_here(struct node *n, const char *id, const char *tenant,
+				    bool claim, struct http_conn *c)
 {
-	/* segs: v1 sandboxes {id} [sub...] */
-	const char *id = segs[2];
-	struct sandbox *sb;
+	struct sandbox *sb = sandbox_find(n, id, tenant);
 
-	if (nseg == 3 && method_is(req, "DELETE")) {
-		handle_sandbox_delete(n, id, tenant, c);
-		return;
-	}
-	sb = sandbox_find(n, id, tenant);
 	if (sb && cluster_forget_if_moved(n, sb)) {
 		/* moved to another node since: what this node has is stale */
 		sandbox_unref(sb);
 		sb = NULL;
 	}
-	if (!sb && nseg > 3) {
+	if (!sb && claim) {
 		/* A suspended sandbox of another node, sent here by the api
 		 * (its node is lost or down, or the client asked for this one):
 		 * it moves here, then the request goes on (a restore, or an
@@ -87,118 +106,314 @@ static void route_sandbox(struct node *n, struct http_req *req, struct http_conn
 		sb = suspend_claim(n, id, tenant, &e);
 		if (!sb && e.code != ENOENT) {
 			node_respond_err(c, &e);
-			return;
+			return NULL;
 		}
 	}
 	if (!sb) {
 		/* An operation on this tenant's deleted sandbox is a conflict with
-		 * its state; reading it (GET) is a plain 404. */
-		if (nseg > 3 && sandbox_is_deleted(n, id, tenant))
+		 * its state; reading it (GET /v1/sandboxes/{id}) is a plain 404. */
+		if (claim && sandbox_is_deleted(n, id, tenant))
 			node_respond_conflict(c, SB_DELETED, "sandbox %s is deleted", id);
 		else
 			http_respond_error(c, 404, "not_found", "no sandbox `%s`", id);
+	}
+	return sb;
+}
+
+/* A path no row takes. ports.c may still know it (its own 400 for a port
+ * that is not one). Under /v1/sandboxes/{id}/ the sandbox is looked up (and
+ * claimed) first, so a missing or deleted one answers as it does on its
+ * routes; then 404. */
+static void no_route(struct node *n, struct http_req *req, struct http_conn *c,
+		     const char *tenant)
+{
+	static const char under_sb[] = "/v1/sandboxes/{id}/{path...}";
+	_cleanup_free_ char *path = xstrdup(req->path ? req->path : "");
+	struct route_params p;
+	struct sandbox *sb = NULL;
+
+	if (ports_route(n, req, c, tenant))
 		return;
+	if (route_match(under_sb, path, &p) && route_param(&p, "path", NULL)[0]) {
+		route_params_cut(&p);
+		sb = sandbox_here(n, route_param(&p, "id", NULL), tenant, true, c);
+		if (!sb)
+			return;
 	}
-	if (nseg == 3) {
-		if (method_is(req, "GET"))
-			handle_sandbox_get(n, sb, c);
-		else
-			not_allowed(c, req);
-	} else if (nseg >= 4 && (strcmp(segs[3], "exec") == 0 || strcmp(segs[3], "connect") == 0 ||
-				 strcmp(segs[3], "files") == 0 ||
-				 strcmp(segs[3], "processes") == 0) &&
-		   !suspend_gate(sb, req, c)) {
-		/* answered: 409, suspended and auto_restore=false */
-	} else if (nseg == 4 && (strcmp(segs[3], "pause") == 0 || strcmp(segs[3], "resume") == 0 ||
-				 strcmp(segs[3], "connect") == 0 || strcmp(segs[3], "suspend") == 0 ||
-				 strcmp(segs[3], "restore") == 0)) {
-		if (method_is(req, "POST"))
-			handle_sandbox_lifecycle(n, sb, segs[3], c);
-		else
-			not_allowed(c, req);
-	} else if (strcmp(segs[3], "snapshots") == 0 && (nseg == 4 || nseg == 5)) {
-		handle_snapshots(n, sb, nseg == 5 ? segs[4] : NULL, req, c);
-	} else if (strcmp(segs[3], "timeout") == 0 && nseg == 4) {
-		if (method_is(req, "POST"))
-			handle_sandbox_timeout(n, sb, req, c);
-		else
-			not_allowed(c, req);
-	} else if (strcmp(segs[3], "fork") == 0 && nseg == 4) {
-		if (method_is(req, "POST"))
-			handle_fork(n, sb, req, c);
-		else
-			not_allowed(c, req);
-	} else if (strcmp(segs[3], "rollback") == 0 && nseg == 4) {
-		if (method_is(req, "POST"))
-			handle_rollback(n, sb, req, c);
-		else
-			not_allowed(c, req);
-	} else if (strcmp(segs[3], "network") == 0 && (nseg == 4 ||
-						       (nseg == 5 && strcmp(segs[4], "log") == 0))) {
-		handle_network(n, sb, nseg == 5, req, c);
-	} else if (strcmp(segs[3], "exec") == 0 && nseg == 4) {
-		if (method_is(req, "POST"))
-			handle_exec(n, sb, req, c);
-		else
-			not_allowed(c, req);
-	} else if (strcmp(segs[3], "metrics") == 0 && nseg == 4) {
-		if (method_is(req, "GET"))
-			handle_sandbox_metrics(n, sb, c);
-		else
-			not_allowed(c, req);
-	} else if (strcmp(segs[3], "events") == 0 && nseg == 4) {
-		if (method_is(req, "GET"))
-			handle_events(n, sb, req, c);
-		else
-			not_allowed(c, req);
-	} else if (strcmp(segs[3], "console") == 0 && nseg == 4) {
-		if (method_is(req, "GET"))
-			handle_console(n, sb, c);
-		else
-			not_allowed(c, req);
-	} else if (strcmp(segs[3], "processes") == 0 && nseg == 4) {
-		if (method_is(req, "GET"))
-			handle_processes(n, sb, req, c);
-		else
-			not_allowed(c, req);
-	} else if (strcmp(segs[3], "processes") == 0 && nseg == 6) {
-		uint32_t pid;
-		const char *rest = segs[5];
-		bool get = strcmp(rest, "output") == 0;
-		bool post = strcmp(rest, "stdin") == 0 || strcmp(rest, "signal") == 0 ||
-			    strcmp(rest, "resize") == 0;
+	http_respond_error(c, 404, "not_found", "no such endpoint");
+	if (sb)
+		sandbox_unref(sb);
+}
 
-		if (!parse_pid(segs[4], &pid))
-			http_respond_error(c, 404, "not_found", "no process `%s`", segs[4]);
-		else if (!get && !post)
-			http_respond_error(c, 404, "not_found", "no such endpoint");
-		else if ((get && !method_is(req, "GET")) || (post && !method_is(req, "POST")))
-			not_allowed(c, req);
-		else
-			handle_process(n, sb, pid, rest, req, c);
-	} else if (strcmp(segs[3], "files") == 0 && nseg == 4) {
-		if (method_is(req, "GET") || method_is(req, "PUT") || method_is(req, "DELETE"))
-			handle_files(n, sb, "", req, c);
-		else
-			not_allowed(c, req);
-	} else if (strcmp(segs[3], "files") == 0 && nseg == 5) {
-		const char *sub = segs[4];
-		bool watch = strcmp(sub, "watch") == 0;
-		bool get = watch || strcmp(sub, "stat") == 0 || strcmp(sub, "list") == 0;
-		bool post = strcmp(sub, "mkdir") == 0 || strcmp(sub, "rename") == 0;
+/* The handlers of routes.def's node column: each calls its module's. */
 
-		if (!get && !post)
-			http_respond_error(c, 404, "not_found", "no such endpoint");
-		else if ((get && !method_is(req, "GET")) || (post && !method_is(req, "POST")))
-			not_allowed(c, req);
-		else if (watch)
-			handle_files_watch(n, sb, req, c);
-		else
-			handle_files(n, sb, sub, req, c);
-	} else {
-		http_respond_error(c, 404, "not_found", "no such endpoint");
+static void node_metrics(struct node *n, struct http_req *req, struct http_conn *c,
+			 const struct node_call *k)
+{
+	(void)req;
+	if (admin_only(k, c, "admin only"))
+		handle_metrics(n, c);
+}
+
+static void node_info(struct node *n, struct http_req *req, struct http_conn *c,
+		      const struct node_call *k)
+{
+	(void)req;
+	if (admin_only(k, c, "admin only"))
+		handle_node(n, c);
+}
+
+static void node_doctor(struct node *n, struct http_req *req, struct http_conn *c,
+			const struct node_call *k)
+{
+	(void)req;
+	if (admin_only(k, c, "admin only"))
+		handle_node_doctor(n, c);
+}
+
+static void node_encryption(struct node *n, struct http_req *req, struct http_conn *c,
+			    const struct node_call *k)
+{
+	if (admin_only(k, c, "admin only"))
+		handle_tenant_encryption(n, req, c, param(k, "tenant"), false);
+}
+
+static void node_encryption_rotate(struct node *n, struct http_req *req, struct http_conn *c,
+				   const struct node_call *k)
+{
+	if (admin_only(k, c, "admin only"))
+		handle_tenant_encryption(n, req, c, param(k, "tenant"), true);
+}
+
+static void node_templates_list(struct node *n, struct http_req *req, struct http_conn *c,
+				const struct node_call *k)
+{
+	handle_templates_list(n, req, c, k->admin);
+}
+
+static void node_templates_create(struct node *n, struct http_req *req, struct http_conn *c,
+				  const struct node_call *k)
+{
+	if (admin_only(k, c, "building templates is admin only"))
+		handle_templates_create(n, req, c);
+}
+
+static void node_templates_delete(struct node *n, struct http_req *req, struct http_conn *c,
+				  const struct node_call *k)
+{
+	(void)req;
+	if (admin_only(k, c, "deleting templates is admin only"))
+		handle_templates_delete(n, param(k, "name"), c);
+}
+
+static void node_sandboxes_list(struct node *n, struct http_req *req, struct http_conn *c,
+				const struct node_call *k)
+{
+	handle_sandboxes_list(n, req, c, k->tenant);
+}
+
+static void node_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
+				  const struct node_call *k)
+{
+	handle_sandboxes_create(n, req, c, k->tenant);
+}
+
+static void node_sandboxes_events(struct node *n, struct http_req *req, struct http_conn *c,
+				  const struct node_call *k)
+{
+	handle_sandboxes_events(n, req, c, k->tenant);
+}
+
+static void node_sandbox_get(struct node *n, struct http_req *req, struct http_conn *c,
+			     const struct node_call *k)
+{
+	(void)req;
+	handle_sandbox_get(n, k->sb, c);
+}
+
+/* Before any lookup: a delete goes on whether or not this node has it. */
+static void node_sandbox_delete(struct node *n, struct http_req *req, struct http_conn *c,
+				const struct node_call *k)
+{
+	(void)req;
+	handle_sandbox_delete(n, param(k, "id"), k->tenant, c);
+}
+
+static void node_lifecycle(struct node *n, struct http_req *req, struct http_conn *c,
+			   const struct node_call *k)
+{
+	handle_sandbox_lifecycle(n, k->sb, last_segment(req), c);
+}
+
+static void node_timeout(struct node *n, struct http_req *req, struct http_conn *c,
+			 const struct node_call *k)
+{
+	handle_sandbox_timeout(n, k->sb, req, c);
+}
+
+static void node_snapshots(struct node *n, struct http_req *req, struct http_conn *c,
+			   const struct node_call *k)
+{
+	handle_snapshots(n, k->sb, param(k, "snapshot"), req, c);
+}
+
+static void node_rollback(struct node *n, struct http_req *req, struct http_conn *c,
+			  const struct node_call *k)
+{
+	handle_rollback(n, k->sb, req, c);
+}
+
+static void node_fork(struct node *n, struct http_req *req, struct http_conn *c,
+		      const struct node_call *k)
+{
+	handle_fork(n, k->sb, req, c);
+}
+
+static void node_exec(struct node *n, struct http_req *req, struct http_conn *c,
+		      const struct node_call *k)
+{
+	handle_exec(n, k->sb, req, c);
+}
+
+static void node_processes(struct node *n, struct http_req *req, struct http_conn *c,
+			   const struct node_call *k)
+{
+	handle_processes(n, k->sb, req, c);
+}
+
+static void node_process(struct node *n, struct http_req *req, struct http_conn *c,
+			 const struct node_call *k)
+{
+	handle_process(n, k->sb, k->pid, last_segment(req), req, c);
+}
+
+static void node_events(struct node *n, struct http_req *req, struct http_conn *c,
+			const struct node_call *k)
+{
+	handle_events(n, k->sb, req, c);
+}
+
+static void node_sandbox_metrics(struct node *n, struct http_req *req, struct http_conn *c,
+				 const struct node_call *k)
+{
+	(void)req;
+	handle_sandbox_metrics(n, k->sb, c);
+}
+
+static void node_console(struct node *n, struct http_req *req, struct http_conn *c,
+			 const struct node_call *k)
+{
+	(void)req;
+	handle_console(n, k->sb, c);
+}
+
+static void node_files(struct node *n, struct http_req *req, struct http_conn *c,
+		       const struct node_call *k)
+{
+	handle_files(n, k->sb, "", req, c);
+}
+
+static void node_files_op(struct node *n, struct http_req *req, struct http_conn *c,
+			  const struct node_call *k)
+{
+	handle_files(n, k->sb, last_segment(req), req, c);
+}
+
+static void node_files_watch(struct node *n, struct http_req *req, struct http_conn *c,
+			     const struct node_call *k)
+{
+	handle_files_watch(n, k->sb, req, c);
+}
+
+static void node_network(struct node *n, struct http_req *req, struct http_conn *c,
+			 const struct node_call *k)
+{
+	handle_network(n, k->sb, false, req, c);
+}
+
+static void node_network_log(struct node *n, struct http_req *req, struct http_conn *c,
+			     const struct node_call *k)
+{
+	handle_network(n, k->sb, true, req, c);
+}
+
+/* ports.c reads the raw target (the service's path and query) itself; a
+ * tunnel with a query string is not its: no such endpoint, as before. */
+static void node_ports(struct node *n, struct http_req *req, struct http_conn *c,
+		       const struct node_call *k)
+{
+	no_route(n, req, c, k->tenant);
+}
+
+/* The api's readiness probe acts for nobody: only the airlock user can
+ * reach this socket (0660), and the answer names daemons, not data. */
+static void node_internal_ready(struct node *n, struct http_req *req, struct http_conn *c,
+				const struct node_call *k)
+{
+	(void)req, (void)k;
+	handle_internal_ready(n, c);
+}
+
+static void node_internal_network(struct node *n, struct http_req *req, struct http_conn *c,
+				  const struct node_call *k)
+{
+	(void)req, (void)k;
+	handle_internal_network(n, c);
+}
+
+/* Node socket only (the api daemon does not forward it), admin only, and
+ * 404 unless config debug_clock=true. */
+static void node_debug_clock(struct node *n, struct http_req *req, struct http_conn *c,
+			     const struct node_call *k)
+{
+	if (admin_only(k, c, "admin only"))
+		handle_debug_clock(n, req, c);
+}
+
+struct node_route {
+	const char *method, *pattern;
+	node_route_fn *fn;
+	unsigned flags;
+};
+
+static const struct node_route node_routes[] = {
+#define ROUTE(method, pattern, auth, api, node, flags) { method, pattern, node, flags },
+#include "../lib/routes.def"
+#undef ROUTE
+};
+
+/* The row that takes (method, path), or NULL. *flags: that row's; when no
+ * row takes the method, those of every row that takes the path, so a wrong
+ * method on a sandbox's path finds the sandbox first, then is 405. *known:
+ * some row takes the path. params: the path's values, of the row, or of
+ * the first that takes the path (one that finds a sandbox, if any). */
+static const struct node_route *route_find(const char *method, const char *path,
+					   struct route_params *params, unsigned *flags,
+					   bool *known)
+{
+	struct route_params p;
+
+	*flags = 0;
+	*known = false;
+	for (size_t i = 0; i < ARRAY_SIZE(node_routes); i++) {
+		const struct node_route *r = &node_routes[i];
+
+		if (!r->fn || !route_match(r->pattern, path, &p))
+			continue;
+		if (!strcmp(r->method, "*") || !strcmp(r->method, method) || (r->flags & N_ANY)) {
+			*params = p;
+			*flags = r->flags;
+			*known = true;
+			return r;
+		}
+		if (r->flags & N_EXACT)
+			continue;
+		if (!*known || (!(*flags & (N_FIND | N_CLAIM)) && (r->flags & (N_FIND | N_CLAIM))))
+			*params = p;
+		*known = true;
+		*flags |= r->flags;
 	}
-	sandbox_unref(sb);
+	return NULL;
 }
 
 static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
@@ -206,104 +421,41 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 	struct node *n = ctx;
 	const char *tenant = http_req_header(req, "X-Airlock-Tenant");
 	const char *admin_h = http_req_header(req, "X-Airlock-Admin");
-	bool admin = admin_h && strcmp(admin_h, "1") == 0;
+	struct node_call k = { .tenant = tenant, .admin = admin_h && strcmp(admin_h, "1") == 0 };
 	_cleanup_free_ char *path = xstrdup(req->path ? req->path : "");
-	char *segs[MAX_SEGS];
-	int nseg;
+	const struct node_route *r;
+	const char *pid;
+	unsigned flags;
+	bool known;
 
 	/* The api's id of this request, for our log lines and nodemgr's
 	 * (nm.c sends it with each verb); dropped unless pattern-clean. */
 	log_set_request_id(http_req_header(req, "X-Request-Id"));
-	/* The api's readiness probe acts for nobody: only the airlock user can
-	 * reach this socket (0660), and the answer names daemons, not data. */
-	if (strcmp(path, "/internal/ready") == 0 && method_is(req, "GET")) {
-		handle_internal_ready(n, c);
-		return;
-	}
+	r = route_find(req->method, path, &k.params, &flags, &known);
 	/* Every request comes from the api daemon, which authenticated it and
 	 * names the tenant; without one there is nobody to act for. */
-	if (!tenant || !*tenant || strlen(tenant) > 128) {
+	if (!(r && (r->flags & N_ANYONE)) && (!tenant || !*tenant || strlen(tenant) > 128)) {
 		http_respond_error(c, 401, "unauthorized", "missing X-Airlock-Tenant");
 		return;
 	}
-	/* Port paths carry the service's own path, of any depth. */
-	if (ports_route(n, req, c, tenant))
-		return;
-	nseg = split_path(path, segs);
-	if (nseg == 2 && strcmp(segs[0], "internal") == 0 && strcmp(segs[1], "network") == 0 &&
-	    method_is(req, "GET")) {
-		handle_internal_network(n, c);
+	if (!known) {
+		no_route(n, req, c, tenant);
 		return;
 	}
-	if (nseg == 1 && strcmp(segs[0], "metrics") == 0) {
-		if (!method_is(req, "GET"))
-			not_allowed(c, req);
-		else if (!admin)
-			http_respond_error(c, 403, "forbidden", "admin only");
-		else
-			handle_metrics(n, c);
+	route_params_cut(&k.params);
+	if ((flags & (N_FIND | N_CLAIM)) &&
+	    !(k.sb = sandbox_here(n, param(&k, "id"), tenant, flags & N_CLAIM, c)))
 		return;
-	}
-	if (nseg < 2 || strcmp(segs[0], "v1") != 0) {
-		http_respond_error(c, 404, "not_found", "no such endpoint");
-		return;
-	}
-	if (strcmp(segs[1], "debug") == 0 && nseg == 3 && strcmp(segs[2], "clock") == 0) {
-		/* Node socket only (the api daemon does not forward it), admin
-		 * only, and 404 unless config debug_clock=true. */
-		if (!admin)
-			http_respond_error(c, 403, "forbidden", "admin only");
-		else
-			handle_debug_clock(n, req, c);
-	} else if (strcmp(segs[1], "node") == 0 &&
-		   (nseg == 2 || (nseg == 3 && strcmp(segs[2], "doctor") == 0))) {
-		if (!method_is(req, "GET"))
-			not_allowed(c, req);
-		else if (!admin)
-			http_respond_error(c, 403, "forbidden", "admin only");
-		else if (nseg == 3)
-			handle_node_doctor(n, c);
-		else
-			handle_node(n, c);
-	} else if (strcmp(segs[1], "templates") == 0 && nseg == 2) {
-		if (method_is(req, "GET"))
-			handle_templates_list(n, req, c, admin);
-		else if (!method_is(req, "POST"))
-			not_allowed(c, req);
-		else if (!admin)
-			http_respond_error(c, 403, "forbidden", "building templates is admin only");
-		else
-			handle_templates_create(n, req, c);
-	} else if (strcmp(segs[1], "templates") == 0 && nseg == 3) {
-		if (!method_is(req, "DELETE"))
-			not_allowed(c, req);
-		else if (!admin)
-			http_respond_error(c, 403, "forbidden", "deleting templates is admin only");
-		else
-			handle_templates_delete(n, segs[2], c);
-	} else if (strcmp(segs[1], "tenants") == 0 && (nseg == 4 || nseg == 5) &&
-		   strcmp(segs[3], "encryption") == 0 &&
-		   (nseg == 4 || strcmp(segs[4], "rotate") == 0)) {
-		if (!admin)
-			http_respond_error(c, 403, "forbidden", "admin only");
-		else
-			handle_tenant_encryption(n, req, c, segs[2], nseg == 5);
-	} else if (strcmp(segs[1], "sandboxes") == 0 && nseg == 2) {
-		if (method_is(req, "POST"))
-			handle_sandboxes_create(n, req, c, tenant);
-		else if (method_is(req, "GET"))
-			handle_sandboxes_list(n, req, c, tenant);
-		else
-			not_allowed(c, req);
-	} else if (strcmp(segs[1], "sandboxes") == 0 && nseg == 3 &&
-		   strcmp(segs[2], "events") == 0 && method_is(req, "GET")) {
-		/* no sandbox id is "events" (ids are sb-<hex>) */
-		handle_sandboxes_events(n, req, c, tenant);
-	} else if (strcmp(segs[1], "sandboxes") == 0 && nseg >= 3) {
-		route_sandbox(n, req, c, tenant, segs, nseg);
-	} else {
-		http_respond_error(c, 404, "not_found", "no such endpoint");
-	}
+	if ((flags & N_GATE) && !suspend_gate(k.sb, req, c))
+		;   /* answered: 409, suspended and auto_restore=false */
+	else if ((pid = param(&k, "pid")) && !parse_pid(pid, &k.pid))
+		http_respond_error(c, 404, "not_found", "no process `%s`", pid);
+	else if (!r)
+		not_allowed(c, req);
+	else
+		r->fn(n, req, c, &k);
+	if (k.sb)
+		sandbox_unref(k.sb);
 }
 
 /* ---- run -------------------------------------------------------------- */

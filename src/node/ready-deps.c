@@ -9,22 +9,10 @@
  */
 #include <string.h>
 
+#include "../lib/readiness.h"
 #include "node-internal.h"
 
 #define READY_PROBE_MS 1000
-
-static void component(struct jw *w, const char *name, const char *status, const char *error)
-{
-	jw_key(w, name);
-	jw_obj(w);
-	jw_key(w, "status");
-	jw_str(w, status);
-	if (error) {
-		jw_key(w, "error");
-		jw_str(w, error);
-	}
-	jw_end(w);
-}
 
 void handle_internal_ready(struct node *n, struct http_conn *c)
 {
@@ -39,26 +27,26 @@ void handle_internal_ready(struct node *n, struct http_conn *c)
 	jw_obj(&w);
 	/* nodemgr: the verbs every sandbox operation needs */
 	if (nm_ping(n->cfg->nm_sock, READY_PROBE_MS, &err) < 0) {
-		component(&w, "nodemgr", "down", err.msg);
+		readiness_component(&w, "nodemgr", "down", err.msg);
 		all_up = false;
 	} else {
-		component(&w, "nodemgr", "up", NULL);
+		readiness_component(&w, "nodemgr", "up", NULL);
 	}
 	/* gateway: every sandbox's only way out (absent with network = false) */
 	if (!n->cfg->gateway_sock) {
-		component(&w, "gateway", "off", NULL);
+		readiness_component(&w, "gateway", "off", NULL);
 	} else {
 		memset(&err, 0, sizeof(err));
 		if (http_request_timeout(n->cfg->gateway_sock, "GET", "/stats", NULL, NULL, 0,
 					 READY_PROBE_MS, &resp, &err) < 0) {
-			component(&w, "gateway", "down", err.msg);
+			readiness_component(&w, "gateway", "down", err.msg);
 			all_up = false;
 		} else {
 			if (resp.status == 200) {
-				component(&w, "gateway", "up", NULL);
+				readiness_component(&w, "gateway", "up", NULL);
 			} else {
 				_cleanup_free_ char *m = xasprintf("GET /stats answered %d", resp.status);
-				component(&w, "gateway", "down", m);
+				readiness_component(&w, "gateway", "down", m);
 				all_up = false;
 			}
 			http_resp_free(&resp);

@@ -17,13 +17,13 @@ struct list_filter {
 	const char *bad;
 };
 
-static void filter_param(void *arg, const char *k, const char *v)
+static bool filter_param(void *arg, const char *k, const char *v)
 {
 	struct list_filter *f = arg;
 
 	if (f->n_owned + 2 > ARRAY_SIZE(f->owned)) {
 		f->bad = "too many query parameters";
-		return;
+		return true;
 	}
 	if (strcmp(k, "state") == 0) {
 		f->state = state_parse(v);
@@ -34,12 +34,13 @@ static void filter_param(void *arg, const char *k, const char *v)
 	} else if (strncmp(k, "metadata.", 9) == 0) {
 		if (f->n_meta == ARRAY_SIZE(f->keys)) {
 			f->bad = "too many metadata filters";
-			return;
+			return true;
 		}
 		f->keys[f->n_meta] = f->owned[f->n_owned++] = xstrdup(k + 9);
 		f->vals[f->n_meta++] = f->owned[f->n_owned++] = xstrdup(v);
 	}
 	/* Other parameters are ignored. */
+	return true;
 }
 
 static bool filter_match(const struct list_filter *f, struct sandbox *sb)
@@ -75,7 +76,7 @@ void handle_sandboxes_list(struct node *n, struct http_req *req, struct http_con
 	char id[PAGE_ID_MAX + 1];
 	size_t k;
 
-	node_query_each(req->query, filter_param, &f);
+	http_query_each(req->query, filter_param, &f);
 	if (f.bad) {
 		http_respond_error(c, 400, "invalid_field", "%s", f.bad);
 		goto out;

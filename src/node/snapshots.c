@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../lib/fault.h"
+#include "../lib/ident.h"
 #include "../lib/log.h"
 #include "../lib/page.h"
 #include "node-internal.h"
@@ -262,7 +263,7 @@ static void snapshot_create(struct node *n, struct sandbox *sb, struct http_req 
 			return;
 		v = json_get(body, "name");
 		if (v && v->type != JSON_NULL) {
-			if (v->type != JSON_STR || !node_name_valid(v->str)) {
+			if (v->type != JSON_STR || !ident_name_ok(v->str)) {
 				http_respond_error(c, 400, "invalid_field",
 						   "`name` must match [a-z0-9][a-z0-9._-]{0,63}");
 				goto out;
@@ -327,20 +328,12 @@ static void snapshot_list(struct node *n, struct sandbox *sb, struct http_req *r
 		node_respond_err(c, &err);
 		return;
 	}
-	buf_init(&b);
-	jw_init(&w, &b);
-	jw_obj(&w);
-	jw_key(&w, "snapshots");
-	jw_arr(&w);
+	page_list_open(&w, &b, "snapshots");
 	for (int i = 0; i < rows.n_rows; i++)
 		if (page_take(&pg, db_cell_int(&rows, i, 4), db_cell(&rows, i, 0)))
 			render_snapshot(&w, sb->id, &rows, i);
-	jw_end(&w);
-	page_write_next(&pg, &w);
-	jw_end(&w);
 	db_rows_free(&rows);
-	http_respond_json(c, 200, b.data);
-	buf_free(&b);
+	page_list_respond(&pg, &w, &b, c);
 }
 
 int snapshot_remove(struct node *n, struct sandbox *sb, const char *snap_id, err_t *err)

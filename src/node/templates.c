@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../lib/ident.h"
 #include "../lib/log.h"
 #include "../lib/page.h"
 #include "node-internal.h"
@@ -405,11 +406,7 @@ void handle_templates_list(struct node *n, struct http_req *req, struct http_con
 		node_respond_err(c, &err);
 		return;
 	}
-	buf_init(&b);
-	jw_init(&w, &b);
-	jw_obj(&w);
-	jw_key(&w, "templates");
-	jw_arr(&w);
+	page_list_open(&w, &b, "templates");
 	keys = xcalloc((size_t)rows.n_rows + 1, sizeof(*keys));
 	for (int i = 0; i < rows.n_rows; i++) {
 		snprintf(keys[i].key, sizeof(keys[i].key), "%.64s %020lld", db_cell(&rows, i, 0),
@@ -422,12 +419,8 @@ void handle_templates_list(struct node *n, struct http_req *req, struct http_con
 		if (page_take(&pg, 0, keys[i].key))
 			render_template_row(n, &w, &rows, keys[i].row, admin);
 	free(keys);
-	jw_end(&w);
-	page_write_next(&pg, &w);
-	jw_end(&w);
 	db_rows_free(&rows);
-	http_respond_json(c, 200, b.data);
-	buf_free(&b);
+	page_list_respond(&pg, &w, &b, c);
 }
 
 /* DELETE /v1/templates/{name} (admin): every version, from the pool and
@@ -444,7 +437,7 @@ void handle_templates_delete(struct node *n, const char *name, struct http_conn 
 	int r = 0;
 	err_t err = { 0 };
 
-	if (!node_name_valid(name)) {
+	if (!ident_name_ok(name)) {
 		http_respond_error(c, 400, "invalid_argument", "bad template name");
 		return;
 	}
@@ -543,7 +536,7 @@ static const char *parse_template(const json *body, struct nm_template_spec *spe
 	int sources = !!from + !!dir + !!tar + !!oci;
 
 	memset(spec, 0, sizeof(*spec));
-	if (!name || name->type != JSON_STR || !node_name_valid(name->str)) {
+	if (!name || name->type != JSON_STR || !ident_name_ok(name->str)) {
 		snprintf(msg, sz, "`name` must match [a-z0-9][a-z0-9._-]{0,63}");
 		return "invalid_field";
 	}
@@ -790,7 +783,7 @@ void templates_reconcile(struct node *n)
 			continue;
 		*slash = '\0';
 		ver = strtoll(slash + 1, &end, 10);
-		if (*end || ver <= 0 || ver > UINT32_MAX || !node_name_valid(*p))
+		if (*end || ver <= 0 || ver > UINT32_MAX || !ident_name_ok(*p))
 			continue;
 		if (db_exec(n->db, &e2,
 			    "INSERT INTO templates(node, name, version, status, source, created_at)"

@@ -75,10 +75,11 @@ struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char 
 
 /* auto_restore=false in the query: a request that needs the guest answers
  * 409 on a suspended sandbox instead of restoring it. */
-static void query_auto_restore(void *arg, const char *k, const char *v)
+static bool query_auto_restore(void *arg, const char *k, const char *v)
 {
 	if (strcmp(k, "auto_restore") == 0)
 		*(bool *)arg = !(strcmp(v, "false") == 0 || strcmp(v, "0") == 0);
+	return true;   /* the last one counts */
 }
 
 bool suspend_gate(struct sandbox *sb, struct http_req *req, struct http_conn *c)
@@ -91,7 +92,7 @@ bool suspend_gate(struct sandbox *sb, struct http_req *req, struct http_conn *c)
 	pthread_mutex_unlock(&sb->mu);
 	if (st != SB_SUSPENDED && st != SB_SUSPENDING)
 		return true;
-	node_query_each(req->query, query_auto_restore, &auto_restore);
+	http_query_each(req->query, query_auto_restore, &auto_restore);
 	if (auto_restore)
 		return true;
 	node_respond_conflict(c, st, "sandbox %s is %s and auto_restore=false", sb->id,

@@ -1,10 +1,10 @@
 /* mgr-sandbox.c - sandbox lifecycle in nodemgr: create (snapshot, limits, jail),
  * adopt, destroy, freeze, rollback, fork, list, and the startup/shutdown
- * sweeps; the jails themselves are in jail.c's registry. Its functions are
+ * sweeps; the jails themselves are in core/registry.c. Its functions are
  * mgr_sandbox_*, apart from the node's sandbox_* (src/node/model/sandbox.c), which
  * ask for them over the socket.
  *
- * Every id reaching here passed valid_sandbox_id; paths are built only from
+ * Every id reaching here passed mgr_valid_sandbox_id; paths are built only from
  * such ids under srv->pool. */
 #include <dirent.h>
 #include <errno.h>
@@ -23,8 +23,13 @@
 #include "../qmp/qmp.h"
 #include "../lib/util.h"
 #include "../pool/pool.h"
-#include "jail.h"
-#include "nodemgr-internal.h"
+#include "jail/jail.h"
+#include "core/nodemgr-internal.h"
+#include "jail/ns.h"
+#include "net/net.h"
+#include "snapshot/snapshot.h"
+#include "vm/vm.h"
+#include "mgr.h"
 
 /* Kill init B (pidfd: no pid-reuse race) and wait until it has exited; a
  * pid namespace's init exits only after every process in it is gone. */
@@ -67,100 +72,6 @@ static bool wait_reaped(struct nm_server *s, struct jail *j)
 	return alive;
 }
 
-/* Delete the sandbox subvolume. Right after the jail died its mount
- * namespace may still pin the subvolume for a moment: retry EBUSY. */
-int subvol_delete_retry(const char *path, err_t *err)
-{
-	for (int i = 0;; i++) {
-		int r = pool_subvol_delete(path, err);
-		if (r == 0 || err->code != EBUSY || i >= 500)
-			return r;
-		usleep(1000);
-	}
-}
-
-struct cgroup_limits mgr_ns_cgroup_limits(const struct nm_limits *lim)
-{
-	return (struct cgroup_limits){
-		.memory_bytes = (uint64_t)(lim->memory_mb ? lim->memory_mb : NM_DEFAULT_MEMORY_MB)
-				<< 20,
-		.cpu_millis = lim->cpu_millis ? lim->cpu_millis : NM_DEFAULT_CPU_MILLIS,
-		.pids = lim->pids ? lim->pids : NM_DEFAULT_PIDS,
-	};
-}
-
-/* Start the ns jail of a claimed (busy) entry j whose subvolume exists:
- * cgroup with the spec's limits, channel, jail_spawn, publish. On failure
- * the caller destroys the cgroup (which kills whatever was started). Used
- * by create and by rollback (same id, same slot), and by the warm pool
- * (rootfs under pool/warm; a hidden j is warmed before it is published). */
-int mgr_sandbox_spawn_ns(struct nm_server *s, struct jail *j, const struct nm_sandbox_spec *spec,
-			 const char *rootfs_path, int *chan_dup, pid_t *pid, err_t *err)
-{
-	struct cgroup_limits cl = mgr_ns_cgroup_limits(&spec->limits);
-	const char *hostname = spec->hostname[0] ? spec->hostname : spec->id;
-	_cleanup_free_ char *rootfs = rootfs_path ? xstrdup(rootfs_path)
-				    : xasprintf("%s/sandboxes/%s/rootfs", s->pool, spec->id);
-	_cleanup_free_ char *mnt_dir = xasprintf("%s/mnt", s->run_dir);
-	_cleanup_free_ char *mnt = xasprintf("%s/%s", mnt_dir, spec->id);
-	_cleanup_close_ int guest = -1;
-	_cleanup_free_ char *resolv = net_resolv_conf(s, j->slot);
-	int chan[2] = { -1, -1 };
-	pid_t init = -1;
-	uint64_t t0 = now_us(), t_cg, t_spawn, t_net;
-	int r;
-
-	if ((r = cgroup_create(&s->cg, spec->id, &cl, err)) < 0)
-		return r;
-	t_cg = now_us();
-	FAULT_POINT("nm.spawn.after_cgroup");
-	guest = open(s->cfg->guest_path, O_PATH | O_CLOEXEC);
-	if (guest < 0)
-		return err_sys(err, "open guest %s", s->cfg->guest_path);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0)
-		return err_sys(err, "socketpair");
-	struct jail_params jp = {
-		.id = spec->id,
-		.hostname = hostname,
-		.rootfs = rootfs,
-		.mnt_dir = mnt_dir,
-		.mnt = mnt,
-		.host_base = NM_UID_BASE + (uid_t)j->slot * JAIL_ID_RANGE,
-		.guest_fd = guest,
-		.argv = s->guest_argv,
-		.chan_fd = chan[1],
-		.seccomp = &s->seccomp,
-		.cg = &s->cg,
-		.resolv_conf = resolv,
-	};
-	r = jail_spawn(&jp, &init, err);
-	t_spawn = now_us();
-	close(chan[1]);
-	if (r < 0) {
-		close(chan[0]);
-		return r;
-	}
-	/* The network is in place before the node hears of the sandbox, so
-	 * nothing the client runs in it can see it without eth0. On failure
-	 * the caller's cgroup removal kills the jail. */
-	if ((r = net_attach(s, j, init, err)) < 0) {
-		close(chan[0]);
-		return r;
-	}
-	t_net = now_us();
-	FAULT_POINT("nm.spawn.after_jail");
-	if (j->hidden)
-		nswarm_warm_guest(chan[0], init, spec->id);
-	if ((r = jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
-		return r;
-	*pid = init;
-	log_info("sandbox %s: jail pid %d, uid base %#x", spec->id, (int)init, jp.host_base);
-	log_debug("sandbox %s: spawn: cgroup %.2f ms, jail %.2f ms, net %.2f ms, publish %.2f ms",
-		  spec->id, (t_cg - t0) / 1000.0, (t_spawn - t_cg) / 1000.0,
-		  (t_net - t_spawn) / 1000.0, (now_us() - t_net) / 1000.0);
-	return 0;
-}
-
 int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, int *chan_dup,
 		       pid_t *pid, err_t *err)
 {
@@ -176,7 +87,7 @@ int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, 
 
 	/* A jail of the warm pool when one waits for this template; every
 	 * failure but a taken id falls back to the cold path below. */
-	r = nswarm_take(s, spec, chan_dup, pid, err);
+	r = jail_nswarm_take(s, spec, chan_dup, pid, err);
 	if (r == 0 || r == -EEXIST)
 		return r;
 	if (r != -EAGAIN)
@@ -184,7 +95,7 @@ int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, 
 	*err = (err_t){ 0 };
 
 	/* Claim the id and a uid range. */
-	if (!(j = jail_claim(s, spec->id, err)))
+	if (!(j = mgr_jail_claim(s, spec->id, err)))
 		return -err->code;
 
 	if (pool_is_subvol(tmpl) != 1) {
@@ -206,12 +117,12 @@ int mgr_sandbox_create(struct nm_server *s, const struct nm_sandbox_spec *spec, 
 		goto fail;
 	t_qg = now_us();
 	made_cgroup = true; /* even a partial create must be removed */
-	if ((r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err)) < 0)
+	if ((r = jail_ns_spawn(s, j, spec, NULL, chan_dup, pid, err)) < 0)
 		goto fail;
 	log_debug("sandbox %s: cold create: claim+snapshot %.2f ms, qgroup %.2f ms, spawn %.2f ms",
 		  spec->id, (t_snap - t0) / 1000.0, (t_qg - t_snap) / 1000.0,
 		  (now_us() - t_qg) / 1000.0);
-	nswarm_refill(s, spec);
+	jail_nswarm_refill(s, spec);
 	return 0;
 
 fail:
@@ -220,10 +131,10 @@ fail:
 		err_t e2 = { 0 };
 		if (made_cgroup && cgroup_destroy(&s->cg, spec->id, &e2) < 0)
 			log_warn("create %s cleanup: %s", spec->id, e2.msg);
-		if (made_subvol && subvol_delete_retry(sbx, &e2) < 0)
+		if (made_subvol && mgr_subvol_delete_retry(sbx, &e2) < 0)
 			log_warn("create %s cleanup: %s", spec->id, e2.msg);
 	}
-	jail_unclaim(s, j);
+	mgr_jail_unclaim(s, j);
 	return r;
 }
 
@@ -233,7 +144,7 @@ int mgr_sandbox_adopt(struct nm_server *s, const char *id, int *chan_dup, pid_t 
 	int r = 0;
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	if (j && j->busy && !j->hidden) {
 		/* being created, rolled back or destroyed: ask again */
 		r = err_set(err, EBUSY, "sandbox %s is busy in the node manager", id);
@@ -253,12 +164,12 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 {
 	_cleanup_free_ char *sbx = xasprintf("%s/sandboxes/%s", s->pool, id);
 	_cleanup_free_ char *rb = xasprintf("%s/sandboxes/%s.rb", s->pool, id);
-	_cleanup_free_ char *st = jail_state_path(s, id);
+	_cleanup_free_ char *st = mgr_jail_state_path(s, id);
 	struct jail *j;
 	int r;
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	if (j && j->busy) {
 		pthread_mutex_unlock(&s->lock);
 		return err_set(err, EBUSY, "sandbox %s is being created or destroyed", id);
@@ -272,7 +183,7 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 		 * keeps its unregistration out of the kernel's asynchronous
 		 * namespace cleanup, which would otherwise hold the RTNL lock
 		 * against the next create. */
-		net_detach(s, j);
+		nmnet_detach(s, j);
 		FAULT_POINT("nm.destroy.after_net");
 		kill_init(s, j);
 		if (wait_reaped(s, j))
@@ -282,15 +193,15 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	 * run, or a half-done destroy. Each step is idempotent. */
 	r = cgroup_destroy(&s->cg, id, err);
 	if (r == 0)
-		r = subvol_delete_retry(sbx, err);
+		r = mgr_subvol_delete_retry(sbx, err);
 	/* A rollback's other subvolume (the snapshot's copy before the swap,
 	 * the old disk after it), left when a nodemgr died in between. */
 	if (r == 0)
-		r = subvol_delete_retry(rb, err);
+		r = mgr_subvol_delete_retry(rb, err);
 	if (r == 0)
 		FAULT_POINT("nm.destroy.after_subvol");
 	if (r == 0)
-		r = snapshot_delete_all(s, id, err);
+		r = snap_delete_all(s, id, err);
 	if (r == 0) {
 		unlink(st);
 		vm_cleanup_run(s, id);
@@ -298,7 +209,7 @@ int mgr_sandbox_destroy(struct nm_server *s, const char *id, err_t *err)
 	pthread_mutex_lock(&s->lock);
 	if (j) {
 		if (r == 0)
-			jail_unlink_locked(s, j);
+			mgr_jail_unlink_locked(s, j);
 		else
 			j->busy = false;
 	}
@@ -351,24 +262,24 @@ int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec
 
 	/* A dead jail too: crash recovery rolls back a sandbox whose init
 	 * (QEMU) died. */
-	if (!(j = jail_acquire_any(s, id, &is_vm, err)))
+	if (!(j = mgr_jail_acquire_any(s, id, &is_vm, err)))
 		return -err->code;
 	if (pool_is_subvol(src) != 1) {
-		jail_release(s, j);
+		mgr_jail_release(s, j);
 		return err_set(err, ENOENT, "sandbox %s has no snapshot %s", id, snap);
 	}
 	/* 1 */
-	if ((r = subvol_delete_retry(tmp, err)) < 0 ||
+	if ((r = mgr_subvol_delete_retry(tmp, err)) < 0 ||
 	    (r = pool_subvol_snapshot(src, tmp, false, err)) < 0 ||
 	    (r = pool_qgroup_limit(tmp, disk, err)) < 0) {
-		if (subvol_delete_retry(tmp, &e2) < 0)
+		if (mgr_subvol_delete_retry(tmp, &e2) < 0)
 			log_warn("rollback %s cleanup: %s", id, e2.msg);
-		jail_release(s, j);
+		mgr_jail_release(s, j);
 		return r;
 	}
 	/* 2 */
 	FAULT_POINT("nm.rollback.after_clone");
-	net_detach(s, j);
+	nmnet_detach(s, j);
 	kill_init(s, j);
 	(void)wait_reaped(s, j);
 	pthread_mutex_lock(&s->lock);
@@ -393,14 +304,14 @@ int mgr_sandbox_rollback(struct nm_server *s, const struct nm_sandbox_spec *spec
 	}
 	FAULT_POINT("nm.rollback.after_swap");
 	/* 4: the snapshot is in place; a leftover old subvolume is only space. */
-	if (subvol_delete_retry(tmp, &e2) < 0)
+	if (mgr_subvol_delete_retry(tmp, &e2) < 0)
 		log_warn("rollback %s: delete old subvolume: %s", id, e2.msg);
 	/* 5: vm: a fresh QEMU restores the snapshot's memory when it is a
 	 * full one, else boots the guest kernel on the swapped disk */
 	if (is_vm)
 		r = vm_boot_from(s, j, spec, id, snap, chan_dup, pid, err);
 	else
-		r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
+		r = jail_ns_spawn(s, j, spec, NULL, chan_dup, pid, err);
 	if (r < 0)
 		goto dead;
 	log_info("sandbox %s: rolled back to %s in %.1f ms", id, snap, (now_us() - t0) / 1000.0);
@@ -409,8 +320,8 @@ dead:
 	/* No jail runs any more; the node fails the sandbox and destroys it. */
 	if (cgroup_destroy(&s->cg, id, &e2) < 0)
 		log_warn("rollback %s cleanup: %s", id, e2.msg);
-	subvol_delete_retry(tmp, &e2);
-	jail_release(s, j);
+	mgr_subvol_delete_retry(tmp, &e2);
+	mgr_jail_release(s, j);
 	return r;
 }
 
@@ -433,7 +344,7 @@ int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 				 spec->id, parent, snap, (now_us() - t0) / 1000.0);
 		return r;
 	}
-	if (!(j = jail_claim(s, spec->id, err)))
+	if (!(j = mgr_jail_claim(s, spec->id, err)))
 		return -err->code;
 	if (pool_is_subvol(src) != 1) {
 		r = err_set(err, ENOENT, "sandbox %s has no snapshot %s", parent, snap);
@@ -455,7 +366,7 @@ int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 	if (vm)
 		r = vm_boot_from(s, j, spec, parent, snap, chan_dup, pid, err);
 	else
-		r = mgr_sandbox_spawn_ns(s, j, spec, NULL, chan_dup, pid, err);
+		r = jail_ns_spawn(s, j, spec, NULL, chan_dup, pid, err);
 	if (r < 0)
 		goto fail;
 	log_info("sandbox %s: forked from %s/%s in %.1f ms", spec->id, parent, snap,
@@ -464,9 +375,9 @@ int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 fail:
 	if (cgroup_destroy(&s->cg, spec->id, &e2) < 0)
 		log_warn("fork %s cleanup: %s", spec->id, e2.msg);
-	if (made_subvol && subvol_delete_retry(sbx, &e2) < 0)
+	if (made_subvol && mgr_subvol_delete_retry(sbx, &e2) < 0)
 		log_warn("fork %s cleanup: %s", spec->id, e2.msg);
-	jail_unclaim(s, j);
+	mgr_jail_unclaim(s, j);
 	return r;
 }
 
@@ -476,7 +387,7 @@ int mgr_sandbox_freeze(struct nm_server *s, const char *id, bool freeze, err_t *
 	int r;
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	if (!j || j->hidden || !j->alive) {
 		pthread_mutex_unlock(&s->lock);
 		return err_set(err, ENOENT, "no live jail for sandbox %s", id);
@@ -528,7 +439,7 @@ char **mgr_sandbox_list(struct nm_server *s)
 	if ((d = opendir(dir))) {
 		struct dirent *de;
 		while ((de = readdir(d)))
-			if (valid_sandbox_id(de->d_name, sizeof(de->d_name)))
+			if (mgr_valid_sandbox_id(de->d_name, sizeof(de->d_name)))
 				add_id(&v, &n, de->d_name);
 		closedir(d);
 	}
@@ -558,7 +469,7 @@ static void sweep_one(void *arg, const char *id)
 	struct nm_server *s = arg;
 	err_t e = { 0 };
 
-	if (!valid_sandbox_id(id, strlen(id) + 1))
+	if (!mgr_valid_sandbox_id(id, strlen(id) + 1))
 		return;
 	log_info("sweeping leftover jail cgroup %s", id);
 	if (cgroup_destroy(&s->cg, id, &e) < 0)
@@ -580,7 +491,7 @@ void mgr_sandbox_sweep_leftovers(struct nm_server *s)
 				continue;
 			memcpy(id, de->d_name, n - 6);
 			id[n - 6] = '\0';
-			if (!valid_sandbox_id(id, sizeof(id)))
+			if (!mgr_valid_sandbox_id(id, sizeof(id)))
 				continue;
 			sweep_one(s, id);
 			unlinkat(dirfd(d), de->d_name, 0);
@@ -604,19 +515,19 @@ void mgr_sandbox_kill_all(struct nm_server *s)
 		pthread_mutex_unlock(&s->lock);
 		if (!j)
 			return;
-		net_detach(s, j);
+		nmnet_detach(s, j);
 		kill_init(s, j);
 		if (cgroup_destroy(&s->cg, j->id, &e) < 0)
 			log_warn("stop %s: %s", j->id, e.msg);
 		/* A waiting ns jail's subvolume is nobody's data. */
 		if (!j->vm && j->hidden)
-			nswarm_remove_subvol(s, j->id);
+			jail_nswarm_remove_subvol(s, j->id);
 		{
-			_cleanup_free_ char *st = jail_state_path(s, j->id);
+			_cleanup_free_ char *st = mgr_jail_state_path(s, j->id);
 			unlink(st);
 		}
 		pthread_mutex_lock(&s->lock);
-		jail_unlink_locked(s, j);
+		mgr_jail_unlink_locked(s, j);
 		pthread_mutex_unlock(&s->lock);
 	}
 }

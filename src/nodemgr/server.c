@@ -6,7 +6,7 @@
  * that calls waitpid: nodemgr is a child subreaper, so jail inits (whose
  * middle process exits) and stray grandchildren of builds all come back to
  * it. Exit statuses that are not a jail's go to a small table that threads
- * waiting for their own child (template builds) read via nm_wait_child.
+ * waiting for their own child (template builds) read via mgr_wait_child.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,48 +28,19 @@
 #include "../lib/log.h"
 #include "../lib/util.h"
 #include "../pool/pool.h"
-#include "jail.h"
-#include "nodemgr-internal.h"
+#include "jail/jail.h"
+#include "core/nodemgr-internal.h"
+#include "jail/ns.h"
+#include "net/net.h"
+#include "templates/templates.h"
+#include "vm/vm.h"
+#include "mgr.h"
+#include "nodemgr.h"
 
 #define EXIT_KEEP_MS 60000
 #define SHUTDOWN_WAIT_MS 10000
 
 static const char *const default_guest_argv[] = { "airlock-guest", NULL };
-
-int nm_wait_child(struct nm_server *s, pid_t pid, int *status, int timeout_ms)
-{
-	struct timespec dl;
-	int r = 0;
-
-	clock_gettime(CLOCK_REALTIME, &dl);
-	if (timeout_ms >= 0) {
-		dl.tv_sec += timeout_ms / 1000;
-		dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (dl.tv_nsec >= 1000000000L) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000L;
-		}
-	}
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		size_t i;
-		for (i = 0; i < s->nexits && s->exits[i].pid != pid; i++)
-			;
-		if (i < s->nexits) {
-			*status = s->exits[i].status;
-			s->exits[i] = s->exits[--s->nexits];
-			break;
-		}
-		if (timeout_ms < 0)
-			pthread_cond_wait(&s->cond, &s->lock);
-		else if (pthread_cond_timedwait(&s->cond, &s->lock, &dl) == ETIMEDOUT) {
-			r = -ETIMEDOUT;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
-	return r;
-}
 
 static void reap(struct nm_server *s)
 {
@@ -111,7 +82,7 @@ static void *conn_thread(void *arg)
 	struct conn *c = arg;
 	struct nm_server *s = c->s;
 
-	nm_serve_conn(s, c->fd, c->uid);
+	mgr_serve_conn(s, c->fd, c->uid);
 	free(c);
 	pthread_mutex_lock(&s->lock);
 	s->nthreads--;
@@ -246,6 +217,8 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	s->pool = xasprintf("%s/pool", cfg->data_dir);
 	s->run_dir = xasprintf("%s/run/nodemgr", cfg->data_dir);
 	s->guest_argv = cfg->guest_argv ? cfg->guest_argv : default_guest_argv;
+	s->discard_parked[0] = jail_nswarm_discard;
+	s->discard_parked[1] = vm_park_discard;
 
 	if ((r = mkdir_p(s->run_dir, 0700)) < 0) {
 		errno = -r;
@@ -297,11 +270,11 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	}
 	reap(s);
 	mgr_sandbox_sweep_leftovers(s);
-	template_import_sweep(s);
+	tmpl_import_sweep(s);
 	vm_base_sweep(s);
 	if ((r = vm_init(s, err)) < 0)
 		goto out;
-	if ((r = net_init(s, err)) < 0)
+	if ((r = nmnet_init(s, err)) < 0)
 		goto out;
 	if ((lfd = listen_on(cfg, err)) < 0) {
 		r = lfd;
@@ -355,7 +328,7 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	}
 	mgr_sandbox_kill_all(s);
 	reap(s);
-	net_fini(s);
+	nmnet_fini(s);
 	cgroup_release(&s->cg);
 	r = 0;
 out:

@@ -1,4 +1,5 @@
-/* verbs.c - the fixed list of privileged verbs. One request per connection.
+/* verbs.c - the fixed list of privileged verbs, a table (verbs[] below) of
+ * each verb's check, handler and why it is safe. One request per connection.
  *
  * The request is a fixed-size struct from the unprivileged node (peer
  * credentials already checked: root or the configured client uid). Every
@@ -7,8 +8,8 @@
  * here reads bytes produced inside a sandbox: the guest channel is only
  * dup'ed, never read. The exceptions are the btrfs send streams given back
  * to `btrfs receive`: a suspended sandbox's disk (SUSPEND_IMPORT,
- * suspend.c) and a template from another node (TEMPLATE_IMPORT,
- * template-xfer.c).
+ * snapshot/export.c) and a template from another node (TEMPLATE_IMPORT,
+ * templates/template-xfer.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +22,13 @@
 #include "../lib/log.h"
 #include "../lib/util.h"
 #include "../pool/pool.h"
-#include "nodemgr-internal.h"
+#include "core/nodemgr-internal.h"
+#include "jail/ns.h"
+#include "net/net.h"
+#include "snapshot/snapshot.h"
+#include "templates/templates.h"
+#include "vm/vm.h"
+#include "mgr.h"
 
 static void resp_init(struct nm_resp *r, uint32_t type)
 {
@@ -116,7 +123,7 @@ static void reply_addr(struct nm_server *s, const char *id, char addr[16])
 {
 	err_t e = { 0 };
 
-	if (net_addr(s, id, addr, &e) < 0)
+	if (nmnet_addr(s, id, addr, &e) < 0)
 		addr[0] = '\0';
 }
 
@@ -127,7 +134,7 @@ static uint32_t reply_from_pool(struct nm_server *s, const char *id)
 	uint32_t yes;
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	yes = j && j->from_pool;
 	pthread_mutex_unlock(&s->lock);
 	return yes;
@@ -181,7 +188,7 @@ static char **pool_levels(struct nm_server *s)
 		l[i].target = -1;
 		if (!strncmp(l[i].key, "ns:", 3)) {
 			if (sscanf(l[i].key + 3, "%95[^/]/%u", name, &ver) == 2)
-				l[i].target = nswarm_target_locked(s, name, ver);
+				l[i].target = jail_nswarm_target_locked(s, name, ver);
 		} else if (strncmp(l[i].key, "fork:", 5)) {
 			l[i].target = vm_warm_target_locked(s, l[i].key);
 		}
@@ -212,7 +219,7 @@ static void disk_scan_done(struct nm_server *s, const char *id, bool ok, uint64_
 	struct jail *j;
 
 	pthread_mutex_lock(&s->lock);
-	if ((j = jail_find_locked(s, id))) {
+	if ((j = mgr_jail_find_locked(s, id))) {
 		j->disk_scanning = false;
 		if (ok) {
 			j->disk_bytes = bytes;
@@ -234,7 +241,7 @@ static int sandbox_stats(struct nm_server *s, const char *id, struct nm_sandbox_
 	err_t e2 = { 0 };
 
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	live = j && !j->hidden && j->alive;
 	if (live && ((j->disk_at_ms && now - j->disk_at_ms < STATS_DISK_EVERY_MS) ||
 		     j->disk_scanning)) {
@@ -278,29 +285,548 @@ static int sandbox_stats(struct nm_server *s, const char *id, struct nm_sandbox_
  * every path built from them stays under the pool. */
 static bool valid_spec(const struct nm_sandbox_spec *sp, bool need_id)
 {
-	return (!need_id || valid_sandbox_id(sp->id, sizeof(sp->id))) &&
-	       valid_template_name(sp->template_name, sizeof(sp->template_name)) &&
-	       (!sp->hostname[0] || valid_hostname(sp->hostname, sizeof(sp->hostname)));
+	return (!need_id || mgr_valid_sandbox_id(sp->id, sizeof(sp->id))) &&
+	       mgr_valid_template_name(sp->template_name, sizeof(sp->template_name)) &&
+	       (!sp->hostname[0] || mgr_valid_hostname(sp->hostname, sizeof(sp->hostname)));
 }
 
-void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
+/* One request being served: what it carried and what its RESULT will. */
+struct call {
+	struct nm_server *s;
+	struct nm_req *q;
+	int fd;          /* the connection: progress lines and items go here */
+	uid_t peer_uid;
+	int in_fd;       /* the fd passed with the request; -1 when none */
+	err_t err;
+	int chan;        /* the fd the reply passes back; -1 when none */
+	pid_t pid;
+	int64_t size;
+	char addr[16], uuid[37];
+	uint32_t version;
+	struct result_extra extra;
+	bool replied;    /* the handler sent its own reply (NODE_INFO) */
+};
+
+/* A text of any length as ITEMs, each a whole reply text long. */
+static void send_chunks(int fd, const struct buf *b)
+{
+	char chunk[sizeof(((struct nm_resp *)0)->text)];
+
+	for (size_t off = 0; off < b->len; off += sizeof(chunk) - 1) {
+		size_t n = b->len - off < sizeof(chunk) - 1 ? b->len - off : sizeof(chunk) - 1;
+		memcpy(chunk, b->data + off, n);
+		chunk[n] = '\0';
+		send_text(fd, NM_MSG_ITEM, chunk);
+	}
+}
+
+/* ---- validators: 0, or the EINVAL the reply carries ---- */
+
+static int check_sandbox_id(struct call *c)
+{
+	if (!mgr_valid_sandbox_id(c->q->u.sandbox.id, sizeof(c->q->u.sandbox.id)))
+		return err_set(&c->err, EINVAL, "bad sandbox id");
+	return 0;
+}
+
+static int check_create(struct call *c)
+{
+	if (!valid_spec(&c->q->u.create, true))
+		return err_set(&c->err, EINVAL, "bad sandbox id, template name or hostname");
+	return 0;
+}
+
+static int check_snapshot(struct call *c)
+{
+	const struct nm_req *q = c->q;
+	bool create = q->verb == NM_SNAPSHOT_CREATE;
+
+	if (!mgr_valid_sandbox_id(q->u.snap.spec.id, sizeof(q->u.snap.spec.id)) ||
+	    !mgr_valid_sandbox_id(q->u.snap.snap, sizeof(q->u.snap.snap)) ||
+	    (create && q->u.snap.prev[0] &&
+	     !mgr_valid_sandbox_id(q->u.snap.prev, sizeof(q->u.snap.prev))))
+		return err_set(&c->err, EINVAL, "bad sandbox or snapshot id");
+	/* full 2: a fork's snapshot, the whole spec sent (checked as for a
+	 * create) so the memory may be saved in the fork form */
+	if (create && q->u.snap.full == 2 && !valid_spec(&q->u.snap.spec, true))
+		return err_set(&c->err, EINVAL, "bad sandbox spec");
+	if (create && q->u.snap.full > 3)
+		return err_set(&c->err, EINVAL, "bad snapshot kind %u", q->u.snap.full);
+	return 0;
+}
+
+static int check_rollback(struct call *c)
+{
+	const struct nm_req *q = c->q;
+
+	if (!valid_spec(&q->u.snap.spec, true) ||
+	    !mgr_valid_sandbox_id(q->u.snap.snap, sizeof(q->u.snap.snap)))
+		return err_set(&c->err, EINVAL, "bad sandbox id, snapshot id or hostname");
+	return 0;
+}
+
+static int check_fork(struct call *c)
+{
+	const struct nm_req *q = c->q;
+
+	if (!valid_spec(&q->u.snap.spec, true) ||
+	    !mgr_valid_sandbox_id(q->u.snap.snap, sizeof(q->u.snap.snap)) ||
+	    !mgr_valid_sandbox_id(q->u.snap.prev, sizeof(q->u.snap.prev)))
+		return err_set(&c->err, EINVAL, "bad sandbox id, snapshot id or hostname");
+	return 0;
+}
+
+static int check_suspend(struct call *c)
+{
+	const struct nm_req *q = c->q;
+
+	if (!valid_spec(&q->u.xfer.spec, true) ||
+	    !mgr_valid_sandbox_id(q->u.xfer.snap, sizeof(q->u.xfer.snap)) ||
+	    !memchr(q->u.xfer.base, '\0', sizeof(q->u.xfer.base)) ||
+	    (q->u.xfer.base[0] && !vm_base_sha_ok(q->u.xfer.base)))
+		return err_set(&c->err, EINVAL,
+			       "bad sandbox id, template name, snapshot id or base");
+	return 0;
+}
+
+static int check_vm_base(struct call *c)
+{
+	const struct nm_req *q = c->q;
+
+	if (!memchr(q->u.vmbase.sha, '\0', sizeof(q->u.vmbase.sha)) ||
+	    (q->u.vmbase.sha[0] && !vm_base_sha_ok(q->u.vmbase.sha)) ||
+	    !valid_spec(&q->u.vmbase.spec, true))
+		return err_set(&c->err, EINVAL, "bad template name or memory base digest");
+	return 0;
+}
+
+static int check_template_export(struct call *c)
+{
+	const struct nm_req *q = c->q;
+
+	if (!mgr_valid_template_name(q->u.txfer.name, sizeof(q->u.txfer.name)) ||
+	    q->u.txfer.version < 1)
+		return err_set(&c->err, EINVAL, "bad template name or version");
+	return 0;
+}
+
+static int check_template_find(struct call *c)
+{
+	const struct nm_req *q = c->q;
+
+	if (!mgr_valid_template_name(q->u.txfer.name, sizeof(q->u.txfer.name)) ||
+	    !mgr_valid_uuid(q->u.txfer.uuid, sizeof(q->u.txfer.uuid)))
+		return err_set(&c->err, EINVAL, "bad template name or uuid");
+	return 0;
+}
+
+static int check_template_import(struct call *c)
+{
+	const struct nm_req *q = c->q;
+
+	if (!mgr_valid_template_name(q->u.txfer.name, sizeof(q->u.txfer.name)) ||
+	    !mgr_valid_uuid(q->u.txfer.uuid, sizeof(q->u.txfer.uuid)) || q->u.txfer.version < 1)
+		return err_set(&c->err, EINVAL, "bad template name, uuid or version");
+	return 0;
+}
+
+static int check_template_name(struct call *c)
+{
+	if (!mgr_valid_template_name(c->q->u.tmpl.name, sizeof(c->q->u.tmpl.name)))
+		return err_set(&c->err, EINVAL, "bad template name");
+	return 0;
+}
+
+static int check_vm(struct call *c)
+{
+	const struct nm_req *q = c->q;
+
+	if (!valid_spec(&q->u.vm.spec, q->verb == NM_VM_CREATE && q->u.vm.mode != NM_VM_TEMPLATE))
+		return err_set(&c->err, EINVAL, "bad sandbox id, template name or hostname");
+	return 0;
+}
+
+/* ---- handlers ---- */
+
+static int do_create(struct call *c)
+{
+	const struct nm_sandbox_spec *sp = &c->q->u.create;
+	int r = mgr_sandbox_create(c->s, sp, &c->chan, &c->pid, &c->err);
+
+	if (r == 0) {
+		reply_addr(c->s, sp->id, c->addr);
+		c->extra.from_pool = reply_from_pool(c->s, sp->id);
+	}
+	return r;
+}
+
+static int do_adopt(struct call *c)
+{
+	int r = mgr_sandbox_adopt(c->s, c->q->u.sandbox.id, &c->chan, &c->pid, &c->err);
+
+	if (r == 0)
+		reply_addr(c->s, c->q->u.sandbox.id, c->addr);
+	return r;
+}
+
+static int do_destroy(struct call *c)
+{
+	return mgr_sandbox_destroy(c->s, c->q->u.sandbox.id, &c->err);
+}
+
+static int do_freeze(struct call *c)
+{
+	return mgr_sandbox_freeze(c->s, c->q->u.sandbox.id, c->q->verb == NM_SANDBOX_FREEZE,
+				  &c->err);
+}
+
+static int do_snapshot_create(struct call *c)
+{
+	const struct nm_req *q = c->q;
+	enum snap_kind kind = q->u.snap.full == 0   ? SNAP_DISK
+			      : q->u.snap.full == 3 ? SNAP_MEMORY
+						    : SNAP_FULL;
+
+	return snap_create(c->s, q->u.snap.spec.id, q->u.snap.snap, q->u.snap.prev, kind,
+			   q->u.snap.full == 2 ? &q->u.snap.spec : NULL, &c->size, &c->err);
+}
+
+static int do_snapshot_delete(struct call *c)
+{
+	return snap_delete(c->s, c->q->u.snap.spec.id, c->q->u.snap.snap, &c->err);
+}
+
+static int do_rollback(struct call *c)
+{
+	return mgr_sandbox_rollback(c->s, &c->q->u.snap.spec, c->q->u.snap.snap, &c->chan,
+				    &c->pid, &c->err);
+}
+
+static int do_fork(struct call *c)
+{
+	const struct nm_req *q = c->q;
+	int r = mgr_sandbox_fork(c->s, &q->u.snap.spec, q->u.snap.prev, q->u.snap.snap,
+				 q->u.snap.vm != 0, &c->chan, &c->pid, &c->err);
+
+	if (r == 0)
+		reply_addr(c->s, q->u.snap.spec.id, c->addr);
+	return r;
+}
+
+static int do_suspend_export(struct call *c)
+{
+	const struct nm_req *q = c->q;
+
+	return snap_suspend_export(c->s, &q->u.xfer.spec, q->u.xfer.snap, q->u.xfer.artifact,
+				   c->in_fd, &c->size, q->u.xfer.base, c->extra.sha256, &c->err);
+}
+
+static int do_suspend_import(struct call *c)
+{
+	const struct nm_req *q = c->q;
+
+	return snap_suspend_import(c->s, &q->u.xfer.spec, q->u.xfer.snap, q->u.xfer.artifact,
+				   c->in_fd, q->u.xfer.base, &c->err);
+}
+
+static int do_vm_base_find(struct call *c)
+{
+	return vm_base_find(c->s, &c->q->u.vmbase.spec, c->q->u.vmbase.sha, c->extra.sha256,
+			    &c->extra.base_size, &c->err);
+}
+
+static int do_vm_base_export(struct call *c)
+{
+	int r = mgr_artifact_fd_check(c->in_fd, true, &c->err);
+
+	if (r == 0)
+		r = vm_base_export(c->s, &c->q->u.vmbase.spec, c->in_fd, c->extra.sha256,
+				   &c->extra.base_size, &c->size, &c->err);
+	return r;
+}
+
+static int do_vm_base_import(struct call *c)
+{
+	int r;
+
+	if (!c->q->u.vmbase.sha[0])
+		return err_set(&c->err, EINVAL, "no memory base digest");
+	/* a file, or the download itself */
+	if ((r = mgr_artifact_stream_check(c->in_fd, false, NULL, &c->err)) == 0)
+		r = vm_base_import(c->s, &c->q->u.vmbase.spec, c->q->u.vmbase.sha, c->in_fd,
+				   &c->err);
+	return r;
+}
+
+static int do_template_export(struct call *c)
+{
+	return tmpl_export(c->s, c->q->u.txfer.name, c->q->u.txfer.version, c->in_fd, c->uuid,
+			   &c->size, &c->err);
+}
+
+static int do_template_find(struct call *c)
+{
+	return tmpl_find(c->s, c->q->u.txfer.name, c->q->u.txfer.uuid, &c->version, &c->err);
+}
+
+static int do_template_import(struct call *c)
+{
+	const struct nm_req *q = c->q;
+
+	return tmpl_import(c->s, q->u.txfer.name, q->u.txfer.uuid, q->u.txfer.version, c->in_fd,
+			   &c->version, &c->err);
+}
+
+static int do_sandbox_list(struct call *c)
+{
+	send_items(c->fd, mgr_sandbox_list(c->s));
+	return 0;
+}
+
+static int do_template_build(struct call *c)
+{
+	return tmpl_build(c->s, &c->q->u.build, c->peer_uid, c->fd, progress_to_client, &c->fd,
+			  &c->err);
+}
+
+static int do_template_delete(struct call *c)
+{
+	return tmpl_delete(c->s, c->q->u.tmpl.name, c->q->u.tmpl.version, &c->err);
+}
+
+static int do_template_list(struct call *c)
+{
+	send_items(c->fd, tmpl_list(c->s));
+	return 0;
+}
+
+static int do_doctor(struct call *c)
+{
+	struct nm_server *s = c->s;
+	struct nm_node_info info;
+	struct buf b;
+
+	c->q->u.doctor.backend[sizeof(c->q->u.doctor.backend) - 1] = '\0';
+	node_info(s, &info);
+	struct doctor_opts o = {
+		.data_dir = s->cfg->data_dir,
+		.vm_dir = s->cfg->vm_dir ? s->cfg->vm_dir : "",
+		.vm_accel = s->cfg->vm_accel,
+		.default_backend = c->q->u.doctor.backend,
+		.accel_decided = info.vm_accel[0] ? info.vm_accel : NULL,
+		.accel_reason = info.vm_reason,
+	};
+	buf_init(&b);
+	doctor_run(&o, &b);
+	send_chunks(c->fd, &b);
+	buf_free(&b);
+	return 0;
+}
+
+static int do_template_config(struct call *c)
+{
+	struct buf b;
+	int r;
+
+	buf_init(&b);
+	r = tmpl_config(c->s, c->q->u.tmpl.name, c->q->u.tmpl.version, &b, &c->err);
+	if (r == 0)
+		send_chunks(c->fd, &b);
+	buf_free(&b);
+	return r;
+}
+
+/* The one verb whose RESULT carries the host facts and nothing else. */
+static int do_node_info(struct call *c)
+{
+	struct nm_resp res;
+
+	resp_init(&res, NM_MSG_RESULT);
+	node_info(c->s, &res.info);
+	wire_send(c->fd, &res, sizeof(res), -1);
+	c->replied = true;
+	return 0;
+}
+
+static int do_vm_create(struct call *c)
+{
+	const struct nm_req *q = c->q;
+	int r = vm_create(c->s, &q->u.vm.spec, q->u.vm.mode, &c->chan, &c->pid, &c->err);
+
+	if (r == 0 && q->u.vm.mode != NM_VM_TEMPLATE) {
+		reply_addr(c->s, q->u.vm.spec.id, c->addr);
+		c->extra.from_pool = reply_from_pool(c->s, q->u.vm.spec.id);
+	}
+	return r;
+}
+
+static int do_vm_template_save(struct call *c)
+{
+	return vm_template_save(c->s, &c->q->u.vm.spec, c->q->u.vm.mode == 1, &c->err);
+}
+
+static int do_pool_levels(struct call *c)
+{
+	send_items(c->fd, pool_levels(c->s));
+	return 0;
+}
+
+static int do_sandbox_stats(struct call *c)
+{
+	return sandbox_stats(c->s, c->q->u.sandbox.id, &c->extra.stats, &c->err);
+}
+
+static int do_vm_console(struct call *c)
+{
+	return vm_console_open(c->s, c->q->u.sandbox.id, &c->chan, &c->err);
+}
+
+/* ---- the verbs ---- */
+
+/* Every privileged verb: what checks its request (NULL: nothing in it
+ * becomes a path or an argument), what serves it, and why that is safe
+ * for a request from the unprivileged node. */
+struct verb {
+	uint32_t verb;
+	int (*check)(struct call *c);
+	int (*handle)(struct call *c);
+	const char *safe;
+};
+
+/* The notes two verbs share. */
+#define SAFE_FREEZE                                                                          \
+	"acts only on a live jail nodemgr itself started for this pattern-checked id: its "   \
+	"airlock/<id> freezer (ns), or its QEMU's QMP socket, whose replies go through the "  \
+	"fuzzed src/qmp parser (vm). Nothing is killed and no path comes from the request."
+#define SAFE_SNAPSHOT                                                                        \
+	"sandbox and snapshot ids are pattern-checked (no '/', no leading '.'); the snapshot " \
+	"is made from, or deleted at, snapshots/<id>/<snap> under the pool only. Reading the " \
+	"snapshot's btrfs tree (tree search) parses metadata the kernel wrote, not bytes "     \
+	"from inside the sandbox."
+#define SAFE_SUSPEND                                                                         \
+	"the spec is checked as for create and the snapshot id by pattern, so the only paths " \
+	"are templates/<t>/<v>, snapshots/<id>/<snap> and sandboxes/<id> under the pool; the " \
+	"node's file comes as an fd (a regular file, checked), never as a path. Import parses " \
+	"a btrfs send stream from the object store with `btrfs receive --chroot` (see "         \
+	"snapshot/export.c for why those bytes are the ones this node made)."
+#define SAFE_VM_BASE                                                                         \
+	"the spec is checked as for create and the digest is 64 hex digits, so the only paths " \
+	"are the template's RAM file of a shape and pool/membase/<sha256>; the node's file "   \
+	"comes as an fd (checked; an import's may be a pipe). Import decompresses bytes from " \
+	"the object store into a temporary file of membase (bounded by the RAM of the spec's " \
+	"shape), and keeps it only if their SHA-256 is the one asked for: what a restore "     \
+	"reflinks from is exactly the base its suspend diffed against (vm-base.c)."
+#define SAFE_VM                                                                              \
+	"the same checks as sandbox create (id, template name and hostname pattern-checked, " \
+	"paths only under the pool and DATA/run/vm). QEMU runs as the slot's own uid in an "   \
+	"empty mount namespace (vm-qemu.c); its QMP replies are parsed by the size-limited, "  \
+	"fuzzed src/qmp parser, and the guest channel is only passed on, never read."
+
+static const struct verb verbs[] = {
+	{ NM_SANDBOX_CREATE, check_create, do_create,
+	  "id, template name and hostname are pattern-checked; the template must be a "
+	  "finished subvolume under templates/; the new subvolume goes to sandboxes/<id>, "
+	  "which must not exist. The jail gets a fresh uid range no other jail has." },
+	{ NM_SANDBOX_ADOPT, check_sandbox_id, do_adopt,
+	  "only dups a channel nodemgr already holds for that id." },
+	{ NM_SANDBOX_DESTROY, check_sandbox_id, do_destroy,
+	  "acts only on airlock/<id> cgroups and sandboxes/<id> with a pattern-checked id; "
+	  "kills through a pidfd or a frozen cgroup, so no pid can be reused under us." },
+	{ NM_SANDBOX_FREEZE, check_sandbox_id, do_freeze, SAFE_FREEZE },
+	{ NM_SANDBOX_THAW, check_sandbox_id, do_freeze, SAFE_FREEZE },
+	{ NM_SNAPSHOT_CREATE, check_snapshot, do_snapshot_create, SAFE_SNAPSHOT },
+	{ NM_SNAPSHOT_DELETE, check_snapshot, do_snapshot_delete, SAFE_SNAPSHOT },
+	{ NM_SANDBOX_ROLLBACK, check_rollback, do_rollback,
+	  "the same checks as create for the spec, plus the snapshot id; acts only on a live "
+	  "jail (ns or vm) nodemgr started for this id, reusing its uid range. The old "
+	  "subvolume is replaced by rename within sandboxes/, and the new jail is spawned "
+	  "exactly as a create would spawn it." },
+	{ NM_SANDBOX_FORK, check_fork, do_fork,
+	  "the child's spec is checked as for create; parent and snapshot ids are "
+	  "pattern-checked, so the source is snapshots/<parent>/<snap> under the pool only, "
+	  "and the child gets a new subvolume, slot and jail exactly as a create." },
+	{ NM_SUSPEND_EXPORT, check_suspend, do_suspend_export, SAFE_SUSPEND },
+	{ NM_SUSPEND_IMPORT, check_suspend, do_suspend_import, SAFE_SUSPEND },
+	{ NM_VM_BASE_FIND, check_vm_base, do_vm_base_find, SAFE_VM_BASE },
+	{ NM_VM_BASE_EXPORT, check_vm_base, do_vm_base_export, SAFE_VM_BASE },
+	{ NM_VM_BASE_IMPORT, check_vm_base, do_vm_base_import, SAFE_VM_BASE },
+	{ NM_TEMPLATE_EXPORT, check_template_export, do_template_export,
+	  "the name is pattern-checked, so the only path is templates/<name>/<version> under "
+	  "the pool, and only a finished (read-only) subvolume there is sent. The node's file "
+	  "comes as an fd (a regular file open for writing, checked), never as a path; `btrfs "
+	  "send` only reads the template. Giving the template a received uuid (if it has "
+	  "none) changes no byte of it, only what its streams name it by." },
+	{ NM_TEMPLATE_FIND, check_template_find, do_template_find,
+	  "read-only; name and uuid are pattern-checked, and only numbered entries of "
+	  "templates/<name>/ are looked at (their subvolume info, by ioctl)." },
+	{ NM_TEMPLATE_IMPORT, check_template_import, do_template_import,
+	  "name and uuid are pattern-checked, so everything is made under templates/<name>/; "
+	  "the stream comes as an fd (a regular file open for reading, checked). It is "
+	  "untrusted bytes (from the object store, checked by the node against its manifest): "
+	  "`btrfs receive --chroot -m DIR` applies it inside a fresh DIR = "
+	  "templates/<name>/.recv-XXXXXX only (no other subvolume can be written, snapshotted "
+	  "or cloned from: pool_receive_new), stopping at its first error; what it made is "
+	  "published (renamed to a new, unused version number) only if it is exactly one "
+	  "read-only subvolume made from scratch with the identity the node expects, and "
+	  "removed otherwise. Names starting with '.' are never listed or used meanwhile." },
+	{ NM_SANDBOX_LIST, NULL, do_sandbox_list,
+	  "read-only listing of names we validate before sending." },
+	{ NM_TEMPLATE_BUILD, NULL, do_template_build,
+	  "name/kind/suite/packages are pattern-checked (template.c, check_spec) and passed "
+	  "as separate argv entries (no shell string); the output is a new subvolume under "
+	  "templates/. Host sources for dir/tar are read with the requester's uid unless the "
+	  "requester is root." },
+	{ NM_TEMPLATE_DELETE, check_template_name, do_template_delete,
+	  "deletes only templates/<valid name>/<number>." },
+	{ NM_TEMPLATE_LIST, NULL, do_template_list, "read-only." },
+	{ NM_DOCTOR, NULL, do_doctor,
+	  "read-only checks (src/doctor): files under /sys, /proc and /dev, statfs, and two "
+	  "fixed argvs (`qemu-system-x86_64 --version`, `nft list tables`). The one input, a "
+	  "backend name, only picks which backend's result \"ok\" reports." },
+	{ NM_TEMPLATE_CONFIG, check_template_name, do_template_config,
+	  "read-only; the name is pattern-checked, so the only file is "
+	  "templates/<name>/<number>/image.json, opened without following a link, sent as it "
+	  "is (not parsed here)." },
+	{ NM_NODE_INFO, NULL, do_node_info, "read-only host facts." },
+	{ NM_VM_CREATE, check_vm, do_vm_create, SAFE_VM },
+	{ NM_VM_TEMPLATE_SAVE, check_vm, do_vm_template_save, SAFE_VM },
+	{ NM_POOL_LEVELS, NULL, do_pool_levels,
+	  "read-only; counts of nodemgr's own hidden jails, by keys it made from "
+	  "pattern-checked template names." },
+	{ NM_SANDBOX_STATS, check_sandbox_id, do_sandbox_stats,
+	  "read-only; kernel-written cgroup files of airlock/<id> and a tree search of "
+	  "sandboxes/<id> (metadata the kernel wrote), for a live jail nodemgr holds under "
+	  "this pattern-checked id." },
+	{ NM_VM_CONSOLE, check_sandbox_id, do_vm_console,
+	  "a read-only fd on DATA/run/vm/<id>/console.log of a vm jail nodemgr holds for this "
+	  "pattern-checked id. The file is QEMU's (its uid owns the run dir), so it is opened "
+	  "without following links and must be a regular file of that uid with one link "
+	  "(vm_console_open); its bytes are passed on, never read." },
+};
+
+static const struct verb *verb_of(uint32_t v)
+{
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (verbs[i].verb == v)
+			return &verbs[i];
+	return NULL;
+}
+
+void mgr_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 {
 	struct nm_req q;
-	err_t err = { 0 };
-	int r, chan = -1, in_fd = -1;
-	int64_t size = -1;
-	pid_t pid = 0;
-	char addr[16] = "", uuid[37] = "";
-	uint32_t version = 0;
-	struct result_extra extra = { 0 };
+	struct call c = { .s = s, .q = &q, .fd = fd, .peer_uid = peer_uid, .in_fd = -1,
+			  .chan = -1, .size = -1 };
+	const struct verb *v;
+	int r;
 
-	if ((r = wire_recv(fd, &q, sizeof(q), &in_fd)) < 0 || q.magic != NM_WIRE_MAGIC ||
+	if ((r = wire_recv(fd, &q, sizeof(q), &c.in_fd)) < 0 || q.magic != NM_WIRE_MAGIC ||
 	    q.version != NM_WIRE_VERSION) {
-		if (in_fd >= 0)
-			close(in_fd);
+		if (c.in_fd >= 0)
+			close(c.in_fd);
 		if (r != -EPIPE) {
-			err_set(&err, EPROTO, "bad request");
-			send_result(fd, -EPROTO, &err, 0, -1, -1, "", "", 0, NULL);
+			err_set(&c.err, EPROTO, "bad request");
+			send_result(fd, -EPROTO, &c.err, 0, -1, -1, "", "", 0, NULL);
 		}
 		close(fd);
 		return;
@@ -309,368 +835,16 @@ void nm_serve_conn(struct nm_server *s, int fd, uid_t peer_uid)
 	 * by log_set_request_id; else none). */
 	q.request_id[sizeof(q.request_id) - 1] = '\0';
 	log_set_request_id(q.request_id);
-	switch (q.verb) {
-	case NM_SANDBOX_CREATE:
-		/* Safe: id, template name and hostname are pattern-checked; the
-		 * template must be a finished subvolume under templates/; the new
-		 * subvolume goes to sandboxes/<id>, which must not exist. The
-		 * jail gets a fresh uid range no other jail has. */
-		if (!valid_spec(&q.u.create, true)) {
-			r = err_set(&err, EINVAL, "bad sandbox id, template name or hostname");
-			break;
-		}
-		r = mgr_sandbox_create(s, &q.u.create, &chan, &pid, &err);
-		if (r == 0) {
-			reply_addr(s, q.u.create.id, addr);
-			extra.from_pool = reply_from_pool(s, q.u.create.id);
-		}
-		break;
-	case NM_SANDBOX_ADOPT:
-		/* Safe: only dups a channel nodemgr already holds for that id. */
-		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
-			r = err_set(&err, EINVAL, "bad sandbox id");
-			break;
-		}
-		r = mgr_sandbox_adopt(s, q.u.sandbox.id, &chan, &pid, &err);
-		if (r == 0)
-			reply_addr(s, q.u.sandbox.id, addr);
-		break;
-	case NM_SANDBOX_DESTROY:
-		/* Safe: acts only on airlock/<id> cgroups and sandboxes/<id>
-		 * with a pattern-checked id; kills through a pidfd or a frozen
-		 * cgroup, so no pid can be reused under us. */
-		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
-			r = err_set(&err, EINVAL, "bad sandbox id");
-			break;
-		}
-		r = mgr_sandbox_destroy(s, q.u.sandbox.id, &err);
-		break;
-	case NM_SANDBOX_FREEZE:
-	case NM_SANDBOX_THAW:
-		/* Safe: acts only on a live jail nodemgr itself started for this
-		 * pattern-checked id: its airlock/<id> freezer (ns), or its QEMU's
-		 * QMP socket, whose replies go through the fuzzed src/qmp parser
-		 * (vm). Nothing is killed and no path comes from the request. */
-		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
-			r = err_set(&err, EINVAL, "bad sandbox id");
-			break;
-		}
-		r = mgr_sandbox_freeze(s, q.u.sandbox.id, q.verb == NM_SANDBOX_FREEZE, &err);
-		break;
-	case NM_SNAPSHOT_CREATE:
-	case NM_SNAPSHOT_DELETE:
-		/* Safe: sandbox and snapshot ids are pattern-checked (no '/', no
-		 * leading '.'); the snapshot is made from, or deleted at,
-		 * snapshots/<id>/<snap> under the pool only. Reading the
-		 * snapshot's btrfs tree (tree search) parses metadata the kernel
-		 * wrote, not bytes from inside the sandbox. */
-		if (!valid_sandbox_id(q.u.snap.spec.id, sizeof(q.u.snap.spec.id)) ||
-		    !valid_sandbox_id(q.u.snap.snap, sizeof(q.u.snap.snap)) ||
-		    (q.verb == NM_SNAPSHOT_CREATE && q.u.snap.prev[0] &&
-		     !valid_sandbox_id(q.u.snap.prev, sizeof(q.u.snap.prev)))) {
-			r = err_set(&err, EINVAL, "bad sandbox or snapshot id");
-			break;
-		}
-		/* full 2: a fork's snapshot, the whole spec sent (checked as
-		 * for a create) so the memory may be saved in the fork form */
-		if (q.verb == NM_SNAPSHOT_CREATE && q.u.snap.full == 2 &&
-		    !valid_spec(&q.u.snap.spec, true)) {
-			r = err_set(&err, EINVAL, "bad sandbox spec");
-			break;
-		}
-		if (q.verb == NM_SNAPSHOT_CREATE && q.u.snap.full > 3) {
-			r = err_set(&err, EINVAL, "bad snapshot kind %u", q.u.snap.full);
-			break;
-		}
-		if (q.verb == NM_SNAPSHOT_CREATE)
-			r = snapshot_create(s, q.u.snap.spec.id, q.u.snap.snap, q.u.snap.prev,
-					    q.u.snap.full == 0   ? SNAP_DISK
-					    : q.u.snap.full == 3 ? SNAP_MEMORY
-								 : SNAP_FULL,
-					    q.u.snap.full == 2 ? &q.u.snap.spec : NULL, &size, &err);
-		else
-			r = snapshot_delete(s, q.u.snap.spec.id, q.u.snap.snap, &err);
-		break;
-	case NM_SANDBOX_ROLLBACK:
-		/* Safe: the same checks as create for the spec, plus the
-		 * snapshot id; acts only on a live jail (ns or vm) nodemgr started for
-		 * this id, reusing its uid range. The old subvolume is replaced
-		 * by rename within sandboxes/, and the new jail is spawned
-		 * exactly as a create would spawn it. */
-		if (!valid_spec(&q.u.snap.spec, true) ||
-		    !valid_sandbox_id(q.u.snap.snap, sizeof(q.u.snap.snap))) {
-			r = err_set(&err, EINVAL, "bad sandbox id, snapshot id or hostname");
-			break;
-		}
-		r = mgr_sandbox_rollback(s, &q.u.snap.spec, q.u.snap.snap, &chan, &pid, &err);
-		break;
-	case NM_SANDBOX_FORK:
-		/* Safe: the child's spec is checked as for create; parent and
-		 * snapshot ids are pattern-checked, so the source is
-		 * snapshots/<parent>/<snap> under the pool only, and the child
-		 * gets a new subvolume, slot and jail exactly as a create. */
-		if (!valid_spec(&q.u.snap.spec, true) ||
-		    !valid_sandbox_id(q.u.snap.snap, sizeof(q.u.snap.snap)) ||
-		    !valid_sandbox_id(q.u.snap.prev, sizeof(q.u.snap.prev))) {
-			r = err_set(&err, EINVAL, "bad sandbox id, snapshot id or hostname");
-			break;
-		}
-		r = mgr_sandbox_fork(s, &q.u.snap.spec, q.u.snap.prev, q.u.snap.snap,
-				     q.u.snap.vm != 0, &chan, &pid, &err);
-		if (r == 0)
-			reply_addr(s, q.u.snap.spec.id, addr);
-		break;
-	case NM_SUSPEND_EXPORT:
-	case NM_SUSPEND_IMPORT:
-		/* Safe: the spec is checked as for create and the snapshot id
-		 * by pattern, so the only paths are templates/<t>/<v>,
-		 * snapshots/<id>/<snap> and sandboxes/<id> under the pool; the
-		 * node's file comes as an fd (a regular file, checked), never
-		 * as a path. Import parses a btrfs send stream from the object
-		 * store with `btrfs receive --chroot` (see suspend.c for why
-		 * those bytes are the ones this node made). */
-		if (!valid_spec(&q.u.xfer.spec, true) ||
-		    !valid_sandbox_id(q.u.xfer.snap, sizeof(q.u.xfer.snap)) ||
-		    !memchr(q.u.xfer.base, '\0', sizeof(q.u.xfer.base)) ||
-		    (q.u.xfer.base[0] && !vm_base_sha_ok(q.u.xfer.base))) {
-			r = err_set(&err, EINVAL, "bad sandbox id, template name, snapshot id or base");
-			break;
-		}
-		if (q.verb == NM_SUSPEND_EXPORT)
-			r = suspend_export(s, &q.u.xfer.spec, q.u.xfer.snap, q.u.xfer.artifact, in_fd,
-					   &size, q.u.xfer.base, extra.sha256, &err);
-		else
-			r = suspend_import(s, &q.u.xfer.spec, q.u.xfer.snap, q.u.xfer.artifact, in_fd,
-					   q.u.xfer.base, &err);
-		break;
-	case NM_VM_BASE_FIND:
-	case NM_VM_BASE_EXPORT:
-	case NM_VM_BASE_IMPORT:
-		/* Safe: the spec is checked as for create and the digest is 64
-		 * hex digits, so the only paths are the template's
-		 * RAM file of a shape and pool/membase/<sha256>; the node's file
-		 * comes as an fd (checked; an import's may be a pipe). Import decompresses bytes from the
-		 * object store into a temporary file of membase (bounded by the
-		 * RAM of the spec's shape), and
-		 * keeps it only if their SHA-256 is the one asked for: what a
-		 * restore reflinks from is exactly the base its suspend diffed
-		 * against (vm-base.c). */
-		if (!memchr(q.u.vmbase.sha, '\0', sizeof(q.u.vmbase.sha)) ||
-		    (q.u.vmbase.sha[0] && !vm_base_sha_ok(q.u.vmbase.sha)) ||
-		    !valid_spec(&q.u.vmbase.spec, true)) {
-			r = err_set(&err, EINVAL, "bad template name or memory base digest");
-			break;
-		}
-		if (q.verb == NM_VM_BASE_FIND) {
-			r = vm_base_find(s, &q.u.vmbase.spec, q.u.vmbase.sha, extra.sha256,
-					 &extra.base_size, &err);
-		} else if (q.verb == NM_VM_BASE_EXPORT) {
-			if ((r = artifact_fd_check(in_fd, true, &err)) == 0)
-				r = vm_base_export(s, &q.u.vmbase.spec, in_fd, extra.sha256,
-						   &extra.base_size, &size, &err);
-		} else if (!q.u.vmbase.sha[0]) {
-			r = err_set(&err, EINVAL, "no memory base digest");
-		} else if ((r = artifact_stream_check(in_fd, false, NULL, &err)) == 0) {
-			/* a file, or the download itself */
-			r = vm_base_import(s, &q.u.vmbase.spec, q.u.vmbase.sha, in_fd, &err);
-		}
-		break;
-	case NM_TEMPLATE_EXPORT:
-		/* Safe: the name is pattern-checked, so the only path is
-		 * templates/<name>/<version> under the pool, and only a finished
-		 * (read-only) subvolume there is sent. The node's file comes as
-		 * an fd (a regular file open for writing, checked), never as a
-		 * path; `btrfs send` only reads the template. Giving the
-		 * template a received uuid (if it has none) changes no byte of
-		 * it, only what its streams name it by. */
-		if (!valid_template_name(q.u.txfer.name, sizeof(q.u.txfer.name)) ||
-		    q.u.txfer.version < 1) {
-			r = err_set(&err, EINVAL, "bad template name or version");
-			break;
-		}
-		r = template_export(s, q.u.txfer.name, q.u.txfer.version, in_fd, uuid, &size, &err);
-		break;
-	case NM_TEMPLATE_FIND:
-		/* Safe: read-only; name and uuid are pattern-checked, and only
-		 * numbered entries of templates/<name>/ are looked at (their
-		 * subvolume info, by ioctl). */
-		if (!valid_template_name(q.u.txfer.name, sizeof(q.u.txfer.name)) ||
-		    !valid_uuid(q.u.txfer.uuid, sizeof(q.u.txfer.uuid))) {
-			r = err_set(&err, EINVAL, "bad template name or uuid");
-			break;
-		}
-		r = template_find(s, q.u.txfer.name, q.u.txfer.uuid, &version, &err);
-		break;
-	case NM_TEMPLATE_IMPORT:
-		/* Safe: name and uuid are pattern-checked, so everything is
-		 * made under templates/<name>/; the stream comes as an fd (a
-		 * regular file open for reading, checked). It is untrusted
-		 * bytes (from the object store, checked by the node against its
-		 * manifest): `btrfs receive --chroot -m DIR` applies it inside
-		 * a fresh DIR = templates/<name>/.recv-XXXXXX only (no other
-		 * subvolume can be written, snapshotted or cloned from:
-		 * pool_receive_new), stopping at its first error; what it made is published (renamed to a new, unused
-		 * version number) only if it is exactly one read-only
-		 * subvolume made from scratch with the identity the node
-		 * expects, and removed otherwise. Names starting with '.' are
-		 * never listed or used meanwhile. */
-		if (!valid_template_name(q.u.txfer.name, sizeof(q.u.txfer.name)) ||
-		    !valid_uuid(q.u.txfer.uuid, sizeof(q.u.txfer.uuid)) || q.u.txfer.version < 1) {
-			r = err_set(&err, EINVAL, "bad template name, uuid or version");
-			break;
-		}
-		r = template_import(s, q.u.txfer.name, q.u.txfer.uuid, q.u.txfer.version, in_fd,
-				    &version, &err);
-		break;
-	case NM_SANDBOX_LIST:
-		/* Safe: read-only listing of names we validate before sending. */
-		send_items(fd, mgr_sandbox_list(s));
-		r = 0;
-		break;
-	case NM_TEMPLATE_BUILD:
-		/* Safe: name/kind/suite/packages are pattern-checked and passed
-		 * as separate argv entries (no shell string); the output is a new
-		 * subvolume under templates/. Host sources for dir/tar are read
-		 * with the requester's uid unless the requester is root. */
-		r = template_build(s, &q.u.build, peer_uid, fd, progress_to_client, &fd, &err);
-		break;
-	case NM_TEMPLATE_DELETE:
-		/* Safe: deletes only templates/<valid name>/<number>. */
-		if (!valid_template_name(q.u.tmpl.name, sizeof(q.u.tmpl.name))) {
-			r = err_set(&err, EINVAL, "bad template name");
-			break;
-		}
-		r = template_delete(s, q.u.tmpl.name, q.u.tmpl.version, &err);
-		break;
-	case NM_TEMPLATE_LIST:
-		/* Safe: read-only. */
-		send_items(fd, template_list(s));
-		r = 0;
-		break;
-	case NM_DOCTOR: {
-		/* Safe: read-only checks (src/doctor): files under /sys, /proc
-		 * and /dev, statfs, and two fixed argvs (`qemu-system-x86_64
-		 * --version`, `nft list tables`). The one input, a backend
-		 * name, only picks which backend's result "ok" reports. */
-		struct nm_node_info info;
-		struct buf b;
-		char chunk[sizeof(((struct nm_resp *)0)->text)];
-
-		q.u.doctor.backend[sizeof(q.u.doctor.backend) - 1] = '\0';
-		node_info(s, &info);
-		struct doctor_opts o = {
-			.data_dir = s->cfg->data_dir,
-			.vm_dir = s->cfg->vm_dir ? s->cfg->vm_dir : "",
-			.vm_accel = s->cfg->vm_accel,
-			.default_backend = q.u.doctor.backend,
-			.accel_decided = info.vm_accel[0] ? info.vm_accel : NULL,
-			.accel_reason = info.vm_reason,
-		};
-		buf_init(&b);
-		doctor_run(&o, &b);
-		for (size_t off = 0; off < b.len; off += sizeof(chunk) - 1) {
-			size_t n = b.len - off < sizeof(chunk) - 1 ? b.len - off : sizeof(chunk) - 1;
-			memcpy(chunk, b.data + off, n);
-			chunk[n] = '\0';
-			send_text(fd, NM_MSG_ITEM, chunk);
-		}
-		buf_free(&b);
-		r = 0;
-		break;
-	}
-	case NM_TEMPLATE_CONFIG: {
-		/* Safe: read-only; the name is pattern-checked, so the only
-		 * file is templates/<name>/<number>/image.json, opened without
-		 * following a link, sent as it is (not parsed here). */
-		struct buf b;
-		char chunk[sizeof(((struct nm_resp *)0)->text)];
-
-		if (!valid_template_name(q.u.tmpl.name, sizeof(q.u.tmpl.name))) {
-			r = err_set(&err, EINVAL, "bad template name");
-			break;
-		}
-		buf_init(&b);
-		r = template_config(s, q.u.tmpl.name, q.u.tmpl.version, &b, &err);
-		for (size_t off = 0; r == 0 && off < b.len; off += sizeof(chunk) - 1) {
-			size_t n = b.len - off < sizeof(chunk) - 1 ? b.len - off : sizeof(chunk) - 1;
-			memcpy(chunk, b.data + off, n);
-			chunk[n] = '\0';
-			send_text(fd, NM_MSG_ITEM, chunk);
-		}
-		buf_free(&b);
-		break;
-	}
-	case NM_NODE_INFO: {
-		/* Safe: read-only host facts. */
-		struct nm_resp res;
-		resp_init(&res, NM_MSG_RESULT);
-		node_info(s, &res.info);
-		wire_send(fd, &res, sizeof(res), -1);
-		if (in_fd >= 0)
-			close(in_fd);
-		close(fd);
-		return;
-	}
-	case NM_VM_CREATE:
-	case NM_VM_TEMPLATE_SAVE:
-		/* Safe: the same checks as sandbox create (id, template name and
-		 * hostname pattern-checked, paths only under the pool and
-		 * DATA/run/vm). QEMU runs as the slot's own uid in an empty
-		 * mount namespace (vm-qemu.c); its QMP replies are parsed by the
-		 * size-limited, fuzzed src/qmp parser, and the guest channel is
-		 * only passed on, never read. */
-		if (!valid_spec(&q.u.vm.spec,
-				q.verb == NM_VM_CREATE && q.u.vm.mode != NM_VM_TEMPLATE)) {
-			r = err_set(&err, EINVAL, "bad sandbox id, template name or hostname");
-			break;
-		}
-		if (q.verb == NM_VM_CREATE) {
-			r = vm_create(s, &q.u.vm.spec, q.u.vm.mode, &chan, &pid, &err);
-			if (r == 0 && q.u.vm.mode != NM_VM_TEMPLATE) {
-				reply_addr(s, q.u.vm.spec.id, addr);
-				extra.from_pool = reply_from_pool(s, q.u.vm.spec.id);
-			}
-		} else {
-			r = vm_template_save(s, &q.u.vm.spec, q.u.vm.mode == 1, &err);
-		}
-		break;
-	case NM_POOL_LEVELS:
-		/* Safe: read-only; counts of nodemgr's own hidden jails, by
-		 * keys it made from pattern-checked template names. */
-		send_items(fd, pool_levels(s));
-		r = 0;
-		break;
-	case NM_SANDBOX_STATS:
-		/* Safe: read-only; kernel-written cgroup files of airlock/<id>
-		 * and a tree search of sandboxes/<id> (metadata the kernel
-		 * wrote), for a live jail nodemgr holds under this
-		 * pattern-checked id. */
-		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
-			r = err_set(&err, EINVAL, "bad sandbox id");
-			break;
-		}
-		r = sandbox_stats(s, q.u.sandbox.id, &extra.stats, &err);
-		break;
-	case NM_VM_CONSOLE:
-		/* Safe: a read-only fd on DATA/run/vm/<id>/console.log of a vm
-		 * jail nodemgr holds for this pattern-checked id. The file is
-		 * QEMU's (its uid owns the run dir), so it is opened without
-		 * following links and must be a regular file of that uid with one
-		 * link (vm_console_open); its bytes are passed on, never read. */
-		if (!valid_sandbox_id(q.u.sandbox.id, sizeof(q.u.sandbox.id))) {
-			r = err_set(&err, EINVAL, "bad sandbox id");
-			break;
-		}
-		r = vm_console_open(s, q.u.sandbox.id, &chan, &err);
-		break;
-	default:
-		r = err_set(&err, EOPNOTSUPP, "unknown verb %u", q.verb);
-		break;
-	}
-	send_result(fd, r, &err, pid, chan, size, addr, uuid, version, &extra);
-	if (chan >= 0)
-		close(chan);
-	if (in_fd >= 0)
-		close(in_fd);
+	if (!(v = verb_of(q.verb)))
+		r = err_set(&c.err, EOPNOTSUPP, "unknown verb %u", q.verb);
+	else if (!v->check || (r = v->check(&c)) == 0)
+		r = v->handle(&c);
+	if (!c.replied)
+		send_result(fd, r, &c.err, c.pid, c.chan, c.size, c.addr, c.uuid, c.version,
+			    &c.extra);
+	if (c.chan >= 0)
+		close(c.chan);
+	if (c.in_fd >= 0)
+		close(c.in_fd);
 	close(fd);
 }

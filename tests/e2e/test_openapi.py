@@ -125,7 +125,7 @@ class OpenApiTest(AirlockTestCase):
                              check=True).stdout
         server = {tuple(l.split(" ", 1)) for l in out.splitlines() if l.strip()}
         self.assertGreater(len(server), 50)
-        # Declared compatibility prefixes (routes.c api_compat_routes): other
+        # Registered compatibility prefixes (api_compat_register): other
         # products' APIs, documented apart (docs/E2B.md), exactly these.
         self.assertLessEqual(COMPAT_ROUTES, server, "a compatibility prefix is not served")
         server -= COMPAT_ROUTES

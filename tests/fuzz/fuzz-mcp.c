@@ -1,4 +1,4 @@
-/* fuzz-mcp: the core of `airlock mcp` (src/cli/mcp.c) on arbitrary bytes
+/* fuzz-mcp: the core of `airlock mcp` (src/cli/mcp*.c) on arbitrary bytes
  * from both of its sides: an agent's messages, and the API's answers to
  * the tool calls they make. It must never crash, and every answer it emits
  * must be one line of JSON: an object with "jsonrpc":"2.0" and exactly one

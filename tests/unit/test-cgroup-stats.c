@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "../../src/lib/util.h"
-#include "../../src/nodemgr/cgroup.h"
+#include "../../src/nodemgr/cgroup/cgroup.h"
 #include "check.h"
 
 static char tmp[] = "/tmp/airlock-cgstats-XXXXXX";

@@ -5,7 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../src/cred/ca.h"
 #include "../../src/cred/cred.h"
+#include "../../src/gateway/gw-cred.h"
 #include "../../src/gateway/inject.h"
 #include "../../src/cred/seal.h"
 #include "../../src/cred/vault.h"
@@ -154,6 +156,11 @@ static int audits(struct env *e, const char *decision)
 	return n;
 }
 
+/* The gateway keeps its rate counters and its credential state for its
+ * life, so neither has a free: these live in statics, as the gateway's do. */
+static struct inject_rl *rl;
+static struct gw_cred *gc;
+
 static void test_inject(void)
 {
 	struct env e = { .dir = "/tmp/airlock-test-inject-XXXXXX" };
@@ -171,7 +178,8 @@ static void test_inject(void)
 		return;
 	CHECK(seal_keygen(&k, NULL) == 0);
 	e.vault = vault_local_open(e.db, &k);
-	e.ctx = (struct inject_ctx){ .db = e.db, .vault = e.vault, .rl = inject_rl_new(),
+	rl = inject_rl_new();
+	e.ctx = (struct inject_ctx){ .db = e.db, .vault = e.vault, .rl = rl,
 				     .now_ms = wall_ms() };
 	add_cred(&e, "cred_oa", "{\"name\":\"oa\",\"env\":\"OPENAI_API_KEY\",\"inject\":"
 		 "{\"type\":\"header\"},\"hosts\":[\"api.openai.com\"],\"rate_limit\":"
@@ -370,16 +378,28 @@ static void test_inject(void)
 		db_rows_free(&rows);
 	}
 	{
-		struct inject_who who = { .tenant = "ten_a", .sandbox_id = "sbx_1",
-					  .host = "x.github.com" };
-		CHECK(cred_host_has_credential(&e.ctx, &who));
-		who.host = "example.org";
-		CHECK(!cred_host_has_credential(&e.ctx, &who));
+		/* which hosts the gateway intercepts TLS for: gw_cred_wants, on its
+		 * own handle of the same DB, for a sandbox of ten_a's */
+		_cleanup_free_ char *key = xasprintf("%s/ca.key", e.dir);
+		_cleanup_free_ char *crt = xasprintf("%s/ca.crt", e.dir);
+		struct gateway_config cfg = { .db_path = path, .vault_key = &k };
+
+		CHECK(db_exec(e.db, &err, "INSERT INTO sandboxes(id, tenant_id, template,"
+			      " template_version, backend, desired, observed, spec, created_at,"
+			      " updated_at) VALUES('sbx_1','ten_a','busybox',1,'ns','running',"
+			      "'running','{}',0,0)", NULL) == 1);
+		CHECK(ca_ensure(key, crt, &err) == 0);
+		CHECK((cfg.ca = ca_load(key, crt, &err)) != NULL);
+		CHECK((gc = gw_cred_open(&cfg, &err)) != NULL);
+		if (gc) {
+			CHECK(gw_cred_wants(gc, "sbx_1", "x.github.com"));
+			CHECK(!gw_cred_wants(gc, "sbx_1", "example.org"));
+			CHECK(!gw_cred_wants(gc, "sbx_unknown", "x.github.com"));
+		}
 	}
 
 	buf_free(&out);
 	buf_free(&req);
-	inject_rl_free(e.ctx.rl);
 	vault_close(e.vault);
 	db_close(e.db);
 	{

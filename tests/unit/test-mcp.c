@@ -1,5 +1,5 @@
 /* test-mcp: the line framing and JSON-RPC answers of `airlock mcp`'s core
- * (src/cli/mcp.c), with a transport that must not be called (only
+ * (src/cli/mcp.c, mcp-tools.c), with a transport that must not be called (only
  * tools/call reaches the API; test_mcp.py drives that end to end). */
 #include "check.h"
 

@@ -1,4 +1,4 @@
-/* test-nodemgr-delta: ram_delta_save (vm-delta.c) on a real process and a
+/* test-nodemgr-delta: vm_ram_delta_save (vm-delta.c) on a real process and a
  * real btrfs loop pool (root only), without QEMU: a child maps a "RAM" file
  * MAP_PRIVATE and writes some pages, the way a clone's guest writes over
  * the template's RAM file. Checked:
@@ -11,11 +11,11 @@
  *   - the mapped file unlinked meanwhile (a fork's throw-away snapshot):
  *     still found through map_files;
  *   - no mapping of that size: -ENOTSUP, no file;
- *   - ram_written counts the pages written, and a whole-file clone into
+ *   - vm_ram_written counts the pages written, and a whole-file clone into
  *     the mapped file is what every page not written reads from then on;
- *   - the fork form: ram_delta_save_sparse keeps exactly the written pages
+ *   - the fork form: vm_ram_delta_save_sparse keeps exactly the written pages
  *     (a page written to zeros too) as data, holes elsewhere, and
- *     ram_delta_apply into another process that maps the same file (a fork
+ *     vm_ram_delta_apply into another process that maps the same file (a fork
  *     standby) gives it those pages as its own and the file's elsewhere (by
  *     the delta's run list, and without it by seeking its data); a
  *     process that maps another file is refused both ways.
@@ -38,7 +38,7 @@
 #include "../../src/lib/util.h"
 #include "check.h"
 #include "tmp-pool.h"
-#include "../../src/nodemgr/vm-delta.h"
+#include "../../src/nodemgr/vm/vm-delta.h"
 #include "../../src/pool/pool.h"
 
 #define PG 4096
@@ -229,34 +229,34 @@ int main(void)
 
 	/* 1. Nothing written yet: the file as it is, no page counted. */
 	sv = (struct saver){ 0 };
-	CHECK(ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == 0);
+	CHECK(vm_ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == 0);
 	CHECK(sv.calls == 1 && bytes == 0);
 	check_file(mem, want);
 	unlink(mem);
-	CHECK(ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 0);
+	CHECK(vm_ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 0);
 
 	/* 2. Three pages written, two of them next to each other. */
 	child_write(3, 0x11), want[3] = 0x11;
 	child_write(4, 0x12), want[4] = 0x12;
 	child_write(300, 0x13), want[300] = 0x13;
 	sv = (struct saver){ 0 };
-	CHECK(ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == 0);
+	CHECK(vm_ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == 0);
 	CHECK(sv.calls == 1 && bytes == 3 * PG);
 	check_file(mem, want);
 	unlink(mem);
-	CHECK(ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 3);
+	CHECK(vm_ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 3);
 
 	/* 3. Memory moves during the first save (a page written anew, and a
 	 * page written for the first time): done again, and the file is
 	 * memory as of the second save. */
 	sv = (struct saver){ .moves = 1, .page = 4 };
-	CHECK(ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == 0);
+	CHECK(vm_ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == 0);
 	CHECK(sv.calls == 2);
 	want[4] = 0xA1;
 	check_file(mem, want);
 	unlink(mem);
 	sv = (struct saver){ .moves = 1, .page = 511 };
-	CHECK(ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == 0);
+	CHECK(vm_ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == 0);
 	CHECK(sv.calls == 2 && bytes == 4 * PG);
 	want[511] = 0xA1;
 	check_file(mem, want);
@@ -264,7 +264,7 @@ int main(void)
 
 	/* 4. Memory that keeps moving: -EAGAIN after three tries, no file. */
 	sv = (struct saver){ .moves = 100, .page = 7 };
-	CHECK(ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == -EAGAIN);
+	CHECK(vm_ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == -EAGAIN);
 	CHECK(sv.calls == 3);
 	CHECK(access(mem, F_OK) < 0 && errno == ENOENT);
 	want[7] = 0xA3;
@@ -273,16 +273,16 @@ int main(void)
 	CHECK(unlink(ram) == 0);
 	sv = (struct saver){ 0 };
 	e = (err_t){ 0 };
-	CHECK(ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == 0);
+	CHECK(vm_ram_delta_save(child, NPAGES * PG, mem, 0, save_cb, &sv, &bytes, &e) == 0);
 	check_file(mem, want);
 	unlink(mem);
 
 	/* 6. No mapping of that size: -ENOTSUP, nothing made, save not run. */
 	sv = (struct saver){ 0 };
-	CHECK(ram_delta_save(child, (NPAGES + 1) * PG, mem, 0, save_cb, &sv, &bytes, &e) ==
+	CHECK(vm_ram_delta_save(child, (NPAGES + 1) * PG, mem, 0, save_cb, &sv, &bytes, &e) ==
 	      -ENOTSUP);
 	CHECK(sv.calls == 0 && access(mem, F_OK) < 0);
-	CHECK(ram_written(child, (NPAGES + 1) * PG, &bytes, &e) == -ENOTSUP);
+	CHECK(vm_ram_written(child, (NPAGES + 1) * PG, &bytes, &e) == -ENOTSUP);
 	stop_child();
 
 	/* 7. A fork standby: a process maps a file it has not written (its
@@ -296,7 +296,7 @@ int main(void)
 		make_ram(other, other_byte);
 		start_child(ram2);
 		CHECK(child_read(9) == tmpl_byte(9));
-		CHECK(ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 0);
+		CHECK(vm_ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 0);
 		int src = open(other, O_RDONLY | O_CLOEXEC), dst = open(ram2, O_WRONLY | O_CLOEXEC);
 		CHECK(src >= 0 && dst >= 0 && ioctl(dst, FICLONE, src) == 0);
 		close(src);
@@ -331,12 +331,12 @@ int main(void)
 		child_write(300, 0x23), fwant[300] = 0x23;
 		/* not the file it maps: refused, nothing made */
 		sv = (struct saver){ 0 };
-		CHECK(ram_delta_save_sparse(child, NPAGES * PG, &ost, delta, 0, save_cb, &sv, &bytes,
-					    &e) == -ENOTSUP);
+		CHECK(vm_ram_delta_save_sparse(child, NPAGES * PG, &ost, delta, 0, save_cb, &sv,
+					       &bytes, &e) == -ENOTSUP);
 		CHECK(sv.calls == 0 && access(delta, F_OK) < 0);
 		sv = (struct saver){ .moves = 1, .page = 300 };   /* and memory moves once */
-		CHECK(ram_delta_save_sparse(child, NPAGES * PG, &bst, delta, 0, save_cb, &sv, &bytes,
-					    &e) == 0);
+		CHECK(vm_ram_delta_save_sparse(child, NPAGES * PG, &bst, delta, 0, save_cb, &sv,
+					       &bytes, &e) == 0);
 		fwant[300] = 0xA1;
 		CHECK(sv.calls == 2 && bytes == 4 * PG);
 		stop_child();
@@ -356,13 +356,14 @@ int main(void)
 		CHECK(data == 4);
 		/* a standby of another file: refused */
 		start_child(other);
-		CHECK(ram_delta_apply(child, NPAGES * PG, delta, &bytes, &e) == -ESTALE);
-		CHECK(ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 0);
+		CHECK(vm_ram_delta_apply(child, NPAGES * PG, delta, &bytes, &e) == -ESTALE);
+		CHECK(vm_ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 0);
 		stop_child();
 		/* a standby of the same file: the parent's memory */
 		start_child(base);
-		CHECK(ram_delta_apply(child, NPAGES * PG, delta, &bytes, &e) == 0 && bytes == 4 * PG);
-		CHECK(ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 4);
+		CHECK(vm_ram_delta_apply(child, NPAGES * PG, delta, &bytes, &e) == 0 &&
+		      bytes == 4 * PG);
+		CHECK(vm_ram_written(child, NPAGES * PG, &bytes, &e) == 0 && bytes == 4);
 		for (size_t i = 0; i < NPAGES; i++) {
 			uint8_t w = i == 10 ? 0 : fwant[i] ? fwant[i] : tmpl_byte(i);
 			if (child_read(i) != w) {
@@ -380,7 +381,8 @@ int main(void)
 		 * seeking, the same pages. */
 		CHECK(removexattr(delta, "user.airlock.delta_runs") == 0);
 		start_child(base);
-		CHECK(ram_delta_apply(child, NPAGES * PG, delta, &bytes, &e) == 0 && bytes == 4 * PG);
+		CHECK(vm_ram_delta_apply(child, NPAGES * PG, delta, &bytes, &e) == 0 &&
+		      bytes == 4 * PG);
 		CHECK(child_read(3) == 0x21 && child_read(10) == 0 && child_read(300) == 0xA1 &&
 		      child_read(5) == tmpl_byte(5));
 	}

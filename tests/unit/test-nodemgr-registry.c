@@ -1,4 +1,4 @@
-/* Unit test for nodemgr's jail registry (src/nodemgr/jail.c): the list of
+/* Unit test for nodemgr's jail registry (src/nodemgr/core/registry.c): the list of
  * every jail and its index by id stay one. Claims find their jail, a second
  * claim of an id is EEXIST, rename moves a jail to its new id (the old one
  * is free again), unclaim in any order leaves the rest findable and the
@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../src/nodemgr/nodemgr-internal.h"
+#include "../../src/nodemgr/core/nodemgr-internal.h"
 #include "check.h"
 
 enum { N = 4000 };
@@ -35,7 +35,7 @@ static struct jail *find(struct nm_server *s, const char *id)
 {
 	struct jail *j;
 	pthread_mutex_lock(&s->lock);
-	j = jail_find_locked(s, id);
+	j = mgr_jail_find_locked(s, id);
 	pthread_mutex_unlock(&s->lock);
 	return j;
 }
@@ -57,7 +57,7 @@ int main(void)
 
 	for (int i = 0; i < N; i++) {
 		snprintf(id, sizeof(id), "sb-%016x", i * 2654435761u);
-		js[i] = jail_claim(s, id, &err);
+		js[i] = mgr_jail_claim(s, id, &err);
 		ok &= js[i] != NULL;
 	}
 	CHECK(ok);
@@ -67,26 +67,26 @@ int main(void)
 		ok &= find(s, js[i]->id) == js[i];
 	CHECK(ok);
 	CHECK(find(s, "sb-nope") == NULL);
-	CHECK(jail_claim(s, js[7]->id, &err) == NULL && err.code == EEXIST);
+	CHECK(mgr_jail_claim(s, js[7]->id, &err) == NULL && err.code == EEXIST);
 
 	/* rename: found by the new id only; the old id can be claimed again */
 	snprintf(id, sizeof(id), "%s", js[3]->id);
-	CHECK(jail_rename(s, js[3], "sb-renamed", &err) == 0);
+	CHECK(mgr_jail_rename(s, js[3], "sb-renamed", &err) == 0);
 	CHECK(find(s, "sb-renamed") == js[3] && find(s, id) == NULL);
-	CHECK(jail_rename(s, js[4], "sb-renamed", &err) == -EEXIST);
+	CHECK(mgr_jail_rename(s, js[4], "sb-renamed", &err) == -EEXIST);
 	{
-		struct jail *again = jail_claim(s, id, &err);
+		struct jail *again = mgr_jail_claim(s, id, &err);
 		CHECK(again && find(s, id) == again);
 		if (again)
-			jail_unclaim(s, again);
+			mgr_jail_unclaim(s, again);
 	}
 
 	/* unclaim the head, the tail and every third one between */
-	jail_unclaim(s, js[N - 1]);   /* the newest: head of the list */
-	jail_unclaim(s, js[0]);       /* the oldest: its tail */
+	mgr_jail_unclaim(s, js[N - 1]);   /* the newest: head of the list */
+	mgr_jail_unclaim(s, js[0]);       /* the oldest: its tail */
 	js[N - 1] = js[0] = NULL;
 	for (int i = 3; i < N - 1; i += 3) {
-		jail_unclaim(s, js[i]);
+		mgr_jail_unclaim(s, js[i]);
 		js[i] = NULL;
 	}
 	ok = 1;
@@ -101,10 +101,10 @@ int main(void)
 
 	/* freed slots are reused */
 	{
-		struct jail *j = jail_claim(s, "sb-slot", &err);
+		struct jail *j = mgr_jail_claim(s, "sb-slot", &err);
 		CHECK(j && j->slot == 0);
 		if (j)
-			jail_unclaim(s, j);
+			mgr_jail_unclaim(s, j);
 	}
 
 	t0 = now_s();
@@ -118,7 +118,7 @@ int main(void)
 
 	for (int i = 0; i < N; i++)
 		if (js[i])
-			jail_unclaim(s, js[i]);
+			mgr_jail_unclaim(s, js[i]);
 	CHECK(s->jails == NULL && list_len(s) == 0);
 	rmdir(dir);
 	return failures ? 1 : 0;

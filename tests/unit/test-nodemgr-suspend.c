@@ -1,12 +1,12 @@
 /* test-nodemgr-suspend: a vm suspend's memory and device-state artifacts
- * (src/nodemgr/vm-suspend.c) on a real btrfs pool (root only): the memory
+ * (src/nodemgr/vm/vm-suspend.c) on a real btrfs pool (root only): the memory
  * is exported as the pages that differ from the template's RAM file and
  * rebuilt byte for byte on a reflink of it; the device state round-trips;
  * and the importer, which parses bytes from the object store as root,
  * refuses every hostile stream: not zstd, a wrong magic, a RAM size not the
  * guest's, a page past the end, a stream cut short, bytes after the end
  * mark, and one that decompresses past its bound. The memory's base
- * travels by content (src/nodemgr/vm-base.c): the export names the
+ * travels by content (src/nodemgr/vm/vm-base.c): the export names the
  * template RAM file's SHA-256, a node without that file takes the base
  * only when its content has that digest (a swapped or corrupted one is
  * refused naming it), and then rebuilds the same RAM from it. */
@@ -25,9 +25,9 @@
 #include <zstd.h>
 
 #include "../../src/lib/util.h"
-#include "../../src/nodemgr/nodemgr-internal.h"
-#include "../../src/nodemgr/vm-delta.h"
-#include "../../src/nodemgr/vm-internal.h"
+#include "../../src/nodemgr/core/nodemgr-internal.h"
+#include "../../src/nodemgr/vm/vm-delta.h"
+#include "../../src/nodemgr/vm/vm-internal.h"
 #include "../../src/pool/pool.h"
 #include "check.h"
 #include "tmp-pool.h"
@@ -40,6 +40,9 @@
 #define PG 4096u
 
 static struct nm_server srv;
+/* What an export names as its memory's base; most tests diff against the
+ * template's own RAM file (want_base NULL), as a suspend does by default. */
+static char base_sha[65];
 static struct nm_sandbox_spec spec;
 static char snapdir[300], mem[400], vmstate[400], tmem[400];
 
@@ -104,7 +107,8 @@ static void export_piped(uint32_t artifact, int want, int64_t size)
 	CHECK(pipe(pp) == 0);
 	d.in = pp[0];
 	CHECK(pthread_create(&t, NULL, drain, &d) == 0);
-	CHECK(vm_suspend_export(&srv, &spec, "su-1", artifact, pp[1], &psize, &e) == 0);
+	CHECK(vm_suspend_export(&srv, &spec, "su-1", artifact, pp[1], &psize, NULL, base_sha,
+				&e) == 0);
 	close(pp[1]);
 	pthread_join(t, NULL);
 	close(pp[0]);
@@ -166,7 +170,7 @@ static size_t stream(uint8_t *out, const char *magic, uint64_t size, const uint6
 
 static int import_mem(int fd, err_t *e)
 {
-	return vm_suspend_import(&srv, &spec, "su-1", NM_ARTIFACT_MEM, fd, e);
+	return vm_suspend_import(&srv, &spec, "su-1", NM_ARTIFACT_MEM, fd, NULL, e);
 }
 
 static void hostile(const char *what, const void *raw, size_t n, bool compress)
@@ -235,7 +239,8 @@ int main(void)
 
 	/* Export: 3 pages, compressed; far less than the RAM. */
 	fd = tmpfd();
-	CHECK(vm_suspend_export(&srv, &spec, "su-1", NM_ARTIFACT_MEM, fd, &size, &e) == 0);
+	CHECK(vm_suspend_export(&srv, &spec, "su-1", NM_ARTIFACT_MEM, fd, &size, NULL, base_sha,
+				&e) == 0);
 	printf("memory artifact: %lld bytes for 3 written pages of %u MiB\n", (long long)size, MB);
 	CHECK(size > 0 && size < 4 * PG);
 	export_piped(NM_ARTIFACT_MEM, fd, size);
@@ -248,17 +253,18 @@ int main(void)
 	close(fd);
 	/* The device state round-trips. */
 	fd = tmpfd();
-	CHECK(vm_suspend_export(&srv, &spec, "su-1", NM_ARTIFACT_VMSTATE, fd, &size, &e) == 0);
+	CHECK(vm_suspend_export(&srv, &spec, "su-1", NM_ARTIFACT_VMSTATE, fd, &size, NULL, base_sha,
+				&e) == 0);
 	export_piped(NM_ARTIFACT_VMSTATE, fd, size);
 	unlink(vmstate);
-	CHECK(vm_suspend_import(&srv, &spec, "su-1", NM_ARTIFACT_VMSTATE, fd, &e) == 0);
+	CHECK(vm_suspend_import(&srv, &spec, "su-1", NM_ARTIFACT_VMSTATE, fd, NULL, &e) == 0);
 	got = get_file(vmstate, &n);
 	CHECK(n == 12 && memcmp(got, "device state", 12) == 0);
 	free(got);
 	close(fd);
 
 	/* A reflink of the base with pages written over it, as a clone's
-	 * memory file is (ram_delta_save). Once written back, the extents
+	 * memory file is (vm_ram_delta_save). Once written back, the extents
 	 * still shared are known without reading them (pool_shared_spans);
 	 * before, FIEMAP does not see the written pages, so the export takes
 	 * them from the file's run list, and compares all without one. */
@@ -294,10 +300,11 @@ int main(void)
 			close(mfd);
 			fd = tmpfd();
 			CHECK(vm_suspend_export(&srv, &spec, "su-2", NM_ARTIFACT_MEM, fd, &size,
-						&e) == 0);
+						NULL, base_sha, &e) == 0);
 			CHECK(size > 0 && size < 4 * PG);
 			unlink(mem2);
-			CHECK(vm_suspend_import(&srv, &spec, "su-2", NM_ARTIFACT_MEM, fd, &e) == 0);
+			CHECK(vm_suspend_import(&srv, &spec, "su-2", NM_ARTIFACT_MEM, fd, NULL,
+						&e) == 0);
 			close(fd);
 			got = get_file(mem2, &n);
 			CHECK(n == SIZE);
@@ -385,8 +392,8 @@ int main(void)
 		for (unsigned i = 0; i < 32; i++)
 			snprintf(want + 2 * i, 3, "%02x", md[i]);
 		mfd = tmpfd();
-		CHECK(vm_suspend_export_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, &size, NULL,
-					     bsha, &e) == 0);
+		CHECK(vm_suspend_export(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, &size, NULL,
+					bsha, &e) == 0);
 		CHECK(strcmp(bsha, want) == 0);
 		bfd = tmpfd();
 		CHECK(vm_base_export(&srv, &spec, bfd, xsha, &bsize, &bbytes, &e) == 0);
@@ -396,7 +403,7 @@ int main(void)
 		CHECK(rename(tmem, moved) == 0);
 		CHECK(vm_base_find(&srv, &spec, bsha, xsha, &bsize, &e) == -ENOENT);
 		unlink(mem);
-		CHECK(vm_suspend_import_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, bsha, &e) ==
+		CHECK(vm_suspend_import(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, bsha, &e) ==
 		      -ENOENT);
 		/* a base named by another digest is refused, naming both */
 		memset(xsha, 'a', 64);
@@ -437,8 +444,7 @@ int main(void)
 			free(kb);
 			free(kept);
 		}
-		CHECK(vm_suspend_import_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, bsha, &e) ==
-		      0);
+		CHECK(vm_suspend_import(&srv, &spec, "su-1", NM_ARTIFACT_MEM, mfd, bsha, &e) == 0);
 		got = get_file(mem, &n);
 		CHECK(n == SIZE && memcmp(got, guest, SIZE) == 0);
 		free(got);
@@ -447,11 +453,11 @@ int main(void)
 		{
 			int64_t from_base = 0, from_zeros = 0;
 			int f1 = tmpfd(), f2 = tmpfd();
-			CHECK(vm_suspend_export_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, f1,
-						     &from_base, bsha, xsha, &e) == 0);
+			CHECK(vm_suspend_export(&srv, &spec, "su-1", NM_ARTIFACT_MEM, f1,
+						&from_base, bsha, xsha, &e) == 0);
 			CHECK(strcmp(xsha, bsha) == 0);
-			CHECK(vm_suspend_export_base(&srv, &spec, "su-1", NM_ARTIFACT_MEM, f2,
-						     &from_zeros, "", xsha, &e) == 0);
+			CHECK(vm_suspend_export(&srv, &spec, "su-1", NM_ARTIFACT_MEM, f2,
+						&from_zeros, "", xsha, &e) == 0);
 			CHECK(xsha[0] == '\0');
 			CHECK(from_base > 0 && from_base < from_zeros);
 			close(f1);

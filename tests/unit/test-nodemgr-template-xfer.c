@@ -1,5 +1,5 @@
 /* test-nodemgr-template-xfer: a template moved between two nodes as a btrfs
- * send stream, through the verbs (src/nodemgr/template-xfer.c), as root.
+ * send stream, through the verbs (src/nodemgr/templates/template-xfer.c), as root.
  *
  * Two real nodemgrs (nodemgr_run in forked children), each with its own
  * DATA and its own btrfs loop pool, are driven through the client (nm.h),

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../../src/guestproto/proto.h"
+#include "../../src/lib/ident.h"
 #include "check.h"
 
 
@@ -426,7 +427,7 @@ static void test_reset(void)
 	char h64[65];
 	memset(h64, 'a', 64);
 	h64[64] = '\0';
-	CHECK(proto_hostname_ok(h64));
+	CHECK(ident_hostname_ok(h64));
 	CHECK(proto_machine_id_ok(mid));
 
 	/* Hand-made frames. */

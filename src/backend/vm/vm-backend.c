@@ -1,6 +1,6 @@
 /* The "vm" backend: every sandbox is a QEMU microVM with its own guest kernel.
  * All privileged work (the jail, QEMU, QMP, the pool) happens in nodemgr
- * (src/nodemgr/vm-*.c); this table decides which kind of start to ask for and
+ * (src/nodemgr/vm/); this table decides which kind of start to ask for and
  * drives the guest side of making a template's memory snapshot.
  *
  * Create, in order:

@@ -2,6 +2,7 @@
 #ifndef AIRLOCK_E2B_INTERNAL_H
 #define AIRLOCK_E2B_INTERNAL_H
 
+#include "../../api/api-internal.h"
 #include "../../lib/http.h"
 #include "../../lib/json.h"
 #include "e2b-wire.h"

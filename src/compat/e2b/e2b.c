@@ -272,6 +272,13 @@ static bool to_peer(struct api *a, struct http_req *req, struct http_conn *c,
 	return true;
 }
 
+void e2b_register(void)
+{
+	static const struct api_compat e2b = { E2B_PREFIX, e2b_head_check, e2b_handle };
+
+	api_compat_register(&e2b);
+}
+
 bool e2b_head_check(struct api *a, struct http_req *req, struct http_conn *c)
 {
 	struct api_principal who;

@@ -8,14 +8,21 @@
 
 #include <stdbool.h>
 
-#include "../../api/api-internal.h"
-
 #define E2B_PREFIX "/e2b"
 
-/* The api calls e2b_head_check (a request that announces a body is
- * authenticated before the body is read: true to go on, false when
- * answered with 401 or 413) and e2b_handle (serve a request under
- * E2B_PREFIX, authentication included); api-internal.h declares both, and
- * routes.c's api_compat table names them. */
+struct api;
+struct http_req;
+struct http_conn;
+
+/* Register E2B_PREFIX with the api (api_compat_register): called once by
+ * airlockd at start, before the api serves or prints its routes. */
+void e2b_register(void);
+
+/* What the api calls for a path under E2B_PREFIX: e2b_head_check (a
+ * request that announces a body is authenticated before the body is read:
+ * true to go on, false when answered with 401 or 413) and e2b_handle
+ * (serve it, authentication included). */
+bool e2b_head_check(struct api *a, struct http_req *req, struct http_conn *c);
+void e2b_handle(struct api *a, struct http_req *req, struct http_conn *c);
 
 #endif
