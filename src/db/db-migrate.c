@@ -110,7 +110,7 @@ static const struct {
 /* Migration 2: the nodes that share the database, by name (--node-name;
  * node/cluster/heartbeat.c, api/placement.c). state: starting, up, down or lost;
  * generation: bumped by each (re)start; started_at, heartbeat_at: ms since
- * the epoch; capacity: JSON (node/heartbeat.c); url: where other apis reach
+ * the epoch; capacity: JSON (node/cluster/heartbeat.c); url: where other apis reach
  * this node's api. */
 #define SCHEMA_2(I)                                                                              \
 	"CREATE TABLE IF NOT EXISTS nodes("                                                      \
@@ -158,7 +158,7 @@ static const struct {
 	"  procs TEXT);"
 
 /* Migration 6: a template version's identity in the object store
- * (node/tmplstore.c): the received uuid of its subvolume, once published
+ * (node/tmpl/tmplstore.c): the received uuid of its subvolume, once published
  * or fetched; NULL before. */
 #define SCHEMA_6 "ALTER TABLE templates ADD COLUMN uuid TEXT;"
 

@@ -1,4 +1,4 @@
-/* Unit test for src/node/ring.c: absolute offsets, wrap-around, growth,
+/* Unit test for src/node/proc/ring.c: absolute offsets, wrap-around, growth,
  * dropped ranges, gaps and duplicates from the producer. */
 #include <stdio.h>
 #include <stdlib.h>

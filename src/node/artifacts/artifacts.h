@@ -14,7 +14,7 @@
 #include "../../byok/envelope.h"
 #include "../../lib/phases.h"
 #include "../../objstore/objstore.h"
-#include "../../node/model/model.h"   /* spelled from src/ for test-layering */
+#include "../model/model.h"
 
 #define MANIFEST_MAX (64u * 1024)
 #define ARTIFACT_MAX (1ull << 40)

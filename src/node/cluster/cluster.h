@@ -4,7 +4,7 @@
 #ifndef AIRLOCK_NODE_CLUSTER_H
 #define AIRLOCK_NODE_CLUSTER_H
 
-#include "../../node/model/model.h"   /* spelled from src/ for test-layering */
+#include "../model/model.h"
 
 /* Register this node (state up, next generation) and write its
  * first heartbeat; then beat in the background until cluster_stop, which

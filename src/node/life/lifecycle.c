@@ -11,9 +11,9 @@
 
 #include "../../lib/fault.h"
 #include "../../lib/log.h"
-#include "../../node/artifacts/artifacts.h"   /* spelled from src/ for test-layering */
-#include "../../node/net/network.h"
-#include "../../node/proc/proc.h"
+#include "../artifacts/artifacts.h"
+#include "../net/network.h"
+#include "../proc/proc.h"
 #include "lifecycle.h"
 
 /* ---- pause, resume, connect ------------------------------------------- */

@@ -7,7 +7,7 @@
 #ifndef AIRLOCK_NODE_LIFECYCLE_H
 #define AIRLOCK_NODE_LIFECYCLE_H
 
-#include "../../node/model/model.h"   /* spelled from src/ for test-layering */
+#include "../model/model.h"
 
 /* Operations on a sandbox after its create (model/state.c
  * decides what is legal; an illegal request fails with -EBUSY naming the

@@ -3,7 +3,7 @@
 #ifndef AIRLOCK_NODE_NETWORK_H
 #define AIRLOCK_NODE_NETWORK_H
 
-#include "../../node/model/model.h"   /* spelled from src/ for test-layering */
+#include "../model/model.h"
 
 /* Tell the gateway sb's address and policy (a no-op with the network off
  * or an unknown backend), or forget it. push: addr is the address the

@@ -7,7 +7,7 @@
 #ifndef AIRLOCK_NODE_PROC_H
 #define AIRLOCK_NODE_PROC_H
 
-#include "../../node/model/model.h"   /* spelled from src/ for test-layering */
+#include "../model/model.h"
 #include "ring.h"
 
 #define NODE_PROC_KEEP 256              /* exited processes kept per sandbox */

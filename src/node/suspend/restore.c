@@ -28,10 +28,10 @@
 #include "../../lib/fault.h"
 #include "../../lib/log.h"
 #include "../../lib/pipe.h"
-#include "../../node/artifacts/artifacts.h"   /* spelled from src/ for test-layering */
-#include "../../node/life/lifecycle.h"
-#include "../../node/net/network.h"
-#include "../../node/tmpl/tmplstore.h"
+#include "../artifacts/artifacts.h"
+#include "../life/lifecycle.h"
+#include "../net/network.h"
+#include "../tmpl/tmplstore.h"
 #include "suspend.h"
 
 static const char *const download_names[N_ARTIFACTS] = { "download_disk", "download_memory",

@@ -47,10 +47,10 @@
 #include "../../lib/log.h"
 #include "../../lib/pipe.h"
 #include "../../lib/sha256.h"
-#include "../../node/artifacts/artifacts.h"   /* spelled from src/ for test-layering */
-#include "../../node/net/network.h"
-#include "../../node/proc/proc.h"
-#include "../../node/tmpl/tmplstore.h"
+#include "../artifacts/artifacts.h"
+#include "../net/network.h"
+#include "../proc/proc.h"
+#include "../tmpl/tmplstore.h"
 #include "suspend.h"
 
 const char *sandbox_suspend_kind(const struct sandbox *sb)

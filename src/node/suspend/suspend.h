@@ -6,7 +6,7 @@
 #ifndef AIRLOCK_NODE_SUSPEND_H
 #define AIRLOCK_NODE_SUSPEND_H
 
-#include "../../node/model/model.h"   /* spelled from src/ for test-layering */
+#include "../model/model.h"
 
 /* Suspend to the object store (suspend.c), restore from it (restore.c).
  * sandbox_suspend

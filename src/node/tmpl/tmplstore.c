@@ -40,7 +40,7 @@
 #include "../../lib/log.h"
 #include "../../lib/pipe.h"
 #include "../../objstore/objstore.h"
-#include "../../node/cluster/cluster.h"   /* spelled from src/ for test-layering */
+#include "../cluster/cluster.h"
 #include "tmplstore.h"
 
 struct tfetch {

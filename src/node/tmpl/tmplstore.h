@@ -4,7 +4,7 @@
 #ifndef AIRLOCK_NODE_TMPLSTORE_H
 #define AIRLOCK_NODE_TMPLSTORE_H
 
-#include "../../node/model/model.h"   /* spelled from src/ for test-layering */
+#include "../model/model.h"
 
 /* publish: make sure template name/version is in the object
  * store (the first call uploads its full stream), *uuid its identity.
