@@ -1,7 +1,7 @@
 /* lifecycle-api.c - the lifecycle's endpoints: POST .../pause, .../resume,
  * .../connect, .../suspend, .../restore, and DELETE /v1/sandboxes/{id}
  * (including a suspended sandbox that another node left behind). The steps
- * are life/lifecycle.c, wake.c and suspend/.
+ * are life/lifecycle.c, wake/wake.c and suspend/.
  */
 #include <errno.h>
 #include <string.h>

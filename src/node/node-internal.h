@@ -5,16 +5,19 @@
 #define AIRLOCK_NODE_INTERNAL_H
 
 #include "cluster/cluster.h"
+#include "http/handler.h"
 #include "life/lifecycle.h"
+#include "metrics/metrics.h"
 #include "model/model.h"
 #include "net/network.h"
 #include "node.h"
 #include "proc/proc.h"
+#include "quota/quota.h"
 #include "schedule.h"
 #include "suspend/suspend.h"
 #include "tmpl/tmplstore.h"
+#include "wake/wake.h"
 
-#define NODE_JSON_MAX (1u << 20)        /* JSON request bodies */
 #define NODE_FILE_MAX (16u << 20)       /* file reads and writes */
 #define NODE_CHUNK (48u * 1024)         /* raw bytes per stdout/stderr line */
 
@@ -24,22 +27,6 @@
  * suspend_feature (suspend/suspend.h: the suspension) and proc_feature
  * (proc/proc.h: output and exits, retirement, freeing). */
 extern const struct sandbox_feature sched_feature;
-
-/* reply.c: answering, shared by the handlers. */
-void node_respond_err(struct http_conn *c, const err_t *e);
-void node_errno_to_http(int code, int *status, const char **ecode);
-/* 409 `conflict` with the sandbox's current state next to the error:
- * {"error":{"code":"conflict","message"},"state":"paused"}. */
-void node_respond_conflict(struct http_conn *c, enum sb_state st, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-/* Answer an error about sb: 409 with its state for -EBUSY, else as
- * node_respond_err. */
-void sandbox_respond_err(struct http_conn *c, struct sandbox *sb, const err_t *e);
-
-/* request.c: reading a request, shared by the handlers. */
-/* Parse a JSON object body (size-limited); on failure answers 400/413 and
- * returns NULL. allowed: NULL-terminated list of keys. Caller owns. */
-json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed);
 
 /* nodeinfo.c: the node manager's answer about the node's size (asked once,
  * then kept), and GET /v1/node (admin). */
@@ -52,15 +39,6 @@ void handle_node_doctor(struct node *n, struct http_conn *c);
 void handle_network(struct node *n, struct sandbox *sb, bool log, struct http_req *req,
 		    struct http_conn *c);
 void handle_internal_network(struct node *n, struct http_conn *c);
-
-/* metrics.c: count one successful operation that took us microseconds;
- * GET /metrics (admin) in the Prometheus text format. */
-void metrics_observe(struct node *n, enum node_op op, uint64_t us);
-void handle_metrics(struct node *n, struct http_conn *c);
-/* A create's jail is up: count it as a warm-pool hit or miss. */
-void metrics_pool_create(struct node *n, const char *backend, bool hit);
-/* GET /v1/sandboxes/{id}/metrics (owner): the sandbox's use now. */
-void handle_sandbox_metrics(struct node *n, struct sandbox *sb, struct http_conn *c);
 
 /* ready-deps.c: GET /internal/ready, nodemgr's and the gateway's status as the
  * node sees them (200 all up, 503 otherwise), each probe time-bounded. */
@@ -75,20 +53,6 @@ void handle_sandbox_get(struct node *n, struct sandbox *sb, struct http_conn *c)
 void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,
 			     const char *tenant);
 
-/* wake.c: the one way a sandbox is woken for use. Running: nothing to do
- * (one lock); paused: resumed; suspended: restored from the object store;
- * a pause or resume under way is waited for. why: the event's reason
- * ("resumed for exec"); NULL is the client's explicit resume, which is a
- * conflict on a running sandbox. Else -EBUSY naming the state. */
-int sandbox_wake(struct node *n, struct sandbox *sb, const char *why, err_t *err);
-/* The channel of a sandbox woken for use (sandbox_wake, counted as
- * activity). NULL with err set otherwise: -EBUSY naming the state (409),
- * or the backend's error. Pair with sandbox_gc_put. */
-struct guestconn *sandbox_gc_use(struct node *n, struct sandbox *sb, const char *why,
-				 err_t *err);
-/* false when the request said auto_restore=false on a suspended sandbox
- * (answered 409). */
-bool suspend_gate(struct sandbox *sb, struct http_req *req, struct http_conn *c);
 /* timeout.c: POST /v1/sandboxes/{id}/timeout */
 void handle_sandbox_timeout(struct node *n, struct sandbox *sb, struct http_req *req,
 			    struct http_conn *c);
@@ -170,22 +134,6 @@ int snapshot_find(struct node *n, struct sandbox *sb, const char *ref, struct db
 		  err_t *err);
 /* Delete snapshot snap_id of sb: the backend's copy, then the row. */
 int snapshot_remove(struct node *n, struct sandbox *sb, const char *snap_id, err_t *err);
-
-/* ---- quotas (quota-check.c) --------------------------------------------- */
-
-/* Limits over the node's maxima per sandbox (config max_sandbox_*): -1
- * with msg naming the limit and the maximum; else 0. */
-int quota_check_limits(const struct node *n, const struct nm_limits *l, char *msg, size_t sz);
-/* May tenant hold one more sandbox with limits l? 0, or -EDQUOT naming the
- * quota. Counts the rows: call it in the transaction that inserts the row. */
-int quota_admit_sandbox(struct node *n, const char *tenant, const struct nm_limits *l,
-			err_t *err);
-/* May sb hold one more snapshot (scheduled: the scheduler's)? size < 0
- * before it is taken, else its size (its row not in yet). Checks
- * max_snapshots, full snapshots' bytes against sb's disk_mb, and the
- * tenant's snapshots and snapshot_mb. 0, or -EDQUOT naming the limit. */
-int quota_admit_snapshot(struct node *n, struct sandbox *sb, bool scheduled, bool full,
-			 int64_t size, err_t *err);
 
 /* recover.c: the guest channel of a running or paused sandbox closed by
  * itself (cause): roll it back to its latest full, else disk, snapshot.

@@ -1,8 +1,8 @@
 /* airlockd node: startup, shutdown and HTTP routing. The routes, and what
  * the router does before each handler, are rows of src/lib/routes.def,
  * shared with the api. The router only points down: what the handlers
- * share for answering is in reply.c and for reading a request in
- * request.c; GET /v1/node is nodeinfo.c. Sandboxes (map, JSON, rows, guest
+ * share for answering and for reading a request is the room http/; GET
+ * /v1/node is nodeinfo.c. Sandboxes (map, JSON, rows, guest
  * channel, states) live in model/, list and get in sandboxes.c, their
  * create in create.c, the rest of their lifecycle in life/; processes in
  * exec.c, proc/ and processes.c; files in files.c, templates in

@@ -1,7 +1,7 @@
 /* lifecycle.h - the room node/life (lifecycle.c): a sandbox's life after
  * its create: pause and the resume step, failure, delete, the TTL, and the
  * node's shutdown. Above the model and the rooms it tears down with
- * (artifacts, net, proc); waking for use (../wake.c), the endpoints
+ * (artifacts, net, proc); waking for use (../wake/wake.c), the endpoints
  * (../lifecycle-api.c) and the features that pause, fail or delete are
  * above it. */
 #ifndef AIRLOCK_NODE_LIFECYCLE_H
@@ -17,7 +17,7 @@ int sandbox_pause(struct node *n, struct sandbox *sb, err_t *err);
 int sandbox_pause_why(struct node *n, struct sandbox *sb, const char *why, err_t *err);
 /* The backend's pause (to = paused) or resume (to = running), then the
  * move along the table (reason: the event's); sb->mu held, the state
- * checked. wake.c resumes through it. */
+ * checked. wake/wake.c resumes through it. */
 int sandbox_lc_step_locked(struct node *n, struct sandbox *sb, enum sb_state to,
 			   const char *reason, err_t *err);
 /* Tear down and retire (delete) or mark failed. Returns 0 or -errno. */

@@ -32,7 +32,7 @@
  * The rest of the file is what the node does with a suspended sandbox
  * besides restoring it: its fields in the API, its load at start, the
  * sweep of its objects and reconcile (the gate that restores on use is
- * wake.c).
+ * wake/wake.c).
  */
 #include <errno.h>
 #include <fcntl.h>

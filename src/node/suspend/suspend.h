@@ -2,7 +2,7 @@
  * store and restored from it (suspend.c, restore.c), and taken over from
  * another node (move.c). Above the model, node/life and the rooms it moves
  * artifacts, addresses, processes and templates with; the endpoints are
- * ../lifecycle-api.c, the restore on use ../wake.c. */
+ * ../lifecycle-api.c, the restore on use ../wake/wake.c. */
 #ifndef AIRLOCK_NODE_SUSPEND_H
 #define AIRLOCK_NODE_SUSPEND_H
 

@@ -32,8 +32,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../lib/log.h"
-#include "node-internal.h"
+#include "../../lib/log.h"
+#include "../http/handler.h"
+#include "metrics.h"
 
 /* Bucket bounds, microseconds: 5 ms to 60 s. */
 static const uint64_t bounds_us[OP_BUCKETS] = {

@@ -7,7 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "node-internal.h"
+#include "handler.h"
 
 void node_errno_to_http(int code, int *status, const char **ecode)
 {

@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../db/tenant-quota.h"
-#include "node-internal.h"
+#include "../../db/tenant-quota.h"
+#include "quota.h"
 
 int quota_check_limits(const struct node *n, const struct nm_limits *l, char *msg, size_t sz)
 {

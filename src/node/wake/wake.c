@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "node-internal.h"
+#include "../http/handler.h"
+#include "../life/lifecycle.h"
+#include "../suspend/suspend.h"
+#include "wake.h"
 
 int sandbox_wake(struct node *n, struct sandbox *sb, const char *why, err_t *err)
 {

@@ -2,8 +2,8 @@
  * Shared by every handler, below the router. (Query parameters and names:
  * lib/http.h and lib/ident.h, the same rules the api applies.)
  */
-#include "../lib/reqjson.h"
-#include "node-internal.h"
+#include "../../lib/reqjson.h"
+#include "handler.h"
 
 json *node_body_object(struct http_req *req, struct http_conn *c, const char *const *allowed)
 {
