@@ -13,20 +13,13 @@
 #include "node.h"
 #include "proc/proc.h"
 #include "quota/quota.h"
-#include "schedule.h"
+#include "snap/snap.h"
 #include "suspend/suspend.h"
 #include "tmpl/tmplstore.h"
 #include "wake/wake.h"
 
 #define NODE_FILE_MAX (16u << 20)       /* file reads and writes */
 #define NODE_CHUNK (48u * 1024)         /* raw bytes per stdout/stderr line */
-
-/* The features' hooks on the model (model.h), registered by node_start in
- * this order, which is also the order of their keys in a sandbox's JSON:
- * schedule.c's (ends_at, the policy; a loaded row's policy), then
- * suspend_feature (suspend/suspend.h: the suspension) and proc_feature
- * (proc/proc.h: output and exits, retirement, freeing). */
-extern const struct sandbox_feature sched_feature;
 
 /* nodeinfo.c: the node manager's answer about the node's size (asked once,
  * then kept), and GET /v1/node (admin). */
@@ -111,37 +104,6 @@ void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, str
 void handle_sandboxes_events(struct node *n, struct http_req *req, struct http_conn *c,
 			     const char *tenant);
 
-/* snapshots.c: .../snapshots (snap NULL: POST create, GET list) and
- * .../snapshots/{snap} (DELETE); POST .../rollback. 501 when the backend
- * has no disk snapshots. */
-void handle_snapshots(struct node *n, struct sandbox *sb, const char *snap, struct http_req *req,
-		      struct http_conn *c);
-void handle_rollback(struct node *n, struct sandbox *sb, struct http_req *req,
-		     struct http_conn *c);
-/* The one way a snapshot is made (the API and the scheduler): kind "disk"
- * (anything else -EOPNOTSUPP for now), named name (NULL: its id; -EEXIST
- * when taken), stamped with sched_now(); scheduled marks it for retention.
- * Holds lc_busy while the backend works (-EBUSY naming the state unless
- * running or paused). *out_id (may be NULL; caller owns) gets its id. */
-int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const char *kind,
-		  bool scheduled, char **out_id, err_t *err);
-/* The process table kept with snapshot snap_id (NULL: none, as for every
- * disk snapshot). Caller frees. */
-char *snapshot_procs(struct node *n, const char *snap_id);
-/* Snapshot ref (id or name) of sb: rows holds one row of SNAP_COLS (id
- * first; caller frees), or -ENOENT naming it. */
-int snapshot_find(struct node *n, struct sandbox *sb, const char *ref, struct db_rows *rows,
-		  err_t *err);
-/* Delete snapshot snap_id of sb: the backend's copy, then the row. */
-int snapshot_remove(struct node *n, struct sandbox *sb, const char *snap_id, err_t *err);
-
-/* recover.c: the guest channel of a running or paused sandbox closed by
- * itself (cause): roll it back to its latest full, else disk, snapshot.
- * false when it has none (or the backend cannot): the caller fails it. */
-bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause);
-/* The reaper's TIMER_CHAN_CLOSED for sandbox id: recover it, else fail it
- * (unless it is starting, deleting, or no longer closed). */
-void sandbox_on_chan_closed(struct node *n, const char *id);
 /* fork.c: POST .../fork (501 when the backend cannot fork). */
 void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
 /* templates.c */

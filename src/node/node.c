@@ -6,7 +6,7 @@
  * channel, states) live in model/, list and get in sandboxes.c, their
  * create in create.c, the rest of their lifecycle in life/; processes in
  * exec.c, proc/ and processes.c; files in files.c, templates in
- * templates.c, crash recovery in reconcile.c and recover.c, and timed work
+ * templates.c, crash recovery in reconcile.c and snap/, and timed work
  * in model/reaper.c and timers.c. */
 #include <errno.h>
 #include <signal.h>

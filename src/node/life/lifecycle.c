@@ -2,8 +2,8 @@
  * step (waking a sandbox for use is ../wake/wake.c; the endpoints are
  * ../lifecycle-api.c), failure, delete (DELETE, the TTL, a failed fork),
  * the TTL's timer, and the node's shutdown (a guest channel closing by
- * itself is ../recover.c). model/state.c decides what is legal; each step
- * here does the backend's part and moves the state along the table.
+ * itself is ../snap/recover.c). model/state.c decides what is legal; each
+ * step here does the backend's part and moves the state along the table.
  */
 #include <errno.h>
 #include <stdio.h>

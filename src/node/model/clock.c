@@ -2,7 +2,7 @@
  * scheduler's clock (sched_now: wall time plus the debug clock's advance),
  * its last activity, and the TTL's paused time, which every state change
  * and a restart's replay of the event log account for. The scheduler's
- * pass is ../schedule.c.
+ * pass is ../snap/schedule.c.
  */
 #include <stdlib.h>
 #include <string.h>

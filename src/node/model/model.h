@@ -10,7 +10,7 @@
  * suspension, the template publisher's queue) is plain data here.
  *
  * Locking, outermost first:
- *   node->sched_mu (one scheduler pass at a time; schedule.c)
+ *   node->sched_mu (one scheduler pass at a time; snap/schedule.c)
  *   node->tmpl_mu  (template builds; never held across a build)
  *   node->mu       (the sandbox map and counters; short)
  *   sb->mu         (one sandbox: state, channel pointer, process table, rings)

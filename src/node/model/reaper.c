@@ -3,7 +3,7 @@
  *   TIMER_SANDBOX_TIMEOUT  a sandbox's timeout_s of active time passed:
  *                          delete or pause it (its on_timeout)
  *   TIMER_SCHEDULE         once a second: the snapshot scheduler, retention
- *                          and idle pass (schedule.c)
+ *                          and idle pass (snap/schedule.c)
  *   TIMER_PROC_TIMEOUT     an exec's timeout_s passed: SIGKILL the process
  *   TIMER_CHAN_CLOSED      a guest channel closed: fail the sandbox. Queued
  *                          from the channel's reader thread, which must not

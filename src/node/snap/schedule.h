@@ -26,8 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../lib/json.h"
-#include "model/policy.h"
+#include "../../lib/json.h"
+#include "../model/policy.h"
 #include "retention.h"
 
 struct node;

@@ -29,8 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/log.h"
-#include "node-internal.h"
+#include "../../lib/log.h"
+#include "../http/handler.h"
+#include "../life/lifecycle.h"
+#include "../suspend/suspend.h"
+#include "snap.h"
 
 #define TICK_MS 1000
 /* Retention works in hours and days: looking once a minute (or after a

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/policy.h"
+#include "../model/policy.h"
 
 struct retention_item {
 	int64_t created_at;      /* wall ms */

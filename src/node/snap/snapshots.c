@@ -21,11 +21,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/fault.h"
-#include "../lib/ident.h"
-#include "../lib/log.h"
-#include "../lib/page.h"
-#include "node-internal.h"
+#include "../../lib/fault.h"
+#include "../../lib/ident.h"
+#include "../../lib/log.h"
+#include "../../lib/page.h"
+#include "../http/handler.h"
+#include "../life/lifecycle.h"
+#include "../metrics/metrics.h"
+#include "../proc/proc.h"
+#include "../quota/quota.h"
+#include "../wake/wake.h"
+#include "snap.h"
 
 #define SNAP_COLS "id, name, kind, size_bytes, created_at, scheduled"
 

@@ -18,8 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/log.h"
-#include "node-internal.h"
+#include "../../lib/log.h"
+#include "../life/lifecycle.h"
+#include "snap.h"
 
 #define RECOVER_AGAIN_MS 30000
 
