@@ -122,7 +122,7 @@ static const struct {
  * the node's name in its key (a table rebuild: SQLite cannot change a
  * primary key in place; this text is valid in both dialects), and sandboxes
  * the node that runs each. '' and NULL: rows from before node names, which
- * the first node to start claims (node/templates.c, node/reconcile.c). */
+ * the first node to start claims (node/tmpl/templates.c, node/reconcile.c). */
 #define SCHEMA_3(I)                                                                              \
 	"CREATE TABLE templates_v3("                                                             \
 	"  node TEXT NOT NULL DEFAULT '', name TEXT NOT NULL, version " I " NOT NULL,"          \

@@ -5,6 +5,8 @@
 #define AIRLOCK_NODE_INTERNAL_H
 
 #include "cluster/cluster.h"
+#include "exec/exec.h"
+#include "files/files.h"
 #include "http/handler.h"
 #include "life/lifecycle.h"
 #include "metrics/metrics.h"
@@ -17,9 +19,6 @@
 #include "suspend/suspend.h"
 #include "tmpl/tmplstore.h"
 #include "wake/wake.h"
-
-#define NODE_FILE_MAX (16u << 20)       /* file reads and writes */
-#define NODE_CHUNK (48u * 1024)         /* raw bytes per stdout/stderr line */
 
 /* nodeinfo.c: the node manager's answer about the node's size (asked once,
  * then kept), and GET /v1/node (admin). */
@@ -77,26 +76,6 @@ bool ports_route(struct node *n, struct http_req *req, struct http_conn *c, cons
  * Fuzzed: tests/fuzz/fuzz-node-ports.c. */
 int ports_rewrite_head(const char *h, size_t n, struct buf *out);
 
-/* exec.c */
-void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
-/* processes.c: stream p's output as NDJSON from off[0] (stdout) and off[1]
- * (stderr); with follow until its exit line, else what is buffered. The
- * response has begun; lines already in out go first. */
-void proc_stream(struct node *n, struct sandbox *sb, struct proc *p, struct http_conn *c,
-		 uint64_t off[2], bool follow, struct buf *out);
-void handle_processes(struct node *n, struct sandbox *sb, struct http_req *req,
-		      struct http_conn *c);
-/* rest: "output", "stdin", "signal", "resize" */
-void handle_process(struct node *n, struct sandbox *sb, uint32_t pid, const char *rest,
-		    struct http_req *req, struct http_conn *c);
-
-/* files.c; sub: "" (GET/PUT/DELETE), "stat", "list", "mkdir", "rename" */
-void handle_files(struct node *n, struct sandbox *sb, const char *sub, struct http_req *req,
-		  struct http_conn *c);
-/* files-watch.c: GET .../files/watch (NDJSON until the client leaves). */
-void handle_files_watch(struct node *n, struct sandbox *sb, struct http_req *req,
-			struct http_conn *c);
-
 /* console-log.c: GET .../console (501 when the backend has none) */
 void handle_console(struct node *n, struct sandbox *sb, struct http_conn *c);
 void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
@@ -106,26 +85,6 @@ void handle_sandboxes_events(struct node *n, struct http_req *req, struct http_c
 
 /* fork.c: POST .../fork (501 when the backend cannot fork). */
 void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);
-/* templates.c */
-/* Newest ready version of name; builds a built-in (debian, busybox) on
- * demand, sharing one build among concurrent callers. -ENOENT if unknown. */
-int template_resolve(struct node *n, const char *name, uint32_t *version, err_t *err);
-/* The image defaults of template name/version (a build from an image
- * records them; docs/DESIGN.md "Templates from OCI images"), checked: an
- * object with "env" (object of strings), "workdir" (absolute path), "user"
- * (name or uid[:gid]), "entrypoint" and "cmd" (arrays of strings), each
- * optional. *out is a copy the caller owns, NULL when there are none.
- * Asked of nodemgr once per version, then cached. */
-int template_image_config(struct node *n, const char *name, uint32_t version, json **out,
-			  err_t *err);
-
-/* admin: show the templates' sources and errors (host paths) too. */
-void handle_templates_list(struct node *n, struct http_req *req, struct http_conn *c,
-			   bool admin);
-void handle_templates_create(struct node *n, struct http_req *req, struct http_conn *c);
-void handle_templates_delete(struct node *n, const char *name, struct http_conn *c);
-void templates_reconcile(struct node *n);
-void templates_cleanup(struct node *n);
 
 /* reconcile.c */
 void node_reconcile(struct node *n);

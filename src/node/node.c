@@ -2,12 +2,12 @@
  * the router does before each handler, are rows of src/lib/routes.def,
  * shared with the api. The router only points down: what the handlers
  * share for answering and for reading a request is the room http/; GET
- * /v1/node is nodeinfo.c. Sandboxes (map, JSON, rows, guest
- * channel, states) live in model/, list and get in sandboxes.c, their
- * create in create.c, the rest of their lifecycle in life/; processes in
- * exec.c, proc/ and processes.c; files in files.c, templates in
- * templates.c, crash recovery in reconcile.c and snap/, and timed work
- * in model/reaper.c and timers.c. */
+ * /v1/node is nodeinfo.c. Sandboxes (map, JSON, rows, guest channel,
+ * states) live in model/, list and get in sandboxes.c, their
+ * create in create.c, the rest of their lifecycle in life/, suspend/ and
+ * wake/; processes in proc/ and exec/; files in files/, templates in
+ * tmpl/, snapshots and crash recovery in snap/ (and reconcile.c at
+ * start), and timed work in model/reaper.c and timers.c. */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>

@@ -7,6 +7,8 @@
 #include "../model/model.h"
 
 #define NODE_JSON_MAX (1u << 20)        /* JSON request bodies */
+#define NODE_FILE_MAX (16u << 20)       /* file reads and writes */
+#define NODE_CHUNK (48u * 1024)         /* raw bytes per stdout/stderr line */
 
 /* reply.c */
 void node_respond_err(struct http_conn *c, const err_t *e);

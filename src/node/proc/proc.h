@@ -1,8 +1,8 @@
 /* proc.h - the room node/proc: a sandbox's process table (proc-table.c),
  * its image across a full snapshot (proc-image.c) and the output rings
  * (ring.h). Above the model (model/model.h), below the handlers that start
- * processes and stream them (exec.c, processes.c). All but the callbacks
- * with sb->mu held.
+ * processes and stream them (../exec/). All but the callbacks with sb->mu
+ * held.
  */
 #ifndef AIRLOCK_NODE_PROC_H
 #define AIRLOCK_NODE_PROC_H

@@ -1,6 +1,8 @@
-/* tmplstore.h - the room node/tmpl (tmplstore.c): template versions and
+/* tmplstore.h - the room node/tmpl: templates (templates.c: resolve,
+ * build, list, delete; their image defaults), and template versions and
  * vm memory bases in the object store, so that sandboxes move between
- * nodes; the publisher thread. Above the model and node/cluster. */
+ * nodes, with the publisher thread (tmplstore.c). Above the model,
+ * node/cluster and node/http. */
 #ifndef AIRLOCK_NODE_TMPLSTORE_H
 #define AIRLOCK_NODE_TMPLSTORE_H
 
@@ -35,5 +37,25 @@ int membase_publish(struct node *n, const struct nm_sandbox_spec *spec, const ch
 		    char sha[65], char osha[65], uint64_t *osize, err_t *err);
 int membase_fetch(struct node *n, const struct nm_sandbox_spec *spec, const char *sha,
 		  const char *osha, uint64_t osize, err_t *err);
+
+/* templates.c */
+/* Newest ready version of name; builds a built-in (debian, busybox) on
+ * demand, sharing one build among concurrent callers. -ENOENT if unknown. */
+int template_resolve(struct node *n, const char *name, uint32_t *version, err_t *err);
+/* The image defaults of template name/version (a build from an image
+ * records them; docs/DESIGN.md "Templates from OCI images"), checked: an
+ * object with "env" (object of strings), "workdir" (absolute path), "user"
+ * (name or uid[:gid]), "entrypoint" and "cmd" (arrays of strings), each
+ * optional. *out is a copy the caller owns, NULL when there are none.
+ * Asked of nodemgr once per version, then cached. */
+int template_image_config(struct node *n, const char *name, uint32_t version, json **out,
+			  err_t *err);
+/* admin: show the templates' sources and errors (host paths) too. */
+void handle_templates_list(struct node *n, struct http_req *req, struct http_conn *c,
+			   bool admin);
+void handle_templates_create(struct node *n, struct http_req *req, struct http_conn *c);
+void handle_templates_delete(struct node *n, const char *name, struct http_conn *c);
+void templates_reconcile(struct node *n);
+void templates_cleanup(struct node *n);
 
 #endif

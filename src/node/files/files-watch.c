@@ -22,7 +22,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "node-internal.h"
+#include "../http/handler.h"
+#include "../wake/wake.h"
+#include "files.h"
 
 #define WATCH_QUEUE 4096
 #define WATCH_QUEUE_MAX 65536

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "node-internal.h"
+#include "../http/handler.h"
+#include "../wake/wake.h"
+#include "files.h"
 
 static bool path_ok(const char *p)
 {

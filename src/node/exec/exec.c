@@ -9,8 +9,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../lib/log.h"
-#include "node-internal.h"
+#include "../../lib/log.h"
+#include "../http/handler.h"
+#include "../metrics/metrics.h"
+#include "../wake/wake.h"
+#include "exec.h"
 
 struct envv {
 	char **v;

@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../lib/ident.h"
-#include "../lib/log.h"
-#include "../lib/page.h"
-#include "node-internal.h"
+#include "../../lib/ident.h"
+#include "../../lib/log.h"
+#include "../../lib/page.h"
+#include "../cluster/cluster.h"
+#include "../http/handler.h"
+#include "tmplstore.h"
 
 struct tbuild {
 	struct tbuild *next;

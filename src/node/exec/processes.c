@@ -21,8 +21,10 @@
 #include <strings.h>
 #include <time.h>
 
-#include "../lib/page.h"
-#include "node-internal.h"
+#include "../../lib/page.h"
+#include "../http/handler.h"
+#include "../wake/wake.h"
+#include "exec.h"
 
 /* ---- streaming -------------------------------------------------------- */
 
