@@ -2,7 +2,7 @@
  * share one database (README "Cluster").
  *
  * Every api writes the address other apis reach it at into its node's row
- * (api_cluster_announce); the node daemon beats there (node/heartbeat.c). The
+ * (api_cluster_announce); the node daemon beats there (node/cluster/heartbeat.c). The
  * api keeps a copy of the nodes table, reloaded at most once a second, and
  * on reload marks `lost` every node that has not beaten for
  * heartbeat_timeout_s (any api may; the update is idempotent).
@@ -401,7 +401,7 @@ static bool node_up(struct api *a, const char *name)
 /* The node for a request to existing sandbox id, into node: the one its
  * row names; for a restore that names a node ({"node"} in the body), that
  * one; for a suspended sandbox whose node is not up, one placed as for a
- * create (it moves there: node/move.c suspend_claim). 1 when node is
+ * create (it moves there: node/suspend/move.c suspend_claim). 1 when node is
  * set, 0 to serve it here as it is, -1 when answered. */
 static int route_existing(struct api *a, struct http_req *req, struct http_conn *c,
 			  const struct api_principal *who, const char *id, char *node, size_t cap)

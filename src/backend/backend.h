@@ -13,14 +13,19 @@
 #include "../lib/err.h"
 #include "../nmclient/nm.h"
 
-struct backend_caps {
-	bool pause;           /* freeze/thaw with memory kept */
-	bool disk_snapshot;
-	bool full_snapshot;   /* memory + device state */
-	bool memory_fork;
-	/* What a suspend to the object store keeps: "memory" (processes carry
-	 * on), "disk" (files only), NULL: the backend cannot suspend. */
-	const char *suspend;
+/* What a backend can do: bits of backend_ops.caps. */
+enum backend_cap {
+	BACKEND_CAP_PAUSE = 1u << 0,          /* freeze/thaw with memory kept */
+	BACKEND_CAP_DISK_SNAPSHOT = 1u << 1,
+	BACKEND_CAP_FULL_SNAPSHOT = 1u << 2,  /* memory + device state */
+	BACKEND_CAP_MEMORY_FORK = 1u << 3,
+	/* What a suspend to the object store keeps: the disk (files only) or
+	 * the memory too (processes carry on); neither: it cannot suspend. */
+	BACKEND_CAP_SUSPEND_DISK = 1u << 4,
+	BACKEND_CAP_SUSPEND_MEMORY = 1u << 5,
+	/* Its guests take turns to start (config vm_start_concurrency): their
+	 * first code runs slowly on the node's CPUs until it is warm. */
+	BACKEND_CAP_START_TURNS = 1u << 6,
 };
 
 struct guestconn;
@@ -32,7 +37,7 @@ struct backend_ctx {
 
 struct backend_ops {
 	const char *name;
-	struct backend_caps caps;
+	unsigned caps;        /* enum backend_cap bits */
 	/* Bring a sandbox up; on success *chan_fd (caller owns) is the guest
 	 * channel and addr (may be NULL) the sandbox's address on the node's
 	 * network, "" when it has none (nm.h, nm_sandbox_create). */
@@ -54,12 +59,12 @@ struct backend_ops {
 	/* Optional: a read-only fd (caller owns) on the sandbox's serial
 	 * console log. NULL: the backend has none (the API answers 501). */
 	int (*console)(const struct backend_ctx *ctx, const char *id, int *fd, err_t *err);
-	/* Optional (caps.pause): stop every process / vCPU of the jail with its
+	/* Optional (BACKEND_CAP_PAUSE): stop every process / vCPU of the jail with its
 	 * memory and guest channel kept, and start them again. pause returns
 	 * once nothing in the jail can run; both are idempotent. */
 	int (*pause)(const struct backend_ctx *ctx, const char *id, err_t *err);
 	int (*resume)(const struct backend_ctx *ctx, const char *id, err_t *err);
-	/* Optional (caps.disk_snapshot): a read-only, atomic snapshot of the
+	/* Optional (BACKEND_CAP_DISK_SNAPSHOT): a read-only, atomic snapshot of the
 	 * sandbox's disk named snap; *size gets the bytes written since
 	 * snapshot prev ("" = since the sandbox's disk was made), -1 when
 	 * unknown. snapshot_delete is idempotent. rollback kills every process,
@@ -69,7 +74,7 @@ struct backend_ops {
 			const char *prev, int64_t *size, err_t *err);
 	int (*snapshot_delete)(const struct backend_ctx *ctx, const char *id, const char *snap,
 			       err_t *err);
-	/* Optional (caps.full_snapshot): as snapshot, with the guest's memory
+	/* Optional (BACKEND_CAP_FULL_SNAPSHOT): as snapshot, with the guest's memory
 	 * and device state captured at the same point; rollback and fork from
 	 * it restore the running guest instead of booting one. */
 	int (*snapshot_full)(const struct backend_ctx *ctx, const char *id, const char *snap,
@@ -110,5 +115,20 @@ extern const struct backend_ops backend_ns;
 extern const struct backend_ops backend_vm;
 /* NULL when no backend has that name. */
 const struct backend_ops *backend_find(const char *name);
+
+/* Can be do every one of caps (be may be NULL: an unknown backend)? */
+static inline bool backend_can(const struct backend_ops *be, unsigned caps)
+{
+	return be && (be->caps & caps) == caps;
+}
+
+/* What a suspend keeps, as the API names it: "memory", "disk", or NULL
+ * when be cannot suspend (or is NULL). */
+static inline const char *backend_suspend_kind(const struct backend_ops *be)
+{
+	if (backend_can(be, BACKEND_CAP_SUSPEND_MEMORY))
+		return "memory";
+	return backend_can(be, BACKEND_CAP_SUSPEND_DISK) ? "disk" : NULL;
+}
 
 #endif

@@ -108,9 +108,9 @@ static const struct {
 };
 
 /* Migration 2: the nodes that share the database, by name (--node-name;
- * node/heartbeat.c, api/placement.c). state: starting, up, down or lost;
+ * node/cluster/heartbeat.c, api/placement.c). state: starting, up, down or lost;
  * generation: bumped by each (re)start; started_at, heartbeat_at: ms since
- * the epoch; capacity: JSON (node/heartbeat.c); url: where other apis reach
+ * the epoch; capacity: JSON (node/cluster/heartbeat.c); url: where other apis reach
  * this node's api. */
 #define SCHEMA_2(I)                                                                              \
 	"CREATE TABLE IF NOT EXISTS nodes("                                                      \
@@ -122,7 +122,7 @@ static const struct {
  * the node's name in its key (a table rebuild: SQLite cannot change a
  * primary key in place; this text is valid in both dialects), and sandboxes
  * the node that runs each. '' and NULL: rows from before node names, which
- * the first node to start claims (node/templates.c, node/reconcile.c). */
+ * the first node to start claims (node/tmpl/templates.c, node/reconcile.c). */
 #define SCHEMA_3(I)                                                                              \
 	"CREATE TABLE templates_v3("                                                             \
 	"  node TEXT NOT NULL DEFAULT '', name TEXT NOT NULL, version " I " NOT NULL,"          \
@@ -145,7 +145,7 @@ static const struct {
 	"  snapshot_mb " I " NOT NULL DEFAULT 0);"
 
 /* Migration 5: a suspended sandbox's restorable snapshot in the object
- * store (node/suspend.c). The row exists only while the sandbox is
+ * store (node/suspend/suspend.c). The row exists only while the sandbox is
  * suspended: written in the transaction that moves it there, once every
  * artifact is verified in the store; removed by its restore or delete.
  * manifest_sha: the SHA-256 of the manifest as uploaded, so a manifest
@@ -158,7 +158,7 @@ static const struct {
 	"  procs TEXT);"
 
 /* Migration 6: a template version's identity in the object store
- * (node/tmplstore.c): the received uuid of its subvolume, once published
+ * (node/tmpl/tmplstore.c): the received uuid of its subvolume, once published
  * or fetched; NULL before. */
 #define SCHEMA_6 "ALTER TABLE templates ADD COLUMN uuid TEXT;"
 

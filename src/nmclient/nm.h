@@ -111,7 +111,7 @@ int nm_sandbox_fork(const char *sock, const struct nm_sandbox_spec *spec, const 
  * export: writable, import: readable) with the request. Either may be a
  * pipe instead: an export's the node reads, sealing and hashing the bytes
  * as they come; an import's the node writes as the object arrives, only
- * ever with bytes it already authenticated (src/node/suspend.c).
+ * ever with bytes it already authenticated (src/node/suspend/suspend.c).
  *   NM_ARTIFACT_DISK     export: `btrfs send -p` of snapshots/<id>/<snap>
  *                        against the template of spec (take that snapshot
  *                        first); import: `btrfs receive` of it, which

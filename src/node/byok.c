@@ -19,11 +19,6 @@
 #include "../lib/log.h"
 #include "node-internal.h"
 
-bool byok_on(const struct node *n)
-{
-	return n->cfg->encrypt_artifacts;
-}
-
 int byok_create_gate(struct node *n, const char *tenant, err_t *err)
 {
 	int r;

@@ -13,8 +13,9 @@
  * from the jail on, a failure leaves a failed row that says why. A create
  * costs two transactions, each one WAL append.
  *
- * The guest-up step (sandbox_guest_up) is shared by everything that starts
- * a guest: fork, rollback and crash recovery too.
+ * The guest-up step (sandbox_guest_up, model/guest.c) is shared by
+ * everything that starts a guest: fork, rollback, restore and crash
+ * recovery too.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -339,81 +340,6 @@ static json *env_with_credentials(struct node *n, const char *tenant, const char
 	out = added ? json_parse(b.data, b.len, NULL) : NULL;
 	buf_free(&b);
 	return out;
-}
-
-/* ---- a new guest comes up (create, fork, rollback, recovery) ---------- */
-
-struct guest_up {
-	pid_t jail_pid;
-	const char *why;
-};
-
-/* The guest said READY: the jail's pid, and starting|rolling_back → running
- * (the reason says which). */
-static int write_running(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
-{
-	const struct guest_up *up = arg;
-	int r = db_exec(n->db, err, "UPDATE sandboxes SET jail_pid=? WHERE id=?", "is",
-			(int64_t)up->jail_pid, sb->id);
-
-	if (r >= 0)
-		r = state_transition(n->db, sb->id, &sb->state, SB_RUNNING, up->why, STATE_IN_TX,
-				     err);
-	return r;
-}
-
-int sandbox_guest_up(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
-		     int chan_fd, pid_t jail_pid, const char *why, const char *what, err_t *err)
-{
-	return sandbox_guest_up_timed(n, sb, nspec, chan_fd, jail_pid, why, what, NULL, err);
-}
-
-int sandbox_guest_up_timed(struct node *n, struct sandbox *sb, const struct nm_sandbox_spec *nspec,
-			   int chan_fd, pid_t jail_pid, const char *why, const char *what,
-			   struct phases *ph, err_t *err)
-{
-	struct guest_up up = { .jail_pid = jail_pid, .why = why };
-	struct guest_hello hello;
-	struct guestconn *gc;
-	char addr[sizeof(sb->addr)];
-	int r;
-
-	/* The guest always speaks first: HELLO, then READY once it can serve. */
-	uint64_t t0 = now_us();
-	gc = guestconn_open(chan_fd, &sandbox_guest_cbs, sb, n->cfg->ready_timeout_ms, &hello, err);
-	if (!gc)
-		return err_wrap(err, "%s", what);
-	log_debug("sandbox %s: guest hello in %.2f ms", sb->id, (now_us() - t0) / 1000.0);
-	if (ph)
-		phases_mark(ph, "hello");
-	pthread_mutex_lock(&sb->mu);
-	snprintf(addr, sizeof(addr), "%s", sb->addr);
-	pthread_mutex_unlock(&sb->mu);
-	if (sb->be->post_ready && sb->be->post_ready(&n->bctx, nspec, addr, gc, err) < 0) {
-		guestconn_close(gc);
-		return err_wrap(err, "%s backend", sb->be->name);
-	}
-	if (ph)
-		phases_mark(ph, "reset");
-	/* One transaction: the jail's pid and the move to running. */
-	pthread_mutex_lock(&sb->mu);
-	if (sb->chan_closed) {
-		pthread_mutex_unlock(&sb->mu);
-		guestconn_close(gc);
-		return err_set(err, EPIPE, "guest channel closed right after READY");
-	}
-	r = sandbox_tx(n, sb, write_running, &up, err);
-	if (r < 0) {
-		pthread_mutex_unlock(&sb->mu);
-		guestconn_close(gc);
-		return r;
-	}
-	sb->gc = gc;
-	pthread_cond_broadcast(&sb->cv);
-	pthread_mutex_unlock(&sb->mu);
-	if (ph)
-		phases_mark(ph, "ready");
-	return 0;
 }
 
 /* ---- the steps of a create -------------------------------------------- */
@@ -754,7 +680,7 @@ static int create_jail(struct create *cx)
 	metrics_pool_create(cx->n, sb->be->name, nm_last_from_pool());
 	/* vm: the template's memory snapshot of this shape (made by now) into
 	 * the object store, off the request path, once (tmplstore.c) */
-	if (sandbox_suspend_kind(sb) && !strcmp(sandbox_suspend_kind(sb), "memory"))
+	if (backend_can(sb->be, BACKEND_CAP_SUSPEND_MEMORY))
 		tmplstore_queue_base(cx->n, &cx->nspec);
 	return 0;
 }
@@ -829,38 +755,6 @@ static void create_failed(struct create *cx)
 	create_status(cx->err.code, &status, &code);
 	http_respond_error(cx->c, status, code, "%s", cx->err.msg);
 	sandbox_unref(sb);
-}
-
-/* vm: from starting a guest (a create's jail step, a rollback's or a
- * fork child's backend call) to its READY, at most vmstart_max at once; the
- * rest wait here, before their QEMU starts. Under TCG a guest's first code
- * is translated on the node's CPUs: 32 clones started together on 2 cores
- * each got a sixteenth of a core and some missed ready_timeout_ms (504),
- * where, taken a few at a time, each is quick. The wait is not part of the
- * guest's timeout. True when a turn was taken (give it back with
- * vmstart_leave). */
-bool vmstart_enter(struct node *n, const struct sandbox *sb)
-{
-	if (!sb->be || strcmp(sb->be->name, "vm") != 0)
-		return false;
-	pthread_mutex_lock(&n->vmstart_mu);
-	n->vmstart_waiting++;
-	while (n->vmstart_busy >= n->vmstart_max)
-		pthread_cond_wait(&n->vmstart_cv, &n->vmstart_mu);
-	n->vmstart_waiting--;
-	n->vmstart_busy++;
-	pthread_mutex_unlock(&n->vmstart_mu);
-	return true;
-}
-
-void vmstart_leave(struct node *n, bool taken)
-{
-	if (!taken)
-		return;
-	pthread_mutex_lock(&n->vmstart_mu);
-	n->vmstart_busy--;
-	pthread_cond_signal(&n->vmstart_cv);
-	pthread_mutex_unlock(&n->vmstart_mu);
 }
 
 void handle_sandboxes_create(struct node *n, struct http_req *req, struct http_conn *c,

@@ -1,6 +1,6 @@
 /* events.c - GET /v1/sandboxes/{id}/events: a sandbox's lifecycle log.
  *
- * Every transition (state.c) and every notable event (re-adoption, recovery,
+ * Every transition (model/state.c) and every notable event (re-adoption, recovery,
  * snapshots pruned) is a row with its time and reason; this reads them a page
  * at a time (limit, next_token), oldest first:
  *   200 {"events":[{"at","from","to","reason"}, ...],"next_token"}
@@ -69,7 +69,7 @@ void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, str
  * It starts after the newest row at the time of the request, or after the
  * row named by `Last-Event-ID` (what a reconnecting client sends) or the
  * query `after`. It reads the events table (every writer of a transition
- * writes a row there: state.c), so it needs no hook in the state machine;
+ * writes a row there: model/state.c), so it needs no hook in the state machine;
  * the cost per open stream is, every EVENTS_POLL_MS, a MAX(id) on the key
  * and a read of the rows written since the last tick, and the api's
  * per-tenant in-flight limit bounds how many streams a tenant opens. (With

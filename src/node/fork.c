@@ -328,7 +328,7 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		node_respond_err(c, &err);
 		goto out;
 	}
-	if (!sb->be || !sb->be->fork || !sb->be->snapshot || !sb->be->caps.disk_snapshot) {
+	if (!backend_can(sb->be, BACKEND_CAP_DISK_SNAPSHOT) || !sb->be->fork || !sb->be->snapshot) {
 		http_respond_error(c, 501, "not_supported", "fork is not supported on the %s backend",
 				   sb->backend_name);
 		goto out;
@@ -378,12 +378,12 @@ void handle_fork(struct node *n, struct sandbox *sb, struct http_req *req, struc
 
 		snprintf(snap, sizeof(snap), "%s", id);
 		r = 0;
-		if (sb->be->caps.full_snapshot && sb->be->snapshot_fork) {
+		if (backend_can(sb->be, BACKEND_CAP_FULL_SNAPSHOT) && sb->be->snapshot_fork) {
 			struct nm_sandbox_spec pspec;
 			sandbox_jail_spec(sb, &pspec);
 			src.procs = procs_image(sb);
 			r = sb->be->snapshot_fork(&n->bctx, &pspec, snap, &size, &err);
-		} else if (sb->be->caps.full_snapshot && sb->be->snapshot_full) {
+		} else if (backend_can(sb->be, BACKEND_CAP_FULL_SNAPSHOT) && sb->be->snapshot_full) {
 			src.procs = procs_image(sb);
 			r = sb->be->snapshot_full(&n->bctx, sb->id, snap, "", &size, &err);
 		} else {

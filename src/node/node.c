@@ -1,13 +1,13 @@
 /* airlockd node: startup, shutdown and HTTP routing. The routes, and what
  * the router does before each handler, are rows of src/lib/routes.def,
  * shared with the api. The router only points down: what the handlers
- * share for answering is in reply.c and for reading a request in
- * request.c; GET /v1/node is nodeinfo.c. Sandboxes (map, JSON, rows, guest
- * channel, list, get) live in sandbox.c, their create in create.c, the
- * rest of their lifecycle in lifecycle.c and state.c; processes in exec.c,
- * proc-table.c, proc-image.c and processes.c; files in files.c, templates
- * in templates.c, crash recovery in reconcile.c and recover.c, and timed
- * work in reaper.c. */
+ * share for answering and for reading a request is the room http/; GET
+ * /v1/node is nodeinfo.c. Sandboxes (map, JSON, rows, guest channel,
+ * states) live in model/, list and get in sandboxes.c, their
+ * create in create.c, the rest of their lifecycle in life/, suspend/ and
+ * wake/; processes in proc/ and exec/; files in files/, templates in
+ * tmpl/, snapshots and crash recovery in snap/ (and reconcile.c at
+ * start), and timed work in model/reaper.c and timers.c. */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -484,6 +484,9 @@ int node_run(const struct node_config *cfg, err_t *err)
 						   : 2 * (unsigned)(sysconf(_SC_NPROCESSORS_ONLN) > 0 ?
 								    sysconf(_SC_NPROCESSORS_ONLN) : 1);
 	state_set_setter(sandbox_state_setter);
+	sandbox_feature_add(&sched_feature);
+	sandbox_feature_add(&suspend_feature);
+	sandbox_feature_add(&proc_feature);
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);
 	pthread_mutex_init(&n->tstore_mu, NULL);
@@ -545,7 +548,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	if ((r = cluster_start(n, err)) < 0)
 		goto out;
 
-	r = reaper_start(n, err);
+	r = reaper_start(n, node_timer_fire, err);
 	if (r < 0)
 		goto out;
 	schedule_start(n);

@@ -80,16 +80,16 @@ void handle_node(struct node *n, struct http_conn *c)
 		jw_key(&w, "caps");
 		jw_obj(&w);
 		jw_key(&w, "pause");
-		jw_bool(&w, be->caps.pause);
+		jw_bool(&w, backend_can(be, BACKEND_CAP_PAUSE));
 		jw_key(&w, "disk_snapshot");
-		jw_bool(&w, be->caps.disk_snapshot);
+		jw_bool(&w, backend_can(be, BACKEND_CAP_DISK_SNAPSHOT));
 		jw_key(&w, "full_snapshot");
-		jw_bool(&w, be->caps.full_snapshot);
+		jw_bool(&w, backend_can(be, BACKEND_CAP_FULL_SNAPSHOT));
 		jw_key(&w, "memory_fork");
-		jw_bool(&w, be->caps.memory_fork);
+		jw_bool(&w, backend_can(be, BACKEND_CAP_MEMORY_FORK));
 		/* "memory", "disk" or null: what a suspend keeps (docs/API.md) */
 		jw_key(&w, "suspend");
-		jw_str(&w, be->caps.suspend);
+		jw_str(&w, backend_suspend_kind(be));
 		/* Both backends get the same sandbox network (an ns jail's veth,
 		 * a vm guest's NIC routed to one); it is off node-wide or on. */
 		jw_key(&w, "network");

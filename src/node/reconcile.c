@@ -208,7 +208,7 @@ void node_reconcile(struct node *n)
 			adopt(n, sb);
 			/* A suspend cut off by the restart found it running. */
 			if (sb->susp_resume && sb->state == SB_PAUSED &&
-			    sandbox_resume(n, sb, "resumed after an interrupted suspend", &err) < 0)
+			    sandbox_wake(n, sb, "resumed after an interrupted suspend", &err) < 0)
 				log_warn("sandbox %s: %s", sb->id, err.msg);
 			sb->susp_resume = false;
 			adopted += sb->state == SB_RUNNING;

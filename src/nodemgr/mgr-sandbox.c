@@ -1,7 +1,7 @@
 /* mgr-sandbox.c - sandbox lifecycle in nodemgr: create (snapshot, limits, jail),
  * adopt, destroy, freeze, rollback, fork, list, and the startup/shutdown
  * sweeps; the jails themselves are in core/registry.c. Its functions are
- * mgr_sandbox_*, apart from the node's sandbox_* (src/node/sandbox.c), which
+ * mgr_sandbox_*, apart from the node's sandbox_* (src/node/model/sandbox.c), which
  * ask for them over the socket.
  *
  * Every id reaching here passed mgr_valid_sandbox_id; paths are built only from

@@ -62,7 +62,7 @@ int objstore_put_buf(struct objstore *os, const char *key, const void *buf, uint
 typedef void (*objstore_progress_fn)(void *arg, uint64_t n);
 /* As objstore_put_fd for a regular file fd (from offset 0), with the
  * bytes' digest known: the caller hashed them as it wrote them (a
- * suspend's artifacts, src/node/suspend.c). Nothing is read before the
+ * suspend's artifacts, src/node/suspend/suspend.c). Nothing is read before the
  * sending starts: s3 signs a single PUT with it (S3 refuses a body that
  * does not match) and each part of a multipart upload is hashed by the
  * thread that sends it; the file driver checks it as it copies (-EIO and

@@ -1,11 +1,11 @@
-/* Unit test for src/node/retention.c: the tiers with injected times. The
+/* Unit test for src/node/snap/retention.c: the tiers with injected times. The
  * expected sets are worked out by hand in the comments, not by running the
  * same rule again. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/node/retention.h"
+#include "../../src/node/snap/retention.h"
 #include "check.h"
 
 #define MIN_MS (60LL * 1000)

@@ -1,10 +1,10 @@
-/* Unit test for src/node/ring.c: absolute offsets, wrap-around, growth,
+/* Unit test for src/node/proc/ring.c: absolute offsets, wrap-around, growth,
  * dropped ranges, gaps and duplicates from the producer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/node/ring.h"
+#include "../../src/node/proc/ring.h"
 #include "check.h"
 
 

@@ -1,4 +1,4 @@
-/* Unit test for src/node/state.c: every (from, to) pair against the table
+/* Unit test for src/node/model/state.c: every (from, to) pair against the table
  * (state_transition and its in-memory half state_set), the names, and that a
  * transition writes observed, error and an events row (and that an illegal
  * one writes nothing). */
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "../../src/db/db.h"
-#include "../../src/node/state.h"
+#include "../../src/node/model/state.h"
 #include "check.h"
 
 

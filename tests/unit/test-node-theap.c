@@ -1,4 +1,4 @@
-/* Unit test for src/node/theap.c, the reaper's timer heap: pops come out by
+/* Unit test for src/node/model/theap.c, the reaper's timer heap: pops come out by
  * due time, ties in the order they were armed, under interleaved pushes and
  * pops; peek agrees with pop; an emptied heap is reusable; and 100,000
  * timers cost O(log n) each (a sorted list's O(n) insert would take tens of
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../../src/node/theap.h"
+#include "../../src/node/model/theap.h"
 #include "check.h"
 
 struct item {

@@ -59,8 +59,7 @@ static int ns_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *
 
 const struct backend_ops backend_ns = {
 	.name = "ns",
-	.caps = { .pause = true, .disk_snapshot = true, .full_snapshot = false, .suspend = "disk",
-		  .memory_fork = false },
+	.caps = BACKEND_CAP_PAUSE | BACKEND_CAP_DISK_SNAPSHOT | BACKEND_CAP_SUSPEND_DISK,
 	.create = ns_create,
 	.adopt = ns_adopt,
 	.destroy = ns_destroy,

@@ -288,8 +288,8 @@ const struct backend_ops backend_vm = {
 	.name = "vm",
 	/* pause: QMP stop/cont in nodemgr; disk and full snapshots, rollback
 	 * and fork: nodemgr's snapshot, rollback and fork verbs. */
-	.caps = { .pause = true, .disk_snapshot = true, .full_snapshot = true,
-		  .memory_fork = true, .suspend = "memory" },
+	.caps = BACKEND_CAP_PAUSE | BACKEND_CAP_DISK_SNAPSHOT | BACKEND_CAP_FULL_SNAPSHOT |
+		BACKEND_CAP_MEMORY_FORK | BACKEND_CAP_SUSPEND_MEMORY | BACKEND_CAP_START_TURNS,
 	.create = vmb_create,
 	.adopt = vmb_adopt,
 	.destroy = vmb_destroy,

@@ -1,0 +1,278 @@
+/* heartbeat.c - this node's row in the nodes table.
+ *
+ * At start the node registers: state `up`, its generation one higher than
+ * the row had (a node that comes back is a new generation), started_at.
+ * Then every CLUSTER_BEAT_MS it writes heartbeat_at and its capacity as
+ * JSON, which the apis' placement reads (api/placement.c):
+ *
+ *   {"cpus","memory_mb","mem_free_mb","committed_mb","disk_free_mb",
+ *    "sandboxes","backends":["ns","vm"],"templates":["name/ver",...]}
+ *
+ * committed_mb is the memory limits of its live sandboxes; mem_free_mb is
+ * the host's MemAvailable. A clean stop writes state `down`. A node that
+ * stops beating is marked `lost` by whoever sees it first (api/placement.c).
+ *
+ * The generation fences a node that comes back after being lost: every
+ * sandbox row names its node, and a node loads only the rows that name it
+ * (reconcile.c), so a sandbox restored elsewhere meanwhile is not run
+ * twice; its leftovers here are destroyed as leaks.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../lib/log.h"
+#include "cluster.h"
+
+#define CLUSTER_BEAT_MS 2000
+
+static uint64_t mem_available_mb(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[128];
+	unsigned long long kb = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb >> 10;
+}
+
+static void capacity_json(struct node *n, struct buf *b)
+{
+	struct nm_node_info info = { 0 };
+	struct db_rows rows = { 0 };
+	uint64_t committed = 0;
+	size_t live = 0;
+	err_t err = { 0 };
+	struct jw w;
+
+	/* Fresh every beat: the pool's free space changes. */
+	if (nm_node_info(n->cfg->nm_sock, &info, &err) < 0)
+		log_debug("heartbeat: node manager: %s", err.msg);
+	pthread_mutex_lock(&n->mu);
+	for (int bk = 0; bk < NODE_BUCKETS; bk++)
+		for (struct sandbox *sb = n->buckets[bk]; sb; sb = sb->hnext)
+			if (state_is_live(sb->state)) {
+				live++;
+				committed += sb->limits.memory_mb;
+			}
+	pthread_mutex_unlock(&n->mu);
+
+	jw_init(&w, b);
+	jw_obj(&w);
+	jw_key(&w, "cpus");
+	jw_uint(&w, info.cpus);
+	jw_key(&w, "memory_mb");
+	jw_uint(&w, info.mem_total_mb);
+	jw_key(&w, "mem_free_mb");
+	jw_uint(&w, mem_available_mb());
+	jw_key(&w, "committed_mb");
+	jw_uint(&w, committed);
+	jw_key(&w, "disk_free_mb");
+	jw_uint(&w, info.pool_free_mb);
+	jw_key(&w, "sandboxes");
+	jw_uint(&w, live);
+	jw_key(&w, "backends");
+	jw_arr(&w);
+	jw_str(&w, "ns");
+	if (info.vm_accel[0])
+		jw_str(&w, "vm");
+	jw_end(&w);
+	jw_key(&w, "templates");
+	jw_arr(&w);
+	if (db_query(n->db, &rows, &err,
+		     "SELECT name, MAX(version) FROM templates WHERE node=? AND status='ready'"
+		     " GROUP BY name ORDER BY name", "s", n->cfg->node_name) == 0) {
+		for (int i = 0; i < rows.n_rows; i++) {
+			char t[96];
+			snprintf(t, sizeof(t), "%s/%lld", db_cell(&rows, i, 0),
+				 (long long)db_cell_int(&rows, i, 1));
+			jw_str(&w, t);
+		}
+		db_rows_free(&rows);
+	}
+	jw_end(&w);
+	jw_end(&w);
+}
+
+bool cluster_forget_if_moved(struct node *n, struct sandbox *sb)
+{
+	struct db_rows rows;
+	bool moved = false;
+
+	pthread_mutex_lock(&sb->mu);
+	moved = sb->state == SB_SUSPENDED && !sb->lc_busy;
+	pthread_mutex_unlock(&sb->mu);
+	if (!moved || db_query(n->db, &rows, NULL, "SELECT node FROM sandboxes WHERE id=?", "s",
+			       sb->id) < 0)
+		return false;
+	moved = rows.n_rows == 1 && db_cell(&rows, 0, 0) &&
+		strcmp(db_cell(&rows, 0, 0), node_me(n)) != 0;
+	if (moved)
+		log_info("sandbox %s: taken over by node %s; forgotten here", sb->id,
+			 db_cell(&rows, 0, 0));
+	db_rows_free(&rows);
+	pthread_mutex_lock(&sb->mu);
+	moved = moved && sb->state == SB_SUSPENDED && !sb->lc_busy;
+	pthread_mutex_unlock(&sb->mu);
+	if (moved)
+		sandbox_map_remove(n, sb);
+	return moved;
+}
+
+/* A suspended sandbox that another node took over (suspend_claim there)
+ * has nothing here but its entry in the map, which goes. */
+static void drop_moved(struct node *n)
+{
+	struct sandbox **v = NULL;
+	size_t nv = 0;
+
+	pthread_mutex_lock(&n->mu);
+	for (int bk = 0; bk < NODE_BUCKETS; bk++)
+		for (struct sandbox *sb = n->buckets[bk]; sb; sb = sb->hnext)
+			if (sb->state == SB_SUSPENDED) {
+				v = xrealloc(v, (nv + 1) * sizeof(*v));
+				sandbox_ref(sb);
+				v[nv++] = sb;
+			}
+	pthread_mutex_unlock(&n->mu);
+	for (size_t i = 0; i < nv; i++) {
+		cluster_forget_if_moved(n, v[i]);
+		sandbox_unref(v[i]);
+	}
+	free(v);
+}
+
+static int beat(struct node *n, err_t *err)
+{
+	struct buf b;
+	int r;
+
+	drop_moved(n);
+	buf_init(&b);
+	capacity_json(n, &b);
+	r = db_exec(n->db, err,
+		    "UPDATE nodes SET heartbeat_at=?, capacity=?, state='up' WHERE name=? AND"
+		    " generation=?",
+		    "issi", wall_ms(), b.data, n->cfg->node_name, n->generation);
+	buf_free(&b);
+	if (r == 0)
+		/* Another process registered under our name since: two nodes
+		 * must not share one. */
+		return err_set(err, EEXIST, "node `%s` was registered again by another process",
+			       n->cfg->node_name);
+	return r < 0 ? r : 0;
+}
+
+int cluster_register(struct node *n, err_t *err)
+{
+	struct db_rows rows;
+	int64_t now = wall_ms();
+	int r;
+
+	if (!n->cfg->node_name)
+		return err_set(err, EINVAL, "node: no node name");
+	if ((r = db_tx_begin(n->db, err)) < 0)
+		return r;
+	r = db_exec(n->db, err,
+		    "INSERT INTO nodes(name, state, generation, started_at, heartbeat_at)"
+		    " VALUES(?,'up',1,?,?) ON CONFLICT(name) DO UPDATE SET state='up',"
+		    " generation=nodes.generation+1, started_at=excluded.started_at,"
+		    " heartbeat_at=excluded.heartbeat_at",
+		    "sii", n->cfg->node_name, now, now);
+	if (r >= 0)
+		r = db_query(n->db, &rows, err, "SELECT generation FROM nodes WHERE name=?", "s",
+			     n->cfg->node_name);
+	if (r < 0) {
+		db_tx_rollback(n->db);
+		return err_wrap(err, "register node %s", n->cfg->node_name);
+	}
+	n->generation = rows.n_rows == 1 ? db_cell_int(&rows, 0, 0) : 0;
+	db_rows_free(&rows);
+	if ((r = db_tx_commit(n->db, err)) < 0)
+		return err_wrap(err, "register node %s", n->cfg->node_name);
+	log_info("node %s registered, generation %lld", n->cfg->node_name,
+		 (long long)n->generation);
+	return beat(n, err);
+}
+
+static void *beat_main(void *arg)
+{
+	struct node *n = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&n->beat_mu);
+	while (!n->beat_stop) {
+		err_t err = { 0 };
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += CLUSTER_BEAT_MS / 1000;
+		ts.tv_nsec += (CLUSTER_BEAT_MS % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (!n->beat_stop && !n->beat_now &&
+		       pthread_cond_timedwait(&n->beat_cv, &n->beat_mu, &ts) == 0)
+			;
+		if (n->beat_stop)
+			break;
+		n->beat_now = false;
+		pthread_mutex_unlock(&n->beat_mu);
+		if (beat(n, &err) < 0)
+			log_warn("heartbeat: %s", err.msg);
+		pthread_mutex_lock(&n->beat_mu);
+	}
+	pthread_mutex_unlock(&n->beat_mu);
+	return NULL;
+}
+
+int cluster_start(struct node *n, err_t *err)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&n->beat_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&n->beat_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	n->beat_init = true;
+	if (pthread_create(&n->beat_thread, NULL, beat_main, n) != 0)
+		return err_set(err, EAGAIN, "node: cannot start the heartbeat thread");
+	n->beat_started = true;
+	return 0;
+}
+
+void cluster_poke(struct node *n)
+{
+	if (!n->beat_init)
+		return;
+	pthread_mutex_lock(&n->beat_mu);
+	n->beat_now = true;
+	pthread_cond_broadcast(&n->beat_cv);
+	pthread_mutex_unlock(&n->beat_mu);
+}
+
+void cluster_stop(struct node *n)
+{
+	err_t err = { 0 };
+
+	if (!n->beat_init)
+		return;
+	pthread_mutex_lock(&n->beat_mu);
+	n->beat_stop = true;
+	pthread_cond_broadcast(&n->beat_cv);
+	pthread_mutex_unlock(&n->beat_mu);
+	if (n->beat_started)
+		pthread_join(n->beat_thread, NULL);
+	if (n->db && n->generation &&
+	    db_exec(n->db, &err, "UPDATE nodes SET state='down' WHERE name=? AND generation=?", "si",
+		    n->cfg->node_name, n->generation) < 0)
+		log_warn("node %s: %s", n->cfg->node_name, err.msg);
+	pthread_cond_destroy(&n->beat_cv);
+	pthread_mutex_destroy(&n->beat_mu);
+}

@@ -1,0 +1,91 @@
+/* state.h - the sandbox lifecycle: THE one table of states and transitions.
+ *
+ *   pending → starting → running → stopping → stopped → deleted
+ *                        running ⇄ paused;  paused → stopping
+ *                        running, paused → rolling_back → running
+ *                        running, paused → suspending → suspended
+ *                        suspending → running, paused   (the suspend failed)
+ *                        suspended → restoring → running
+ *                        restoring → suspended          (the restore failed)
+ *                        suspended → deleted
+ *   any live state → failed (with a reason);  failed → deleted
+ *
+ * Every change of a sandbox's observed state goes through state_transition(),
+ * which checks the table, writes the new observed state (and the error text
+ * when entering failed) and appends an `events` row with timestamp and reason.
+ * An illegal transition changes nothing and fails with -EBUSY ("conflict"),
+ * naming the current state; the HTTP layer answers 409.
+ *
+ * Where the row cannot follow (its write failed after the jail changed, or
+ * the sandbox never got a row, or a transaction rolled back after its
+ * transition moved memory), memory alone moves, through state_set(),
+ * which checks the same table. The node sets a state without an edge in one
+ * place only: a sandbox's start (pending, or its row's state when loaded).
+ *
+ * Depends only on lib/ and db/, so unit tests link it alone.
+ */
+#ifndef AIRLOCK_NODE_STATE_H
+#define AIRLOCK_NODE_STATE_H
+
+#include <stdbool.h>
+
+#include "../../db/db.h"
+#include "../../lib/err.h"
+
+enum sb_state {
+	SB_PENDING = 0,
+	SB_STARTING,
+	SB_RUNNING,
+	SB_PAUSED,      /* vCPUs stopped / cgroup frozen; memory and channel kept */
+	SB_STOPPING,
+	SB_STOPPED,
+	SB_FAILED,
+	SB_DELETED,
+	SB_ROLLING_BACK, /* rollback: jail killed, disk swapped, guest restarting */
+	SB_SUSPENDING,  /* paused, artifacts being made and uploaded; still whole here */
+	SB_SUSPENDED,   /* only in the object store: no jail, subvolume or slot here */
+	SB_RESTORING,   /* artifacts being downloaded, the disk rebuilt, a jail started */
+	SB__COUNT
+};
+
+const char *state_name(enum sb_state s);
+/* Returns -1 for an unknown name. */
+int state_parse(const char *name);
+/* Is from → to in the table? */
+bool state_allowed(enum sb_state from, enum sb_state to);
+/* A live state is one that may hold node resources (a jail, a channel). */
+bool state_is_live(enum sb_state s);
+
+/* Flags for state_transition. */
+#define STATE_IN_TX 1u  /* the caller holds a transaction (db_tx_begin) */
+
+/* Move sandbox `id` from *cur to `to`. Checks the table; on success writes
+ * sandboxes.observed (+ error when `to` is failed, + updated_at) and an
+ * events row in one transaction (or in the caller's, with STATE_IN_TX), then
+ * sets *cur = to. reason is borrowed and may be NULL. db may be NULL, which
+ * checks and updates *cur only (used by tests and by in-memory-only paths).
+ * Errors: -EBUSY for an illegal transition (*cur unchanged), or the db error. */
+int state_transition(struct db *db, const char *id, enum sb_state *cur, enum sb_state to,
+		     const char *reason, unsigned flags, err_t *err);
+
+/* The in-memory half of a transition, for when the row cannot follow: the
+ * jail did change but the row's write failed (memory stays honest; the next
+ * start reconciles the row), or the sandbox has no row at all. Checks the
+ * table, plus the edges only memory takes (state.c: a create whose first
+ * write rolled back goes pending or starting → deleted). An edge it forbids
+ * changes nothing, is logged (id names the sandbox) and fails with -EBUSY;
+ * otherwise sets *cur = to and returns 0. */
+int state_set(const char *id, enum sb_state *cur, enum sb_state to);
+
+/* Who assigns *cur for state_transition and state_set (NULL: plain
+ * `*cur = to`). The node sets it once at start to keep its per-state counts
+ * of the sandboxes in its map (sandbox.c), so a create reads how many are
+ * live in O(1) instead of visiting every sandbox. */
+typedef void (*state_setter)(enum sb_state *cur, enum sb_state to);
+void state_set_setter(state_setter fn);
+
+/* Append an events row without changing state (e.g. "re-adopted after
+ * restart"). from and to are both `s`. */
+int state_event(struct db *db, const char *id, enum sb_state s, const char *reason, err_t *err);
+
+#endif

@@ -1,0 +1,22 @@
+/* timers.c - what each of the reaper's timers does (model/reaper.c runs
+ * them on its thread): the features' work, which the model below them
+ * cannot name. */
+#include "node-internal.h"
+
+void node_timer_fire(struct node *n, const struct timer *t)
+{
+	switch (t->kind) {
+	case TIMER_SANDBOX_TIMEOUT:
+		sandbox_on_timeout(n, t->sb_id);
+		break;
+	case TIMER_PROC_TIMEOUT:
+		proc_on_timeout(n, t->sb_id, t->serial);
+		break;
+	case TIMER_CHAN_CLOSED:
+		sandbox_on_chan_closed(n, t->sb_id);
+		break;
+	case TIMER_SCHEDULE:
+		schedule_tick(n);
+		break;
+	}
+}
