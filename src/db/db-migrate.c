@@ -183,6 +183,17 @@ static const struct {
 	"CREATE INDEX IF NOT EXISTS data_keys_tenant ON data_keys(tenant_id);"                  \
 	"ALTER TABLE suspensions ADD COLUMN data_key TEXT;"
 
+/* Migration 8: the transit key service over TLS (src/byok/kms.h): the CAs
+ * to trust, a pinned certificate digest, a client certificate and key
+ * (paths on the node, never their bytes), and the operator's explicit
+ * choice of plain http to a host that is not loopback (0 or 1). */
+#define SCHEMA_8                                                                                 \
+	"ALTER TABLE tenant_encryption ADD COLUMN ca_file TEXT;"                                  \
+	"ALTER TABLE tenant_encryption ADD COLUMN pin_sha256 TEXT;"                               \
+	"ALTER TABLE tenant_encryption ADD COLUMN client_cert TEXT;"                              \
+	"ALTER TABLE tenant_encryption ADD COLUMN client_key TEXT;"                               \
+	"ALTER TABLE tenant_encryption ADD COLUMN insecure_http INTEGER NOT NULL DEFAULT 0;"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -203,6 +214,7 @@ static const struct migration migrations[] = {
 	{ 5, SCHEMA_5("INTEGER"), SCHEMA_5("BIGINT"), NULL },
 	{ 6, SCHEMA_6, SCHEMA_6, NULL },
 	{ 7, SCHEMA_7("INTEGER"), SCHEMA_7("BIGINT"), NULL },
+	{ 8, SCHEMA_8, SCHEMA_8, NULL },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
