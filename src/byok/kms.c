@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../lib/ident.h"
+#include "../lib/json.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
 
@@ -404,6 +405,69 @@ int kms_conf_check(const struct kms_conf *c, err_t *err)
 		return 0;
 	}
 	return err_set(err, EINVAL, "provider: `local` or `transit`");
+}
+
+static void doctor_check(struct jw *w, const char *status, const char *detail, const char *fix)
+{
+	jw_obj(w);
+	jw_key(w, "name");
+	jw_str(w, "kms");
+	jw_key(w, "status");
+	jw_str(w, status);
+	jw_key(w, "detail");
+	jw_str(w, detail);
+	if (fix) {
+		jw_key(w, "fix");
+		jw_str(w, fix);
+	}
+	jw_end(w);
+}
+
+void kms_doctor_checks(struct kms *k, struct jw *w)
+{
+	struct db_rows rows;
+	unsigned ok = 0, warned = 0;
+	err_t err = { 0 };
+	char detail[1200];
+
+	if (db_query(k->db, &rows, &err, "SELECT tenant_id FROM tenant_encryption WHERE"
+		     " provider='transit' ORDER BY tenant_id", NULL) < 0) {
+		snprintf(detail, sizeof(detail), "cannot read the tenants' key settings: %.400s",
+			 err.msg);
+		doctor_check(w, "warn", detail, NULL);
+		return;
+	}
+	for (int i = 0; i < rows.n_rows; i++) {
+		const char *t = db_cell(&rows, i, 0);
+		struct kms_conf c;
+		err_t e = { 0 };
+
+		if (kms_conf_get(k, t, &c, &e) < 0)
+			continue;
+		if (kms_conf_check(&c, &e) < 0) {
+			snprintf(detail, sizeof(detail), "tenant %s: key service %s is not used "
+				 "(unavailable): %.300s", t, c.url, e.msg);
+			doctor_check(w, "warn", detail, "PUT /v1/tenants/{t}/encryption with an "
+				     "https:// url (docs/API.md, Tenant encryption)");
+			warned++;
+		} else if (strcmp(kms_transport(&c), "http-insecure") == 0) {
+			snprintf(detail, sizeof(detail), "tenant %s: key service %s over plain http "
+				 "(insecure_http): its data keys and token cross the network in "
+				 "clear, and a revocation is taken from an answer nothing "
+				 "authenticates", t, c.url);
+			doctor_check(w, "warn", detail, "use an https:// url (with ca_file or "
+				     "pin_sha256) and drop insecure_http");
+			warned++;
+		} else {
+			ok++;
+		}
+	}
+	db_rows_free(&rows);
+	if (!warned) {
+		snprintf(detail, sizeof(detail), "tenants' transit key services: %u, each over "
+			 "https, unix or loopback", ok);
+		doctor_check(w, "ok", detail, NULL);
+	}
 }
 
 int kms_conf_get(struct kms *k, const char *tenant, struct kms_conf *c, err_t *err)

@@ -137,6 +137,14 @@ int kms_rotate(struct kms *k, const char *tenant, unsigned *n, err_t *err);
 /* The state of the tenant's key for GET .../encryption ("enabled",
  * "revoked", "unreachable") and, for local, its newest version. */
 const char *kms_state(struct kms *k, const char *tenant, unsigned *version);
+/* The doctor's checks of the tenants' key services (GET /v1/node/doctor):
+ * into w, an open JSON array, one object {"name":"kms","status","detail",
+ * "fix"?} per tenant whose service is reached over plain http to another
+ * host (insecure_http: warn) or whose settings are no longer used (a row
+ * older than kms_conf_check's rules: warn), else one "ok" summary. Reads
+ * the settings only: no key service is asked. */
+struct jw;
+void kms_doctor_checks(struct kms *k, struct jw *w);
 /* Forget every cached key and check (tests; a provider change). */
 void kms_cache_flush(struct kms *k, const char *tenant);
 

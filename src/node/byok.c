@@ -205,6 +205,44 @@ void byok_stop(struct node *n)
 	n->kms_watch_started = false;
 }
 
+/* ---- the doctor ---------------------------------------------------------- */
+
+/* nodemgr's report (a JSON object whose "checks" is an array), with the
+ * tenants' key services' checks (kms_doctor_checks) at the end of
+ * "checks". Returns a new string (caller frees); the report as it was when
+ * it is not that shape. */
+char *byok_doctor_amend(struct node *n, const char *report)
+{
+	err_t err = { 0 };
+	json *j = json_parse(report, strlen(report), &err);
+	struct buf b;
+	struct jw w;
+
+	if (!j || j->type != JSON_OBJ || !json_get(j, "checks") ||
+	    json_get(j, "checks")->type != JSON_ARR) {
+		json_free(j);
+		return xstrdup(report);
+	}
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	for (size_t i = 0; i < j->n; i++) {
+		jw_key(&w, j->keys[i]);
+		if (strcmp(j->keys[i], "checks") != 0) {
+			jw_value(&w, j->items[i]);
+			continue;
+		}
+		jw_arr(&w);
+		for (size_t c = 0; c < j->items[i]->n; c++)
+			jw_value(&w, j->items[i]->items[c]);
+		kms_doctor_checks(&n->kms, &w);
+		jw_end(&w);
+	}
+	jw_end(&w);
+	json_free(j);
+	return buf_steal(&b);
+}
+
 /* ---- the routes --------------------------------------------------------- */
 
 static void respond_conf(struct node *n, struct http_conn *c, const char *tenant, int status,
