@@ -324,6 +324,30 @@ static void url_host(const char *hp, const char **host, size_t *n)
 		*n = strcspn(hp, ":");
 }
 
+/* "host[:port]" with nothing else: a name or IPv4 address of
+ * [A-Za-z0-9.-], or an IPv6 address in brackets, and a port of digits.
+ * No userinfo ("127.0.0.1:80@elsewhere" names elsewhere to some parsers
+ * while the loopback rule would read 127.0.0.1). */
+static bool authority_ok(const char *a)
+{
+	size_t hn;
+
+	if (a[0] == '[') {
+		const char *end = strchr(a, ']');
+		if (!end || strspn(a + 1, "0123456789abcdefABCDEF:.") != (size_t)(end - a - 1))
+			return false;
+		hn = (size_t)(end - a) + 1;
+	} else {
+		hn = strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-");
+	}
+	if (hn == 0)
+		return false;
+	if (!a[hn])
+		return true;
+	return a[hn] == ':' && a[hn + 1] && strlen(a + hn + 1) <= 5 &&
+	       strspn(a + hn + 1, "0123456789") == strlen(a + hn + 1);
+}
+
 static bool is_path(const char *p)
 {
 	return p[0] == '/';
@@ -385,7 +409,7 @@ int kms_conf_check(const struct kms_conf *c, err_t *err)
 		if (!https && !http && strncmp(u, "unix:/", 6) != 0)
 			return err_set(err, EINVAL, "url: https://host[:port] of the key service (or "
 				       "unix:/path, or http:// to a loopback address)");
-		if ((https || http) && (!u[https ? 8 : 7] || strchr(u + (https ? 8 : 7), '/')))
+		if ((https || http) && !authority_ok(u + (https ? 8 : 7)))
 			return err_set(err, EINVAL, "url: %s://host[:port], without a path",
 				       https ? "https" : "http");
 		if (http && !c->insecure_http) {

@@ -253,6 +253,14 @@ static void config_checks(void)
 		{ "https://kms.example/v1", false, -EINVAL },
 		{ "https://", false, -EINVAL },
 		{ "ftp://kms.example", false, -EINVAL },
+		{ "http://127.0.0.1:80@kms.example", false, -EINVAL },
+		{ "http://localhost@kms.example", false, -EINVAL },
+		{ "https://user@kms.example", false, -EINVAL },
+		{ "https://kms.example:84x", false, -EINVAL },
+		{ "https://kms.example:", false, -EINVAL },
+		{ "https://[::1", false, -EINVAL },
+		{ "https://[fe80::1]:8200", false, 0 },
+		{ "http://127.0.0.1?x", false, -EINVAL },
 	};
 	struct kms_conf c;
 	err_t err = { 0 };
