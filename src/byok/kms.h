@@ -10,7 +10,9 @@
  *            the daemon that uses them); versioned, so rotate adds vN+1.
  *   transit  a key service in the shape of HashiCorp Vault's Transit API
  *            (POST {url}/v1/transit/{encrypt,decrypt,rewrap}/{name}), token
- *            read from token_file at each call.
+ *            read from token_file at each call; over verified https, unix:,
+ *            or plain http to loopback only unless insecure_http
+ *            (kms-transit.c, its settings checked in kms-conf.c).
  * A tenant with no row in tenant_encryption gets local with key "default".
  *
  * Unwrapped data keys live only in this process, each in its own page that

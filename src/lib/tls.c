@@ -155,7 +155,10 @@ void tls_ctx_free(struct tls_ctx *t)
 {
 	if (!t)
 		return;
+	/* a relay's SSL may keep the SSL_CTX alive past this (it holds a
+	 * reference); the extra is only read before a relay starts */
 	free(SSL_CTX_get_app_data((SSL_CTX *)t));
+	SSL_CTX_set_app_data((SSL_CTX *)t, NULL);
 	SSL_CTX_free((SSL_CTX *)t);
 }
 
