@@ -203,7 +203,8 @@ class ByokTlsTest(ByokBase):
             self.assertIn("in clear", enc["warning"])
             enc = self.api.call("GET", "/v1/tenants/plainhttp/encryption")
             self.assertEqual((enc["transport"], enc["insecure_http"]), ("http-insecure", True))
-            self.assertIn("insecure_http", open(self.server.log_path, errors="replace").read())
+            with open(self.server.log_path, errors="replace") as f:
+                self.assertIn("insecure_http", f.read())
             # the doctor (GET /v1/node/doctor, `airlock doctor --remote`) says so
             kms = [c for c in self.api.call("GET", "/v1/node/doctor")["checks"]
                    if c["name"] == "kms"]
@@ -235,6 +236,7 @@ class ByokTlsTest(ByokBase):
             # the impostor was asked (the watch and the check), and refused
             st, stats = spoof.post("/admin/stats")
             self.assertEqual(st, 200)
+            self.assertGreater(stats.get("tls_refused", 0), 0, stats)   # it was asked
             self.assertEqual(stats.get("calls", 0), 0, stats)   # TLS refused: no request
             self.assertEqual(stats.get("with_token", 0), 0, stats)
             g = client.call("GET", f"/v1/sandboxes/{sid}")
@@ -285,6 +287,7 @@ class ByokTlsTest(ByokBase):
             self.wait_state(client, sid, "paused")
             events = json.dumps(client.call("GET", f"/v1/sandboxes/{sid}/events"))
             self.assertIn("not sealed", events)
+            self.assertNotIn("no key wrapped before", events)   # the store, not the key
         finally:
             for d, m in modes.items():
                 os.chmod(d, m)

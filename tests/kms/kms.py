@@ -206,7 +206,7 @@ def main():
     ap.add_argument("--tls-key")
     ap.add_argument("--client-ca")
     a = ap.parse_args()
-    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    ctx = None
     if a.tls_cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -214,7 +214,24 @@ def main():
         if a.client_ca:
             ctx.load_verify_locations(a.client_ca)
             ctx.verify_mode = ssl.CERT_REQUIRED
-        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+
+    class Server(ThreadingHTTPServer):
+        def get_request(self):
+            sock, addr = self.socket.accept()
+            if not ctx:
+                return sock, addr
+            # each connection's handshake here, so a client that refuses
+            # our certificate is counted (/admin/stats "tls_refused")
+            sock.settimeout(10)
+            try:
+                return ctx.wrap_socket(sock, server_side=True), addr
+            except (OSError, ssl.SSLError):
+                with self.keys.mu:
+                    self.keys.stats["tls_refused"] = self.keys.stats.get("tls_refused", 0) + 1
+                sock.close()
+                raise
+
+    srv = Server(("127.0.0.1", a.port), Handler)
     srv.daemon_threads = True
     srv.keys = Keys()
     srv.token = open(a.token_file).read().strip()
