@@ -449,7 +449,7 @@ static int start_request(struct tls_ctx *tls, const char *base, const char *meth
 {
 	struct endpoint ep;
 	bool keep = reuse && *reuse;
-	int sr;
+	int sr = 0;   /* set on each path below; GCC under ASan cannot tell */
 
 	if (reuse)
 		*reuse = false;
