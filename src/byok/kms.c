@@ -119,6 +119,135 @@ void kms_cache_flush(struct kms *k, const char *tenant)
 	pthread_mutex_unlock(&k->mu);
 }
 
+/* ---- the reserve: sealing after a revocation (kms.h) -------------------- */
+
+struct kms_reserve {
+	struct kms_reserve *next;
+	char tenant[CRYPT_NAME_MAX + 1];
+	char provider[16];
+	struct dkey *key;
+	char *wrapped;                       /* the provider's text, as a data key's */
+	int64_t made;                        /* wall ms */
+	bool sealing;                        /* between kms_revoked_begin and _end */
+};
+
+/* Long enough to outlive the check that sees the revocation (the last good
+ * one is at most a TTL old, and that one is cached a TTL more), bounded so
+ * a tenant whose sandboxes are gone does not leave a key here for ever. */
+static int64_t reserve_life_ms(const struct kms *k)
+{
+	return ((int64_t)4 * k->cache_ttl_s + 60) * 1000;
+}
+
+static void reserve_free(struct kms_reserve *r)
+{
+	dkey_free(r->key);
+	free(r->wrapped);
+	free(r);
+}
+
+/* The tenant's reserve's link, or NULL; drops the expired ones on the way
+ * (never one in use). k->mu held. */
+static struct kms_reserve **reserve_find_locked(struct kms *k, const char *tenant)
+{
+	int64_t now = wall_ms();
+
+	for (struct kms_reserve **pp = &k->reserves; *pp;) {
+		struct kms_reserve *r = *pp;
+		if (!r->sealing && now - r->made > reserve_life_ms(k)) {
+			*pp = r->next;
+			reserve_free(r);
+			continue;
+		}
+		if (strcmp(r->tenant, tenant) == 0)
+			return pp;
+		pp = &r->next;
+	}
+	return NULL;
+}
+
+/* A probe the provider wrapped becomes the tenant's reserve (consumes dk
+ * and wrapped), unless its reserve is in use. */
+static void reserve_put(struct kms *k, const char *tenant, const char *provider,
+			struct dkey *dk, char *wrapped)
+{
+	struct kms_reserve **pp, *r = NULL;
+
+	pthread_mutex_lock(&k->mu);
+	pp = reserve_find_locked(k, tenant);
+	if (!pp || !(*pp)->sealing) {
+		if (pp) {
+			struct kms_reserve *old = *pp;
+			*pp = old->next;
+			reserve_free(old);
+		}
+		r = xcalloc(1, sizeof(*r));
+		snprintf(r->tenant, sizeof(r->tenant), "%s", tenant);
+		snprintf(r->provider, sizeof(r->provider), "%s", provider);
+		r->key = dk;
+		r->wrapped = wrapped;
+		r->made = wall_ms();
+		r->next = k->reserves;
+		k->reserves = r;
+	}
+	pthread_mutex_unlock(&k->mu);
+	if (!r) {
+		dkey_free(dk);
+		free(wrapped);
+	}
+}
+
+/* While the tenant is sealing: a copy of its reserve (caller frees both). */
+static bool reserve_use(struct kms *k, const char *tenant, struct dkey **dk, char **wrapped,
+			char provider[16])
+{
+	struct kms_reserve **pp;
+	bool ok = false;
+
+	pthread_mutex_lock(&k->mu);
+	pp = reserve_find_locked(k, tenant);
+	if (pp && (*pp)->sealing) {
+		*dk = dkey_new();
+		memcpy((*dk)->k, (*pp)->key->k, CRYPT_KEY_LEN);
+		*wrapped = xstrdup((*pp)->wrapped);
+		snprintf(provider, 16, "%s", (*pp)->provider);
+		ok = true;
+	}
+	pthread_mutex_unlock(&k->mu);
+	return ok;
+}
+
+static void kms_reserve_drop(struct kms *k, const char *tenant)
+{
+	struct kms_reserve **pp, *r = NULL;
+
+	pthread_mutex_lock(&k->mu);
+	if ((pp = reserve_find_locked(k, tenant))) {
+		r = *pp;
+		*pp = r->next;
+	}
+	pthread_mutex_unlock(&k->mu);
+	if (r)
+		reserve_free(r);
+}
+
+bool kms_revoked_begin(struct kms *k, const char *tenant)
+{
+	struct kms_reserve **pp;
+
+	pthread_mutex_lock(&k->mu);
+	if ((pp = reserve_find_locked(k, tenant)))
+		(*pp)->sealing = true;
+	pthread_mutex_unlock(&k->mu);
+	return pp != NULL;
+}
+
+void kms_revoked_end(struct kms *k, const char *tenant)
+{
+	kms_reserve_drop(k, tenant);
+	kms_cache_flush(k, tenant);
+}
+
 int kms_init(struct kms *k, struct db *db, const char *key_dir, unsigned cache_ttl_s,
 	     err_t *err)
 {
@@ -136,12 +265,23 @@ void kms_fini(struct kms *k)
 	if (!k->key_dir)
 		return;
 	kms_cache_flush(k, NULL);
+	while (k->reserves) {
+		struct kms_reserve *r = k->reserves;
+		k->reserves = r->next;
+		reserve_free(r);
+	}
 	free(k->key_dir);
 	k->key_dir = NULL;
 	pthread_mutex_destroy(&k->mu);
 }
 
 /* ---- configuration ------------------------------------------------------ */
+
+/* An optional text column: NULL when empty. */
+static const char *opt(const char *v)
+{
+	return v[0] ? v : NULL;
+}
 
 const struct kms_provider *kms_provider_find(const char *name)
 {
@@ -150,29 +290,6 @@ const struct kms_provider *kms_provider_find(const char *name)
 	if (name && strcmp(name, "transit") == 0)
 		return &kms_transit;
 	return NULL;
-}
-
-int kms_conf_check(const struct kms_conf *c, err_t *err)
-{
-	if (strcmp(c->provider, "local") == 0) {
-		if (!ident_key_ok(c->key_id, 64))
-			return err_set(err, EINVAL, "key_id: 1-64 of [A-Za-z0-9._-], not starting "
-				       "with a dot");
-		return 0;
-	}
-	if (strcmp(c->provider, "transit") == 0) {
-		const char *u = c->url;
-		if (strncmp(u, "http://", 7) != 0 && strncmp(u, "unix:", 5) != 0)
-			return err_set(err, EINVAL, "url: http://host:port of the key service");
-		if (strncmp(u, "http://", 7) == 0 && strchr(u + 7, '/'))
-			return err_set(err, EINVAL, "url: http://host:port, without a path");
-		if (!ident_key_ok(c->key_name, 128))
-			return err_set(err, EINVAL, "key_name: 1-128 of [A-Za-z0-9._-]");
-		if (c->token_file[0] != '/')
-			return err_set(err, EINVAL, "token_file: an absolute path");
-		return 0;
-	}
-	return err_set(err, EINVAL, "provider: `local` or `transit`");
 }
 
 int kms_conf_get(struct kms *k, const char *tenant, struct kms_conf *c, err_t *err)
@@ -184,7 +301,8 @@ int kms_conf_get(struct kms *k, const char *tenant, struct kms_conf *c, err_t *e
 	snprintf(c->provider, sizeof(c->provider), "local");
 	snprintf(c->key_id, sizeof(c->key_id), "default");
 	r = db_query(k->db, &rows, err,
-		     "SELECT provider, key_id, url, key_name, token_file FROM tenant_encryption"
+		     "SELECT provider, key_id, url, key_name, token_file, ca_file, pin_sha256,"
+		     " client_cert, client_key, insecure_http FROM tenant_encryption"
 		     " WHERE tenant_id=?", "s", tenant);
 	if (r < 0)
 		return err_wrap(err, "tenant %s: encryption settings", tenant);
@@ -201,6 +319,15 @@ int kms_conf_get(struct kms *k, const char *tenant, struct kms_conf *c, err_t *e
 			snprintf(c->key_name, sizeof(c->key_name), "%s", v);
 		if ((v = db_cell(&rows, 0, 4)))
 			snprintf(c->token_file, sizeof(c->token_file), "%s", v);
+		if ((v = db_cell(&rows, 0, 5)))
+			snprintf(c->ca_file, sizeof(c->ca_file), "%s", v);
+		if ((v = db_cell(&rows, 0, 6)))
+			snprintf(c->pin_sha256, sizeof(c->pin_sha256), "%s", v);
+		if ((v = db_cell(&rows, 0, 7)))
+			snprintf(c->client_cert, sizeof(c->client_cert), "%s", v);
+		if ((v = db_cell(&rows, 0, 8)))
+			snprintf(c->client_key, sizeof(c->client_key), "%s", v);
+		c->insecure_http = db_cell_int(&rows, 0, 9) != 0;
 	}
 	db_rows_free(&rows);
 	if (!kms_provider_find(c->provider))
@@ -225,13 +352,18 @@ int kms_data_key_new(struct kms *k, const char *tenant, const char *sandbox,
 	if ((r = kms_conf_get(k, tenant, &c, err)) < 0)
 		return r;
 	p = kms_provider_find(c.provider);
-	key = dkey_new();
-	random_bytes(key->k, CRYPT_KEY_LEN);
 	random_bytes(ref, CRYPT_REF_LEN);
 	crypt_ref_hex(ref, hex);
-	if ((r = p->wrap(k, tenant, &c, key->k, &wrapped, err)) < 0) {
-		dkey_free(key);
-		return err_wrap(err, "tenant %s: wrap a data key (%s)", tenant, c.provider);
+	/* Sealing after a revocation: the key wrapped while the tenant's key
+	 * was good (the provider would refuse now); a reference of its own. */
+	if (!reserve_use(k, tenant, &key, &wrapped, c.provider)) {
+		key = dkey_new();
+		random_bytes(key->k, CRYPT_KEY_LEN);
+		if ((r = p->wrap(k, tenant, &c, key->k, &wrapped, err)) < 0) {
+			dkey_free(key);
+			return err_wrap(err, "tenant %s: wrap a data key (%s)", tenant,
+					c.provider);
+		}
 	}
 	r = db_exec(k->db, err,
 		    "INSERT INTO data_keys(id, tenant_id, sandbox_id, snapshot_id, provider,"
@@ -342,11 +474,15 @@ int kms_tenant_check(struct kms *k, const char *tenant, err_t *err)
 	pthread_mutex_unlock(&k->mu);
 	if ((r = kms_conf_get(k, tenant, &c, err)) < 0)
 		return r;
-	/* A wrap of random bytes: the cheapest call every provider has. */
+	/* A wrap of random bytes: the cheapest call every provider has; its
+	 * result is the tenant's reserve (kms_revoked_begin) from now on. */
 	probe = dkey_new();
 	random_bytes(probe->k, CRYPT_KEY_LEN);
 	r = kms_provider_find(c.provider)->wrap(k, tenant, &c, probe->k, &wrapped, err);
-	dkey_free(probe);
+	if (r == 0)
+		reserve_put(k, tenant, c.provider, probe, TAKE_PTR(wrapped));
+	else
+		dkey_free(probe);
 	/* Only a definite answer is cached; an unreachable service is asked
 	 * again next time. */
 	if (r == 0 || r == -EKEYREVOKED)
@@ -408,6 +544,7 @@ int kms_rotate(struct kms *k, const char *tenant, unsigned *n, err_t *err)
 	}
 	db_rows_free(&rows);
 	kms_cache_flush(k, tenant);
+	kms_reserve_drop(k, tenant);
 	return r < 0 ? err_wrap(err, "tenant %s: rotate", tenant) : 0;
 }
 
@@ -469,13 +606,19 @@ int kms_conf_set(struct kms *k, const char *tenant, const struct kms_conf *nc, u
 	if (r == 0)
 		r = db_exec(k->db, err,
 			    "INSERT INTO tenant_encryption(tenant_id, provider, key_id, url, key_name,"
-			    " token_file, updated_at) VALUES(?,?,?,?,?,?,?) ON CONFLICT(tenant_id) DO"
+			    " token_file, ca_file, pin_sha256, client_cert, client_key, insecure_http,"
+			    " updated_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(tenant_id) DO"
 			    " UPDATE SET provider=excluded.provider, key_id=excluded.key_id,"
 			    " url=excluded.url, key_name=excluded.key_name,"
-			    " token_file=excluded.token_file, updated_at=excluded.updated_at",
-			    "ssssssi", tenant, nc->provider, nc->key_id[0] ? nc->key_id : NULL,
-			    nc->url[0] ? nc->url : NULL, nc->key_name[0] ? nc->key_name : NULL,
-			    nc->token_file[0] ? nc->token_file : NULL, wall_ms());
+			    " token_file=excluded.token_file, ca_file=excluded.ca_file,"
+			    " pin_sha256=excluded.pin_sha256, client_cert=excluded.client_cert,"
+			    " client_key=excluded.client_key, insecure_http=excluded.insecure_http,"
+			    " updated_at=excluded.updated_at",
+			    "ssssssssssii", tenant, nc->provider, opt(nc->key_id), opt(nc->url),
+			    opt(nc->key_name), opt(nc->token_file), opt(nc->ca_file),
+			    opt(nc->pin_sha256), opt(nc->client_cert), opt(nc->client_key),
+			    (int64_t)(nc->insecure_http ? 1 : 0), wall_ms());
+	kms_reserve_drop(k, tenant);
 	kms_cache_flush(k, tenant);
 	return r < 0 ? err_wrap(err, "tenant %s: set its key", tenant) : 0;
 }

@@ -454,29 +454,39 @@ static int tenant_rm(struct cli *cli, int argc, char **argv)
 
 /* tenant encryption set T --provider local [--key-id K]
  * tenant encryption set T --provider transit --url U --key-name N --token-file F
+ *     [--ca-file F] [--pin-sha256 HEX] [--client-cert F --client-key F] [--insecure-http]
  * tenant encryption show T
  * tenant encryption rotate T
  * BYOK (docs/API.md "Tenant encryption"): no key material is ever shown. */
 static int tenant_encryption(struct cli *cli, int argc, char **argv)
 {
-	static const char *const keys[] = { "provider", "key_id", "url", "key_name", "token_file" };
+	static const char *const keys[] = { "provider", "key_id", "url", "key_name", "token_file",
+					    "ca_file", "pin_sha256", "client_cert", "client_key" };
 	static const struct option opts[] = {
 		{ "provider", required_argument, NULL, 0x100 },
 		{ "key-id", required_argument, NULL, 0x101 },
 		{ "url", required_argument, NULL, 0x102 },
 		{ "key-name", required_argument, NULL, 0x103 },
 		{ "token-file", required_argument, NULL, 0x104 },
+		{ "ca-file", required_argument, NULL, 0x105 },
+		{ "pin-sha256", required_argument, NULL, 0x106 },
+		{ "client-cert", required_argument, NULL, 0x107 },
+		{ "client-key", required_argument, NULL, 0x108 },
+		{ "insecure-http", no_argument, NULL, 0x1ff },
 		CLI_COMMON_OPTS,
 		{ 0 },
 	};
 	static const char usage[] =
 		"usage: airlock tenant encryption show TENANT | rotate TENANT |\n"
 		"       set TENANT --provider local [--key-id K] |\n"
-		"       set TENANT --provider transit --url http://HOST:PORT --key-name N "
-		"--token-file PATH";
+		"       set TENANT --provider transit --url https://HOST:PORT --key-name N "
+		"--token-file PATH\n"
+		"           [--ca-file PEM] [--pin-sha256 HEX] [--client-cert PEM --client-key PEM]\n"
+		"           [--insecure-http (plain http:// to a host that is not loopback)]";
 	const char *val[ARRAY_SIZE(keys)] = { 0 };
 	_cleanup_free_ char *raw = NULL, *target = NULL;
 	const char *verb = argc >= 2 ? argv[1] : "";
+	bool insecure = false;
 	json *resp = NULL;
 	int opt, r;
 
@@ -490,6 +500,12 @@ static int tenant_encryption(struct cli *cli, int argc, char **argv)
 			if (strcmp(verb, "set") != 0)
 				return cli_usage("tenant encryption", "%s", usage);
 			val[opt - 0x100] = optarg;
+			continue;
+		}
+		if (opt == 0x1ff) {
+			if (strcmp(verb, "set") != 0)
+				return cli_usage("tenant encryption", "%s", usage);
+			insecure = true;
 			continue;
 		}
 		if ((r = cli_common_opt(cli, opt, "tenant encryption")))
@@ -511,6 +527,10 @@ static int tenant_encryption(struct cli *cli, int argc, char **argv)
 				jw_key(&w, keys[i]);
 				jw_str(&w, val[i]);
 			}
+		if (insecure) {
+			jw_key(&w, "insecure_http");
+			jw_bool(&w, true);
+		}
 		jw_end(&w);
 		r = cli_call_json(cli, "PUT", target, body.data, NULL, &resp, &raw);
 		buf_free(&body);

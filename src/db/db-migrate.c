@@ -193,6 +193,17 @@ static const struct {
 	"ALTER TABLE credentials ADD COLUMN schemes TEXT NOT NULL DEFAULT '[\"https\"]';"         \
 	"ALTER TABLE credentials ADD COLUMN ports TEXT NOT NULL DEFAULT '[443]';"
 
+/* Migration 9: the transit key service over TLS (src/byok/kms.h): the CAs
+ * to trust, a pinned certificate digest, a client certificate and key
+ * (paths on the node, never their bytes), and the operator's explicit
+ * choice of plain http to a host that is not loopback (0 or 1). */
+#define SCHEMA_9                                                                                 \
+	"ALTER TABLE tenant_encryption ADD COLUMN ca_file TEXT;"                                  \
+	"ALTER TABLE tenant_encryption ADD COLUMN pin_sha256 TEXT;"                               \
+	"ALTER TABLE tenant_encryption ADD COLUMN client_cert TEXT;"                              \
+	"ALTER TABLE tenant_encryption ADD COLUMN client_key TEXT;"                               \
+	"ALTER TABLE tenant_encryption ADD COLUMN insecure_http INTEGER NOT NULL DEFAULT 0;"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -214,6 +225,7 @@ static const struct migration migrations[] = {
 	{ 6, SCHEMA_6, SCHEMA_6, NULL },
 	{ 7, SCHEMA_7("INTEGER"), SCHEMA_7("BIGINT"), NULL },
 	{ 8, SCHEMA_8, SCHEMA_8, NULL },
+	{ 9, SCHEMA_9, SCHEMA_9, NULL },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -139,9 +139,10 @@ static struct tls_ctx *client_tls(err_t *err)
 	return t;
 }
 
-static int dial(const struct endpoint *ep, err_t *err)
+/* tls: the context for an https endpoint, NULL for the process's. */
+static int dial(const struct endpoint *ep, struct tls_ctx *tls, err_t *err)
 {
-	struct tls_ctx *t;
+	struct tls_ctx *t = tls;
 	int fd, pfd;
 
 	if (ep->is_unix)
@@ -149,7 +150,7 @@ static int dial(const struct endpoint *ep, err_t *err)
 	fd = connect_tcp(ep, err);
 	if (fd < 0 || !ep->tls)
 		return fd;
-	if (!(t = client_tls(err))) {
+	if (!t && !(t = client_tls(err))) {
 		close(fd);
 		return -err->code;
 	}
@@ -169,7 +170,7 @@ int http_dial(const char *base, char *host_header, size_t hn, err_t *err)
 		return -err->code;
 	if (host_header)
 		snprintf(host_header, hn, "%s", ep.host_header);
-	return dial(&ep, err);
+	return dial(&ep, NULL, err);
 }
 
 /* The request goes out in one sendmsg: head and body together, so a small
@@ -440,14 +441,15 @@ static void pool_put(const char *path, int fd)
 /* Connects (or takes an idle connection when *reuse and the endpoint is a
  * unix socket; *reuse says on return whether the request asked to keep
  * the connection), sends, and reads the final head into head. */
-static int start_request(const char *base, const char *method, const char *target,
+static int start_request(struct tls_ctx *tls, const char *base, const char *method,
+			 const char *target,
 			 const char *headers, const void *body, size_t len, struct reader *r,
 			 struct http_resp *head, enum body_kind *kind, uint64_t *clen, bool *reuse,
 			 char *path, err_t *err)
 {
 	struct endpoint ep;
 	bool keep = reuse && *reuse;
-	int sr;
+	int sr = 0;   /* set on each path below; GCC under ASan cannot tell */
 
 	if (reuse)
 		*reuse = false;
@@ -464,7 +466,7 @@ static int start_request(const char *base, const char *method, const char *targe
 		}
 	}
 	if (r->fd < 0) {
-		r->fd = dial(&ep, err);
+		r->fd = dial(&ep, tls, err);
 		if (r->fd < 0)
 			return r->fd;
 		sr = send_request(r->fd, &ep, method, target, headers, body, len, keep);
@@ -506,6 +508,15 @@ int http_request_bounded(const char *base, const char *method, const char *targe
 			 const char *headers, const void *body, size_t len, int timeout_ms,
 			 int total_ms, size_t max_body, struct http_resp *out, err_t *err)
 {
+	return http_request_bounded_tls(NULL, base, method, target, headers, body, len,
+					timeout_ms, total_ms, max_body, out, err);
+}
+
+int http_request_bounded_tls(struct tls_ctx *tls, const char *base, const char *method,
+			     const char *target, const char *headers, const void *body,
+			     size_t len, int timeout_ms, int total_ms, size_t max_body,
+			     struct http_resp *out, err_t *err)
+{
 	struct reader r = { .fd = -1, .timeout_ms = timeout_ms,
 			    .deadline_ms = now_ms() + (uint64_t)(total_ms > 0 ? total_ms : 1) };
 	struct bounded_body bb = { out, max_body };
@@ -514,7 +525,7 @@ int http_request_bounded(const char *base, const char *method, const char *targe
 
 	memset(out, 0, sizeof(*out));
 	buf_init(&r.in);
-	int rc = start_request(base, method, target, headers, body, len, &r, out, &kind, &clen,
+	int rc = start_request(tls, base, method, target, headers, body, len, &r, out, &kind, &clen,
 			       NULL, NULL, err);
 	if (rc == 0) {
 		struct sink s = { .fn = emit_bounded_body, .arg = &bb };
@@ -550,7 +561,7 @@ int http_request_timeout(const char *base, const char *method, const char *targe
 
 	memset(out, 0, sizeof(*out));
 	buf_init(&r.in);
-	int rc = start_request(base, method, target, headers, body, len, &r, out, &kind, &clen,
+	int rc = start_request(NULL, base, method, target, headers, body, len, &r, out, &kind, &clen,
 			       NULL, NULL, err);
 	if (rc == 0) {
 		struct sink s = { .fn = emit_resp_body, .arg = out };
@@ -590,7 +601,7 @@ int http_request_stream(const char *base, const char *method, const char *target
 	buf_init(&r.in);
 	bool reuse = cbs->reuse;
 	char path[108] = "";
-	int rc = start_request(base, method, target, headers, body, len, &r, &head, &kind, &clen,
+	int rc = start_request(NULL, base, method, target, headers, body, len, &r, &head, &kind, &clen,
 			       &reuse, path, err);
 	if (rc == 0 && cbs->on_head)
 		rc = cbs->on_head(arg, &head);

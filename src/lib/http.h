@@ -209,6 +209,13 @@ int http_request_timeout(const char *base, const char *method, const char *targe
 int http_request_bounded(const char *base, const char *method, const char *target,
 			 const char *headers, const void *body, size_t len, int timeout_ms,
 			 int total_ms, size_t max_body, struct http_resp *out, err_t *err);
+/* The same, an https base verified by tls (borrowed; NULL: the process's
+ * context, http_client_set_tls) instead: one service's CA, pin and client
+ * certificate (tls_client_ctx_opts). */
+int http_request_bounded_tls(struct tls_ctx *tls, const char *base, const char *method,
+			     const char *target, const char *headers, const void *body,
+			     size_t len, int timeout_ms, int total_ms, size_t max_body,
+			     struct http_resp *out, err_t *err);
 
 /* Streaming client: on_head is called once with status/headers (out has no
  * body); then on_data for each piece of the body as it arrives (dechunked).

@@ -6,11 +6,14 @@
 #include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -94,9 +97,96 @@ struct tls_ctx *tls_client_ctx(const char *ca_file, err_t *err)
 	return (struct tls_ctx *)ctx;
 }
 
+/* What a context of tls_client_ctx_opts adds, as its SSL_CTX's app data
+ * (the other contexts have none). */
+struct client_extra {
+	bool has_pin;
+	uint8_t pin[32];
+	int linger_ms;
+};
+
+/* An encrypted key file would make OpenSSL ask for its passphrase on the
+ * terminal, from a daemon: refuse it instead. */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+	(void)buf, (void)size, (void)rwflag, (void)u;
+	return 0;
+}
+
+struct tls_ctx *tls_client_ctx_opts(const struct tls_client_opts *o, err_t *err)
+{
+	struct client_extra *x;
+	SSL_CTX *ctx;
+
+	if (!o->cert_file != !o->key_file)
+		return err_set(err, EINVAL, "a client certificate needs both its certificate and "
+			       "its key file"), NULL;
+	if (!(ctx = (SSL_CTX *)tls_client_ctx(o->ca_file, err)))
+		return NULL;
+	if (o->cert_file) {
+		SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+		if (SSL_CTX_use_certificate_chain_file(ctx, o->cert_file) != 1) {
+			SSL_CTX_free(ctx);
+			tls_err(err, EINVAL, "client certificate");
+			return err_wrap(err, "cannot use `%s`", o->cert_file), NULL;
+		}
+		if (SSL_CTX_use_PrivateKey_file(ctx, o->key_file, SSL_FILETYPE_PEM) != 1) {
+			SSL_CTX_free(ctx);
+			tls_err(err, EINVAL, "client key (a PEM key without a passphrase)");
+			return err_wrap(err, "cannot use `%s`", o->key_file), NULL;
+		}
+		if (SSL_CTX_check_private_key(ctx) != 1) {
+			SSL_CTX_free(ctx);
+			tls_err(err, EINVAL, "the client key does not match the client certificate");
+			return NULL;
+		}
+	}
+	x = xcalloc(1, sizeof(*x));
+	if (o->pin_sha256) {
+		x->has_pin = true;
+		memcpy(x->pin, o->pin_sha256, sizeof(x->pin));
+	}
+	x->linger_ms = o->linger_ms > 0 ? o->linger_ms : 0;
+	SSL_CTX_set_app_data(ctx, x);
+	return (struct tls_ctx *)ctx;
+}
+
 void tls_ctx_free(struct tls_ctx *t)
 {
+	if (!t)
+		return;
+	/* a relay's SSL may keep the SSL_CTX alive past this (it holds a
+	 * reference); the extra is only read before a relay starts */
+	free(SSL_CTX_get_app_data((SSL_CTX *)t));
+	SSL_CTX_set_app_data((SSL_CTX *)t, NULL);
 	SSL_CTX_free((SSL_CTX *)t);
+}
+
+/* The pin, after the chain and the name passed: the server's own
+ * certificate is the one the operator named, not merely one the CAs
+ * vouch for. */
+static int check_pin(SSL *ssl, const struct client_extra *x, err_t *err)
+{
+	X509 *cert = SSL_get1_peer_certificate(ssl);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	char hex[2 * 32 + 1];
+	bool ok;
+
+	if (!cert)
+		return err_set(err, EPROTO, "TLS: the server sent no certificate to check the pin");
+	ok = X509_digest(cert, EVP_sha256(), md, &len) == 1 && len == sizeof(x->pin);
+	X509_free(cert);
+	if (!ok) {
+		ERR_clear_error();
+		return err_set(err, EPROTO, "TLS: cannot hash the server's certificate");
+	}
+	if (CRYPTO_memcmp(md, x->pin, sizeof(x->pin)) == 0)
+		return 0;
+	for (unsigned i = 0; i < len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	return err_set(err, EPROTO, "TLS: the server's certificate is not the pinned one (its "
+		       "SHA-256 is %s)", hex);
 }
 
 static int set_nonblock(int fd)
@@ -488,6 +578,7 @@ int tls_client_wrap(struct tls_ctx *t, int fd, const char *host, uint64_t deadli
 		    err_t *err)
 {
 	SSL *ssl = SSL_new((SSL_CTX *)t);
+	const struct client_extra *x = SSL_CTX_get_app_data((SSL_CTX *)t);
 	X509_VERIFY_PARAM *vp;
 	unsigned char ip[16];
 	bool is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
@@ -509,9 +600,11 @@ int tls_client_wrap(struct tls_ctx *t, int fd, const char *host, uint64_t deadli
 		SSL_free(ssl);
 		return err_set(err, -r, "TLS: %s", strerror(-r));
 	}
-	if (handshake(ssl, fd, false, deadline_ms, err) < 0) {
+	if (handshake(ssl, fd, false, deadline_ms, err) < 0 ||
+	    (x && x->has_pin && check_pin(ssl, x, err) < 0)) {
 		SSL_free(ssl);
 		return -err->code;
 	}
-	return start_relay(ssl, fd, 0, err);   /* the user's own process */
+	/* no linger: the user's own process (the CLI); else the context's */
+	return start_relay(ssl, fd, x ? x->linger_ms : 0, err);
 }

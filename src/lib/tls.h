@@ -25,6 +25,21 @@ struct tls_ctx *tls_server_ctx(const char *cert_file, const char *key_file, err_
 /* A client context that verifies the server's chain against ca_file (PEM)
  * when given, else the system's store. */
 struct tls_ctx *tls_client_ctx(const char *ca_file, err_t *err);
+/* A client context for one service (a tenant's key service): the chain
+ * checked against ca_file (PEM; NULL: the system's store) and the name
+ * always; then, when pin_sha256 is given, the server's own certificate
+ * must have that SHA-256 (of its DER) too; a client certificate when
+ * cert_file and key_file are given (both or neither; checked to match).
+ * linger_ms > 0: a relay of this context whose peer keeps the connection
+ * open after ours ended is dropped after that much silence (a server that
+ * may be hostile cannot hold the relay's thread). */
+struct tls_client_opts {
+	const char *ca_file;
+	const char *cert_file, *key_file;
+	const uint8_t *pin_sha256;   /* 32 bytes, or NULL */
+	int linger_ms;
+};
+struct tls_ctx *tls_client_ctx_opts(const struct tls_client_opts *o, err_t *err);
 void tls_ctx_free(struct tls_ctx *t);   /* accepts NULL */
 
 /* Server side, on an accepted socket fd: when the first bytes are not a TLS
@@ -35,7 +50,9 @@ void tls_ctx_free(struct tls_ctx *t);   /* accepts NULL */
  * closes), or -errno with err set (fd is left open for the caller). */
 int tls_server_wrap(struct tls_ctx *t, int fd, uint64_t deadline_ms, err_t *err);
 /* Client side, on a connected socket fd: handshake with SNI host and the
- * certificate checked for host (a name or an IP address). As above. */
+ * certificate checked for host (a name or an IP address), and the pin of
+ * a context made with one. As above; a certificate that fails a check is
+ * -EPROTO with err naming the check. */
 int tls_client_wrap(struct tls_ctx *t, int fd, const char *host, uint64_t deadline_ms,
 		    err_t *err);
 

@@ -8,8 +8,8 @@
  * (the api resolves {t} to the tenant's id and forwards), the create gate
  * (a tenant whose key service refuses its key gets 403 key_revoked), and
  * the revocation watch: every kms_cache_ttl seconds, each tenant with live
- * sandboxes here has its key checked; when refused, they are stopped at
- * once (killed, nothing written out: no snapshot, no suspend). */
+ * sandboxes here has its key checked; when refused, they are suspended,
+ * sealed under a data key wrapped before the refusal (seal_tenant). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,42 +33,75 @@ int byok_create_gate(struct node *n, const char *tenant, err_t *err)
 
 /* ---- the revocation watch ---------------------------------------------- */
 
-/* Stop every live sandbox of tenant (the key service refused its key). */
-static void stop_tenant(struct node *n, const char *tenant, const char *why)
+/* The key service refused the tenant's key, in an answer it authenticated
+ * (kms-transit.c): every running or paused sandbox of the tenant is
+ * suspended, sealed under the tenant's reserve (a data key wrapped while
+ * the key was good, kms_revoked_begin), so nothing of it is lost and all
+ * of it restores once the key is back; then the reserve and every cached
+ * key of the tenant are dropped. A running sandbox that cannot be sealed
+ * (no reserve: the node has not seen the key good since it started; the
+ * backend cannot suspend; the store fails) is paused, with an event that
+ * says why, never destroyed; a paused one is left paused. Sandboxes in a
+ * lifecycle step are left to the next round (a suspend or restore under
+ * way fails on its own key). */
+static void seal_tenant(struct node *n, const char *tenant)
 {
-	for (;;) {
-		struct sandbox *victim = NULL;
+	static const char why[] = "key_revoked: the tenant's key service refused its key; "
+				  "sealed and suspended";
+	bool reserve = kms_revoked_begin(&n->kms, tenant);
+	struct sandbox **v = NULL;
+	size_t nv = 0, cap = 0;
 
-		pthread_mutex_lock(&n->mu);
-		for (int b = 0; b < NODE_BUCKETS && !victim; b++)
-			for (struct sandbox *sb = n->buckets[b]; sb && !victim; sb = sb->hnext) {
-				/* running or paused, and in no lifecycle step (a
-				 * suspend or restore under way is left to fail on
-				 * its own key; the next round sees what it left);
-				 * n->mu before sb->mu */
-				pthread_mutex_lock(&sb->mu);
-				if (sb->tenant && strcmp(sb->tenant, tenant) == 0 &&
-				    (sb->state == SB_RUNNING || sb->state == SB_PAUSED) &&
-				    !sb->deleting && !sb->lc_busy) {
-					victim = sb;
-					sandbox_ref(sb);
-				}
-				pthread_mutex_unlock(&sb->mu);
+	pthread_mutex_lock(&n->mu);
+	for (int b = 0; b < NODE_BUCKETS; b++)
+		for (struct sandbox *sb = n->buckets[b]; sb; sb = sb->hnext) {
+			bool take;
+			/* n->mu before sb->mu */
+			pthread_mutex_lock(&sb->mu);
+			take = sb->tenant && strcmp(sb->tenant, tenant) == 0 &&
+			       (sb->state == SB_RUNNING || (sb->state == SB_PAUSED && reserve)) &&
+			       !sb->deleting && !sb->lc_busy;
+			if (take)
+				sandbox_ref(sb);
+			pthread_mutex_unlock(&sb->mu);
+			if (!take)
+				continue;
+			if (nv == cap) {
+				cap = cap ? 2 * cap : 8;
+				v = xrealloc(v, cap * sizeof(*v));
 			}
-		pthread_mutex_unlock(&n->mu);
-		if (!victim)
-			return;
-		log_warn("sandbox %s: stopped: %s", victim->id, why);
-		sandbox_fail(n, victim, why);
-		/* sandbox_fail left it failed (not live); a sandbox busy in a
-		 * lifecycle step is left for the next round */
-		pthread_mutex_lock(&victim->mu);
-		bool again = victim->state == SB_RUNNING || victim->state == SB_PAUSED;
-		pthread_mutex_unlock(&victim->mu);
-		sandbox_unref(victim);
-		if (again)
-			return;
+			v[nv++] = sb;
+		}
+	pthread_mutex_unlock(&n->mu);
+	for (size_t i = 0; i < nv; i++) {
+		struct sandbox *sb = v[i];
+		err_t err = { 0 }, e2 = { 0 };
+		bool running;
+
+		if (!reserve)
+			err_set(&err, ENOKEY, "no key wrapped before the revocation to seal it under");
+		else if (sandbox_suspend(n, sb, why, NULL, &err) == 0) {
+			log_warn("sandbox %s: suspended (sealed): key_revoked", sb->id);
+			sandbox_unref(sb);
+			continue;
+		}
+		pthread_mutex_lock(&sb->mu);
+		running = sb->state == SB_RUNNING && !sb->deleting;
+		pthread_mutex_unlock(&sb->mu);
+		if (running) {
+			char reason[300];
+			snprintf(reason, sizeof(reason), "key_revoked: paused, not sealed: %.240s",
+				 err.msg);
+			if (sandbox_pause_why(n, sb, reason, &e2) < 0)
+				log_err("sandbox %s: key_revoked: cannot pause: %s", sb->id, e2.msg);
+			else
+				log_warn("sandbox %s: paused (not sealed: %s): key_revoked", sb->id,
+					 err.msg);
+		}
+		sandbox_unref(sb);
 	}
+	free(v);
+	kms_revoked_end(&n->kms, tenant);
 }
 
 struct watch_job {
@@ -83,8 +116,10 @@ static void *watch_tenant(void *arg)
 	struct watch_job *j = arg;
 	err_t err = { 0 };
 
+	/* only a refusal is acted on: an unreachable service, or an answer
+	 * that is not the service's own (-ENOKEY), leaves everything running */
 	if (kms_tenant_check(&j->n->kms, j->tenant, &err) == -EKEYREVOKED)
-		stop_tenant(j->n, j->tenant, "key_revoked: the tenant's key service refused its key");
+		seal_tenant(j->n, j->tenant);
 	return NULL;
 }
 
@@ -165,6 +200,44 @@ void byok_stop(struct node *n)
 	n->kms_watch_started = false;
 }
 
+/* ---- the doctor ---------------------------------------------------------- */
+
+/* nodemgr's report (a JSON object whose "checks" is an array), with the
+ * tenants' key services' checks (kms_doctor_checks) at the end of
+ * "checks". Returns a new string (caller frees); the report as it was when
+ * it is not that shape. */
+char *byok_doctor_amend(struct node *n, const char *report)
+{
+	err_t err = { 0 };
+	json *j = json_parse(report, strlen(report), &err);
+	struct buf b;
+	struct jw w;
+
+	if (!j || j->type != JSON_OBJ || !json_get(j, "checks") ||
+	    json_get(j, "checks")->type != JSON_ARR) {
+		json_free(j);
+		return xstrdup(report);
+	}
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	for (size_t i = 0; i < j->n; i++) {
+		jw_key(&w, j->keys[i]);
+		if (strcmp(j->keys[i], "checks") != 0) {
+			jw_value(&w, j->items[i]);
+			continue;
+		}
+		jw_arr(&w);
+		for (size_t c = 0; c < j->items[i]->n; c++)
+			jw_value(&w, j->items[i]->items[c]);
+		kms_doctor_checks(&n->kms, &w);
+		jw_end(&w);
+	}
+	jw_end(&w);
+	json_free(j);
+	return buf_steal(&b);
+}
+
 /* ---- the routes --------------------------------------------------------- */
 
 static void respond_conf(struct node *n, struct http_conn *c, const char *tenant, int status,
@@ -210,6 +283,26 @@ static void respond_conf(struct node *n, struct http_conn *c, const char *tenant
 		jw_str(&w, conf.key_name);
 		jw_key(&w, "token_file");
 		jw_str(&w, conf.token_file);
+		/* how the data keys and the token travel, and what checks the
+		 * service: paths and a public digest, never a secret */
+		jw_key(&w, "transport");
+		jw_str(&w, kms_transport(&conf));
+		jw_key(&w, "insecure_http");
+		jw_bool(&w, conf.insecure_http);
+		jw_key(&w, "ca_file");
+		jw_str(&w, conf.ca_file[0] ? conf.ca_file : NULL);
+		jw_key(&w, "pin_sha256");
+		jw_str(&w, conf.pin_sha256[0] ? conf.pin_sha256 : NULL);
+		jw_key(&w, "client_cert");
+		jw_str(&w, conf.client_cert[0] ? conf.client_cert : NULL);
+		jw_key(&w, "client_key");
+		jw_str(&w, conf.client_key[0] ? conf.client_key : NULL);
+		if (strcmp(kms_transport(&conf), "http-insecure") == 0) {
+			jw_key(&w, "warning");
+			jw_str(&w, "insecure_http: the data keys and the token cross the network "
+				   "in clear, and a revocation is taken from an answer nothing "
+				   "authenticates");
+		}
 	}
 	jw_key(&w, "state");
 	jw_str(&w, state);
@@ -247,7 +340,8 @@ static void encryption_put(struct node *n, struct http_req *req, struct http_con
 			   const char *tenant)
 {
 	static const char *const allowed[] = { "provider", "key_id", "url", "key_name",
-					       "token_file", NULL };
+					       "token_file", "ca_file", "pin_sha256",
+					       "client_cert", "client_key", "insecure_http", NULL };
 	struct kms_conf conf = { 0 };
 	json *body = node_body_object(req, c, allowed);
 	unsigned moved = 0;
@@ -264,7 +358,23 @@ static void encryption_put(struct node *n, struct http_req *req, struct http_con
 	} else if (ok) {
 		ok = take_str(body, "url", conf.url, sizeof(conf.url), true, c) &&
 		     take_str(body, "key_name", conf.key_name, sizeof(conf.key_name), true, c) &&
-		     take_str(body, "token_file", conf.token_file, sizeof(conf.token_file), true, c);
+		     take_str(body, "token_file", conf.token_file, sizeof(conf.token_file), true, c) &&
+		     take_str(body, "ca_file", conf.ca_file, sizeof(conf.ca_file), false, c) &&
+		     take_str(body, "pin_sha256", conf.pin_sha256, sizeof(conf.pin_sha256), false,
+			      c) &&
+		     take_str(body, "client_cert", conf.client_cert, sizeof(conf.client_cert),
+			      false, c) &&
+		     take_str(body, "client_key", conf.client_key, sizeof(conf.client_key), false,
+			      c);
+		if (ok) {
+			bool bad = false;
+			conf.insecure_http = json_get_bool(body, "insecure_http", false, &bad);
+			if (bad) {
+				http_respond_error(c, 400, "invalid_field",
+						   "field `insecure_http`: true or false");
+				ok = false;
+			}
+		}
 	}
 	json_free(body);
 	if (!ok)
@@ -280,6 +390,9 @@ static void encryption_put(struct node *n, struct http_req *req, struct http_con
 	}
 	log_info("tenant %s: encryption set to %s (%u data keys rewrapped)", tenant, conf.provider,
 		 moved);
+	if (strcmp(kms_transport(&conf), "http-insecure") == 0)
+		log_warn("tenant %s: insecure_http: its key service %s is reached over plain http",
+			 tenant, conf.url);
 	respond_conf(n, c, tenant, 200, "rewrapped", moved);
 }
 

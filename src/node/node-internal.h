@@ -58,6 +58,9 @@ void handle_sandbox_lifecycle(struct node *n, struct sandbox *sb, const char *op
 int byok_create_gate(struct node *n, const char *tenant, err_t *err);
 void byok_start(struct node *n);
 void byok_stop(struct node *n);
+/* GET /v1/node/doctor: nodemgr's report plus the tenants' key services'
+ * checks (insecure_http shows there). Caller frees. */
+char *byok_doctor_amend(struct node *n, const char *report);
 void handle_tenant_encryption(struct node *n, struct http_req *req, struct http_conn *c,
 			      const char *tenant, bool rotate);
 /* lifecycle-api.c: POST .../suspend and .../restore (op). */

@@ -129,5 +129,9 @@ void handle_node_doctor(struct node *n, struct http_conn *c)
 		node_respond_err(c, &err);
 		return;
 	}
-	http_respond_json(c, 200, report);
+	/* and the node's own: how the tenants' key services are reached */
+	{
+		_cleanup_free_ char *full = byok_doctor_amend(n, report);
+		http_respond_json(c, 200, full);
+	}
 }

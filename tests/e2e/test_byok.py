@@ -8,9 +8,11 @@ KMS: the outer boundary), on the ns backend and the default file:// store:
   the control run with encrypt_artifacts = false finds it;
 - revoking the tenant's key: create answers 403 key_revoked, restore fails
   key_revoked and leaves the snapshot as it was, a running sandbox of the
-  tenant is stopped; every wrapped data key, tried with every other
-  tenant's key and the node's keys, opens under none; re-enabling makes
-  the suspended sandbox restorable with its files;
+  tenant is suspended (sealed, not destroyed); every wrapped data key,
+  tried with every other tenant's key and the node's keys, opens under
+  none; re-enabling makes both suspended sandboxes restorable with their
+  files (test_byok_tls: the same over https, spoofed answers, the
+  transport rules);
 - tampering (artifacts swapped between sandboxes, a chunk moved, the last
   chunk cut off, an older manifest replayed) fails each restore naming
   what failed, leaves the sandbox suspended, and the restore works once
@@ -50,7 +52,10 @@ class Kms:
     """tests/kms/kms.py on 127.0.0.1, with its token in a file the node
     (user airlock) can read; stop() ends it and removes the file."""
 
-    def __init__(self, fail_5xx=0, huge=False):
+    def __init__(self, fail_5xx=0, huge=False, tls=None, spoof=False, port=0, ca=None):
+        """tls: (cert, key) to serve HTTPS with (ca: the CA file that
+        verifies it, for this test's own calls); spoof: an impostor that
+        answers every transit call 403 (kms.py --spoof); port: a fixed one."""
         self.dir = tempfile.mkdtemp(prefix="airlock-kms-")
         os.chmod(self.dir, 0o755)
         self.token = "s." + base64.b32encode(os.urandom(20)).decode().rstrip("=")
@@ -62,12 +67,19 @@ class Kms:
         os.chmod(self.token_file, 0o400)
         self.proc = subprocess.Popen([sys.executable, os.path.join(SRC, "tests/kms/kms.py"),
                                       "--token-file", self.token_file,
-                                      "--fail-5xx", str(fail_5xx)] +
-                                     (["--huge"] if huge else []),
+                                      "--fail-5xx", str(fail_5xx), "--port", str(port)] +
+                                     (["--huge"] if huge else []) +
+                                     (["--spoof"] if spoof else []) +
+                                     (["--tls-cert", tls[0], "--tls-key", tls[1]] if tls
+                                      else []),
                                      stdout=subprocess.PIPE, start_new_session=True)
         line = self.proc.stdout.readline().decode().split()
         self.addr = line[1]
-        self.url = "http://" + self.addr
+        self.url = ("https://" if tls else "http://") + self.addr
+        self.ssl = None
+        if tls:
+            import ssl
+            self.ssl = ssl.create_default_context(cafile=ca)
 
     def post(self, path, body=None, token=True):
         req = urllib.request.Request(self.url + path, data=json.dumps(body or {}).encode(),
@@ -75,7 +87,7 @@ class Kms:
         if token:
             req.add_header("X-Vault-Token", self.token)
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=10, context=self.ssl) as r:
                 return r.status, json.loads(r.read() or b"{}")
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"{}")
@@ -255,6 +267,7 @@ class ByokTest(ByokBase):
         snap = self.suspend(client, sid)
         before = {p: rd(p) for p in self.objects(sid)}
         running = self.make(client)
+        self.assertEqual(self.sh(client, running, "echo still-here > /root/live && sync")[0], 0)
         other_sid = self.make(other)
         other_snap = self.suspend(other, other_sid)
         self.assertEqual(self.kms.post(f"/admin/keys/{key}/disable")[0], 200)
@@ -269,10 +282,13 @@ class ByokTest(ByokBase):
         g = client.call("GET", f"/v1/sandboxes/{sid}")
         self.assertEqual((g["state"], g["snapshot_id"]), ("suspended", snap))
         self.assertEqual({p: rd(p) for p in self.objects(sid)}, before)
-        # the running one is stopped
-        self.wait_state(client, running, "failed")
+        # the running one is suspended (sealed under a key wrapped before
+        # the revocation), not destroyed
+        self.wait_state(client, running, "suspended")
         self.assertIn("key_revoked",
                       json.dumps(client.call("GET", f"/v1/sandboxes/{running}/events")))
+        st, body = self.restore(client, running, expect=(403,))
+        self.assertEqual(body["error"]["code"], "key_revoked", body)
         self.assertEqual(self.api.call("GET", "/v1/tenants/acme/encryption")["state"], "revoked")
         # another tenant is untouched
         self.make(other)
@@ -289,6 +305,10 @@ class ByokTest(ByokBase):
         self.assertGreaterEqual(int(out.split()[0]), counted, out)
         if BACKEND == "vm":
             self.assertEqual(out.split()[-1], "alive", out)
+        # the one the revocation suspended comes back with its files
+        self.restore(client, running)
+        code, out, _ = self.sh(client, running, "cat /root/live")
+        self.assertEqual((code, out.strip()), (0, "still-here"))
         self.make(client)
         self.restore(other, other_sid)
         self.assertNotEqual(other_snap, snap)

@@ -3,8 +3,14 @@
 the BYOK tests (it stands in for the tenant's own KMS: the outer boundary).
 
     python3 kms.py --token-file F [--port 0] [--fail-5xx N] [--huge]
+                   [--tls-cert PEM --tls-key PEM [--client-ca PEM]] [--spoof]
 
 Listens on 127.0.0.1 only and prints "listening 127.0.0.1:PORT" on stdout.
+--tls-cert/--tls-key: HTTPS (TLS 1.2+) with that certificate; --client-ca:
+and asks for a client certificate of that CA. --spoof: an impostor that
+knows no key nor token: every transit call answers 403 in the service's
+own shape ({"errors":["key is disabled"]}), and /admin/stats counts the
+calls that carried a token.
 Every call needs the header X-Vault-Token with the token of --token-file.
 
     POST /v1/transit/encrypt/{name} {"plaintext": b64}   -> {"data":{"ciphertext":"vault:vN:b64"}}
@@ -27,6 +33,7 @@ import argparse
 import base64
 import json
 import os
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -95,6 +102,14 @@ class Handler(BaseHTTPRequestHandler):
             except OSError:
                 pass
             return
+        if srv.spoof:
+            with srv.keys.mu:
+                if parts == ["admin", "stats"]:
+                    return self.answer(200, srv.keys.stats)
+                srv.keys.stats["calls"] = srv.keys.stats.get("calls", 0) + 1
+                if self.headers.get("X-Vault-Token"):
+                    srv.keys.stats["with_token"] = srv.keys.stats.get("with_token", 0) + 1
+            return self.err(403, "key is disabled")
         with srv.keys.mu:
             if srv.fail_5xx > 0:
                 srv.fail_5xx -= 1
@@ -186,13 +201,43 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--fail-5xx", type=int, default=0)
     ap.add_argument("--huge", action="store_true")
+    ap.add_argument("--spoof", action="store_true")
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
+    ap.add_argument("--client-ca")
     a = ap.parse_args()
-    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    ctx = None
+    if a.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(a.tls_cert, a.tls_key)
+        if a.client_ca:
+            ctx.load_verify_locations(a.client_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+
+    class Server(ThreadingHTTPServer):
+        def get_request(self):
+            sock, addr = self.socket.accept()
+            if not ctx:
+                return sock, addr
+            # each connection's handshake here, so a client that refuses
+            # our certificate is counted (/admin/stats "tls_refused")
+            sock.settimeout(10)
+            try:
+                return ctx.wrap_socket(sock, server_side=True), addr
+            except (OSError, ssl.SSLError):
+                with self.keys.mu:
+                    self.keys.stats["tls_refused"] = self.keys.stats.get("tls_refused", 0) + 1
+                sock.close()
+                raise
+
+    srv = Server(("127.0.0.1", a.port), Handler)
     srv.daemon_threads = True
     srv.keys = Keys()
     srv.token = open(a.token_file).read().strip()
     srv.fail_5xx = a.fail_5xx
     srv.huge = a.huge
+    srv.spoof = a.spoof
     print("listening 127.0.0.1:%d" % srv.server_address[1], flush=True)
     srv.serve_forever()
 
