@@ -10,14 +10,19 @@
   at start.
 - A `*_file` that every user can read is refused: `airlockd` does not start
   and says which setting and file.
+- `db_password_file` reaches PostgreSQL: a server that wants a password for
+  the `db` URL (which names none) serves with the one in the file.
 """
 import os
 import re
 import secrets
 import subprocess
 import tempfile
+import unittest
 
-from harness import AIRLOCKD, AirlockTestCase, main
+from harness import AIRLOCKD, AirlockTestCase, Postgres, Server, main
+
+PG_BIN = "/usr/lib/postgresql/15/bin"
 
 ACCESS_KEY = "AKIA" + secrets.token_hex(8).upper()
 SECRET_KEY = "sk-" + secrets.token_hex(16)
@@ -88,6 +93,44 @@ class ConfigSecrets(AirlockTestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(f"s3_secret_key_file: secret file `{leaky}`: mode 0644 lets every user read it",
                       r.stderr)
+
+
+class DatabasePasswordFromFile(unittest.TestCase):
+    def test_db_password_file_reaches_postgres(self):
+        if not os.path.exists(os.path.join(PG_BIN, "initdb")):
+            self.skipTest("needs postgresql-15")
+        pg = Postgres()
+        self.addCleanup(pg.stop)
+        port = pg.url.rsplit(":", 1)[1].split("/")[0]
+        # Characters a URL must encode, so the query parameter is tested too.
+        password = "p@ss w/&" + secrets.token_hex(8)
+        admin = [os.path.join(PG_BIN, "psql"), "-h", pg.dir, "-p", port, "-U", "postgres",
+                 "-d", "postgres", "-qAtX", "-v", "ON_ERROR_STOP=1"]
+        subprocess.run(admin + ["-c", f"ALTER ROLE airlock PASSWORD '{password}'"], check=True,
+                       capture_output=True)
+        # TCP (what the daemons use) now wants the password; the socket stays trusted.
+        hba = os.path.join(pg.dir, "data", "pg_hba.conf")
+        with open(hba) as f:
+            lines = [re.sub(r"\btrust$", "scram-sha-256", l) if l.startswith("host") else l
+                     for l in f.read().splitlines()]
+        with open(hba, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        subprocess.run(admin + ["-c", "SELECT pg_reload_conf()"], check=True, capture_output=True)
+        r = subprocess.run([os.path.join(PG_BIN, "psql"), pg.url, "-w", "-c", "SELECT 1"],
+                           capture_output=True, text=True, env=dict(os.environ, PGPASSWORD=""))
+        self.assertNotEqual(r.returncode, 0, "the URL alone still gets in: the test proves nothing")
+
+        pw_file = os.path.join(pg.dir, "db.password")
+        with open(os.open(pw_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(password + "\n")
+        server = Server("busybox", ["--db", pg.url, "--set", f"db_password_file={pw_file}"])
+        self.addCleanup(server.cleanup)
+        server.start()
+        api = server.client()
+        sid = api.create(template="busybox")["id"]
+        code, out, _, _ = api.exec(sid, ["echo", "on-postgres"])
+        self.assertEqual((code, out), (0, b"on-postgres\n"))
+        api.delete(sid)
 
 
 if __name__ == "__main__":
