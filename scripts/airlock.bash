@@ -7,7 +7,7 @@ _airlock() {
     local globals='--json --config --url --cacert --help'
     COMPREPLY=()
     case $prev in
-        --config|--from-dir|--from-tar|--cacert|--data-dir|--vm-dir)
+        --config|--from-dir|--from-tar|--cacert|--data-dir|--vm-dir|--server-config)
             COMPREPLY=($(compgen -f -- "$cur")); return 0;;
     esac
     for ((i = 1; i < COMP_CWORD; i++)); do
@@ -58,7 +58,7 @@ _airlock() {
         rollback) subs=''; opts='';;
         fork) subs=''; opts='--count --from';;
         version) subs=''; opts='';;
-        doctor) subs=''; opts='--remote --backend --data-dir --vm-dir';;
+        doctor) subs=''; opts='--remote --backend --data-dir --vm-dir --server-config';;
         help) subs=''; opts='--man';;
         completion) subs='bash'; opts='';;
         mcp) subs=''; opts='';;

@@ -10,7 +10,9 @@
  * the other flags, so flags win. */
 int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_t *err);
 
-int airlockd_up(const struct airlockd_config *cfg, err_t *err);
+/* The roles `up` forks wipe the secrets they do not use from their copies
+ * of cfg (config_keep_secrets); `up`'s own stays whole, for restarts. */
+int airlockd_up(struct airlockd_config *cfg, err_t *err);
 int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err);
 int airlockd_node(const struct airlockd_config *cfg, err_t *err);
 int airlockd_gateway(const struct airlockd_config *cfg, err_t *err);

@@ -11,6 +11,7 @@
 #include "../gateway/gateway.h"
 #include "../lib/http.h"
 #include "../lib/ident.h"
+#include "../lib/secret.h"
 #include "../lib/util.h"
 
 /* The host name, lower-cased, with what a node name may not hold turned
@@ -224,6 +225,22 @@ static int kv_u64(const struct config_key *k, struct airlockd_config *c, const c
 	return 0;
 }
 
+/* `<secret>_file = PATH`: the secret at k->off is read from PATH now (not
+ * world-readable, one line; lib/secret.h). Empty: nothing. A secret kept
+ * out of the config file can be root's alone while the file is the
+ * airlock group's to read. */
+static int kv_secret_file(const struct config_key *k, struct airlockd_config *c, const char *val,
+			  err_t *err)
+{
+	if (!val[0])
+		return 0;
+	if (val[0] != '/')
+		return err_set(err, EINVAL, "%s: must be an absolute path", k->key);
+	if (secret_read_file(val, FIELD(c, k, char), k->size, err) < 0)
+		return err_wrap(err, "%s", k->key);
+	return 0;
+}
+
 static int kv_db(const struct config_key *k, struct airlockd_config *c, const char *val,
 		 err_t *err)
 {
@@ -304,6 +321,7 @@ const struct config_key config_keys[] = {
 	{ "tls_cert", "path", "", kv_str, AT(tls_cert), 0, 0 },
 	{ "tls_key", "path", "", kv_str, AT(tls_key), 0, 0 },
 	{ "db", "string", "sqlite", kv_db, AT(db), 0, 0 },
+	{ "db_password_file", "path", "", kv_secret_file, AT(db_password), 0, 0 },
 	{ "node_name", "name", "(the hostname)", kv_node_name, AT(node_name), 0, 0 },
 	{ "advertise_url", "URL", "", kv_advertise_url, AT(advertise_url), 0, 0 },
 	{ "heartbeat_timeout_s", "integer >= 3", "15", kv_u32, AT(heartbeat_timeout_s), 3, 0 },
@@ -364,6 +382,8 @@ const struct config_key config_keys[] = {
 	{ "object_store", "URL", "", kv_str, AT(object_store), 0, 0 },
 	{ "s3_access_key", "string", "", kv_str, AT(s3_access_key), 0, 0 },
 	{ "s3_secret_key", "string", "", kv_str, AT(s3_secret_key), 0, 0 },
+	{ "s3_access_key_file", "path", "", kv_secret_file, AT(s3_access_key), 0, 0 },
+	{ "s3_secret_key_file", "path", "", kv_secret_file, AT(s3_secret_key), 0, 0 },
 	{ "suspend_after_idle", "integer", "1800", kv_u32, AT(suspend_after_idle_s), 0, 0 },
 	{ "suspend_reclaim", "bool", "true", kv_bool, AT(suspend_reclaim), 0, 0 },
 	{ "kms_cache_ttl", "integer", "60", kv_u32, AT(kms_cache_ttl_s), 0, 0 },
@@ -426,32 +446,46 @@ int config_read(struct airlockd_config *c, FILE *f, const char *name, err_t *err
 		char *s, *eq;
 
 		lineno++;
-		if (!strchr(line, '\n') && !feof(f))
-			return err_set(err, EINVAL, "%s:%d: line too long", name, lineno);
+		if (!strchr(line, '\n') && !feof(f)) {
+			r = err_set(err, EINVAL, "%s:%d: line too long", name, lineno);
+			break;
+		}
 		s = trim(line);
 		if (!*s || *s == '#')
 			continue;
 		eq = strchr(s, '=');
-		if (!eq)
-			return err_set(err, EINVAL, "%s:%d: expected `key = value`", name, lineno);
+		if (!eq) {
+			r = err_set(err, EINVAL, "%s:%d: expected `key = value`", name, lineno);
+			break;
+		}
 		*eq = '\0';
 		r = config_set(c, trim(s), trim(eq + 1), err);
 		if (r < 0) {
 			err_wrap(err, "%s:%d", name, lineno);
-			return r;
+			break;
 		}
 	}
-	return 0;
+	/* The line may have held a secret: no copy outlives the parse (the
+	 * roles are forked from this process). */
+	explicit_bzero(line, sizeof(line));
+	return r;
 }
 
 int config_load(struct airlockd_config *c, const char *path, err_t *err)
 {
+	char iobuf[BUFSIZ];
 	FILE *f = fopen(path, "re");
 	int r;
 
 	if (!f)
 		return err_sys(err, "config `%s`", path);
+	/* Our buffer, wiped after: stdio's own would go back to the heap with
+	 * the file's bytes in it, and every forked role would inherit them. */
+	setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
 	r = config_read(c, f, path, err);
 	fclose(f);
+	explicit_bzero(iobuf, sizeof(iobuf));
+	if (r == 0)
+		snprintf(c->config_path, sizeof(c->config_path), "%s", path);
 	return r;
 }

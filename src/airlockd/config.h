@@ -16,6 +16,10 @@ struct airlockd_config {
 	/* The database: "sqlite" (DATA/db/airlock.db), "sqlite:PATH", or a
 	 * PostgreSQL URL or conninfo (src/db/db.h); every role opens it. */
 	char db[1024];
+	/* The database's password, from db_password_file or the systemd
+	 * credential `db_password` ("" = none, or the one in db): added to
+	 * the target each role opens (config_db_target). */
+	char db_password[256];
 	char node_name[65];        /* this node in the shared database (default: the hostname) */
 	char listen[128];          /* api listen address */
 	/* TLS on the api listener: PEM certificate (chain) and key; "" = plain
@@ -94,6 +98,11 @@ struct airlockd_config {
 	 * of one cluster that move sandboxes between them with the local
 	 * provider must share it (or use the transit provider). */
 	char tenant_key_dir[1024];
+	/* Where the settings came from, for the start-up warnings about their
+	 * secrets (config_secrets_warn): the file read ("" = none), and
+	 * whether a flag put a secret on the command line. */
+	char config_path[512];
+	bool secret_in_argv;
 };
 
 /* One key of the configuration: the parser's table, config_keys in config.c.
@@ -122,5 +131,33 @@ int config_load(struct airlockd_config *c, const char *path, err_t *err);
 int config_read(struct airlockd_config *c, FILE *f, const char *name, err_t *err);
 /* Set one key from a string (shared by the file parser and flags). */
 int config_set(struct airlockd_config *c, const char *key, const char *val, err_t *err);
+
+/* ---- secrets (config-secrets.c; docs/DESIGN.md "Secrets in the
+ * configuration") ---- */
+
+/* airlockd's processes as bits: which keeps a secret (config_keep_secrets). */
+enum config_role {
+	CONFIG_ROLE_NODEMGR = 1 << 0,
+	CONFIG_ROLE_GATEWAY = 1 << 1,
+	CONFIG_ROLE_NODE = 1 << 2,
+	CONFIG_ROLE_API = 1 << 3,
+};
+/* After the file and the flags: fill each secret still empty from its
+ * systemd credential ($CREDENTIALS_DIRECTORY/<name>), and refuse a
+ * db_password without a PostgreSQL db. */
+int config_secrets_load(struct airlockd_config *c, err_t *err);
+/* Wipe (explicit_bzero) from this process's copy of the config, and from
+ * its environment, every secret that `role` (one CONFIG_ROLE_*, or 0 for a
+ * process that needs none) does not use. Called in the role's process
+ * before it runs: the copy is its own, made by fork or by its own parse. */
+void config_keep_secrets(struct airlockd_config *c, unsigned role);
+/* What every role passes to db_open: the SQLite file in DATA for "sqlite",
+ * else the configured target with db_password added (a PostgreSQL URL's
+ * query parameter, a conninfo's keyword; either overrides a password the
+ * target names). Caller frees. */
+char *config_db_target(const struct airlockd_config *c);
+/* Log a warning when the config file holds a secret others can read, or a
+ * flag put one on the command line (every user sees it in ps). */
+void config_secrets_warn(const struct airlockd_config *c);
 
 #endif

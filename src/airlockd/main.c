@@ -9,6 +9,7 @@
  * main() stays thin: parse the configuration, then call the component's run
  * function. Supervision lives in up.c. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +29,18 @@ static void usage(FILE *f)
 	      "       airlockd routes          (the public API routes, one \"METHOD /path\" a line)\n",
 	      f);
 }
+
+/* The roles `airlockd <cmd>` runs alone (`up` runs them all). */
+static const struct {
+	const char *cmd;
+	unsigned role;   /* CONFIG_ROLE_*: the secrets it keeps */
+	int (*run)(const struct airlockd_config *cfg, err_t *err);
+} roles[] = {
+	{ "nodemgr", CONFIG_ROLE_NODEMGR, airlockd_nodemgr },
+	{ "node", CONFIG_ROLE_NODE, airlockd_node },
+	{ "gateway", CONFIG_ROLE_GATEWAY, airlockd_gateway },
+	{ "api", CONFIG_ROLE_API, airlockd_api },
+};
 
 int main(int argc, char **argv)
 {
@@ -62,18 +75,19 @@ int main(int argc, char **argv)
 	}
 	log_init(cmd, (enum log_level)cfg.log_level);
 	log_set_json(cfg.log_json);
-	int r;
-	if (!strcmp(cmd, "up"))
+	config_secrets_warn(&cfg);
+	int r = 0;
+	bool known = !strcmp(cmd, "up");
+	if (known)
 		r = airlockd_up(&cfg, &err);
-	else if (!strcmp(cmd, "nodemgr"))
-		r = airlockd_nodemgr(&cfg, &err);
-	else if (!strcmp(cmd, "node"))
-		r = airlockd_node(&cfg, &err);
-	else if (!strcmp(cmd, "gateway"))
-		r = airlockd_gateway(&cfg, &err);
-	else if (!strcmp(cmd, "api"))
-		r = airlockd_api(&cfg, &err);
-	else {
+	for (size_t i = 0; !known && i < ARRAY_SIZE(roles); i++)
+		if ((known = !strcmp(cmd, roles[i].cmd))) {
+			/* Started on its own, a role keeps only its secrets, as
+			 * under `up`. */
+			config_keep_secrets(&cfg, roles[i].role);
+			r = roles[i].run(&cfg, &err);
+		}
+	if (!known) {
 		usage(stderr);
 		return 2;
 	}

@@ -33,6 +33,7 @@
 #include "../lib/json.h"
 #include "../lib/log.h"
 #include "../lib/resource.h"
+#include "../lib/secret.h"
 #include "../lib/secmem.h"
 #include "../lib/tls.h"
 #include "../lib/util.h"
@@ -44,15 +45,6 @@
 char *data_path(const struct airlockd_config *cfg, const char *rel)
 {
 	return xasprintf("%s/%s", cfg->data_dir, rel);
-}
-
-/* What every role passes to db_open: the SQLite file in DATA for "sqlite",
- * else the configured target as it is. Caller frees. */
-static char *db_target(const struct airlockd_config *cfg)
-{
-	if (!strcmp(cfg->db, "sqlite"))
-		return data_path(cfg, "db/airlock.db");
-	return xstrdup(cfg->db);
 }
 
 /* The SQLite file `up` prepares and hands to the unprivileged user, or NULL
@@ -117,6 +109,7 @@ int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_
 				int r = config_set(cfg, map[k].key, v, err);
 				if (r < 0)
 					return r;
+				cfg->secret_in_argv |= secret_setting_holds(map[k].key, v);
 				i++;
 				done = true;
 			}
@@ -132,12 +125,13 @@ int airlockd_parse_args(struct airlockd_config *cfg, int argc, char **argv, err_
 			int r = config_set(cfg, key, eq + 1, err);
 			if (r < 0)
 				return r;
+			cfg->secret_in_argv |= secret_setting_holds(key, eq + 1);
 			i++;
 			continue;
 		}
 		return err_set(err, EINVAL, "unknown argument `%s`", a);
 	}
-	return 0;
+	return config_secrets_load(cfg, err);
 }
 
 /* FNV-1a of the data dir: names this instance's host-wide objects (cgroup
@@ -266,7 +260,7 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *admin = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *nsock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", nsock);
-	_cleanup_free_ char *db = db_target(cfg);
+	_cleanup_free_ char *db = config_db_target(cfg);
 	_cleanup_free_ char *vault_key = data_path(cfg, "keys/vault.key");
 	_cleanup_free_ char *ca_key = data_path(cfg, "keys/ca.key");
 	_cleanup_free_ char *ca_crt = data_path(cfg, "ca.crt");
@@ -329,7 +323,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 	_cleanup_free_ char *gw_path = data_path(cfg, "run/gateway.sock");
 	_cleanup_free_ char *gw = xasprintf("unix:%s", gw_path);
 	_cleanup_free_ char *listen = xasprintf("unix:%s", sock);
-	_cleanup_free_ char *db = db_target(cfg);
+	_cleanup_free_ char *db = config_db_target(cfg);
 	_cleanup_free_ char *nm = data_path(cfg, "run/nodemgr.sock");
 	_cleanup_free_ char *staging = data_path(cfg, "staging");
 	_cleanup_free_ char *objects = data_path(cfg, "objects");
@@ -385,7 +379,7 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 
 int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 {
-	_cleanup_free_ char *db = db_target(cfg);
+	_cleanup_free_ char *db = config_db_target(cfg);
 	_cleanup_free_ char *sock = data_path(cfg, "run/node.sock");
 	_cleanup_free_ char *node = xasprintf("unix:%s", sock);
 	_cleanup_free_ char *vault_pub = data_path(cfg, "vault.pub");
@@ -429,7 +423,10 @@ int airlockd_api(const struct airlockd_config *cfg, err_t *err)
 
 /* ---- supervision ---- */
 
+/* In the order of enum config_role's bits (1u << role is the role's). */
 enum role { ROLE_NODEMGR, ROLE_GATEWAY, ROLE_NODE, ROLE_API, N_ROLES };
+_Static_assert(1u << ROLE_NODEMGR == CONFIG_ROLE_NODEMGR && 1u << ROLE_GATEWAY == CONFIG_ROLE_GATEWAY &&
+	       1u << ROLE_NODE == CONFIG_ROLE_NODE && 1u << ROLE_API == CONFIG_ROLE_API, "role bits");
 static const char *const role_names[N_ROLES] = { "nodemgr", "gateway", "node", "api" };
 static const char *const role_socks[N_ROLES] = { "run/nodemgr.sock", "run/gateway.sock",
 						 "run/node.sock", NULL };
@@ -437,7 +434,7 @@ static const char *const role_socks[N_ROLES] = { "run/nodemgr.sock", "run/gatewa
 static volatile sig_atomic_t stop_requested;
 static void on_stop(int sig) { stop_requested = sig; }
 
-static pid_t spawn_role(const struct airlockd_config *cfg, enum role role)
+static pid_t spawn_role(struct airlockd_config *cfg, enum role role)
 {
 	pid_t parent = getpid();
 	pid_t pid = fork();
@@ -455,6 +452,8 @@ static pid_t spawn_role(const struct airlockd_config *cfg, enum role role)
 		_exit(1);
 	log_init(role_names[role], (enum log_level)cfg->log_level);
 	log_set_json(cfg->log_json);
+	/* cfg is this child's copy (fork): the role keeps its secrets only. */
+	config_keep_secrets(cfg, 1u << role);
 	if (role == ROLE_NODEMGR)
 		r = airlockd_nodemgr(cfg, &err);
 	else if (role == ROLE_GATEWAY)
@@ -618,7 +617,7 @@ static int prepare_data_dir(const struct airlockd_config *cfg, bool *pool_mounte
 static int bootstrap(const struct airlockd_config *cfg, err_t *err)
 {
 	static const char *const suffixes[] = { "", "-wal", "-shm" };
-	_cleanup_free_ char *db = db_target(cfg);
+	_cleanup_free_ char *db = config_db_target(cfg);
 	_cleanup_free_ char *file = db_sqlite_file(cfg);
 	_cleanup_free_ char *cli = data_path(cfg, "cli.json");
 	_cleanup_free_ char *url = xasprintf("%s://%s", cfg->tls_cert[0] ? "https" : "http",
@@ -754,7 +753,7 @@ static void notify_systemd(const char *state)
 }
 
 /* Make the templates, then say that we are up; in a child, dying with us. */
-static pid_t spawn_templates(const struct airlockd_config *cfg)
+static pid_t spawn_templates(struct airlockd_config *cfg)
 {
 	pid_t parent = getpid(), pid;
 
@@ -767,6 +766,7 @@ static pid_t spawn_templates(const struct airlockd_config *cfg)
 	prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
 	if (getppid() != parent)
 		_exit(1);
+	config_keep_secrets(cfg, 0);   /* it talks to the node socket only */
 	ensure_templates(cfg);
 	{
 		_cleanup_free_ char *cli = data_path(cfg, "cli.json");
@@ -777,7 +777,7 @@ static pid_t spawn_templates(const struct airlockd_config *cfg)
 	_exit(0);
 }
 
-int airlockd_up(const struct airlockd_config *cfg, err_t *err)
+int airlockd_up(struct airlockd_config *cfg, err_t *err)
 {
 	pid_t pids[N_ROLES] = { 0 }, templates_pid = 0;
 	bool pool_mounted = false;

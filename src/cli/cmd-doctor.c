@@ -16,6 +16,8 @@
 #include "cli.h"
 
 #define DEFAULT_DATA_DIR "/var/lib/airlock"
+/* airlockd's config, checked for secrets others can read (--server-config). */
+#define DEFAULT_SERVER_CONFIG "/etc/airlock/airlockd.conf"
 
 static void print_report(const json *rep)
 {
@@ -53,19 +55,21 @@ static void print_report(const json *rep)
 
 int cmd_doctor(struct cli *cli, int argc, char **argv)
 {
-	enum { OPT_REMOTE = 1, OPT_DATA_DIR, OPT_VM_DIR, OPT_BACKEND, OPT_VM_ACCEL };
+	enum { OPT_REMOTE = 1, OPT_DATA_DIR, OPT_VM_DIR, OPT_BACKEND, OPT_VM_ACCEL, OPT_SERVER_CONFIG };
 	static const struct option opts[] = {
 		{ "remote", no_argument, NULL, OPT_REMOTE },
 		{ "data-dir", required_argument, NULL, OPT_DATA_DIR },
 		{ "vm-dir", required_argument, NULL, OPT_VM_DIR },
 		{ "backend", required_argument, NULL, OPT_BACKEND },
 		{ "vm-accel", required_argument, NULL, OPT_VM_ACCEL },
+		{ "server-config", required_argument, NULL, OPT_SERVER_CONFIG },
 		CLI_COMMON_OPTS,
 		{ 0 },
 	};
 	_cleanup_free_ char *vm_dir_default = airlock_resource("vm");
 	struct doctor_opts o = { .data_dir = DEFAULT_DATA_DIR, .vm_dir = vm_dir_default,
-				 .vm_accel = "auto", .default_backend = "ns" };
+				 .vm_accel = "auto", .default_backend = "ns",
+				 .config_path = DEFAULT_SERVER_CONFIG };
 	_cleanup_free_ char *raw = NULL;
 	bool remote = false;
 	json *rep = NULL;
@@ -80,6 +84,7 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		case OPT_VM_DIR: o.vm_dir = optarg; break;
 		case OPT_BACKEND: o.default_backend = optarg; break;
 		case OPT_VM_ACCEL: o.vm_accel = optarg; break;
+		case OPT_SERVER_CONFIG: o.config_path = optarg; break;
 		default:
 			if ((r = cli_common_opt(cli, opt, "doctor")))
 				return r;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../lib/json.h"
+#include "../lib/secret.h"
 
 enum status { ST_OK, ST_WARN, ST_FAIL };
 static const char *const status_names[] = { "ok", "warn", "fail" };
@@ -464,6 +465,24 @@ static void check_templates(struct report *r, const struct doctor_opts *o)
 	buf_free(&list);
 }
 
+/* airlockd's config file: a secret in it (an S3 key, the database's
+ * password) that others can read is one anyone on the host may take. */
+static void check_config_secrets(struct report *r, const struct doctor_opts *o)
+{
+	char why[512];
+
+	if (!o->config_path)
+		return;
+	if (secret_config_exposure(o->config_path, why, sizeof(why)) != SECRET_NOT_EXPOSED)
+		check(r, "config", ST_WARN,
+		      "keep secrets in s3_secret_key_file, db_password_file (root's 0600) or "
+		      "systemd credentials (docs/CONFIGURATION.md \"Secrets\")",
+		      "%s", why);
+	else if (access(o->config_path, F_OK) == 0)
+		check(r, "config", ST_OK, NULL, "%s: no secret in it that others can read",
+		      o->config_path);
+}
+
 /* Opens the backend's object; the caller adds to it and closes it. */
 static void backend(struct jw *w, const char *name, bool can_run, const char *const *missing,
 		    size_t n)
@@ -502,6 +521,7 @@ bool doctor_run(const struct doctor_opts *o, struct buf *out)
 	check_nftables(&r);
 	check_memory(&r);
 	check_templates(&r, o);
+	check_config_secrets(&r, o);
 	jw_end(&r.w);
 
 	bool ns_ok = r.n_ns == 0, vm_ok = r.n_vm == 0;

@@ -28,6 +28,9 @@ struct doctor_opts {
 	const char *vm_dir;           /* holds vmlinuz and initramfs.cpio.gz */
 	const char *vm_accel;         /* config: "auto" (or NULL), "kvm", "tcg" */
 	const char *default_backend;  /* "ns" or "vm": decides "ok" */
+	/* airlockd's config file, checked for secrets others can read
+	 * (lib/secret.h); NULL: not checked. */
+	const char *config_path;
 	/* nodemgr's decision at start-up (vm-accel.c), when known: it is
 	 * reported instead of the guess from doctor_kvm_state. NULL: unknown. */
 	const char *accel_decided;

@@ -10,6 +10,10 @@
 - The Debian package (`cpack`, as `make deb` runs it) installs into a fresh
   mmdebstrap root of this machine's apt sources with only its declared
   dependencies, its programs run there, and remove/purge leave nothing.
+- The config file, which may hold secrets (the S3 keys, the database's
+  password), is installed 0640: root's to write, the airlock group's to
+  read (the package's postinst makes the group), no one else's (issue 34,
+  item 8).
 """
 import os
 import shutil
@@ -55,6 +59,8 @@ class Package(unittest.TestCase):
                   "usr/lib/airlock/scripts/template-build.sh",
                   "usr/lib/systemd/system/airlockd.service", "etc/airlock/airlockd.conf"):
             self.assertTrue(os.path.exists(os.path.join(root, f)), f)
+        mode = os.stat(os.path.join(root, "etc/airlock/airlockd.conf")).st_mode & 0o7777
+        self.assertEqual(oct(mode), oct(0o640), "the config must not be readable by every user")
         for prog in ("usr/bin/airlockd", "usr/bin/airlock"):
             with open(os.path.join(root, prog), "rb") as f:
                 data = f.read()
@@ -129,6 +135,15 @@ class Package(unittest.TestCase):
         run("mmdebstrap", "--quiet", "--variant=minbase", f"--include={names}", "bookworm", root)
         shutil.copy(deb, os.path.join(root, "tmp", "airlock.deb"))
         run("chroot", root, "dpkg", "-i", "/tmp/airlock.deb")
+        # The config: root's, readable by the airlock group (made by the
+        # postinst, as `airlockd up` would make it), by no one else.
+        st = os.stat(os.path.join(root, "etc/airlock/airlockd.conf"))
+        self.assertEqual(oct(st.st_mode & 0o7777), oct(0o640), "the config must not be readable by every user")
+        group = subprocess.run(["chroot", root, "getent", "group", "airlock"],
+                               capture_output=True, text=True).stdout.strip()
+        self.assertTrue(group, "the package made no airlock group")
+        self.assertEqual((st.st_uid, st.st_gid), (0, int(group.split(":")[2])),
+                         "/etc/airlock/airlockd.conf must be root:airlock")
         self.assertRegex(run("chroot", root, "airlockd", "version").stdout, r"^airlockd \d+\.\d+")
         self.assertIn("Usage: airlock", run("chroot", root, "airlock", "--help").stdout)
         with open(os.path.join(root, "usr/lib/systemd/system/airlockd.service")) as f:
