@@ -21,44 +21,18 @@ the openssl CLI (a certificate for 127.0.0.1 and localhost):
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 
 from harness import main
 from test_byok import TTL, ByokBase, Kms
+from testpki import cert_sha256, make_ca, make_cert
 
 
-def openssl(*args):
-    subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=60)
-
-
-def make_ca(d, name):
-    key, crt = os.path.join(d, name + ".key"), os.path.join(d, name + ".pem")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", key, "-out", crt, "-days", "2", "-subj", f"/CN=kms test {name}",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    return key, crt
-
-
-def make_cert(d, name, ca_key, ca_crt, san):
-    key, csr, crt = (os.path.join(d, name + s) for s in (".key", ".csr", ".pem"))
-    ext = os.path.join(d, name + ".ext")
-    with open(ext, "w") as f:
-        f.write(f"subjectAltName={san}\nextendedKeyUsage=serverAuth\n")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", key, "-out", csr, "-subj", f"/CN={name}")
-    openssl("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial",
-            "-out", crt, "-days", "2", "-extfile", ext)
+def server_cert(*args):
+    """(certificate, key), the order Kms(tls=...) takes."""
+    key, crt = make_cert(*args)
     return crt, key
-
-
-def cert_sha256(crt):
-    der = subprocess.run(["openssl", "x509", "-in", crt, "-outform", "DER"], check=True,
-                         capture_output=True).stdout
-    import hashlib
-    return hashlib.sha256(der).hexdigest()
 
 
 class ByokTlsTest(ByokBase):
@@ -70,10 +44,10 @@ class ByokTlsTest(ByokBase):
         try:
             ca_key, cls.ca = make_ca(cls.pki, "ca")
             other_key, cls.other_ca = make_ca(cls.pki, "other")
-            cls.cert = make_cert(cls.pki, "kms", ca_key, cls.ca, "IP:127.0.0.1,DNS:localhost")
-            cls.spoof_cert = make_cert(cls.pki, "spoof", other_key, cls.other_ca,
+            cls.cert = server_cert(cls.pki, "kms", ca_key, cls.ca, "IP:127.0.0.1,DNS:localhost")
+            cls.spoof_cert = server_cert(cls.pki, "spoof", other_key, cls.other_ca,
                                        "IP:127.0.0.1,DNS:localhost")
-            cls.elsewhere = make_cert(cls.pki, "elsewhere", ca_key, cls.ca,
+            cls.elsewhere = server_cert(cls.pki, "elsewhere", ca_key, cls.ca,
                                       "DNS:kms.elsewhere.test")
             for f in os.listdir(cls.pki):
                 os.chmod(os.path.join(cls.pki, f), 0o644 if f.endswith(".pem") else 0o600)

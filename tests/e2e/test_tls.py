@@ -17,32 +17,13 @@ import time
 
 import harness
 from harness import BACKEND, CLI, AirlockTestCase, main
-
-
-def openssl(*args):
-    subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=60)
-
-
-def make_ca(d, name):
-    key, crt = os.path.join(d, name + ".key"), os.path.join(d, name + ".pem")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", key, "-out", crt, "-days", "2", "-subj", f"/CN=Airlock {name}",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    return key, crt
+from testpki import make_ca, make_cert
 
 
 def make_server_cert(d, ca_key, ca_crt):
     """A certificate for DNS name `localhost` only (not 127.0.0.1: so a
     URL naming the address must fail the name check)."""
-    key, csr, crt = (os.path.join(d, "server" + s) for s in (".key", ".csr", ".pem"))
-    ext = os.path.join(d, "server.ext")
-    with open(ext, "w") as f:
-        f.write("subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", key, "-out", csr, "-subj", "/CN=localhost")
-    openssl("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial",
-            "-out", crt, "-days", "2", "-extfile", ext)
+    key, crt = make_cert(d, "server", ca_key, ca_crt, "DNS:localhost", cn="localhost")
     os.chmod(key, 0o600)   # root's alone: the api reads it before dropping privileges
     return key, crt
 
@@ -52,8 +33,8 @@ class TlsTest(AirlockTestCase):
     def setUpClass(cls):
         cls.pki = tempfile.mkdtemp(prefix="airlock-tls-")
         try:
-            ca_key, cls.ca = make_ca(cls.pki, "test-ca")
-            _, cls.wrong_ca = make_ca(cls.pki, "other-ca")
+            ca_key, cls.ca = make_ca(cls.pki, "test-ca", cn="Airlock test-ca")
+            _, cls.wrong_ca = make_ca(cls.pki, "other-ca", cn="Airlock other-ca")
             cls.key, cls.cert = make_server_cert(cls.pki, ca_key, cls.ca)
             cls.extra_args = ("--tls-cert", cls.cert, "--tls-key", cls.key)
             super().setUpClass()
