@@ -407,12 +407,12 @@ static void tune_accepted(int fd, int family)
 }
 
 /* Under s->mu. */
-static unsigned conns_from(const struct http_server *s, const char *ip)
+static unsigned conns_from(const struct http_server *s, const char *client)
 {
 	unsigned n = 0;
 
 	for (const struct http_conn *c = s->conns; c; c = c->next)
-		n += strcmp(c->ip, ip) == 0;
+		n += strcmp(c->client, client) == 0;
 	return n;
 }
 
@@ -428,7 +428,7 @@ static int conn_register(struct http_server *s, struct http_conn *c, bool exempt
 		r = -ESHUTDOWN;
 	else if (s->n_conns >= HTTP_MAX_CONNS)
 		r = -EMFILE;
-	else if (cap && c->ip[0] && conns_from(s, c->ip) >= cap)
+	else if (cap && c->client[0] && conns_from(s, c->client) >= cap)
 		r = -EUSERS;
 	if (r == 0) {
 		c->next = s->conns;
@@ -499,6 +499,7 @@ static struct http_conn *conn_new(struct http_server *s, int fd,
 	buf_init(&c->held);
 	http_format_peer(ss, c->peer, sizeof(c->peer));
 	http_format_peer_ip(ss, c->ip, sizeof(c->ip));
+	http_format_peer_client(ss, c->client, sizeof(c->client));
 	int why = conn_register(s, c, false);
 	if (why == -EUSERS && s->opts.exempt_fn && s->opts.exempt_fn(s->ctx, c->ip))
 		why = conn_register(s, c, true);

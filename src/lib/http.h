@@ -137,11 +137,11 @@ struct http_server_opts {
 	/* A keep-alive connection may wait this long for the next request's
 	 * first byte (HTTP_IDLE_TIMEOUT_MS). */
 	int idle_timeout_ms;
-	/* Connections at once from one IP address (0: no cap; unix socket
-	 * peers are never capped). Past it 429 and close, from the accept
+	/* Connections at once from one client: an IPv4 address, or an IPv6
+	 * /64 (0: no cap; unix socket peers are never capped). Past it 429 and close, from the accept
 	 * thread, with no connection thread started. */
 	unsigned max_conns_per_client;
-	/* NULL, or: may ip (the peer's address alone, "10.0.0.2") pass
+	/* NULL, or: may ip (the peer's whole address alone, "10.0.0.2") pass
 	 * max_conns_per_client? Asked from the accept thread, only for an
 	 * address at its cap; must not block. ctx: the handler's. */
 	bool (*exempt_fn)(void *ctx, const char *ip);

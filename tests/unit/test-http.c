@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../../src/lib/http-internal.h"
 #include "../../src/lib/http.h"
 #include "../../src/lib/json.h"
 #include "check.h"
@@ -752,6 +753,47 @@ out:
 	buf_free(&out);
 }
 
+static void client_key(const char *addr, char *out, size_t n)
+{
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+
+	if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1)
+		ss.ss_family = AF_INET;
+	else if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1)
+		ss.ss_family = AF_INET6;
+	else
+		ss.ss_family = AF_UNIX;
+	http_format_peer_client(&ss, out, n);
+}
+
+/* The per-client cap's key: a host picks any address of its /64 (privacy
+ * addresses), so IPv6 clients are one client per /64. */
+static void test_client_key(void)
+{
+	char a[48], b[48];
+
+	client_key("2001:db8:1:2:aaaa:bbbb:cccc:1", a, sizeof(a));
+	client_key("2001:db8:1:2::ffff", b, sizeof(b));
+	CHECK(strcmp(a, b) == 0);
+	CHECK(strcmp(a, "2001:db8:1:2::/64") == 0);
+	client_key("2001:db8:1:3::ffff", b, sizeof(b));   /* the next /64 */
+	CHECK(strcmp(b, "2001:db8:1:3::/64") == 0);
+	client_key("::1", a, sizeof(a));
+	CHECK(strcmp(a, "::/64") == 0);
+	/* IPv4, plain or mapped, is still one address */
+	client_key("10.0.0.2", a, sizeof(a));
+	CHECK(strcmp(a, "10.0.0.2") == 0);
+	client_key("::ffff:10.0.0.2", a, sizeof(a));
+	CHECK(strcmp(a, "10.0.0.2") == 0);
+	client_key("10.0.0.3", b, sizeof(b));
+	CHECK(strcmp(a, b) != 0);
+	/* a unix socket peer has none: never capped */
+	client_key("unix", a, sizeof(a));
+	CHECK(a[0] == '\0');
+}
+
 static void test_client_errors(void)
 {
 	struct http_resp r;
@@ -769,6 +811,7 @@ int main(void)
 	struct ctx x = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 	test_parser();
+	test_client_key();
 	test_client_errors();
 	test_tcp(&x);
 	test_unix(&x);
