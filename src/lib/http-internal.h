@@ -123,6 +123,7 @@ struct http_conn {
 	bool http10;
 	bool is_head;
 	bool broken;                     /* a send failed; close after handler */
+	bool authenticated;              /* http_conn_set_authenticated: the long idle */
 	char req_hdr[128];               /* http_conn_set_header: this request's */
 };
 

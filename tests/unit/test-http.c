@@ -126,6 +126,10 @@ static void handler(void *arg, struct http_req *req, struct http_conn *c)
 
 	if (strcmp(req->path, "/hello") == 0)
 		http_respond(c, 200, "text/plain", "hello", 5, "X-Test: yes\r\n");
+	else if (strcmp(req->path, "/auth") == 0) {   /* as if it had a valid key */
+		http_conn_set_authenticated(c);
+		http_respond(c, 200, "text/plain", "hello", 5, NULL);
+	}
 	else if (strcmp(req->path, "/echo") == 0 || strcmp(req->path, "/a b/é") == 0)
 		h_echo(req, c);
 	else if (strcmp(req->path, "/stream") == 0)
@@ -742,6 +746,34 @@ static void test_limits(struct ctx *x)
 		goto out;
 	a = raw_connect(http_server_addr(s));
 	fd = raw_connect(http_server_addr(s));
+	buf_reset(&out);
+	raw_send(fd, "GET /hello HTTP/1.1\r\n\r\n");
+	CHECK(!raw_read(fd, &out, "hello", 1));
+	CHECK(out.data && strncmp(out.data, "HTTP/1.1 200 ", 13) == 0);
+	close(fd);
+	close(a);
+	http_server_stop(s);
+
+	/* keep-alive quiet: short until the connection has authenticated */
+	struct http_server_opts o = { .idle_timeout_ms = 5000, .unauth_idle_timeout_ms = 300 };
+	err_t err = { 0 };
+	s = http_server_start_opts("127.0.0.1:0", &o, handler, x, &err);
+	CHECK(s != NULL);
+	if (!s)
+		goto out;
+	a = raw_connect(http_server_addr(s));
+	fd = raw_connect(http_server_addr(s));
+	raw_send(a, "GET /hello HTTP/1.1\r\n\r\n");
+	raw_send(fd, "GET /auth HTTP/1.1\r\n\r\n");
+	buf_reset(&out);
+	CHECK(!raw_read(a, &out, "hello", 1));
+	buf_reset(&out);
+	CHECK(!raw_read(fd, &out, "hello", 1));
+	t0 = now_ms();
+	buf_reset(&out);
+	CHECK(raw_read(a, &out, NULL, 0) && out.len == 0);   /* closed, quietly */
+	CHECK(now_ms() - t0 < 1500);
+	usleep(700 * 1000);   /* the authenticated one outlives that */
 	buf_reset(&out);
 	raw_send(fd, "GET /hello HTTP/1.1\r\n\r\n");
 	CHECK(!raw_read(fd, &out, "hello", 1));
