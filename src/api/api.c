@@ -140,6 +140,7 @@ static bool authenticate(struct api *a, const struct http_req *req, struct http_
 		respond_error_hdr(c, 401, "unauthorized", "unknown or revoked API key", unauth_hdr);
 		return false;
 	}
+	http_conn_set_authenticated(c);   /* the long keep-alive (api_run) */
 	return true;
 }
 
@@ -320,9 +321,16 @@ int api_run(const struct api_config *cfg, err_t *err)
 	a.inflight = keycap_new(cfg->max_inflight);
 	a.cluster = cluster_new();
 
+	/* Keep-alive quiet: 120 s for a connection that has shown a valid
+	 * key, and for one that has not no more than the head deadline (10 s
+	 * by default), as for a new connection's first head: an anonymous
+	 * client (health checks, 401s) cannot hold its api_max_conns_per_client
+	 * threads by parking connections between cheap requests. */
+	int head_ms = cfg->head_timeout_ms > 0 ? cfg->head_timeout_ms : HTTP_HEAD_TIMEOUT_MS;
 	struct http_server_opts opts = {
 		.max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY,
-		.head_timeout_ms = cfg->head_timeout_ms,
+		.head_timeout_ms = head_ms,
+		.unauth_idle_timeout_ms = head_ms,
 		.max_conns_per_client = cfg->max_conns_per_client,
 		.body_budget = cfg->body_budget,
 		.head_fn = head_check,

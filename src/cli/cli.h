@@ -39,7 +39,15 @@ struct cli {
 	bool loaded;
 	char *url;
 	char *key;
+	/* key came from CLI_DEFAULT_CONFIG, read only because no config was
+	 * named (no --config, AIRLOCK_CONFIG or user config) and no
+	 * AIRLOCK_API_KEY set: the admin key `airlockd up` writes there */
+	bool key_from_default;
 };
+
+/* The config read when none is named: DATA/cli.json, which `airlockd up`
+ * writes (root:root 0600) with the admin key for root's own CLI. */
+#define CLI_DEFAULT_CONFIG "/var/lib/airlock/cli.json"
 
 /* Options every verb accepts besides its own: --json, --config F, --url U,
  * --cacert F.

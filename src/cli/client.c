@@ -6,7 +6,6 @@
 #include "../lib/tls.h"
 #include "cli.h"
 
-#define DEFAULT_CONFIG "/var/lib/airlock/cli.json"
 #define DEFAULT_URL "http://127.0.0.1:7070"
 
 int cli_fail(const char *code, const char *fmt, ...)
@@ -96,7 +95,7 @@ static char *config_path(const struct cli *cli, bool *explicit_path)
 		return user;
 	free(user);
 	*explicit_path = false;
-	return xstrdup(DEFAULT_CONFIG);
+	return xstrdup(CLI_DEFAULT_CONFIG);
 }
 
 /* https: the server is verified against ca_file (PEM) when given, else
@@ -142,8 +141,10 @@ int cli_load(struct cli *cli)
 		}
 		if ((s = json_get_str(j, "url")))
 			cli->url = xstrdup(s);
-		if ((s = json_get_str(j, "api_key")))
+		if ((s = json_get_str(j, "api_key"))) {
 			cli->key = xstrdup(s);
+			cli->key_from_default = !explicit_path;
+		}
 		if ((s = json_get_str(j, "ca_file"))) {
 			/* relative: to the config file's directory */
 			const char *slash = strrchr(path, '/');
@@ -162,6 +163,7 @@ int cli_load(struct cli *cli)
 	if ((env = getenv("AIRLOCK_API_KEY")) && *env) {
 		free(cli->key);
 		cli->key = xstrdup(env);
+		cli->key_from_default = false;
 	}
 	if (cli->url_flag) {
 		free(cli->url);
@@ -219,7 +221,7 @@ int cli_fail_resp(int status, const char *body, size_t len)
 	}
 	if (status == 401)
 		fprintf(stderr, "airlock: check the API key (AIRLOCK_API_KEY, --config, "
-			"~/.config/airlock/config.json or %s)\n", DEFAULT_CONFIG);
+			"~/.config/airlock/config.json or %s)\n", CLI_DEFAULT_CONFIG);
 	json_free(j);
 	return status == 401 || status == 403 ? EXIT_AUTH : r;
 }

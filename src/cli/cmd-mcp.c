@@ -4,7 +4,8 @@
  * `airlock mcp` and writes JSON-RPC messages to its stdin, one a line; the
  * answers go to stdout, one a line, and nothing else does: logs go to
  * stderr. The protocol lives in mcp.c; this file gives it the CLI's config
- * (url and key as for every verb) and HTTP client, and the stdio loop.
+ * (url and key as for every verb, but the key must be one it was given:
+ * see cmd_mcp) and HTTP client, and the stdio loop.
  * Requests are answered one at a time, in order.
  */
 #include <errno.h>
@@ -62,6 +63,25 @@ int cmd_mcp(struct cli *cli, int argc, char **argv)
 		return r;
 	if ((r = cli_load(cli)))
 		return r;
+	/* The agent acts with this key's rights. Other verbs fall back on the
+	 * file `up` writes for root's CLI, which holds the admin key: an agent
+	 * host started as root with no config of its own would quietly get
+	 * every tenant's sandboxes. So that file counts only when named
+	 * (--config, AIRLOCK_CONFIG), and with no key at all we refuse too
+	 * rather than serve tools that can only answer 401. */
+	if (!cli->key || cli->key_from_default) {
+		if (cli->key)
+			cli_fail("key_required", "airlock mcp does not use the admin key of %s "
+				 "unless a config names that file", CLI_DEFAULT_CONFIG);
+		else
+			cli_fail("key_required", "airlock mcp needs an API key; none was found");
+		fputs("airlock: give the agent a key of its own (it acts with the key's rights): "
+		      "AIRLOCK_API_KEY, or a config with \"api_key\" (--config FILE, "
+		      "AIRLOCK_CONFIG or ~/.config/airlock/config.json); "
+		      "`airlock key create --tenant T` makes one\n",
+		      stderr);
+		return EXIT_FAIL;
+	}
 	/* a client that closes our stdout ends us through a write error, not
 	 * a signal */
 	signal(SIGPIPE, SIG_IGN);

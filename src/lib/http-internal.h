@@ -113,6 +113,7 @@ struct http_conn {
 	struct http_conn *prev, *next;   /* srv->conns, under srv->mu */
 	char peer[64];
 	char ip[48];                     /* peer's address without port; "" for unix */
+	char client[48];                 /* http_format_peer_client: the cap's key */
 	uint64_t accepted_ms;            /* now_ms() at accept: the first head's deadline */
 	size_t body_reserved;            /* bytes of srv->body_inflight this request holds */
 	struct buf in;                   /* received, not yet consumed */
@@ -122,6 +123,7 @@ struct http_conn {
 	bool http10;
 	bool is_head;
 	bool broken;                     /* a send failed; close after handler */
+	bool authenticated;              /* http_conn_set_authenticated: the long idle */
 	char req_hdr[128];               /* http_conn_set_header: this request's */
 };
 
@@ -156,8 +158,12 @@ static inline bool server_stopping(const struct http_server *s)
 /* "127.0.0.1:5555", "[::1]:5555", or "unix" for anything else. */
 void http_format_peer(const struct sockaddr_storage *ss, char *out, size_t n);
 /* The address alone, "127.0.0.1" or "::1" (an IPv4-mapped IPv6 address as
- * IPv4), "" for a unix socket peer: the key of the per-client cap. */
+ * IPv4), "" for a unix socket peer: what exempt_fn is asked about. */
 void http_format_peer_ip(const struct sockaddr_storage *ss, char *out, size_t n);
+/* The key of the per-client connection cap (max_conns_per_client): the
+ * address for IPv4 (and IPv4-mapped IPv6), the /64 for IPv6
+ * ("2001:db8:1:2::/64"), "" for a unix socket peer (never capped). */
+void http_format_peer_client(const struct sockaddr_storage *ss, char *out, size_t n);
 /* "HOST:PORT" or "[IPV6]:PORT" into host (brackets removed) and port. */
 int http_split_host_port(const char *spec, char *host, size_t hn, char *port, size_t pn,
 			 err_t *err);

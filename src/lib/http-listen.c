@@ -48,6 +48,28 @@ void http_format_peer_ip(const struct sockaddr_storage *ss, char *out, size_t n)
 	}
 }
 
+void http_format_peer_client(const struct sockaddr_storage *ss, char *out, size_t n)
+{
+	const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+	struct in6_addr net;
+	char ip[INET6_ADDRSTRLEN];
+
+	if (ss->ss_family != AF_INET6 || IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+		http_format_peer_ip(ss, out, n);
+		return;
+	}
+	/* A site is given a /64 at least and each host on it picks its own
+	 * interface id (SLAAC, privacy addresses that change by the hour): one
+	 * machine has 2^64 addresses to open connections from, so the /64 is
+	 * the smallest thing that stands for one client. The cost: hosts that
+	 * share a /64 (one LAN behind a router) share a cap, as hosts behind
+	 * one IPv4 NAT do. */
+	net = a->sin6_addr;
+	memset(&net.s6_addr[8], 0, 8);
+	inet_ntop(AF_INET6, &net, ip, sizeof(ip));
+	snprintf(out, n, "%s/64", ip);
+}
+
 static int listen_fd_ready(int fd, const char *what, err_t *err)
 {
 	if (listen(fd, SOMAXCONN) < 0)

@@ -269,6 +269,11 @@ int http_conn_takeover(struct http_conn *c, struct buf *pending)
 	return c->fd;
 }
 
+void http_conn_set_authenticated(struct http_conn *c)
+{
+	c->authenticated = true;
+}
+
 void http_conn_set_header(struct http_conn *c, const char *lines)
 {
 	snprintf(c->req_hdr, sizeof(c->req_hdr), "%s", lines ? lines : "");

@@ -86,7 +86,8 @@ static void budget_release(struct http_conn *c)
  * and then cannot hold the connection (a per-read timeout would restart on
  * every byte). A connection's first head counts from accept: a silent
  * connection is closed as soon; a later one from its first byte, after up to
- * idle_timeout_ms of keep-alive quiet.
+ * idle_timeout_ms of keep-alive quiet (unauth_idle_timeout_ms until the
+ * connection has carried a valid credential).
  * Returns 1 with the head length in *head_len, 0 when the connection ended
  * or went idle (close quietly), -EINVAL for an oversized head, or -ETIMEDOUT
  * when part of a head came but not all of it in time. */
@@ -107,7 +108,7 @@ static int read_head(struct http_conn *c, bool first, size_t *head_len)
 			return *head_len > HTTP_MAX_HEAD ? -EINVAL : 1;
 		if (c->in.len >= HTTP_MAX_HEAD)
 			return -EINVAL;
-		int tmo = o->idle_timeout_ms;
+		int tmo = c->authenticated ? o->idle_timeout_ms : o->unauth_idle_timeout_ms;
 		if (c->in.len && !deadline)
 			deadline = now_ms() + (uint64_t)o->head_timeout_ms;
 		if (deadline) {
@@ -407,12 +408,12 @@ static void tune_accepted(int fd, int family)
 }
 
 /* Under s->mu. */
-static unsigned conns_from(const struct http_server *s, const char *ip)
+static unsigned conns_from(const struct http_server *s, const char *client)
 {
 	unsigned n = 0;
 
 	for (const struct http_conn *c = s->conns; c; c = c->next)
-		n += strcmp(c->ip, ip) == 0;
+		n += strcmp(c->client, client) == 0;
 	return n;
 }
 
@@ -428,7 +429,7 @@ static int conn_register(struct http_server *s, struct http_conn *c, bool exempt
 		r = -ESHUTDOWN;
 	else if (s->n_conns >= HTTP_MAX_CONNS)
 		r = -EMFILE;
-	else if (cap && c->ip[0] && conns_from(s, c->ip) >= cap)
+	else if (cap && c->client[0] && conns_from(s, c->client) >= cap)
 		r = -EUSERS;
 	if (r == 0) {
 		c->next = s->conns;
@@ -499,6 +500,7 @@ static struct http_conn *conn_new(struct http_server *s, int fd,
 	buf_init(&c->held);
 	http_format_peer(ss, c->peer, sizeof(c->peer));
 	http_format_peer_ip(ss, c->ip, sizeof(c->ip));
+	http_format_peer_client(ss, c->client, sizeof(c->client));
 	int why = conn_register(s, c, false);
 	if (why == -EUSERS && s->opts.exempt_fn && s->opts.exempt_fn(s->ctx, c->ip))
 		why = conn_register(s, c, true);
@@ -653,6 +655,8 @@ struct http_server *http_server_start_opts(const char *listen_addr,
 		s->opts.head_timeout_ms = HTTP_HEAD_TIMEOUT_MS;
 	if (s->opts.idle_timeout_ms <= 0)
 		s->opts.idle_timeout_ms = HTTP_IDLE_TIMEOUT_MS;
+	if (s->opts.unauth_idle_timeout_ms <= 0)
+		s->opts.unauth_idle_timeout_ms = s->opts.idle_timeout_ms;
 	s->fn = fn;
 	s->ctx = ctx;
 	pthread_mutex_init(&s->mu, NULL);

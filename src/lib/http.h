@@ -109,6 +109,11 @@ void http_stream_hold(struct http_conn *c, int status, const char *content_type,
 void http_conn_set_header(struct http_conn *c, const char *lines);
 /* True once the current request's answer began (http_respond*, a stream). */
 bool http_conn_answered(const struct http_conn *c);
+/* The current request carried a valid credential: from now on the
+ * connection may wait idle_timeout_ms for its next request, not
+ * unauth_idle_timeout_ms (for the rest of its life: a key proven once on
+ * a connection is not asked again to keep it). */
+void http_conn_set_authenticated(struct http_conn *c);
 /* True once the peer closed its side (checked without blocking). */
 bool http_conn_peer_closed(struct http_conn *c);
 
@@ -135,13 +140,18 @@ struct http_server_opts {
 	 * (HTTP_HEAD_TIMEOUT_MS). Past it: 408 and close. */
 	int head_timeout_ms;
 	/* A keep-alive connection may wait this long for the next request's
-	 * first byte (HTTP_IDLE_TIMEOUT_MS). */
+	 * first byte (HTTP_IDLE_TIMEOUT_MS)... */
 	int idle_timeout_ms;
-	/* Connections at once from one IP address (0: no cap; unix socket
-	 * peers are never capped). Past it 429 and close, from the accept
+	/* ... once a handler called http_conn_set_authenticated on it; until
+	 * then, this long (0: idle_timeout_ms, for servers with no notion of
+	 * a credential). A server that authenticates sets it short, so a
+	 * client without a key cannot park connections between requests. */
+	int unauth_idle_timeout_ms;
+	/* Connections at once from one client: an IPv4 address, or an IPv6
+	 * /64 (0: no cap; unix socket peers are never capped). Past it 429 and close, from the accept
 	 * thread, with no connection thread started. */
 	unsigned max_conns_per_client;
-	/* NULL, or: may ip (the peer's address alone, "10.0.0.2") pass
+	/* NULL, or: may ip (the peer's whole address alone, "10.0.0.2") pass
 	 * max_conns_per_client? Asked from the accept thread, only for an
 	 * address at its cap; must not block. ctx: the handler's. */
 	bool (*exempt_fn)(void *ctx, const char *ip);

@@ -32,6 +32,23 @@
  * long a client that says nothing may keep the relay before it goes. */
 #define RELAY_SERVER_LINGER_MS (30 * 1000)
 
+/* What the api's listener accepts (tls_server_ctx). TLS 1.2 only with
+ * ECDHE (forward secrecy: a stolen key does not open recorded sessions)
+ * and an AEAD cipher: no CBC suite (MAC-then-encrypt, the root of Lucky13
+ * and the padding oracles), no RSA key exchange, no SHA-1 MAC. Every
+ * client of the last years has one of these. In this order, the server's
+ * (SSL_OP_CIPHER_SERVER_PREFERENCE): a client listing a weaker suite
+ * first still gets the best we share. ECDSA and RSA forms, for either
+ * kind of certificate. */
+#define TLS12_SERVER_CIPHERS                                                    \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"            \
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"            \
+	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+/* TLS 1.3 has only AEAD suites; named anyway so a changed library
+ * default cannot widen what we accept. */
+#define TLS13_SERVER_SUITES \
+	"TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+
 /* An error of OpenSSL's queue (or `what` alone) into err; clears the queue. */
 static int tls_err(err_t *err, int code, const char *what)
 {
@@ -47,7 +64,9 @@ struct tls_ctx *tls_server_ctx(const char *cert_file, const char *key_file, err_
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 
-	if (!ctx || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
+	if (!ctx || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+	    SSL_CTX_set_cipher_list(ctx, TLS12_SERVER_CIPHERS) != 1 ||
+	    SSL_CTX_set_ciphersuites(ctx, TLS13_SERVER_SUITES) != 1) {
 		SSL_CTX_free(ctx);
 		tls_err(err, EIO, "TLS server context");
 		return NULL;
@@ -71,7 +90,8 @@ struct tls_ctx *tls_server_ctx(const char *cert_file, const char *key_file, err_
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
 	/* a client asking for handshake after handshake makes us spend CPU at
 	 * its will: refuse (TLS 1.2; 1.3 has none) */
-	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
+				 SSL_OP_CIPHER_SERVER_PREFERENCE);
 	return (struct tls_ctx *)ctx;
 }
 

@@ -7,7 +7,8 @@
  * one more branch or copy. The price, on TLS connections only: one more
  * thread per connection and one more copy through a unix socket.
  *
- * OpenSSL (libssl), TLS 1.2 or later. */
+ * OpenSSL (libssl), TLS 1.2 or later; the server takes on TLS 1.2 only
+ * ECDHE with AES-GCM or ChaCha20-Poly1305, in its own order (tls.c). */
 #ifndef AIRLOCK_TLS_H
 #define AIRLOCK_TLS_H
 

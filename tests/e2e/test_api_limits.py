@@ -1,7 +1,9 @@
 """What a client can tie up in the api before (and without) authenticating:
 a request head must arrive whole within api_head_timeout_s (408), a body is
 never read before the key is checked (401 answered to the head alone),
-connections per client address are capped (api_max_conns_per_client), and
+connections per client address are capped (api_max_conns_per_client), a
+keep-alive connection without a valid key is closed when idle past the head
+deadline, and
 request bodies in flight share api_body_budget_mb (503 busy). The flood: 2,000
 connections from 127.0.0.3 that each send one byte a second, while /v1/health
 and an authenticated exec from 127.0.0.1 still answer within 100 ms."""
@@ -162,6 +164,48 @@ class ApiLimitsTest(AirlockTestCase):
             self.assertIsNotNone(closed, "a trickling head kept its connection")
             self.assertLess(closed, HEAD_TIMEOUT_S + 3)
             self.assertTrue(data.startswith(b"HTTP/1.1 408 "), data[:200])
+
+    def test_idle_unauthenticated_keepalive_closed_sooner(self):
+        """Keep-alive quiet is 120 s for a connection that has sent a valid
+        key, and only the head deadline for one that has not: an anonymous
+        client cannot park connections between requests."""
+        def answer(s, request):
+            s.sendall(request)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                b = s.recv(65536)
+                self.assertTrue(b, "closed before the answer")
+                data += b
+            head, _, body = data.partition(b"\r\n\r\n")
+            clen = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            while len(body) < clen:
+                body += s.recv(65536)
+            return head.split(b" ")[1]
+
+        anon, authed = self.connect(), self.connect()
+        try:
+            get = b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
+            self.assertEqual(answer(anon, get), b"200")
+            # a wrong key is no key
+            self.assertEqual(answer(anon, b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n"
+                                          b"Authorization: Bearer al_" + b"0" * 32 +
+                                          b"\r\n\r\n"), b"401")
+            keyed = (b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                     self.server.admin_key.encode() + b"\r\n\r\n")
+            self.assertEqual(answer(authed, keyed), b"200")
+            t0 = time.time()
+            anon.settimeout(HEAD_TIMEOUT_S + 5)
+            try:
+                self.assertEqual(anon.recv(100), b"")
+            except socket.timeout:
+                self.fail("an idle unauthenticated connection was kept open")
+            self.assertLess(time.time() - t0, HEAD_TIMEOUT_S + 3)
+            # the keyed one is still there past that, and serves again
+            time.sleep(max(0.0, HEAD_TIMEOUT_S + 2 - (time.time() - t0)))
+            self.assertEqual(answer(authed, get), b"200")
+        finally:
+            anon.close()
+            authed.close()
 
     def test_body_budget(self):
         sb = self.api.create()

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import select
+import shutil
 import subprocess
 import tempfile
 import time
@@ -335,6 +336,57 @@ class McpTest(AirlockTestCase):
                 self.assertEqual(r["structuredContent"]["error"]["code"], "unavailable")
             finally:
                 self.assertEqual(m.close(), 0)
+
+
+    def test_no_admin_key_by_default(self):
+        """With no config of its own (no --config, AIRLOCK_CONFIG or user
+        config) the CLI reads /var/lib/airlock/cli.json, where `airlockd up`
+        puts the admin key for root's CLI. `airlock` still uses it;
+        `airlock mcp` refuses to (the agent would act as admin), and asks
+        for a key. Run in a mount namespace with a directory of ours bound
+        over /var/lib, so the host's is never touched."""
+        if not shutil.which("unshare"):
+            self.skipTest("needs unshare")
+        call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "sandbox_list", "arguments": {}}}).encode()
+        with tempfile.TemporaryDirectory() as d:
+            varlib, home = os.path.join(d, "varlib"), os.path.join(d, "home")
+            os.makedirs(os.path.join(varlib, "airlock"))
+            os.makedirs(home)
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith("AIRLOCK_") and k != "XDG_CONFIG_HOME"}
+            env["HOME"] = home   # no user config
+
+            def run(*args, extra_env=None):
+                return subprocess.run(
+                    ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /var/lib && exec "$@"',
+                     varlib, CLI] + list(args),
+                    input=call + b"\n", capture_output=True, env=dict(env, **(extra_env or {})),
+                    timeout=120)
+
+            def refused(r):
+                self.assertEqual(r.returncode, 125, r.stderr)
+                self.assertEqual(r.stdout, b"")   # not one protocol message
+                self.assertIn(b"AIRLOCK_API_KEY", r.stderr)
+                self.assertIn(b"(key_required)", r.stderr)
+
+            # no key anywhere: refused, not a server that answers 401s
+            refused(run("mcp"))
+            shutil.copy(os.path.join(self.server.dir, "cli.json"),
+                        os.path.join(varlib, "airlock", "cli.json"))
+            r = run("ls")   # root's own CLI, as today
+            self.assertEqual(r.returncode, 0, r.stderr)
+            refused(run("mcp"))
+            # a key of its own: served (the url still from that file)
+            _, tenant = self.new_tenant(f"mcp-default-{os.getpid()}")
+            r = run("mcp", extra_env={"AIRLOCK_API_KEY": tenant.key})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            answer = json.loads(r.stdout.splitlines()[0])
+            self.assertFalse(answer["result"]["isError"], answer)
+            # and that file named on purpose is the operator's choice
+            r = run("--config", "/var/lib/airlock/cli.json", "mcp")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertFalse(json.loads(r.stdout.splitlines()[0])["result"]["isError"])
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 made here with the openssl CLI: the CLI creates and execs over https://
 (the certificate checked against --cacert and the URL's host name), a
 wrong CA and a wrong name are refused, plain HTTP to the TLS port gets a
-clear answer, and keep-alive works over TLS."""
+clear answer, keep-alive works over TLS, and the cipher policy holds
+(TLS 1.2+, AEAD only, the server's order)."""
 import hashlib
 import http.client
 import json
@@ -14,6 +15,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import warnings
 
 import harness
 from harness import BACKEND, CLI, AirlockTestCase, main
@@ -155,6 +157,38 @@ class TlsTest(AirlockTestCase):
             self.assertEqual(json.loads(resp.read())["error"]["code"], "tls_required")
         finally:
             c.close()
+
+    def test_cipher_policy(self):
+        """TLS 1.2+ with ECDHE and AEAD only, in the server's order: a
+        client offering TLS 1.1, or only CBC suites on 1.2, is refused at
+        the handshake; a modern client gets TLS 1.3."""
+        def hello(max_version, ciphers=None):
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.load_verify_locations(self.ca)
+            with warnings.catch_warnings():   # TLS 1.0 and 1.1 are deprecated: the point
+                warnings.simplefilter("ignore", DeprecationWarning)
+                ctx.minimum_version = ssl.TLSVersion.TLSv1
+                ctx.maximum_version = max_version
+            # level 0: the client offers what a default one no longer
+            # would, so it is the server that refuses
+            ctx.set_ciphers((ciphers or "DEFAULT") + ":@SECLEVEL=0")
+            with socket.create_connection(("127.0.0.1", self.port()), timeout=30) as s:
+                with ctx.wrap_socket(s, server_hostname="localhost") as t:
+                    return t.version(), t.cipher()[0]
+
+        for version, ciphers in ((ssl.TLSVersion.TLSv1_1, None),
+                                 (ssl.TLSVersion.TLSv1_2, "ECDHE-ECDSA-AES128-SHA"),
+                                 (ssl.TLSVersion.TLSv1_2, "ECDHE-ECDSA-AES256-SHA384")):
+            with self.assertRaises((ssl.SSLError, ConnectionError), msg=(version, ciphers)):
+                hello(version, ciphers)
+        self.assertEqual(hello(ssl.TLSVersion.MAXIMUM_SUPPORTED)[0], "TLSv1.3")
+        self.assertEqual(hello(ssl.TLSVersion.TLSv1_2, "ECDHE-ECDSA-CHACHA20-POLY1305"),
+                         ("TLSv1.2", "ECDHE-ECDSA-CHACHA20-POLY1305"))
+        # a CBC suite listed first does not win
+        self.assertEqual(hello(ssl.TLSVersion.TLSv1_2,
+                               "ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-GCM-SHA384:"
+                               "ECDHE-ECDSA-AES128-GCM-SHA256"),
+                         ("TLSv1.2", "ECDHE-ECDSA-AES128-GCM-SHA256"))
 
     def test_keepalive_and_headers_over_tls(self):
         ctx = ssl.create_default_context(cafile=self.ca)

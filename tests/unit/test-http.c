@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../../src/lib/http-internal.h"
 #include "../../src/lib/http.h"
 #include "../../src/lib/json.h"
 #include "check.h"
@@ -125,6 +126,10 @@ static void handler(void *arg, struct http_req *req, struct http_conn *c)
 
 	if (strcmp(req->path, "/hello") == 0)
 		http_respond(c, 200, "text/plain", "hello", 5, "X-Test: yes\r\n");
+	else if (strcmp(req->path, "/auth") == 0) {   /* as if it had a valid key */
+		http_conn_set_authenticated(c);
+		http_respond(c, 200, "text/plain", "hello", 5, NULL);
+	}
 	else if (strcmp(req->path, "/echo") == 0 || strcmp(req->path, "/a b/é") == 0)
 		h_echo(req, c);
 	else if (strcmp(req->path, "/stream") == 0)
@@ -748,8 +753,77 @@ static void test_limits(struct ctx *x)
 	close(fd);
 	close(a);
 	http_server_stop(s);
+
+	/* keep-alive quiet: short until the connection has authenticated */
+	struct http_server_opts o = { .idle_timeout_ms = 5000, .unauth_idle_timeout_ms = 300 };
+	err_t err = { 0 };
+	s = http_server_start_opts("127.0.0.1:0", &o, handler, x, &err);
+	CHECK(s != NULL);
+	if (!s)
+		goto out;
+	a = raw_connect(http_server_addr(s));
+	fd = raw_connect(http_server_addr(s));
+	raw_send(a, "GET /hello HTTP/1.1\r\n\r\n");
+	raw_send(fd, "GET /auth HTTP/1.1\r\n\r\n");
+	buf_reset(&out);
+	CHECK(!raw_read(a, &out, "hello", 1));
+	buf_reset(&out);
+	CHECK(!raw_read(fd, &out, "hello", 1));
+	t0 = now_ms();
+	buf_reset(&out);
+	CHECK(raw_read(a, &out, NULL, 0) && out.len == 0);   /* closed, quietly */
+	CHECK(now_ms() - t0 < 1500);
+	usleep(700 * 1000);   /* the authenticated one outlives that */
+	buf_reset(&out);
+	raw_send(fd, "GET /hello HTTP/1.1\r\n\r\n");
+	CHECK(!raw_read(fd, &out, "hello", 1));
+	CHECK(out.data && strncmp(out.data, "HTTP/1.1 200 ", 13) == 0);
+	close(fd);
+	close(a);
+	http_server_stop(s);
 out:
 	buf_free(&out);
+}
+
+static void client_key(const char *addr, char *out, size_t n)
+{
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+
+	if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1)
+		ss.ss_family = AF_INET;
+	else if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1)
+		ss.ss_family = AF_INET6;
+	else
+		ss.ss_family = AF_UNIX;
+	http_format_peer_client(&ss, out, n);
+}
+
+/* The per-client cap's key: a host picks any address of its /64 (privacy
+ * addresses), so IPv6 clients are one client per /64. */
+static void test_client_key(void)
+{
+	char a[48], b[48];
+
+	client_key("2001:db8:1:2:aaaa:bbbb:cccc:1", a, sizeof(a));
+	client_key("2001:db8:1:2::ffff", b, sizeof(b));
+	CHECK(strcmp(a, b) == 0);
+	CHECK(strcmp(a, "2001:db8:1:2::/64") == 0);
+	client_key("2001:db8:1:3::ffff", b, sizeof(b));   /* the next /64 */
+	CHECK(strcmp(b, "2001:db8:1:3::/64") == 0);
+	client_key("::1", a, sizeof(a));
+	CHECK(strcmp(a, "::/64") == 0);
+	/* IPv4, plain or mapped, is still one address */
+	client_key("10.0.0.2", a, sizeof(a));
+	CHECK(strcmp(a, "10.0.0.2") == 0);
+	client_key("::ffff:10.0.0.2", a, sizeof(a));
+	CHECK(strcmp(a, "10.0.0.2") == 0);
+	client_key("10.0.0.3", b, sizeof(b));
+	CHECK(strcmp(a, b) != 0);
+	/* a unix socket peer has none: never capped */
+	client_key("unix", a, sizeof(a));
+	CHECK(a[0] == '\0');
 }
 
 static void test_client_errors(void)
@@ -769,6 +843,7 @@ int main(void)
 	struct ctx x = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 	test_parser();
+	test_client_key();
 	test_client_errors();
 	test_tcp(&x);
 	test_unix(&x);
