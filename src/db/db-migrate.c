@@ -193,6 +193,13 @@ static const struct {
 	"ALTER TABLE credentials ADD COLUMN schemes TEXT NOT NULL DEFAULT '[\"https\"]';"         \
 	"ALTER TABLE credentials ADD COLUMN ports TEXT NOT NULL DEFAULT '[443]';"
 
+/* Migration 9: port_tokens by sandbox (compat/e2b checks an envd token
+ * among its sandbox's rows; a sandbox's tokens are dropped with it), so
+ * neither a check an unauthenticated client can cause nor a drop reads
+ * the whole table. */
+#define SCHEMA_9                                                                                  \
+	"CREATE INDEX IF NOT EXISTS port_tokens_sandbox ON port_tokens(sandbox_id, port);"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -214,6 +221,7 @@ static const struct migration migrations[] = {
 	{ 6, SCHEMA_6, SCHEMA_6, NULL },
 	{ 7, SCHEMA_7("INTEGER"), SCHEMA_7("BIGINT"), NULL },
 	{ 8, SCHEMA_8, SCHEMA_8, NULL },
+	{ 9, SCHEMA_9, SCHEMA_9, NULL },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -201,6 +201,35 @@ class E2BTest(AirlockTestCase):
             for sb in (short, long_):
                 raw(a, "DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", {"X-API-KEY": self.key})
 
+    def test_5_token_checks_are_rate_limited(self):
+        """A client without a token cannot make the api look tokens up
+        without bound: each well-formed envd or port token that fails is paid
+        from its address's budget, and past it the answer is 429 before any
+        lookup; good tokens are paid back, and the budget refills."""
+        import time
+        a = self.server.addr
+        sb = self.create(self.key)
+        try:
+            def files(token):
+                return raw(a, "GET", "/e2b/envd/files?path=/etc/hostname",
+                           {"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": token})
+            good = sb["envdAccessToken"]
+            for _ in range(100):   # good tokens cost nothing
+                self.assertNotIn(files(good)[0], (401, 429))
+            seen = [files("ale_" + "0" * 40)[0] for _ in range(100)]
+            self.assertEqual(seen[0], 401)
+            self.assertEqual(set(seen), {401, 429}, seen)
+            st, data = files("ale_" + "1" * 40)
+            self.assertEqual((st, json.loads(data)["code"]), (429, 429))
+            # the port proxy draws on the same budget
+            st, data = raw(a, "GET", "/", {"Host": f"8080-{sb['sandboxID']}.{DOMAIN}",
+                                           "X-Airlock-Port-Token": "alp_" + "0" * 40})
+            self.assertEqual((st, json.loads(data)["error"]["code"]), (429, "rate_limited"))
+            time.sleep(1.5)
+            self.assertNotIn(files(good)[0], (401, 429))
+        finally:
+            raw(a, "DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", {"X-API-KEY": self.key})
+
 
 if __name__ == "__main__":
     import shutil

@@ -10,8 +10,15 @@
  * with port 49983 (envd's) beside the tenant and sandbox; the host-routed
  * port proxy accepts only "alp_" tokens, so an envd token opens nothing
  * else, and no API key is accepted on envd paths. Checking one reads the
- * sandbox's envd token rows and compares the hashes in constant time. */
+ * sandbox's envd token rows (at most TOKENS_KEPT live ones, by the index
+ * port_tokens_sandbox) and compares every digest in constant time
+ * (CRYPTO_memcmp), so the answer's timing says nothing about the stored
+ * ones. A check that reaches the database is paid from the client's
+ * bucket first (api_token_check_take: per address, IPv6 per /64) and paid
+ * back when the token was good, so a client without a token cannot make
+ * the api run lookups faster than that budget. */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -127,40 +134,39 @@ void e2b_tokens_drop(struct api *a, const char *sandbox_id)
 		      "si", sandbox_id, (int64_t)E2B_ENVD_PORT);
 }
 
-static bool ct_equal(const char *x, const char *y, size_t n)
-{
-	unsigned char d = 0;
-
-	for (size_t i = 0; i < n; i++)
-		d |= (unsigned char)(x[i] ^ y[i]);
-	return d == 0;
-}
-
 /* 1 and *who when tok is a live envd token of sandbox_id; 0 when not;
- * -1 on a DB failure. */
-static int token_check(struct api *a, const char *tok, const char *sandbox_id,
-		       struct api_principal *who)
+ * -EAGAIN when the client has no checks left (answered 429); -EIO on a DB
+ * failure. */
+static int token_check(struct api *a, struct http_req *req, struct http_conn *c,
+		       const char *tok, const char *sandbox_id, struct api_principal *who)
 {
 	struct db_rows rows;
 	err_t err = { 0 };
 	char hash[65];
+	unsigned retry = 1;
 	int found = -1;
 
+	/* Not shaped like our tokens: no lookup, nothing to pay. */
 	if (strncmp(tok, E2B_TOKEN_PREFIX, strlen(E2B_TOKEN_PREFIX)) != 0 ||
 	    strlen(tok) != strlen(E2B_TOKEN_PREFIX) + E2B_TOKEN_HEX)
 		return 0;
+	if (!api_token_check_take(a, req, &retry)) {
+		e2b_error(c, 429, "too many failed access token checks from this address; retry in"
+			  " %u s", retry);
+		return -EAGAIN;
+	}
 	api_key_hash(tok, hash);
 	if (db_query(a->db, &rows, &err,
 		     "SELECT hash, tenant_id FROM port_tokens WHERE sandbox_id = ? AND port = ?"
 		     " AND expires_at > ?",
 		     "sii", sandbox_id, (int64_t)E2B_ENVD_PORT, wall_ms()) < 0) {
 		log_err("e2b: envd token: %s", err.msg);
-		return -1;
+		return -EIO;
 	}
 	/* every row is compared in full, whichever matches */
 	for (int i = 0; i < rows.n_rows; i++) {
 		const char *h = db_cell(&rows, i, 0);
-		if (h && strlen(h) == 64 && ct_equal(h, hash, 64) && found < 0)
+		if (h && strlen(h) == 64 && CRYPTO_memcmp(h, hash, 64) == 0 && found < 0)
 			found = i;
 	}
 	if (found >= 0) {
@@ -168,6 +174,7 @@ static int token_check(struct api *a, const char *tok, const char *sandbox_id,
 		snprintf(who->tenant, sizeof(who->tenant), "%s", db_cell(&rows, found, 1));
 		/* the rate limit's bucket: one per tenant for all its envd calls */
 		snprintf(who->key_id, sizeof(who->key_id), "e2b-envd:%.50s", who->tenant);
+		api_token_check_give(a, req);
 	}
 	db_rows_free(&rows);
 	return found >= 0;
@@ -208,7 +215,9 @@ static bool e2b_auth(struct api *a, struct http_req *req, struct http_conn *c,
 				  "E2B_SANDBOX_URL to <api>/e2b/envd)");
 			return false;
 		}
-		r = tok ? token_check(a, tok, id, who) : 0;
+		r = tok ? token_check(a, req, c, tok, id, who) : 0;
+		if (r == -EAGAIN)
+			return false;
 		if (r < 0) {
 			e2b_error(c, 500, "cannot check the access token");
 			return false;
