@@ -11,7 +11,10 @@
  *
  * Access tokens: `POST /v1/sandboxes/{id}/port-tokens {"port","ttl_s"?}`
  * (owner only) returns a random token, stored as its SHA-256 with the
- * tenant, sandbox, port and expiry. It opens exactly that port of exactly
+ * tenant, sandbox, port, expiry and the API key that asked for it. It
+ * works only while that key is not revoked: the check joins api_keys,
+ * so a revocation on any api of a cluster holds at the next request (no
+ * cache in between). It opens exactly that port of exactly
  * that sandbox under its host-routed name, and nothing else: the API itself
  * never accepts it. A browser presents it once as `?airlock_token=` and is
  * redirected to the same URL without it, with a cookie scoped to that host;
@@ -255,8 +258,8 @@ void api_port_token_create(struct api *a, struct http_req *req, struct http_conn
 	int64_t exp = wall_ms() + ttl * 1000;
 	r = db_exec(a->db, &err,
 		    "INSERT INTO port_tokens(hash, tenant_id, sandbox_id, port, expires_at,"
-		    " created_at) VALUES(?, ?, ?, ?, ?, ?)",
-		    "sssiii", hash, who->tenant, sandbox_id, port, exp, wall_ms());
+		    " created_at, key_id) VALUES(?, ?, ?, ?, ?, ?, ?)",
+		    "sssiiis", hash, who->tenant, sandbox_id, port, exp, wall_ms(), who->key_id);
 	if (r < 0) {
 		log_err("port token: %s", err.msg);
 		http_respond_error(c, 500, "internal", "cannot store the token");
@@ -330,8 +333,9 @@ static int token_check(struct api *a, struct http_req *req, struct http_conn *c,
 	}
 	api_key_hash(tok, hash);
 	if (db_query(a->db, &rows, &err,
-		     "SELECT tenant_id, expires_at, hash FROM port_tokens WHERE hash = ?"
-		     " AND sandbox_id = ? AND port = ? AND expires_at > ?",
+		     "SELECT t.tenant_id, t.expires_at, t.hash FROM port_tokens t JOIN api_keys k"
+		     " ON k.id = t.key_id AND k.tenant_id = t.tenant_id AND k.revoked = 0"
+		     " WHERE t.hash = ? AND t.sandbox_id = ? AND t.port = ? AND t.expires_at > ?",
 		     "ssii", hash, sandbox_id, (int64_t)port, wall_ms()) < 0) {
 		log_err("port token: %s", err.msg);
 		return -EIO;

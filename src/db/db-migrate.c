@@ -193,12 +193,20 @@ static const struct {
 	"ALTER TABLE credentials ADD COLUMN schemes TEXT NOT NULL DEFAULT '[\"https\"]';"         \
 	"ALTER TABLE credentials ADD COLUMN ports TEXT NOT NULL DEFAULT '[443]';"
 
-/* Migration 9: port_tokens by sandbox (compat/e2b checks an envd token
- * among its sandbox's rows; a sandbox's tokens are dropped with it), so
- * neither a check an unauthenticated client can cause nor a drop reads
- * the whole table. */
+/* Migration 9: port and envd tokens (api/portfwd.c, compat/e2b).
+ * port_tokens_sandbox: an envd token is checked among its sandbox's rows
+ * (a check an unauthenticated client can cause), and a sandbox's tokens
+ * are dropped with it, so neither reads the whole table. key_id: the API
+ * key that minted the token; a check joins api_keys, so revoking the key
+ * (on any api of a cluster) ends its tokens at the next request. Rows
+ * from before name no key and are deleted: those port URLs need a new
+ * token, and an E2B SDK client gets a new envd token from its next
+ * Sandbox.connect. */
 #define SCHEMA_9                                                                                  \
-	"CREATE INDEX IF NOT EXISTS port_tokens_sandbox ON port_tokens(sandbox_id, port);"
+	"CREATE INDEX IF NOT EXISTS port_tokens_sandbox ON port_tokens(sandbox_id, port);"        \
+	"DELETE FROM port_tokens;"                                                                 \
+	"ALTER TABLE port_tokens ADD COLUMN key_id TEXT NOT NULL DEFAULT '';"                     \
+	"CREATE INDEX IF NOT EXISTS port_tokens_key ON port_tokens(key_id);"
 
 struct migration {
 	int version;

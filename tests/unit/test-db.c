@@ -455,7 +455,8 @@ static void test_adopt_old_sqlite(void)
 		      " VALUES('n2', 'busybox', 1, 'ready', 1)", NULL) == 1);
 	CHECK(db_exec(db, &err, "INSERT INTO lineage(sandbox_id, parent) VALUES('a', 'b')",
 		      NULL) == 1);
-	CHECK(db_exec(db, &err, "INSERT INTO port_tokens VALUES('h', 't', 's', 1, 2, 3)",
+	CHECK(db_exec(db, &err, "INSERT INTO port_tokens(hash, tenant_id, sandbox_id, port,"
+		      " expires_at, created_at, key_id) VALUES('h', 't', 's', 1, 2, 3, 'k')",
 		      NULL) == 1);
 	db_close(db);
 	/* and a reopen finds nothing more to do */

@@ -7,7 +7,10 @@
  *                   out at create/connect, for the sandbox E2b-Sandbox-Id
  *
  * An envd token is "ale_" + 40 hex, stored as its SHA-256 in port_tokens
- * with port 49983 (envd's) beside the tenant and sandbox; the host-routed
+ * with port 49983 (envd's) beside the tenant, the sandbox and the API key
+ * that asked for it; it lives a day (TOKEN_TTL_MS) and only while that
+ * key is not revoked: the check joins api_keys, so a revocation by any
+ * api on the database holds at the next request here. The host-routed
  * port proxy accepts only "alp_" tokens, so an envd token opens nothing
  * else, and no API key is accepted on envd paths. Checking one reads the
  * sandbox's envd token rows (at most TOKENS_KEPT live ones, by the index
@@ -27,7 +30,10 @@
 #include "../../lib/log.h"
 #include "e2b-internal.h"
 
-#define TOKEN_TTL_MS (30LL * 86400 * 1000)
+/* A day: long enough for a working session, short enough that a token
+ * copied out of a log dies soon. The SDK gets a fresh one from every
+ * Sandbox.create and Sandbox.connect (control.c answer_sandbox). */
+#define TOKEN_TTL_MS (24LL * 3600 * 1000)
 #define TOKENS_KEPT 16          /* per sandbox: each connect makes one */
 
 void e2b_error(struct http_conn *c, int status, const char *fmt, ...)
@@ -99,7 +105,7 @@ char *e2b_node_message(const struct http_resp *r)
 	return s;
 }
 
-char *e2b_token_issue(struct api *a, const char *tenant, const char *sandbox_id)
+char *e2b_token_issue(struct api *a, const struct api_principal *who, const char *sandbox_id)
 {
 	char *token = random_id(E2B_TOKEN_PREFIX, E2B_TOKEN_HEX / 2);
 	char hash[65];
@@ -109,9 +115,9 @@ char *e2b_token_issue(struct api *a, const char *tenant, const char *sandbox_id)
 	api_key_hash(token, hash);
 	if (db_exec(a->db, &err,
 		    "INSERT INTO port_tokens(hash, tenant_id, sandbox_id, port, expires_at,"
-		    " created_at) VALUES(?, ?, ?, ?, ?, ?)",
-		    "sssiii", hash, tenant, sandbox_id, (int64_t)E2B_ENVD_PORT, now + TOKEN_TTL_MS,
-		    now) < 0) {
+		    " created_at, key_id) VALUES(?, ?, ?, ?, ?, ?, ?)",
+		    "sssiiis", hash, who->tenant, sandbox_id, (int64_t)E2B_ENVD_PORT,
+		    now + TOKEN_TTL_MS, now, who->key_id) < 0) {
 		log_err("e2b: envd token: %s", err.msg);
 		free(token);
 		return NULL;
@@ -157,8 +163,9 @@ static int token_check(struct api *a, struct http_req *req, struct http_conn *c,
 	}
 	api_key_hash(tok, hash);
 	if (db_query(a->db, &rows, &err,
-		     "SELECT hash, tenant_id FROM port_tokens WHERE sandbox_id = ? AND port = ?"
-		     " AND expires_at > ?",
+		     "SELECT t.hash, t.tenant_id FROM port_tokens t JOIN api_keys k"
+		     " ON k.id = t.key_id AND k.tenant_id = t.tenant_id AND k.revoked = 0"
+		     " WHERE t.sandbox_id = ? AND t.port = ? AND t.expires_at > ?",
 		     "sii", sandbox_id, (int64_t)E2B_ENVD_PORT, wall_ms()) < 0) {
 		log_err("e2b: envd token: %s", err.msg);
 		return -EIO;
