@@ -196,7 +196,8 @@ static const struct {
 /* Migration 9: port and envd tokens (api/portfwd.c, compat/e2b).
  * port_tokens_sandbox: an envd token is checked among its sandbox's rows
  * (a check an unauthenticated client can cause), and a sandbox's tokens
- * are dropped with it, so neither reads the whole table. key_id: the API
+ * are dropped with it, so neither reads the whole table. key_id (the step
+ * add_token_key): the API
  * key that minted the token; a check joins api_keys, so revoking the key
  * (on any api of a cluster) ends its tokens at the next request. Rows
  * from before name no key and are deleted: those port URLs need a new
@@ -204,9 +205,7 @@ static const struct {
  * Sandbox.connect. */
 #define SCHEMA_9                                                                                  \
 	"CREATE INDEX IF NOT EXISTS port_tokens_sandbox ON port_tokens(sandbox_id, port);"        \
-	"DELETE FROM port_tokens;"                                                                 \
-	"ALTER TABLE port_tokens ADD COLUMN key_id TEXT NOT NULL DEFAULT '';"                     \
-	"CREATE INDEX IF NOT EXISTS port_tokens_key ON port_tokens(key_id);"
+	"DELETE FROM port_tokens;"
 
 struct migration {
 	int version;
@@ -215,6 +214,7 @@ struct migration {
 };
 
 static int add_missing_columns(struct db *db, err_t *err);
+static int add_token_key(struct db *db, err_t *err);
 
 static const struct migration migrations[] = {
 	{ 1,
@@ -229,7 +229,7 @@ static const struct migration migrations[] = {
 	{ 6, SCHEMA_6, SCHEMA_6, NULL },
 	{ 7, SCHEMA_7("INTEGER"), SCHEMA_7("BIGINT"), NULL },
 	{ 8, SCHEMA_8, SCHEMA_8, NULL },
-	{ 9, SCHEMA_9, SCHEMA_9, NULL },
+	{ 9, SCHEMA_9, SCHEMA_9, add_token_key },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -263,6 +263,27 @@ static int add_missing_columns(struct db *db, err_t *err)
 			return r;
 	}
 	return 0;
+}
+
+/* Migration 9's column, only when missing: a step in C because SQLite has
+ * no ADD COLUMN IF NOT EXISTS, and a database whose recorded version was
+ * set back (tests do) runs it again. */
+static int add_token_key(struct db *db, err_t *err)
+{
+	struct db_rows rows;
+	bool have;
+	int r = db_run_locked(db, &rows, err, db->drv->has_column_sql, "ss", "port_tokens",
+			      "key_id");
+
+	if (r < 0)
+		return r;
+	have = rows.n_rows > 0;
+	db_rows_free(&rows);
+	if (!have && (r = db->drv->script(db, "ALTER TABLE port_tokens ADD COLUMN key_id TEXT"
+					  " NOT NULL DEFAULT ''", err)) < 0)
+		return r;
+	return db->drv->script(db, "CREATE INDEX IF NOT EXISTS port_tokens_key"
+			       " ON port_tokens(key_id)", err);
 }
 
 /* Inside the migration transaction: the highest version recorded. */
