@@ -196,10 +196,10 @@ static const struct {
 /* Migration 9: port and envd tokens (api/portfwd.c, compat/e2b).
  * port_tokens_sandbox: an envd token is checked among its sandbox's rows
  * (a check an unauthenticated client can cause), and a sandbox's tokens
- * are dropped with it, so neither reads the whole table. key_id (the step
- * add_token_key): the API
- * key that minted the token; a check joins api_keys, so revoking the key
- * (on any api of a cluster) ends its tokens at the next request. Rows
+ * are dropped with it, so neither reads the whole table. key_id (the C
+ * step add_token_key): the API key that minted the token; a check joins
+ * api_keys, so revoking the key (on any api of a cluster) ends its tokens
+ * at the next request. Rows
  * from before name no key and are deleted: those port URLs need a new
  * token, and an E2B SDK client gets a new envd token from its next
  * Sandbox.connect. */
