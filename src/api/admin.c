@@ -622,6 +622,13 @@ static int key_revoke_row(struct api *a, const char *id, err_t *err)
 			    " (admin = 0 OR (SELECT count(*) FROM api_keys k"
 			    "  WHERE k.admin = 1 AND k.revoked = 0) > 1)",
 			    "s", id);
+	/* Its port and envd tokens go with it. Checks join api_keys, so they
+	 * already fail; this only keeps the table small. */
+	if (r > 0) {
+		int d = db_exec(a->db, err, "DELETE FROM port_tokens WHERE key_id = ?", "s", id);
+		if (d < 0)
+			r = d;
+	}
 	if (r < 0) {
 		db_tx_rollback(a->db);
 		return r;
@@ -630,7 +637,9 @@ static int key_revoke_row(struct api *a, const char *id, err_t *err)
 	return c < 0 ? c : r;
 }
 
-/* DELETE /v1/keys/{id}: refused at once by this api (the cache is emptied).
+/* DELETE /v1/keys/{id}: refused at once by this api (the cache is emptied),
+ * and the port and envd tokens it minted at once by every api (their
+ * checks read api_keys).
  * The last admin key cannot go: nobody could then manage the service. */
 static void key_revoke(struct api *a, struct http_conn *c, const char *id)
 {

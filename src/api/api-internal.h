@@ -29,6 +29,10 @@ struct api {
 	struct db *db;              /* shared; db.c serialises calls */
 	struct auth_cache *cache;
 	struct ratelimit *rl;       /* NULL when rate limiting is off */
+	/* Per client address (IPv6: per /64), for the token checks a client
+	 * without any credential can make the api run (port and envd tokens):
+	 * taken before the lookup, given back when the token was good. */
+	struct ratelimit *tokencheck;
 	/* Requests to sandboxes in progress per tenant (api_max_inflight):
 	 * each holds a connection thread until it ends, and an exec stream or
 	 * a tunnel can last hours, while the server has HTTP_MAX_CONNS for
@@ -66,14 +70,23 @@ int auth_lookup(struct api *a, const char *key, struct api_principal *who, err_t
 int api_key_create(struct db *db, const char *tenant_id, const char *name, bool admin,
 		   char **key_out, char **id_out, err_t *err);
 
-/* --- ratelimit.c: one token bucket per key id --- */
+/* --- ratelimit.c: token buckets per key id or per client --- */
 
 /* rate <= 0 returns NULL (no limiting). */
 struct ratelimit *ratelimit_new(double rate_per_s, double burst);
+/* At most max_buckets buckets (0: no cap), for keys a client chooses
+ * (its address): past the cap, idle buckets are dropped and newcomers
+ * share one overflow bucket. */
+struct ratelimit *ratelimit_new_capped(double rate_per_s, double burst, size_t max_buckets);
 void ratelimit_free(struct ratelimit *rl);    /* accepts NULL */
 /* Take one token for key_id. Returns true if allowed; otherwise false and
  * *retry_after_s is the whole number of seconds until a token is available. */
 bool ratelimit_take(struct ratelimit *rl, const char *key_id, unsigned *retry_after_s);
+/* Put back the token a take took (the request it paid for cost nothing). */
+void ratelimit_give(struct ratelimit *rl, const char *key_id);
+/* The client of a peer ("1.2.3.4:5", "[2001:db8::1]:5", http_req.peer):
+ * its IPv4 address, or its IPv6 address's /64 ("2001:db8::/64"). */
+void ratelimit_client_key(const char *peer, char *out, size_t n);
 
 /* --- admin.c: endpoints served by the api itself --- */
 
@@ -87,6 +100,15 @@ void api_handle_keys(struct api *a, struct http_req *req, struct http_conn *c,
  * Admin keys are not counted. Give it back when the request ends. */
 bool api_inflight_take(struct api *a, struct http_conn *c, const struct api_principal *who);
 void api_inflight_give(struct api *a, const struct api_principal *who);
+
+/* api.c: before looking up a token that arrives without any other
+ * credential (a port or envd token): one check from the client's bucket
+ * (a->tokencheck); false and *retry_after_s when it has none left (the
+ * caller answers 429). After a good token, api_token_check_give puts it
+ * back: only failed checks use the client's budget. Another node's api
+ * (api_cluster_is_peer) is not counted: it relays many clients' checks. */
+bool api_token_check_take(struct api *a, const struct http_req *req, unsigned *retry_after_s);
+void api_token_check_give(struct api *a, const struct http_req *req);
 
 /* --- ready.c: GET /v1/ready (no key) --- */
 

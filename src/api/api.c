@@ -39,6 +39,13 @@
 
 #define DEFAULT_MAX_BODY (16u << 20)   /* file writes (PUT .../files) */
 #define MAX_JSON_BODY (1u << 20)       /* everything else: docs/API.md */
+/* Failed token checks per client (api_token_check_take): a burst that
+ * covers a browser opening a page with a stale cookie, then a few a second;
+ * guessing a 160-bit token is hopeless anyway, this bounds the database
+ * work. The cap bounds the table whatever addresses connect. */
+#define TOKEN_CHECK_RATE 5.0
+#define TOKEN_CHECK_BURST 60.0
+#define TOKEN_CHECK_CLIENTS 16384
 
 /* An error answer with extra headers (http_respond_error has none). */
 static void respond_error_hdr(struct http_conn *c, int status, const char *code,
@@ -114,6 +121,36 @@ void api_inflight_give(struct api *a, const struct api_principal *who)
 {
 	if (!who->admin)
 		keycap_give(a->inflight, who->tenant, strlen(who->tenant));
+}
+
+/* The client's bucket key, or false for another node's api. */
+static bool token_check_client(struct api *a, const struct http_req *req, char *key, size_t n)
+{
+	char ip[64];
+	const char *p = req->peer + (req->peer[0] == '[');
+	size_t len = req->peer[0] == '[' ? strcspn(p, "]") : strcspn(p, ":");
+
+	snprintf(ip, sizeof(ip), "%.*s", (int)len, p);
+	if (api_cluster_is_peer(a, ip))
+		return false;
+	ratelimit_client_key(req->peer, key, n);
+	return true;
+}
+
+bool api_token_check_take(struct api *a, const struct http_req *req, unsigned *retry_after_s)
+{
+	char key[64];
+
+	return !token_check_client(a, req, key, sizeof(key)) ||
+	       ratelimit_take(a->tokencheck, key, retry_after_s);
+}
+
+void api_token_check_give(struct api *a, const struct http_req *req)
+{
+	char key[64];
+
+	if (token_check_client(a, req, key, sizeof(key)))
+		ratelimit_give(a->tokencheck, key);
 }
 
 /* Steps 3 (the key) of the order above: false when answered (401, 500). */
@@ -318,6 +355,8 @@ int api_run(const struct api_config *cfg, err_t *err)
 	}
 	a.cache = auth_cache_new();
 	a.rl = ratelimit_new(cfg->rate_per_s, cfg->rate_burst);
+	a.tokencheck = ratelimit_new_capped(TOKEN_CHECK_RATE, TOKEN_CHECK_BURST,
+					    TOKEN_CHECK_CLIENTS);
 	a.inflight = keycap_new(cfg->max_inflight);
 	a.cluster = cluster_new();
 
@@ -371,6 +410,7 @@ int api_run(const struct api_config *cfg, err_t *err)
 	r = 0;
 out:
 	ratelimit_free(a.rl);
+	ratelimit_free(a.tokencheck);
 	keycap_free(a.inflight);
 	cluster_free(a.cluster);
 	auth_cache_free(a.cache);

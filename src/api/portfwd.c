@@ -11,13 +11,17 @@
  *
  * Access tokens: `POST /v1/sandboxes/{id}/port-tokens {"port","ttl_s"?}`
  * (owner only) returns a random token, stored as its SHA-256 with the
- * tenant, sandbox, port and expiry. It opens exactly that port of exactly
+ * tenant, sandbox, port, expiry and the API key that asked for it. It
+ * works only while that key is not revoked: the check joins api_keys,
+ * so a revocation on any api of a cluster holds at the next request (no
+ * cache in between). It opens exactly that port of exactly
  * that sandbox under its host-routed name, and nothing else: the API itself
  * never accepts it. A browser presents it once as `?airlock_token=` and is
  * redirected to the same URL without it, with a cookie scoped to that host;
  * programs send `X-Airlock-Port-Token`. An API key of the owner works too.
  */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -254,8 +258,8 @@ void api_port_token_create(struct api *a, struct http_req *req, struct http_conn
 	int64_t exp = wall_ms() + ttl * 1000;
 	r = db_exec(a->db, &err,
 		    "INSERT INTO port_tokens(hash, tenant_id, sandbox_id, port, expires_at,"
-		    " created_at) VALUES(?, ?, ?, ?, ?, ?)",
-		    "sssiii", hash, who->tenant, sandbox_id, port, exp, wall_ms());
+		    " created_at, key_id) VALUES(?, ?, ?, ?, ?, ?, ?)",
+		    "sssiiis", hash, who->tenant, sandbox_id, port, exp, wall_ms(), who->key_id);
 	if (r < 0) {
 		log_err("port token: %s", err.msg);
 		http_respond_error(c, 500, "internal", "cannot store the token");
@@ -298,31 +302,52 @@ void api_port_token_create(struct api *a, struct http_req *req, struct http_conn
 }
 
 /* 1 and *who (and *expires, wall ms) when tok opens port of sandbox_id;
- * 0 otherwise. */
-static int token_check(struct api *a, const char *tok, const char *sandbox_id, unsigned port,
+ * 0 otherwise; -EAGAIN when the client has no checks left (answered 429),
+ * -EIO on a DB failure.
+ *
+ * The row is found by the token's digest (the primary key). That lookup's
+ * timing depends only on how the digest of what the client sent compares
+ * with stored digests; learning a stored digest gives nobody its token (a
+ * 160-bit random string behind SHA-256). The digest found is still
+ * compared in constant time before it counts. Each check that reaches the
+ * database is paid from the client's bucket first (api_token_check_take)
+ * and paid back when the token was good. */
+static int token_check(struct api *a, struct http_req *req, struct http_conn *c,
+		       const char *tok, const char *sandbox_id, unsigned port,
 		       struct api_principal *who, int64_t *expires)
 {
 	struct db_rows rows;
 	err_t err = { 0 };
+	unsigned retry = 1;
 	char hash[65];
 
+	/* Not shaped like our tokens: no lookup, nothing to pay. */
 	if (strncmp(tok, TOKEN_PREFIX, sizeof(TOKEN_PREFIX) - 1) != 0 ||
 	    strlen(tok) != sizeof(TOKEN_PREFIX) - 1 + TOKEN_HEX)
 		return 0;
+	if (!api_token_check_take(a, req, &retry)) {
+		http_respond_error(c, 429, "rate_limited",
+				   "too many failed port token checks from this address; retry in"
+				   " %u s", retry);
+		return -EAGAIN;
+	}
 	api_key_hash(tok, hash);
 	if (db_query(a->db, &rows, &err,
-		     "SELECT tenant_id, expires_at FROM port_tokens WHERE hash = ? AND sandbox_id = ?"
-		     " AND port = ? AND expires_at > ?",
+		     "SELECT t.tenant_id, t.expires_at, t.hash FROM port_tokens t JOIN api_keys k"
+		     " ON k.id = t.key_id AND k.tenant_id = t.tenant_id AND k.revoked = 0"
+		     " WHERE t.hash = ? AND t.sandbox_id = ? AND t.port = ? AND t.expires_at > ?",
 		     "ssii", hash, sandbox_id, (int64_t)port, wall_ms()) < 0) {
 		log_err("port token: %s", err.msg);
 		return -EIO;
 	}
-	int ok = rows.n_rows > 0;
+	const char *h = rows.n_rows > 0 ? db_cell(&rows, 0, 2) : NULL;
+	int ok = h && strlen(h) == 64 && CRYPTO_memcmp(h, hash, 64) == 0;
 	if (ok) {
 		memset(who, 0, sizeof(*who));
 		snprintf(who->tenant, sizeof(who->tenant), "%s", db_cell(&rows, 0, 0));
 		snprintf(who->key_id, sizeof(who->key_id), "port-token");
 		*expires = db_cell_int(&rows, 0, 1);
+		api_token_check_give(a, req);
 	}
 	db_rows_free(&rows);
 	return ok;
@@ -459,7 +484,9 @@ static int host_routed_auth(struct api *a, struct http_req *req, struct http_con
 
 	const char *auth = http_req_header(req, "Authorization");
 	if (tok) {
-		ok = token_check(a, tok, id, port, who, expires);
+		ok = token_check(a, req, c, tok, id, port, who, expires);
+		if (ok == -EAGAIN)
+			return 0;
 	} else if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {
 		err_t err = { 0 };
 		const char *k = auth + 7;

@@ -204,6 +204,20 @@ static const struct {
 	"ALTER TABLE tenant_encryption ADD COLUMN client_key TEXT;"                               \
 	"ALTER TABLE tenant_encryption ADD COLUMN insecure_http INTEGER NOT NULL DEFAULT 0;"
 
+/* Migration 10: port and envd tokens (api/portfwd.c, compat/e2b).
+ * port_tokens_sandbox: an envd token is checked among its sandbox's rows
+ * (a check an unauthenticated client can cause), and a sandbox's tokens
+ * are dropped with it, so neither reads the whole table. key_id (the C
+ * step add_token_key): the API key that minted the token; a check joins
+ * api_keys, so revoking the key (on any api of a cluster) ends its tokens
+ * at the next request. Rows
+ * from before name no key and are deleted: those port URLs need a new
+ * token, and an E2B SDK client gets a new envd token from its next
+ * Sandbox.connect. */
+#define SCHEMA_10                                                                                 \
+	"CREATE INDEX IF NOT EXISTS port_tokens_sandbox ON port_tokens(sandbox_id, port);"        \
+	"DELETE FROM port_tokens;"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -211,6 +225,7 @@ struct migration {
 };
 
 static int add_missing_columns(struct db *db, err_t *err);
+static int add_token_key(struct db *db, err_t *err);
 
 static const struct migration migrations[] = {
 	{ 1,
@@ -226,6 +241,7 @@ static const struct migration migrations[] = {
 	{ 7, SCHEMA_7("INTEGER"), SCHEMA_7("BIGINT"), NULL },
 	{ 8, SCHEMA_8, SCHEMA_8, NULL },
 	{ 9, SCHEMA_9, SCHEMA_9, NULL },
+	{ 10, SCHEMA_10, SCHEMA_10, add_token_key },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -259,6 +275,27 @@ static int add_missing_columns(struct db *db, err_t *err)
 			return r;
 	}
 	return 0;
+}
+
+/* Migration 9's column, only when missing: a step in C because SQLite has
+ * no ADD COLUMN IF NOT EXISTS, and a database whose recorded version was
+ * set back (tests do) runs it again. */
+static int add_token_key(struct db *db, err_t *err)
+{
+	struct db_rows rows;
+	bool have;
+	int r = db_run_locked(db, &rows, err, db->drv->has_column_sql, "ss", "port_tokens",
+			      "key_id");
+
+	if (r < 0)
+		return r;
+	have = rows.n_rows > 0;
+	db_rows_free(&rows);
+	if (!have && (r = db->drv->script(db, "ALTER TABLE port_tokens ADD COLUMN key_id TEXT"
+					  " NOT NULL DEFAULT ''", err)) < 0)
+		return r;
+	return db->drv->script(db, "CREATE INDEX IF NOT EXISTS port_tokens_key"
+			       " ON port_tokens(key_id)", err);
 }
 
 /* Inside the migration transaction: the highest version recorded. */

@@ -6,7 +6,7 @@
 // Every step asserts its result; the first failure exits non-zero.
 import assert from 'node:assert/strict'
 import http from 'node:http'
-import { Sandbox, CommandExitError, FileNotFoundError, NotFoundError } from 'e2b'
+import { Sandbox, AuthenticationError, CommandExitError, FileNotFoundError, NotFoundError } from 'e2b'
 
 const TEMPLATE = process.env.E2B_TEMPLATE || 'busybox'
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
@@ -271,6 +271,37 @@ async function main() {
   step = 'bad key'
   await assert.rejects(Sandbox.list({ apiKey: 'al_00000000000000000000000000000000' }).nextItems())
   ok('a wrong API key is refused')
+
+  // AIRLOCK_TEST_KEY2 (another key of the same tenant, id AIRLOCK_TEST_KEY2_ID)
+  // and AIRLOCK_TEST_ADMIN_KEY: the envd tokens a key got end with the key.
+  if (process.env.AIRLOCK_TEST_KEY2) {
+    step = 'revoked key'
+    const key2 = process.env.AIRLOCK_TEST_KEY2
+    const s2 = await Sandbox.create(TEMPLATE, { apiKey: key2, timeoutMs: 300_000 })
+    try {
+      assert.equal((await s2.commands.run('echo two')).stdout, 'two\n')
+      const s2b = await Sandbox.connect(s2.sandboxId, { apiKey: key2 })
+      assert.notEqual(s2b.envdAccessToken, s2.envdAccessToken)
+      assert.equal((await s2b.commands.run('echo renewed')).stdout, 'renewed\n')
+      const res = await fetch(`http://${process.env.AIRLOCK_TEST_API_ADDR}/v1/keys/${process.env.AIRLOCK_TEST_KEY2_ID}`,
+        { method: 'DELETE', headers: { Authorization: `Bearer ${process.env.AIRLOCK_TEST_ADMIN_KEY}` } })
+      assert.equal(res.status, 204)
+      const refused = (e) => {
+        assert.ok(e instanceof AuthenticationError, `${e?.constructor?.name}: ${e}`)
+        return true
+      }
+      await assert.rejects(s2.commands.run('echo no'), refused)
+      await assert.rejects(s2b.commands.run('echo no'), refused)
+      await assert.rejects(s2b.files.read('/etc/hostname'), refused)
+      await assert.rejects(Sandbox.connect(s2.sandboxId, { apiKey: key2 }))
+      // the tenant's other key still gets a token that works
+      const s2c = await Sandbox.connect(s2.sandboxId)
+      assert.equal((await s2c.commands.run('echo still')).stdout, 'still\n')
+      ok('a key revoked: the envd tokens it got (create and connect) are refused at once; another key connects')
+    } finally {
+      await Sandbox.kill(s2.sandboxId).catch(() => {})
+    }
+  }
   console.log('e2b suite: all passed')
 }
 

@@ -48,7 +48,12 @@ class E2BTest(AirlockTestCase):
         return e
 
     def test_1_sdk_suite(self):
-        r = subprocess.run(["node", os.path.join(E2B_DIR, "suite.mjs")], env=self.env(self.key),
+        env = self.env(self.key)
+        # a second key of the tenant, for the suite to revoke
+        k2 = self.api.call("POST", "/v1/keys", {"tenant": self.tenant["id"]})
+        env.update(AIRLOCK_TEST_KEY2=k2["key"], AIRLOCK_TEST_KEY2_ID=k2["id"],
+                   AIRLOCK_TEST_ADMIN_KEY=self.server.admin_key)
+        r = subprocess.run(["node", os.path.join(E2B_DIR, "suite.mjs")], env=env,
                            capture_output=True, text=True, timeout=900)
         sys.stdout.write(r.stdout)
         sys.stderr.write(r.stderr)
@@ -200,6 +205,100 @@ class E2BTest(AirlockTestCase):
         finally:
             for sb in (short, long_):
                 raw(a, "DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", {"X-API-KEY": self.key})
+
+    def test_9_token_checks_are_rate_limited(self):
+        """A client without a token cannot make the api look tokens up
+        without bound: each well-formed envd or port token that fails is paid
+        from its address's budget, and past it the answer is 429 before any
+        lookup; good tokens are paid back, and the budget refills."""
+        import time
+        a = self.server.addr
+        sb = self.create(self.key)
+        try:
+            def files(token):
+                return raw(a, "GET", "/e2b/envd/files?path=/etc/hostname",
+                           {"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": token})
+            good = sb["envdAccessToken"]
+            for _ in range(100):   # good tokens cost nothing
+                self.assertNotIn(files(good)[0], (401, 429))
+            seen = [files("ale_" + "0" * 40)[0] for _ in range(100)]
+            self.assertEqual(seen[0], 401)
+            self.assertEqual(set(seen), {401, 429}, seen)
+            st, data = files("ale_" + "1" * 40)
+            self.assertEqual((st, json.loads(data)["code"]), (429, 429))
+            # the port proxy draws on the same budget
+            st, data = raw(a, "GET", "/", {"Host": f"8080-{sb['sandboxID']}.{DOMAIN}",
+                                           "X-Airlock-Port-Token": "alp_" + "0" * 40})
+            self.assertEqual((st, json.loads(data)["error"]["code"]), (429, "rate_limited"))
+            time.sleep(1.5)
+            self.assertNotIn(files(good)[0], (401, 429))
+        finally:
+            raw(a, "DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", {"X-API-KEY": self.key})
+
+    def db_write(self, query, *args):
+        """A write to the instance's database behind the api's back, as
+        another api of a cluster on the same database would make it."""
+        if self.pg:
+            return self.pg.query(query, args)
+        import sqlite3
+        db = sqlite3.connect(os.path.join(self.server.dir, "db", "airlock.db"), timeout=30)
+        try:
+            db.execute(query, args)
+            db.commit()
+        finally:
+            db.close()
+
+    def test_6_tokens_end_with_their_key(self):
+        """Every port and envd token records the API key that got it; a
+        revoked key's tokens are refused at the next request, here and on
+        any api of the database (the check joins api_keys, no cache), and
+        DELETE /v1/keys/{id} deletes them."""
+        a = self.server.addr
+        k3 = self.api.call("POST", "/v1/keys", {"tenant": self.tenant["id"]})
+        sb = self.create(k3["key"])
+        sid = sb["sandboxID"]
+        try:
+            st, data = raw(a, "POST", f"/v1/sandboxes/{sid}/port-tokens",
+                           {"Authorization": "Bearer " + k3["key"],
+                            "Content-Type": "application/json"}, json.dumps({"port": 8080}))
+            self.assertEqual(st, 201, data)
+            port_token = json.loads(data)["token"]
+
+            def envd():
+                return raw(a, "GET", "/e2b/envd/files?path=/etc/hostname",
+                           {"E2b-Sandbox-Id": sid, "X-Access-Token": sb["envdAccessToken"]})[0]
+
+            def port():
+                return raw(a, "GET", "/", {"Host": f"8080-{sid}.{DOMAIN}",
+                                           "X-Airlock-Port-Token": port_token})[0]
+            self.assertNotIn(envd(), (401, 429))
+            self.assertNotIn(port(), (401, 429))
+            # revoked by another api: this one's key cache does not matter
+            self.db_write("UPDATE api_keys SET revoked = 1 WHERE id = ?", k3["id"])
+            self.assertEqual((envd(), port()), (401, 401))
+            self.db_write("UPDATE api_keys SET revoked = 0 WHERE id = ?", k3["id"])
+            self.assertNotIn(envd(), (401, 429))
+            self.assertEqual(self.db_rows("SELECT count(*) FROM port_tokens WHERE key_id = ?",
+                                          k3["id"]), [(2,)])
+            # revoked here: refused, and the rows are gone
+            self.assertEqual(raw(a, "DELETE", f"/v1/keys/{k3['id']}",
+                                 {"Authorization": "Bearer " + self.server.admin_key})[0], 204)
+            self.assertEqual((envd(), port()), (401, 401))
+            self.assertEqual(self.db_rows("SELECT count(*) FROM port_tokens WHERE key_id = ?",
+                                          k3["id"]), [(0,)])
+            # the tenant's other key gets a fresh envd token for the sandbox
+            st, data = raw(a, "POST", f"/e2b/v2/sandboxes/{sid}/connect",
+                           {"X-API-KEY": self.key, "Content-Type": "application/json"}, b"{}")
+            self.assertEqual(st, 200, data)
+            fresh = json.loads(data)["envdAccessToken"]
+            self.assertNotIn(raw(a, "GET", "/e2b/envd/files?path=/etc/hostname",
+                                 {"E2b-Sandbox-Id": sid, "X-Access-Token": fresh})[0], (401, 429))
+            # a day, not thirty
+            (exp, made), = self.db_rows("SELECT expires_at, created_at FROM port_tokens"
+                                        " WHERE sandbox_id = ? AND port = 49983", sid)
+            self.assertEqual(exp - made, 86400 * 1000)
+        finally:
+            raw(a, "DELETE", f"/e2b/sandboxes/{sid}", {"X-API-KEY": self.key})
 
 
 if __name__ == "__main__":

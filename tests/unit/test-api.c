@@ -243,6 +243,42 @@ static void test_units(const char *db_path)
 	ratelimit_free(rl);
 	CHECK(ratelimit_new(0, 10) == NULL, "rate 0 disables");
 
+	/* per client: IPv4 by address, IPv6 by /64, v4-mapped as IPv4 */
+	char ck[64];
+	ratelimit_client_key("192.0.2.7:5555", ck, sizeof(ck));
+	CHECK(!strcmp(ck, "192.0.2.7"), "v4 %s", ck);
+	ratelimit_client_key("[2001:db8:1:2:aaaa::1]:80", ck, sizeof(ck));
+	CHECK(!strcmp(ck, "2001:db8:1:2::/64"), "v6 %s", ck);
+	ratelimit_client_key("[2001:db8:1:2:ffff:1:2:3]:81", ck, sizeof(ck));
+	CHECK(!strcmp(ck, "2001:db8:1:2::/64"), "same /64 %s", ck);
+	ratelimit_client_key("[::ffff:192.0.2.9]:1", ck, sizeof(ck));
+	CHECK(!strcmp(ck, "192.0.2.9"), "mapped %s", ck);
+	ratelimit_client_key("unix", ck, sizeof(ck));
+	CHECK(!strcmp(ck, "unix"), "unix %s", ck);
+
+	/* a give pays a take back; capped: past the cap newcomers share one
+	 * bucket, and idle (full) buckets make room again */
+	rl = ratelimit_new_capped(0.001, 2, 3);
+	CHECK(ratelimit_take(rl, "a", &retry) && ratelimit_take(rl, "a", &retry) &&
+	      !ratelimit_take(rl, "a", &retry), "a spent");
+	ratelimit_give(rl, "a");
+	CHECK(ratelimit_take(rl, "a", &retry) && !ratelimit_take(rl, "a", &retry), "given back");
+	CHECK(ratelimit_take(rl, "b", &retry) && ratelimit_take(rl, "c", &retry), "b, c");
+	/* a, b, c fill the cap; d and e share the overflow bucket (burst 2) */
+	CHECK(ratelimit_take(rl, "d", &retry) && ratelimit_take(rl, "e", &retry), "overflow");
+	CHECK(!ratelimit_take(rl, "f", &retry), "overflow shared, spent");
+	ratelimit_free(rl);
+	rl = ratelimit_new_capped(1000, 1, 2);
+	for (int i = 0; i < 100; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "c%d", i);
+		if (!ratelimit_take(rl, k, &retry))
+			usleep(5000);
+	}
+	usleep(150000);   /* past a sweep's interval */
+	CHECK(ratelimit_take(rl, "new", &retry), "idle buckets dropped for a newcomer");
+	ratelimit_free(rl);
+
 	/* lookup: valid, cached (and cheap), unknown */
 	a.db = db_open(db_path, &err);
 	CHECK(a.db, "db_open: %s", err.msg);

@@ -91,6 +91,22 @@ static void test_migrations(bool pg)
 	CHECK(q_int(db, "SELECT max(id) - min(id) FROM events") == 1);
 	CHECK(db_query(db, &before, &err, "SELECT version, applied_at FROM schema_migrations"
 		       " ORDER BY version", NULL) == 0);
+	/* an envd token check (compat/e2b, no credential needed to cause
+	 * one) reads its sandbox's rows by index, not the whole table */
+	if (!pg) {
+		struct db_rows plan;
+		bool indexed = false;
+		CHECK(db_query(db, &plan, &err, "EXPLAIN QUERY PLAN SELECT hash FROM port_tokens"
+			       " WHERE sandbox_id = 'sb' AND port = 49983 AND expires_at > 1",
+			       NULL) == 0);
+		for (int i = 0; i < plan.n_rows; i++)
+			indexed |= strstr(db_cell(&plan, i, 3), "USING INDEX port_tokens_sandbox") != 0;
+		CHECK(indexed);
+		db_rows_free(&plan);
+	} else {
+		CHECK(q_int(db, "SELECT count(*) FROM pg_indexes WHERE indexname ="
+			    " 'port_tokens_sandbox'") == 1);
+	}
 	db_close(db);
 
 	db = db_open(t, &err);
@@ -439,7 +455,8 @@ static void test_adopt_old_sqlite(void)
 		      " VALUES('n2', 'busybox', 1, 'ready', 1)", NULL) == 1);
 	CHECK(db_exec(db, &err, "INSERT INTO lineage(sandbox_id, parent) VALUES('a', 'b')",
 		      NULL) == 1);
-	CHECK(db_exec(db, &err, "INSERT INTO port_tokens VALUES('h', 't', 's', 1, 2, 3)",
+	CHECK(db_exec(db, &err, "INSERT INTO port_tokens(hash, tenant_id, sandbox_id, port,"
+		      " expires_at, created_at, key_id) VALUES('h', 't', 's', 1, 2, 3, 'k')",
 		      NULL) == 1);
 	db_close(db);
 	/* and a reopen finds nothing more to do */

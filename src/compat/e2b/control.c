@@ -99,10 +99,10 @@ static void node_error(struct http_conn *c, int st, const struct http_resp *r)
 /* The Sandbox answer of create and connect: id, a fresh envd token, the
  * ports domain (the SDK's getHost builds {port}-{id}.<domain> from it). */
 static void answer_sandbox(struct api *a, struct http_conn *c, int status, const json *sb,
-			   const char *tenant)
+			   const struct api_principal *who)
 {
 	const char *id = json_get_str(sb, "id");
-	_cleanup_free_ char *token = id ? e2b_token_issue(a, tenant, id) : NULL;
+	_cleanup_free_ char *token = id ? e2b_token_issue(a, who, id) : NULL;
 	struct buf b;
 	struct jw w;
 
@@ -242,7 +242,7 @@ static void create(struct api *a, struct http_req *req, struct http_conn *c,
 		e2b_error(c, 500, "unexpected answer from the node");
 		return;
 	}
-	answer_sandbox(a, c, 201, sb, who->tenant);
+	answer_sandbox(a, c, 201, sb, who);
 }
 
 /* E2B's metadata filter, "k1=v1&k2=v2" (each part URL-encoded once more
@@ -474,7 +474,7 @@ static void connect_sandbox(struct api *a, struct http_req *req, struct http_con
 	}
 	_cleanup_(json_freep) json *sb = node_sandbox(a, c, who, id, "POST", "/connect");
 	if (sb)
-		answer_sandbox(a, c, 200, sb, who->tenant);
+		answer_sandbox(a, c, 200, sb, who);
 }
 
 /* POST /sandboxes/{id}/timeout {"timeout": seconds}: the node's

@@ -38,9 +38,10 @@ void e2b_error(struct http_conn *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Percent-encode s for a query value; caller owns. */
 char *e2b_qenc(const char *s);
-/* A fresh envd access token for sandbox_id (stored hashed); caller owns.
- * NULL on a DB failure. */
-char *e2b_token_issue(struct api *a, const char *tenant, const char *sandbox_id);
+/* A fresh envd access token for sandbox_id (stored hashed), of who's
+ * tenant and minted by who's API key: it stops working when that key is
+ * revoked. Caller owns. NULL on a DB failure. */
+char *e2b_token_issue(struct api *a, const struct api_principal *who, const char *sandbox_id);
 void e2b_tokens_drop(struct api *a, const char *sandbox_id);
 
 #endif

@@ -7,11 +7,21 @@
  *                   out at create/connect, for the sandbox E2b-Sandbox-Id
  *
  * An envd token is "ale_" + 40 hex, stored as its SHA-256 in port_tokens
- * with port 49983 (envd's) beside the tenant and sandbox; the host-routed
+ * with port 49983 (envd's) beside the tenant, the sandbox and the API key
+ * that asked for it; it lives a day (TOKEN_TTL_MS) and only while that
+ * key is not revoked: the check joins api_keys, so a revocation by any
+ * api on the database holds at the next request here. The host-routed
  * port proxy accepts only "alp_" tokens, so an envd token opens nothing
  * else, and no API key is accepted on envd paths. Checking one reads the
- * sandbox's envd token rows and compares the hashes in constant time. */
+ * sandbox's envd token rows (at most TOKENS_KEPT live ones, by the index
+ * port_tokens_sandbox) and compares every digest in constant time
+ * (CRYPTO_memcmp), so the answer's timing says nothing about the stored
+ * ones. A check that reaches the database is paid from the client's
+ * bucket first (api_token_check_take: per address, IPv6 per /64) and paid
+ * back when the token was good, so a client without a token cannot make
+ * the api run lookups faster than that budget. */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +30,10 @@
 #include "../../lib/log.h"
 #include "e2b-internal.h"
 
-#define TOKEN_TTL_MS (30LL * 86400 * 1000)
+/* A day: long enough for a working session, short enough that a token
+ * copied out of a log dies soon. The SDK gets a fresh one from every
+ * Sandbox.create and Sandbox.connect (control.c answer_sandbox). */
+#define TOKEN_TTL_MS (24LL * 3600 * 1000)
 #define TOKENS_KEPT 16          /* per sandbox: each connect makes one */
 
 void e2b_error(struct http_conn *c, int status, const char *fmt, ...)
@@ -92,7 +105,7 @@ char *e2b_node_message(const struct http_resp *r)
 	return s;
 }
 
-char *e2b_token_issue(struct api *a, const char *tenant, const char *sandbox_id)
+char *e2b_token_issue(struct api *a, const struct api_principal *who, const char *sandbox_id)
 {
 	char *token = random_id(E2B_TOKEN_PREFIX, E2B_TOKEN_HEX / 2);
 	char hash[65];
@@ -102,9 +115,9 @@ char *e2b_token_issue(struct api *a, const char *tenant, const char *sandbox_id)
 	api_key_hash(token, hash);
 	if (db_exec(a->db, &err,
 		    "INSERT INTO port_tokens(hash, tenant_id, sandbox_id, port, expires_at,"
-		    " created_at) VALUES(?, ?, ?, ?, ?, ?)",
-		    "sssiii", hash, tenant, sandbox_id, (int64_t)E2B_ENVD_PORT, now + TOKEN_TTL_MS,
-		    now) < 0) {
+		    " created_at, key_id) VALUES(?, ?, ?, ?, ?, ?, ?)",
+		    "sssiiis", hash, who->tenant, sandbox_id, (int64_t)E2B_ENVD_PORT,
+		    now + TOKEN_TTL_MS, now, who->key_id) < 0) {
 		log_err("e2b: envd token: %s", err.msg);
 		free(token);
 		return NULL;
@@ -127,40 +140,40 @@ void e2b_tokens_drop(struct api *a, const char *sandbox_id)
 		      "si", sandbox_id, (int64_t)E2B_ENVD_PORT);
 }
 
-static bool ct_equal(const char *x, const char *y, size_t n)
-{
-	unsigned char d = 0;
-
-	for (size_t i = 0; i < n; i++)
-		d |= (unsigned char)(x[i] ^ y[i]);
-	return d == 0;
-}
-
 /* 1 and *who when tok is a live envd token of sandbox_id; 0 when not;
- * -1 on a DB failure. */
-static int token_check(struct api *a, const char *tok, const char *sandbox_id,
-		       struct api_principal *who)
+ * -EAGAIN when the client has no checks left (answered 429); -EIO on a DB
+ * failure. */
+static int token_check(struct api *a, struct http_req *req, struct http_conn *c,
+		       const char *tok, const char *sandbox_id, struct api_principal *who)
 {
 	struct db_rows rows;
 	err_t err = { 0 };
 	char hash[65];
+	unsigned retry = 1;
 	int found = -1;
 
+	/* Not shaped like our tokens: no lookup, nothing to pay. */
 	if (strncmp(tok, E2B_TOKEN_PREFIX, strlen(E2B_TOKEN_PREFIX)) != 0 ||
 	    strlen(tok) != strlen(E2B_TOKEN_PREFIX) + E2B_TOKEN_HEX)
 		return 0;
+	if (!api_token_check_take(a, req, &retry)) {
+		e2b_error(c, 429, "too many failed access token checks from this address; retry in"
+			  " %u s", retry);
+		return -EAGAIN;
+	}
 	api_key_hash(tok, hash);
 	if (db_query(a->db, &rows, &err,
-		     "SELECT hash, tenant_id FROM port_tokens WHERE sandbox_id = ? AND port = ?"
-		     " AND expires_at > ?",
+		     "SELECT t.hash, t.tenant_id FROM port_tokens t JOIN api_keys k"
+		     " ON k.id = t.key_id AND k.tenant_id = t.tenant_id AND k.revoked = 0"
+		     " WHERE t.sandbox_id = ? AND t.port = ? AND t.expires_at > ?",
 		     "sii", sandbox_id, (int64_t)E2B_ENVD_PORT, wall_ms()) < 0) {
 		log_err("e2b: envd token: %s", err.msg);
-		return -1;
+		return -EIO;
 	}
 	/* every row is compared in full, whichever matches */
 	for (int i = 0; i < rows.n_rows; i++) {
 		const char *h = db_cell(&rows, i, 0);
-		if (h && strlen(h) == 64 && ct_equal(h, hash, 64) && found < 0)
+		if (h && strlen(h) == 64 && CRYPTO_memcmp(h, hash, 64) == 0 && found < 0)
 			found = i;
 	}
 	if (found >= 0) {
@@ -168,6 +181,7 @@ static int token_check(struct api *a, const char *tok, const char *sandbox_id,
 		snprintf(who->tenant, sizeof(who->tenant), "%s", db_cell(&rows, found, 1));
 		/* the rate limit's bucket: one per tenant for all its envd calls */
 		snprintf(who->key_id, sizeof(who->key_id), "e2b-envd:%.50s", who->tenant);
+		api_token_check_give(a, req);
 	}
 	db_rows_free(&rows);
 	return found >= 0;
@@ -208,7 +222,9 @@ static bool e2b_auth(struct api *a, struct http_req *req, struct http_conn *c,
 				  "E2B_SANDBOX_URL to <api>/e2b/envd)");
 			return false;
 		}
-		r = tok ? token_check(a, tok, id, who) : 0;
+		r = tok ? token_check(a, req, c, tok, id, who) : 0;
+		if (r == -EAGAIN)
+			return false;
 		if (r < 0) {
 			e2b_error(c, 500, "cannot check the access token");
 			return false;
