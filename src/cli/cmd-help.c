@@ -184,7 +184,7 @@ static void print_bash(FILE *f)
 		"    local globals='--json --config --url --cacert --help'\n"
 		"    COMPREPLY=()\n"
 		"    case $prev in\n"
-		"        --config|--from-dir|--from-tar|--cacert|--data-dir|--vm-dir)\n"
+		"        --config|--from-dir|--from-tar|--cacert|--data-dir|--vm-dir|--server-config)\n"
 		"            COMPREPLY=($(compgen -f -- \"$cur\")); return 0;;\n"
 		"    esac\n"
 		"    for ((i = 1; i < COMP_CWORD; i++)); do\n"
