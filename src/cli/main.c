@@ -89,6 +89,8 @@ static const char usage[] =
 	"                                         what this host can do, with the fix for each\n"
 	"                                         gap; exit 1 when the default backend cannot run\n"
 	"                                         (checks run here, as root; --remote: the server's)\n"
+	"         [--ports-domain NAME [--api-url URL]]  also: is NAME a site apart from the API's\n"
+	"                                         host (the server's doctor checks its config)\n"
 	"\n"
 	"Agents:\n"
 	"  mcp                                    serve the Model Context Protocol on stdin/stdout:\n"

@@ -509,6 +509,15 @@ class PortsTest(AirlockTestCase):
         self.assertNotIn("set-cookie", headers)
         self.assertIn(b"bad_gateway", body)
 
+    def test_doctor_checks_ports_domain(self):
+        # The server's doctor says whether ports_domain is a site apart
+        # from the API's host (here an address, so only the name is judged).
+        rep = self.api.call("GET", "/v1/node/doctor")
+        checks = [c for c in rep["checks"] if c["name"] == "ports_domain"]
+        self.assertEqual(len(checks), 1, rep)
+        self.assertEqual(checks[0]["status"], "ok", checks)
+        self.assertIn(DOMAIN, checks[0]["detail"])
+
     def test_delete_ends_open_tunnel(self):
         # A tunnel that stays open must not keep its sandbox from going away.
         sid = self.api.create()["id"]
