@@ -188,6 +188,18 @@ static void field_value(const struct field *f, struct buf *out)
 	}
 }
 
+/* No NUL and no CR but before LF in p[0..n). Some browsers split header
+ * lines at a bare CR: a field "X: 1<CR>Set-Cookie: ..." would carry a
+ * cookie we never saw as one. RFC 9110 5.5 lets a recipient reject such a
+ * field; we drop it (or, in the status line, the answer). */
+static bool no_bare_cr(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == '\0' || (p[i] == '\r' && (i + 1 == n || p[i + 1] != '\n')))
+			return false;
+	return true;
+}
+
 static bool blank_line(const char *l, const char *end)
 {
 	return l[0] == '\n' || (l[0] == '\r' && l + 1 < end && l[1] == '\n');
@@ -223,8 +235,9 @@ static void emit_set_cookie(const struct field *f, unsigned *n_cookies, struct b
  * connection closes after the answer (we relay it unparsed, so it ends when
  * the service closes), or it was upgraded (101). Its Set-Cookie fields lose
  * any Domain (emit_set_cookie); folded fields are unfolded; a line with no
- * colon is no field and goes. Returns the status, or -1 when this is not an
- * HTTP/1.x answer head. */
+ * colon, or with a NUL or a bare CR, goes. Returns the status, or -1 when
+ * this is not an HTTP/1.x answer head (or its status line has a NUL or a
+ * bare CR). */
 int ports_rewrite_head(const char *h, size_t n, struct buf *out)
 {
 	_cleanup_(buf_free) struct buf conn = { 0 };
@@ -234,7 +247,8 @@ int ports_rewrite_head(const char *h, size_t n, struct buf *out)
 	int status;
 
 	/* Bytes from the sandbox: "HTTP/1.x NNN", nothing read beyond n. */
-	if (!eol || n < 12 || strncmp(h, "HTTP/1.", 7) != 0 || h[8] != ' ')
+	if (!eol || eol - h < 12 || strncmp(h, "HTTP/1.", 7) != 0 || h[7] < '0' || h[7] > '9' ||
+	    h[8] != ' ')
 		return -1;
 	status = 0;
 	for (int i = 9; i < 12; i++) {
@@ -242,13 +256,14 @@ int ports_rewrite_head(const char *h, size_t n, struct buf *out)
 			return -1;
 		status = status * 10 + (h[i] - '0');
 	}
-	if (status < 100)
+	if (status < 100 || !no_bare_cr(h, (size_t)(eol + 1 - h)))
 		return -1;
 	bool upgrade = status == 101;
 	/* First pass: the Connection fields name more hop-by-hop headers. */
 	for (const char *l = eol + 1; l < end && !blank_line(l, end) && next_field(l, end, &f);
 	     l = f.end) {
-		if (f.colon && f.name_n == 10 && strncasecmp(l, "Connection", 10) == 0) {
+		if (f.colon && f.name_n == 10 && strncasecmp(l, "Connection", 10) == 0 &&
+		    no_bare_cr(f.start, (size_t)(f.end - f.start))) {
 			if (conn.len)
 				buf_addc(&conn, ',');
 			field_value(&f, &conn);
@@ -266,7 +281,7 @@ int ports_rewrite_head(const char *h, size_t n, struct buf *out)
 		l = f.end;
 		/* No colon (or no name): browsers skip the line, and might or
 		 * might not join folded lines to it. */
-		if (!f.colon || !f.name_n ||
+		if (!f.colon || !f.name_n || !no_bare_cr(f.start, (size_t)(f.end - f.start)) ||
 		    resp_hop_header(f.start, f.name_n, conn.len ? conn.data : NULL, conn.len, upgrade))
 			continue;
 		if (f.name_n == 10 && strncasecmp(f.start, "Set-Cookie", 10) == 0) {

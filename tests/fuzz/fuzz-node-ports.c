@@ -3,7 +3,7 @@
  * rewritten head keeps the status line and never carries the service's
  * Keep-Alive, nor a Set-Cookie with a Domain attribute (its value is what a
  * second rewrite leaves unchanged), nor more Set-Cookie fields than the
- * bound. */
+ * bound, nor a NUL or a bare CR. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +51,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (memmem(out.data, out.len, "\nKeep-Alive:", 12))
 			abort();
 		check_cookies(out.data, out.len);
+		/* No NUL, no CR but before LF: nothing a browser could split
+		 * into a line we did not rewrite. */
+		for (size_t i = 0; i < out.len; i++)
+			if (out.data[i] == '\0' ||
+			    (out.data[i] == '\r' && (i + 1 == out.len || out.data[i + 1] != '\n')))
+				abort();
 	} else if (out.len) {
 		abort();
 	}

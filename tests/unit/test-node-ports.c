@@ -48,6 +48,8 @@ static void test_hop_headers(void)
 	       "HTTP/1.0 200 OK\nContent-Type: text/plain\nConnection: close\r\n\n");
 	CHECK(rewrite("http/1.1 200 OK\r\n\r\n") == NULL);
 	CHECK(rewrite("SSH-2.0-OpenSSH\r\n\r\n") == NULL);
+	/* The status line ends before its code: the code is on the next line. */
+	CHECK(rewrite("HTTP/1.\n 400\n0\nP/\n\n") == NULL);
 }
 
 static void test_set_cookie_host_only(void)
@@ -71,6 +73,13 @@ static void test_set_cookie_host_only(void)
 	/* Other folded fields are unfolded, not dropped. */
 	expect("HTTP/1.1 200 OK\r\nX-A: 1\r\n 2\r\n\r\n",
 	       "HTTP/1.1 200 OK\r\nX-A: 1  2\r\nConnection: close\r\n\r\n");
+	/* A bare CR ends a line to some browsers: such a field goes whole,
+	 * and a status line with one is no answer we pass. */
+	expect("HTTP/1.1 200 OK\r\nX-A: 1\rSet-Cookie: z=1; Domain=ports.test\r\nX-B: 2\r\n\r\n",
+	       "HTTP/1.1 200 OK\r\nX-B: 2\r\nConnection: close\r\n\r\n");
+	expect("HTTP/1.1 200 OK\r\nX-A: 1\r\n \rSet-Cookie: z=1; Domain=ports.test\r\n\r\n",
+	       "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+	CHECK(rewrite("HTTP/1.1 200 OK\rSet-Cookie: z=1; Domain=ports.test\r\n\r\n") == NULL);
 	/* The proxy's token cookie is not the service's to set. */
 	expect("HTTP/1.1 200 OK\r\nSet-Cookie: airlock_port_token=alp_x; Path=/\r\n\r\n",
 	       "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
