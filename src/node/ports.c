@@ -112,27 +112,29 @@ struct pipe_state {
 };
 
 #define MAX_RESP_HEAD (16u * 1024)
+#define MAX_CONN_LIST 1024     /* of the service's Connection list, looked at */
 
 /* Response headers that describe the service's hop: replaced by ours.
- * name[0..n): without the blanks a browser trims before the colon. */
-static bool resp_hop_header(const char *name, size_t n, const char *conn, size_t conn_n,
-			    bool upgrade)
+ * name[0..n): without the blanks a browser trims before the colon; conn:
+ * the service's Connection list (NUL-terminated, NULL: none). */
+static bool resp_hop_header(const char *name, size_t n, const char *conn, bool upgrade)
 {
 	static const char *const hop[] = {
 		"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "TE",
 	};
+	char nm[128];
+
 	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
 		if (strlen(hop[i]) == n && strncasecmp(name, hop[i], n) == 0)
 			return true;
 	if (!upgrade && n == 7 && strncasecmp(name, "Upgrade", 7) == 0)
 		return true;
-	if (conn) {
-		_cleanup_free_ char *list = xasprintf("%.*s", (int)conn_n, conn);
-		_cleanup_free_ char *nm = xasprintf("%.*s", (int)n, name);
-		if (strcasecmp(nm, "Upgrade") != 0 && http_has_token(list, nm))
-			return true;
-	}
-	return false;
+	/* A name longer than any token we keep of the list is not in it. */
+	if (!conn || n >= sizeof(nm))
+		return false;
+	memcpy(nm, name, n);
+	nm[n] = '\0';
+	return strcasecmp(nm, "Upgrade") != 0 && http_has_token(conn, nm);
 }
 
 /* One field of an answer head: its first line, and the lines after it that
@@ -269,6 +271,12 @@ int ports_rewrite_head(const char *h, size_t n, struct buf *out)
 			field_value(&f, &conn);
 		}
 	}
+	/* Each field is looked up in the list: bound the work a service
+	 * can make us do per field (a name past the bound stays; it is only
+	 * the service's own header, passed on). */
+	if (conn.len > MAX_CONN_LIST)
+		conn.len = MAX_CONN_LIST;
+	buf_addc(&conn, '\0');
 	buf_add(out, h, (size_t)(eol + 1 - h));
 	for (const char *l = eol + 1; l < end;) {
 		if (blank_line(l, end)) {
@@ -282,7 +290,7 @@ int ports_rewrite_head(const char *h, size_t n, struct buf *out)
 		/* No colon (or no name): browsers skip the line, and might or
 		 * might not join folded lines to it. */
 		if (!f.colon || !f.name_n || !no_bare_cr(f.start, (size_t)(f.end - f.start)) ||
-		    resp_hop_header(f.start, f.name_n, conn.len ? conn.data : NULL, conn.len, upgrade))
+		    resp_hop_header(f.start, f.name_n, conn.len > 1 ? conn.data : NULL, upgrade))
 			continue;
 		if (f.name_n == 10 && strncasecmp(f.start, "Set-Cookie", 10) == 0) {
 			emit_set_cookie(&f, &n_cookies, out);
