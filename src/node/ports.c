@@ -218,7 +218,8 @@ static void emit_set_cookie(const struct field *f, unsigned *n_cookies, struct b
 	size_t a = 0, b;
 
 	field_value(f, &v);
-	b = v.len;
+	buf_addc(&v, '\0');   /* data never NULL; the NUL is not part of the value */
+	b = v.len - 1;
 	while (a < b && (v.data[a] == ' ' || v.data[a] == '\t'))
 		a++;
 	while (b > a && (v.data[b - 1] == ' ' || v.data[b - 1] == '\t'))
@@ -228,7 +229,8 @@ static void emit_set_cookie(const struct field *f, unsigned *n_cookies, struct b
 		return;
 	(*n_cookies)++;
 	buf_adds(out, "Set-Cookie: ");
-	buf_add(out, nv.data, nv.len);
+	if (nv.len)
+		buf_add(out, nv.data, nv.len);
 	buf_adds(out, "\r\n");
 }
 
