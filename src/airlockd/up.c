@@ -250,6 +250,10 @@ int airlockd_nodemgr(const struct airlockd_config *cfg, err_t *err)
 		.net_size = net.size,
 		.net_proxy_port = net.proxy_port,
 		.net_dns_port = net.dns_port,
+		/* GET /v1/node/doctor checks that the host-routed port URLs
+		 * are a site apart from the API's host. */
+		.ports_domain = cfg->ports_domain,
+		.api_url = cfg->advertise_url[0] ? cfg->advertise_url : cfg->listen,
 	};
 	return nodemgr_run(&nc, err);
 }

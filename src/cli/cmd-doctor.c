@@ -6,6 +6,9 @@
  * --remote it asks the server instead (GET /v1/node/doctor, admin key), whose
  * nodemgr runs them on the node. Exit 0 when the default backend can run,
  * 1 when it cannot, 125..127 as every verb when the doctor itself fails.
+ * Locally the config is not read: --ports-domain (and --api-url, else the
+ * CLI's own server URL) ask for the check that the server's doctor does
+ * from its config.
  */
 #include <limits.h>
 #include <string.h>
@@ -55,7 +58,8 @@ static void print_report(const json *rep)
 
 int cmd_doctor(struct cli *cli, int argc, char **argv)
 {
-	enum { OPT_REMOTE = 1, OPT_DATA_DIR, OPT_VM_DIR, OPT_BACKEND, OPT_VM_ACCEL, OPT_SERVER_CONFIG };
+	enum { OPT_REMOTE = 1, OPT_DATA_DIR, OPT_VM_DIR, OPT_BACKEND, OPT_VM_ACCEL, OPT_SERVER_CONFIG,
+	       OPT_PORTS_DOMAIN, OPT_API_URL };
 	static const struct option opts[] = {
 		{ "remote", no_argument, NULL, OPT_REMOTE },
 		{ "data-dir", required_argument, NULL, OPT_DATA_DIR },
@@ -63,6 +67,8 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		{ "backend", required_argument, NULL, OPT_BACKEND },
 		{ "vm-accel", required_argument, NULL, OPT_VM_ACCEL },
 		{ "server-config", required_argument, NULL, OPT_SERVER_CONFIG },
+		{ "ports-domain", required_argument, NULL, OPT_PORTS_DOMAIN },
+		{ "api-url", required_argument, NULL, OPT_API_URL },
 		CLI_COMMON_OPTS,
 		{ 0 },
 	};
@@ -85,6 +91,8 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		case OPT_BACKEND: o.default_backend = optarg; break;
 		case OPT_VM_ACCEL: o.vm_accel = optarg; break;
 		case OPT_SERVER_CONFIG: o.config_path = optarg; break;
+		case OPT_PORTS_DOMAIN: o.ports_domain = optarg; break;
+		case OPT_API_URL: o.api_url = optarg; break;
 		default:
 			if ((r = cli_common_opt(cli, opt, "doctor")))
 				return r;
@@ -94,6 +102,8 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		return cli_usage("doctor", "unexpected argument `%s`", argv[optind]);
 	if (strcmp(o.default_backend, "ns") != 0 && strcmp(o.default_backend, "vm") != 0)
 		return cli_usage("doctor", "--backend is ns or vm");
+	if (o.ports_domain && !o.api_url && !remote && cli_load(cli) == 0)
+		o.api_url = cli->url;
 	if (remote) {
 		if ((r = cli_call_json(cli, "GET", "/v1/node/doctor", NULL, NULL, &rep, &raw)))
 			return r;

@@ -91,6 +91,8 @@ static const char usage[] =
 	"                                         (checks run here, as root; --remote: the server's);\n"
 	"                                         warns when airlockd's config (F, default\n"
 	"                                         /etc/airlock/airlockd.conf) has a secret others read\n"
+	"         [--ports-domain NAME [--api-url URL]]  also: is NAME a site apart from the API's\n"
+	"                                         host (the server's doctor checks its config)\n"
 	"\n"
 	"Agents:\n"
 	"  mcp                                    serve the Model Context Protocol on stdin/stdout:\n"

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../lib/http-cookie.h"
 #include "../lib/json.h"
 #include "../lib/secret.h"
 
@@ -483,6 +484,33 @@ static void check_config_secrets(struct report *r, const struct doctor_opts *o)
 		      o->config_path);
 }
 
+/* Host-routed port URLs ({port}-{id}.<ports_domain>) each serve a tenant's
+ * service. Sharing a site with the API's host would let those services set
+ * and receive the cookies of the API's domain, and each other's beyond
+ * what the node's Set-Cookie rewrite stops (docs/API.md, "Same-site limits
+ * of a shared ports domain"). Config, not host: only a warning. */
+static void check_ports_domain(struct report *r, const struct doctor_opts *o)
+{
+	char host[256], why[512];
+
+	if (!o->ports_domain)
+		return;
+	if (!*o->ports_domain) {
+		check(r, "ports_domain", ST_OK, NULL, "off (no host-routed port URLs)");
+		return;
+	}
+	http_url_host(o->api_url, host, sizeof(host));
+	if (http_site_separate(o->ports_domain, host, why, sizeof(why)))
+		check(r, "ports_domain", ST_OK, NULL, "`%s`, apart from the API's host `%s`",
+		      o->ports_domain, *host ? host : "(unknown)");
+	else
+		check(r, "ports_domain", ST_WARN,
+		      "give ports_domain a registrable domain of its own, not under the API's or "
+		      "your company's domain (e.g. example-sbx.net for api.example.com), "
+		      "ideally one on the Public Suffix List",
+		      "%s", why);
+}
+
 /* Opens the backend's object; the caller adds to it and closes it. */
 static void backend(struct jw *w, const char *name, bool can_run, const char *const *missing,
 		    size_t n)
@@ -522,6 +550,7 @@ bool doctor_run(const struct doctor_opts *o, struct buf *out)
 	check_memory(&r);
 	check_templates(&r, o);
 	check_config_secrets(&r, o);
+	check_ports_domain(&r, o);
 	jw_end(&r.w);
 
 	bool ns_ok = r.n_ns == 0, vm_ok = r.n_vm == 0;

@@ -35,6 +35,12 @@ struct doctor_opts {
 	 * reported instead of the guess from doctor_kvm_state. NULL: unknown. */
 	const char *accel_decided;
 	const char *accel_reason;
+	/* The config's ports_domain and where clients reach the API
+	 * (advertise_url, else listen): the `ports_domain` check warns when the
+	 * host-routed port URLs are not a site apart from the API's host.
+	 * ports_domain NULL: no such check. */
+	const char *ports_domain;
+	const char *api_url;
 };
 
 /* Run every check and append the report to out as one JSON object:

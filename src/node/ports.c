@@ -32,6 +32,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "../lib/http-cookie.h"
 #include "../lib/log.h"
 #include "node-internal.h"
 
@@ -111,41 +112,147 @@ struct pipe_state {
 };
 
 #define MAX_RESP_HEAD (16u * 1024)
+#define MAX_CONN_LIST 1024     /* of the service's Connection list, looked at */
 
-/* Response headers that describe the service's hop: replaced by ours. */
-static bool resp_hop_header(const char *name, size_t n, const char *conn, size_t conn_n,
-			    bool upgrade)
+/* Response headers that describe the service's hop: replaced by ours.
+ * name[0..n): without the blanks a browser trims before the colon; conn:
+ * the service's Connection list (NUL-terminated, NULL: none). */
+static bool resp_hop_header(const char *name, size_t n, const char *conn, bool upgrade)
 {
 	static const char *const hop[] = {
 		"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "TE",
 	};
+	char nm[128];
+
 	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
 		if (strlen(hop[i]) == n && strncasecmp(name, hop[i], n) == 0)
 			return true;
 	if (!upgrade && n == 7 && strncasecmp(name, "Upgrade", 7) == 0)
 		return true;
-	if (conn) {
-		_cleanup_free_ char *list = xasprintf("%.*s", (int)conn_n, conn);
-		_cleanup_free_ char *nm = xasprintf("%.*s", (int)n, name);
-		if (strcasecmp(nm, "Upgrade") != 0 && http_has_token(list, nm))
-			return true;
+	/* A name longer than any token we keep of the list is not in it. */
+	if (!conn || n >= sizeof(nm))
+		return false;
+	memcpy(nm, name, n);
+	nm[n] = '\0';
+	return strcasecmp(nm, "Upgrade") != 0 && http_has_token(conn, nm);
+}
+
+/* One field of an answer head: its first line, and the lines after it that
+ * begin with SP or HT (obs-fold, RFC 9112 5.2), which browsers join to it.
+ * A field is kept or dropped whole: a folded line left behind would join
+ * whatever field we emitted before it (a Set-Cookie we had rewritten). */
+struct field {
+	const char *start, *end;   /* end: past the last line's '\n' */
+	const char *colon;         /* NULL: the first line has none */
+	size_t name_n;             /* the name before the colon, blanks trimmed */
+	bool folded;
+};
+
+/* The field at l (not the blank line); false when its first line does not
+ * end before end. */
+static bool next_field(const char *l, const char *end, struct field *f)
+{
+	const char *e = memchr(l, '\n', (size_t)(end - l));
+
+	if (!e)
+		return false;
+	f->start = l;
+	f->colon = memchr(l, ':', (size_t)(e - l));
+	f->name_n = f->colon ? (size_t)(f->colon - l) : 0;
+	/* "Set-Cookie :" is Set-Cookie to a browser that trims the name. */
+	while (f->name_n && (l[f->name_n - 1] == ' ' || l[f->name_n - 1] == '\t'))
+		f->name_n--;
+	f->folded = false;
+	for (const char *nx = e + 1; nx < end && (*nx == ' ' || *nx == '\t'); nx = e + 1) {
+		const char *e2 = memchr(nx, '\n', (size_t)(end - nx));
+		if (!e2)
+			break;
+		e = e2;
+		f->folded = true;
 	}
-	return false;
+	f->end = e + 1;
+	return true;
+}
+
+/* The value of f (which has a colon), its lines joined by a space as RFC
+ * 9112 5.2 asks of a proxy, without line ends; appended to out. */
+static void field_value(const struct field *f, struct buf *out)
+{
+	for (const char *p = f->colon + 1; p < f->end;) {
+		const char *e = memchr(p, '\n', (size_t)(f->end - p));
+		size_t len = (size_t)(e - p);
+		if (len && p[len - 1] == '\r')
+			len--;
+		if (p != f->colon + 1)
+			buf_addc(out, ' ');
+		buf_add(out, p, len);
+		p = e + 1;
+	}
+}
+
+/* No NUL and no CR but before LF in p[0..n). Some browsers split header
+ * lines at a bare CR: a field "X: 1<CR>Set-Cookie: ..." would carry a
+ * cookie we never saw as one. RFC 9110 5.5 lets a recipient reject such a
+ * field; we drop it (or, in the status line, the answer). */
+static bool no_bare_cr(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == '\0' || (p[i] == '\r' && (i + 1 == n || p[i + 1] != '\n')))
+			return false;
+	return true;
+}
+
+static bool blank_line(const char *l, const char *end)
+{
+	return l[0] == '\n' || (l[0] == '\r' && l + 1 < end && l[1] == '\n');
+}
+
+/* A Set-Cookie of the service, made host-only (lib/http-cookie.h): a
+ * cookie for the parent domain would reach every other sandbox's host-routed
+ * URL, and under the API path the API's own. Dropped when the rewriter
+ * says so or past the count. */
+static void emit_set_cookie(const struct field *f, unsigned *n_cookies, struct buf *out)
+{
+	_cleanup_(buf_free) struct buf v = { 0 };
+	_cleanup_(buf_free) struct buf nv = { 0 };
+	size_t a = 0, b;
+
+	field_value(f, &v);
+	buf_addc(&v, '\0');   /* data never NULL; the NUL is not part of the value */
+	b = v.len - 1;
+	while (a < b && (v.data[a] == ' ' || v.data[a] == '\t'))
+		a++;
+	while (b > a && (v.data[b - 1] == ' ' || v.data[b - 1] == '\t'))
+		b--;
+	if (*n_cookies >= HTTP_SETCOOKIE_MAX_COUNT ||
+	    !http_setcookie_rewrite(v.data + a, b - a, HTTP_PORT_TOKEN_COOKIE, &nv))
+		return;
+	(*n_cookies)++;
+	buf_adds(out, "Set-Cookie: ");
+	if (nv.len)
+		buf_add(out, nv.data, nv.len);
+	buf_adds(out, "\r\n");
 }
 
 /* Rewrite one answer head h[0..n) (through its blank line) into out: the
  * service's hop-by-hop headers go, and ours say how this hop ends: the
  * connection closes after the answer (we relay it unparsed, so it ends when
- * the service closes), or it was upgraded (101). Returns the status, or -1
- * when this is not an HTTP/1.x answer head. */
+ * the service closes), or it was upgraded (101). Its Set-Cookie fields lose
+ * any Domain (emit_set_cookie); folded fields are unfolded; a line with no
+ * colon, or with a NUL or a bare CR, goes. Returns the status, or -1 when
+ * this is not an HTTP/1.x answer head (or its status line has a NUL or a
+ * bare CR). */
 int ports_rewrite_head(const char *h, size_t n, struct buf *out)
 {
-	const char *eol = memchr(h, '\n', n), *end = h + n, *conn = NULL;
-	size_t conn_n = 0;
+	_cleanup_(buf_free) struct buf conn = { 0 };
+	const char *eol = memchr(h, '\n', n), *end = h + n;
+	unsigned n_cookies = 0;
+	struct field f;
 	int status;
 
 	/* Bytes from the sandbox: "HTTP/1.x NNN", nothing read beyond n. */
-	if (!eol || n < 12 || strncmp(h, "HTTP/1.", 7) != 0 || h[8] != ' ')
+	if (!eol || eol - h < 12 || strncmp(h, "HTTP/1.", 7) != 0 || h[7] < '0' || h[7] > '9' ||
+	    h[8] != ' ')
 		return -1;
 	status = 0;
 	for (int i = 9; i < 12; i++) {
@@ -153,45 +260,69 @@ int ports_rewrite_head(const char *h, size_t n, struct buf *out)
 			return -1;
 		status = status * 10 + (h[i] - '0');
 	}
-	if (status < 100)
+	if (status < 100 || !no_bare_cr(h, (size_t)(eol + 1 - h)))
 		return -1;
 	bool upgrade = status == 101;
-	/* First pass: the Connection list names more hop-by-hop headers. */
-	for (const char *l = eol + 1; l < end;) {
-		const char *e = memchr(l, '\n', (size_t)(end - l));
-		if (!e)
-			break;
-		const char *colon = memchr(l, ':', (size_t)(e - l));
-		if (colon && colon - l == 10 && strncasecmp(l, "Connection", 10) == 0) {
-			conn = colon + 1;
-			conn_n = (size_t)(e - conn);
-			while (conn_n && (conn[conn_n - 1] == '\r'))
-				conn_n--;
+	/* First pass: the Connection fields name more hop-by-hop headers. */
+	for (const char *l = eol + 1; l < end && !blank_line(l, end) && next_field(l, end, &f);
+	     l = f.end) {
+		if (f.colon && f.name_n == 10 && strncasecmp(l, "Connection", 10) == 0 &&
+		    no_bare_cr(f.start, (size_t)(f.end - f.start))) {
+			if (conn.len)
+				buf_addc(&conn, ',');
+			field_value(&f, &conn);
 		}
-		l = e + 1;
 	}
+	/* Each field is looked up in the list: bound the work a service
+	 * can make us do per field (a name past the bound stays; it is only
+	 * the service's own header, passed on). */
+	if (conn.len > MAX_CONN_LIST)
+		conn.len = MAX_CONN_LIST;
+	buf_addc(&conn, '\0');
 	buf_add(out, h, (size_t)(eol + 1 - h));
 	for (const char *l = eol + 1; l < end;) {
-		const char *e = memchr(l, '\n', (size_t)(end - l));
-		if (!e)
-			break;
-		size_t len = (size_t)(e + 1 - l);
-		const char *colon = memchr(l, ':', (size_t)(e - l));
-		if (len <= 2 && (l[0] == '\r' || l[0] == '\n')) {
+		if (blank_line(l, end)) {
 			buf_adds(out, upgrade ? "Connection: Upgrade\r\n" : "Connection: close\r\n");
-			buf_add(out, l, len);
+			buf_add(out, l, l[0] == '\n' ? 1 : 2);
 			break;
 		}
-		if (!colon || !resp_hop_header(l, (size_t)(colon - l), conn, conn_n, upgrade))
-			buf_add(out, l, len);
-		l = e + 1;
+		if (!next_field(l, end, &f))
+			break;
+		l = f.end;
+		/* No colon (or no name): browsers skip the line, and might or
+		 * might not join folded lines to it. */
+		if (!f.colon || !f.name_n || !no_bare_cr(f.start, (size_t)(f.end - f.start)) ||
+		    resp_hop_header(f.start, f.name_n, conn.len > 1 ? conn.data : NULL, upgrade))
+			continue;
+		if (f.name_n == 10 && strncasecmp(f.start, "Set-Cookie", 10) == 0) {
+			emit_set_cookie(&f, &n_cookies, out);
+		} else if (!f.folded) {
+			buf_add(out, f.start, (size_t)(f.end - f.start));
+		} else {
+			buf_add(out, f.start, (size_t)(f.colon + 1 - f.start));
+			field_value(&f, out);
+			buf_adds(out, "\r\n");
+		}
 	}
 	return status;
 }
 
+/* A 502 of ours in place of the service's answer. */
+static void bad_gateway(struct buf *out, const char *why)
+{
+	_cleanup_free_ char *body = xasprintf("{\"error\":{\"code\":\"bad_gateway\",\"message\":"
+					      "\"%s\"}}", why);
+	buf_printf(out, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json"
+			"\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+		   strlen(body), body);
+}
+
 /* Proxy: hold the answer until its head is complete, then put the
  * rewritten head (and what followed it) into p->down. An answer that is no
- * HTTP or has a head over MAX_RESP_HEAD is passed on as it is. */
+ * HTTP/1.x, or whose head does not end within MAX_RESP_HEAD, gets a 502
+ * instead: passed on unrewritten, its head would reach the browser with
+ * the service's Set-Cookie as sent (browsers read heads more leniently than
+ * ports_rewrite_head: "http/1.1", leading bytes, HTTP/0.9). */
 static int filter_head(struct pipe_state *p)
 {
 	_cleanup_(buf_free) struct buf out = { 0 };
@@ -213,21 +344,19 @@ static int filter_head(struct pipe_state *p)
 			return 0;   /* more to come */
 		if (!p->head.len && p->down_eof) {
 			/* Closed without a word: say so, as for a closed port. */
-			static const char body[] =
-				"{\"error\":{\"code\":\"bad_gateway\",\"message\":"
-				"\"the service closed the connection without an answer\"}}";
-			buf_printf(&out, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json"
-					 "\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-				   sizeof(body) - 1, body);
+			bad_gateway(&out, "the service closed the connection without an answer");
 			p->head_pending = false;
 			break;
 		}
 		if (hl)
 			status = ports_rewrite_head(h, hl, &out);
 		if (status < 0) {
-			/* Not an answer we understand: pass everything on. */
-			buf_add(&out, h, p->head.len);
+			/* Not an answer we understand. The rest of it is
+			 * dropped: the client's connection ends after ours. */
+			bad_gateway(&out, hl ? "the service's answer is not HTTP/1.x"
+					     : "the service's answer head is cut off or over 16 KiB");
 			p->head_pending = false;
+			p->down_eof = true;
 			buf_reset(&p->head);
 			break;
 		}

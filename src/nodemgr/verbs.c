@@ -615,6 +615,8 @@ static int do_doctor(struct call *c)
 		.default_backend = c->q->u.doctor.backend,
 		.accel_decided = info.vm_accel[0] ? info.vm_accel : NULL,
 		.accel_reason = info.vm_reason,
+		.ports_domain = s->cfg->ports_domain,
+		.api_url = s->cfg->api_url,
 	};
 	buf_init(&b);
 	doctor_run(&o, &b);

@@ -1,7 +1,8 @@
 """Port forwarding into a sandbox, through the guest agent's channel: the HTTP
 reverse proxy (GET, POST, streamed large answers), a WebSocket upgrade, the raw
 TCP tunnel through `airlock port-forward`, host-routed URLs with access tokens,
-tenancy, and the error for a closed port.
+tenancy, a service's cookies kept on its own host (no Domain), and the
+errors for a closed port and for an answer that is no HTTP/1.x.
 
 The services inside the sandbox come from the busybox template: `httpd` (with a
 CGI script that echoes the request), `nc -ll -e cat` as a TCP echo, and a
@@ -42,6 +43,25 @@ while IFS= read -r line; do
   printf '%s\n' "$line" >> /tmp/req.txt
 done
 printf 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nKeep-Alive: timeout=5\r\nConnection: keep-alive, X-Svc-Hop\r\nX-Svc-Hop: 1\r\nX-Svc: kept\r\n\r\nok'
+"""
+
+COOKIES = r"""#!/bin/sh
+echo "Content-Type: text/plain"
+echo "Set-Cookie: x=1; Domain=ports.test; Path=/"
+echo "Set-Cookie: y=2; domain=.PORTS.TEST; HttpOnly"
+echo "Set-Cookie: airlock_port_token=planted; Path=/"
+echo ""
+echo "cookies"
+"""
+
+LENIENT = r"""#!/bin/sh
+# One request on stdin (run by nc -e): read its head, answer with a head that
+# a browser would still read (lowercase "http/") but is no HTTP/1.x to us.
+while IFS= read -r line; do
+  line=$(printf '%s' "$line" | tr -d '\r')
+  [ -z "$line" ] && break
+done
+printf 'http/1.1 200 OK\r\nSet-Cookie: z=1; Domain=ports.test\r\n\r\nhi'
 """
 
 WS = r"""#!/bin/sh
@@ -105,6 +125,8 @@ class PortsTest(AirlockTestCase):
         api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/www/index.html", "hello from the sandbox\n")
         api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/ws.sh&mode=0755", WS)
         api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/capture.sh&mode=0755", CAPTURE)
+        api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/www/cgi-bin/cookies&mode=0755", COOKIES)
+        api.call("PUT", f"/v1/sandboxes/{sid}/files?path=/lenient.sh&mode=0755", LENIENT)
         code, _, err, _ = api.exec(sid, ["sh", "-c", "head -c 20971520 /dev/urandom > /www/big"])
         assert code == 0, err
         code, out, _, _ = api.exec(sid, ["sha256sum", "/www/big"])
@@ -114,7 +136,8 @@ class PortsTest(AirlockTestCase):
                     ["busybox", "nc", "-ll", "-p", "9000", "-e", "/bin/cat"],
                     ["busybox", "nc", "-ll", "-p", "9001", "-e", "/ws.sh"],
                     ["busybox", "nc", "-ll", "-p", "9002", "-e", "/capture.sh"],
-                    ["busybox", "nc", "-ll", "-p", "9003", "-e", "/bin/true"]):
+                    ["busybox", "nc", "-ll", "-p", "9003", "-e", "/bin/true"],
+                    ["busybox", "nc", "-ll", "-p", "9004", "-e", "/lenient.sh"]):
             for ev in api.stream("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": cmd}):
                 assert ev["type"] == "start", ev
                 break
@@ -452,6 +475,48 @@ class PortsTest(AirlockTestCase):
             f"GET /?airlock_token={t} HTTP/1.1\r\nHost: {host}\r\n"
             "X-Forwarded-Proto: https\r\nConnection: close\r\n\r\n").encode()))
         self.assertIn("Secure", [a.strip() for a in headers["set-cookie"].split(";")])
+
+    def test_service_cookies_stay_on_its_host(self):
+        # A service's Set-Cookie for the whole ports domain would reach every
+        # other sandbox's host-routed URL: the node makes it host-only (no
+        # Domain), and drops a cookie named as the proxy's token.
+        sid, addr = self.sid, self.server.addr
+        host = f"8080-{sid}.{DOMAIN}"
+        t = self.api.call("POST", f"/v1/sandboxes/{sid}/port-tokens", {"port": 8080})["token"]
+        data = http_raw(addr, (f"GET /cgi-bin/cookies HTTP/1.1\r\nHost: {host}\r\n"
+                               f"X-Airlock-Port-Token: {t}\r\nConnection: close\r\n\r\n").encode())
+        head = re.split(rb"\r?\n\r?\n", data, maxsplit=1)[0].decode("latin-1")
+        cookies = [l.split(":", 1)[1].strip() for l in head.replace("\r", "").split("\n")[1:]
+                   if l.lower().startswith("set-cookie")]
+        self.assertTrue(head.startswith("HTTP/1.") and " 200 " in head.split("\n")[0], head)
+        self.assertEqual(cookies, ["x=1; Path=/", "y=2; HttpOnly"], head)
+        self.assertNotIn("domain", head.lower())
+        # The same under the API path.
+        status, data, r = self.api.raw("GET", f"/v1/sandboxes/{sid}/ports/8080/cgi-bin/cookies")
+        self.assertEqual(status, 200)
+        self.assertEqual(r.headers.get_all("Set-Cookie"), ["x=1; Path=/", "y=2; HttpOnly"])
+
+    def test_answer_head_no_http_is_502(self):
+        # A head a browser would read ("http/1.1") but we cannot rewrite is
+        # not passed on: its Set-Cookie would keep its Domain.
+        sid, addr = self.sid, self.server.addr
+        host = f"9004-{sid}.{DOMAIN}"
+        t = self.api.call("POST", f"/v1/sandboxes/{sid}/port-tokens", {"port": 9004})["token"]
+        data = http_raw(addr, (f"GET / HTTP/1.1\r\nHost: {host}\r\nX-Airlock-Port-Token: {t}\r\n"
+                               "Connection: close\r\n\r\n").encode())
+        status, headers, body = split_response(data)
+        self.assertEqual(status, 502, data)
+        self.assertNotIn("set-cookie", headers)
+        self.assertIn(b"bad_gateway", body)
+
+    def test_doctor_checks_ports_domain(self):
+        # The server's doctor says whether ports_domain is a site apart
+        # from the API's host (here an address, so only the name is judged).
+        rep = self.api.call("GET", "/v1/node/doctor")
+        checks = [c for c in rep["checks"] if c["name"] == "ports_domain"]
+        self.assertEqual(len(checks), 1, rep)
+        self.assertEqual(checks[0]["status"], "ok", checks)
+        self.assertIn(DOMAIN, checks[0]["detail"])
 
     def test_delete_ends_open_tunnel(self):
         # A tunnel that stays open must not keep its sandbox from going away.

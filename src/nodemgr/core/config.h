@@ -60,6 +60,10 @@ struct nodemgr_config {
 	const char *net_table;
 	uint32_t net_base, net_size;
 	uint16_t net_proxy_port, net_dns_port;
+	/* For NM_DOCTOR's `ports_domain` check only (src/doctor): the config's
+	 * ports_domain (NULL: not checked) and where clients reach the API. */
+	const char *ports_domain;
+	const char *api_url;
 };
 
 #define NM_CONSOLE_LOG_MAX_DEFAULT (1u << 20)
