@@ -58,7 +58,7 @@ _airlock() {
         rollback) subs=''; opts='';;
         fork) subs=''; opts='--count --from';;
         version) subs=''; opts='';;
-        doctor) subs=''; opts='--remote --backend --data-dir --vm-dir --server-config';;
+        doctor) subs=''; opts='--remote --backend --data-dir --vm-dir --server-config --ports-domain --api-url';;
         help) subs=''; opts='--man';;
         completion) subs='bash'; opts='';;
         mcp) subs=''; opts='';;
