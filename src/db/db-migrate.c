@@ -204,6 +204,18 @@ static const struct {
 	"ALTER TABLE tenant_encryption ADD COLUMN client_key TEXT;"                               \
 	"ALTER TABLE tenant_encryption ADD COLUMN insecure_http INTEGER NOT NULL DEFAULT 0;"
 
+/* Migration 10: the nodes' epochs. A node takes a new epoch at every start
+ * and writes it as its row's generation; its sandbox writes are
+ * conditioned on it (node/model/state.c). PostgreSQL: a sequence, so two
+ * processes never draw one epoch, started above every generation already
+ * written. SQLite is one host's file and so one node: there the epoch is
+ * max+1 inside the registering transaction (node/cluster/heartbeat.c), and
+ * this migration has nothing to make. */
+#define SCHEMA_10_PG                                                                             \
+	"CREATE SEQUENCE IF NOT EXISTS node_epoch;"                                              \
+	"SELECT setval('node_epoch', (SELECT COALESCE(max(generation), 0) + 1 FROM nodes), false);"
+#define SCHEMA_10_SQLITE "SELECT 1;"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -226,6 +238,7 @@ static const struct migration migrations[] = {
 	{ 7, SCHEMA_7("INTEGER"), SCHEMA_7("BIGINT"), NULL },
 	{ 8, SCHEMA_8, SCHEMA_8, NULL },
 	{ 9, SCHEMA_9, SCHEMA_9, NULL },
+	{ 10, SCHEMA_10_SQLITE, SCHEMA_10_PG, NULL },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -84,6 +84,16 @@ int state_set(const char *id, enum sb_state *cur, enum sb_state to);
 typedef void (*state_setter)(enum sb_state *cur, enum sb_state to);
 void state_set_setter(state_setter fn);
 
+/* The fence on every row write of state_transition: once set, a transition
+ * writes its sandbox's row only while the row names `node` and the nodes
+ * table still holds `node` at `epoch` and not lost (the epoch this process
+ * registered with, cluster/heartbeat.c). A write that misses fails with
+ * -ESTALE and changes nothing: the sandbox moved to another node, or this
+ * process was marked lost or superseded and is about to exit. Set once at
+ * registration, before any transition; unset (tests, tools) writes by id
+ * alone. node is copied. */
+void state_set_fence(const char *node, int64_t epoch);
+
 /* Append an events row without changing state (e.g. "re-adopted after
  * restart"). from and to are both `s`. */
 int state_event(struct db *db, const char *id, enum sb_state s, const char *reason, err_t *err);
