@@ -147,38 +147,35 @@ void state_set_fence(const char *node, int64_t epoch)
 	__atomic_store_n(&fence.epoch, epoch, __ATOMIC_RELEASE);
 }
 
-/* The row's write is conditioned on the fence in the same statement, so a
- * node marked lost (or superseded by a newer process under its name)
- * between its check and its write cannot slip one through: PostgreSQL
- * evaluates the EXISTS against the nodes row at the UPDATE's snapshot, and
- * the api's `lost` (api/placement.c) and a new registration change that row. */
-#define FENCE_SQL                                                                     \
-	" AND node=? AND EXISTS(SELECT 1 FROM nodes WHERE name=? AND generation=? AND" \
-	" state<>'lost')"
+struct state_fence state_fence(void)
+{
+	return (struct state_fence){ .node = fence.node,
+				     .epoch = __atomic_load_n(&fence.epoch, __ATOMIC_ACQUIRE) };
+}
 
+/* The row's write carries the fence in the same statement, so a node marked
+ * lost (or superseded by a newer process under its name) between a check
+ * and its write cannot slip one through: the EXISTS is evaluated against
+ * the nodes row as the UPDATE sees it, and the api's `lost`
+ * (api/placement.c) and a new registration change that row. */
 static int record(struct db *db, const char *id, enum sb_state from, enum sb_state to,
 		  const char *reason, err_t *err)
 {
 	int64_t now = wall_ms();
-	int64_t epoch = __atomic_load_n(&fence.epoch, __ATOMIC_ACQUIRE);
-	const char *why = reason ? reason : "failed";
+	struct state_fence f = state_fence();
+	int64_t epoch = f.epoch;
 	int r;
 
-	if (to == SB_FAILED && epoch)
+	if (to == SB_FAILED)
 		r = db_exec(db, err,
-			    "UPDATE sandboxes SET observed=?, error=?, updated_at=? WHERE id=?" FENCE_SQL,
-			    "ssisssi", names[to], why, now, id, fence.node, fence.node, epoch);
-	else if (to == SB_FAILED)
-		r = db_exec(db, err,
-			    "UPDATE sandboxes SET observed=?, error=?, updated_at=? WHERE id=?",
-			    "ssis", names[to], why, now, id);
-	else if (epoch)
-		r = db_exec(db, err,
-			    "UPDATE sandboxes SET observed=?, updated_at=? WHERE id=?" FENCE_SQL,
-			    "sisssi", names[to], now, id, fence.node, fence.node, epoch);
+			    "UPDATE sandboxes SET observed=?, error=?, updated_at=? WHERE id=?"
+			    STATE_FENCE_SQL,
+			    "ssis" STATE_FENCE_TYPES, names[to], reason ? reason : "failed", now, id,
+			    STATE_FENCE_ARGS(f));
 	else
-		r = db_exec(db, err, "UPDATE sandboxes SET observed=?, updated_at=? WHERE id=?",
-			    "sis", names[to], now, id);
+		r = db_exec(db, err,
+			    "UPDATE sandboxes SET observed=?, updated_at=? WHERE id=?" STATE_FENCE_SQL,
+			    "sis" STATE_FENCE_TYPES, names[to], now, id, STATE_FENCE_ARGS(f));
 	if (r < 0)
 		return r;
 	if (r == 0 && epoch)
