@@ -18,7 +18,9 @@
  *     the process's life. A second process under the same name cannot
  *     take it and does not start; a process whose session died has lost
  *     it, which its next beat sees (the connection made again is another
- *     session, without the lock).
+ *     session, without the lock): it takes the lock again, and goes on
+ *     only if its epoch still stands (nobody started under its name
+ *     meanwhile), else it is fenced.
  *   - the epoch: every start draws a new one (PostgreSQL: the sequence
  *     node_epoch, so no two processes ever draw one; SQLite, one host and
  *     so one node: max+1 in the registering transaction) and writes it as
@@ -200,6 +202,22 @@ static void fence_off(struct node *n, const char *why)
 	kill(getpid(), SIGTERM);
 }
 
+/* PostgreSQL: try the name's lock on lock_db's session: 1 taken (or held
+ * already by this session), 0 another session holds it, < 0 no answer. */
+static int lock_name(struct node *n, err_t *err)
+{
+	struct db_rows rows;
+	int r;
+
+	r = db_query(n->lock_db, &rows, err, "SELECT pg_try_advisory_lock(?)", "i",
+		     name_key(n->cfg->node_name));
+	if (r < 0)
+		return r;
+	r = rows.n_rows == 1 && db_cell(&rows, 0, 0) && !strcmp(db_cell(&rows, 0, 0), "t");
+	db_rows_free(&rows);
+	return r;
+}
+
 /* PostgreSQL: is the name's lock still held by lock_db's session? 1 yes,
  * 0 no (the session died and the connection was made again: another
  * session), < 0 the database did not answer (asked again next beat: the
@@ -233,8 +251,20 @@ static int beat(struct node *n, err_t *err)
 	if (n->lock_db && (r = name_held(n, err)) <= 0) {
 		if (r < 0)
 			return err_wrap(err, "node %s: its name's lock", n->cfg->node_name);
-		fence_off(n, "its database session ended, and with it the lock on its name");
-		return 0;
+		/* The session ended (the server restarted, the connection
+		 * broke) and the lock with it. Taken again, the UPDATE below
+		 * proves the epoch still stands: anyone who started under this
+		 * name meanwhile drew a newer one (and holds the lock, or held
+		 * it), so this process goes on only if nobody did. */
+		if ((r = lock_name(n, err)) < 0)
+			return err_wrap(err, "node %s: lock its name again", n->cfg->node_name);
+		if (r == 0) {
+			fence_off(n, "its database session ended and another process holds its"
+				     " name now");
+			return 0;
+		}
+		log_warn("node %s: its database session ended; its name's lock taken again",
+			 n->cfg->node_name);
 	}
 	drop_moved(n);
 	buf_init(&b);
@@ -266,8 +296,6 @@ static int beat(struct node *n, err_t *err)
  * session lock silently). */
 static int take_name(struct node *n, err_t *err)
 {
-	struct db_rows rows;
-	bool held;
 	int r;
 
 	n->lock_db = db_open(n->cfg->db_path, err);
@@ -278,18 +306,13 @@ static int take_name(struct node *n, err_t *err)
 	 * fenced, or killed) leaves a server session that ends a moment after
 	 * its socket closed, and its lock with it. */
 	for (int tries = 0;; tries++) {
-		r = db_query(n->lock_db, &rows, err, "SELECT pg_try_advisory_lock(?)", "i",
-			     name_key(n->cfg->node_name));
-		if (r < 0)
+		if ((r = lock_name(n, err)) < 0)
 			return err_wrap(err, "node %s: lock its name", n->cfg->node_name);
-		held = rows.n_rows == 1 && db_cell(&rows, 0, 0) &&
-		       !strcmp(db_cell(&rows, 0, 0), "t");
-		db_rows_free(&rows);
-		if (held || tries >= 20)
+		if (r > 0 || tries >= 20)
 			break;
 		usleep(250 * 1000);
 	}
-	if (!held)
+	if (r == 0)
 		return err_set(err, EADDRINUSE,
 			       "node name `%s` is in use: another running process holds it on this"
 			       " database (two nodes cannot share a name; give each its own"
