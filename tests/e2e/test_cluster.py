@@ -767,8 +767,10 @@ class ClusterTest(unittest.TestCase):
                 stop_and_check(dup)
             else:
                 dup.cleanup()
-        # the first keeps its name, its epoch and its state
+        # the first keeps its name, its epoch and its state (and its lock,
+        # held all along on one session: never taken again)
         self.assertEqual(self.db.generation("na"), gen)
+        self.assertNotIn("lock taken again", self.a.log())
         self.assertEqual(self.wait_nodes(self.ca, {"na": "up"})["na"], "up")
 
     def node_row(self, name):
