@@ -218,6 +218,18 @@ static const struct {
 	"CREATE INDEX IF NOT EXISTS port_tokens_sandbox ON port_tokens(sandbox_id, port);"        \
 	"DELETE FROM port_tokens;"
 
+/* Migration 11: the nodes' epochs. A node takes a new epoch at every start
+ * and writes it as its row's generation; its sandbox writes are
+ * conditioned on it (node/model/state.c). PostgreSQL: a sequence, so two
+ * processes never draw one epoch, started above every generation already
+ * written. SQLite is one host's file and so one node: there the epoch is
+ * max+1 inside the registering transaction (node/cluster/heartbeat.c), and
+ * this migration has nothing to make. */
+#define SCHEMA_11_PG                                                                             \
+	"CREATE SEQUENCE IF NOT EXISTS node_epoch;"                                              \
+	"SELECT setval('node_epoch', (SELECT COALESCE(max(generation), 0) + 1 FROM nodes), false);"
+#define SCHEMA_11_SQLITE "SELECT 1;"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -242,6 +254,7 @@ static const struct migration migrations[] = {
 	{ 8, SCHEMA_8, SCHEMA_8, NULL },
 	{ 9, SCHEMA_9, SCHEMA_9, NULL },
 	{ 10, SCHEMA_10, SCHEMA_10, add_token_key },
+	{ 11, SCHEMA_11_SQLITE, SCHEMA_11_PG, NULL },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

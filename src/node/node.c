@@ -563,6 +563,15 @@ int node_run(const struct node_config *cfg, err_t *err)
 
 	while (sigwait(&stop_set, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
 		;
+	if (__atomic_load_n(&n->fenced, __ATOMIC_ACQUIRE)) {
+		/* Fenced (cluster/heartbeat.c): this process no longer owns its
+		 * name, so it retires nothing and writes nothing; it goes as a
+		 * node killed outright goes. The jails stay with nodemgr; the
+		 * next process under this name draws a new epoch, re-adopts the
+		 * sandboxes whose rows still name it and drops the rest. */
+		log_err("node exiting: fenced");
+		_exit(1);
+	}
 	log_info("node stopping (signal %d)", sig);
 	r = 0;
 out:
@@ -581,6 +590,7 @@ out:
 		sandbox_stop_all(n);
 	templates_cleanup(n);
 	db_close(n->db);
+	db_close(n->lock_db);   /* the name's lock goes last: after the last write */
 	objstore_close(n->os);
 	if (n->stop_fd >= 0)
 		close(n->stop_fd);

@@ -109,6 +109,7 @@ class PostgresTest(unittest.TestCase):
         connection closed before its next statement, makes a new one, and
         no request fails."""
         sb = self.api_a.create()
+        epochs = self.sql("SELECT name, generation FROM nodes ORDER BY name")
         self.pg.restart()
         made = self.api_b.create()
         for api, sid in ((self.api_a, sb["id"]), (self.api_b, made["id"])):
@@ -122,6 +123,9 @@ class PostgresTest(unittest.TestCase):
         self.assertEqual(self.sql("SELECT count(*) FROM nodes WHERE state = 'up'"
                                   " AND heartbeat_at > extract(epoch FROM now()) * 1000 - 6000"),
                          [["2"]])
+        # each node took its name's lock again on its new session and kept
+        # its epoch: no node was fenced by the server's restart
+        self.assertEqual(self.sql("SELECT name, generation FROM nodes ORDER BY name"), epochs)
 
     def test_tenants_keys_credentials_shared(self):
         t = self.api_a.call("POST", "/v1/tenants", {"name": "shared"})

@@ -253,12 +253,95 @@ static void test_db(void)
 	}
 }
 
+static const char *observed(struct db *db, const char *id, char *out, size_t n)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+
+	out[0] = 0;
+	if (db_query(db, &rows, &err, "SELECT observed FROM sandboxes WHERE id=?", "s", id) == 0) {
+		if (rows.n_rows == 1)
+			snprintf(out, n, "%s", db_cell(&rows, 0, 0));
+		db_rows_free(&rows);
+	}
+	return out;
+}
+
+/* The fence: once set, a row is written only while it names this node and
+ * the nodes row holds this node at its epoch, not lost. */
+static void test_fence(void)
+{
+	char path[] = "/tmp/test-node-fence-XXXXXX";
+	int fd = mkstemp(path);
+	err_t err = { 0 };
+	enum sb_state cur = SB_RUNNING;
+	char got[32];
+	struct db *db;
+
+	CHECK(fd >= 0);
+	close(fd);
+	db = db_open(path, &err);
+	CHECK(db != NULL);
+	if (!db) {
+		unlink(path);
+		return;
+	}
+	CHECK(db_exec(db, &err,
+		      "INSERT INTO sandboxes(id, tenant_id, template, template_version, backend,"
+		      " desired, observed, spec, created_at, updated_at, node) VALUES"
+		      " ('mine','t','debian',1,'ns','running','running','{}',0,0,'na'),"
+		      " ('moved','t','debian',1,'ns','running','running','{}',0,0,'nb')",
+		      NULL) == 2);
+	CHECK(db_exec(db, &err,
+		      "INSERT INTO nodes(name, state, generation, started_at, heartbeat_at)"
+		      " VALUES('na','up',7,0,0)", NULL) == 1);
+	state_set_fence("na", 7);
+
+	CHECK(state_transition(db, "mine", &cur, SB_PAUSED, "p", 0, &err) == 0);
+	CHECK(strcmp(observed(db, "mine", got, sizeof(got)), "paused") == 0);
+
+	/* a row that names another node: not written, memory unchanged */
+	cur = SB_RUNNING;
+	CHECK(state_transition(db, "moved", &cur, SB_PAUSED, "p", 0, &err) == -ESTALE);
+	CHECK(cur == SB_RUNNING);
+	CHECK(strcmp(observed(db, "moved", got, sizeof(got)), "running") == 0);
+	CHECK(count_events(db, "moved") == 0);
+
+	/* another process registered under the name (a newer epoch) */
+	cur = SB_PAUSED;
+	CHECK(db_exec(db, &err, "UPDATE nodes SET generation=8 WHERE name='na'", NULL) == 1);
+	CHECK(state_transition(db, "mine", &cur, SB_RUNNING, "r", 0, &err) == -ESTALE);
+	CHECK(strcmp(observed(db, "mine", got, sizeof(got)), "paused") == 0);
+
+	/* marked lost at this epoch */
+	CHECK(db_exec(db, &err, "UPDATE nodes SET generation=7, state='lost' WHERE name='na'",
+		      NULL) == 1);
+	CHECK(state_transition(db, "mine", &cur, SB_FAILED, "x", 0, &err) == -ESTALE);
+	CHECK(strcmp(observed(db, "mine", got, sizeof(got)), "paused") == 0);
+
+	/* stopping cleanly (down) still writes its own rows */
+	CHECK(db_exec(db, &err, "UPDATE nodes SET state='down' WHERE name='na'", NULL) == 1);
+	CHECK(state_transition(db, "mine", &cur, SB_RUNNING, "r", 0, &err) == 0);
+
+	state_set_fence(NULL, 0);
+	db_close(db);
+	unlink(path);
+	{
+		char extra[64];
+		snprintf(extra, sizeof(extra), "%s-wal", path);
+		unlink(extra);
+		snprintf(extra, sizeof(extra), "%s-shm", path);
+		unlink(extra);
+	}
+}
+
 int main(void)
 {
 	test_table();
 	test_set();
 	test_names();
 	test_db();
+	test_fence();
 	if (failures) {
 		fprintf(stderr, "test-node-state: %d failures\n", failures);
 		return 1;

@@ -12,15 +12,36 @@
  * the host's MemAvailable. A clean stop writes state `down`. A node that
  * stops beating is marked `lost` by whoever sees it first (api/placement.c).
  *
- * The generation fences a node that comes back after being lost: every
- * sandbox row names its node, and a node loads only the rows that name it
- * (reconcile.c), so a sandbox restored elsewhere meanwhile is not run
- * twice; its leftovers here are destroyed as leaks.
+ * Fencing, on PostgreSQL's own primitives:
+ *   - the name: a session-level advisory lock on the node's name, taken at
+ *     registration on a connection of its own (n->lock_db) and held for
+ *     the process's life. A second process under the same name cannot
+ *     take it and does not start; a process whose session died has lost
+ *     it, which its next beat sees (the connection made again is another
+ *     session, without the lock): it takes the lock again, and goes on
+ *     only if its epoch still stands (nobody started under its name
+ *     meanwhile), else it is fenced.
+ *   - the epoch: every start draws a new one (PostgreSQL: the sequence
+ *     node_epoch, so no two processes ever draw one; SQLite, one host and
+ *     so one node: max+1 in the registering transaction) and writes it as
+ *     the row's generation. Every state write of a sandbox is conditioned
+ *     on the row naming this node and the nodes row still holding this
+ *     epoch, not lost (model/state.c state_set_fence).
+ *   - a beat renews only a row that is `up` at this epoch: a node marked
+ *     lost is never set back to up by a beat. A beat that finds its epoch
+ *     gone (lost, or a newer process registered) or its lock gone fences
+ *     the process: it stops serving and exits without touching a sandbox
+ *     (node.c), as if killed; `up` starts it again, and the new process
+ *     registers a new epoch and reconciles only the rows that name it
+ *     (reconcile.c), so a sandbox moved elsewhere meanwhile is not run
+ *     twice; its leftovers here are destroyed as leaks.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../lib/log.h"
 #include "cluster.h"
@@ -147,25 +168,157 @@ static void drop_moved(struct node *n)
 	free(v);
 }
 
+static bool on_postgres(const struct node *n)
+{
+	return strcmp(db_driver_name(n->db), "postgres") == 0;
+}
+
+/* The advisory lock's key: "airlock node " and the name folded into a
+ * positive bigint (FNV-1a, 64 bits). Two names that fold to one key cannot
+ * run on one database at once; the refusal names the name, which is
+ * enough to rename one of them. */
+static int64_t name_key(const char *name)
+{
+	static const char prefix[] = "airlock node ";
+	uint64_t h = 1469598103934665603ull;
+
+	for (const char *p = prefix; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	for (const char *p = name; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return (int64_t)(h >> 1);
+}
+
+/* This process no longer owns its name: say why once and stop. SIGTERM
+ * reaches node_run's sigwait, which sees n->fenced and exits as a killed
+ * node would. Writes in flight meanwhile miss the fence in SQL. */
+static void fence_off(struct node *n, const char *why)
+{
+	if (__atomic_exchange_n(&n->fenced, 1, __ATOMIC_ACQ_REL))
+		return;
+	log_err("node %s (epoch %lld) is fenced: %s; it stops serving and exits, and its next"
+		" start takes a new epoch and reconciles",
+		n->cfg->node_name, (long long)n->generation, why);
+	kill(getpid(), SIGTERM);
+}
+
+/* PostgreSQL: try the name's lock on lock_db's session: 1 taken (or held
+ * already by this session), 0 another session holds it, < 0 no answer. */
+static int lock_name(struct node *n, err_t *err)
+{
+	struct db_rows rows;
+	int r;
+
+	r = db_query(n->lock_db, &rows, err, "SELECT pg_try_advisory_lock(?)", "i",
+		     name_key(n->cfg->node_name));
+	if (r < 0)
+		return r;
+	r = rows.n_rows == 1 && db_cell(&rows, 0, 0) && !strcmp(db_cell(&rows, 0, 0), "t");
+	db_rows_free(&rows);
+	return r;
+}
+
+/* PostgreSQL: is the name's lock still held by lock_db's session? 1 yes,
+ * 0 no (the session died and the connection was made again: another
+ * session), < 0 the database did not answer (asked again next beat: the
+ * call after a lost connection makes a new one, which answers 0). */
+static int name_held(struct node *n, err_t *err)
+{
+	int64_t key = name_key(n->cfg->node_name);
+	struct db_rows rows;
+	int r;
+
+	r = db_query(n->lock_db, &rows, err,
+		     "SELECT count(*) FROM pg_locks WHERE locktype='advisory' AND granted AND"
+		     " pid=pg_backend_pid() AND objsubid=1 AND classid::bigint=? AND"
+		     " objid::bigint=?",
+		     "ii", key >> 32, key & 0xffffffffll);
+	if (r < 0)
+		return r;
+	r = rows.n_rows == 1 && db_cell_int(&rows, 0, 0) > 0;
+	db_rows_free(&rows);
+	return r;
+}
+
 static int beat(struct node *n, err_t *err)
 {
+	struct db_rows rows;
 	struct buf b;
 	int r;
 
+	if (__atomic_load_n(&n->fenced, __ATOMIC_ACQUIRE))
+		return 0;
+	if (n->lock_db && (r = name_held(n, err)) <= 0) {
+		if (r < 0)
+			return err_wrap(err, "node %s: its name's lock", n->cfg->node_name);
+		/* The session ended (the server restarted, the connection
+		 * broke) and the lock with it. Taken again, the UPDATE below
+		 * proves the epoch still stands: anyone who started under this
+		 * name meanwhile drew a newer one (and holds the lock, or held
+		 * it), so this process goes on only if nobody did. */
+		if ((r = lock_name(n, err)) < 0)
+			return err_wrap(err, "node %s: lock its name again", n->cfg->node_name);
+		if (r == 0) {
+			fence_off(n, "its database session ended and another process holds its"
+				     " name now");
+			return 0;
+		}
+		log_warn("node %s: its database session ended; its name's lock taken again",
+			 n->cfg->node_name);
+	}
 	drop_moved(n);
 	buf_init(&b);
 	capacity_json(n, &b);
+	/* Renews only `up` at this epoch: a node the cluster marked lost does
+	 * not come back by beating (its sandboxes may be elsewhere by now). */
 	r = db_exec(n->db, err,
-		    "UPDATE nodes SET heartbeat_at=?, capacity=?, state='up' WHERE name=? AND"
-		    " generation=?",
+		    "UPDATE nodes SET heartbeat_at=?, capacity=? WHERE name=? AND generation=? AND"
+		    " state='up'",
 		    "issi", wall_ms(), b.data, n->cfg->node_name, n->generation);
 	buf_free(&b);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	if (db_query(n->db, &rows, err, "SELECT generation, state FROM nodes WHERE name=?", "s",
+		     n->cfg->node_name) < 0)
+		return r;
+	if (rows.n_rows == 1 && db_cell_int(&rows, 0, 0) != n->generation)
+		fence_off(n, "another process registered under its name");
+	else if (rows.n_rows == 1 && db_cell(&rows, 0, 1) && !strcmp(db_cell(&rows, 0, 1), "lost"))
+		fence_off(n, "the cluster marked it lost");
+	else
+		fence_off(n, "its row in nodes is gone or no longer up");
+	db_rows_free(&rows);
+	return 0;
+}
+
+/* PostgreSQL: take the name for this process's life, on a connection of
+ * its own (n->db may be made again after an error, which would drop a
+ * session lock silently). */
+static int take_name(struct node *n, err_t *err)
+{
+	int r;
+
+	n->lock_db = db_open(n->cfg->db_path, err);
+	if (!n->lock_db)
+		return err_wrap(err, "node %s: the connection that holds its name",
+				n->cfg->node_name);
+	/* Tried for a few seconds: a predecessor under `up` that exited (it was
+	 * fenced, or killed) leaves a server session that ends a moment after
+	 * its socket closed, and its lock with it. */
+	for (int tries = 0;; tries++) {
+		if ((r = lock_name(n, err)) < 0)
+			return err_wrap(err, "node %s: lock its name", n->cfg->node_name);
+		if (r > 0 || tries >= 20)
+			break;
+		usleep(250 * 1000);
+	}
 	if (r == 0)
-		/* Another process registered under our name since: two nodes
-		 * must not share one. */
-		return err_set(err, EEXIST, "node `%s` was registered again by another process",
+		return err_set(err, EADDRINUSE,
+			       "node name `%s` is in use: another running process holds it on this"
+			       " database (two nodes cannot share a name; give each its own"
+			       " node_name)",
 			       n->cfg->node_name);
-	return r < 0 ? r : 0;
+	return 0;
 }
 
 int cluster_register(struct node *n, err_t *err)
@@ -176,27 +329,34 @@ int cluster_register(struct node *n, err_t *err)
 
 	if (!n->cfg->node_name)
 		return err_set(err, EINVAL, "node: no node name");
+	if (on_postgres(n) && (r = take_name(n, err)) < 0)
+		return r;
 	if ((r = db_tx_begin(n->db, err)) < 0)
 		return r;
-	r = db_exec(n->db, err,
-		    "INSERT INTO nodes(name, state, generation, started_at, heartbeat_at)"
-		    " VALUES(?,'up',1,?,?) ON CONFLICT(name) DO UPDATE SET state='up',"
-		    " generation=nodes.generation+1, started_at=excluded.started_at,"
-		    " heartbeat_at=excluded.heartbeat_at",
-		    "sii", n->cfg->node_name, now, now);
-	if (r >= 0)
-		r = db_query(n->db, &rows, err, "SELECT generation FROM nodes WHERE name=?", "s",
-			     n->cfg->node_name);
-	if (r < 0) {
+	r = db_query(n->db, &rows, err,
+		     on_postgres(n) ? "SELECT nextval('node_epoch')"
+				    : "SELECT COALESCE(MAX(generation), 0) + 1 FROM nodes",
+		     NULL);
+	if (r >= 0) {
+		n->generation = rows.n_rows == 1 ? db_cell_int(&rows, 0, 0) : 0;
+		db_rows_free(&rows);
+		r = db_exec(n->db, err,
+			    "INSERT INTO nodes(name, state, generation, started_at, heartbeat_at)"
+			    " VALUES(?,'up',?,?,?) ON CONFLICT(name) DO UPDATE SET state='up',"
+			    " generation=excluded.generation, started_at=excluded.started_at,"
+			    " heartbeat_at=excluded.heartbeat_at",
+			    "siii", n->cfg->node_name, n->generation, now, now);
+	}
+	if (r < 0 || n->generation <= 0) {
 		db_tx_rollback(n->db);
+		if (r >= 0)
+			r = err_set(err, EIO, "no epoch drawn");
 		return err_wrap(err, "register node %s", n->cfg->node_name);
 	}
-	n->generation = rows.n_rows == 1 ? db_cell_int(&rows, 0, 0) : 0;
-	db_rows_free(&rows);
 	if ((r = db_tx_commit(n->db, err)) < 0)
 		return err_wrap(err, "register node %s", n->cfg->node_name);
-	log_info("node %s registered, generation %lld", n->cfg->node_name,
-		 (long long)n->generation);
+	state_set_fence(n->cfg->node_name, n->generation);
+	log_info("node %s registered, epoch %lld", n->cfg->node_name, (long long)n->generation);
 	return beat(n, err);
 }
 
@@ -270,7 +430,8 @@ void cluster_stop(struct node *n)
 	if (n->beat_started)
 		pthread_join(n->beat_thread, NULL);
 	if (n->db && n->generation &&
-	    db_exec(n->db, &err, "UPDATE nodes SET state='down' WHERE name=? AND generation=?", "si",
+	    db_exec(n->db, &err, "UPDATE nodes SET state='down' WHERE name=? AND generation=? AND"
+		    " state='up'", "si",
 		    n->cfg->node_name, n->generation) < 0)
 		log_warn("node %s: %s", n->cfg->node_name, err.msg);
 	pthread_cond_destroy(&n->beat_cv);

@@ -140,8 +140,16 @@ void sandbox_fail(struct node *n, struct sandbox *sb, const char *reason)
  * paused sandbox, running|paused → stopping (arg: the reason). */
 static int write_delete_intent(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
-	int r = db_exec(n->db, err, "UPDATE sandboxes SET desired='deleted', gen=gen+1 WHERE id=?",
-			"s", sb->id);
+	struct state_fence f = state_fence();
+	int r = db_exec(n->db, err,
+			"UPDATE sandboxes SET desired='deleted', gen=gen+1 WHERE id=?" STATE_FENCE_SQL,
+			"s" STATE_FENCE_TYPES, sb->id, STATE_FENCE_ARGS(f));
+
+	/* Fenced: a stale process must not mark deleted a row that moved to
+	 * another node (its new owner would retire it). */
+	if (r == 0 && f.epoch)
+		return err_set(err, ESTALE, "sandbox %s: not this node's to delete any more",
+			       sb->id);
 
 	if (r >= 0 && (sb->state == SB_RUNNING || sb->state == SB_PAUSED))
 		r = state_transition(n->db, sb->id, &sb->state, SB_STOPPING, arg, STATE_IN_TX,

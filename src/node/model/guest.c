@@ -21,8 +21,9 @@ struct guest_up {
 static int write_running(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
 	const struct guest_up *up = arg;
-	int r = db_exec(n->db, err, "UPDATE sandboxes SET jail_pid=? WHERE id=?", "is",
-			(int64_t)up->jail_pid, sb->id);
+	struct state_fence f = state_fence();
+	int r = db_exec(n->db, err, "UPDATE sandboxes SET jail_pid=? WHERE id=?" STATE_FENCE_SQL,
+			"is" STATE_FENCE_TYPES, (int64_t)up->jail_pid, sb->id, STATE_FENCE_ARGS(f));
 
 	if (r >= 0)
 		r = state_transition(n->db, sb->id, &sb->state, SB_RUNNING, up->why, STATE_IN_TX,

@@ -191,8 +191,14 @@ struct node {
 	char *pub_done[64];        /* keys published (or found) since start, a ring */
 	unsigned pub_done_next;
 
-	/* cluster/heartbeat.c: this node's row in the nodes table and its heartbeat. */
+	/* cluster/heartbeat.c: this node's row in the nodes table and its heartbeat.
+	 * generation is this process's epoch. lock_db (PostgreSQL only, owned)
+	 * is the session that holds the advisory lock on the node's name for
+	 * the process's whole life. fenced: set once this process learnt it no
+	 * longer owns its name (main then exits without touching a sandbox). */
 	int64_t generation;
+	struct db *lock_db;
+	int fenced;
 	pthread_mutex_t beat_mu;
 	pthread_cond_t beat_cv;    /* CLOCK_MONOTONIC */
 	pthread_t beat_thread;

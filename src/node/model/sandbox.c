@@ -556,7 +556,8 @@ int sandbox_spec_set(struct node *n, struct sandbox *sb, const char *key, const 
 	}
 	jw_end(&w);
 	json_free(spec);
-	r = db_exec(n->db, err, "UPDATE sandboxes SET spec=? WHERE id=?", "ss", b.data, sb->id);
+	r = db_exec(n->db, err, "UPDATE sandboxes SET spec=? WHERE id=?" STATE_FENCE_SQL,
+		    "ss" STATE_FENCE_TYPES, b.data, sb->id, STATE_FENCE_ARGS(state_fence()));
 	buf_free(&b);
 	return r < 0 ? r : 0;
 }

@@ -3,6 +3,7 @@
 #include "state.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../../lib/log.h"
@@ -133,21 +134,55 @@ bool state_is_live(enum sb_state s)
 	       s == SB_RESTORING;
 }
 
+/* Written once by state_set_fence at registration, before the threads that
+ * make transitions start (the reaper, the server), read by them after. */
+static struct {
+	char node[128];
+	int64_t epoch;
+} fence;
+
+void state_set_fence(const char *node, int64_t epoch)
+{
+	snprintf(fence.node, sizeof(fence.node), "%s", node ? node : "");
+	__atomic_store_n(&fence.epoch, epoch, __ATOMIC_RELEASE);
+}
+
+struct state_fence state_fence(void)
+{
+	return (struct state_fence){ .node = fence.node,
+				     .epoch = __atomic_load_n(&fence.epoch, __ATOMIC_ACQUIRE) };
+}
+
+/* The row's write carries the fence in the same statement, so a node marked
+ * lost (or superseded by a newer process under its name) between a check
+ * and its write cannot slip one through: the EXISTS is evaluated against
+ * the nodes row as the UPDATE sees it, and the api's `lost`
+ * (api/placement.c) and a new registration change that row. */
 static int record(struct db *db, const char *id, enum sb_state from, enum sb_state to,
 		  const char *reason, err_t *err)
 {
 	int64_t now = wall_ms();
+	struct state_fence f = state_fence();
+	int64_t epoch = f.epoch;
 	int r;
 
 	if (to == SB_FAILED)
 		r = db_exec(db, err,
-			    "UPDATE sandboxes SET observed=?, error=?, updated_at=? WHERE id=?",
-			    "ssis", names[to], reason ? reason : "failed", now, id);
+			    "UPDATE sandboxes SET observed=?, error=?, updated_at=? WHERE id=?"
+			    STATE_FENCE_SQL,
+			    "ssis" STATE_FENCE_TYPES, names[to], reason ? reason : "failed", now, id,
+			    STATE_FENCE_ARGS(f));
 	else
-		r = db_exec(db, err, "UPDATE sandboxes SET observed=?, updated_at=? WHERE id=?",
-			    "sis", names[to], now, id);
+		r = db_exec(db, err,
+			    "UPDATE sandboxes SET observed=?, updated_at=? WHERE id=?" STATE_FENCE_SQL,
+			    "sis" STATE_FENCE_TYPES, names[to], now, id, STATE_FENCE_ARGS(f));
 	if (r < 0)
 		return r;
+	if (r == 0 && epoch)
+		return err_set(err, ESTALE,
+			       "sandbox %s: row not written: it names another node, or node %s"
+			       " (epoch %lld) was marked lost or superseded",
+			       id, fence.node, (long long)epoch);
 	if (r == 0)
 		return err_set(err, ENOENT, "sandbox %s has no row", id);
 	return db_exec(db, err,

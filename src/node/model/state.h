@@ -84,6 +84,28 @@ int state_set(const char *id, enum sb_state *cur, enum sb_state to);
 typedef void (*state_setter)(enum sb_state *cur, enum sb_state to);
 void state_set_setter(state_setter fn);
 
+/* The fence on every write a node makes to its sandboxes' rows. Once set,
+ * a write lands only while the row names `node` and the nodes table still
+ * holds `node` at `epoch` and not lost (the epoch this process registered
+ * with, cluster/heartbeat.c). A write that misses changes nothing (0 rows;
+ * state_transition then fails with -ESTALE): the sandbox moved to another
+ * node, or this process was marked lost or superseded and is about to
+ * exit. Set once at registration, before any thread that writes starts;
+ * unset (epoch 0: tests, tools) the predicate is true. node is copied. */
+void state_set_fence(const char *node, int64_t epoch);
+struct state_fence {
+	const char *node;    /* borrowed: lives as long as the process */
+	int64_t epoch;       /* 0: no fence */
+};
+struct state_fence state_fence(void);
+/* Append STATE_FENCE_SQL to an UPDATE of sandboxes (after its own WHERE),
+ * its types to the statement's, and STATE_FENCE_ARGS(f) to its arguments. */
+#define STATE_FENCE_SQL                                                                     \
+	" AND (?=0 OR (node=? AND EXISTS(SELECT 1 FROM nodes WHERE name=? AND generation=?" \
+	" AND state<>'lost')))"
+#define STATE_FENCE_TYPES "issi"
+#define STATE_FENCE_ARGS(f) (f).epoch, (f).node, (f).node, (f).epoch
+
 /* Append an events row without changing state (e.g. "re-adopted after
  * restart"). from and to are both `s`. */
 int state_event(struct db *db, const char *id, enum sb_state s, const char *reason, err_t *err);

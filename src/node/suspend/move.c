@@ -54,10 +54,15 @@ struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant
 		sandbox_unref(sb);
 		return NULL;
 	}
-	/* Compare-and-set: of two nodes asked at once, one takes it. */
+	/* Compare-and-set: of two nodes asked at once, one takes it. Only
+	 * while this process's epoch stands (model/state.h): a node marked
+	 * lost or superseded takes over nothing. */
+	struct state_fence f = state_fence();
 	r = db_exec(n->db, err,
-		    "UPDATE sandboxes SET node=? WHERE id=? AND observed='suspended' AND node=?",
-		    "sss", node_me(n), id, old);
+		    "UPDATE sandboxes SET node=? WHERE id=? AND observed='suspended' AND node=?"
+		    " AND (?=0 OR EXISTS(SELECT 1 FROM nodes WHERE name=? AND generation=? AND"
+		    " state<>'lost'))",
+		    "sssisi", node_me(n), id, old, f.epoch, f.node, f.epoch);
 	if (r <= 0) {
 		sandbox_unref(sb);
 		if (r == 0)

@@ -327,8 +327,10 @@ int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct 
 		if ((r = tmplstore_fetch(n, sb->template_name, tuuid, tsha, &v, err)) < 0)
 			err_wrap(err, "template %s", sb->template_name);
 		else if (v != sb->template_version &&
-			 (r = db_exec(n->db, err, "UPDATE sandboxes SET template_version=? WHERE id=?",
-				      "is", (int64_t)v, sb->id)) >= 0) {
+			 (r = db_exec(n->db, err,
+				      "UPDATE sandboxes SET template_version=? WHERE id=?"
+				      STATE_FENCE_SQL, "is" STATE_FENCE_TYPES, (int64_t)v, sb->id,
+				      STATE_FENCE_ARGS(state_fence()))) >= 0) {
 			pthread_mutex_lock(&sb->mu);
 			sb->template_version = v;
 			pthread_mutex_unlock(&sb->mu);
