@@ -8,7 +8,9 @@
  * stopped ones hold their disk, so they count); its limits are those of its
  * row's spec. Snapshots count while their row exists: all of them for bytes,
  * only the ones a client took (scheduled = 0) for the count, since the
- * scheduler's are thinned by retention (docs/API.md, "Quotas").
+ * scheduler's are thinned by retention (docs/API.md, "Quotas"). A snapshot
+ * whose size is unknown (size_bytes NULL) counts its sandbox's disk_mb, the
+ * most its delta can be.
  *
  * To make a check and the insert it guards one step, call tenant_usage_get
  * and tenant_quota_check inside the transaction (db_tx_begin: BEGIN
