@@ -125,10 +125,44 @@ int tenant_usage_get(struct db *db, const char *tenant_id, struct tenant_usage *
 		db_rows_free(&rows);
 		r = 0;
 	}
+	/* A suspended sandbox's artifacts in the object store are its state
+	 * like a snapshot's (its local snapshots' rows went when it was
+	 * suspended: nothing counts twice). */
+	if (r >= 0)
+		r = db_query(db, &rows, err,
+			     "SELECT COALESCE(SUM(bytes), 0) FROM suspensions WHERE sandbox_id IN"
+			     " (SELECT id FROM sandboxes WHERE tenant_id=? AND observed <> 'deleted')",
+			     "s", tenant_id);
+	if (r >= 0) {
+		u->snapshot_bytes += (uint64_t)db_cell_int(&rows, 0, 0);
+		db_rows_free(&rows);
+		r = 0;
+	}
 	for (int i = 0; i < n_disks; i++)
 		free(disks[i].id);
 	free(disks);
 	return r;
+}
+
+int sandbox_stored_bytes(struct db *db, const char *sandbox_id, uint64_t disk_mb,
+			 uint64_t *bytes, err_t *err)
+{
+	struct db_rows rows;
+	int r = db_query(db, &rows, err,
+			 "SELECT COALESCE(SUM(size_bytes), 0),"
+			 " count(CASE WHEN size_bytes IS NULL THEN 1 END),"
+			 " (SELECT COALESCE(SUM(bytes), 0) FROM suspensions WHERE sandbox_id=?)"
+			 " FROM snapshots WHERE sandbox_id=?",
+			 "ss", sandbox_id, sandbox_id);
+
+	*bytes = 0;
+	if (r < 0)
+		return r;
+	*bytes = (uint64_t)db_cell_int(&rows, 0, 0) +
+		 (uint64_t)db_cell_int(&rows, 0, 1) * (disk_mb << 20) +
+		 (uint64_t)db_cell_int(&rows, 0, 2);
+	db_rows_free(&rows);
+	return 0;
 }
 
 static int over(err_t *err, const char *field, uint64_t limit, uint64_t used, uint64_t add,

@@ -1,7 +1,8 @@
 /* test-db-quota: tenant quotas and usage from the rows (src/db/tenant-quota.h).
  * Usage counts the live sandboxes' limits from their spec, not deleted ones,
  * not other tenants'; snapshots by client (scheduled = 0) for the count and
- * all for the bytes, one of unknown size at its sandbox's disk_mb; each
+ * all for the bytes, one of unknown size at its sandbox's disk_mb, and a
+ * suspended sandbox's objects in the store toward the bytes too; each
  * quota field refuses with EDQUOT naming it; and the
  * pattern the node uses (usage, check and insert in one BEGIN IMMEDIATE
  * transaction) holds a quota exactly under 8 threads on two handles of one
@@ -174,6 +175,28 @@ int main(void)
 		CHECK(taken == 1 && err.code == EDQUOT && strstr(err.msg, "`snapshot_mb`"));
 		CHECK(tenant_usage_get(db, "ten_u", &u, &err) == 0 &&
 		      u.snapshot_bytes == 100u << 20);
+	}
+	/* A suspended sandbox's objects in the store count toward snapshot_mb
+	 * (the bytes of its suspensions row); a deleted sandbox's do not. A
+	 * suspend replaces what its sandbox holds: sandbox_stored_bytes. */
+	{
+		struct tenant_quota sq = { .snapshot_mb = 6 };
+		struct tenant_usage one = { .snapshot_bytes = 1 };
+		uint64_t mine = 0;
+
+		CHECK(insert_sandbox(db, "ten_s", "sb-s1", "suspended", &err) == 0);
+		CHECK(insert_sandbox(db, "ten_s", "sb-s2", "deleted", &err) == 0);
+		CHECK(db_exec(db, &err,
+			      "INSERT INTO suspensions(sandbox_id, snapshot_id, bytes, manifest_sha,"
+			      " prev_state, created_at) VALUES('sb-s1','su-1',7000000,'x','running',0),"
+			      " ('sb-s2','su-2',9000,'x','running',0)",
+			      "") >= 0);
+		CHECK(tenant_usage_get(db, "ten_s", &u, &err) == 0 && u.snapshot_bytes == 7000000);
+		CHECK(tenant_quota_check(&sq, &u, &one, &err) == -EDQUOT &&
+		      strstr(err.msg, "`snapshot_mb`"));
+		CHECK(sandbox_stored_bytes(db, "sb-s1", 100, &mine, &err) == 0 && mine == 7000000);
+		CHECK(sandbox_stored_bytes(db, "sb-2", 100, &mine, &err) == 0 &&
+		      mine == 100u << 20);   /* sn-3, of unknown size */
 	}
 	/* binds: only a limited field that add asks for (the node skips the
 	 * O(n) usage count otherwise) */
