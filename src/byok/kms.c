@@ -373,6 +373,22 @@ int kms_data_key_new(struct kms *k, const char *tenant, const char *sandbox,
 		dkey_free(key);
 		return err_wrap(err, "record a data key");
 	}
+	/* local: a rotation may have retired the version it was wrapped under
+	 * (or a reserve made before it) between the wrap and the row: then it
+	 * is wrapped again here, from the key in hand, under the newest.
+	 * Checked after the row is in, so a retirement either finds the row
+	 * or has taken the version out of use before this looks. */
+	if (strcmp(c.provider, "local") == 0 && !kms_local_live(k, tenant, c.key_id, wrapped)) {
+		_cleanup_free_ char *again = NULL;
+		r = p->wrap(k, tenant, &c, key->k, &again, err);
+		if (r >= 0)
+			r = db_exec(k->db, err, "UPDATE data_keys SET wrapped=? WHERE id=?", "ss",
+				    again, hex);
+		if (r < 0) {
+			dkey_free(key);
+			return err_wrap(err, "rewrap a data key after a rotation");
+		}
+	}
 	cache_put(k, tenant, hex, key, 0);
 	*dk = key;
 	return 0;
@@ -543,6 +559,12 @@ int kms_rotate(struct kms *k, const char *tenant, unsigned *n, err_t *err)
 		}
 	}
 	db_rows_free(&rows);
+	/* local: the old versions go once nothing is wrapped under them (a
+	 * data key made while this ran included). */
+	if (r == 0 && strcmp(c.provider, "local") == 0) {
+		unsigned gone = 0;
+		r = kms_local_retire(k, tenant, &c, &gone, err);
+	}
 	kms_cache_flush(k, tenant);
 	kms_reserve_drop(k, tenant);
 	return r < 0 ? err_wrap(err, "tenant %s: rotate", tenant) : 0;

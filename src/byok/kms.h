@@ -7,7 +7,8 @@
  * tenant's key lives with a provider:
  *   local    key files under the node's data dir (DATA/keys/<tenant>/<key>.vN,
  *            32 random bytes, 0600 in a 0700 directory, made on first use by
- *            the daemon that uses them); versioned, so rotate adds vN+1.
+ *            the daemon that uses them); versioned: rotate adds vN+1 and
+ *            retires the older ones (their files deleted once unused).
  *   transit  a key service in the shape of HashiCorp Vault's Transit API
  *            (POST {url}/v1/transit/{encrypt,decrypt,rewrap}/{name}), token
  *            read from token_file at each call; over verified https, unix:,
@@ -134,7 +135,9 @@ int kms_tenant_check(struct kms *k, const char *tenant, err_t *err);
 bool kms_revoked_begin(struct kms *k, const char *tenant);
 void kms_revoked_end(struct kms *k, const char *tenant);
 /* Rewrap every data key of the tenant under its key's newest version;
- * *n gets how many. The data is not touched. */
+ * *n gets how many. The data is not touched. local: a new version first,
+ * and the older versions are retired after (kms_local_retire: their key
+ * files deleted), so a rotation takes the old key out of use for good. */
 int kms_rotate(struct kms *k, const char *tenant, unsigned *n, err_t *err);
 /* The state of the tenant's key for GET .../encryption ("enabled",
  * "revoked", "unreachable") and, for local, its newest version. */
@@ -154,5 +157,17 @@ void kms_cache_flush(struct kms *k, const char *tenant);
 int kms_local_rotate(struct kms *k, const char *tenant, const char *key_id, unsigned *version,
 		     err_t *err);
 unsigned kms_local_version(struct kms *k, const char *tenant, const char *key_id);
+/* The version a local wrapping names ("local:vN:…"), 0 when it is none. */
+unsigned kms_local_wrapped_version(const char *wrapped);
+/* Is the version wrapped names still live (not retired nor retiring)? */
+bool kms_local_live(struct kms *k, const char *tenant, const char *key_id, const char *wrapped);
+/* Retire every version older than the newest: each is renamed out of use,
+ * every data key of the tenant still wrapped under one is rewrapped under
+ * the newest, then their files are deleted (*retired: how many). A failed
+ * rewrap puts them back and fails. A data key made meanwhile is safe
+ * either way: kms_data_key_new rewraps its own when its version is no
+ * longer live after its row is in. */
+int kms_local_retire(struct kms *k, const char *tenant, const struct kms_conf *c,
+		     unsigned *retired, err_t *err);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../lib/json.h"
+#include "../lib/util.h"
 
 #define QUOTA_COLS "sandboxes, memory_mb, cpu_millis, disk_mb, snapshots, snapshot_mb"
 
@@ -52,44 +53,114 @@ int tenant_quota_set(struct db *db, const char *tenant_id, const struct tenant_q
 	return r < 0 ? r : 0;
 }
 
+/* A snapshot whose size the backend could not find (size_bytes NULL)
+ * counts at its upper bound: the delta of a sandbox's disk is at most what
+ * its disk may hold (limits.disk_mb, the qgroup limit; at least 16 MiB by
+ * create.c). Counted as 0 instead, a tenant at its snapshot_mb could keep
+ * adding snapshots whose size is never found. */
+struct disk_of {
+	char *id;
+	uint64_t disk_mb;
+};
+
+static uint64_t disk_mb_of(const struct disk_of *d, int n, const char *id)
+{
+	for (int i = 0; id && i < n; i++)
+		if (strcmp(d[i].id, id) == 0)
+			return d[i].disk_mb;
+	return 0;
+}
+
 int tenant_usage_get(struct db *db, const char *tenant_id, struct tenant_usage *u, err_t *err)
 {
 	struct db_rows rows;
-	int r;
+	struct disk_of *disks;
+	int r, n_disks;
 
 	memset(u, 0, sizeof(*u));
 	/* A row counts until it is deleted; its limits are in its spec (our
 	 * own JSON, summed here rather than in SQL, whose JSON functions
 	 * differ between the drivers). */
 	r = db_query(db, &rows, err,
-		     "SELECT spec FROM sandboxes WHERE tenant_id=? AND observed <> 'deleted'", "s",
-		     tenant_id);
+		     "SELECT id, spec FROM sandboxes WHERE tenant_id=? AND observed <> 'deleted'",
+		     "s", tenant_id);
 	if (r < 0)
 		return r;
+	n_disks = rows.n_rows;
+	disks = xcalloc((size_t)n_disks + 1, sizeof(*disks));
 	for (int i = 0; i < rows.n_rows; i++) {
-		const char *spec = db_cell(&rows, i, 0);
+		const char *spec = db_cell(&rows, i, 1);
 		json *j = spec ? json_parse(spec, strlen(spec), NULL) : NULL;
 		const json *l = j ? json_get(j, "limits") : NULL;
 
 		u->sandboxes++;
+		disks[i].id = xstrdup(db_cell(&rows, i, 0) ? db_cell(&rows, i, 0) : "");
 		if (l) {
 			u->memory_mb += (uint64_t)json_get_int(l, "memory_mb", 0, NULL);
 			u->cpu_millis += (uint64_t)json_get_int(l, "cpu_millis", 0, NULL);
-			u->disk_mb += (uint64_t)json_get_int(l, "disk_mb", 0, NULL);
+			disks[i].disk_mb = (uint64_t)json_get_int(l, "disk_mb", 0, NULL);
+			u->disk_mb += disks[i].disk_mb;
 		}
 		json_free(j);
 	}
 	db_rows_free(&rows);
 	r = db_query(db, &rows, err,
-		     "SELECT count(CASE WHEN scheduled = 0 THEN 1 END),"
-		     " COALESCE(SUM(size_bytes), 0)"
+		     "SELECT sandbox_id, count(CASE WHEN scheduled = 0 THEN 1 END),"
+		     " COALESCE(SUM(size_bytes), 0), count(CASE WHEN size_bytes IS NULL THEN 1 END)"
 		     " FROM snapshots WHERE sandbox_id IN"
-		     " (SELECT id FROM sandboxes WHERE tenant_id=? AND observed <> 'deleted')",
+		     " (SELECT id FROM sandboxes WHERE tenant_id=? AND observed <> 'deleted')"
+		     " GROUP BY sandbox_id",
 		     "s", tenant_id);
+	if (r >= 0) {
+		for (int i = 0; i < rows.n_rows; i++) {
+			uint64_t unknown = (uint64_t)db_cell_int(&rows, i, 3);
+
+			u->snapshots += (uint64_t)db_cell_int(&rows, i, 1);
+			u->snapshot_bytes += (uint64_t)db_cell_int(&rows, i, 2);
+			if (unknown)
+				u->snapshot_bytes += unknown *
+						     (disk_mb_of(disks, n_disks, db_cell(&rows, i, 0))
+						      << 20);
+		}
+		db_rows_free(&rows);
+		r = 0;
+	}
+	/* A suspended sandbox's artifacts in the object store are its state
+	 * like a snapshot's (its local snapshots' rows went when it was
+	 * suspended: nothing counts twice). */
+	if (r >= 0)
+		r = db_query(db, &rows, err,
+			     "SELECT COALESCE(SUM(bytes), 0) FROM suspensions WHERE sandbox_id IN"
+			     " (SELECT id FROM sandboxes WHERE tenant_id=? AND observed <> 'deleted')",
+			     "s", tenant_id);
+	if (r >= 0) {
+		u->snapshot_bytes += (uint64_t)db_cell_int(&rows, 0, 0);
+		db_rows_free(&rows);
+		r = 0;
+	}
+	for (int i = 0; i < n_disks; i++)
+		free(disks[i].id);
+	free(disks);
+	return r;
+}
+
+int sandbox_stored_bytes(struct db *db, const char *sandbox_id, uint64_t disk_mb,
+			 uint64_t *bytes, err_t *err)
+{
+	struct db_rows rows;
+	int r = db_query(db, &rows, err,
+			 "SELECT COALESCE(SUM(size_bytes), 0),"
+			 " count(CASE WHEN size_bytes IS NULL THEN 1 END),"
+			 " (SELECT COALESCE(SUM(bytes), 0) FROM suspensions WHERE sandbox_id=?)"
+			 " FROM snapshots WHERE sandbox_id=?",
+			 "ss", sandbox_id, sandbox_id);
+
+	*bytes = 0;
 	if (r < 0)
 		return r;
-	u->snapshots = (uint64_t)db_cell_int(&rows, 0, 0);
-	u->snapshot_bytes = (uint64_t)db_cell_int(&rows, 0, 1);
+	*bytes = (uint64_t)db_cell_int(&rows, 0, 0) +
+		 (uint64_t)db_cell_int(&rows, 0, 1) * (disk_mb << 20) +
+		 (uint64_t)db_cell_int(&rows, 0, 2);
 	db_rows_free(&rows);
 	return 0;
 }

@@ -8,7 +8,11 @@
  * stopped ones hold their disk, so they count); its limits are those of its
  * row's spec. Snapshots count while their row exists: all of them for bytes,
  * only the ones a client took (scheduled = 0) for the count, since the
- * scheduler's are thinned by retention (docs/API.md, "Quotas").
+ * scheduler's are thinned by retention (docs/API.md, "Quotas"). A snapshot
+ * whose size is unknown (size_bytes NULL) counts its sandbox's disk_mb, the
+ * most its delta can be. A suspended sandbox's objects in the store (its
+ * suspensions row's bytes) count toward snapshot_mb too: they are its
+ * saved state, in storage the platform pays for.
  *
  * To make a check and the insert it guards one step, call tenant_usage_get
  * and tenant_quota_check inside the transaction (db_tx_begin: BEGIN
@@ -28,7 +32,8 @@ struct tenant_quota {
 	uint64_t sandboxes;
 	uint64_t memory_mb, cpu_millis, disk_mb;   /* sums of the live sandboxes' limits */
 	uint64_t snapshots;                        /* snapshots clients took */
-	uint64_t snapshot_mb;                      /* bytes of all snapshots (size_bytes) */
+	uint64_t snapshot_mb;                      /* bytes of all snapshots (size_bytes) and
+						      of suspended sandboxes' objects */
 };
 
 struct tenant_usage {
@@ -42,6 +47,11 @@ int tenant_quota_set(struct db *db, const char *tenant_id, const struct tenant_q
 		     err_t *err);
 /* What the tenant holds now, counted from the rows. */
 int tenant_usage_get(struct db *db, const char *tenant_id, struct tenant_usage *u, err_t *err);
+/* What one sandbox holds toward snapshot_mb: its snapshots (unknown sizes
+ * at disk_mb) and its suspension's objects. A suspend replaces all of it
+ * (the local snapshots' rows go, a new suspensions row comes). */
+int sandbox_stored_bytes(struct db *db, const char *sandbox_id, uint64_t disk_mb,
+			 uint64_t *bytes, err_t *err);
 /* Does q limit any field add asks for? When not, the check cannot refuse,
  * and the caller skips tenant_usage_get: that reads every live sandbox row
  * of the tenant (and parses its spec), O(the tenant's sandboxes) per create,

@@ -46,7 +46,7 @@ int byok_create_gate(struct node *n, const char *tenant, err_t *err)
  * way fails on its own key). */
 static void seal_tenant(struct node *n, const char *tenant)
 {
-	static const char why[] = "key_revoked: the tenant's key service refused its key; "
+	static const char why[] = SUSPEND_WHY_REVOKED ": the tenant's key service refused its key; "
 				  "sealed and suspended";
 	bool reserve = kms_revoked_begin(&n->kms, tenant);
 	struct sandbox **v = NULL;

@@ -18,7 +18,8 @@ KMS: the outer boundary), on the ns backend and the default file:// store:
   what failed, leaves the sandbox suspended, and the restore works once
   the bytes are put back;
 - rotate rewraps every data key under the newest version and everything
-  restores; the old version alone cannot unwrap the new wrappings;
+  restores; the old version alone cannot unwrap the new wrappings, and its
+  key file is deleted (retired) once nothing is wrapped under it;
 - no key material, data key or KMS token in a log, a database row, an API
   answer, or the sandbox's env and files.
 
@@ -439,16 +440,22 @@ class ByokTest(ByokBase):
         self.suspend(client, sid)
         (w1,), = self.db_rows("SELECT wrapped FROM data_keys WHERE sandbox_id=?", sid)
         self.assertTrue(w1.startswith("local:v1:"), w1)
+        kdir = os.path.join(self.server.dir, "tenant-keys", t["id"])
+        # what a copy of the key taken before the rotation holds
+        with open(os.path.join(kdir, "default.v1"), "rb") as f:
+            keys = {1: f.read()}
         r = self.api.call("POST", "/v1/tenants/rot/encryption/rotate", {})
         self.assertEqual((r["rewrapped"], r["key_version"]), (1, 2), r)
         (w2,), = self.db_rows("SELECT wrapped FROM data_keys WHERE sandbox_id=?", sid)
         self.assertTrue(w2.startswith("local:v2:"), w2)
+        # v1 is retired: its key material is gone, only v2 is left
+        self.assertEqual(sorted(os.listdir(kdir)), ["default.v2"])
         # the old version alone cannot unwrap the new wrapping; the new can
-        kdir = os.path.join(self.server.dir, "tenant-keys", t["id"])
         raw = base64.b64decode(w2.split(":", 2)[2])
+        with open(os.path.join(kdir, "default.v2"), "rb") as f:
+            keys[2] = f.read()
         for v, opens in ((1, False), (2, True)):
-            with open(os.path.join(kdir, f"default.v{v}"), "rb") as f:
-                k = f.read()
+            k = keys[v]
             for aad_v in ("1", "2"):
                 aad = b"airlock-local-wrap-v1\0" + t["id"].encode() + b"\0default\0" + \
                     aad_v.encode()
@@ -458,6 +465,16 @@ class ByokTest(ByokBase):
                 except Exception:
                     ok = False
                 self.assertEqual(ok, opens and aad_v == "2", (v, aad_v))
+        self.restore(client, sid)
+        self.assertEqual(self.sh(client, sid, "cat /root/f")[1].strip(), "r1")
+        # a second rotation counts on from the newest (v3, not v1 again),
+        # retires v2, and what was sealed still restores
+        self.suspend(client, sid)
+        r = self.api.call("POST", "/v1/tenants/rot/encryption/rotate", {})
+        # (the first data key is dropped once its restore is done: 1 or 2)
+        self.assertEqual(r["key_version"], 3, r)
+        self.assertIn(r["rewrapped"], (1, 2), r)
+        self.assertEqual(sorted(os.listdir(kdir)), ["default.v3"])
         self.restore(client, sid)
         self.assertEqual(self.sh(client, sid, "cat /root/f")[1].strip(), "r1")
 

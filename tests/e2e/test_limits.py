@@ -394,6 +394,50 @@ class CapsTest(AirlockTestCase):
             for sid in made:
                 tc.delete(sid)
 
+    def test_suspended_bytes_count_toward_snapshot_mb(self):
+        # A suspended sandbox's objects in the store are the tenant's state
+        # like a snapshot's: over snapshot_mb, a suspend is refused 422
+        # quota_exceeded before anything goes up (the sandbox keeps
+        # running, no object of it in the store); within it, the suspended
+        # bytes show in the usage and hold the quota for what comes next.
+        node = self.api.call("GET", "/v1/node")
+        if not any(b["caps"].get("suspend") for b in node["backends"]):
+            self.skipTest("no backend here can suspend")
+        t, tc = self.new_tenant("quota-susp")
+        path = f"/v1/tenants/{t['id']}/quota"
+        made = []
+        objects = os.path.join(self.server.dir, "objects", "sandboxes")
+        try:
+            self.api.call("PUT", path, {"snapshot_mb": 2})
+            s = tc.create(template="busybox")
+            made.append(s["id"])
+            code, out, _, _ = tc.exec(s["id"], ["sh", "-c", "dd if=/dev/urandom of=/work/x "
+                                                "bs=1M count=4 2>/dev/null && sync && echo ok"])
+            self.assertEqual((code, out), (0, b"ok\n"))
+            self.expect_422(tc, "quota_exceeded", ["`snapshot_mb`"], "POST",
+                            f"/v1/sandboxes/{s['id']}/suspend", {})
+            self.assertEqual(tc.call("GET", f"/v1/sandboxes/{s['id']}")["state"], "running")
+            self.assertFalse(os.listdir(os.path.join(objects, s["id"]))
+                             if os.path.isdir(os.path.join(objects, s["id"])) else [])
+            # room for it: suspended, and its bytes are the tenant's usage
+            self.api.call("PUT", path, {"snapshot_mb": 7})
+            sb = tc.call("POST", f"/v1/sandboxes/{s['id']}/suspend", {})
+            self.assertEqual(sb["state"], "suspended")
+            used = self.api.call("GET", path)["usage"]["snapshot_bytes"]
+            self.assertGreaterEqual(used, 4 << 20)
+            self.assertEqual(used, sb["suspended_bytes"])
+            # a second sandbox's 4 MiB do not fit beside them
+            s2 = tc.create(template="busybox")
+            made.append(s2["id"])
+            self.assertEqual(tc.exec(s2["id"], ["sh", "-c", "dd if=/dev/urandom of=/work/x "
+                                                "bs=1M count=4 2>/dev/null && sync"])[0], 0)
+            self.expect_422(tc, "quota_exceeded", ["`snapshot_mb`"], "POST",
+                            f"/v1/sandboxes/{s2['id']}/suspend", {})
+            self.assertEqual(tc.call("GET", f"/v1/sandboxes/{s2['id']}")["state"], "running")
+        finally:
+            for sid in made:
+                tc.delete(sid)
+
     def test_max_snapshots(self):
         s = self.api.create(template="busybox")
         sid = s["id"]

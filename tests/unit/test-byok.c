@@ -1,6 +1,8 @@
 /* test-byok: the BYOK envelope (src/byok/envelope.c) and the local key
  * provider with its data keys (kms.c, kms-local.c), on a SQLite database
- * in a temp dir. Every tamper case must fail to open, naming what failed. */
+ * in a temp dir. Every tamper case must fail to open, naming what failed;
+ * a rotation retires the old key versions (their files gone, a copy of one
+ * opens nothing new) and every data key still opens. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -330,8 +332,9 @@ static void first_use_race(struct kms *k)
 static void local_keys(void)
 {
 	_cleanup_free_ char *dbp = NULL, *kd = NULL, *f1 = NULL, *f2 = NULL, *kdir = NULL;
-	uint8_t r1[CRYPT_REF_LEN], r2[CRYPT_REF_LEN];
-	struct dkey *a = NULL, *b = NULL, *c = NULL;
+	_cleanup_free_ char *saved = NULL;
+	uint8_t r1[CRYPT_REF_LEN], r2[CRYPT_REF_LEN], r3[CRYPT_REF_LEN], r4[CRYPT_REF_LEN];
+	struct dkey *a = NULL, *b = NULL, *c = NULL, *d3 = NULL, *d4 = NULL;
 	struct kms k;
 	struct db *db;
 	struct stat st;
@@ -368,20 +371,71 @@ static void local_keys(void)
 	chmod(f1, 0644);
 	CHECK(kms_data_key_get(&k, "t-1", r1, &b, &err) == -EPERM);
 	chmod(f1, 0600);
-	/* rotate: v2, every data key rewrapped, the data key unchanged */
+	/* a copy of v1 taken before the rotation (a leaked key file) */
+	saved = xasprintf("%s/v1.saved", dir);
+	{
+		_cleanup_free_ char *cmd = xasprintf("cp -p '%s' '%s'", f1, saved);
+		CHECK(system(cmd) == 0);
+	}
+	/* rotate: v2, every data key rewrapped, the data key unchanged, and
+	 * v1 retired: its file is gone (nothing is wrapped under it now) */
 	CHECK(kms_rotate(&k, "t-1", &n, &err) == 0 && n == 1);
 	CHECK(kms_local_version(&k, "t-1", "default") == 2);
+	CHECK(access(f1, F_OK) < 0 && errno == ENOENT);
+	kms_cache_flush(&k, NULL);
 	CHECK(kms_data_key_get(&k, "t-1", r1, &b, &err) == 0 && b &&
 	      memcmp(a->k, b->k, CRYPT_KEY_LEN) == 0);
 	dkey_free(b);
 	b = NULL;
-	/* the old version alone cannot unwrap the new wrapping */
+	/* another tenant's versions are its own: t-2's v1 stays */
+	{
+		_cleanup_free_ char *t2v1 = xasprintf("%s/t-2/default.v1", kd);
+		CHECK(access(t2v1, F_OK) == 0);
+	}
+	/* the next version counts on from the newest (not v1 again, now that
+	 * it is gone); data keys made under v2, then a version made with no
+	 * rewrap: retiring finds every data key still under v2, rewraps it
+	 * under v3 and only then deletes v2 */
+	CHECK(kms_data_key_new(&k, "t-1", "sb-a", "su-3", r3, &d3, &err) == 0);
+	CHECK(kms_data_key_new(&k, "t-1", "sb-a", "su-4", r4, &d4, &err) == 0);
+	{
+		struct kms_conf lc = { 0 };
+		unsigned v = 0, gone = 0;
+
+		/* and v1 as a retirement cut short by a crash leaves it */
+		_cleanup_free_ char *left = xasprintf("%s.retiring", f1);
+		_cleanup_free_ char *cmd = xasprintf("cp -p '%s' '%s'", saved, left);
+
+		CHECK(system(cmd) == 0);
+		CHECK(kms_local_rotate(&k, "t-1", "default", &v, &err) == 0 && v == 3);
+		CHECK(kms_conf_get(&k, "t-1", &lc, &err) == 0);
+		CHECK(kms_local_retire(&k, "t-1", &lc, &gone, &err) == 0 && gone == 2);
+		CHECK(access(left, F_OK) < 0 && errno == ENOENT);
+	}
 	f2 = xasprintf("%s/t-1/default.v2", kd);
+	CHECK(access(f2, F_OK) < 0 && errno == ENOENT);
+	CHECK(kms_local_version(&k, "t-1", "default") == 3);
+	kms_cache_flush(&k, NULL);
+	{
+		const uint8_t *refs[] = { r1, r3, r4 };
+		const struct dkey *want[] = { a, d3, d4 };
+		for (int i = 0; i < 3; i++) {
+			CHECK(kms_data_key_get(&k, "t-1", refs[i], &b, &err) == 0 && b &&
+			      memcmp(want[i]->k, b->k, CRYPT_KEY_LEN) == 0);
+			dkey_free(b);
+			b = NULL;
+		}
+	}
+	/* the old version alone cannot unwrap the new wrapping */
+	dkey_free(d3);
+	dkey_free(d4);
+	free(f2);
+	f2 = xasprintf("%s/t-1/default.v3", kd);
 	{
 		_cleanup_free_ char *f2x = xasprintf("%s.x", f2);
-		_cleanup_free_ char *cmd = xasprintf("cp -p '%s' '%s'", f1, f2);
+		_cleanup_free_ char *cmd = xasprintf("cp -p '%s' '%s'", saved, f2);
 		CHECK(rename(f2, f2x) == 0);
-		CHECK(system(cmd) == 0);   /* v1's bytes as v2 */
+		CHECK(system(cmd) == 0);   /* v1's bytes as v3 */
 		kms_cache_flush(&k, NULL);
 		CHECK(kms_data_key_get(&k, "t-1", r1, &b, &err) == -EBADMSG);
 		CHECK(rename(f2x, f2) == 0);

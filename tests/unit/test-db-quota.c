@@ -1,7 +1,9 @@
 /* test-db-quota: tenant quotas and usage from the rows (src/db/tenant-quota.h).
  * Usage counts the live sandboxes' limits from their spec, not deleted ones,
  * not other tenants'; snapshots by client (scheduled = 0) for the count and
- * all for the bytes; each quota field refuses with EDQUOT naming it; and the
+ * all for the bytes, one of unknown size at its sandbox's disk_mb, and a
+ * suspended sandbox's objects in the store toward the bytes too; each
+ * quota field refuses with EDQUOT naming it; and the
  * pattern the node uses (usage, check and insert in one BEGIN IMMEDIATE
  * transaction) holds a quota exactly under 8 threads on two handles of one
  * file (as two processes would). Exit 0 = pass. */
@@ -115,15 +117,17 @@ int main(void)
 	CHECK(tenant_usage_get(db, "ten_a", &u, &err) == 0);
 	CHECK(u.sandboxes == 2 && u.memory_mb == 128 && u.cpu_millis == 1000 && u.disk_mb == 200);
 	CHECK(u.snapshots == 2);           /* sn-1, sn-3: a client's; not sn-2 (scheduled) */
-	CHECK(u.snapshot_bytes == 4000);   /* sn-1 + sn-2; sn-4's sandbox is deleted */
+	/* sn-1 + sn-2, and sn-3 of unknown size at its sandbox's disk_mb (100);
+	 * sn-4's sandbox is deleted */
+	CHECK(u.snapshot_bytes == 4000 + (100u << 20));
 
 	/* each field refuses, naming itself; a field add does not ask for is
 	 * not checked */
 	q = (struct tenant_quota){ .sandboxes = 2, .memory_mb = 192, .cpu_millis = 1500,
-				   .disk_mb = 250, .snapshots = 2, .snapshot_mb = 1 };
+				   .disk_mb = 250, .snapshots = 2, .snapshot_mb = 101 };
 	CHECK(tenant_quota_set(db, "ten_a", &q, &err) == 0);
 	CHECK(tenant_quota_get(db, "ten_a", &got, &err) == 0 && got.cpu_millis == 1500 &&
-	      got.snapshot_mb == 1);
+	      got.snapshot_mb == 101);
 	add = (struct tenant_usage){ .sandboxes = 1 };
 	CHECK(tenant_quota_check(&got, &u, &add, &err) == -EDQUOT && strstr(err.msg, "`sandboxes`"));
 	got.sandboxes = 0;
@@ -142,6 +146,58 @@ int main(void)
 	add.snapshot_bytes++;
 	CHECK(tenant_quota_check(&got, &u, &add, &err) == -EDQUOT &&
 	      strstr(err.msg, "`snapshot_mb`"));
+	/* A tenant at its snapshot_mb cannot add snapshots whose size is never
+	 * found: each counts its sandbox's disk (100 MiB), so of a loop of them
+	 * under 150 MiB, the node's pattern (1 byte before, the bound after,
+	 * the row with size_bytes NULL) admits one. Counted as 0 it admitted
+	 * all. */
+	{
+		struct tenant_quota uq = { .snapshot_mb = 150 };
+		int taken = 0;
+
+		CHECK(insert_sandbox(db, "ten_u", "sb-u1", "running", &err) == 0);
+		for (int i = 0; i < 5; i++) {
+			struct tenant_usage before = { .snapshot_bytes = 1 },
+					    after = { .snapshot_bytes = 100u << 20 };
+			char sql[200];
+
+			if (tenant_usage_get(db, "ten_u", &u, &err) < 0 ||
+			    tenant_quota_check(&uq, &u, &before, &err) < 0 ||
+			    tenant_quota_check(&uq, &u, &after, &err) < 0)
+				break;
+			snprintf(sql, sizeof(sql),
+				 "INSERT INTO snapshots(id, sandbox_id, name, kind, size_bytes,"
+				 " created_at, scheduled) VALUES('sn-u%d','sb-u1','u%d','disk',NULL,0,0)",
+				 i, i);
+			CHECK(db_exec(db, &err, sql, "") >= 0);
+			taken++;
+		}
+		CHECK(taken == 1 && err.code == EDQUOT && strstr(err.msg, "`snapshot_mb`"));
+		CHECK(tenant_usage_get(db, "ten_u", &u, &err) == 0 &&
+		      u.snapshot_bytes == 100u << 20);
+	}
+	/* A suspended sandbox's objects in the store count toward snapshot_mb
+	 * (the bytes of its suspensions row); a deleted sandbox's do not. A
+	 * suspend replaces what its sandbox holds: sandbox_stored_bytes. */
+	{
+		struct tenant_quota sq = { .snapshot_mb = 6 };
+		struct tenant_usage one = { .snapshot_bytes = 1 };
+		uint64_t mine = 0;
+
+		CHECK(insert_sandbox(db, "ten_s", "sb-s1", "suspended", &err) == 0);
+		CHECK(insert_sandbox(db, "ten_s", "sb-s2", "deleted", &err) == 0);
+		CHECK(db_exec(db, &err,
+			      "INSERT INTO suspensions(sandbox_id, snapshot_id, bytes, manifest_sha,"
+			      " prev_state, created_at) VALUES('sb-s1','su-1',7000000,'x','running',0),"
+			      " ('sb-s2','su-2',9000,'x','running',0)",
+			      "") >= 0);
+		CHECK(tenant_usage_get(db, "ten_s", &u, &err) == 0 && u.snapshot_bytes == 7000000);
+		CHECK(tenant_quota_check(&sq, &u, &one, &err) == -EDQUOT &&
+		      strstr(err.msg, "`snapshot_mb`"));
+		CHECK(sandbox_stored_bytes(db, "sb-s1", 100, &mine, &err) == 0 && mine == 7000000);
+		CHECK(sandbox_stored_bytes(db, "sb-2", 100, &mine, &err) == 0 &&
+		      mine == 100u << 20);   /* sn-3, of unknown size */
+	}
 	/* binds: only a limited field that add asks for (the node skips the
 	 * O(n) usage count otherwise) */
 	add = (struct tenant_usage){ .sandboxes = 1, .memory_mb = 64 };

@@ -120,3 +120,23 @@ int quota_admit_snapshot(struct node *n, struct sandbox *sb, bool scheduled, boo
 		return r;
 	return tenant_quota_check(&q, &use, &add, err);
 }
+
+int quota_admit_suspend(struct node *n, struct sandbox *sb, uint64_t bytes, err_t *err)
+{
+	struct tenant_usage use, add = { .snapshot_bytes = bytes ? bytes : 1 };
+	struct tenant_quota q;
+	uint64_t mine;
+	int r;
+
+	if ((r = tenant_quota_get(n->db, sb->tenant, &q, err)) < 0)
+		return r;
+	if (!tenant_quota_binds(&q, &add))
+		return 0;
+	if ((r = tenant_usage_get(n->db, sb->tenant, &use, err)) < 0 ||
+	    (r = sandbox_stored_bytes(n->db, sb->id, sb->limits.disk_mb, &mine, err)) < 0)
+		return r;
+	/* What this sandbox holds now goes when it is suspended: its local
+	 * snapshots with its subvolume, a stale suspension with the new one. */
+	use.snapshot_bytes -= mine < use.snapshot_bytes ? mine : use.snapshot_bytes;
+	return tenant_quota_check(&q, &use, &add, err);
+}

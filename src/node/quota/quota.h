@@ -1,6 +1,6 @@
 /* quota.h - the room node/quota (quota-check.c): the node's maxima per
- * sandbox and the tenants' quotas, checked before a sandbox or a snapshot
- * is admitted. */
+ * sandbox and the tenants' quotas, checked before a sandbox, a snapshot or a
+ * suspend is admitted. */
 #ifndef AIRLOCK_NODE_QUOTA_H
 #define AIRLOCK_NODE_QUOTA_H
 
@@ -19,5 +19,11 @@ int quota_admit_sandbox(struct node *n, const char *tenant, const struct nm_limi
  * tenant's snapshots and snapshot_mb. 0, or -EDQUOT naming the limit. */
 int quota_admit_snapshot(struct node *n, struct sandbox *sb, bool scheduled, bool full,
 			 int64_t size, err_t *err);
+/* May sb be suspended into the object store with `bytes` there (0: not
+ * known yet, counted as 1: refused once the tenant's snapshot_mb is used
+ * up)? Counts toward snapshot_mb what the tenant holds, without what this
+ * sandbox holds now (its suspend drops it). 0, or -EDQUOT naming it; call it
+ * inside the transaction that writes the suspensions row. */
+int quota_admit_suspend(struct node *n, struct sandbox *sb, uint64_t bytes, err_t *err);
 
 #endif

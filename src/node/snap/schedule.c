@@ -382,11 +382,20 @@ static void pass_one(struct node *n, struct sandbox *sb, int64_t now)
 	    sandbox_suspend_kind(sb) &&
 	    now - sb->sched.paused_at >= (int64_t)n->cfg->suspend_after_idle_s * 1000) {
 		pthread_mutex_unlock(&sb->mu);
-		if (sandbox_suspend(n, sb, "idle", NULL, &err) < 0)
+		if (sandbox_suspend(n, sb, "idle", NULL, &err) < 0) {
 			log_warn("sandbox %s: idle suspend: %s", sb->id, err.msg);
-		else
+			/* Over the tenant's snapshot_mb: asked again after another
+			 * idle period, not at every pass (each try takes and drops
+			 * a snapshot). */
+			if (err.code == EDQUOT) {
+				pthread_mutex_lock(&sb->mu);
+				sb->sched.paused_at = now;
+				pthread_mutex_unlock(&sb->mu);
+			}
+		} else {
 			log_info("sandbox %s: suspended after %u s paused", sb->id,
 				 n->cfg->suspend_after_idle_s);
+		}
 		return;
 	}
 	if (st == SB_RUNNING && pol->idle_timeout_s && sb->sched.streams == 0)

@@ -212,7 +212,12 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 		 * cannot slip in between. Over a quota: dropped, 422. */
 		r = db_tx_begin(n->db, err);
 		if (r >= 0) {
-			r = quota_admit_snapshot(n, sb, scheduled, full, size, err);
+			/* A size the backend could not find is checked at its
+			 * upper bound, the sandbox's disk (tenant-quota.h
+			 * counts its row so too), not as nothing. */
+			r = quota_admit_snapshot(n, sb, scheduled, full,
+						 size >= 0 ? size : (int64_t)sb->limits.disk_mb << 20,
+						 err);
 			/* 'n' binds NULL and takes no argument; a NULL 's' binds NULL */
 			if (r >= 0 && size >= 0)
 				r = db_exec(n->db, err, ins, "ssssiiis", snap_id, sb->id, name,

@@ -50,6 +50,7 @@
 #include "../artifacts/artifacts.h"
 #include "../net/network.h"
 #include "../proc/proc.h"
+#include "../quota/quota.h"
 #include "../tmpl/tmplstore.h"
 #include "suspend.h"
 
@@ -91,6 +92,7 @@ struct suspended_row {
 	const char *snap, *manifest_sha, *procs, *data_key;
 	int64_t bytes;
 	enum sb_state prev;
+	bool quota;   /* checked against the tenant's snapshot_mb */
 };
 
 /* Step 6: the restorable row and → suspended, together. The sandbox's
@@ -98,7 +100,17 @@ struct suspended_row {
 static int write_suspended(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
 	const struct suspended_row *row = arg;
-	int r = db_exec(n->db, err,
+	/* The local snapshots' rows first: what the quota then counts is
+	 * what the tenant will hold once this commits. The uploaded bytes
+	 * known, the last check, in the transaction that makes them count:
+	 * suspends of the tenant's other sandboxes cannot slip in between.
+	 * Over: the caller deletes the objects and gives the sandbox back. */
+	int r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=?", "s", sb->id);
+
+	if (r >= 0 && row->quota)
+		r = quota_admit_suspend(n, sb, (uint64_t)row->bytes, err);
+	if (r >= 0)
+		r = db_exec(n->db, err,
 			"INSERT INTO suspensions(sandbox_id, snapshot_id, bytes, manifest_sha,"
 			" prev_state, created_at, procs, data_key) VALUES(?,?,?,?,?,?,?,?)"
 			" ON CONFLICT(sandbox_id) DO UPDATE SET snapshot_id=excluded.snapshot_id,"
@@ -107,9 +119,6 @@ static int write_suspended(struct node *n, struct sandbox *sb, const void *arg, 
 			" procs=excluded.procs, data_key=excluded.data_key",
 			"ssississ", sb->id, row->snap, row->bytes, row->manifest_sha,
 			state_name(row->prev), wall_ms(), row->procs, row->data_key);
-
-	if (r >= 0)
-		r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=?", "s", sb->id);
 	if (r >= 0)
 		r = state_transition(n->db, sb->id, &sb->state, SB_SUSPENDED, "suspended",
 				     STATE_IN_TX, err);
@@ -231,7 +240,7 @@ static const char *const export_names[N_ARTIFACTS] = { "export_disk", "export_me
 static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap, int64_t *bytes,
 			   char manifest_sha[OBJSTORE_SHA256_HEX], char **procs,
 			   const struct dkey *dk, const uint8_t ref[CRYPT_REF_LEN], struct phases *ph,
-			   int staged[N_ARTIFACTS], err_t *err)
+			   int staged[N_ARTIFACTS], bool quota, err_t *err)
 {
 	struct art arts[N_ARTIFACTS] = { 0 };
 	struct mbase mbase = { 0 };
@@ -275,6 +284,20 @@ static int make_and_upload(struct node *n, struct sandbox *sb, const char *snap,
 	if (r < 0)
 		return err_wrap(err, "snapshot");
 	phases_mark(ph, split ? "snapshot_disk" : "snapshot");
+	/* Before any of the sandbox's bytes go up: what they will take, from
+	 * the snapshot (the data written since its subvolume was made, about
+	 * what `btrfs send -p <template>` carries, and a full one's memory),
+	 * at the bounds when not known (its disk; split: the memory not saved
+	 * yet, at most its memory_mb). Compression makes the upload smaller,
+	 * sealing a little larger; the commit checks the real bytes again. */
+	if (quota) {
+		uint64_t est = size >= 0 ? (uint64_t)size : (uint64_t)sb->limits.disk_mb << 20;
+
+		if (split)
+			est += (uint64_t)sb->limits.memory_mb << 20;
+		if ((r = quota_admit_suspend(n, sb, est, err)) < 0)
+			return r;
+	}
 	/* The progress: phase export (total unknown) until every export is
 	 * done, then upload with its total; the bytes count as they go. */
 	sandbox_progress_set(sb, "suspend", "export", "bytes", 0, 0);
@@ -409,6 +432,9 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct 
 	struct phases ph;
 	int staged[N_ARTIFACTS];
 	bool closed;
+	/* A seal on a revocation (node/byok.c) is not refused by the quota:
+	 * refused, the sandbox's state would stay on this node unsealed. */
+	bool quota = strncmp(why, SUSPEND_WHY_REVOKED, strlen(SUSPEND_WHY_REVOKED)) != 0;
 	int r;
 
 	for (size_t i = 0; i < N_ARTIFACTS; i++)
@@ -426,6 +452,13 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct 
 		pthread_mutex_unlock(&sb->mu);
 		return err_set(err, EBUSY, "sandbox %s is %s; only a running or paused sandbox "
 			       "can be suspended", sb->id, state_name(prev));
+	}
+	/* A tenant whose snapshot_mb is used up: refused before anything is
+	 * done (checked again with the size once the snapshot is taken, and
+	 * with the bytes at the commit). */
+	if (quota && (r = quota_admit_suspend(n, sb, 0, err)) < 0) {
+		pthread_mutex_unlock(&sb->mu);
+		return r;
 	}
 	/* 1: the row first, so a restart from here on finds suspending and
 	 * gives the jail back (it thaws a frozen one). */
@@ -460,13 +493,13 @@ int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct 
 	}
 	if (r == 0)
 		r = make_and_upload(n, sb, snap, &bytes, manifest_sha, &procs, dk, ref, &ph, staged,
-				    err);
+				    quota, err);
 	dkey_free(dk);
 	dk = NULL;
 	FAULT_POINT("suspend_before_commit");
 	if (r == 0) {
 		row = (struct suspended_row){ snap, manifest_sha, procs, key_hex[0] ? key_hex : NULL,
-					      bytes, prev };
+					      bytes, prev, quota };
 		pthread_mutex_lock(&sb->mu);
 		r = sandbox_tx(n, sb, write_suspended, &row, err);
 		/* The transaction rolled back after its transition moved memory

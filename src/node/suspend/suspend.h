@@ -19,6 +19,10 @@
  * address; a restore drops its snapshot and objects) follows on the
  * caller's thread. A suspend holds the sandbox's lifecycle until then. */
 const char *sandbox_suspend_kind(const struct sandbox *sb);
+/* A suspend's why that begins so seals on a revocation: not refused by the
+ * tenant's snapshot_mb, which every other suspend counts toward (its
+ * objects' bytes; 422 quota_exceeded before any upload when over). */
+#define SUSPEND_WHY_REVOKED "key_revoked"
 int sandbox_suspend(struct node *n, struct sandbox *sb, const char *why, struct http_conn *c,
 		    err_t *err);
 int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct http_conn *c,
