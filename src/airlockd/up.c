@@ -42,11 +42,6 @@
 #include "../pool/pool.h"
 #include "airlockd.h"
 
-char *data_path(const struct airlockd_config *cfg, const char *rel)
-{
-	return xasprintf("%s/%s", cfg->data_dir, rel);
-}
-
 /* The SQLite file `up` prepares and hands to the unprivileged user, or NULL
  * for PostgreSQL (its files are the server's). Caller frees. */
 static char *db_sqlite_file(const struct airlockd_config *cfg)
@@ -269,9 +264,11 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 	struct ca *ca;
 	char gwbuf[64];
 	gid_t shared_gid;
+	struct peer_uids peers;
 	int r = net_settings(cfg, &net, err);
 
-	if (r < 0 || (r = shared_group(cfg, &shared_gid, err)) < 0)
+	if (r < 0 || (r = shared_group(cfg, &shared_gid, err)) < 0 ||
+	    (r = role_uids(cfg, &peers, err)) < 0)
 		return r;
 	/* Private keys live in locked memory left out of core dumps: OpenSSL's
 	 * secure heap for the CA's key (and the X25519 keys the vault derives),
@@ -309,6 +306,7 @@ int airlockd_gateway(const struct airlockd_config *cfg, err_t *err)
 		.max_conns = cfg->gateway_max_conns,
 		.dns_servers = cfg->gateway_dns_servers,
 		.dns_max_pending = cfg->gateway_dns_max_pending,
+		.peers = peers,
 	};
 	r = gateway_run(&gc, err);
 	ca_free(ca);
@@ -331,10 +329,6 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 							    : data_path(cfg, "tenant-keys");
 	_cleanup_free_ char *store = cfg->object_store[0] ? xstrdup(cfg->object_store)
 							  : xasprintf("file://%s", objects);
-	int r = drop_privileges(cfg->user, (gid_t)-1, err);
-
-	if (r < 0)
-		return r;
 	struct node_config nc = {
 		.sock_path = listen,
 		.db_path = db,
@@ -374,6 +368,11 @@ int airlockd_node(const struct airlockd_config *cfg, err_t *err)
 		.encrypt_artifacts = cfg->encrypt_artifacts,
 		.suspend_reclaim = cfg->suspend_reclaim,
 	};
+	/* the roles' uids are looked up as root, before the drop */
+	int r = role_uids(cfg, &nc.peers, err);
+
+	if (r < 0 || (r = drop_privileges(cfg->user, (gid_t)-1, err)) < 0)
+		return r;
 	return node_run(&nc, err);
 }
 

@@ -113,6 +113,7 @@ struct http_conn {
 	struct http_conn *prev, *next;   /* srv->conns, under srv->mu */
 	char peer[64];
 	char ip[48];                     /* peer's address without port; "" for unix */
+	uid_t peer_uid;                  /* a unix peer's (SO_PEERCRED); HTTP_NO_UID */
 	uint64_t accepted_ms;            /* now_ms() at accept: the first head's deadline */
 	size_t body_reserved;            /* bytes of srv->body_inflight this request holds */
 	struct buf in;                   /* received, not yet consumed */
