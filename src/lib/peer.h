@@ -28,7 +28,7 @@ enum peer_role {
 };
 
 /* The uid each role runs as. Zero-initialised (set false): every role is
- * this process's own uid, as in a run without root. PEER_NO_UID: the role
+ * this process's own uid, as in a run without root. (uid_t)-1: the role
  * has no user here (the gateway of an instance without a sandbox network),
  * and no peer holds it. */
 struct peer_uids {
@@ -36,8 +36,8 @@ struct peer_uids {
 	uid_t api, node, gateway;
 };
 
-/* The roles uid holds, PEER_* bits (several when roles share a user; none
- * for root, which passes by its uid, or for PEER_NO_UID). */
+/* The roles uid holds, PEER_* bits: several when roles share a user, none
+ * for HTTP_NO_UID. (Root needs none: peer_allow passes it by its uid.) */
 unsigned peer_roles(const struct peer_uids *u, uid_t uid);
 
 /* May the peer of req call it, being one of the roles allowed (or root)?
