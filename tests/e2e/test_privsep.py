@@ -8,7 +8,11 @@ which face clients and sandboxes, neither its memory nor the key files can
 be read, and it cannot be traced. The api has a user of its own too: it
 cannot read the node's files (the tenants' BYOK keys, artifacts in transit)
 nor trace the node. Credential injection still works (test_credentials
-covers it end to end)."""
+covers it end to end).
+
+The sockets between them are the shared group's, so each checks the peer's
+uid per route (issue 34, item 7): the gateway cannot act for a tenant on
+the node, nor the api tell the gateway which address is which sandbox."""
 import ctypes
 import json
 import os
@@ -214,6 +218,44 @@ class PrivsepTest(AirlockTestCase):
         log = self.server.log()
         self.assertIn(f"uid {ids['gateway'][0]}", log)
         self.assertIn(f"uid {ids['api'][0]}", log)
+
+
+class OneUserTest(AirlockTestCase):
+    """Roles that run as one user share its uid, which then holds each of
+    their roles: everything between them works, and another user of the
+    shared group is still refused."""
+    extra_args = ("--set", "api_user=airlock", "--set", "gateway_user=airlock")
+
+    def test_one_uid_holds_every_role(self):
+        st = status(self.server.pid_of("node"))
+        u, g = int(st["Uid"].split()[0]), int(st["Gid"].split()[0])
+        for role in ("api", "gateway"):
+            self.assertEqual(int(status(self.server.pid_of(role))["Uid"].split()[0]), u)
+        # api → node, node → gateway (the sandbox's address), and back
+        sid = self.api.create()["id"]
+        code, out, _, _ = self.api.exec(sid, ["echo", "hi"])
+        self.assertEqual((code, out), (0, b"hi\n"))
+        self.assertIn("addr", self.api.call("GET", f"/v1/sandboxes/{sid}/network"))
+        self.api.delete(sid)
+
+        node_sock = os.path.join(self.server.dir, "run", "node.sock")
+        gw_sock = os.path.join(self.server.dir, "run", "gateway.sock")
+        tenant = (("X-Airlock-Tenant", "admin"), ("X-Airlock-Admin", "1"))
+        put = b'{"addr":"10.255.255.254","network":{}}'
+        self.assertTrue(as_uid(u, g, unix_call(node_sock, "GET", "/v1/sandboxes", tenant))
+                        .startswith("200 "))
+        self.assertTrue(as_uid(u, g, unix_call(gw_sock, "PUT", "/sandboxes/x", (), put))
+                        .startswith("204 "))
+        self.assertTrue(as_uid(u, g, unix_call(gw_sock, "DELETE", "/sandboxes/x"))
+                        .startswith("20"))
+        # another user given the group: the file lets it in, its uid does not
+        nobody = pwd.getpwnam("nobody")
+        for path, method, target, headers, body in (
+                (node_sock, "GET", "/v1/sandboxes", tenant, b""),
+                (gw_sock, "PUT", "/sandboxes/x", (), put)):
+            out = as_uid(nobody.pw_uid, nobody.pw_gid,
+                         unix_call(path, method, target, headers, body), groups=[g])
+            self.assertTrue(out.startswith("403 "), (target, out))
 
 
 if __name__ == "__main__":
