@@ -25,6 +25,8 @@ int ensure_user(const char *name, err_t *err);          /* useradd when missing 
 const char *gateway_user(const struct airlockd_config *cfg, char buf[64]);
 const char *api_user(const struct airlockd_config *cfg, char buf[64]);
 int shared_group(const struct airlockd_config *cfg, gid_t *gid, err_t *err);
+struct peer_uids;
+int role_uids(const struct airlockd_config *cfg, struct peer_uids *out, err_t *err);
 int drop_privileges(const char *user, gid_t extra_group, err_t *err);
 int check_data_dir_reachable(const struct airlockd_config *cfg, const char *user,
 			     gid_t extra_gid, err_t *err);

@@ -13,6 +13,7 @@
 #include "../lib/ident.h"
 #include "../lib/secret.h"
 #include "../lib/util.h"
+#include "airlockd.h"
 
 /* The host name, lower-cased, with what a node name may not hold turned
  * into '-' ("node" when there is none). */
@@ -414,6 +415,11 @@ const struct config_key *config_key_find(const char *key)
 		if (!strcmp(config_keys[i].key, key))
 			return &config_keys[i];
 	return NULL;
+}
+
+char *data_path(const struct airlockd_config *cfg, const char *rel)
+{
+	return xasprintf("%s/%s", cfg->data_dir, rel);
 }
 
 int config_set(struct airlockd_config *c, const char *key, const char *val, err_t *err)

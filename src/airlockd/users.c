@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../db/db.h"
+#include "../lib/peer.h"
 #include "../lib/util.h"
 #include "airlockd.h"
 
@@ -89,6 +90,31 @@ int shared_group(const struct airlockd_config *cfg, gid_t *gid, err_t *err)
 	if (getuid() != 0)
 		return 0;
 	return lookup_user(cfg->user, &uid, gid, err);
+}
+
+/* The uid each role runs as, for the checks on node.sock and gateway.sock
+ * (lib/peer.h), resolved the way each role's drop_privileges resolves its
+ * user, and before this role drops (the users are not secret; this is so a
+ * missing one is said at start). Without root no role drops: all are this
+ * process's uid, which the zero struct says. A gateway that is never
+ * started (network off) may have no user: then no peer holds its role. */
+int role_uids(const struct airlockd_config *cfg, struct peer_uids *out, err_t *err)
+{
+	char apibuf[64], gwbuf[64];
+	gid_t gid;
+	int r;
+
+	*out = (struct peer_uids){ 0 };
+	if (getuid() != 0)
+		return 0;
+	out->set = true;
+	out->gateway = (uid_t)-1;
+	if ((r = lookup_user(cfg->user, &out->node, &gid, err)) < 0 ||
+	    (r = lookup_user(api_user(cfg, apibuf), &out->api, &gid, err)) < 0)
+		return r;
+	if (cfg->network && (r = lookup_user(gateway_user(cfg, gwbuf), &out->gateway, &gid, err)) < 0)
+		return r;
+	return 0;
 }
 
 /* Drop root for good: supplementary groups (only extra_group, when not

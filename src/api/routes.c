@@ -158,7 +158,8 @@ static void api_port_tokens(struct api *a, struct http_req *req, struct http_con
 /* ---- the table --------------------------------------------------------- */
 
 static const struct api_route api_routes[] = {
-#define ROUTE(method, pattern, auth, api, node, node_flags) { method, pattern, API_##auth, api },
+#define ROUTE(method, pattern, auth, api, node, node_flags, peers) \
+	{ method, pattern, API_##auth, api },
 #include "../lib/routes.def"
 #undef ROUTE
 };

@@ -23,6 +23,7 @@
 #include "../lib/json.h"
 #include "../lib/log.h"
 #include "../lib/keycap.h"
+#include "../lib/peer.h"
 #include "../lib/relay.h"
 #include "../lib/util.h"
 
@@ -398,6 +399,13 @@ static void admin_handler(void *ctx, struct http_req *req, struct http_conn *c)
 	const char *rest;
 	size_t n;
 
+	/* Every route here is the node's: PUT and DELETE say which address is
+	 * which sandbox, and so whose credentials its connections get; the
+	 * log and the stats are its tenants'. The api shares the socket's
+	 * group but reaches the gateway only through the node; root (up, the
+	 * bench and tests reading GET /stats) passes (peer.h). */
+	if (!peer_allow(&g->cfg->peers, req, c, PEER_NODE))
+		return;
 	if (strcmp(p, "/health") == 0) {
 		http_respond_json(c, 200, "{\"ok\":true}");
 		return;

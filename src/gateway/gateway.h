@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "../lib/err.h"
+#include "../lib/peer.h"
 
 struct seal_key;
 struct ca;
@@ -48,6 +49,9 @@ struct gateway_config {
 	const struct seal_key *vault_key;   /* with the private half */
 	struct ca *ca;                      /* the interception CA */
 	const char *upstream_ca;            /* extra CA file trusted upstream (NULL: none) */
+	/* The roles' uids: admin_sock answers the node's alone (and root's);
+	 * zero: every role is this process's uid. */
+	struct peer_uids peers;
 };
 
 /* Serve until SIGTERM/SIGINT. cfg is borrowed for the duration. */

@@ -114,6 +114,7 @@ struct http_conn {
 	char peer[64];
 	char ip[48];                     /* peer's address without port; "" for unix */
 	char client[48];                 /* http_format_peer_client: the cap's key */
+	uid_t peer_uid;                  /* a unix peer's (SO_PEERCRED); HTTP_NO_UID */
 	uint64_t accepted_ms;            /* now_ms() at accept: the first head's deadline */
 	size_t body_reserved;            /* bytes of srv->body_inflight this request holds */
 	struct buf in;                   /* received, not yet consumed */

@@ -235,6 +235,7 @@ static int read_request(struct http_conn *c, bool first, struct http_req *req,
 	if (http_parse_request_head(c->in.data, head, req, info, err) < 0)
 		return -err->code;
 	snprintf(req->peer, sizeof(req->peer), "%s", c->peer);
+	req->peer_uid = c->peer_uid;
 	/* a new request: the last one's id and headers are not its own */
 	c->req_hdr[0] = '\0';
 	log_set_request_id(NULL);
@@ -486,6 +487,18 @@ static void refuse(int fd, int why)
 	close(fd);
 }
 
+/* Who connected to a unix socket, by the credentials the kernel recorded
+ * at connect (they cannot be sent, only held); HTTP_NO_UID otherwise. */
+static uid_t peer_uid(int fd, int family)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (family != AF_UNIX || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return HTTP_NO_UID;
+	return cred.uid;
+}
+
 /* The connection fd just accepted, registered, or refused and closed.
  * Returns it ready to serve, or NULL. */
 static struct http_conn *conn_new(struct http_server *s, int fd,
@@ -501,6 +514,7 @@ static struct http_conn *conn_new(struct http_server *s, int fd,
 	http_format_peer(ss, c->peer, sizeof(c->peer));
 	http_format_peer_ip(ss, c->ip, sizeof(c->ip));
 	http_format_peer_client(ss, c->client, sizeof(c->client));
+	c->peer_uid = peer_uid(fd, ss->ss_family);
 	int why = conn_register(s, c, false);
 	if (why == -EUSERS && s->opts.exempt_fn && s->opts.exempt_fn(s->ctx, c->ip))
 		why = conn_register(s, c, true);

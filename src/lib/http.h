@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "err.h"
 #include "util.h"
@@ -52,7 +53,13 @@ struct http_req {
 	uint64_t body_declared;
 	bool body_chunked;
 	char peer[64];       /* "127.0.0.1:5555" or "unix" */
+	/* A unix peer's uid as the kernel gave it at connect (SO_PEERCRED):
+	 * what the internal sockets decide by (peer.h). HTTP_NO_UID for a
+	 * TCP peer. */
+	uid_t peer_uid;
 };
+
+#define HTTP_NO_UID ((uid_t)-1)
 
 /* Borrowed pointers into req; NULL when absent. */
 const char *http_req_header(const struct http_req *req, const char *name);

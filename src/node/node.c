@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/peer.h"
 #include "../lib/route.h"
 #include "../objstore/objstore.h"
 #include "node-internal.h"
@@ -374,10 +375,15 @@ struct node_route {
 	const char *method, *pattern;
 	node_route_fn *fn;
 	unsigned flags;
+	unsigned peers;    /* PEER_* bits: the roles that may call it (root always may) */
 };
 
+/* routes.def's peers column, as PEER_* bits. */
+enum { PEERS_API = PEER_API, PEERS_GW = PEER_GATEWAY, PEERS_ROOT = 0 };
+
 static const struct node_route node_routes[] = {
-#define ROUTE(method, pattern, auth, api, node, flags) { method, pattern, node, flags },
+#define ROUTE(method, pattern, auth, api, node, flags, peers) \
+	{ method, pattern, node, flags, PEERS_##peers },
 #include "../lib/routes.def"
 #undef ROUTE
 };
@@ -432,6 +438,12 @@ static void node_handler(void *ctx, struct http_req *req, struct http_conn *c)
 	 * (nm.c sends it with each verb); dropped unless pattern-clean. */
 	log_set_request_id(http_req_header(req, "X-Request-Id"));
 	r = route_find(req->method, path, &k.params, &flags, &known);
+	/* The socket is the group's, so the api, the gateway and anyone else
+	 * of the group reach it: the peer's uid decides, before the identity
+	 * headers below are believed. A path no row takes is the api's (a
+	 * client's mistake it forwarded, a host-routed port). */
+	if (!peer_allow(&n->cfg->peers, req, c, r ? r->peers : PEERS_API))
+		return;
 	/* Every request comes from the api daemon, which authenticated it and
 	 * names the tenant; without one there is nobody to act for. */
 	if (!(r && (r->flags & N_ANYONE)) && (!tenant || !*tenant || strlen(tenant) > 128)) {

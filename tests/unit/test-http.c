@@ -17,6 +17,7 @@
 #include "../../src/lib/http-internal.h"
 #include "../../src/lib/http.h"
 #include "../../src/lib/json.h"
+#include "../../src/lib/peer.h"
 #include "check.h"
 
 
@@ -140,7 +141,12 @@ static void handler(void *arg, struct http_req *req, struct http_conn *c)
 		return;
 	else if (strcmp(req->path, "/empty") == 0)
 		http_respond(c, 204, NULL, NULL, 0, NULL);
-	else
+	else if (strcmp(req->path, "/uid") == 0) {
+		char b[32];
+		int n = snprintf(b, sizeof(b), "%d", req->peer_uid == HTTP_NO_UID ? -1
+									    : (int)req->peer_uid);
+		http_respond(c, 200, "text/plain", b, (size_t)n, NULL);
+	} else
 		http_respond_error(c, 404, "not_found", "no route for %s", req->path);
 }
 
@@ -524,6 +530,39 @@ static void test_parser(void)
 	CHECK(http_parse_request("GET /a\0b HTTP/1.1\r\n\r\n", 21, 100, &req, &err) < 0);
 }
 
+/* GET /uid answers req->peer_uid: want's. */
+static void check_uid(const char *base, int want)
+{
+	struct http_resp r;
+	err_t err = { 0 };
+	char w[32];
+
+	memset(&r, 0, sizeof(r));
+	snprintf(w, sizeof(w), "%d", want);
+	CHECK(http_request(base, "GET", "/uid", NULL, NULL, 0, &r, &err) == 0);
+	CHECK(r.status == 200 && r.body.len == strlen(w) && !memcmp(r.body.data, w, r.body.len));
+	http_resp_free(&r);
+}
+
+/* peer.h: a uid holds each role that runs as it (root none here: it
+ * passes by its uid), and, unset, every role is this process's. */
+static void test_peer_roles(void)
+{
+	struct peer_uids u = { .set = true, .api = 1001, .node = 1000, .gateway = 1002 };
+	struct peer_uids one = { .set = true, .api = 1000, .node = 1000, .gateway = (uid_t)-1 };
+	struct peer_uids unset = { 0 };
+
+	CHECK(peer_roles(&u, 1001) == PEER_API);
+	CHECK(peer_roles(&u, 1000) == PEER_NODE);
+	CHECK(peer_roles(&u, 1002) == PEER_GATEWAY);
+	CHECK(peer_roles(&u, 0) == 0 && peer_roles(&u, 1003) == 0);
+	CHECK(peer_roles(&u, HTTP_NO_UID) == 0);
+	CHECK(peer_roles(&one, 1000) == (PEER_API | PEER_NODE));
+	CHECK(peer_roles(&one, (uid_t)-1) == 0);   /* a role with no user: no one holds it */
+	CHECK(peer_roles(&unset, getuid()) == (PEER_API | PEER_NODE | PEER_GATEWAY));
+	CHECK(peer_roles(&unset, getuid() + 1) == 0);
+}
+
 /* ---- server setups ---- */
 
 static void test_tcp(struct ctx *x)
@@ -547,6 +586,7 @@ static void test_tcp(struct ctx *x)
 	test_malformed(addr);
 	test_keepalive(addr);
 	test_peer_close(addr, x);
+	check_uid(base, -1);   /* no uid over TCP */
 
 	/* stop must not hang on an idle keep-alive connection or a streaming
 	 * handler waiting for its client */
@@ -598,6 +638,9 @@ static void test_unix(struct ctx *x)
 
 	test_basic(listen_addr);
 	test_stream(listen_addr, x);
+	/* the kernel's word for who connected: what node.sock and
+	 * gateway.sock decide by (peer.h) */
+	check_uid(listen_addr, (int)getuid());
 
 	http_server_stop(s);
 	CHECK(stat(path, &st) < 0 && errno == ENOENT);
@@ -844,6 +887,7 @@ int main(void)
 
 	test_parser();
 	test_client_key();
+	test_peer_roles();
 	test_client_errors();
 	test_tcp(&x);
 	test_unix(&x);

@@ -53,10 +53,12 @@ struct row {
 	const char *method, *pattern;
 	bool public, node;
 	const char *flags;
+	const char *peers;
 };
 
-#define ROUTE(method, pattern, auth, api, node, flags) \
-	{ method, pattern, strcmp(#auth, "NODE") != 0, strcmp(#node, "NULL") != 0, #flags },
+#define ROUTE(method, pattern, auth, api, node, flags, peers) \
+	{ method, pattern, strcmp(#auth, "NODE") != 0, strcmp(#node, "NULL") != 0, #flags, \
+	  #peers },
 static const struct row rows[] = {
 #include "../../src/lib/routes.def"
 };
@@ -71,6 +73,12 @@ static void test_table(void)
 
 		CHECK(r->pattern[0] == '/');
 		CHECK(r->public || r->node);
+		/* the node's peer check: what the api forwards is the api's to
+		 * call; the gateway has one row, and it is not public */
+		CHECK(!strcmp(r->peers, "API") || !strcmp(r->peers, "GW") ||
+		      !strcmp(r->peers, "ROOT"));
+		CHECK(!r->public || !strcmp(r->peers, "API"));
+		CHECK(strcmp(r->peers, "GW") || !strcmp(r->pattern, "/internal/network"));
 		CHECK(route_match(r->pattern, r->pattern, NULL));
 		if (strstr(r->flags, "N_FIND") || strstr(r->flags, "N_CLAIM"))
 			CHECK(strncmp(r->pattern, "/v1/sandboxes/{id}", 18) == 0);

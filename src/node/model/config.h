@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../lib/peer.h"
+
 struct node_config {
 	const char *sock_path;         /* listen address, e.g. "unix:/var/lib/airlock/run/node.sock" */
 	const char *db_path;           /* db_open's target: SQLite file or PostgreSQL URL */
@@ -49,6 +51,9 @@ struct node_config {
 	bool debug_clock;                    /* POST /v1/debug/clock on the node socket (tests) */
 	const char *gateway_sock;      /* "unix:DATA/run/gateway.sock"; NULL = no sandbox network */
 	const char *node_name;         /* this node's row in the nodes table (cluster/) */
+	/* The roles' uids: who may call which route of sock_path (routes.def's
+	 * peers column); zero: every role is this process's uid. */
+	struct peer_uids peers;
 };
 
 #endif
