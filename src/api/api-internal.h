@@ -184,6 +184,10 @@ bool ports_parse_host(const char *host, const char *domain, unsigned *port, char
  * (NULL when nothing is left). Query string without airlock_token=, "" when
  * empty. All results caller-owned. */
 char *ports_cookie_get(const char *v, const char *name);
+/* The nth (from 0) cookie `name`: a host-routed request tries at most
+ * PORT_TOKEN_COOKIES_MAX token cookies (portfwd.c says why). */
+char *ports_cookie_nth(const char *v, const char *name, unsigned nth);
+#define PORT_TOKEN_COOKIES_MAX 4
 char *ports_cookie_without_token(const char *v);
 /* The redirect after ?airlock_token=: target's path (a path of this host
  * only, else "/") with query q; the token's Set-Cookie value. Caller owns. */

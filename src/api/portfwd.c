@@ -353,19 +353,25 @@ static int token_check(struct api *a, struct http_req *req, struct http_conn *c,
 	return ok;
 }
 
-/* Value of cookie `name` in a Cookie header; caller owns; NULL when absent. */
-char *ports_cookie_get(const char *v, const char *name)
+/* Value of the nth (from 0) cookie `name` in a Cookie header; caller owns;
+ * NULL when there are not that many. */
+char *ports_cookie_nth(const char *v, const char *name, unsigned nth)
 {
 	size_t nl = strlen(name);
 
 	while (v && *v) {
 		v += strspn(v, " ;");
 		size_t n = strcspn(v, ";");
-		if (n > nl && strncmp(v, name, nl) == 0 && v[nl] == '=')
+		if (n > nl && strncmp(v, name, nl) == 0 && v[nl] == '=' && nth-- == 0)
 			return xasprintf("%.*s", (int)(n - nl - 1), v + nl + 1);
 		v += n;
 	}
 	return NULL;
+}
+
+char *ports_cookie_get(const char *v, const char *name)
+{
+	return ports_cookie_nth(v, name, 0);
 }
 
 /* "8080-sb-abc.ports.example.com[:7070]" under domain -> port and id. */
@@ -478,13 +484,25 @@ static int host_routed_auth(struct api *a, struct http_req *req, struct http_con
 	int ok = 0;
 
 	*qtok = http_query_param(req, TOKEN_QUERY);
-	_cleanup_free_ char *ctok = ports_cookie_get(http_req_header(req, "Cookie"), TOKEN_COOKIE);
+	const char *cookies = http_req_header(req, "Cookie");
+	_cleanup_free_ char *ctok = ports_cookie_get(cookies, TOKEN_COOKIE);
 	const char *htok = http_req_header(req, "X-Airlock-Port-Token");
 	const char *tok = *qtok ? *qtok : htok ? htok : ctok;
 
 	const char *auth = http_req_header(req, "Authorization");
 	if (tok) {
 		ok = token_check(a, req, c, tok, id, port, who, expires);
+		/* The browser sends every airlock_port_token cookie in scope, in
+		 * an order of its own: another sandbox's page can plant one for
+		 * the whole ports_domain with script (a shared site; docs/API.md).
+		 * So a cookie that fails is not the last word: the next few are
+		 * tried, each charged to the client's budget like any check. */
+		for (unsigned i = 1; tok == ctok && ok == 0 && i < PORT_TOKEN_COOKIES_MAX; i++) {
+			_cleanup_free_ char *next = ports_cookie_nth(cookies, TOKEN_COOKIE, i);
+			if (!next)
+				break;
+			ok = token_check(a, req, c, next, id, port, who, expires);
+		}
 		if (ok == -EAGAIN)
 			return 0;
 	} else if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {

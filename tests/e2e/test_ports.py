@@ -404,6 +404,27 @@ class PortsTest(AirlockTestCase):
                    "Connection: close\r\n\r\n").encode()))
         self.assertEqual(status, 401)
 
+    def test_host_routed_token_cookie_planted_before_the_real_one(self):
+        # Another sandbox's page can set an airlock_port_token cookie for the
+        # whole ports domain with script; the browser may send it before the
+        # visitor's own. The real token further along the header still lets
+        # the visitor in (each cookie tried, a few at most), and a request
+        # with only planted ones is 401.
+        sid, addr = self.sid, self.server.addr
+        host = f"9002-{sid}.{DOMAIN}"
+        t = self.api.call("POST", f"/v1/sandboxes/{sid}/port-tokens", {"port": 9002})["token"]
+        wrong = "alp_" + "0" * 40
+
+        def get(cookie):
+            status, _, _ = split_response(http_raw(addr, (
+                f"GET /seen HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\n"
+                "Connection: close\r\n\r\n").encode()))
+            return status
+
+        self.assertEqual(get(f"airlock_port_token=planted; airlock_port_token={wrong}; "
+                             f"a=1; airlock_port_token={t}"), 200)
+        self.assertEqual(get(f"airlock_port_token={wrong}; airlock_port_token=planted"), 401)
+
     def test_host_routed_api_key_never_reaches_service(self):
         # The owner's API key authenticates a host-routed request however
         # the scheme and the space after it are spelled; it must never be

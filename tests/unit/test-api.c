@@ -325,6 +325,10 @@ static void test_port_parsers(void)
 	CHECK(s && !strcmp(s, "alp_1"), "port parsers");
 	free(s);
 	CHECK(ports_cookie_get("a=b", "airlock_port_token") == NULL, "port parsers");
+	s = ports_cookie_nth("airlock_port_token=x; a=b; airlock_port_token=alp_2", "airlock_port_token", 1);
+	CHECK(s && !strcmp(s, "alp_2"), "port parsers");
+	free(s);
+	CHECK(ports_cookie_nth("airlock_port_token=x", "airlock_port_token", 1) == NULL, "port parsers");
 	s = ports_cookie_without_token("a=b; airlock_port_token=alp_1; c=d");
 	CHECK(s && !strcmp(s, "a=b; c=d"), "port parsers");
 	free(s);
