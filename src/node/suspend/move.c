@@ -60,8 +60,7 @@ struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant
 	struct state_fence f = state_fence();
 	r = db_exec(n->db, err,
 		    "UPDATE sandboxes SET node=? WHERE id=? AND observed='suspended' AND node=?"
-		    " AND (?=0 OR EXISTS(SELECT 1 FROM nodes WHERE name=? AND generation=? AND"
-		    " state<>'lost'))",
+		    " AND (?=0 OR " STATE_FENCE_NODE_SQL ")",
 		    "sssisi", node_me(n), id, old, f.epoch, f.node, f.epoch);
 	if (r <= 0) {
 		sandbox_unref(sb);
