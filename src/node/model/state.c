@@ -264,14 +264,22 @@ int state_fenced(struct db *db, const char *id, int r, err_t *err)
 
 	if (r != 0 || !f.epoch)
 		return r;
-	r = db_query(db, &rows, err, "SELECT 1 WHERE " STATE_FENCE_OF_SQL, STATE_FENCE_OF_TYPES,
-		     STATE_FENCE_OF_ARGS(f, id));
+	if (id)
+		r = db_query(db, &rows, err, "SELECT 1 WHERE " STATE_FENCE_OF_SQL,
+			     STATE_FENCE_OF_TYPES, STATE_FENCE_OF_ARGS(f, id));
+	else
+		r = db_query(db, &rows, err, "SELECT 1 WHERE " STATE_FENCE_SELF_SQL,
+			     STATE_FENCE_SELF_TYPES, STATE_FENCE_SELF_ARGS(f));
 	if (r < 0)
 		return r;
 	holds = rows.n_rows > 0;
 	db_rows_free(&rows);
 	if (holds)
 		return 0;
+	if (!id)
+		return err_set(err, ESTALE,
+			       "row not written: node %s (epoch %lld) was marked lost or superseded",
+			       f.node, (long long)f.epoch);
 	return err_set(err, ESTALE,
 		       "sandbox %s: row not written: it names another node, or node %s"
 		       " (epoch %lld) was marked lost or superseded",

@@ -118,12 +118,18 @@ struct state_fence state_fence(void);
 	"(?=0 OR EXISTS(SELECT 1 FROM sandboxes WHERE id=? AND node=? AND " STATE_FENCE_NODE_SQL "))"
 #define STATE_FENCE_OF_TYPES "isssi"
 #define STATE_FENCE_OF_ARGS(f, id) (f).epoch, (id), (f).node, (f).node, (f).epoch
+/* The fence for a row that is the node's own rather than a sandbox's (its
+ * templates, keyed by node=<me>): true while the nodes row holds this node
+ * at its epoch, not lost. Used as STATE_FENCE_OF_SQL is. */
+#define STATE_FENCE_SELF_SQL "(?=0 OR " STATE_FENCE_NODE_SQL ")"
+#define STATE_FENCE_SELF_TYPES "isi"
+#define STATE_FENCE_SELF_ARGS(f) (f).epoch, (f).node, (f).epoch
 /* The result of such a write, r what db_exec returned: an error or a count
  * of rows as is; no row while the fence is set is -ESTALE (err says so)
- * when the fence does not hold for sandbox id, 0 when it does (a DELETE
- * that found nothing to delete). The write itself was already fenced; this
- * only tells a miss from nothing to do, so that callers fail as a state
- * write's miss does. */
+ * when the fence does not hold for sandbox id (id NULL: for the node's own
+ * rows), 0 when it does (a DELETE that found nothing to delete). The write
+ * itself was already fenced; this only tells a miss from nothing to do, so
+ * that callers fail as a state write's miss does. */
 int state_fenced(struct db *db, const char *id, int r, err_t *err);
 
 /* Append an events row without changing state (e.g. "re-adopted after
