@@ -68,6 +68,7 @@ static int write_child(struct node *n, struct sandbox *sb, const void *arg, err_
 {
 	const struct fork_src *src = arg;
 	char why[120];
+	struct state_fence f = state_fence();
 	/* A child counts against its tenant's quota like a create (quota.c). */
 	int r = quota_admit_sandbox(n, sb->tenant, &sb->limits, err);
 
@@ -82,8 +83,13 @@ static int write_child(struct node *n, struct sandbox *sb, const void *arg, err_
 		    sb->created_at, sb->created_at, node_me(n));
 
 	if (r >= 0)
-		r = db_exec(n->db, err, "INSERT INTO lineage(sandbox_id, parent) VALUES(?,?)", "ss",
-			    sb->id, sb->parent);
+		r = db_exec(n->db, err,
+			    "INSERT INTO lineage(sandbox_id, parent) SELECT ?,? WHERE "
+			    STATE_FENCE_OF_SQL,
+			    "ss" STATE_FENCE_OF_TYPES, sb->id, sb->parent,
+			    STATE_FENCE_OF_ARGS(f, sb->id));
+	if (r >= 0)
+		r = state_fenced(n->db, sb->id, r, err);
 	snprintf(why, sizeof(why), "fork of %s", sb->parent);
 	pthread_mutex_lock(&sb->mu);
 	if (r >= 0)

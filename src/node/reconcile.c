@@ -184,8 +184,11 @@ void node_reconcile(struct node *n)
 
 	/* As templates_reconcile: an SQLite file's rows are all this node's. */
 	if (node_db_is_private(n) &&
-	    db_exec(n->db, &err, "UPDATE sandboxes SET node=? WHERE node IS DISTINCT FROM ?", "ss",
-		    node_me(n), node_me(n)) < 0)
+	    db_exec(n->db, &err,
+		    "UPDATE sandboxes SET node=? WHERE node IS DISTINCT FROM ? AND "
+		    STATE_FENCE_SELF_SQL,
+		    "ss" STATE_FENCE_SELF_TYPES, node_me(n), node_me(n),
+		    STATE_FENCE_SELF_ARGS(state_fence())) < 0)
 		log_warn("reconcile: %s", err.msg);
 	if (db_query(n->db, &rows, &err,
 		     "SELECT " SANDBOX_COLS " FROM sandboxes WHERE observed != 'deleted'"

@@ -780,13 +780,18 @@ class ClusterTest(unittest.TestCase):
         """nb's node process stopped past the timeout: marked lost, its
         suspended sandbox moves to na; let go, the old process writes
         nothing and does not come back as itself."""
-        running = self.ca.create(template="busybox", node="nb")["id"]
+        # running stays nb's, a disk snapshot due while nb is stopped: once
+        # let go, the stale process writes no snapshot or event row about it
+        running = self.ca.create(template="busybox", node="nb",
+                                 snapshots={"disk_interval_s": 2})["id"]
         sid = self.ca.create(template="busybox", node="nb")["id"]
         self.sh(self.ca, sid, "echo here > /root/m")
         self.suspend(self.ca, sid)
         gen = self.db.generation("nb")
         pid = self.b.pid_of("node")
+        self.sh(self.ca, running, "echo changed >> /root/f")
         sigstop(pid)
+        stopped_at = int(time.time() * 1000)
         try:
             got = self.wait_nodes(self.ca, {"nb": "lost"}, timeout=HEARTBEAT_TIMEOUT + 20)
             self.assertEqual(got["nb"], "lost")
@@ -809,6 +814,13 @@ class ClusterTest(unittest.TestCase):
         self.assertIn("is fenced: the cluster marked it lost", self.b.log())
         self.assertEqual(self.wait_nodes(self.ca, {"nb": "up"})["nb"], "up")
         self.assertGreater(self.db.generation("nb"), gen)
+        # from the stop to the new process's start, only the stale one could write
+        new_start = self.db.query("SELECT started_at FROM nodes WHERE name='nb'")[0][0]
+        stale = self.db.query(
+            "SELECT 'snapshot', created_at FROM snapshots WHERE sandbox_id=? AND created_at"
+            " >= ? AND created_at < ? UNION ALL SELECT reason, at FROM events WHERE"
+            " sandbox_id=? AND at >= ? AND at < ?", (running, stopped_at, new_start) * 2)
+        self.assertEqual(stale, [], self.b.log()[-3000:])
         # the new process reconciled: it kept the running one, not the moved one
         deadline = time.monotonic() + 10
         while True:

@@ -267,6 +267,121 @@ static const char *observed(struct db *db, const char *id, char *out, size_t n)
 	return out;
 }
 
+static int count_rows(struct db *db, const char *table, const char *id)
+{
+	char sql[128];
+	struct db_rows rows;
+	err_t err = { 0 };
+	int n;
+
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM %s WHERE sandbox_id=?", table);
+	if (db_query(db, &rows, &err, sql, "s", id) < 0)
+		return -1;
+	n = (int)db_cell_int(&rows, 0, 0);
+	db_rows_free(&rows);
+	return n;
+}
+
+/* The rows about a sandbox besides its own, written as the node writes them
+ * (snap/snapshots.c, suspend/suspend.c and restore.c, snap/recover.c and
+ * fork.c, artifacts/artifacts.c, state_event): under a stale epoch (the
+ * caller made one) none is added, changed or deleted, and each says ESTALE. */
+static void test_fence_rows(struct db *db, const char *id)
+{
+	struct state_fence f = state_fence();
+	err_t err = { 0 };
+	int r;
+
+	CHECK(f.epoch != 0);
+	/* rows that were there before the node went stale */
+	CHECK(db_exec(db, &err,
+		      "INSERT INTO snapshots(id, sandbox_id, name, kind, created_at)"
+		      " VALUES('s0',?,'old','disk',0)", "s", id) == 1);
+	CHECK(db_exec(db, &err,
+		      "INSERT INTO suspensions(sandbox_id, snapshot_id, bytes, manifest_sha,"
+		      " prev_state, created_at) VALUES(?,'s0',1,'x','running',0)", "s", id) == 1);
+	CHECK(db_exec(db, &err,
+		      "INSERT INTO data_keys(id, tenant_id, sandbox_id, snapshot_id, provider,"
+		      " wrapped, created_at) VALUES('k0','t',?,'s0','local','w',0)", "s", id) == 1);
+	err = (err_t){ 0 };
+
+	CHECK(state_event(db, id, SB_PAUSED, "stale", &err) == -ESTALE);
+	CHECK(err.code == ESTALE);
+	CHECK(count_events(db, id) == 1); /* only the first pause's */
+
+	r = db_exec(db, &err,
+		    "INSERT INTO snapshots(id, sandbox_id, name, kind, size_bytes, created_at,"
+		    " scheduled, procs) SELECT ?,?,?,?,?,?,?,? WHERE " STATE_FENCE_OF_SQL,
+		    "ssssiiis" STATE_FENCE_OF_TYPES, "s1", id, "new", "disk", (int64_t)1,
+		    (int64_t)1, (int64_t)1, NULL, STATE_FENCE_OF_ARGS(f, id));
+	CHECK(state_fenced(db, id, r, &err) == -ESTALE);
+	CHECK(count_rows(db, "snapshots", id) == 1);
+
+	r = db_exec(db, &err,
+		    "DELETE FROM snapshots WHERE id=? AND sandbox_id=? AND " STATE_FENCE_OF_SQL,
+		    "ss" STATE_FENCE_OF_TYPES, "s0", id, STATE_FENCE_OF_ARGS(f, id));
+	CHECK(state_fenced(db, id, r, &err) == -ESTALE);
+	CHECK(count_rows(db, "snapshots", id) == 1);
+
+	r = db_exec(db, &err,
+		    "INSERT INTO suspensions(sandbox_id, snapshot_id, bytes, manifest_sha,"
+		    " prev_state, created_at, procs, data_key) SELECT ?,?,?,?,?,?,?,? WHERE "
+		    STATE_FENCE_OF_SQL
+		    " ON CONFLICT(sandbox_id) DO UPDATE SET snapshot_id=excluded.snapshot_id",
+		    "ssississ" STATE_FENCE_OF_TYPES, id, "s9", (int64_t)2, "y", "paused",
+		    (int64_t)2, NULL, NULL, STATE_FENCE_OF_ARGS(f, id));
+	CHECK(state_fenced(db, id, r, &err) == -ESTALE);
+	{
+		struct db_rows rows;
+
+		CHECK(db_query(db, &rows, &err, "SELECT snapshot_id FROM suspensions"
+			       " WHERE sandbox_id=?", "s", id) == 0);
+		CHECK(rows.n_rows == 1 && strcmp(db_cell(&rows, 0, 0), "s0") == 0);
+		db_rows_free(&rows);
+	}
+	r = db_exec(db, &err, "DELETE FROM suspensions WHERE sandbox_id=? AND " STATE_FENCE_OF_SQL,
+		    "s" STATE_FENCE_OF_TYPES, id, STATE_FENCE_OF_ARGS(f, id));
+	CHECK(state_fenced(db, id, r, &err) == -ESTALE);
+	CHECK(count_rows(db, "suspensions", id) == 1);
+
+	r = db_exec(db, &err,
+		    "INSERT INTO lineage(sandbox_id, recovered_from) SELECT ?,? WHERE "
+		    STATE_FENCE_OF_SQL
+		    " ON CONFLICT(sandbox_id) DO UPDATE SET recovered_from=excluded.recovered_from",
+		    "ss" STATE_FENCE_OF_TYPES, id, "{}", STATE_FENCE_OF_ARGS(f, id));
+	CHECK(state_fenced(db, id, r, &err) == -ESTALE);
+	CHECK(count_rows(db, "lineage", id) == 0);
+
+	r = db_exec(db, &err,
+		    "DELETE FROM data_keys WHERE sandbox_id=? AND (? IS NULL OR id<>?) AND "
+		    STATE_FENCE_OF_SQL,
+		    "sss" STATE_FENCE_OF_TYPES, id, NULL, NULL, STATE_FENCE_OF_ARGS(f, id));
+	CHECK(state_fenced(db, id, r, &err) == -ESTALE);
+	CHECK(count_rows(db, "data_keys", id) == 1);
+
+	/* the same statements while the fence holds write (the epoch back) */
+	CHECK(db_exec(db, &err, "UPDATE nodes SET generation=? WHERE name=?", "is", f.epoch,
+		      f.node) == 1);
+	CHECK(state_event(db, id, SB_PAUSED, "current", &err) == 0);
+	CHECK(count_events(db, id) == 2);
+	r = db_exec(db, &err, "DELETE FROM suspensions WHERE sandbox_id=? AND " STATE_FENCE_OF_SQL,
+		    "s" STATE_FENCE_OF_TYPES, id, STATE_FENCE_OF_ARGS(f, id));
+	CHECK(state_fenced(db, id, r, &err) == 1);
+	/* nothing to delete is no miss */
+	r = db_exec(db, &err, "DELETE FROM suspensions WHERE sandbox_id=? AND " STATE_FENCE_OF_SQL,
+		    "s" STATE_FENCE_OF_TYPES, id, STATE_FENCE_OF_ARGS(f, id));
+	CHECK(state_fenced(db, id, r, &err) == 0);
+	r = db_exec(db, &err,
+		    "INSERT INTO lineage(sandbox_id, recovered_from) SELECT ?,? WHERE "
+		    STATE_FENCE_OF_SQL,
+		    "ss" STATE_FENCE_OF_TYPES, id, "{}", STATE_FENCE_OF_ARGS(f, id));
+	CHECK(state_fenced(db, id, r, &err) == 1);
+	CHECK(db_exec(db, &err, "DELETE FROM lineage WHERE sandbox_id=?", "s", id) == 1);
+	/* and stale again, as the caller left it */
+	CHECK(db_exec(db, &err, "UPDATE nodes SET generation=? WHERE name=?", "is",
+		      f.epoch + 1, f.node) == 1);
+}
+
 /* The fence: once set, a row is written only while it names this node and
  * the nodes row holds this node at its epoch, not lost. */
 static void test_fence(void)
@@ -312,6 +427,7 @@ static void test_fence(void)
 	CHECK(db_exec(db, &err, "UPDATE nodes SET generation=8 WHERE name='na'", NULL) == 1);
 	CHECK(state_transition(db, "mine", &cur, SB_RUNNING, "r", 0, &err) == -ESTALE);
 	CHECK(strcmp(observed(db, "mine", got, sizeof(got)), "paused") == 0);
+	test_fence_rows(db, "mine");
 
 	/* marked lost at this epoch */
 	CHECK(db_exec(db, &err, "UPDATE nodes SET generation=7, state='lost' WHERE name='na'",

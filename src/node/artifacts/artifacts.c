@@ -336,6 +336,7 @@ void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_curren
 	_cleanup_free_ char *prefix = xasprintf("sandboxes/%s/", sb->id);
 	_cleanup_free_ char *keep = NULL;
 	struct sweep sw = { n, NULL };
+	struct state_fence f = state_fence();
 	err_t e = { 0 };
 
 	if (!n->os)
@@ -346,8 +347,14 @@ void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_curren
 		log_warn("sandbox %s: list its objects: %s", sb->id, e.msg);
 	/* and the data keys of what went (a suspend cut off before its row
 	 * left one behind) */
-	if (db_exec(n->db, &e, "DELETE FROM data_keys WHERE sandbox_id=? AND (? IS NULL OR id<>?)",
-		    "sss", sb->id, keep && sb->susp_key[0] ? sb->susp_key : NULL,
-		    keep && sb->susp_key[0] ? sb->susp_key : NULL) < 0)
+	if (state_fenced(n->db, sb->id,
+			 db_exec(n->db, &e,
+				 "DELETE FROM data_keys WHERE sandbox_id=? AND (? IS NULL OR id<>?)"
+				 " AND " STATE_FENCE_OF_SQL,
+				 "sss" STATE_FENCE_OF_TYPES, sb->id,
+				 keep && sb->susp_key[0] ? sb->susp_key : NULL,
+				 keep && sb->susp_key[0] ? sb->susp_key : NULL,
+				 STATE_FENCE_OF_ARGS(f, sb->id)),
+			 &e) < 0)
 		log_warn("sandbox %s: forget its data keys: %s", sb->id, e.msg);
 }

@@ -161,6 +161,7 @@ static int write_delete_intent(struct node *n, struct sandbox *sb, const void *a
  * stopped, then → deleted (arg: the reason), and the snapshot rows. */
 static int write_retired(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
+	struct state_fence f = state_fence();
 	int r = 0;
 
 	if (sb->state == SB_STOPPING)
@@ -170,16 +171,19 @@ static int write_retired(struct node *n, struct sandbox *sb, const void *arg, er
 		r = state_transition(n->db, sb->id, &sb->state, SB_DELETED, arg, STATE_IN_TX, err);
 	/* The backend's destroy removed the snapshots with the disk. */
 	if (r == 0)
-		r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=?", "s", sb->id) < 0
-			    ? -err->code
-			    : 0;
+		r = db_exec(n->db, err,
+			    "DELETE FROM snapshots WHERE sandbox_id=? AND " STATE_FENCE_OF_SQL,
+			    "s" STATE_FENCE_OF_TYPES, sb->id, STATE_FENCE_OF_ARGS(f, sb->id));
+	if (r >= 0)
+		r = state_fenced(n->db, sb->id, r, err);
 	/* A suspended one's objects are deleted after this commits. */
-	if (r == 0)
-		r = db_exec(n->db, err, "DELETE FROM suspensions WHERE sandbox_id=?", "s",
-			    sb->id) < 0
-			    ? -err->code
-			    : 0;
-	return r;
+	if (r >= 0)
+		r = db_exec(n->db, err,
+			    "DELETE FROM suspensions WHERE sandbox_id=? AND " STATE_FENCE_OF_SQL,
+			    "s" STATE_FENCE_OF_TYPES, sb->id, STATE_FENCE_OF_ARGS(f, sb->id));
+	if (r >= 0)
+		r = state_fenced(n->db, sb->id, r, err);
+	return r < 0 ? r : 0;
 }
 
 int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t *err)

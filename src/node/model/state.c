@@ -256,11 +256,46 @@ int state_set(const char *id, enum sb_state *cur, enum sb_state to)
 	return 0;
 }
 
+int state_fenced(struct db *db, const char *id, int r, err_t *err)
+{
+	struct state_fence f = state_fence();
+	struct db_rows rows;
+	bool holds;
+
+	if (r != 0 || !f.epoch)
+		return r;
+	if (id)
+		r = db_query(db, &rows, err, "SELECT 1 WHERE " STATE_FENCE_OF_SQL,
+			     STATE_FENCE_OF_TYPES, STATE_FENCE_OF_ARGS(f, id));
+	else
+		r = db_query(db, &rows, err, "SELECT 1 WHERE " STATE_FENCE_SELF_SQL,
+			     STATE_FENCE_SELF_TYPES, STATE_FENCE_SELF_ARGS(f));
+	if (r < 0)
+		return r;
+	holds = rows.n_rows > 0;
+	db_rows_free(&rows);
+	if (holds)
+		return 0;
+	if (!id)
+		return err_set(err, ESTALE,
+			       "row not written: node %s (epoch %lld) was marked lost or superseded",
+			       f.node, (long long)f.epoch);
+	return err_set(err, ESTALE,
+		       "sandbox %s: row not written: it names another node, or node %s"
+		       " (epoch %lld) was marked lost or superseded",
+		       id, f.node, (long long)f.epoch);
+}
+
+/* Fenced like a state change: a stale process appends no history. */
 int state_event(struct db *db, const char *id, enum sb_state s, const char *reason, err_t *err)
 {
+	struct state_fence f = state_fence();
 	int r = db_exec(db, err,
 			"INSERT INTO events(sandbox_id, at, from_state, to_state, reason)"
-			" VALUES(?,?,?,?,?)",
-			"sisss", id, wall_ms(), names[s], names[s], reason);
+			" SELECT ?,?,?,?,? WHERE " STATE_FENCE_OF_SQL,
+			"sisss" STATE_FENCE_OF_TYPES, id, wall_ms(), names[s], names[s], reason,
+			STATE_FENCE_OF_ARGS(f, id));
+
+	r = state_fenced(db, id, r, err);
 	return r < 0 ? r : 0;
 }

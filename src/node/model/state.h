@@ -98,13 +98,39 @@ struct state_fence {
 	int64_t epoch;       /* 0: no fence */
 };
 struct state_fence state_fence(void);
+/* The one text of the fence's test on the nodes row: this node at its
+ * epoch, not lost. Its arguments: node, epoch. */
+#define STATE_FENCE_NODE_SQL \
+	"EXISTS(SELECT 1 FROM nodes WHERE name=? AND generation=? AND state<>'lost')"
 /* Append STATE_FENCE_SQL to an UPDATE of sandboxes (after its own WHERE),
  * its types to the statement's, and STATE_FENCE_ARGS(f) to its arguments. */
-#define STATE_FENCE_SQL                                                                     \
-	" AND (?=0 OR (node=? AND EXISTS(SELECT 1 FROM nodes WHERE name=? AND generation=?" \
-	" AND state<>'lost')))"
+#define STATE_FENCE_SQL " AND (?=0 OR (node=? AND " STATE_FENCE_NODE_SQL "))"
 #define STATE_FENCE_TYPES "issi"
 #define STATE_FENCE_ARGS(f) (f).epoch, (f).node, (f).node, (f).epoch
+/* The same fence for a row of another table about one sandbox (snapshots,
+ * suspensions, events, lineage, data_keys): a condition, true while the
+ * sandbox's row names this node and the nodes row holds it at its epoch.
+ * An UPDATE or DELETE appends " AND " STATE_FENCE_OF_SQL; an INSERT is
+ * written `INSERT ... SELECT ?,?.. WHERE " STATE_FENCE_OF_SQL`, so the
+ * check and the write are one statement. Types STATE_FENCE_OF_TYPES,
+ * arguments STATE_FENCE_OF_ARGS(f, sandbox_id). Then state_fenced(). */
+#define STATE_FENCE_OF_SQL \
+	"(?=0 OR EXISTS(SELECT 1 FROM sandboxes WHERE id=? AND node=? AND " STATE_FENCE_NODE_SQL "))"
+#define STATE_FENCE_OF_TYPES "isssi"
+#define STATE_FENCE_OF_ARGS(f, id) (f).epoch, (id), (f).node, (f).node, (f).epoch
+/* The fence for a row that is the node's own rather than a sandbox's (its
+ * templates, keyed by node=<me>): true while the nodes row holds this node
+ * at its epoch, not lost. Used as STATE_FENCE_OF_SQL is. */
+#define STATE_FENCE_SELF_SQL "(?=0 OR " STATE_FENCE_NODE_SQL ")"
+#define STATE_FENCE_SELF_TYPES "isi"
+#define STATE_FENCE_SELF_ARGS(f) (f).epoch, (f).node, (f).epoch
+/* The result of such a write, r what db_exec returned: an error or a count
+ * of rows as is; no row while the fence is set is -ESTALE (err says so)
+ * when the fence does not hold for sandbox id (id NULL: for the node's own
+ * rows), 0 when it does (a DELETE that found nothing to delete). The write
+ * itself was already fenced; this only tells a miss from nothing to do, so
+ * that callers fail as a state write's miss does. */
+int state_fenced(struct db *db, const char *id, int r, err_t *err);
 
 /* Append an events row without changing state (e.g. "re-adopted after
  * restart"). from and to are both `s`. */

@@ -53,6 +53,8 @@ static void record(struct node *n, struct sandbox *sb, const char *snap, const c
 	struct buf b;
 	struct jw w;
 	err_t err = { 0 };
+	struct state_fence f = state_fence();
+	int r;
 
 	iso_time(at, iso);
 	buf_init(&b);
@@ -65,10 +67,13 @@ static void record(struct node *n, struct sandbox *sb, const char *snap, const c
 	jw_key(&w, "at");
 	jw_str(&w, iso);
 	jw_end(&w);
-	if (db_exec(n->db, &err,
-		    "INSERT INTO lineage(sandbox_id, recovered_from) VALUES(?,?)"
+	/* Fenced: a stale process records no recovery (state.h). */
+	r = db_exec(n->db, &err,
+		    "INSERT INTO lineage(sandbox_id, recovered_from) SELECT ?,? WHERE "
+		    STATE_FENCE_OF_SQL
 		    " ON CONFLICT(sandbox_id) DO UPDATE SET recovered_from=excluded.recovered_from",
-		    "ss", sb->id, b.data) < 0)
+		    "ss" STATE_FENCE_OF_TYPES, sb->id, b.data, STATE_FENCE_OF_ARGS(f, sb->id));
+	if (state_fenced(n->db, sb->id, r, &err) < 0)
 		log_warn("sandbox %s: record recovery: %s", sb->id, err.msg);
 	pthread_mutex_lock(&sb->mu);
 	json_free(sb->recovered_from);

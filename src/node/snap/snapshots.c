@@ -206,7 +206,8 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 	if (r == 0) {
 		static const char ins[] =
 			"INSERT INTO snapshots(id, sandbox_id, name, kind, size_bytes, created_at,"
-			" scheduled, procs) VALUES(?,?,?,?,?,?,?,?)";
+			" scheduled, procs) SELECT ?,?,?,?,?,?,?,? WHERE " STATE_FENCE_OF_SQL;
+		struct state_fence f = state_fence();
 		/* Its bytes known, the quotas again, and the row, in one
 		 * transaction: snapshots of the tenant's other sandboxes
 		 * cannot slip in between. Over a quota: dropped, 422. */
@@ -220,11 +221,15 @@ int snapshot_take(struct node *n, struct sandbox *sb, const char *name, const ch
 						 err);
 			/* 'n' binds NULL and takes no argument; a NULL 's' binds NULL */
 			if (r >= 0 && size >= 0)
-				r = db_exec(n->db, err, ins, "ssssiiis", snap_id, sb->id, name,
-					    kind, size, now, (int64_t)scheduled, procs);
+				r = db_exec(n->db, err, ins, "ssssiiis" STATE_FENCE_OF_TYPES,
+					    snap_id, sb->id, name, kind, size, now,
+					    (int64_t)scheduled, procs, STATE_FENCE_OF_ARGS(f, sb->id));
 			else if (r >= 0)
-				r = db_exec(n->db, err, ins, "ssssniis", snap_id, sb->id, name,
-					    kind, now, (int64_t)scheduled, procs);
+				r = db_exec(n->db, err, ins, "ssssniis" STATE_FENCE_OF_TYPES,
+					    snap_id, sb->id, name, kind, now, (int64_t)scheduled,
+					    procs, STATE_FENCE_OF_ARGS(f, sb->id));
+			if (r >= 0)
+				r = state_fenced(n->db, sb->id, r, err);
 			/* a failed commit ends the transaction too */
 			if (r >= 0)
 				r = db_tx_commit(n->db, err);
@@ -356,9 +361,14 @@ int snapshot_remove(struct node *n, struct sandbox *sb, const char *snap_id, err
 	r = sb->be && sb->be->snapshot_delete
 		    ? sb->be->snapshot_delete(&n->bctx, sb->id, snap_id, err)
 		    : 0;
-	if (r == 0)
-		r = db_exec(n->db, err, "DELETE FROM snapshots WHERE id=? AND sandbox_id=?", "ss",
-			    snap_id, sb->id);
+	if (r == 0) {
+		struct state_fence f = state_fence();
+
+		r = db_exec(n->db, err,
+			    "DELETE FROM snapshots WHERE id=? AND sandbox_id=? AND " STATE_FENCE_OF_SQL,
+			    "ss" STATE_FENCE_OF_TYPES, snap_id, sb->id, STATE_FENCE_OF_ARGS(f, sb->id));
+		r = state_fenced(n->db, sb->id, r, err);
+	}
 	end_step(sb);
 	return r < 0 ? r : 0;
 }

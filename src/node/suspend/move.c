@@ -60,9 +60,8 @@ struct sandbox *suspend_claim(struct node *n, const char *id, const char *tenant
 	struct state_fence f = state_fence();
 	r = db_exec(n->db, err,
 		    "UPDATE sandboxes SET node=? WHERE id=? AND observed='suspended' AND node=?"
-		    " AND (?=0 OR EXISTS(SELECT 1 FROM nodes WHERE name=? AND generation=? AND"
-		    " state<>'lost'))",
-		    "sssisi", node_me(n), id, old, f.epoch, f.node, f.epoch);
+		    " AND " STATE_FENCE_SELF_SQL,
+		    "sss" STATE_FENCE_SELF_TYPES, node_me(n), id, old, STATE_FENCE_SELF_ARGS(f));
 	if (r <= 0) {
 		sandbox_unref(sb);
 		if (r == 0)

@@ -236,10 +236,14 @@ static char *suspended_procs(struct node *n, struct sandbox *sb)
 
 static int write_restored(struct node *n, struct sandbox *sb, const void *arg, err_t *err)
 {
+	struct state_fence f = state_fence();
+	int r = db_exec(n->db, err,
+			"DELETE FROM suspensions WHERE sandbox_id=? AND " STATE_FENCE_OF_SQL,
+			"s" STATE_FENCE_OF_TYPES, sb->id, STATE_FENCE_OF_ARGS(f, sb->id));
+
 	(void)arg;
-	return db_exec(n->db, err, "DELETE FROM suspensions WHERE sandbox_id=?", "s", sb->id) < 0
-		       ? -err->code
-		       : 0;
+	r = state_fenced(n->db, sb->id, r, err);
+	return r < 0 ? r : 0;
 }
 
 int sandbox_restore(struct node *n, struct sandbox *sb, const char *why, struct http_conn *c,

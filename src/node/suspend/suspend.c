@@ -105,20 +105,28 @@ static int write_suspended(struct node *n, struct sandbox *sb, const void *arg, 
 	 * known, the last check, in the transaction that makes them count:
 	 * suspends of the tenant's other sandboxes cannot slip in between.
 	 * Over: the caller deletes the objects and gives the sandbox back. */
-	int r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=?", "s", sb->id);
+	struct state_fence f = state_fence();
+	int r = db_exec(n->db, err, "DELETE FROM snapshots WHERE sandbox_id=? AND " STATE_FENCE_OF_SQL,
+			"s" STATE_FENCE_OF_TYPES, sb->id, STATE_FENCE_OF_ARGS(f, sb->id));
+
+	r = state_fenced(n->db, sb->id, r, err);
 
 	if (r >= 0 && row->quota)
 		r = quota_admit_suspend(n, sb, (uint64_t)row->bytes, err);
 	if (r >= 0)
 		r = db_exec(n->db, err,
 			"INSERT INTO suspensions(sandbox_id, snapshot_id, bytes, manifest_sha,"
-			" prev_state, created_at, procs, data_key) VALUES(?,?,?,?,?,?,?,?)"
+			" prev_state, created_at, procs, data_key) SELECT ?,?,?,?,?,?,?,? WHERE "
+			STATE_FENCE_OF_SQL
 			" ON CONFLICT(sandbox_id) DO UPDATE SET snapshot_id=excluded.snapshot_id,"
 			" bytes=excluded.bytes, manifest_sha=excluded.manifest_sha,"
 			" prev_state=excluded.prev_state, created_at=excluded.created_at,"
 			" procs=excluded.procs, data_key=excluded.data_key",
-			"ssississ", sb->id, row->snap, row->bytes, row->manifest_sha,
-			state_name(row->prev), wall_ms(), row->procs, row->data_key);
+			"ssississ" STATE_FENCE_OF_TYPES, sb->id, row->snap, row->bytes,
+			row->manifest_sha, state_name(row->prev), wall_ms(), row->procs,
+			row->data_key, STATE_FENCE_OF_ARGS(f, sb->id));
+	if (r >= 0)
+		r = state_fenced(n->db, sb->id, r, err);
 	if (r >= 0)
 		r = state_transition(n->db, sb->id, &sb->state, SB_SUSPENDED, "suspended",
 				     STATE_IN_TX, err);

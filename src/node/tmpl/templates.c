@@ -147,13 +147,18 @@ static int run_build(struct node *n, struct nm_template_spec *spec,
 		     void (*progress)(void *, const char *), void *arg, err_t *err)
 {
 	char source[2200];
+	/* A node's template rows are its own; a stale process writes none
+	 * (model/state.h). */
+	struct state_fence f = state_fence();
 	int r;
 
 	spec_source(spec, source, sizeof(source));
 	r = db_exec(n->db, err,
 		    "INSERT INTO templates(node, name, version, status, source, created_at)"
-		    " VALUES(?,?,?,'building',?,?)",
-		    "ssisi", node_me(n), spec->name, (int64_t)spec->version, source, wall_ms());
+		    " SELECT ?,?,?,'building',?,? WHERE " STATE_FENCE_SELF_SQL,
+		    "ssisi" STATE_FENCE_SELF_TYPES, node_me(n), spec->name, (int64_t)spec->version,
+		    source, wall_ms(), STATE_FENCE_SELF_ARGS(f));
+	r = state_fenced(n->db, NULL, r, err);
 	if (r < 0)
 		return err_wrap(err, "template %s/%u", spec->name, spec->version);
 	log_info("building template %s/%u from %s", spec->name, spec->version, source);
@@ -164,12 +169,15 @@ static int run_build(struct node *n, struct nm_template_spec *spec,
 		log_warn("%s", err->msg);
 		db_exec(n->db, &e2,
 			"UPDATE templates SET status='failed', error=? WHERE node=? AND name=?"
-			" AND version=?",
-			"sssi", err->msg, node_me(n), spec->name, (int64_t)spec->version);
+			" AND version=? AND " STATE_FENCE_SELF_SQL,
+			"sssi" STATE_FENCE_SELF_TYPES, err->msg, node_me(n), spec->name,
+			(int64_t)spec->version, STATE_FENCE_SELF_ARGS(f));
 		return r;
 	}
 	r = db_exec(n->db, err, "UPDATE templates SET status='ready' WHERE node=? AND name=?"
-		    " AND version=?", "ssi", node_me(n), spec->name, (int64_t)spec->version);
+		    " AND version=? AND " STATE_FENCE_SELF_SQL, "ssi" STATE_FENCE_SELF_TYPES,
+		    node_me(n), spec->name, (int64_t)spec->version, STATE_FENCE_SELF_ARGS(f));
+	r = state_fenced(n->db, NULL, r, err);
 	if (r < 0)
 		return err_wrap(err, "template %s/%u", spec->name, spec->version);
 	log_info("template %s/%u ready", spec->name, spec->version);
@@ -484,8 +492,10 @@ void handle_templates_delete(struct node *n, const char *name, struct http_conn 
 			goto out;
 	}
 	tconfig_forget_locked(n, name);
-	if ((r = db_exec(n->db, &err, "DELETE FROM templates WHERE name=? AND node=?", "ss", name,
-			 n->cfg->node_name)) < 0)
+	r = db_exec(n->db, &err, "DELETE FROM templates WHERE name=? AND node=? AND "
+		    STATE_FENCE_SELF_SQL, "ss" STATE_FENCE_SELF_TYPES, name, n->cfg->node_name,
+		    STATE_FENCE_SELF_ARGS(state_fence()));
+	if ((r = state_fenced(n->db, NULL, r, &err)) < 0)
 		goto out;
 	if (r == 0 && !found)
 		r = err_set(&err, ENOENT, "no template `%s`", name);
@@ -738,6 +748,7 @@ void templates_reconcile(struct node *n)
 {
 	struct db_rows rows;
 	char **pool = NULL;
+	struct state_fence f = state_fence();
 	err_t err = { 0 };
 
 	/* Claim the rows that are this node's under another name: on a shared
@@ -745,9 +756,11 @@ void templates_reconcile(struct node *n)
 	 * sharing came after it); in an SQLite file, one host's, every row,
 	 * whatever the host was called when it was written. */
 	if (db_exec(n->db, &err,
-		    node_db_is_private(n) ? "UPDATE templates SET node=? WHERE node != ?"
-					  : "UPDATE templates SET node=? WHERE node='' AND ? != ''",
-		    "ss", node_me(n), node_me(n)) < 0)
+		    node_db_is_private(n)
+			    ? "UPDATE templates SET node=? WHERE node != ? AND " STATE_FENCE_SELF_SQL
+			    : "UPDATE templates SET node=? WHERE node='' AND ? != '' AND "
+			      STATE_FENCE_SELF_SQL,
+		    "ss" STATE_FENCE_SELF_TYPES, node_me(n), node_me(n), STATE_FENCE_SELF_ARGS(f)) < 0)
 		log_warn("templates: %s", err.msg);
 	/* A build the node did not see finish is not trusted: remove it. */
 	if (db_query(n->db, &rows, &err,
@@ -762,8 +775,9 @@ void templates_reconcile(struct node *n)
 				log_warn("template %s/%lld: %s", name, (long long)ver, e2.msg);
 			db_exec(n->db, &e2,
 				"UPDATE templates SET status='failed', error=? WHERE node=? AND"
-				" name=? AND version=?",
-				"sssi", "interrupted by a node restart", node_me(n), name, ver);
+				" name=? AND version=? AND " STATE_FENCE_SELF_SQL,
+				"sssi" STATE_FENCE_SELF_TYPES, "interrupted by a node restart",
+				node_me(n), name, ver, STATE_FENCE_SELF_ARGS(f));
 		}
 		db_rows_free(&rows);
 	} else {
@@ -789,8 +803,10 @@ void templates_reconcile(struct node *n)
 			continue;
 		if (db_exec(n->db, &e2,
 			    "INSERT INTO templates(node, name, version, status, source, created_at)"
-			    " VALUES(?,?,?,'ready','pool',?) ON CONFLICT DO NOTHING",
-			    "ssii", node_me(n), *p, (int64_t)ver, wall_ms()) > 0)
+			    " SELECT ?,?,?,'ready','pool',? WHERE " STATE_FENCE_SELF_SQL
+			    " ON CONFLICT DO NOTHING",
+			    "ssii" STATE_FENCE_SELF_TYPES, node_me(n), *p, (int64_t)ver, wall_ms(),
+			    STATE_FENCE_SELF_ARGS(f)) > 0)
 			log_info("template %s/%lld found in the pool", *p, ver);
 	}
 	for (char **p = pool; p && *p; p++)

@@ -137,10 +137,17 @@ int tmplstore_publish(struct node *n, const char *name, uint32_t version, char u
 		}
 	}
 	close(fd);
-	if (r == 0 && db_exec(n->db, err,
-			      "UPDATE templates SET uuid=? WHERE node=? AND name=? AND version=?",
-			      "sssi", uuid, node_me(n), name, (int64_t)version) < 0)
-		r = -err->code;
+	/* fenced as every write of the node's own rows (model/state.h) */
+	if (r == 0)
+		r = state_fenced(n->db, NULL,
+				 db_exec(n->db, err,
+					 "UPDATE templates SET uuid=? WHERE node=? AND name=? AND"
+					 " version=? AND " STATE_FENCE_SELF_SQL,
+					 "sssi" STATE_FENCE_SELF_TYPES, uuid, node_me(n), name,
+					 (int64_t)version, STATE_FENCE_SELF_ARGS(state_fence())),
+				 err);
+	if (r > 0)
+		r = 0;
 out:
 	pthread_mutex_unlock(&n->tpub_mu);
 	return r < 0 ? err_wrap(err, "publish template %s/%u", name, version) : 0;
@@ -182,11 +189,13 @@ static int fetch(struct node *n, const char *name, const char *uuid, const char 
 	close(fd);
 	if (r < 0)
 		return r;
-	if (db_exec(n->db, err,
+	r = db_exec(n->db, err,
 		    "INSERT INTO templates(node, name, version, status, source, created_at, uuid)"
-		    " VALUES(?,?,?,'ready','store',?,?)",
-		    "ssiis", node_me(n), name, (int64_t)*version, wall_ms(), uuid) < 0)
-		return -err->code;
+		    " SELECT ?,?,?,'ready','store',?,? WHERE " STATE_FENCE_SELF_SQL,
+		    "ssiis" STATE_FENCE_SELF_TYPES, node_me(n), name, (int64_t)*version, wall_ms(),
+		    uuid, STATE_FENCE_SELF_ARGS(state_fence()));
+	if ((r = state_fenced(n->db, NULL, r, err)) < 0)
+		return r;
 	__atomic_add_fetch(&n->tstore_fetches, 1, __ATOMIC_RELAXED);
 	log_info("template %s (%s) fetched from the object store as version %u: %llu bytes in "
 		 "%.1f ms", name, uuid, *version, (unsigned long long)size,
