@@ -427,7 +427,7 @@ static void test_old_rows(void)
 	db = db_open(path, &err);
 	CHECK(db != NULL);
 	if (!db)
-		return;
+		goto out;
 	CHECK(db_exec(db, &err, "ALTER TABLE credentials DROP COLUMN schemes", NULL) >= 0);
 	CHECK(db_exec(db, &err, "ALTER TABLE credentials DROP COLUMN ports", NULL) >= 0);
 	/* and what the migrations after 8 added, so that reopening runs them
@@ -449,13 +449,14 @@ static void test_old_rows(void)
 	db = db_open(path, &err);
 	CHECK(db != NULL);
 	if (!db)
-		return;
+		goto out;
 	CHECK(cred_load(db, "cred_old", NULL, &c, &err) == 0);
 	CHECK(c.transport.schemes == CRED_SCHEME_HTTPS && c.transport.n_ports == 1 &&
 	      c.transport.ports[0] == 443);
 	CHECK(!cred_transport_ok(&c.transport, CRED_SCHEME_HTTP, 80));
 	cred_free(&c);
 	db_close(db);
+out:
 	{
 		_cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", dir);
 		CHECK(system(cmd) == 0);
