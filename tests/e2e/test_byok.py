@@ -177,6 +177,15 @@ class ByokBase(AirlockTestCase):
             hits += [(p, form[:8]) for form in forms if form in data]
         return hits
 
+    def wait_state(self, client, sid, want, timeout=20):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            st = client.call("GET", f"/v1/sandboxes/{sid}")["state"]
+            if st == want:
+                return
+            time.sleep(0.2)
+        self.fail(f"sandbox {sid} is {st}, not {want}")
+
 
 class ByokTest(ByokBase):
 
@@ -206,15 +215,6 @@ class ByokTest(ByokBase):
         self.assertEqual((enc["provider"], enc["state"], enc["key_name"]),
                          ("transit", "enabled", key), enc)
         return t, client, key
-
-    def wait_state(self, client, sid, want, timeout=20):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            st = client.call("GET", f"/v1/sandboxes/{sid}")["state"]
-            if st == want:
-                return
-            time.sleep(0.2)
-        self.fail(f"sandbox {sid} is {st}, not {want}")
 
     # ---- the marker ----------------------------------------------------------
 

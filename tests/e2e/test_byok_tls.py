@@ -88,15 +88,6 @@ class ByokTlsTest(ByokBase):
                          ("enabled", "https", self.ca, False), enc)
         return t, client, key
 
-    def wait_state(self, client, sid, want, timeout=30):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            st = client.call("GET", f"/v1/sandboxes/{sid}")["state"]
-            if st == want:
-                return
-            time.sleep(0.2)
-        self.fail(f"sandbox {sid} is {st}, not {want}")
-
     def refused(self, st, data, words):
         self.assertEqual(st, 502, data)
         err = json.loads(data)["error"]
@@ -233,7 +224,7 @@ class ByokTlsTest(ByokBase):
         sealed = self.make(client)
         self.sh(client, sealed, "echo sealed-state > /root/f && sync")
         self.assertEqual(self.kms.post(f"/admin/keys/{key}/disable")[0], 200)
-        self.wait_state(client, sealed, "suspended")
+        self.wait_state(client, sealed, "suspended", timeout=30)
         events = json.dumps(client.call("GET", f"/v1/sandboxes/{sealed}/events"))
         self.assertIn("key_revoked", events)
         self.assertEqual(self.api.call("GET", "/v1/tenants/revoked-tls/encryption")["state"],
@@ -258,7 +249,7 @@ class ByokTlsTest(ByokBase):
             os.chmod(d, 0o555)
         try:
             self.assertEqual(self.kms.post(f"/admin/keys/{key}/disable")[0], 200)
-            self.wait_state(client, sid, "paused")
+            self.wait_state(client, sid, "paused", timeout=30)
             events = json.dumps(client.call("GET", f"/v1/sandboxes/{sid}/events"))
             self.assertIn("not sealed", events)
             self.assertNotIn("no key wrapped before", events)   # the store, not the key
