@@ -2,6 +2,7 @@
 #include "nm.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -398,6 +399,41 @@ int nm_sandbox_stats(const char *sock, const char *id, struct nm_sandbox_stats *
 	if (nm_call(sock, &q, &res, NULL, NULL, NULL, NULL, err) < 0)
 		return -err->code;
 	*out = res.stats;
+	return 0;
+}
+
+int nm_sandbox_limits(const char *sock, const char *id, struct nm_limit_hits **out, size_t *n,
+		      err_t *err)
+{
+	struct nm_req q;
+	struct nm_resp res;
+	char **items = NULL;
+	size_t k = 0, cnt = 0;
+
+	*out = NULL;
+	*n = 0;
+	req_init(&q, NM_SANDBOX_LIMITS);
+	if (id && put_str(q.u.sandbox.id, sizeof(q.u.sandbox.id), id, "sandbox id", err) < 0)
+		return -EINVAL;
+	if (nm_call(sock, &q, &res, NULL, &items, NULL, NULL, err) < 0)
+		return -err->code;
+	while (items[cnt])
+		cnt++;
+	*out = xcalloc(cnt ? cnt : 1, sizeof(**out));
+	/* nodemgr's own text: "<id> <gen> <oom_kills> <pids_max> <gone> <signal>" */
+	for (size_t i = 0; i < cnt; i++) {
+		struct nm_limit_hits *h = &(*out)[k];
+		int gone = 0;
+
+		if (sscanf(items[i], "%64s %" SCNu64 " %" SCNu64 " %" SCNu64 " %d %d", h->id, &h->gen,
+			   &h->oom_kills, &h->pids_max, &gone, &h->init_signal) == 6) {
+			h->init_gone = gone != 0;
+			k++;
+		}
+		free(items[i]);
+	}
+	free(items);
+	*n = k;
 	return 0;
 }
 

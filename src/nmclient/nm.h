@@ -246,6 +246,26 @@ struct nm_sandbox_stats {
 int nm_sandbox_stats(const char *sock, const char *id, struct nm_sandbox_stats *out,
 		     err_t *err);
 
+/* How often a sandbox hit its limits, from its cgroup's counters
+ * (src/nodemgr/cgroup/cgroup-limits.h; the QEMU's for a vm), and whether
+ * its jail's init (ns: the guest agent; vm: QEMU) is gone and how. Each
+ * counter only grows while gen stays the same; a new gen is a cgroup made
+ * again (rollback, restore), whose counters start from 0. */
+struct nm_limit_hits {
+	char id[65];
+	uint64_t gen;
+	uint64_t oom_kills;    /* processes the kernel's OOM killer ended */
+	uint64_t pids_max;     /* forks refused at the pids limit */
+	bool init_gone;        /* the jail's init was reaped */
+	int init_signal;       /* the signal that ended it; 0: it exited, or runs */
+};
+/* id NULL: every sandbox with a jail that hit a limit at least once or whose
+ * init is gone (sandboxes with nothing to tell are left out, so the answer
+ * stays small with many); id: that one sandbox, even with nothing (-ENOENT
+ * when nodemgr holds no jail for it). *out (caller frees) gets *n entries. */
+int nm_sandbox_limits(const char *sock, const char *id, struct nm_limit_hits **out, size_t *n,
+		      err_t *err);
+
 /* Does nodemgr answer a request within timeout_ms? 0, or -errno
  * (-ETIMEDOUT when it accepted but did not answer: stalled). */
 int nm_ping(const char *sock, int timeout_ms, err_t *err);

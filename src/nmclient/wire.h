@@ -48,6 +48,7 @@ enum nm_verb {
 	NM_VM_BASE_FIND,
 	NM_VM_BASE_EXPORT,         /* the request carries the base's fd */
 	NM_VM_BASE_IMPORT,         /* the request carries the base's fd */
+	NM_SANDBOX_LIMITS,         /* u.sandbox.id ("" = all); ITEMs, nm_sandbox_limits */
 };
 
 struct nm_req {
@@ -59,7 +60,7 @@ struct nm_req {
 		struct nm_sandbox_spec create;
 		struct {
 			char id[65];
-		} sandbox;                 /* adopt, destroy, freeze, thaw */
+		} sandbox;                 /* adopt, destroy, freeze, thaw, limits */
 		struct nm_template_spec build;
 		struct {
 			char name[65];

@@ -446,7 +446,7 @@ char **mgr_sandbox_list(struct nm_server *s)
 	return v;
 }
 
-bool mgr_sandbox_reaped_locked(struct nm_server *s, pid_t pid)
+bool mgr_sandbox_reaped_locked(struct nm_server *s, pid_t pid, int status)
 {
 	for (struct jail *j = s->jails; j; j = j->next) {
 		if (j->pid != pid || !j->alive)
@@ -454,6 +454,8 @@ bool mgr_sandbox_reaped_locked(struct nm_server *s, pid_t pid)
 		/* The guest is gone: the channel is dead; the node sees EOF on
 		 * its dup once we drop ours. The subvolume stays until destroy. */
 		j->alive = false;
+		j->init_reaped = true;
+		j->init_status = status;
 		if (j->chan_fd >= 0) {
 			close(j->chan_fd);
 			j->chan_fd = -1;

@@ -24,11 +24,17 @@ int mgr_sandbox_fork(struct nm_server *s, const struct nm_sandbox_spec *spec, co
 		     const char *snap, bool vm, int *chan_dup, pid_t *pid, err_t *err);
 /* ids: NULL-terminated, caller frees each and the array */
 char **mgr_sandbox_list(struct nm_server *s);
-/* Reaper hook: pid exited; true when it was a jail init. Called under lock. */
-bool mgr_sandbox_reaped_locked(struct nm_server *s, pid_t pid);
+/* Reaper hook: pid exited with wait status `status`; true when it was a
+ * jail init. Called under lock. */
+bool mgr_sandbox_reaped_locked(struct nm_server *s, pid_t pid, int status);
 /* Startup: kill leftovers of a previous run (state files, cgroups). */
 void mgr_sandbox_sweep_leftovers(struct nm_server *s);
 /* Shutdown: kill every jail, keep subvolumes. */
 void mgr_sandbox_kill_all(struct nm_server *s);
+
+/* mgr-limits.c: NM_SANDBOX_LIMITS, one ITEM text per sandbox as nm.c reads
+ * it (id "": every sandbox with something to tell; else that one, -ENOENT
+ * when there is no jail for it). NULL-terminated, caller frees. */
+int mgr_sandbox_limits(struct nm_server *s, const char *id, char ***items, err_t *err);
 
 #endif

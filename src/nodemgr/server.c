@@ -52,7 +52,7 @@ static void reap(struct nm_server *s)
 		if (pid <= 0)
 			return;
 		pthread_mutex_lock(&s->lock);
-		if (!mgr_sandbox_reaped_locked(s, pid)) {
+		if (!mgr_sandbox_reaped_locked(s, pid, st)) {
 			/* Drop statuses nobody claimed in a minute (middle
 			 * children, orphans): the table stays small. */
 			for (size_t i = 0; i < s->nexits;)

@@ -678,6 +678,23 @@ static int do_sandbox_stats(struct call *c)
 	return sandbox_stats(c->s, c->q->u.sandbox.id, &c->extra.stats, &c->err);
 }
 
+static int check_limits(struct call *c)
+{
+	if (c->q->u.sandbox.id[0] == '\0')
+		return 0;   /* every sandbox */
+	return check_sandbox_id(c);
+}
+
+static int do_sandbox_limits(struct call *c)
+{
+	char **items;
+	int r = mgr_sandbox_limits(c->s, c->q->u.sandbox.id, &items, &c->err);
+
+	if (r == 0)
+		send_items(c->fd, items);
+	return r;
+}
+
 static int do_vm_console(struct call *c)
 {
 	return vm_console_open(c->s, c->q->u.sandbox.id, &c->chan, &c->err);
@@ -799,6 +816,10 @@ static const struct verb verbs[] = {
 	  "read-only; kernel-written cgroup files of airlock/<id> and a tree search of "
 	  "sandboxes/<id> (metadata the kernel wrote), for a live jail nodemgr holds under "
 	  "this pattern-checked id." },
+	{ NM_SANDBOX_LIMITS, check_limits, do_sandbox_limits,
+	  "read-only; kernel-written counter files of airlock/<id> (memory.events or "
+	  "memory.oom_control, pids.events) of the jails nodemgr holds, and how their inits "
+	  "were reaped; the one input, an id, is empty or pattern-checked." },
 	{ NM_VM_CONSOLE, check_sandbox_id, do_vm_console,
 	  "a read-only fd on DATA/run/vm/<id>/console.log of a vm jail nodemgr holds for this "
 	  "pattern-checked id. The file is QEMU's (its uid owns the run dir), so it is opened "

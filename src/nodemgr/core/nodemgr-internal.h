@@ -61,6 +61,12 @@ struct jail {
 	 * once per STATS_DISK_EVERY_MS */
 	uint64_t disk_bytes, disk_at_ms;
 	bool disk_scanning;   /* one scan at a time: others take the last value */
+	/* The init's wait status once reaped (init_reaped): how the jail
+	 * ended, for NM_SANDBOX_LIMITS (an OOM kill of the init is the
+	 * sandbox's failure "out of memory"). Cleared when a new init is
+	 * published (rollback). */
+	bool init_reaped;
+	int init_status;
 };
 
 /* An exit status the reaper collected that nobody claimed yet. */

@@ -168,9 +168,12 @@ int mgr_jail_publish(struct nm_server *s, struct jail *j, pid_t pid, int chan, i
 	j->start_time = mgr_proc_stat_field(pid, 22);
 	j->chan_fd = chan;
 	j->alive = true;
+	j->init_reaped = false;
 	/* The reaper may have collected the process before we knew its pid. */
 	for (size_t i = 0; i < s->nexits; i++)
 		if (s->exits[i].pid == pid) {
+			j->init_reaped = true;
+			j->init_status = s->exits[i].status;
 			s->exits[i] = s->exits[--s->nexits];
 			j->alive = false;
 			if (j->chan_fd >= 0)
