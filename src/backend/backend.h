@@ -26,6 +26,11 @@ enum backend_cap {
 	/* Its guests take turns to start (config vm_start_concurrency): their
 	 * first code runs slowly on the node's CPUs until it is warm. */
 	BACKEND_CAP_START_TURNS = 1u << 6,
+	/* Its limits (memory_mb, pids) bind the guest's own processes (ns:
+	 * the jail's cgroup holds them), so an OOM kill or a fork refused is
+	 * one of them; without it (vm) they bind the QEMU, and the guest
+	 * kernel keeps its own. */
+	BACKEND_CAP_GUEST_LIMITS = 1u << 7,
 };
 
 struct guestconn;

@@ -230,6 +230,13 @@ static const struct {
 	"SELECT setval('node_epoch', (SELECT COALESCE(max(generation), 0) + 1 FROM nodes), false);"
 #define SCHEMA_11_SQLITE "SELECT 1;"
 
+/* Migration 12: limits that bite are events (node/limits/limits.c). kind:
+ * NULL for a row of the lifecycle (every row before), "oom_kill" or
+ * "pids_limit" for one of a limit; count: that kind's count in all when it
+ * was written. Only C (add_event_kind), each column only when missing, so
+ * a database whose recorded version was set back runs it again safely. */
+#define SCHEMA_12 "SELECT 1;"
+
 struct migration {
 	int version;
 	const char *sqlite, *pg;
@@ -238,6 +245,7 @@ struct migration {
 
 static int add_missing_columns(struct db *db, err_t *err);
 static int add_token_key(struct db *db, err_t *err);
+static int add_event_kind(struct db *db, err_t *err);
 
 static const struct migration migrations[] = {
 	{ 1,
@@ -255,6 +263,7 @@ static const struct migration migrations[] = {
 	{ 9, SCHEMA_9, SCHEMA_9, NULL },
 	{ 10, SCHEMA_10, SCHEMA_10, add_token_key },
 	{ 11, SCHEMA_11_SQLITE, SCHEMA_11_PG, NULL },
+	{ 12, SCHEMA_12, SCHEMA_12, add_event_kind },
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -309,6 +318,32 @@ static int add_token_key(struct db *db, err_t *err)
 		return r;
 	return db->drv->script(db, "CREATE INDEX IF NOT EXISTS port_tokens_key"
 			       " ON port_tokens(key_id)", err);
+}
+
+/* Migration 12's columns of events, each only when missing. */
+static int add_event_kind(struct db *db, err_t *err)
+{
+	static const struct {
+		const char *column, *sql;
+	} cols[] = {
+		{ "kind", "ALTER TABLE events ADD COLUMN kind TEXT" },
+		{ "count", "ALTER TABLE events ADD COLUMN count BIGINT" },
+	};
+
+	for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
+		struct db_rows rows;
+		bool have;
+		int r = db_run_locked(db, &rows, err, db->drv->has_column_sql, "ss", "events",
+				      cols[i].column);
+
+		if (r < 0)
+			return r;
+		have = rows.n_rows > 0;
+		db_rows_free(&rows);
+		if (!have && (r = db->drv->script(db, cols[i].sql, err)) < 0)
+			return r;
+	}
+	return 0;
 }
 
 /* Inside the migration transaction: the highest version recorded. */

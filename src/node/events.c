@@ -1,9 +1,12 @@
 /* events.c - GET /v1/sandboxes/{id}/events: a sandbox's lifecycle log.
  *
  * Every transition (model/state.c) and every notable event (re-adoption, recovery,
- * snapshots pruned) is a row with its time and reason; this reads them a page
- * at a time (limit, next_token), oldest first:
- *   200 {"events":[{"at","from","to","reason"}, ...],"next_token"}
+ * snapshots pruned) is a row with its time and reason, and so is a limit
+ * that bit (limits/limits.c: kind and count); this reads them a page at a
+ * time (limit, next_token), oldest first:
+ *   200 {"events":[{"at","type","from","to","reason"[,"count"]}, ...],"next_token"}
+ * type: "state" for the lifecycle's rows, else the limit's kind
+ * ("oom_kill", "pids_limit"), whose count is that kind's count in all.
  */
 #include <errno.h>
 #include <poll.h>
@@ -14,6 +17,17 @@
 #include "../lib/json.h"
 #include "../lib/page.h"
 #include "node-internal.h"
+
+/* "type" of an event row, and a limit's "count" (column col). */
+static void event_kind(struct jw *w, const char *kind, const struct db_rows *rows, int i, int col)
+{
+	jw_key(w, "type");
+	jw_str(w, kind ? kind : "state");
+	if (kind) {
+		jw_key(w, "count");
+		jw_int(w, db_cell_int(rows, i, col));
+	}
+}
 
 /* Pages run oldest first by the row's id (the order they were written, which
  * the wall clock in `at` may not follow); the page key is that id. */
@@ -31,7 +45,7 @@ void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, str
 	if (pg.has_cursor)
 		after = strtoll(pg.after_id, NULL, 10);
 	if (db_query(n->db, &rows, &err,
-		     "SELECT at, from_state, to_state, reason, id FROM events"
+		     "SELECT at, from_state, to_state, reason, id, kind, count FROM events"
 		     " WHERE sandbox_id=? AND id > ? ORDER BY id LIMIT ?",
 		     "sii", sb->id, after, (int64_t)pg.limit + 1) < 0) {
 		node_respond_err(c, &err);
@@ -48,6 +62,7 @@ void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, str
 		jw_obj(&w);
 		jw_key(&w, "at");
 		jw_str(&w, at);
+		event_kind(&w, db_cell(&rows, i, 5), &rows, i, 6);
 		jw_key(&w, "from");
 		jw_str(&w, db_cell(&rows, i, 1));
 		jw_key(&w, "to");
@@ -64,8 +79,8 @@ void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, str
  * written, as a Server-Sent Events stream (text/event-stream), so that a
  * page (the web console) can show states live:
  *   id: <row id>
- *   event: state
- *   data: {"sandbox","at","from","to","reason"}
+ *   event: state     (a limit's row: event: limit)
+ *   data: {"sandbox","at","type","from","to","reason"[,"count"]}
  * It starts after the newest row at the time of the request, or after the
  * row named by `Last-Event-ID` (what a reconnecting client sends) or the
  * query `after`. It reads the events table (every writer of a transition
@@ -139,7 +154,8 @@ static int events_send_batch(struct node *n, struct http_conn *c, const char *te
 	if (newest <= *after)
 		return 0;   /* nothing new (or a busy database: the next tick) */
 	if (db_query(n->db, &rows, err,
-		     "SELECT e.id, e.sandbox_id, e.at, e.from_state, e.to_state, e.reason"
+		     "SELECT e.id, e.sandbox_id, e.at, e.from_state, e.to_state, e.reason, e.kind,"
+		     " e.count"
 		     " FROM events e JOIN sandboxes s ON s.id = e.sandbox_id"
 		     " WHERE e.id > ? AND e.id <= ? AND s.tenant_id = ? ORDER BY e.id LIMIT ?",
 		     "iisi", *after, newest, tenant, (int64_t)EVENTS_BATCH) < 0)
@@ -151,13 +167,17 @@ static int events_send_batch(struct node *n, struct http_conn *c, const char *te
 
 		*after = db_cell_int(&rows, i, 0);
 		iso_time(db_cell_int(&rows, i, 2), at);
-		buf_printf(&b, "id: %lld\nevent: state\ndata: ", (long long)*after);
+		/* a limit's row is event "limit": a page that follows states
+		 * (event "state") is not told of it as a change */
+		buf_printf(&b, "id: %lld\nevent: %s\ndata: ", (long long)*after,
+			   db_cell(&rows, i, 6) ? "limit" : "state");
 		jw_init(&w, &b);
 		jw_obj(&w);
 		jw_key(&w, "sandbox");
 		jw_str(&w, db_cell(&rows, i, 1));
 		jw_key(&w, "at");
 		jw_str(&w, at);
+		event_kind(&w, db_cell(&rows, i, 6), &rows, i, 7);
 		jw_key(&w, "from");
 		jw_str(&w, db_cell(&rows, i, 3));
 		jw_key(&w, "to");

@@ -8,6 +8,7 @@
 #include "exec/exec.h"
 #include "files/files.h"
 #include "http/handler.h"
+#include "limits/limits.h"
 #include "life/lifecycle.h"
 #include "metrics/metrics.h"
 #include "model/model.h"

@@ -499,6 +499,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	sandbox_feature_add(&sched_feature);
 	sandbox_feature_add(&suspend_feature);
 	sandbox_feature_add(&proc_feature);
+	sandbox_feature_add(&limits_feature);
 	pthread_mutex_init(&n->info_mu, NULL);
 	pthread_mutex_init(&n->tmpl_mu, NULL);
 	pthread_mutex_init(&n->tstore_mu, NULL);
@@ -564,6 +565,7 @@ int node_run(const struct node_config *cfg, err_t *err)
 	if (r < 0)
 		goto out;
 	schedule_start(n);
+	limits_start(n);
 	byok_start(n);
 	tmplstore_start(n);
 	n->http = http_server_start(cfg->sock_path, NODE_FILE_MAX + 4096, node_handler, n, err);

@@ -12,11 +12,18 @@ void node_timer_fire(struct node *n, const struct timer *t)
 	case TIMER_PROC_TIMEOUT:
 		proc_on_timeout(n, t->sb_id, t->serial);
 		break;
-	case TIMER_CHAN_CLOSED:
-		sandbox_on_chan_closed(n, t->sb_id);
+	case TIMER_CHAN_CLOSED: {
+		char why[256];
+		/* "out of memory: ..." when the kernel's OOM killer ended it */
+		limits_why_closed(n, t->sb_id, why, sizeof(why));
+		sandbox_on_chan_closed(n, t->sb_id, why);
 		break;
+	}
 	case TIMER_SCHEDULE:
 		schedule_tick(n);
+		break;
+	case TIMER_LIMITS:
+		limits_tick(n);
 		break;
 	}
 }

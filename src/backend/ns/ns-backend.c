@@ -59,7 +59,8 @@ static int ns_fork(const struct backend_ctx *ctx, const struct nm_sandbox_spec *
 
 const struct backend_ops backend_ns = {
 	.name = "ns",
-	.caps = BACKEND_CAP_PAUSE | BACKEND_CAP_DISK_SNAPSHOT | BACKEND_CAP_SUSPEND_DISK,
+	.caps = BACKEND_CAP_PAUSE | BACKEND_CAP_DISK_SNAPSHOT | BACKEND_CAP_SUSPEND_DISK |
+		BACKEND_CAP_GUEST_LIMITS,
 	.create = ns_create,
 	.adopt = ns_adopt,
 	.destroy = ns_destroy,

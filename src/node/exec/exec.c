@@ -361,6 +361,17 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 		 * not read as "no such sandbox". */
 		if (err.code == ENOENT || err.code == EACCES || err.code == ENOEXEC)
 			http_respond_error(c, 400, "bad_request", "%s", err.msg);
+		/* The guest could not fork (EAGAIN): where the limits bind
+		 * the guest's processes (ns), that is the sandbox's pids
+		 * limit. 409, not 429 or 503: nothing will change until
+		 * processes in the sandbox exit, so a client must not retry
+		 * blindly. (The errno is the guest's word: a guest that
+		 * lies only gets this answer for its own sandbox.) */
+		else if (err.code == EAGAIN && backend_can(sb->be, BACKEND_CAP_GUEST_LIMITS))
+			http_respond_error(c, 409, "pids_limit",
+					   "the sandbox has reached its pids limit (%u): cannot start"
+					   " `%s` (%s)",
+					   sb->limits.pids, argv[0], err.msg);
 		else
 			node_respond_err(c, &err);
 		goto out;

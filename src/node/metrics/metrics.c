@@ -20,6 +20,11 @@
  *                                             gauges: this node's snapshot
  *                                             rows and the sum of their
  *                                             size_bytes, from the database
+ *   airlock_sandbox_limit_hits_total{kind}    counter: processes the kernel's
+ *                                             OOM killer ended (oom_kill) and
+ *                                             forks refused at a pids limit
+ *                                             (pids_limit), summed over the
+ *                                             node's sandboxes (node/limits)
  *   airlock_credential_audit_total{decision}  the gateway's credential audit
  *                                             rows (decision "injected" is one
  *                                             injection), from the database
@@ -285,6 +290,20 @@ static void credential_audit(struct node *n, struct buf *b)
 	db_rows_free(&rows);
 }
 
+/* Limits that bit, since this process started (node/limits counts them
+ * at its poll; no label per sandbox: their number is not bounded). */
+static void limit_hits(struct node *n, struct buf *b)
+{
+	static const char *const kinds[LIMIT__COUNT] = LIMIT_KIND_NAMES;
+
+	family(b, "airlock_sandbox_limit_hits_total", "counter",
+	       "Limits that bit in sandboxes: processes the kernel's OOM killer ended (oom_kill), "
+	       "forks refused at a pids limit (pids_limit).");
+	for (int k = 0; k < LIMIT__COUNT; k++)
+		buf_printf(b, "airlock_sandbox_limit_hits_total{kind=\"%s\"} %" PRIu64 "\n", kinds[k],
+			   __atomic_load_n(&n->limit_hits[k], __ATOMIC_RELAXED));
+}
+
 /* Creates served by a warm pool or not, and what the pools hold now. */
 static void warm_pools(struct node *n, struct buf *b)
 {
@@ -383,6 +402,7 @@ void handle_metrics(struct node *n, struct http_conn *c)
 	buf_init(&b);
 	sandboxes(n, &b);
 	histograms(n, &b);
+	limit_hits(n, &b);
 	warm_pools(n, &b);
 	capacity(n, &b);
 	gateway(n, &b);

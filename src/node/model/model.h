@@ -100,6 +100,7 @@ struct sandbox {
 	size_t n_exited, n_strays;
 	uint64_t next_serial;
 	struct sb_sched sched;  /* scheduler and TTL bookkeeping */
+	struct sb_limits lim;   /* limits that bit (node/limits) */
 	/* Suspended (suspend.c), under mu: its snapshot in the object store,
 	 * the bytes stored and the manifest's SHA-256 (hex); susp_resume: a
 	 * suspend cut off by a restart found it running (reconcile only). */
@@ -130,7 +131,13 @@ struct op_histo {
 	uint64_t count, sum_us;
 };
 
-enum timer_kind { TIMER_SANDBOX_TIMEOUT, TIMER_PROC_TIMEOUT, TIMER_CHAN_CLOSED, TIMER_SCHEDULE };
+enum timer_kind {
+	TIMER_SANDBOX_TIMEOUT,
+	TIMER_PROC_TIMEOUT,
+	TIMER_CHAN_CLOSED,
+	TIMER_SCHEDULE,
+	TIMER_LIMITS,
+};
 
 struct timer {
 	uint64_t due_ms;        /* CLOCK_MONOTONIC */
@@ -227,6 +234,9 @@ struct node {
 	/* creates whose jail came from a warm pool (hit) or was made then
 	 * (miss), by backend (ns, vm): atomic, metrics_pool_create */
 	uint64_t pool_hits[2], pool_misses[2];
+	/* limits that bit, by enum sb_limit_kind, since this process started
+	 * (node/limits; atomic, metrics.c) */
+	uint64_t limit_hits[LIMIT__COUNT];
 };
 
 /* This node's name in the shared database ("" when it has none). */

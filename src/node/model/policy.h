@@ -50,4 +50,20 @@ struct sb_sched {
 	int64_t paused_at;             /* sched clock: when it was last paused (0 = not yet seen) */
 };
 
+/* Limits that bit (node/limits): per kind, the count since the sandbox
+ * was made, the cgroup counter last seen (of the cgroup gen), what the
+ * last event row said, and when it was written; under sb->mu. */
+enum sb_limit_kind { LIMIT_OOM_KILL, LIMIT_PIDS_MAX, LIMIT__COUNT };
+/* Their names in events (type, events.kind) and metrics (kind), in order. */
+#define LIMIT_KIND_NAMES { "oom_kill", "pids_limit" }
+struct sb_limits {
+	uint64_t gen;               /* the cgroup (nodemgr's gen) seen[] counts in */
+	uint64_t total[LIMIT__COUNT];
+	uint64_t seen[LIMIT__COUNT];
+	uint64_t reported[LIMIT__COUNT];   /* total as of the last event row */
+	uint64_t event_ms[LIMIT__COUNT];   /* monotonic ms of that row; 0 = none yet */
+	uint64_t hit_ms[LIMIT__COUNT];     /* monotonic ms a rise was last seen */
+	int64_t last_at;            /* wall ms of the last rise seen; 0 = never */
+};
+
 #endif

@@ -4,6 +4,8 @@
  *                          delete or pause it (its on_timeout)
  *   TIMER_SCHEDULE         once a second: the snapshot scheduler, retention
  *                          and idle pass (snap/schedule.c)
+ *   TIMER_LIMITS           every few seconds: the sandboxes' limit counters
+ *                          (node/limits)
  *   TIMER_PROC_TIMEOUT     an exec's timeout_s passed: SIGKILL the process
  *   TIMER_CHAN_CLOSED      a guest channel closed: fail the sandbox. Queued
  *                          from the channel's reader thread, which must not

@@ -153,7 +153,7 @@ bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause)
 }
 
 /* The reaper's TIMER_CHAN_CLOSED: a guest channel closed by itself. */
-void sandbox_on_chan_closed(struct node *n, const char *id)
+void sandbox_on_chan_closed(struct node *n, const char *id, const char *cause)
 {
 	struct sandbox *sb = sandbox_find(n, id, NULL);
 	bool fail;
@@ -166,7 +166,7 @@ void sandbox_on_chan_closed(struct node *n, const char *id)
 	fail = (sb->state == SB_RUNNING || sb->state == SB_PAUSED) && !sb->deleting &&
 	       sb->chan_closed;
 	pthread_mutex_unlock(&sb->mu);
-	if (fail && !sandbox_recover(n, sb, "guest channel closed"))
-		sandbox_fail(n, sb, "guest channel closed");
+	if (fail && !sandbox_recover(n, sb, cause))
+		sandbox_fail(n, sb, cause);
 	sandbox_unref(sb);
 }

@@ -38,8 +38,9 @@ int snapshot_remove(struct node *n, struct sandbox *sb, const char *snap_id, err
  * false when it has none (or the backend cannot): the caller fails it. */
 bool sandbox_recover(struct node *n, struct sandbox *sb, const char *cause);
 /* The reaper's TIMER_CHAN_CLOSED for sandbox id: recover it, else fail it
- * (unless it is starting, deleting, or no longer closed). */
-void sandbox_on_chan_closed(struct node *n, const char *id);
+ * (unless it is starting, deleting, or no longer closed); cause says why
+ * the channel closed ("guest channel closed", or what killed the guest). */
+void sandbox_on_chan_closed(struct node *n, const char *id, const char *cause);
 
 /* schedule.c's hooks on the model: ends_at and the policy in the JSON, a
  * loaded row's policy. node_start registers it first, then suspend_feature
