@@ -57,6 +57,7 @@ static int load_src(struct node *n, struct sandbox *sb, struct fork_src *src, er
 		return err_set(err, ENOENT, "sandbox %s has no row", sb->id);
 	}
 	src->spec = xstrdup(db_cell(&rows, 0, 0));
+	limits_spec_forget(&src->spec);
 	src->metadata = xstrdup(db_cell(&rows, 0, 1) ? db_cell(&rows, 0, 1) : "{}");
 	db_rows_free(&rows);
 	return 0;

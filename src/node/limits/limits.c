@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -90,6 +91,32 @@ static void load(struct node *n, struct sandbox *sb, const json *spec)
 	memcpy(sb->lim.reported, sb->lim.total, sizeof(sb->lim.reported));
 }
 
+void limits_spec_forget(char **spec)
+{
+	err_t err = { 0 };
+	json *j = *spec ? json_parse(*spec, strlen(*spec), &err) : NULL;
+	struct buf b;
+	struct jw w;
+
+	if (!j || j->type != JSON_OBJ || !json_get(j, "limits_hit")) {
+		json_free(j);
+		return;
+	}
+	buf_init(&b);
+	jw_init(&w, &b);
+	jw_obj(&w);
+	for (size_t i = 0; i < j->n; i++) {
+		if (!strcmp(j->keys[i], "limits_hit"))
+			continue;
+		jw_key(&w, j->keys[i]);
+		jw_value(&w, j->items[i]);
+	}
+	jw_end(&w);
+	json_free(j);
+	free(*spec);
+	*spec = buf_steal(&b);
+}
+
 const struct sandbox_feature limits_feature = {
 	.name = "limits",
 	.render_locked = render_locked,
@@ -107,6 +134,11 @@ static bool observe(struct node *n, struct sandbox *sb, const struct nm_limit_hi
 	const uint64_t raw[LIMIT__COUNT] = { h->oom_kills, h->pids_max };
 	bool any = false, rose = false;
 
+	if (!h->gen) {
+		/* nodemgr could not read the cgroup (gone): nothing to take */
+		memset(due, 0, sizeof(bool) * LIMIT__COUNT);
+		return false;
+	}
 	pthread_mutex_lock(&sb->mu);
 	if (h->gen != sb->lim.gen) {
 		/* a cgroup made again (rollback, restore, recovery): its

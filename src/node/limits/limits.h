@@ -28,6 +28,10 @@ extern const struct sandbox_feature limits_feature;
 void limits_start(struct node *n);
 void limits_tick(struct node *n);
 
+/* A spec row's text without the counts (*spec replaced; caller owns): a
+ * fork's children copy their parent's spec, not what it hit. */
+void limits_spec_forget(char **spec);
+
 /* The guest channel of sandbox id closed by itself: why, for its event and
  * failure. When its jail's init was SIGKILLed right after an OOM kill in
  * its cgroup (the kernel chose the init: ns, the guest agent; vm, QEMU),
