@@ -166,8 +166,11 @@ class LimitsEventsTest(AirlockTestCase):
                                                     "echo 1000 > /proc/1/oom_score_adj && "
                                                     "cat /proc/1/oom_score_adj"])
             self.assertEqual((code, out), (0, b"1000\n"), err)
+            # eight hogs of 16 MiB each (busybox dd holds its buffer while it
+            # copies): each is far smaller than the agent's score
             try:
-                self.api.exec(sid, ["sh", "-c", HOG])
+                self.api.exec(sid, ["sh", "-c", "for i in 1 2 3 4 5 6 7 8; do dd if=/dev/zero"
+                                    " of=/dev/null bs=16M count=1000000 & done; wait"])
             except (ApiError, OSError):
                 pass   # the guest went away under the exec
             try:
