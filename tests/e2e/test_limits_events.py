@@ -115,10 +115,10 @@ class LimitsEventsTest(AirlockTestCase):
         s = self.api.create(limits={"pids": 20})
         sid = s["id"]
         try:
-            # a bomb bounded by the limit: more sleeps than the limit allows
-            # (busybox sh exits at the fork that fails; its sleeps stay, in
-            # its process group)
-            bomb = self.start(sid, "i=0; while [ $i -lt 40 ]; do sleep 1000 & i=$((i+1)); done")
+            # a bomb bounded by the limit: an inner shell forks sleeps until
+            # a fork fails (busybox sh then exits); the outer one stays as a
+            # sleep, so that a signal to its group reaches them all
+            bomb = self.start(sid, "sh -c 'while :; do sleep 1000 & done'; exec sleep 1000")
             ev = self.wait_for("a pids_limit event", lambda: self.events(sid, "pids_limit"))
             self.assertGreaterEqual(ev[0]["count"], 1)
             self.assertIn("pids limit:", ev[0]["reason"])
@@ -130,8 +130,8 @@ class LimitsEventsTest(AirlockTestCase):
             self.assertGreaterEqual(self.metric("pids_limit"), before + 1)
             self.assertIn("pids limit:", self.cli("events", sid))
 
-            # the one pid the bomb's shell gave back, taken
-            holder = self.start(sid, "sleep 1000")
+            # the one pid the inner shell gave back, taken
+            holder = self.start(sid, "exec sleep 1000")
             # an exec at the limit says which limit
             with self.assertRaises(ApiError) as cm:
                 self.api.exec(sid, ["echo", "hi"])
@@ -157,7 +157,8 @@ class LimitsEventsTest(AirlockTestCase):
             self.api.delete(sid)
 
     def test_oom_of_the_guest_agent_fails_the_sandbox(self):
-        s = self.api.create(limits={"memory_mb": 64})
+        # no scheduled snapshot: with one, the node would recover it instead
+        s = self.api.create(limits={"memory_mb": 64}, snapshots={"disk_interval_s": 0})
         sid = s["id"]
         try:
             # make the guest agent (PID 1 in the sandbox) the OOM killer's
@@ -167,10 +168,14 @@ class LimitsEventsTest(AirlockTestCase):
                                                     "cat /proc/1/oom_score_adj"])
             self.assertEqual((code, out), (0, b"1000\n"), err)
             # eight hogs of 16 MiB each (busybox dd holds its buffer while it
-            # copies): each is far smaller than the agent's score
+            # copies), back at oom_score_adj 0 (a child inherits its parent's,
+            # and anyone may lower theirs back to 0): each is far below the
+            # agent's score
             try:
-                self.api.exec(sid, ["sh", "-c", "for i in 1 2 3 4 5 6 7 8; do dd if=/dev/zero"
-                                    " of=/dev/null bs=16M count=1000000 & done; wait"])
+                self.api.exec(sid, ["sh", "-c", "echo 0 > /proc/self/oom_score_adj; "
+                                    "for i in 1 2 3 4 5 6 7 8; do dd if=/dev/zero"
+                                    " of=/dev/null bs=16M count=1000000 & done; wait"],
+                              timeout_s=60)
             except (ApiError, OSError):
                 pass   # the guest went away under the exec
             try:
