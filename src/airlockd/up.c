@@ -32,11 +32,13 @@
 #include "../lib/http.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
+#include "../lib/readiness.h"
 #include "../lib/resource.h"
 #include "../lib/secret.h"
 #include "../lib/secmem.h"
 #include "../lib/tls.h"
 #include "../lib/util.h"
+#include "../nmclient/nm.h"
 #include "../node/node.h"
 #include "../nodemgr/nodemgr.h"
 #include "../pool/pool.h"
@@ -184,37 +186,65 @@ static int write_pidfile(const struct airlockd_config *cfg, const char *name, pi
 	return write_file(path, buf, (size_t)n, 0644);
 }
 
-/* Wait until a role's socket accepts connections, or its process died. */
+/* How long one readiness request may wait for its answer. The node's
+ * GET /internal/ready asks nodemgr and the gateway (1 s each) in turn. */
+#define ROLE_PROBE_MS 3000
+
+/* Does the role answer now? Ready is a live connection that answers a
+ * cheap request, never a socket file: a killed role leaves its file behind,
+ * and the file stays until the new process renames its own over it. */
+static int role_answers(const struct airlockd_config *cfg, enum role role, err_t *err)
+{
+	if (role == ROLE_API) {
+		/* with TLS the plain probe gets a plain 400 tls_required: an
+		 * answer all the same, the api is up */
+		_cleanup_free_ char *url = xasprintf("http://%s", cfg->listen);
+		return readiness_http_answers(url, "/v1/health", ROLE_PROBE_MS, err);
+	}
+	_cleanup_free_ char *sock = data_path(cfg, role_socks[role]);
+	if (role == ROLE_NODEMGR)
+		return nm_ping(sock, ROLE_PROBE_MS, err);  /* NODE_INFO answered */
+	_cleanup_free_ char *base = xasprintf("unix:%s", sock);
+	return readiness_http_answers(base, role == ROLE_GATEWAY ? "/health" : "/internal/ready",
+				      ROLE_PROBE_MS, err);
+}
+
+/* Has pid exited? Peeks (WNOWAIT): the supervisor's loop reaps it and
+ * restarts the role. */
+static bool role_exited(pid_t pid, int *status)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return errno == ECHILD;
+	*status = si.si_status;
+	return si.si_pid == pid;
+}
+
+/* Wait until a role answers (role_answers), its process exited (left
+ * unreaped), a stop was asked for (-EINTR), or timeout_ms passed. */
 static int wait_ready(const struct airlockd_config *cfg, enum role role, pid_t pid,
 		      int timeout_ms, err_t *err)
 {
 	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	err_t last = { 0 };
 
 	for (;;) {
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid)
+		int st = 0;
+		if (stop_requested)
+			return err_set(err, EINTR, "stopping");
+		if (role_exited(pid, &st))
 			return err_set(err, ECHILD, "%s exited during start-up (status %d)",
 				       role_names[role], st);
-		if (role == ROLE_API) {
-			struct http_resp resp;
-			/* with TLS the plain probe gets a plain 400 tls_required:
-			 * an answer all the same, the api is up */
-			_cleanup_free_ char *url = xasprintf("http://%s", cfg->listen);
-			err_t e2 = { 0 };
-			memset(&resp, 0, sizeof(resp));
-			if (http_request(url, "GET", "/v1/health", NULL, NULL, 0, &resp, &e2) == 0) {
-				http_resp_free(&resp);
-				return 0;
-			}
-		} else {
-			_cleanup_free_ char *sock = data_path(cfg, role_socks[role]);
-			if (access(sock, F_OK) == 0)
-				return 0;
-		}
+		memset(&last, 0, sizeof(last));
+		if (role_answers(cfg, role, &last) == 0)
+			return 0;
 		if (now_ms() > deadline)
-			return err_set(err, ETIMEDOUT, "%s did not come up", role_names[role]);
+			return err_set(err, ETIMEDOUT, "%s did not come up: %s", role_names[role],
+				       last.msg);
 		/* start-up only, never on a request path */
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
 }
@@ -457,7 +487,8 @@ static void notify_systemd(const char *state)
 	close(fd);
 }
 
-/* Make the templates, then say that we are up; in a child, dying with us. */
+/* Make the templates in a child, dying with us; when it is done, the
+ * parent says that we are up (announce_up). */
 static pid_t spawn_templates(struct airlockd_config *cfg)
 {
 	pid_t parent = getpid(), pid;
@@ -473,13 +504,29 @@ static pid_t spawn_templates(struct airlockd_config *cfg)
 		_exit(1);
 	config_keep_secrets(cfg, 0);   /* it talks to the node socket only */
 	ensure_templates(cfg);
-	{
-		_cleanup_free_ char *cli = data_path(cfg, "cli.json");
-		printf("airlock is up: %s://%s  (CLI config: %s)\n",
-		       cfg->tls_cert[0] ? "https" : "http", cfg->listen, cli);
-		fflush(stdout);
-	}
+	fflush(stdout);
 	_exit(0);
+}
+
+/* Up: every role that runs answers now (a restarted one included). Then
+ * say so on stdout and to systemd; false (not said) when one does not. */
+static bool announce_up(const struct airlockd_config *cfg, const pid_t *pids)
+{
+	_cleanup_free_ char *cli = data_path(cfg, "cli.json");
+
+	for (int i = 0; i < N_ROLES; i++) {
+		err_t e = { 0 };
+		if (pids[i] > 0 && wait_ready(cfg, (enum role)i, pids[i], 30000, &e) < 0) {
+			if (e.code != EINTR)
+				log_warn("not up yet: %s", e.msg);
+			return false;
+		}
+	}
+	printf("airlock is up: %s://%s  (CLI config: %s)\n", cfg->tls_cert[0] ? "https" : "http",
+	       cfg->listen, cli);
+	fflush(stdout);
+	notify_systemd("READY=1");
+	return true;
 }
 
 int airlockd_up(struct airlockd_config *cfg, err_t *err)
@@ -532,8 +579,9 @@ int airlockd_up(struct airlockd_config *cfg, err_t *err)
 		write_pidfile(cfg, role_names[i], pids[i]);
 		r = wait_ready(cfg, (enum role)i, pids[i], 30000, err);
 		if (r < 0) {
-			pids[i] = 0;
-			goto stop;
+			if (stop_requested)
+				r = 0;  /* told to stop while it started: a clean stop */
+			goto stop;  /* the stop below reaps it */
 		}
 	}
 	write_pidfile(cfg, "up", getpid());
@@ -544,27 +592,40 @@ int airlockd_up(struct airlockd_config *cfg, err_t *err)
 	if (!stop_requested)
 		templates_pid = spawn_templates(cfg);
 
-	/* Supervise: restart a role that dies (the node re-adopts sandboxes). */
+	/* Supervise: restart a role that dies (the node re-adopts sandboxes).
+	 * "Up" (the line, READY=1) is said once, after the templates were made
+	 * or tried and every role answers; until then a failed announce is
+	 * tried again each time round. */
+	bool announce = false;
 	while (!stop_requested) {
 		int st;
-		pid_t p = waitpid(-1, &st, 0);
+		pid_t p = waitpid(-1, &st, announce ? WNOHANG : 0);
 		if (p < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		if (p == templates_pid) {
+		if (p > 0 && p == templates_pid) {
 			templates_pid = 0;
-			notify_systemd("READY=1");  /* up, templates made or tried */
+			announce = true;
 		}
-		for (int i = 0; i < N_ROLES; i++) {
+		for (int i = 0; p > 0 && i < N_ROLES; i++) {
 			if (pids[i] != p || stop_requested)
 				continue;
 			log_warn("%s (pid %d) exited with status %d; restarting", role_names[i],
 				 (int)p, st);
 			pids[i] = spawn_role(cfg, (enum role)i);
 			write_pidfile(cfg, role_names[i], pids[i]);
+			/* back only once it answers; if it dies meanwhile, the
+			 * next waitpid reaps it and it is restarted again */
+			err_t e = { 0 };
+			if (pids[i] > 0 && wait_ready(cfg, (enum role)i, pids[i], 30000, &e) == 0)
+				log_info("%s (pid %d) answers again", role_names[i], (int)pids[i]);
+			else if (e.code != EINTR)
+				log_warn("%s (pid %d): %s", role_names[i], (int)pids[i], e.msg);
 		}
+		if (announce && !stop_requested && announce_up(cfg, pids))
+			announce = false;
 	}
 	r = 0;
 stop:

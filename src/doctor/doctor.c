@@ -121,29 +121,10 @@ static int run_first_line(char *const argv[], char *line, size_t cap)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-enum doctor_kvm doctor_kvm_state(char *why, size_t cap)
-{
-	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-
-	if (fd < 0) {
-		snprintf(why, cap, "/dev/kvm: %s", strerror(errno));
-		return DOCTOR_KVM_ABSENT;
-	}
-	close(fd);
-	if (exists("/sys/module/kvm_pvm") && !exists("/sys/module/kvm_intel") &&
-	    !exists("/sys/module/kvm_amd")) {
-		snprintf(why, cap, "kvm_pvm only (no kvm_intel or kvm_amd): stock kernels hang");
-		return DOCTOR_KVM_PVM_ONLY;
-	}
-	snprintf(why, cap, "/dev/kvm opens (%s)",
-		 exists("/sys/module/kvm_intel") ? "kvm_intel" : exists("/sys/module/kvm_amd") ? "kvm_amd" : "kvm");
-	return DOCTOR_KVM_USABLE;
-}
-
 static void check_kvm(struct report *r, const struct doctor_opts *o, const char **accel,
 		      char *reason, size_t rcap)
 {
-	char why[160];
+	char why[320], abuf[8];
 	enum doctor_kvm k = doctor_kvm_state(why, sizeof(why));
 	const char *want = o->vm_accel && *o->vm_accel ? o->vm_accel : "auto";
 
@@ -153,6 +134,13 @@ static void check_kvm(struct report *r, const struct doctor_opts *o, const char 
 		      "load kvm_intel or kvm_amd (modprobe) on a host with hardware virtualization "
 		      "(nested: enable it for this VM); until then the vm backend runs on TCG, slower",
 		      "absent: %s", why);
+		break;
+	case DOCTOR_KVM_BROKEN:
+		check(r, "kvm", ST_WARN,
+		      "KVM here cannot start a guest (nested virtualization missing or emulated); "
+		      "enable hardware virtualization for this host, or set vm_accel = tcg; until "
+		      "then the vm backend runs on TCG, slower",
+		      "not usable: %s", why);
 		break;
 	case DOCTOR_KVM_PVM_ONLY:
 		check(r, "kvm", ST_WARN,
@@ -172,6 +160,10 @@ static void check_kvm(struct report *r, const struct doctor_opts *o, const char 
 	} else if (!strcmp(want, "kvm") || !strcmp(want, "tcg")) {
 		*accel = !strcmp(want, "kvm") ? "kvm" : "tcg";
 		snprintf(reason, rcap, "config: vm_accel = %s", want);
+	} else if (k == DOCTOR_KVM_USABLE && o->data_dir &&
+		   doctor_accel_remembered(o->data_dir, o->vm_dir, abuf, sizeof(abuf), reason, rcap)) {
+		/* nodemgr's boot probe for this kernel (vm-accel.c): its word */
+		*accel = !strcmp(abuf, "kvm") ? "kvm" : "tcg";
 	} else if (k == DOCTOR_KVM_USABLE) {
 		*accel = "kvm";
 		snprintf(reason, rcap, "%s; a boot probe at start confirms it (else tcg)", why);
@@ -531,7 +523,7 @@ bool doctor_run(const struct doctor_opts *o, struct buf *out)
 	const char *def = o->default_backend && *o->default_backend ? o->default_backend : "ns";
 	struct report r = { 0 };
 	const char *accel = "tcg";
-	char reason[256] = "";
+	char reason[384] = "";
 	bool ok;
 
 	jw_init(&r.w, out);

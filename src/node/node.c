@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/fault.h"
 #include "../lib/log.h"
 #include "../lib/peer.h"
 #include "../lib/route.h"
@@ -568,6 +569,9 @@ int node_run(const struct node_config *cfg, err_t *err)
 	limits_start(n);
 	byok_start(n);
 	tmplstore_start(n);
+	/* tests/e2e/test_ready.py holds the node here: not listening yet,
+	 * while a stale node.sock may still be on disk */
+	FAULT_POINT("node.before_listen");
 	n->http = http_server_start(cfg->sock_path, NODE_FILE_MAX + 4096, node_handler, n, err);
 	if (!n->http) {
 		r = err_wrap(err, "node: listen on %s", cfg->sock_path);

@@ -196,6 +196,8 @@ class DoctorTest(AirlockTestCase):
             # this host: KVM is PVM-only, so the vm backend runs on TCG
             self.assertEqual(checks["kvm"]["status"], "warn")
             self.assertIn("kvm_pvm", checks["kvm"]["detail"])
+            # judged by running a test guest (PVM runs it), not by the module
+            self.assertIn("a test guest runs", checks["kvm"]["detail"])
             self.assertIn("kvm_intel", checks["kvm"]["fix"])
             self.assertEqual(rep["backends"]["vm"]["accel"], "tcg")
             self.assertIn("kvm_pvm", rep["backends"]["vm"]["accel_reason"])

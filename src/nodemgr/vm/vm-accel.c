@@ -5,7 +5,9 @@
  * its reason through nm_node_info.
  *
  * Order: the config (vm_accel = kvm|tcg) wins. Otherwise KVM is used only
- * when /dev/kvm opens and is not PVM-only: a PVM-only host (kvm_pvm loaded,
+ * when a test guest of a few bytes runs on /dev/kvm (doctor_kvm_probe: a
+ * TCG guest that shows SVM has a /dev/kvm that opens but runs nothing) and
+ * KVM is not PVM-only: a PVM-only host (kvm_pvm loaded,
  * no kvm_intel / kvm_amd) runs only PVM-enabled guest kernels, and a stock
  * Debian kernel hangs right after "Probing EDD" (docs: TERRAIN). Anywhere
  * else the real test is a boot: the guest kernel under -enable-kvm must get
@@ -119,7 +121,6 @@ void vm_accel_detect(struct nm_server *s, char *accel, size_t acap, char *reason
 	_cleanup_free_ char *initrd = xasprintf("%s/initramfs.cpio.gz", s->cfg->vm_dir);
 	_cleanup_free_ char *cache = xasprintf("%s/run/accel.json", s->cfg->data_dir);
 	_cleanup_free_ char *key = NULL;
-	struct stat st;
 	struct buf b;
 
 	if (!strcmp(want, "kvm") || !strcmp(want, "tcg")) {
@@ -128,32 +129,19 @@ void vm_accel_detect(struct nm_server *s, char *accel, size_t acap, char *reason
 		return;
 	}
 	snprintf(accel, acap, "tcg");
-	/* absent or PVM-only: TCG without a probe (the same test `airlock
-	 * doctor` reports, src/doctor) */
+	/* absent, a test guest does not run, or PVM-only: TCG without a boot
+	 * probe (the same test `airlock doctor` reports, src/doctor) */
 	if (doctor_kvm_state(reason, rcap) != DOCTOR_KVM_USABLE)
 		return;
-	/* Remembered probe result for this kernel? */
-	if (stat(kernel, &st) < 0) {
+	/* Remembered probe result for this kernel? (read the same way by the
+	 * doctor, so the two say one thing) */
+	if (!(key = doctor_accel_key(s->cfg->vm_dir))) {
 		snprintf(reason, rcap, "no guest kernel to probe kvm with");
 		return;
 	}
-	key = xasprintf("%" PRIu64 "-%" PRId64, (uint64_t)st.st_size, (int64_t)st.st_mtime);
+	if (doctor_accel_remembered(s->cfg->data_dir, s->cfg->vm_dir, accel, acap, reason, rcap))
+		return;
 	buf_init(&b);
-	if (read_file(cache, 65536, &b) == 0 && b.data) {
-		err_t e = { 0 };
-		json *j = json_parse(b.data, b.len, &e);
-		const char *a = json_get_str(j, "accel"), *r = json_get_str(j, "reason"),
-			   *k = json_get_str(j, "kernel");
-		if (a && r && k && !strcmp(k, key) && (!strcmp(a, "kvm") || !strcmp(a, "tcg"))) {
-			snprintf(accel, acap, "%s", a);
-			snprintf(reason, rcap, "%s (remembered)", r);
-			json_free(j);
-			buf_free(&b);
-			return;
-		}
-		json_free(j);
-	}
-	buf_reset(&b);
 	snprintf(accel, acap, "%s", probe_boot(kernel, initrd, reason, rcap) ? "kvm" : "tcg");
 	struct jw w;
 	jw_init(&w, &b);
