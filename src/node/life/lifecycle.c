@@ -259,8 +259,8 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 	pthread_mutex_unlock(&sb->mu);
 	/* A suspended sandbox's objects in the store (only then: a store that
 	 * is down must not slow every delete). */
-	if (had_objects)
-		suspend_forget_objects(n, sb, false);
+	if (had_objects && suspend_forget_objects(n, sb, false) < 0)
+		art_sweep_deleted(n, sb->id, 1);   /* the store is down: again, later */
 	sandbox_map_remove(n, sb);
 	log_info("sandbox %s deleted (%s)", sb->id, reason);
 	return 0;
