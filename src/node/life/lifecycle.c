@@ -176,7 +176,15 @@ static int write_retired(struct node *n, struct sandbox *sb, const void *arg, er
 			    "s" STATE_FENCE_OF_TYPES, sb->id, STATE_FENCE_OF_ARGS(f, sb->id));
 	if (r >= 0)
 		r = state_fenced(n->db, sb->id, r, err);
-	/* A suspended one's objects are deleted after this commits. */
+	/* Its data keys go with it: a suspend that failed while the database
+	 * was out of reach could not forget its key, and nothing else would.
+	 * A suspended one's objects are deleted after this commits. */
+	if (r >= 0)
+		r = db_exec(n->db, err,
+			    "DELETE FROM data_keys WHERE sandbox_id=? AND " STATE_FENCE_OF_SQL,
+			    "s" STATE_FENCE_OF_TYPES, sb->id, STATE_FENCE_OF_ARGS(f, sb->id));
+	if (r >= 0)
+		r = state_fenced(n->db, sb->id, r, err);
 	if (r >= 0)
 		r = db_exec(n->db, err,
 			    "DELETE FROM suspensions WHERE sandbox_id=? AND " STATE_FENCE_OF_SQL,
