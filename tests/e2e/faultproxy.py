@@ -301,6 +301,14 @@ class TcpProxy:
                     b.sendall(d)
             except OSError:
                 pass
+            # one side closed (PostgreSQL restarted, the client went): the
+            # other sees it too, as it would on a direct connection,
+            # instead of waiting for an answer that never comes
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
             done.set()
 
         threading.Thread(target=pump, args=(u, c), daemon=True).start()
