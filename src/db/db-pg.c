@@ -107,9 +107,16 @@ static int pg_open(struct db *db, const char *target, err_t *err)
 {
 	/* Defaults that the target's own settings override (they come later in
 	 * the list): a server that does not answer fails a connect in 10 s
-	 * instead of holding the handle's mutex for the kernel's TCP timeout. */
-	static const char *const keys[] = { "connect_timeout", "application_name", "dbname", NULL };
-	const char *const vals[] = { "10", "airlock", target, NULL };
+	 * instead of holding the handle's mutex for the kernel's TCP timeout;
+	 * and a server gone silent mid-call (a host down, packets dropped, no
+	 * FIN or RST) fails the call in about 20 s (keepalives, and
+	 * tcp_user_timeout for data not acknowledged) instead of two hours,
+	 * during which every caller of the handle would wait on its mutex. */
+	static const char *const keys[] = { "connect_timeout", "keepalives", "keepalives_idle",
+					    "keepalives_interval", "keepalives_count",
+					    "tcp_user_timeout", "application_name", "dbname",
+					    NULL };
+	const char *const vals[] = { "10", "1", "10", "3", "3", "20000", "airlock", target, NULL };
 	PGconn *c = PQconnectdbParams(keys, vals, 1);
 
 	db->h = c;
