@@ -183,12 +183,12 @@ SHORT = [
     ("snapshot", "snapshot.before_backend", "pool:full", "a snapshot into a full pool"),
     ("create", "create.after_record", "pool:full", "a create into a full pool"),
     ("create", "create.after_record", "db:restart", "PostgreSQL restarted mid-create"),
+    ("create", "create.after_record", "db:cut:30", "PostgreSQL gone 30 s mid-create"),
 ]
 
 LONG = SHORT + [
     ("suspend", "-", "store:down:60", "the store down for a minute"),
     ("suspend", "suspend_before_commit", "db:cut:30", "PostgreSQL gone 30 s at the commit"),
-    ("create", "create.after_record", "db:cut:30", "PostgreSQL gone 30 s mid-create"),
     ("suspend", "suspend.after_transition", "db:restart", "PostgreSQL restarted mid-suspend"),
     ("restore", "-", "store:slow:get:3", "every download 3 s late"),
     ("restore", "-", "store:down:60", "the store down for a minute"),

@@ -8,8 +8,9 @@ restore, delete and create. Each case converges: the op answers or fails
 with a JSON error, the sandbox settles with the file written before it
 (no loss), a failed suspend leaves nothing restorable, the op works again
 once the fault is gone, and nothing leaks (host audit, rows, objects in
-the bucket that no row names). The minute-long store outage and the 30 s
-PostgreSQL outages run only in the long form: bench/chaos --resource."""
+the bucket that no row names). One 30 s PostgreSQL outage (a create) is
+here; the minute-long store outages and the other 30 s PostgreSQL outages
+run only in the long form: bench/chaos --resource."""
 import os
 import shutil
 import unittest
