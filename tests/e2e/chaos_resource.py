@@ -256,10 +256,10 @@ class ResourceChaos(chaos.Chaos):
             if mode == "down":
                 w.store.go_down()
                 secs = float(parts[1]) if len(parts) > 1 else None
-                if secs:
+                if secs:   # the outage lasts its time, whatever the op answered
                     t = threading.Timer(secs, w.store.come_up)
                     t.start()
-                    return lambda: (t.cancel(), w.store.clear())
+                    return lambda: (t.join(), w.store.clear())
                 return w.store.clear
             kinds = parts[1].split(",") if len(parts) > 1 and parts[1] else None
             if mode == "slow":
@@ -277,7 +277,7 @@ class ResourceChaos(chaos.Chaos):
             w.db.cut()
             t = threading.Timer(float(rest.split(":")[1]), w.db.heal)
             t.start()
-            return lambda: (t.cancel(), w.db.heal())
+            return lambda: (t.join(), w.db.heal())
         if kind == "db" and rest == "restart":
             old = w.pg_pid()
             w.pg_restart()
@@ -418,7 +418,9 @@ class ResourceChaos(chaos.Chaos):
         res.answer = str(status) if status else str(getattr(body, "status", "err"))
         if status is None:
             self.check_error(res, body)
-        # the fault is over: the world is whole again, as a user would retry
+        # the fault is over (a timed outage once its time is up, whatever
+        # the op answered meanwhile): the world is whole again, as a user
+        # would retry
         if undo:
             undo()
             undo = None
