@@ -163,6 +163,7 @@ static int pg_ready(struct db *db, err_t *err)
 	PQreset(H(db));
 	if (PQstatus(H(db)) != CONNECTION_OK)
 		return pg_error(db, err, NULL, "postgres reconnect");
+	__atomic_store_n(&db->reconnected_ms, (int64_t)now_ms(), __ATOMIC_RELAXED);
 	return 0;
 }
 
