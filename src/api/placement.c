@@ -154,11 +154,20 @@ static void reload_locked(struct api *a)
 	struct db_rows rows;
 	int64_t now = (int64_t)now_ms();
 	err_t err = { 0 };
+	int64_t back;
 
 	if (cl->loaded_ms && now - cl->loaded_ms < RELOAD_MS)
 		return;
 	cl->loaded_ms = now;
-	if (a->cfg->heartbeat_timeout_s &&
+	/* Nodes are judged only on a connection that answers (this call makes
+	 * a lost one again) and has been back for the timeout: while the
+	 * database was out of reach no node could beat, so each gets one
+	 * timeout from then to beat again before it counts as lost (else every
+	 * node of a cluster, a lone one too, is lost after a database restart
+	 * or a cut longer than the timeout). */
+	back = a->cfg->heartbeat_timeout_s && db_exec(a->db, &err, "SELECT 1", NULL) >= 0
+		       ? db_reconnected_ms(a->db) : -1;
+	if (back >= 0 && (!back || now - back >= (int64_t)a->cfg->heartbeat_timeout_s * 1000) &&
 	    db_exec(a->db, &err, "UPDATE nodes SET state='lost' WHERE state='up' AND heartbeat_at<?",
 		    "i", wall_ms() - (int64_t)a->cfg->heartbeat_timeout_s * 1000) > 0)
 		log_warn("cluster: a node stopped beating for %us: marked lost",

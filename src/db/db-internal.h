@@ -34,6 +34,7 @@ struct db {
 	const struct db_driver *drv;
 	void *h;              /* sqlite3 * or PGconn * */
 	bool in_tx;           /* between db_tx_begin and commit/rollback */
+	int64_t reconnected_ms;   /* db_reconnected_ms(); atomic */
 	pthread_mutex_t mu;   /* recursive: held across a transaction */
 };
 

@@ -4,7 +4,8 @@
  * PQexecParams in text format: "?" becomes $1..$n, 's' is sent as text and
  * 'i' as bigint, results come back as text like SQLite's. A connection the
  * server closed while idle is made again before the next statement is sent
- * (outside a transaction); one lost during a call fails that call with -EIO
+ * (outside a transaction); one lost during a call fails that call with
+ * -ENOTCONN (the node answers 503 `unavailable`: retryable, not internal)
  * (it may or may not have run, so it is not resent) and is made again by the
  * next. */
 #include "db-internal.h"
@@ -61,13 +62,15 @@ static int translate(const char *sql, struct buf *out)
 
 /* SQLSTATE -> errno: class 23 (integrity, 23505 unique among them) as
  * EEXIST, like the SQLite driver's SQLITE_CONSTRAINT; 40001 serialization
- * failure and 40P01 deadlock as EAGAIN; class 08 and a dead connection as
- * EIO. */
+ * failure and 40P01 deadlock as EAGAIN; class 08 and a dead connection
+ * (a server restarted or out of reach) as ENOTCONN; the rest EIO. */
 static int pg_code(struct db *db, const PGresult *res)
 {
 	const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 
-	if (PQstatus(H(db)) != CONNECTION_OK || !st)
+	if (PQstatus(H(db)) != CONNECTION_OK || (st && !strncmp(st, "08", 2)))
+		return ENOTCONN;
+	if (!st)
 		return EIO;
 	if (!strncmp(st, "23", 2))
 		return EEXIST;
@@ -104,9 +107,16 @@ static int pg_open(struct db *db, const char *target, err_t *err)
 {
 	/* Defaults that the target's own settings override (they come later in
 	 * the list): a server that does not answer fails a connect in 10 s
-	 * instead of holding the handle's mutex for the kernel's TCP timeout. */
-	static const char *const keys[] = { "connect_timeout", "application_name", "dbname", NULL };
-	const char *const vals[] = { "10", "airlock", target, NULL };
+	 * instead of holding the handle's mutex for the kernel's TCP timeout;
+	 * and a server gone silent mid-call (a host down, packets dropped, no
+	 * FIN or RST) fails the call in about 20 s (keepalives, and
+	 * tcp_user_timeout for data not acknowledged) instead of two hours,
+	 * during which every caller of the handle would wait on its mutex. */
+	static const char *const keys[] = { "connect_timeout", "keepalives", "keepalives_idle",
+					    "keepalives_interval", "keepalives_count",
+					    "tcp_user_timeout", "application_name", "dbname",
+					    NULL };
+	const char *const vals[] = { "10", "1", "10", "3", "3", "20000", "airlock", target, NULL };
 	PGconn *c = PQconnectdbParams(keys, vals, 1);
 
 	db->h = c;
@@ -149,10 +159,11 @@ static int pg_ready(struct db *db, err_t *err)
 	if (PQstatus(H(db)) == CONNECTION_OK)
 		return 0;
 	if (db->in_tx)
-		return err_set(err, EIO, "db: postgres: connection lost in a transaction");
+		return err_set(err, ENOTCONN, "db: postgres: connection lost in a transaction");
 	PQreset(H(db));
 	if (PQstatus(H(db)) != CONNECTION_OK)
 		return pg_error(db, err, NULL, "postgres reconnect");
+	__atomic_store_n(&db->reconnected_ms, (int64_t)now_ms(), __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -18,6 +18,11 @@ const char *db_driver_name(const struct db *db)
 	return db->drv->name;
 }
 
+int64_t db_reconnected_ms(const struct db *db)
+{
+	return __atomic_load_n(&db->reconnected_ms, __ATOMIC_RELAXED);
+}
+
 struct db *db_open(const char *target, err_t *err)
 {
 	struct db *db = xcalloc(1, sizeof(*db));

@@ -48,6 +48,10 @@ struct db *db_open(const char *target, err_t *err);
 void db_close(struct db *db);                      /* accepts NULL */
 bool db_target_is_postgres(const char *target);
 const char *db_driver_name(const struct db *db);    /* "sqlite" or "postgres" */
+/* now_ms() when the handle last made its connection again after losing it
+ * (PostgreSQL: a restart, a network cut); 0 never. The database was out of
+ * reach before that, for this process at least. */
+int64_t db_reconnected_ms(const struct db *db);
 
 /* Run a statement; returns the number of rows changed (>= 0) or -errno.
  *   -EEXIST  a UNIQUE/constraint violation (SQLSTATE class 23)
@@ -55,10 +59,11 @@ const char *db_driver_name(const struct db *db);    /* "sqlite" or "postgres" */
  *            deadlock (40001, 40P01); the caller rolls back and may retry.
  *            Outside a transaction the driver retries those itself.
  *   -EBUSY   SQLite: the file stayed locked past the busy timeout
- *   -EIO     anything else, a PostgreSQL connection lost during the call
- *            included (the next call reconnects; a transaction in progress
+ *   -ENOTCONN a PostgreSQL connection lost during the call, or not made
+ *            again (the next call reconnects; a transaction in progress
  *            is lost with it). One the server closed while idle (a
- *            restart) is made again before the statement is sent. */
+ *            restart) is made again before the statement is sent.
+ *   -EIO     anything else */
 int db_exec(struct db *db, err_t *err, const char *sql, const char *types, ...);
 
 struct db_rows {

@@ -28,6 +28,7 @@ static const char *reason(int status)
 		{ 422, "Unprocessable Content" }, { 429, "Too Many Requests" },
 		{ 500, "Internal Server Error" }, { 501, "Not Implemented" },
 		{ 502, "Bad Gateway" }, { 503, "Service Unavailable" }, { 504, "Gateway Timeout" },
+		{ 507, "Insufficient Storage" },
 	};
 	for (size_t k = 0; k < ARRAY_SIZE(t); k++)
 		if (t[k].code == status)

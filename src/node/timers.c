@@ -3,6 +3,8 @@
  * cannot name. */
 #include "node-internal.h"
 
+#include "artifacts/artifacts.h"
+
 void node_timer_fire(struct node *n, const struct timer *t)
 {
 	switch (t->kind) {
@@ -24,6 +26,9 @@ void node_timer_fire(struct node *n, const struct timer *t)
 		break;
 	case TIMER_LIMITS:
 		limits_tick(n);
+		break;
+	case TIMER_STORE_SWEEP:
+		art_sweep_deleted(n, t->sb_id, (unsigned)t->serial);
 		break;
 	}
 }

@@ -10,8 +10,9 @@
  * Retries (opts.retries, exponential backoff with full jitter: a random
  * wait in [0, min(8 s, 100 ms * 2^attempt)]) on connection errors and on
  * 500, 502, 503 (SlowDown), 504 and 429; a get retries only while no byte
- * has gone to the caller. Errors: 404 -ENOENT, 401/403 -EACCES, refused or
- * unreachable -EHOSTUNREACH, silent -ETIMEDOUT, the rest -EIO, each message
+ * has gone to the caller. Errors: 404 -ENOENT, 401/403 -EACCES, refused,
+ * unreachable or still 5xx/429 after the retries -EHOSTUNREACH, silent
+ * -ETIMEDOUT, the rest -EIO, each message
  * with the method, key, status and the server's error code.
  *
  * path_style=0 addresses the bucket as a virtual host: Host BUCKET.HOST,
@@ -112,6 +113,14 @@ static int status_error(struct os_s3 *s, const struct call *c, const struct s3_h
 		e = EACCES;
 		break;
 	default:
+		/* still 5xx (or 429) after every retry: the store is out of
+		 * service, as when it does not answer (the node's 503
+		 * store_unavailable, for the user to retry), not the node's
+		 * own fault (500 internal) */
+		if (retryable_status(resp->status)) {
+			e = EHOSTUNREACH;
+			break;
+		}
 		e = EIO;
 	}
 	return err_set(err, e, "objstore s3 %s %s/%s: HTTP %d%s%s%s%s", c->method, s->bucket,

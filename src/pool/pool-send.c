@@ -26,6 +26,21 @@
 
 #include "../lib/util.h"
 
+/* True when btrfs's last line of stderr ends in strerror(ENOSPC): the pool
+ * is full, which the caller reports as such (507), not as an internal
+ * error. Only the end of a whole line counts: receive's messages name
+ * paths from the stream, which are a sandbox's own file names, so a line
+ * cut short (its end lost) may end in whatever a tenant named a file; a
+ * whole line ends in btrfs's "%m". At worst a tenant turns its own failed
+ * restore's 500 into a 507. */
+static bool enospc_line(const char *line, bool cut)
+{
+	static const char tail[] = "No space left on device";
+	size_t n = strlen(line), t = sizeof(tail) - 1;
+
+	return !cut && n >= t && strcmp(line + n - t, tail) == 0;
+}
+
 /* Run argv with stdin = in_fd (or /dev/null) and stdout = out_fd (or
  * /dev/null); its stderr's last line goes into the error on failure. */
 static int run_fds(char *const argv[], int in_fd, int out_fd, const struct pool_waiter *w,
@@ -33,6 +48,7 @@ static int run_fds(char *const argv[], int in_fd, int out_fd, const struct pool_
 {
 	char msg[512] = "", cur[512];
 	size_t len = 0;
+	bool cut = false, msg_cut = false;   /* the line was longer than cur */
 	int ep[2], st;
 	pid_t pid;
 
@@ -68,16 +84,21 @@ static int run_fds(char *const argv[], int in_fd, int out_fd, const struct pool_
 				if (len) {
 					cur[len] = '\0';
 					memcpy(msg, cur, len + 1);
+					msg_cut = cut;
 				}
 				len = 0;
+				cut = false;
 			} else if (len + 1 < sizeof(cur)) {
 				cur[len++] = tmp[i];
+			} else {
+				cut = true;
 			}
 		}
 	}
 	if (len) {
 		cur[len] = '\0';
 		memcpy(msg, cur, len + 1);
+		msg_cut = cut;
 	}
 	close(ep[0]);
 	if (w) {
@@ -92,7 +113,8 @@ static int run_fds(char *const argv[], int in_fd, int out_fd, const struct pool_
 				return err_sys(err, "waitpid %s", argv[0]);
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return err_set(err, EIO, "%s %s failed (status %d): %s", argv[0], argv[2], st,
+		return err_set(err, enospc_line(msg, msg_cut) ? ENOSPC : EIO,
+			       "%s %s failed (status %d): %s", argv[0], argv[2], st,
 			       msg[0] ? msg : "no message");
 	return 0;
 }

@@ -211,7 +211,7 @@ async function main() {
     n = -100;
     r = await runToolAsync(['get', `s3://airlock?endpoint=http://127.0.0.1:${flaky.address().port}`,
       'k', f], { OBJSTORE_RETRIES: '2' });
-    ok(r.code === 1 && errnoOf(r) === 'EIO' && /503 SlowDown/.test(r.err) && n === -97,
+    ok(r.code === 1 && errnoOf(r) === 'EHOSTUNREACH' && /503 SlowDown/.test(r.err) && n === -97,
       `503 for ever (${n + 100} requests): ${r.err}`);
     flaky.close();
   }

@@ -316,6 +316,7 @@ void art_close_all(int fds[N_ARTIFACTS])
 struct sweep {
 	struct node *n;
 	const char *keep;   /* "sandboxes/<id>/<snap>/" or NULL */
+	int failed;         /* deletes that failed */
 };
 
 static int sweep_one(void *arg, const char *key, uint64_t size)
@@ -326,25 +327,57 @@ static int sweep_one(void *arg, const char *key, uint64_t size)
 	(void)size;
 	if (sw->keep && strncmp(key, sw->keep, strlen(sw->keep)) == 0)
 		return 0;
-	if (objstore_delete(sw->n->os, key, &e) < 0)
+	if (objstore_delete(sw->n->os, key, &e) < 0 && e.code != ENOENT) {
 		log_warn("delete %s: %s", key, e.msg);
+		sw->failed++;
+	}
 	return 0;
 }
 
-void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_current)
+/* Every object under prefix but keep's; -EHOSTUNREACH when one stays. */
+static int sweep_prefix(struct node *n, const char *id, const char *prefix, const char *keep)
+{
+	struct sweep sw = { n, keep, 0 };
+	err_t e = { 0 };
+
+	if (objstore_list(n->os, prefix, sweep_one, &sw, &e) < 0) {
+		log_warn("sandbox %s: list its objects: %s", id, e.msg);
+		return -EHOSTUNREACH;
+	}
+	return sw.failed ? -EHOSTUNREACH : 0;
+}
+
+void art_sweep_deleted(struct node *n, const char *id, unsigned attempt)
+{
+	_cleanup_free_ char *prefix = xasprintf("sandboxes/%s/", id);
+	unsigned shift = attempt < 9 ? attempt : 9;
+	uint64_t wait_ms = 1000ull << shift;
+
+	if (!n->os || sweep_prefix(n, id, prefix, NULL) == 0) {
+		if (attempt)
+			log_info("sandbox %s: its objects deleted (try %u)", id, attempt + 1);
+		return;
+	}
+	if (wait_ms > 300000)
+		wait_ms = 300000;
+	log_warn("sandbox %s: objects left in the store; trying again in %llu s", id,
+		 (unsigned long long)(wait_ms / 1000));
+	reaper_add(n, now_ms() + wait_ms, TIMER_STORE_SWEEP, id, attempt + 1);
+}
+
+int suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_current)
 {
 	_cleanup_free_ char *prefix = xasprintf("sandboxes/%s/", sb->id);
 	_cleanup_free_ char *keep = NULL;
-	struct sweep sw = { n, NULL };
 	struct state_fence f = state_fence();
 	err_t e = { 0 };
+	int r;
 
 	if (!n->os)
-		return;
+		return 0;
 	if (keep_current && sb->susp_snap)
-		sw.keep = keep = xasprintf("sandboxes/%s/%s/", sb->id, sb->susp_snap);
-	if (objstore_list(n->os, prefix, sweep_one, &sw, &e) < 0)
-		log_warn("sandbox %s: list its objects: %s", sb->id, e.msg);
+		keep = xasprintf("sandboxes/%s/%s/", sb->id, sb->susp_snap);
+	r = sweep_prefix(n, sb->id, prefix, keep);
 	/* and the data keys of what went (a suspend cut off before its row
 	 * left one behind) */
 	if (state_fenced(n->db, sb->id,
@@ -357,4 +390,5 @@ void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_curren
 				 STATE_FENCE_OF_ARGS(f, sb->id)),
 			 &e) < 0)
 		log_warn("sandbox %s: forget its data keys: %s", sb->id, e.msg);
+	return r;
 }

@@ -109,7 +109,15 @@ int art_jobs_join(struct art_job *jobs, size_t nj, struct phases *ph,
 		  err_t *err);
 void art_close_all(int fds[N_ARTIFACTS]);
 
-/* Delete sb's objects in the store (keep_current: but its restorable one). */
-void suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_current);
+/* Delete sb's objects in the store (keep_current: but its restorable one).
+ * -errno when the store could not list or delete them all. */
+int suspend_forget_objects(struct node *n, struct sandbox *sb, bool keep_current);
+
+/* The objects of sandbox id, deleted (its rows are gone): every object
+ * under sandboxes/<id>/. When the store cannot (down, 5xx), tried again by
+ * the reaper (TIMER_STORE_SWEEP, attempt+1) after a backoff of 1 s doubling
+ * to 5 min, for as long as the node runs: a store that was down for the
+ * delete must not keep the objects forever. */
+void art_sweep_deleted(struct node *n, const char *id, unsigned attempt);
 
 #endif

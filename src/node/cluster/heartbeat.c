@@ -202,6 +202,28 @@ static void fence_off(struct node *n, const char *why)
 	kill(getpid(), SIGTERM);
 }
 
+/* The server ends lock_db's session, and frees the name, within about 20 s
+ * of its client going silent (a host gone, a network that drops packets
+ * rather than refusing them): by the kernel's defaults it would keep it
+ * two hours, and a node fenced meanwhile could not start again under its
+ * own name for all that time. Per session: set again on each session that
+ * takes the lock. Best effort. */
+static void lock_session_keepalive(struct node *n)
+{
+	static const char *const set[] = { "SET tcp_keepalives_idle = 10",
+					    "SET tcp_keepalives_interval = 3",
+					    "SET tcp_keepalives_count = 3",
+					    "SET tcp_user_timeout = 20000" };
+	err_t e = { 0 };
+
+	for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++)
+		if (db_exec(n->lock_db, &e, set[i], "") < 0) {
+			log_warn("node %s: keepalives of the session that holds its name: %s",
+				 n->cfg->node_name, e.msg);
+			return;
+		}
+}
+
 /* PostgreSQL: try the name's lock on lock_db's session: 1 taken (or held
  * already by this session), 0 another session holds it, < 0 no answer. */
 static int lock_name(struct node *n, err_t *err)
@@ -265,6 +287,7 @@ static int beat(struct node *n, err_t *err)
 		}
 		log_warn("node %s: its database session ended; its name's lock taken again",
 			 n->cfg->node_name);
+		lock_session_keepalive(n);
 	}
 	drop_moved(n);
 	buf_init(&b);
@@ -302,6 +325,7 @@ static int take_name(struct node *n, err_t *err)
 	if (!n->lock_db)
 		return err_wrap(err, "node %s: the connection that holds its name",
 				n->cfg->node_name);
+	lock_session_keepalive(n);
 	/* Tried for a few seconds: a predecessor under `up` that exited (it was
 	 * fenced, or killed) leaves a server session that ends a moment after
 	 * its socket closed, and its lock with it. */

@@ -60,6 +60,9 @@ void node_errno_to_http(int code, int *status, const char **ecode)
 	case ENOKEY:
 		*status = 503, *ecode = "key_unavailable";
 		break;
+	case ENOSPC:   /* the pool (or the sandbox's disk) is full: retry once room is made */
+		*status = 507, *ecode = "insufficient_storage";
+		break;
 	case EDQUOT:   /* a tenant quota or a per-sandbox maximum (quota.c) */
 		*status = 422, *ecode = "quota_exceeded";
 		break;

@@ -176,7 +176,15 @@ static int write_retired(struct node *n, struct sandbox *sb, const void *arg, er
 			    "s" STATE_FENCE_OF_TYPES, sb->id, STATE_FENCE_OF_ARGS(f, sb->id));
 	if (r >= 0)
 		r = state_fenced(n->db, sb->id, r, err);
-	/* A suspended one's objects are deleted after this commits. */
+	/* Its data keys go with it: a suspend that failed while the database
+	 * was out of reach could not forget its key, and nothing else would.
+	 * A suspended one's objects are deleted after this commits. */
+	if (r >= 0)
+		r = db_exec(n->db, err,
+			    "DELETE FROM data_keys WHERE sandbox_id=? AND " STATE_FENCE_OF_SQL,
+			    "s" STATE_FENCE_OF_TYPES, sb->id, STATE_FENCE_OF_ARGS(f, sb->id));
+	if (r >= 0)
+		r = state_fenced(n->db, sb->id, r, err);
 	if (r >= 0)
 		r = db_exec(n->db, err,
 			    "DELETE FROM suspensions WHERE sandbox_id=? AND " STATE_FENCE_OF_SQL,
@@ -259,8 +267,8 @@ int sandbox_delete(struct node *n, struct sandbox *sb, const char *reason, err_t
 	pthread_mutex_unlock(&sb->mu);
 	/* A suspended sandbox's objects in the store (only then: a store that
 	 * is down must not slow every delete). */
-	if (had_objects)
-		suspend_forget_objects(n, sb, false);
+	if (had_objects && suspend_forget_objects(n, sb, false) < 0)
+		art_sweep_deleted(n, sb->id, 1);   /* the store is down: again, later */
 	sandbox_map_remove(n, sb);
 	log_info("sandbox %s deleted (%s)", sb->id, reason);
 	return 0;

@@ -137,13 +137,14 @@ enum timer_kind {
 	TIMER_CHAN_CLOSED,
 	TIMER_SCHEDULE,
 	TIMER_LIMITS,
+	TIMER_STORE_SWEEP,
 };
 
 struct timer {
 	uint64_t due_ms;        /* CLOCK_MONOTONIC */
 	enum timer_kind kind;
 	char sb_id[65];
-	uint64_t serial;        /* TIMER_PROC_TIMEOUT */
+	uint64_t serial;        /* TIMER_PROC_TIMEOUT; TIMER_STORE_SWEEP: the attempt */
 };
 
 struct node {
