@@ -27,7 +27,7 @@ import unittest
 
 from debpkg import deb_depends, make_deb
 from harness import main
-from stockhost import Bed, StockVM, image
+from stockhost import CREATE, Bed, StockVM, image
 
 
 class StockHost(unittest.TestCase):
@@ -57,7 +57,7 @@ class StockHost(unittest.TestCase):
         bed.exec_and_files(sid)
         bed.memory_limit(sid)
         bed.lifecycle(sid)
-        small = bed.cli("create --template busybox --pids 32 --cpus 0.5")
+        small = bed.cli(f"{CREATE} --pids 32 --cpus 0.5")
         bed.cpu_limit(small)    # before the bomb, which fills the sandbox
         bed.pids_limit(small)
         bed.cli(f"rm {sid} {small}")
