@@ -23,14 +23,10 @@ import tempfile
 import time
 import unittest
 
-from harness import BIN, Server, stop_and_check, main
+from debpkg import BUILD, deb_depends, make_deb, run
+from harness import Server, stop_and_check, main
 
-BUILD = os.path.realpath(os.path.join(BIN, ".."))
 SRC = os.path.realpath(os.environ.get("AIRLOCK_SRC", os.path.join(os.path.dirname(__file__), "..", "..")))
-
-
-def run(*cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
 class Package(unittest.TestCase):
@@ -112,11 +108,7 @@ class Package(unittest.TestCase):
     def test_deb_installs_runs_and_uninstalls_in_a_fresh_root(self):
         if not shutil.which("mmdebstrap") or not shutil.which("cpack"):
             self.skipTest("needs mmdebstrap and cpack")
-        out = os.path.join(self.tmp, "deb")
-        run("cpack", "-B", out, "--config", os.path.join(BUILD, "CPackConfig.cmake"), cwd=BUILD)
-        debs = [f for f in os.listdir(out) if f.endswith(".deb")]
-        self.assertEqual(len(debs), 1, debs)
-        deb = os.path.join(out, debs[0])
+        deb = make_deb(os.path.join(self.tmp, "deb"))
         files = run("dpkg-deb", "-c", deb).stdout
         for f in ("./usr/bin/airlockd", "./usr/bin/airlock", "./usr/lib/airlock/airlock-guest",
                   "./usr/lib/airlock/airlock-oci",
@@ -129,8 +121,7 @@ class Package(unittest.TestCase):
         # A fresh root with only what the package says it depends on (from
         # this machine's apt sources: no mirror named), then dpkg -i, which
         # refuses a package whose Depends are not met.
-        depends = run("dpkg-deb", "-f", deb, "Depends").stdout
-        names = ",".join(d.split("(")[0].strip() for d in depends.split(","))
+        names = ",".join(deb_depends(deb))
         root = os.path.join(self.tmp, "root")
         run("mmdebstrap", "--quiet", "--variant=minbase", f"--include={names}", "bookworm", root)
         shutil.copy(deb, os.path.join(root, "tmp", "airlock.deb"))

@@ -37,9 +37,9 @@ import tempfile
 import time
 import unittest
 
-from harness import BIN, cgroup_parent, main
+from debpkg import deb_depends, make_deb, run
+from harness import cgroup_parent, main
 
-BUILD = os.path.realpath(os.path.join(BIN, ".."))
 DATA = "/var/lib/airlock-nspawn"
 CLI_ENV = f"AIRLOCK_CONFIG={DATA}/cli.json"
 DROPIN = f"""# the nspawn test: its own data dir, busybox only (no mmdebstrap inside)
@@ -55,13 +55,6 @@ mount -o remount,rw /sys/fs/cgroup
 for c in /sys/fs/cgroup/*/; do mount -o remount,bind,rw "$c"; done
 for i in $(seq 0 127); do [ -e /dev/loop$i ] || mknod -m 660 /dev/loop$i b 7 $i; done
 """
-
-
-def run(*cmd, check=True, timeout=600, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{cmd} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 class SystemdUnit(unittest.TestCase):
@@ -193,11 +186,8 @@ class SystemdUnit(unittest.TestCase):
                 f" nspawn rc {self.nspawn.poll()}): {self.nspawn_log.read()[-2000:]}")
 
     def test_unit_under_systemd(self):
-        out = os.path.join(self.tmp, "deb")
-        run("cpack", "-B", out, "--config", os.path.join(BUILD, "CPackConfig.cmake"), cwd=BUILD)
-        deb = os.path.join(out, [f for f in os.listdir(out) if f.endswith(".deb")][0])
-        depends = run("dpkg-deb", "-f", deb, "Depends").stdout
-        names = [d.split("(")[0].strip() for d in depends.split(",")]
+        deb = make_deb(os.path.join(self.tmp, "deb"))
+        names = deb_depends(deb)
         t0 = time.time()
         run("mmdebstrap", "--quiet", "--variant=minbase",
             "--include=" + ",".join(["systemd", "systemd-sysv", "dbus", "busybox-static"] + names),
