@@ -386,6 +386,60 @@ int cgroup_destroy(const struct cgroups *cg, const char *id, err_t *err)
 	return r;
 }
 
+/* Write every pid listed in from_dir's cgroup.procs to to_dir's, until a
+ * read lists none. A pid that exited in between is ESRCH (or silently not
+ * moved, when exiting: the next reads wait for it to leave the list). */
+static int move_procs(const char *from_dir, const char *to_dir, err_t *err)
+{
+	_cleanup_free_ char *src = xasprintf("%s/cgroup.procs", from_dir);
+	_cleanup_free_ char *dst = xasprintf("%s/cgroup.procs", to_dir);
+	_cleanup_close_ int fd = open(dst, O_WRONLY | O_CLOEXEC);
+	pid_t pids[1024];
+
+	if (fd < 0)
+		return err_sys(err, "open %s", dst);
+	if (access(src, R_OK) < 0)
+		return err_sys(err, "open %s", src);
+	for (int round = 0; round < 1200; round++) {
+		int n = read_procs(src, pids, (int)ARRAY_SIZE(pids));
+		if (n == 0)
+			return 0;
+		for (int i = 0; i < n; i++) {
+			char v[16];
+			int len = snprintf(v, sizeof(v), "%d", (int)pids[i]);
+			if (write(fd, v, (size_t)len) < 0 && errno != ESRCH)
+				return err_sys(err, "move pid %d into %s", (int)pids[i], to_dir);
+		}
+		/* Only an exiting task (or a fork storm) lists again. */
+		if (round > 0)
+			sleep_us(round < 200 ? 100 : 2000);
+	}
+	return err_set(err, EBUSY, "%s still lists processes after moving them", src);
+}
+
+int cgroup_move(const struct cgroups *cg, const char *from, const char *to,
+		const struct cgroup_limits *l, err_t *err)
+{
+	size_t n = cg->v2 ? 1 : v1_n(cg);
+	int r;
+
+	if ((r = cgroup_create(cg, to, l, err)) < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		const char *ctrl = cg->v2 ? NULL : v1_ctrls[i];
+		_cleanup_free_ char *a = cgroup_file(cg, ctrl, from, NULL);
+		_cleanup_free_ char *b = cgroup_file(cg, ctrl, to, NULL);
+		if ((r = move_procs(a, b, err)) < 0)
+			return r;
+	}
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *a = cgroup_file(cg, cg->v2 ? NULL : v1_ctrls[i], from, NULL);
+		if ((r = rmdir_retry(a, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
 int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id), void *arg)
 {
 	/* On v1 a leftover may exist in any hierarchy: visit the union. The
@@ -457,22 +511,6 @@ int cgroup_favor_dynmods(err_t *err)
 	}
 	buf_free(&b);
 	return r;
-}
-
-int cgroup_rename(const struct cgroups *cg, const char *from, const char *to, err_t *err)
-{
-	/* rename(2) of a cgroup directory keeps its processes and limits (v1
-	 * and v2); in v1 each hierarchy is renamed on its own. */
-	size_t n = cg->v2 ? 1 : v1_n(cg);
-
-	for (size_t i = 0; i < n; i++) {
-		const char *ctrl = cg->v2 ? NULL : v1_ctrls[i];
-		_cleanup_free_ char *a = cgroup_file(cg, ctrl, from, NULL);
-		_cleanup_free_ char *b = cgroup_file(cg, ctrl, to, NULL);
-		if (rename(a, b) < 0)
-			return err_sys(err, "rename cgroup %s to %s", a, b);
-	}
-	return 0;
 }
 
 /* The first number in file (v1 single-value files), or in the line that
