@@ -1,7 +1,10 @@
 /* test-cgroup-move.c - a warm jail's processes change cgroup without a
  * rename (cgroup_move), and the host facts nodemgr reads for cgroup v2.
  *
- * On the real hierarchies, as root: the host's cgroup2 mount (a hybrid
+ * Fixtures: /proc/self/mountinfo texts (the cgroup2 mount and its options,
+ * cgroup_mountinfo_cgroup2).
+ *
+ * Then on the real hierarchies, as root: the host's cgroup2 mount (a hybrid
  * host's bare /sys/fs/cgroup/unified, or /sys/fs/cgroup on a v2 host) and,
  * on a v1 host, the v1 hierarchies. On each, in a parent of its own
  * (airlock-cgmove-<pid>, removed at exit even on failure): rename(2) of a
@@ -57,6 +60,32 @@ static void cleanup(void)
 	cgroup_destroy(&cur, "b", &e);
 	cgroup_release(&cur);
 	have_cur = false;
+}
+
+/* ---- fixtures ----------------------------------------------------------- */
+
+static void test_mountinfo(void)
+{
+	char hybrid[] =
+		"31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+		"37 31 0:33 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer\n"
+		"41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+	char v2[] = "25 21 0:22 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - "
+		    "cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n";
+	char v2fav[] = "25 21 0:22 / /sys/fs/cgroup rw shared:4 - cgroup2 cgroup2 "
+		       "ro,nsdelegate,favordynmods\n";
+	char none[] = "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755\n"
+		      "bad line without separator\n"
+		      "41 31 0:38 / - cgroup2\n";
+	char *mp, *opts;
+
+	CHECK(cgroup_mountinfo_cgroup2(hybrid, &mp, &opts) == 0);
+	CHECK(!strcmp(mp, "/sys/fs/cgroup/unified") && !strcmp(opts, ""));
+	CHECK(cgroup_mountinfo_cgroup2(v2, &mp, &opts) == 0);
+	CHECK(!strcmp(mp, "/sys/fs/cgroup") && !strcmp(opts, "nsdelegate,memory_recursiveprot"));
+	CHECK(cgroup_mountinfo_cgroup2(v2fav, &mp, &opts) == 0);
+	CHECK(!strcmp(opts, "nsdelegate,favordynmods"));
+	CHECK(cgroup_mountinfo_cgroup2(none, &mp, &opts) == -ENOENT);
 }
 
 /* ---- the real hierarchies ----------------------------------------------- */
@@ -350,6 +379,7 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--bench"))
 		return bench(atoi(argv[2]) > 0 ? atoi(argv[2]) : 50);
+	test_mountinfo();
 	if (geteuid() != 0) {
 		fprintf(stderr, "test-cgroup-move: not root, real hierarchies skipped\n");
 		return check_done("test-cgroup-move");

@@ -463,56 +463,6 @@ int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id),
 	return 0;
 }
 
-int cgroup_favor_dynmods(err_t *err)
-{
-	struct buf b;
-	char *line, *save = NULL;
-	int r = -ENOENT;
-
-	buf_init(&b);
-	if (read_file("/proc/self/mountinfo", 1 << 20, &b) < 0 || !b.data) {
-		buf_free(&b);
-		return err_sys(err, "read /proc/self/mountinfo");
-	}
-	for (line = strtok_r(b.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		/* id parent maj:min root mountpoint opts [tags] - fstype source superopts */
-		char *sep = strstr(line, " - "), *f[5] = { 0 }, *fs, *src, *sup, *p = line;
-		int i;
-
-		if (!sep)
-			continue;
-		*sep = '\0';
-		for (i = 0; i < 5 && p; i++) {
-			f[i] = strsep(&p, " ");
-		}
-		fs = strtok_r(sep + 3, " ", &p);
-		src = fs ? strtok_r(NULL, " ", &p) : NULL;
-		sup = src ? strtok_r(NULL, " ", &p) : NULL;
-		if (!fs || strcmp(fs, "cgroup2") != 0 || !f[4] || !sup)
-			continue;
-		if (strstr(sup, "favordynmods")) {
-			r = 0;
-			break;
-		}
-		/* Keep the filesystem's own options; drop rw/ro (mount flags). */
-		struct buf opts;
-		char *o, *osave = NULL;
-		buf_init(&opts);
-		for (o = strtok_r(sup, ",", &osave); o; o = strtok_r(NULL, ",", &osave))
-			if (strcmp(o, "rw") != 0 && strcmp(o, "ro") != 0)
-				buf_printf(&opts, "%s,", o);
-		buf_adds(&opts, "favordynmods");
-		if (mount(NULL, f[4], NULL, MS_REMOUNT, opts.data) < 0)
-			r = err_sys(err, "remount %s with %s", f[4], opts.data);
-		else
-			r = 0;
-		buf_free(&opts);
-		break;
-	}
-	buf_free(&b);
-	return r;
-}
-
 /* The first number in file (v1 single-value files), or in the line that
  * starts with key (v2 flat keyed files). false when absent. */
 static bool read_u64(const char *path, const char *key, uint64_t *out)

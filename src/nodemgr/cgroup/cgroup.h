@@ -83,8 +83,20 @@ int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id),
  * is a per-cpu rwsem tuned for fast forks; with it, the move costs ~0.1 ms
  * and forks/exits pay a little instead. The semaphore is global, so the
  * cgroup2 mount (unified, or /sys/fs/cgroup on v2) speeds up v1 too.
+ * The host's mount is not ours: before the remount, the mount point and the
+ * options as found go to the file `record` (nodemgr's run dir), which
+ * cgroup_favor_restore reads at a clean stop, or at the next start after a
+ * crash when favordynmods is off by then. A record already there (a crash)
+ * is kept: it holds what the host had, not what we set.
  * Returns 0 (also when already set), -ENOENT without a cgroup2 mount. */
-int cgroup_favor_dynmods(err_t *err);
+int cgroup_favor_dynmods(const char *record, err_t *err);
+/* Remount as `record` says it was found and remove the record; nothing
+ * without one. Best effort (logged). */
+void cgroup_favor_restore(const char *record);
+/* The first cgroup2 mount in mountinfo text (edited in place): its mount
+ * point and its options without rw/ro, "a,b" or "" (both borrowed from
+ * text). 0, or -ENOENT without one. For the unit test's fixtures. */
+int cgroup_mountinfo_cgroup2(char *text, char **mountpoint, char **opts);
 /* What airlock/<id> used: CPU time (v1 cpuacct.usage, v2 cpu.stat
  * usage_usec), memory charged now and its peak (v1 max_usage_in_bytes, v2
  * memory.peak when the kernel has it). The kernel writes these files. */
