@@ -1,8 +1,9 @@
 /* test-cgroup-move.c - a warm jail's processes change cgroup without a
  * rename (cgroup_move), and the host facts nodemgr reads for cgroup v2.
  *
- * Fixtures: /proc/self/mountinfo texts (the cgroup2 mount and its options,
- * cgroup_mountinfo_cgroup2).
+ * Fixtures: /proc/self/cgroup texts (is this a systemd service whose cgroup
+ * may hold the sandboxes, cgroup_unit_path) and /proc/self/mountinfo texts
+ * (the cgroup2 mount and its options, cgroup_mountinfo_cgroup2).
  *
  * Then on the real hierarchies, as root: the host's cgroup2 mount (a hybrid
  * host's bare /sys/fs/cgroup/unified, or /sys/fs/cgroup on a v2 host) and,
@@ -63,6 +64,46 @@ static void cleanup(void)
 }
 
 /* ---- fixtures ----------------------------------------------------------- */
+
+static void test_unit_path(void)
+{
+	char out[256];
+
+	/* a service with Delegate=yes on a v2 host */
+	CHECK(cgroup_unit_path("0::/system.slice/airlockd.service\n", "0123abcd", out,
+			       sizeof(out)) == 1);
+	CHECK(!strcmp(out, "/system.slice/airlockd.service"));
+	/* a restarted role, already in the leaf */
+	CHECK(cgroup_unit_path("0::/system.slice/airlockd.service/daemons\n", "x", out,
+			       sizeof(out)) == 1);
+	CHECK(!strcmp(out, "/system.slice/airlockd.service"));
+	/* a hybrid host lists v1 lines first */
+	CHECK(cgroup_unit_path("4:memory:/system.slice/a.service\n0::/system.slice/a.service\n",
+			       "x", out, sizeof(out)) == 1);
+	CHECK(!strcmp(out, "/system.slice/a.service"));
+	/* a templated unit under its own slice */
+	CHECK(cgroup_unit_path("0::/system.slice/system-airlockd.slice/airlockd@b.service", "x",
+			       out, sizeof(out)) == 1);
+	CHECK(!strcmp(out, "/system.slice/system-airlockd.slice/airlockd@b.service"));
+	/* not systemd's service: no INVOCATION_ID, a session scope, the root */
+	CHECK(cgroup_unit_path("0::/system.slice/airlockd.service\n", NULL, out, sizeof(out)) == 0);
+	CHECK(cgroup_unit_path("0::/system.slice/airlockd.service\n", "", out, sizeof(out)) == 0);
+	CHECK(cgroup_unit_path("0::/user.slice/user-0.slice/session-3.scope\n", "x", out,
+			       sizeof(out)) == 0);
+	CHECK(cgroup_unit_path("0::/\n", "x", out, sizeof(out)) == 0);
+	CHECK(cgroup_unit_path("", "x", out, sizeof(out)) == 0);
+	CHECK(cgroup_unit_path("1:name=systemd:/system.slice/a.service\n", "x", out,
+			       sizeof(out)) == 0);
+	/* nothing but a plain absolute path */
+	CHECK(cgroup_unit_path("0::/system.slice/../a.service\n", "x", out, sizeof(out)) == 0);
+	CHECK(cgroup_unit_path("0::/system.slice//a.service\n", "x", out, sizeof(out)) == 0);
+	CHECK(cgroup_unit_path("0::system.slice/a.service\n", "x", out, sizeof(out)) == 0);
+	CHECK(cgroup_unit_path("0::/a b.service\n", "x", out, sizeof(out)) == 0);
+	CHECK(cgroup_unit_path("0::/.service\n", "x", out, sizeof(out)) == 0);
+	CHECK(cgroup_unit_path("0::/daemons\n", "x", out, sizeof(out)) == 0);
+	/* too long for out */
+	CHECK(cgroup_unit_path("0::/system.slice/airlockd.service\n", "x", out, 10) == 0);
+}
 
 static void test_mountinfo(void)
 {
@@ -379,6 +420,7 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--bench"))
 		return bench(atoi(argv[2]) > 0 ? atoi(argv[2]) : 50);
+	test_unit_path();
 	test_mountinfo();
 	if (geteuid() != 0) {
 		fprintf(stderr, "test-cgroup-move: not root, real hierarchies skipped\n");

@@ -1,6 +1,7 @@
-/* cgroup-host.c - the one change nodemgr makes to the host's cgroup setup,
- * favordynmods on the cgroup2 mount, put back as found. The texts parsed
- * here come from the kernel (/proc/self/mountinfo) and from nodemgr's own
+/* cgroup-host.c - what nodemgr reads of the host's cgroup setup (the cgroup2
+ * mount, the systemd unit it runs in) and the one change it makes to it,
+ * favordynmods, put back as found. The texts parsed here come from the
+ * kernel (/proc/self/mountinfo, /proc/self/cgroup) and from nodemgr's own
  * run dir, never from a sandbox. */
 #include "cgroup.h"
 
@@ -175,4 +176,40 @@ void cgroup_favor_restore(const char *record)
 	}
 	unlink(record);
 	buf_free(&b);
+}
+
+int cgroup_unit_path(const char *self_cgroup, const char *invocation_id, char *out, size_t cap)
+{
+	const char *p = self_cgroup, *end, *last;
+	size_t n, leaf = strlen(CGROUP_DAEMONS_LEAF);
+
+	if (!invocation_id || !*invocation_id || !p)
+		return 0;
+	/* The v2 line: "0::<path>". On a v2 host it is the only one. */
+	for (; p && strncmp(p, "0::", 3) != 0; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		;
+	if (!p)
+		return 0;
+	p += 3;
+	end = p + strcspn(p, "\n");
+	n = (size_t)(end - p);
+	if (n < 2 || p[0] != '/' || n >= cap)
+		return 0;
+	for (const char *c = p; c < end; c++)
+		if (*c <= ' ' || *c >= 0x7f || (c[0] == '/' && (c[1] == '/' || c[1] == '.')))
+			return 0;
+	if (end[-1] == '/')
+		return 0;
+	/* a restart (up restarting its roles) finds us in the leaf already */
+	if (n > leaf + 1 && end[-(long)leaf - 1] == '/' &&
+	    !strncmp(end - leaf, CGROUP_DAEMONS_LEAF, leaf))
+		n -= leaf + 1;
+	for (last = p + n; last > p && last[-1] != '/'; last--)
+		;
+	if ((size_t)(p + n - last) <= strlen(".service") ||
+	    strncmp(p + n - strlen(".service"), ".service", strlen(".service")) != 0)
+		return 0;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return 1;
 }

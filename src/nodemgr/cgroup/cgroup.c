@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +49,8 @@ char *cgroup_file(const struct cgroups *cg, const char *ctrl, const char *id, co
 			 id ? "/" : "", id ? id : "", file ? "/" : "", file ? file : "");
 }
 
+static int move_procs(const char *from_dir, const char *to_dir, err_t *err);
+
 static int write_str(const char *path, const char *val)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -73,6 +76,59 @@ static int set_file(const struct cgroups *cg, const char *ctrl, const char *id,
 	return 0;
 }
 
+/* The systemd unit this process runs in (cgroup_unit_path), when its
+ * cgroup is ours to write (Delegate=yes). */
+static bool unit_path(char *out, size_t cap)
+{
+	struct buf b;
+	bool yes = false;
+
+	buf_init(&b);
+	if (read_file("/proc/self/cgroup", 1 << 16, &b) == 0 && b.data &&
+	    cgroup_unit_path(b.data, getenv("INVOCATION_ID"), out, cap) == 1) {
+		_cleanup_free_ char *dir = xasprintf("/sys/fs/cgroup%s", out);
+		_cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", dir);
+		_cleanup_free_ char *ctl = xasprintf("%s/cgroup.subtree_control", dir);
+		/* Root may write any cgroup: what says the unit's is ours is
+		 * the mark systemd puts on a Delegate=yes unit's cgroup. */
+		for (int i = 0; i < 2 && !yes; i++) {
+			char v[8] = "";
+			yes = getxattr(dir, i ? "user.delegate" : "trusted.delegate", v,
+				       sizeof(v) - 1) == 1 && v[0] == '1';
+		}
+		yes = yes && access(procs, W_OK) == 0 && access(ctl, W_OK) == 0;
+		if (!yes)
+			log_info("cgroup: systemd unit %s is not delegated to us (Delegate=yes?)", out);
+	}
+	buf_free(&b);
+	return yes;
+}
+
+/* Move every process of the unit's cgroup udir into its leaf udir/daemons
+ * and enable the controllers in udir, so that udir/<parent> can have them:
+ * a v2 cgroup that passes controllers down may hold no process of its own.
+ * airlockd up and every role it forked later start in the leaf. A process
+ * forked while we move makes the write EBUSY: move again. */
+static int unit_adopt(const char *udir, err_t *err)
+{
+	_cleanup_free_ char *leaf = xasprintf("%s/%s", udir, CGROUP_DAEMONS_LEAF);
+	_cleanup_free_ char *ctl = xasprintf("%s/cgroup.subtree_control", udir);
+	int r = 0;
+
+	if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+		return err_sys(err, "mkdir %s", leaf);
+	for (int i = 0; i < 20; i++) {
+		if ((r = move_procs(udir, leaf, err)) < 0)
+			return r;
+		if ((r = write_str(ctl, "+memory +cpu +pids")) == 0)
+			return 0;
+		if (r != -EBUSY)
+			break;
+	}
+	errno = -r;
+	return err_sys(err, "enable controllers in %s", ctl);
+}
+
 int cgroup_init(struct cgroups *cg, const char *parent, err_t *err)
 {
 	memset(cg, 0, sizeof(*cg));
@@ -93,11 +149,26 @@ int cgroup_init(struct cgroups *cg, const char *parent, err_t *err)
 		cg->v2 = true;
 	buf_free(&b);
 	if (cg->v2) {
-		_cleanup_free_ char *dir = cgroup_file(cg, NULL, NULL, NULL);
-		_cleanup_free_ char *sub = cgroup_file(cg, NULL, NULL, "cgroup.subtree_control");
-		char top[128];
+		_cleanup_free_ char *dir = NULL, *sub = NULL, *top = NULL;
+		char unit[sizeof(cg->root) - 16];
 
-		snprintf(top, sizeof(top), "%s/cgroup.subtree_control", cg->root);
+		if (unit_path(unit, sizeof(unit))) {
+			err_t e = { 0 };
+			_cleanup_free_ char *udir = xasprintf("%s%s", cg->root, unit);
+
+			if (unit_adopt(udir, &e) == 0) {
+				snprintf(cg->root, sizeof(cg->root), "%s", udir);
+				log_info("cgroup: under the systemd unit %s: daemons in %s/%s, "
+					 "sandboxes in %s/%s", unit, unit, CGROUP_DAEMONS_LEAF, unit,
+					 cg->parent);
+			} else {
+				log_warn("cgroup: systemd unit %s: %s; sandboxes go beside it", unit,
+					 e.msg);
+			}
+		}
+		dir = cgroup_file(cg, NULL, NULL, NULL);
+		sub = cgroup_file(cg, NULL, NULL, "cgroup.subtree_control");
+		top = xasprintf("%s/cgroup.subtree_control", cg->root);
 		if (write_str(top, "+memory +cpu +pids") < 0)
 			log_warn("cgroup: enable controllers at the root: %s", strerror(errno));
 		if (mkdir(dir, 0755) < 0 && errno != EEXIST)

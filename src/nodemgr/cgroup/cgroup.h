@@ -2,6 +2,9 @@
  *
  *   v1: /sys/fs/cgroup/{memory,cpu,pids,freezer}/airlock/<id>
  *   v2: /sys/fs/cgroup/airlock/<id>   (memory, cpu, pids enabled below airlock/)
+ *   v2 under a systemd unit with Delegate=yes (cgroup_unit_path):
+ *       <unit>/daemons                the unit's own processes (up, its roles)
+ *       <unit>/airlock/<id>           the sandboxes, counted and killed with the unit
  * ("airlock" is the parent name nodemgr is given.)
  *
  * A cgroup is never renamed. cgroup v2 refuses rename(2) of a cgroup
@@ -33,7 +36,7 @@ struct cgroup_limits {
 struct cgroups {
 	bool v2;
 	bool v1_cpuacct;        /* v1: cpuacct is a hierarchy of its own */
-	char root[64];          /* /sys/fs/cgroup */
+	char root[512];         /* /sys/fs/cgroup, or the unit's cgroup under systemd */
 	char parent[64];        /* "airlock" */
 };
 
@@ -97,6 +100,14 @@ void cgroup_favor_restore(const char *record);
  * point and its options without rw/ro, "a,b" or "" (both borrowed from
  * text). 0, or -ENOENT without one. For the unit test's fixtures. */
 int cgroup_mountinfo_cgroup2(char *text, char **mountpoint, char **opts);
+/* The systemd unit this process runs in, when it may host the sandboxes:
+ * self_cgroup is /proc/self/cgroup's text, invocation_id the INVOCATION_ID
+ * systemd gives a service (NULL: none). The unit is the "0::" line's path
+ * (its "/daemons" leaf stripped, where an earlier start moved us), which
+ * must name a *.service and be a plain absolute path. 1 with the path in
+ * out, else 0. The caller checks that the cgroup is writable. */
+int cgroup_unit_path(const char *self_cgroup, const char *invocation_id, char *out, size_t cap);
+#define CGROUP_DAEMONS_LEAF "daemons"
 /* What airlock/<id> used: CPU time (v1 cpuacct.usage, v2 cpu.stat
  * usage_usec), memory charged now and its peak (v1 max_usage_in_bytes, v2
  * memory.peak when the kernel has it). The kernel writes these files. */
