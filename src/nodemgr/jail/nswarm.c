@@ -516,7 +516,7 @@ int jail_nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, in
 	    (r = mgr_jail_activate(s, j, chan_dup, err)) < 0)
 		goto fail;
 	*pid = j->pid;
-	log_info("sandbox %s: jail pid %d from the warm pool (%s) in %.1f ms", spec->id,
+	log_info("sandbox %s: warm: jail pid %d from the warm pool (%s) in %.1f ms", spec->id,
 		 (int)*pid, wid, (now_us() - t0) / 1000.0);
 	jail_nswarm_refill(s, spec);
 	return 0;
