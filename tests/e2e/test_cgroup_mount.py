@@ -12,12 +12,10 @@ it off for its run, so that putting back is observable, and restores the
 options as it found them at the end whatever happens."""
 import ctypes
 import os
-import signal
 import sys
-import time
 import unittest
 
-from harness import AirlockTestCase, main, until
+from harness import AirlockTestCase, main
 
 MS_REMOUNT = 32
 
@@ -73,10 +71,20 @@ class CgroupMountTest(AirlockTestCase):
     def record(self):
         return os.path.join(self.server.dir, "run", "nodemgr", "cgroup2-options")
 
-    def test_options_put_back_after_crash_and_stop(self):
-        # running: favordynmods on, and what was found recorded
+    def test_options_put_back_after_stop_and_crash(self):
+        # running: favordynmods on
         self.assertEqual(cgroup2()[0], MP)
         self.assertIn("favordynmods", cgroup2()[1].split(","), self.server.log())
+
+        # a clean stop: as found
+        self.server.stop()
+        self.assertEqual(cgroup2(), (MP, self.before), self.server.log())
+        self.assertFalse(os.path.exists(self.record()))
+        self.assertIn("options put back as found", self.server.log())
+
+        # again, and what was found is recorded in the run dir
+        self.server.start()
+        self.assertIn("favordynmods", cgroup2()[1].split(","))
         with open(self.record()) as f:
             self.assertEqual(f.read(), f"{MP}\n{self.before}\n")
 
@@ -88,19 +96,15 @@ class CgroupMountTest(AirlockTestCase):
             self.assertEqual(f.read(), f"{MP}\n{self.before}\n")
         s = self.api.create(template="busybox")
         self.api.delete(s["id"])
-
-        # a clean stop: as found, and the record gone
         self.server.stop()
         self.assertEqual(cgroup2(), (MP, self.before), self.server.log())
         self.assertFalse(os.path.exists(self.record()))
-        self.assertIn("options put back as found", self.server.log())
 
         # with cgroup_favordynmods off, a start changes nothing
         self.server.extra_args += ["--set", "cgroup_favordynmods=false"]
         self.server.start()
         self.assertEqual(cgroup2(), (MP, self.before))
         self.assertFalse(os.path.exists(self.record()))
-
 
 if __name__ == "__main__":
     main()
