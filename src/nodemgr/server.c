@@ -202,6 +202,7 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	struct sigaction ign = { .sa_handler = SIG_IGN }, oldpipe;
 	int sfd = -1, lfd = -1, r;
 	bool mounted = false;
+	_cleanup_free_ char *mount_record = NULL;
 	pthread_condattr_t ca;
 
 	s->cfg = cfg;
@@ -246,16 +247,19 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 			log_info("cgroup: all sandboxes together: at most %u pids", all);
 		}
 	}
-	if (cfg->cgroup_favordynmods) {
-		err_t e2 = { 0 };
-		if (cgroup_favor_dynmods(&e2) < 0)
-			log_warn("cgroup favordynmods: %s (creates will be slower)",
-				 e2.code == ENOENT ? "no cgroup2 mount" : e2.msg);
-	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
 		r = err_sys(err, "PR_SET_CHILD_SUBREAPER");
 		server_free(s);
 		return r;
+	}
+	mount_record = xasprintf("%s/cgroup2-options", s->run_dir);
+	if (cfg->cgroup_favordynmods) {
+		err_t e2 = { 0 };
+		if (cgroup_favor_dynmods(mount_record, &e2) < 0)
+			log_warn("cgroup favordynmods: %s (creates will be slower)",
+				 e2.code == ENOENT ? "no cgroup2 mount" : e2.msg);
+	} else {
+		cgroup_favor_restore(mount_record);  /* a crashed run's, now turned off */
 	}
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
@@ -332,6 +336,9 @@ int nodemgr_run(const struct nodemgr_config *cfg, err_t *err)
 	cgroup_release(&s->cg);
 	r = 0;
 out:
+	/* Any exit but a crash puts the host's cgroup2 options back. */
+	if (mount_record)
+		cgroup_favor_restore(mount_record);
 	if (lfd >= 0)
 		close(lfd);
 	if (sfd >= 0)

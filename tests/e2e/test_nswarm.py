@@ -9,6 +9,7 @@ before the request), and the guest's first exec is not pid 2 (a warm guest
 ran one exec already; a cold guest's first exec is pid 2)."""
 import glob
 import os
+import re
 import subprocess
 import time
 
@@ -22,6 +23,32 @@ def cgroup_value(sid, names):
             with open(p) as f:
                 return f.read().strip()
     return None
+
+
+def pool_creates(api):
+    """airlock_warm_pool_creates_total{backend="ns",result=...} from GET /metrics:
+    {"hit": warm takes, "miss": cold creates}."""
+    status, body, _ = api.raw("GET", "/metrics")
+    assert status == 200, body
+    got = {}
+    for line in body.decode().splitlines():
+        m = re.fullmatch(r'airlock_warm_pool_creates_total\{backend="ns",result="(hit|miss)"\} (\d+)',
+                         line)
+        if m:
+            got[m.group(1)] = int(m.group(2))
+    assert set(got) == {"hit", "miss"}, body
+    return got
+
+
+def in_cgroup(pid, sid):
+    """Do the v1 freezer, memory and pids lines of /proc/pid/cgroup (or on
+    v2 its 0:: line) all end in /<sid>?"""
+    with open(f"/proc/{pid}/cgroup") as f:
+        lines = [l.rstrip("\n").split(":", 2) for l in f if l.strip()]
+    paths = [l[2] for l in lines
+             if l[0] != "0" and set(l[1].split(",")) & {"freezer", "memory", "pids"}]
+    paths = paths or [l[2] for l in lines if l[0] == "0"]
+    return bool(paths) and all(p.endswith(f"/{sid}") for p in paths)
 
 
 def start_ticks(pid):
@@ -54,6 +81,7 @@ class WarmPoolTest(AirlockTestCase):
 
     def test_create_from_pool_with_limits_and_network(self):
         # The first create of the template is cold and fills the pool.
+        m0 = pool_creates(self.api)
         first = self.api.create(template="busybox")
         try:
             self.assertEqual(self.sh(first["id"], "echo $$"), "2")
@@ -80,7 +108,14 @@ class WarmPoolTest(AirlockTestCase):
                 with open(self.server.log_path, errors="replace") as f:
                     log = f.read()  # every daemon's log (up.log), whole
                 for s in (a, b):
-                    self.assertRegex(log, f"sandbox {s['id']}: jail pid \\d+ from the warm pool")
+                    self.assertRegex(log, f"sandbox {s['id']}: warm: jail pid \\d+ from the warm pool")
+                    # its processes moved into the sandbox's cgroup (cgroup
+                    # v2 cannot rename the warm one): none left behind
+                    self.assertTrue(in_cgroup(self.state_pid(s["id"]), s["id"]))
+                self.assertRegex(log, f"sandbox {first['id']}: cold: jail pid")
+                # GET /metrics counts the two takes warm, the first create cold
+                m1 = pool_creates(self.api)
+                self.assertEqual((m1["hit"] - m0["hit"], m1["miss"] - m0["miss"]), (2, 1), m1)
 
                 # the request's limits, raised and lowered from the pool's defaults
                 self.assertEqual(int(cgroup_value(a["id"], ["memory.limit_in_bytes", "memory.max"])),
@@ -130,6 +165,7 @@ class NoWarmPoolTest(AirlockTestCase):
     extra_args = ("--set", "ns_warm_pool=0")
 
     def test_pool_off_creates_cold(self):
+        m0 = pool_creates(self.api)
         for _ in range(3):
             s = self.api.create(template="busybox")
             try:
@@ -139,6 +175,8 @@ class NoWarmPoolTest(AirlockTestCase):
                 self.api.delete(s["id"])
         self.assertEqual(glob.glob(os.path.join(self.server.dir, "run", "nodemgr", "warm-*")), [])
         self.assertEqual(glob.glob(os.path.join(self.server.dir, "pool", "warm", "warm-*")), [])
+        m1 = pool_creates(self.api)
+        self.assertEqual((m1["hit"] - m0["hit"], m1["miss"] - m0["miss"]), (0, 3), m1)
 
 
 if __name__ == "__main__":

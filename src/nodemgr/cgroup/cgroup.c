@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +49,8 @@ char *cgroup_file(const struct cgroups *cg, const char *ctrl, const char *id, co
 			 id ? "/" : "", id ? id : "", file ? "/" : "", file ? file : "");
 }
 
+static int move_procs(const char *from_dir, const char *to_dir, err_t *err);
+
 static int write_str(const char *path, const char *val)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -73,6 +76,59 @@ static int set_file(const struct cgroups *cg, const char *ctrl, const char *id,
 	return 0;
 }
 
+/* The systemd unit this process runs in (cgroup_unit_path), when its
+ * cgroup is ours to write (Delegate=yes). */
+static bool unit_path(char *out, size_t cap)
+{
+	struct buf b;
+	bool yes = false;
+
+	buf_init(&b);
+	if (read_file("/proc/self/cgroup", 1 << 16, &b) == 0 && b.data &&
+	    cgroup_unit_path(b.data, getenv("INVOCATION_ID"), out, cap) == 1) {
+		_cleanup_free_ char *dir = xasprintf("/sys/fs/cgroup%s", out);
+		_cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", dir);
+		_cleanup_free_ char *ctl = xasprintf("%s/cgroup.subtree_control", dir);
+		/* Root may write any cgroup: what says the unit's is ours is
+		 * the mark systemd puts on a Delegate=yes unit's cgroup. */
+		for (int i = 0; i < 2 && !yes; i++) {
+			char v[8] = "";
+			yes = getxattr(dir, i ? "user.delegate" : "trusted.delegate", v,
+				       sizeof(v) - 1) == 1 && v[0] == '1';
+		}
+		yes = yes && access(procs, W_OK) == 0 && access(ctl, W_OK) == 0;
+		if (!yes)
+			log_info("cgroup: systemd unit %s is not delegated to us (Delegate=yes?)", out);
+	}
+	buf_free(&b);
+	return yes;
+}
+
+/* Move every process of the unit's cgroup udir into its leaf udir/daemons
+ * and enable the controllers in udir, so that udir/<parent> can have them:
+ * a v2 cgroup that passes controllers down may hold no process of its own.
+ * airlockd up and every role it forked later start in the leaf. A process
+ * forked while we move makes the write EBUSY: move again. */
+static int unit_adopt(const char *udir, err_t *err)
+{
+	_cleanup_free_ char *leaf = xasprintf("%s/%s", udir, CGROUP_DAEMONS_LEAF);
+	_cleanup_free_ char *ctl = xasprintf("%s/cgroup.subtree_control", udir);
+	int r = 0;
+
+	if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+		return err_sys(err, "mkdir %s", leaf);
+	for (int i = 0; i < 20; i++) {
+		if ((r = move_procs(udir, leaf, err)) < 0)
+			return r;
+		if ((r = write_str(ctl, "+memory +cpu +pids")) == 0)
+			return 0;
+		if (r != -EBUSY)
+			break;
+	}
+	errno = -r;
+	return err_sys(err, "enable controllers in %s", ctl);
+}
+
 int cgroup_init(struct cgroups *cg, const char *parent, err_t *err)
 {
 	memset(cg, 0, sizeof(*cg));
@@ -93,11 +149,26 @@ int cgroup_init(struct cgroups *cg, const char *parent, err_t *err)
 		cg->v2 = true;
 	buf_free(&b);
 	if (cg->v2) {
-		_cleanup_free_ char *dir = cgroup_file(cg, NULL, NULL, NULL);
-		_cleanup_free_ char *sub = cgroup_file(cg, NULL, NULL, "cgroup.subtree_control");
-		char top[128];
+		_cleanup_free_ char *dir = NULL, *sub = NULL, *top = NULL;
+		char unit[sizeof(cg->root) - 16];
 
-		snprintf(top, sizeof(top), "%s/cgroup.subtree_control", cg->root);
+		if (unit_path(unit, sizeof(unit))) {
+			err_t e = { 0 };
+			_cleanup_free_ char *udir = xasprintf("%s%s", cg->root, unit);
+
+			if (unit_adopt(udir, &e) == 0) {
+				snprintf(cg->root, sizeof(cg->root), "%s", udir);
+				log_info("cgroup: under the systemd unit %s: daemons in %s/%s, "
+					 "sandboxes in %s/%s", unit, unit, CGROUP_DAEMONS_LEAF, unit,
+					 cg->parent);
+			} else {
+				log_warn("cgroup: systemd unit %s: %s; sandboxes go beside it", unit,
+					 e.msg);
+			}
+		}
+		dir = cgroup_file(cg, NULL, NULL, NULL);
+		sub = cgroup_file(cg, NULL, NULL, "cgroup.subtree_control");
+		top = xasprintf("%s/cgroup.subtree_control", cg->root);
 		if (write_str(top, "+memory +cpu +pids") < 0)
 			log_warn("cgroup: enable controllers at the root: %s", strerror(errno));
 		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
@@ -386,6 +457,60 @@ int cgroup_destroy(const struct cgroups *cg, const char *id, err_t *err)
 	return r;
 }
 
+/* Write every pid listed in from_dir's cgroup.procs to to_dir's, until a
+ * read lists none. A pid that exited in between is ESRCH (or silently not
+ * moved, when exiting: the next reads wait for it to leave the list). */
+static int move_procs(const char *from_dir, const char *to_dir, err_t *err)
+{
+	_cleanup_free_ char *src = xasprintf("%s/cgroup.procs", from_dir);
+	_cleanup_free_ char *dst = xasprintf("%s/cgroup.procs", to_dir);
+	_cleanup_close_ int fd = open(dst, O_WRONLY | O_CLOEXEC);
+	pid_t pids[1024];
+
+	if (fd < 0)
+		return err_sys(err, "open %s", dst);
+	if (access(src, R_OK) < 0)
+		return err_sys(err, "open %s", src);
+	for (int round = 0; round < 1200; round++) {
+		int n = read_procs(src, pids, (int)ARRAY_SIZE(pids));
+		if (n == 0)
+			return 0;
+		for (int i = 0; i < n; i++) {
+			char v[16];
+			int len = snprintf(v, sizeof(v), "%d", (int)pids[i]);
+			if (write(fd, v, (size_t)len) < 0 && errno != ESRCH)
+				return err_sys(err, "move pid %d into %s", (int)pids[i], to_dir);
+		}
+		/* Only an exiting task (or a fork storm) lists again. */
+		if (round > 0)
+			sleep_us(round < 200 ? 100 : 2000);
+	}
+	return err_set(err, EBUSY, "%s still lists processes after moving them", src);
+}
+
+int cgroup_move(const struct cgroups *cg, const char *from, const char *to,
+		const struct cgroup_limits *l, err_t *err)
+{
+	size_t n = cg->v2 ? 1 : v1_n(cg);
+	int r;
+
+	if ((r = cgroup_create(cg, to, l, err)) < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		const char *ctrl = cg->v2 ? NULL : v1_ctrls[i];
+		_cleanup_free_ char *a = cgroup_file(cg, ctrl, from, NULL);
+		_cleanup_free_ char *b = cgroup_file(cg, ctrl, to, NULL);
+		if ((r = move_procs(a, b, err)) < 0)
+			return r;
+	}
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *a = cgroup_file(cg, cg->v2 ? NULL : v1_ctrls[i], from, NULL);
+		if ((r = rmdir_retry(a, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
 int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id), void *arg)
 {
 	/* On v1 a leftover may exist in any hierarchy: visit the union. The
@@ -405,72 +530,6 @@ int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id),
 			fn(arg, de->d_name);
 		}
 		closedir(d);
-	}
-	return 0;
-}
-
-int cgroup_favor_dynmods(err_t *err)
-{
-	struct buf b;
-	char *line, *save = NULL;
-	int r = -ENOENT;
-
-	buf_init(&b);
-	if (read_file("/proc/self/mountinfo", 1 << 20, &b) < 0 || !b.data) {
-		buf_free(&b);
-		return err_sys(err, "read /proc/self/mountinfo");
-	}
-	for (line = strtok_r(b.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		/* id parent maj:min root mountpoint opts [tags] - fstype source superopts */
-		char *sep = strstr(line, " - "), *f[5] = { 0 }, *fs, *src, *sup, *p = line;
-		int i;
-
-		if (!sep)
-			continue;
-		*sep = '\0';
-		for (i = 0; i < 5 && p; i++) {
-			f[i] = strsep(&p, " ");
-		}
-		fs = strtok_r(sep + 3, " ", &p);
-		src = fs ? strtok_r(NULL, " ", &p) : NULL;
-		sup = src ? strtok_r(NULL, " ", &p) : NULL;
-		if (!fs || strcmp(fs, "cgroup2") != 0 || !f[4] || !sup)
-			continue;
-		if (strstr(sup, "favordynmods")) {
-			r = 0;
-			break;
-		}
-		/* Keep the filesystem's own options; drop rw/ro (mount flags). */
-		struct buf opts;
-		char *o, *osave = NULL;
-		buf_init(&opts);
-		for (o = strtok_r(sup, ",", &osave); o; o = strtok_r(NULL, ",", &osave))
-			if (strcmp(o, "rw") != 0 && strcmp(o, "ro") != 0)
-				buf_printf(&opts, "%s,", o);
-		buf_adds(&opts, "favordynmods");
-		if (mount(NULL, f[4], NULL, MS_REMOUNT, opts.data) < 0)
-			r = err_sys(err, "remount %s with %s", f[4], opts.data);
-		else
-			r = 0;
-		buf_free(&opts);
-		break;
-	}
-	buf_free(&b);
-	return r;
-}
-
-int cgroup_rename(const struct cgroups *cg, const char *from, const char *to, err_t *err)
-{
-	/* rename(2) of a cgroup directory keeps its processes and limits (v1
-	 * and v2); in v1 each hierarchy is renamed on its own. */
-	size_t n = cg->v2 ? 1 : v1_n(cg);
-
-	for (size_t i = 0; i < n; i++) {
-		const char *ctrl = cg->v2 ? NULL : v1_ctrls[i];
-		_cleanup_free_ char *a = cgroup_file(cg, ctrl, from, NULL);
-		_cleanup_free_ char *b = cgroup_file(cg, ctrl, to, NULL);
-		if (rename(a, b) < 0)
-			return err_sys(err, "rename cgroup %s to %s", a, b);
 	}
 	return 0;
 }

@@ -2,7 +2,20 @@
  *
  *   v1: /sys/fs/cgroup/{memory,cpu,pids,freezer}/airlock/<id>
  *   v2: /sys/fs/cgroup/airlock/<id>   (memory, cpu, pids enabled below airlock/)
- * ("airlock" is the configurable parent name.)
+ *   v2 under a systemd unit with Delegate=yes (cgroup_unit_path):
+ *       <unit>/daemons                the unit's own processes (up, its roles)
+ *       <unit>/airlock/<id>           the sandboxes, counted and killed with the unit
+ * ("airlock" is the parent name nodemgr is given.)
+ *
+ * A cgroup is never renamed. cgroup v2 refuses rename(2) of a cgroup
+ * directory (kernfs has no rename for it: EPERM, also on a hybrid host's
+ * bare /sys/fs/cgroup/unified), so a warm jail or QEMU becomes sandbox <id>
+ * by cgroup_move: a fresh airlock/<id> with the request's limits, the
+ * processes written into it, the warm cgroup removed. On v1, where rename
+ * works, the move costs about the same (docs/DESIGN.md, "Warm takes move
+ * processes"), so both use the one path. What the warm-up charged (memory,
+ * CPU time) stays with the parent, not the sandbox: the kernel moves no
+ * charges with a task.
  *
  * Ids reaching this module are validated by the caller ([a-z0-9-]{1,64}). */
 #ifndef AIRLOCK_NM_CGROUP_H
@@ -23,7 +36,7 @@ struct cgroup_limits {
 struct cgroups {
 	bool v2;
 	bool v1_cpuacct;        /* v1: cpuacct is a hierarchy of its own */
-	char root[64];          /* /sys/fs/cgroup */
+	char root[512];         /* /sys/fs/cgroup, or the unit's cgroup under systemd */
 	char parent[64];        /* "airlock" */
 };
 
@@ -45,8 +58,16 @@ int cgroup_set_limits(const struct cgroups *cg, const char *id, const struct cgr
 		      err_t *err);
 /* Move pid (and later its children) into the sandbox cgroup. */
 int cgroup_attach(const struct cgroups *cg, const char *id, pid_t pid, err_t *err);
-/* Rename airlock/<from> to airlock/<to> (processes and limits stay). */
-int cgroup_rename(const struct cgroups *cg, const char *from, const char *to, err_t *err);
+/* Make the processes of airlock/<from> those of a new airlock/<to> with
+ * limits l (zero fields: none), and remove airlock/<from>. Each pid read
+ * from <from>'s cgroup.procs is written to <to>'s, again until a read finds
+ * none (v1: per hierarchy): a child forked meanwhile is found by the next
+ * read, a frozen task moves (and thaws: <to> is not frozen), one that is
+ * exiting leaves the list by itself, a zombie is not listed. Fails with
+ * -EBUSY when <from> still lists a task after ~2 s. On failure both may
+ * exist: the caller destroys both. */
+int cgroup_move(const struct cgroups *cg, const char *from, const char *to,
+		const struct cgroup_limits *l, err_t *err);
 /* Freeze (v1 freezer.state FROZEN, v2 cgroup.freeze 1) or thaw airlock/<id>,
  * and wait until the kernel says every task is frozen (or thawed), up to 5 s.
  * A freeze that does not complete (a task stuck in the kernel) is undone and
@@ -65,8 +86,28 @@ int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id),
  * is a per-cpu rwsem tuned for fast forks; with it, the move costs ~0.1 ms
  * and forks/exits pay a little instead. The semaphore is global, so the
  * cgroup2 mount (unified, or /sys/fs/cgroup on v2) speeds up v1 too.
+ * The host's mount is not ours: before the remount, the mount point and the
+ * options as found go to the file `record` (nodemgr's run dir), which
+ * cgroup_favor_restore reads at a clean stop, or at the next start after a
+ * crash when favordynmods is off by then. A record already there (a crash)
+ * is kept: it holds what the host had, not what we set.
  * Returns 0 (also when already set), -ENOENT without a cgroup2 mount. */
-int cgroup_favor_dynmods(err_t *err);
+int cgroup_favor_dynmods(const char *record, err_t *err);
+/* Remount as `record` says it was found and remove the record; nothing
+ * without one. Best effort (logged). */
+void cgroup_favor_restore(const char *record);
+/* The first cgroup2 mount in mountinfo text (edited in place): its mount
+ * point and its options without rw/ro, "a,b" or "" (both borrowed from
+ * text). 0, or -ENOENT without one. For the unit test's fixtures. */
+int cgroup_mountinfo_cgroup2(char *text, char **mountpoint, char **opts);
+/* The systemd unit this process runs in, when it may host the sandboxes:
+ * self_cgroup is /proc/self/cgroup's text, invocation_id the INVOCATION_ID
+ * systemd gives a service (NULL: none). The unit is the "0::" line's path
+ * (its "/daemons" leaf stripped, where an earlier start moved us), which
+ * must name a *.service and be a plain absolute path. 1 with the path in
+ * out, else 0. The caller checks that the cgroup is writable. */
+int cgroup_unit_path(const char *self_cgroup, const char *invocation_id, char *out, size_t cap);
+#define CGROUP_DAEMONS_LEAF "daemons"
 /* What airlock/<id> used: CPU time (v1 cpuacct.usage, v2 cpu.stat
  * usage_usec), memory charged now and its peak (v1 max_usage_in_bytes, v2
  * memory.peak when the kernel has it). The kernel writes these files. */

@@ -206,7 +206,8 @@ int jail_ns_spawn(struct nm_server *s, struct jail *j, const struct nm_sandbox_s
 	if ((r = mgr_jail_publish(s, j, init, chan[0], chan_dup, err)) < 0)
 		return r;
 	*pid = init;
-	log_info("sandbox %s: jail pid %d, uid base %#x", spec->id, (int)init, jp.host_base);
+	log_info("sandbox %s: %s: jail pid %d, uid base %#x", spec->id,
+		 j->hidden ? "parked for the warm pool" : "cold", (int)init, jp.host_base);
 	log_debug("sandbox %s: spawn: cgroup %.2f ms, jail %.2f ms, net %.2f ms, publish %.2f ms",
 		  spec->id, (t_cg - t0) / 1000.0, (t_spawn - t_cg) / 1000.0,
 		  (t_net - t_spawn) / 1000.0, (now_us() - t_net) / 1000.0);

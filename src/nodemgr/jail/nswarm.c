@@ -19,8 +19,9 @@
  *
  * The id is assigned at take, not ahead: the node picks it in the request.
  * A take renames what carries the id (entry, subvolume to sandboxes/<id>,
- * cgroup to airlock/<id>, the state file), writes the request's limits
- * (cgroup, qgroup) and sets the hostname from inside the jail's UTS
+ * the state file), moves the jail's processes into a new cgroup
+ * airlock/<id> with the request's limits (cgroup_move: v2 cannot rename a
+ * cgroup), writes the qgroup limit and sets the hostname from inside the jail's UTS
  * namespace. The channel then has nothing unread in it, so the node's
  * HELLO gets the same HELLO + READY answer as from a cold jail (at most an
  * EXIT that crossed the warm-up's last read is left, which the node skips:
@@ -507,16 +508,15 @@ int jail_nswarm_take(struct nm_server *s, const struct nm_sandbox_spec *spec, in
 		goto fail;
 	}
 	moved = true;
-	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0 ||
-	    (r = cgroup_rename(&s->cg, wid, spec->id, err)) < 0)
+	if ((r = pool_qgroup_limit(sbx, disk, err)) < 0)
 		goto fail;
-	cg_moved = true;
-	if ((r = cgroup_set_limits(&s->cg, spec->id, &cl, err)) < 0 ||
+	cg_moved = true;  /* from here airlock/<id> may exist beside airlock/<wid> */
+	if ((r = cgroup_move(&s->cg, wid, spec->id, &cl, err)) < 0 ||
 	    (r = set_hostname(j->pidfd, hostname, err)) < 0 ||
 	    (r = mgr_jail_activate(s, j, chan_dup, err)) < 0)
 		goto fail;
 	*pid = j->pid;
-	log_info("sandbox %s: jail pid %d from the warm pool (%s) in %.1f ms", spec->id,
+	log_info("sandbox %s: warm: jail pid %d from the warm pool (%s) in %.1f ms", spec->id,
 		 (int)*pid, wid, (now_us() - t0) / 1000.0);
 	jail_nswarm_refill(s, spec);
 	return 0;
@@ -527,7 +527,8 @@ fail:
 		nmnet_detach(s, j);
 		if (j->pidfd >= 0)
 			syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
-		if (cgroup_destroy(&s->cg, cg_moved ? spec->id : wid, &e2) < 0)
+		if (cgroup_destroy(&s->cg, wid, &e2) < 0 ||
+		    (cg_moved && cgroup_destroy(&s->cg, spec->id, &e2) < 0))
 			log_warn("warm %s cleanup: %s", wid, e2.msg);
 		if (moved) {
 			if (mgr_subvol_delete_retry(sbx, &e2) < 0)

@@ -92,6 +92,8 @@ int vm_reflink(const char *src, const char *dst, err_t *err);
 /* Remove name under dfd, a directory tree or not (no links followed). */
 int vm_rm_rf_at(int dfd, const char *name);
 
+/* The cgroup limits of a QEMU of shape sh (cpu_millis 0: its vCPUs). */
+struct cgroup_limits vm_cgroup_limits(const struct vm_shape *sh, uint32_t cpu_millis);
 /* vm-qemu.c: cgroup, run dir, QEMU in its jail (*qpid), its network, the
  * monitor (*q) and the host end of the guest channel (*chan); the caller
  * owns *q and *chan. On failure everything this made is gone (the

@@ -487,7 +487,8 @@ static struct jail *pool_pick(struct nm_server *s, const char *key, char wid[65]
 }
 
 /* Make the parked QEMU j (id wid, from pool_pick) sandbox spec->id: the
- * jail entry, subvolume, cgroup and run dir renamed, then go(j, arg) runs
+ * jail entry, subvolume and run dir renamed, its processes moved into a
+ * new cgroup airlock/<id> (cgroup_move), then go(j, arg) runs
  * it and the entry goes live. On failure all of it is gone. */
 static int pool_adopt(struct nm_server *s, struct jail *j, const char *wid,
 		      const struct nm_sandbox_spec *spec,
@@ -501,6 +502,8 @@ static int pool_adopt(struct nm_server *s, struct jail *j, const char *wid,
 	_cleanup_free_ char *run = xasprintf("%s/%s", s->vm->run, spec->id);
 	uint64_t dmb = spec->limits.disk_mb ? spec->limits.disk_mb : NM_DEFAULT_DISK_MB;
 	bool renamed = false, moved = false, cg_moved = false;
+	struct vm_shape sh;
+	struct cgroup_limits cl;
 
 	if (access(sbx, F_OK) == 0) {
 		r = err_set(err, EEXIST, "subvolume for sandbox %s exists", spec->id);
@@ -514,10 +517,15 @@ static int pool_adopt(struct nm_server *s, struct jail *j, const char *wid,
 		goto fail;
 	}
 	moved = true;
-	if ((r = pool_qgroup_limit(sbx, dmb << 20, err)) < 0 ||
-	    (r = cgroup_rename(&s->cg, wid, spec->id, err)) < 0)
+	if ((r = pool_qgroup_limit(sbx, dmb << 20, err)) < 0)
 		goto fail;
-	cg_moved = true;
+	cg_moved = true;  /* from here airlock/<id> may exist beside airlock/<wid> */
+	/* as vm_start gave the parked QEMU: a take matches its shape and
+	 * vCPUs (vm_warm_take's key, vm_fork_standby's check) */
+	vm_shape_of(spec, &sh);
+	cl = vm_cgroup_limits(&sh, 0);
+	if ((r = cgroup_move(&s->cg, wid, spec->id, &cl, err)) < 0)
+		goto fail;
 	vm_cleanup_run(s, spec->id);
 	if (rename(wrun, run) < 0) {
 		r = err_sys(err, "rename %s", wrun);
@@ -532,7 +540,9 @@ fail: {
 	nmnet_detach(s, j);
 	if (j->pidfd >= 0)
 		syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
-	cgroup_destroy(&s->cg, cg_moved ? spec->id : wid, &e2);
+	cgroup_destroy(&s->cg, wid, &e2);
+	if (cg_moved)
+		cgroup_destroy(&s->cg, spec->id, &e2);
 	if (pool_subvol_delete(moved ? sbx : wsbx, &e2) < 0)
 		log_warn("warm %s cleanup: %s", wid, e2.msg);
 	vm_cleanup_run(s, wid);

@@ -419,6 +419,15 @@ out:
 
 /* ---- starting QEMU ------------------------------------------------------ */
 
+struct cgroup_limits vm_cgroup_limits(const struct vm_shape *sh, uint32_t cpu_millis)
+{
+	return (struct cgroup_limits){
+		.memory_bytes = (uint64_t)(sh->mem_mb + VM_MEM_OVERHEAD_MB) << 20,
+		.cpu_millis = cpu_millis ? cpu_millis : sh->cpus * 1000,
+		.pids = VM_PIDS,
+	};
+}
+
 /* cgroup, run dir, QEMU, its network, monitor. On failure everything this
  * made is gone (the subvolume and the jail entry are the caller's); once it
  * succeeded, the caller's cleanup must nmnet_detach too. */
@@ -426,11 +435,7 @@ int vm_start(struct nm_server *s, const struct vm_launch *l, uint32_t cpu_millis
 	     pid_t *qpid, int *chan, struct qmp **q, err_t *err)
 {
 	_cleanup_free_ char *run = xasprintf("%s/%s", s->vm->run, l->id);
-	struct cgroup_limits cl = {
-		.memory_bytes = (uint64_t)(l->sh.mem_mb + VM_MEM_OVERHEAD_MB) << 20,
-		.cpu_millis = cpu_millis ? cpu_millis : l->sh.cpus * 1000,
-		.pids = VM_PIDS,
-	};
+	struct cgroup_limits cl = vm_cgroup_limits(&l->sh, cpu_millis);
 	int qfd = -1, con = -1, log = -1, r;
 	err_t e2 = { 0 };
 

@@ -171,7 +171,7 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 		r = vm_warm_take(s, spec, &sh, chan_dup, pid, err);
 		if (r != -EAGAIN) {
 			if (r == 0)
-				log_info("vm %s: warm qemu pid %d restored in %.1f ms", spec->id,
+				log_info("vm %s: warm: qemu pid %d from the warm pool in %.1f ms", spec->id,
 					 (int)*pid, (now_us() - t0) / 1000.0);
 			vm_warm_refill(s, spec);
 			return r;
@@ -265,8 +265,11 @@ int vm_create(struct nm_server *s, const struct nm_sandbox_spec *spec, uint32_t 
 	if (r < 0)
 		goto fail_started;
 	*pid = qpid;
-	log_info("vm %s: qemu pid %d (%s, %u MiB, %u vCPU, uid %#x): qmp %.1f ms, ready %.1f ms",
-		 id, (int)qpid, mode == NM_VM_COLD ? "cold" : mode == NM_VM_CLONE ? "clone" : "template",
+	/* "cold": not from the warm pool (a clone of the template's memory,
+	 * a boot, or the template's own boot) */
+	log_info("vm %s: %s: qemu pid %d (%s, %u MiB, %u vCPU, uid %#x): qmp %.1f ms, ready %.1f ms",
+		 id, mode == NM_VM_TEMPLATE ? "template" : "cold", (int)qpid,
+		 mode == NM_VM_COLD ? "boot" : mode == NM_VM_CLONE ? "clone" : "template",
 		 sh.mem_mb, sh.cpus, uid, (t1 - t0) / 1000.0, (now_us() - t0) / 1000.0);
 	if (mode == NM_VM_CLONE)
 		vm_warm_refill(s, spec);
