@@ -21,20 +21,32 @@ MS_REMOUNT = 32
 
 
 def cgroup2():
-    """(mount point, superblock options without rw/ro) of the first cgroup2 mount."""
+    """(mount point, superblock options without rw/ro) of the first cgroup2
+    mount; its own flags (nosuid, nodev, ...) are FLAGS' business."""
+    mp, opts, _ = cgroup2_full()
+    return mp, opts
+
+
+def cgroup2_full():
     with open("/proc/self/mountinfo") as f:
         for line in f:
             pre, _, post = line.partition(" - ")
             fs = post.split()
             if len(fs) >= 3 and fs[0] == "cgroup2":
                 opts = [o for o in fs[2].split(",") if o not in ("rw", "ro")]
-                return pre.split()[4], ",".join(opts)
-    return None, None
+                return pre.split()[4], ",".join(opts), pre.split()[5]
+    return None, None, None
+
+
+MS_FLAGS = {"ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024,
+            "nodiratime": 2048, "relatime": 1 << 21, "strictatime": 1 << 24}
 
 
 def remount(mp, opts):
+    """A remount passes the mount's own flags again, or it clears them."""
+    flags = sum(MS_FLAGS.get(o, 0) for o in cgroup2_full()[2].split(","))
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mount(None, mp.encode(), None, MS_REMOUNT, opts.encode()) != 0:
+    if libc.mount(None, mp.encode(), None, MS_REMOUNT | flags, opts.encode()) != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"remount {mp} with `{opts}`: {os.strerror(e)}")
 
@@ -44,6 +56,7 @@ def without_favor(opts):
 
 
 MP, FOUND = cgroup2()
+FLAGS = cgroup2_full()[2]   # the mount's own flags, which no remount may lose
 
 
 @unittest.skipIf(os.geteuid() != 0 or MP is None, "needs root and a cgroup2 mount")
@@ -78,7 +91,7 @@ class CgroupMountTest(AirlockTestCase):
 
         # a clean stop: as found
         self.server.stop()
-        self.assertEqual(cgroup2(), (MP, self.before), self.server.log())
+        self.assertEqual(cgroup2_full(), (MP, self.before, FLAGS), self.server.log())
         self.assertFalse(os.path.exists(self.record()))
         self.assertIn("options put back as found", self.server.log())
 
@@ -97,13 +110,13 @@ class CgroupMountTest(AirlockTestCase):
         s = self.api.create(template="busybox")
         self.api.delete(s["id"])
         self.server.stop()
-        self.assertEqual(cgroup2(), (MP, self.before), self.server.log())
+        self.assertEqual(cgroup2_full(), (MP, self.before, FLAGS), self.server.log())
         self.assertFalse(os.path.exists(self.record()))
 
         # with cgroup_favordynmods off, a start changes nothing
         self.server.extra_args += ["--set", "cgroup_favordynmods=false"]
         self.server.start()
-        self.assertEqual(cgroup2(), (MP, self.before))
+        self.assertEqual(cgroup2_full(), (MP, self.before, FLAGS))
         self.assertFalse(os.path.exists(self.record()))
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -119,14 +120,18 @@ static void test_mountinfo(void)
 		      "bad line without separator\n"
 		      "41 31 0:38 / - cgroup2\n";
 	char *mp, *opts;
+	unsigned long fl;
 
-	CHECK(cgroup_mountinfo_cgroup2(hybrid, &mp, &opts) == 0);
+	CHECK(cgroup_mountinfo_cgroup2(hybrid, &mp, &opts, &fl) == 0);
 	CHECK(!strcmp(mp, "/sys/fs/cgroup/unified") && !strcmp(opts, ""));
-	CHECK(cgroup_mountinfo_cgroup2(v2, &mp, &opts) == 0);
+	CHECK(fl == MS_RELATIME);
+	CHECK(cgroup_mountinfo_cgroup2(v2, &mp, &opts, &fl) == 0);
 	CHECK(!strcmp(mp, "/sys/fs/cgroup") && !strcmp(opts, "nsdelegate,memory_recursiveprot"));
-	CHECK(cgroup_mountinfo_cgroup2(v2fav, &mp, &opts) == 0);
-	CHECK(!strcmp(opts, "nsdelegate,favordynmods"));
-	CHECK(cgroup_mountinfo_cgroup2(none, &mp, &opts) == -ENOENT);
+	/* Debian 12's own: a remount without these flags would clear them */
+	CHECK(fl == (MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RELATIME));
+	CHECK(cgroup_mountinfo_cgroup2(v2fav, &mp, &opts, &fl) == 0);
+	CHECK(!strcmp(opts, "nsdelegate,favordynmods") && fl == 0);
+	CHECK(cgroup_mountinfo_cgroup2(none, &mp, &opts, &fl) == -ENOENT);
 }
 
 /* ---- the real hierarchies ----------------------------------------------- */

@@ -16,19 +16,43 @@
 #include "../../lib/log.h"
 #include "../../lib/util.h"
 
-int cgroup_mountinfo_cgroup2(char *text, char **mountpoint, char **opts)
+/* The mount's own flags (mountinfo's 6th field) as mount(2) wants them.
+ * A remount that leaves one out clears it: without this, the favordynmods
+ * remount took nosuid, nodev and noexec off the host's /sys/fs/cgroup. */
+static unsigned long mount_flags(const char *opts)
+{
+	static const struct { const char *name; unsigned long flag; } map[] = {
+		{ "ro", MS_RDONLY },         { "nosuid", MS_NOSUID },
+		{ "nodev", MS_NODEV },       { "noexec", MS_NOEXEC },
+		{ "noatime", MS_NOATIME },   { "nodiratime", MS_NODIRATIME },
+		{ "relatime", MS_RELATIME }, { "strictatime", MS_STRICTATIME },
+	};
+	unsigned long flags = 0;
+
+	for (const char *o = opts; *o;) {
+		size_t len = strcspn(o, ",");
+		for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+			if (strlen(map[i].name) == len && !strncmp(o, map[i].name, len))
+				flags |= map[i].flag;
+		o += len;
+		o += *o == ',';
+	}
+	return flags;
+}
+
+int cgroup_mountinfo_cgroup2(char *text, char **mountpoint, char **opts, unsigned long *mflags)
 {
 	char *line, *save = NULL;
 
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		/* id parent maj:min root mountpoint opts [tags] - fstype source superopts */
-		char *sep = strstr(line, " - "), *f[5] = { 0 }, *fs, *src, *sup, *p = line, *o, *w;
+		char *sep = strstr(line, " - "), *f[6] = { 0 }, *fs, *src, *sup, *p = line, *o, *w;
 		int i;
 
 		if (!sep)
 			continue;
 		*sep = '\0';
-		for (i = 0; i < 5 && p; i++)
+		for (i = 0; i < 6 && p; i++)
 			f[i] = strsep(&p, " ");
 		fs = strtok_r(sep + 3, " ", &p);
 		src = fs ? strtok_r(NULL, " ", &p) : NULL;
@@ -54,6 +78,7 @@ int cgroup_mountinfo_cgroup2(char *text, char **mountpoint, char **opts)
 		*w = '\0';
 		*mountpoint = f[4];
 		*opts = sup;
+		*mflags = f[5] ? mount_flags(f[5]) : 0;
 		return 0;
 	}
 	return -ENOENT;
@@ -73,8 +98,9 @@ static bool has_opt(const char *opts, const char *name)
 	return false;
 }
 
-/* The cgroup2 mount now: mountpoint and options, caller frees both. */
-static int cgroup2_now(char **mp, char **opts, err_t *err)
+/* The cgroup2 mount now: mountpoint and options (caller frees both), and
+ * the mount's own flags, which every remount of it passes again. */
+static int cgroup2_now(char **mp, char **opts, unsigned long *mflags, err_t *err)
 {
 	struct buf b;
 	char *m, *o;
@@ -85,7 +111,7 @@ static int cgroup2_now(char **mp, char **opts, err_t *err)
 		buf_free(&b);
 		return err_sys(err, "read /proc/self/mountinfo");
 	}
-	r = cgroup_mountinfo_cgroup2(b.data, &m, &o);
+	r = cgroup_mountinfo_cgroup2(b.data, &m, &o, mflags);
 	if (r == 0) {
 		*mp = xstrdup(m);
 		*opts = xstrdup(o);
@@ -117,10 +143,11 @@ static int record_write(const char *record, const char *mp, const char *opts, er
 int cgroup_favor_dynmods(const char *record, err_t *err)
 {
 	_cleanup_free_ char *mp = NULL, *opts = NULL, *want = NULL;
+	unsigned long mflags;
 	bool wrote = false;
 	int r;
 
-	if ((r = cgroup2_now(&mp, &opts, err)) < 0)
+	if ((r = cgroup2_now(&mp, &opts, &mflags, err)) < 0)
 		return r;
 	if (has_opt(opts, "favordynmods"))
 		return 0;  /* the host's own, or ours from before a crash (recorded then) */
@@ -130,7 +157,7 @@ int cgroup_favor_dynmods(const char *record, err_t *err)
 		wrote = true;
 	}
 	want = *opts ? xasprintf("%s,favordynmods", opts) : xstrdup("favordynmods");
-	if (mount(NULL, mp, NULL, MS_REMOUNT, want) < 0) {
+	if (mount(NULL, mp, NULL, MS_REMOUNT | mflags, want) < 0) {
 		r = err_sys(err, "remount %s with %s", mp, want);
 		if (wrote)
 			unlink(record);
@@ -144,6 +171,7 @@ int cgroup_favor_dynmods(const char *record, err_t *err)
 void cgroup_favor_restore(const char *record)
 {
 	_cleanup_free_ char *mp = NULL, *opts = NULL;
+	unsigned long mflags = 0;
 	struct buf b;
 	err_t e = { 0 };
 	char *was_mp, *was_opts, *nl;
@@ -163,10 +191,10 @@ void cgroup_favor_restore(const char *record)
 		*nl = '\0';
 	if (!was_opts || was_mp[0] != '/' || has_opt(was_opts, "favordynmods")) {
 		log_warn("cgroup: %s is not a record of mount options; removed", record);
-	} else if (cgroup2_now(&mp, &opts, &e) < 0 || strcmp(mp, was_mp) != 0) {
+	} else if (cgroup2_now(&mp, &opts, &mflags, &e) < 0 || strcmp(mp, was_mp) != 0) {
 		log_warn("cgroup: the cgroup2 mount %s is gone; nothing to put back", was_mp);
 	} else if (has_opt(opts, "favordynmods") &&
-		   mount(NULL, was_mp, NULL, MS_REMOUNT, was_opts) < 0) {
+		   mount(NULL, was_mp, NULL, MS_REMOUNT | mflags, was_opts) < 0) {
 		log_warn("cgroup: put back %s's options `%s`: %s", was_mp, was_opts,
 			 strerror(errno));
 		buf_free(&b);

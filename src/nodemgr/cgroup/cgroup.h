@@ -98,8 +98,10 @@ int cgroup_favor_dynmods(const char *record, err_t *err);
 void cgroup_favor_restore(const char *record);
 /* The first cgroup2 mount in mountinfo text (edited in place): its mount
  * point and its options without rw/ro, "a,b" or "" (both borrowed from
- * text). 0, or -ENOENT without one. For the unit test's fixtures. */
-int cgroup_mountinfo_cgroup2(char *text, char **mountpoint, char **opts);
+ * text), and the mount's own flags (nosuid, nodev, ... as MS_*), which a
+ * remount must pass again or lose. 0, or -ENOENT without one. For the unit
+ * test's fixtures. */
+int cgroup_mountinfo_cgroup2(char *text, char **mountpoint, char **opts, unsigned long *mflags);
 /* The systemd unit this process runs in, when it may host the sandboxes:
  * self_cgroup is /proc/self/cgroup's text, invocation_id the INVOCATION_ID
  * systemd gives a service (NULL: none). The unit is the "0::" line's path
