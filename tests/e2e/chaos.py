@@ -449,19 +449,24 @@ class Chaos:
             res.problems.append(f"{sid} is {res.states.get(sid)} after a node crash (want "
                                 f"{'/'.join(sorted(allowed))})")
 
+    def retry_create(self, res, key):
+        """The create tried again with its idempotency key answers its
+        sandbox (running, or failed saying why); a new create runs."""
+        status, body = self.do_op("create", None, key)
+        if status is None:
+            res.problems.append(f"create retried with its key: {body}")
+        elif body["state"] not in ("running", "failed"):
+            res.problems.append(f"create retried with its key: {body['state']}")
+        elif body["state"] == "failed" and not body.get("error"):
+            res.problems.append("create retried: failed without saying why")
+        status, body = self.do_op("create", None)
+        if status is None or body["state"] != "running":
+            res.problems.append(f"a new create after the fault: {body}")
+
     def retry(self, res, op, sid, token, key):
         st = res.states.get(sid) if sid else None
         if op == "create":
-            status, body = self.do_op("create", None, key)
-            if status is None:
-                res.problems.append(f"create retried with its key: {body}")
-            elif body["state"] not in ("running", "failed"):
-                res.problems.append(f"create retried with its key: {body['state']}")
-            elif body["state"] == "failed" and not body.get("error"):
-                res.problems.append("create retried: failed without saying why")
-            status, body = self.do_op("create", None)
-            if status is None or body["state"] != "running":
-                res.problems.append(f"a new create after the fault: {body}")
+            self.retry_create(res, key)
             return
         if op == "delete":
             status, body = self.do_op("delete", sid)

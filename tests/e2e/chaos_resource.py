@@ -517,18 +517,6 @@ class ResourceChaos(chaos.Chaos):
             if s2 is None:
                 res.problems.append(f"snapshot again: {body}")
 
-    def retry_create(self, res, key):
-        status, body = self.do_op("create", None, key)
-        if status is None:
-            res.problems.append(f"create retried with its key: {body}")
-        elif body["state"] not in ("running", "failed"):
-            res.problems.append(f"create retried with its key: {body['state']}")
-        elif body["state"] == "failed" and not body.get("error"):
-            res.problems.append("create retried: failed without saying why")
-        status, body = self.do_op("create", None)
-        if status is None or body["state"] != "running":
-            res.problems.append(f"a new create after the fault: {body}")
-
 
 def summary(results, log=print):
     """The counts; True when every case converged with no loss and no leak."""

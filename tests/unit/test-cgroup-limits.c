@@ -20,6 +20,7 @@
 #include "../../src/lib/util.h"
 #include "../../src/nodemgr/cgroup/cgroup-limits.h"
 #include "check.h"
+#include "fixture-dir.h"
 
 static char tmp[] = "/tmp/airlock-cglimits-XXXXXX";
 static char real_parent[] = "airlock-unit-cglimits-XXXXXXXX";
@@ -53,21 +54,6 @@ static void cleanup(void)
 		fprintf(stderr, "could not remove %s\n", tmp);
 }
 
-static void put(const char *dir, const char *name, const char *text)
-{
-	char *p = xasprintf("%s/%s", dir, name);
-
-	REQUIRE(write_file(p, text, strlen(text), 0644) == 0, cleanup);
-	free(p);
-}
-
-static char *fresh_dir(const char *name)
-{
-	char *d = xasprintf("%s/%s", tmp, name);
-
-	REQUIRE(mkdir_p(d, 0755) == 0, cleanup);
-	return d;
-}
 
 /* memory.events as a 6.x kernel writes it: "max" is a line of its own
  * that other keys only start like (not here), oom_kill after oom. */
@@ -80,14 +66,14 @@ static const char v2_memory_events[] = "low 0\n"
 
 static void test_v2_fixture(void)
 {
-	char *d = fresh_dir("v2");
+	char *d = fixture_dir(tmp, "v2", cleanup);
 	struct cgroup_hits h;
 	struct stat st;
 	err_t err = { 0 };
 
-	put(d, "memory.events", v2_memory_events);
+	fixture_put(d, "memory.events", v2_memory_events, cleanup);
 	/* a newer kernel's extra key that starts like "max" must not be taken */
-	put(d, "pids.events", "max.imposed 99\nmax 17\n");
+	fixture_put(d, "pids.events", "max.imposed 99\nmax 17\n", cleanup);
 	CHECK(cgroup_hits_v2_dir(d, &h, &err) == 0);
 	CHECK(h.oom_kill == 2 && h.oom == 3 && h.mem_max == 4711 && h.pids_max == 17);
 	CHECK(!h.under_oom);
@@ -99,7 +85,7 @@ static void test_v2_fixture(void)
 	CHECK(cgroup_hits_v2_dir(d, &h, &err) == 0 && h.pids_max == 0 && h.oom_kill == 2);
 
 	/* a kernel before oom_kill (4.13): the others read, oom_kill 0 */
-	put(d, "memory.events", "low 0\nhigh 0\nmax 5\noom 1\n");
+	fixture_put(d, "memory.events", "low 0\nhigh 0\nmax 5\noom 1\n", cleanup);
 	CHECK(cgroup_hits_v2_dir(d, &h, &err) == 0 && h.oom_kill == 0 && h.oom == 1 &&
 	      h.mem_max == 5);
 
@@ -116,16 +102,16 @@ static void test_v2_fixture(void)
 
 static void test_v1_fixture(void)
 {
-	char *mem = fresh_dir("v1/memory/airlock/sb1");
-	char *pids = fresh_dir("v1/pids/airlock/sb1");
+	char *mem = fixture_dir(tmp, "v1/memory/airlock/sb1", cleanup);
+	char *pids = fixture_dir(tmp, "v1/pids/airlock/sb1", cleanup);
 	struct cgroup_hits h;
 	struct stat st;
 	err_t err = { 0 };
 
-	put(mem, "memory.oom_control", "oom_kill_disable 0\nunder_oom 1\noom_kill 6\n");
-	put(mem, "memory.failcnt", "123\n");
-	put(mem, "memory.memsw.failcnt", "7\n");
-	put(pids, "pids.events", "max 9\n");
+	fixture_put(mem, "memory.oom_control", "oom_kill_disable 0\nunder_oom 1\noom_kill 6\n", cleanup);
+	fixture_put(mem, "memory.failcnt", "123\n", cleanup);
+	fixture_put(mem, "memory.memsw.failcnt", "7\n", cleanup);
+	fixture_put(pids, "pids.events", "max 9\n", cleanup);
 	CHECK(cgroup_hits_v1_dirs(mem, pids, &h, &err) == 0);
 	CHECK(h.oom_kill == 6 && h.under_oom && h.mem_max == 130 && h.pids_max == 9 && h.oom == 0);
 	CHECK(stat(mem, &st) == 0 && h.gen == (uint64_t)st.st_ino);
@@ -143,7 +129,7 @@ static void test_v1_fixture(void)
 	 * inode out again, kernfs does not: the real part checks gen) */
 	char *cmd = xasprintf("rm -rf %s && mkdir -p %s", mem, mem);
 	CHECK(system(cmd) == 0);
-	put(mem, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+	fixture_put(mem, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n", cleanup);
 	CHECK(cgroup_hits(&cg, "sb1", &h, &err) == 0 && h.oom_kill == 0 && !h.under_oom);
 	CHECK(h.mem_max == 0);   /* no memory.failcnt: 0 */
 	CHECK(h.gen != 0);
@@ -154,13 +140,13 @@ static void test_v1_fixture(void)
 
 static void test_v2_through_cgroup_hits(void)
 {
-	char *d = fresh_dir("v2root/airlock/sb1");
+	char *d = fixture_dir(tmp, "v2root/airlock/sb1", cleanup);
 	struct cgroups cg = { .v2 = true, .parent = "airlock" };
 	struct cgroup_hits h;
 	err_t err = { 0 };
 
-	put(d, "memory.events", v2_memory_events);
-	put(d, "pids.events", "max 1\n");
+	fixture_put(d, "memory.events", v2_memory_events, cleanup);
+	fixture_put(d, "pids.events", "max 1\n", cleanup);
 	snprintf(cg.root, sizeof(cg.root), "%s/v2root", tmp);
 	CHECK(cgroup_hits(&cg, "sb1", &h, &err) == 0 && h.oom_kill == 2 && h.pids_max == 1);
 	free(d);

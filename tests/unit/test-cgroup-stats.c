@@ -24,6 +24,7 @@
 #include "../../src/lib/util.h"
 #include "../../src/nodemgr/cgroup/cgroup.h"
 #include "check.h"
+#include "fixture-dir.h"
 
 static char tmp[] = "/tmp/airlock-cgstats-XXXXXX";
 static char real_cg[256];
@@ -49,21 +50,6 @@ static void cleanup(void)
 		fprintf(stderr, "could not remove %s\n", tmp);
 }
 
-static void put(const char *dir, const char *name, const char *text)
-{
-	char *p = xasprintf("%s/%s", dir, name);
-
-	REQUIRE(write_file(p, text, strlen(text), 0644) == 0, cleanup);
-	free(p);
-}
-
-static char *fresh_dir(const char *name)
-{
-	char *d = xasprintf("%s/%s", tmp, name);
-
-	REQUIRE(mkdir_p(d, 0755) == 0, cleanup);
-	return d;
-}
 
 /* cpu.stat and memory.stat as a 6.x kernel writes them; usage_usec not on
  * the first line, and keys that start the same (user_usec, usage_usec_x are
@@ -78,14 +64,14 @@ static const char v2_memory_stat[] = "anon 1048576\nfile 2097152\nkernel 65536\n
 
 static void test_v2_fixture(void)
 {
-	char *d = fresh_dir("v2");
+	char *d = fixture_dir(tmp, "v2", cleanup);
 	struct cgroup_stats st;
 	err_t err = { 0 };
 
-	put(d, "cpu.stat", v2_cpu_stat);
-	put(d, "memory.current", "3211264\n");
-	put(d, "memory.peak", "8388608\n");
-	put(d, "memory.stat", v2_memory_stat);
+	fixture_put(d, "cpu.stat", v2_cpu_stat, cleanup);
+	fixture_put(d, "memory.current", "3211264\n", cleanup);
+	fixture_put(d, "memory.peak", "8388608\n", cleanup);
+	fixture_put(d, "memory.stat", v2_memory_stat, cleanup);
 	CHECK(cgroup_stats_v2_dir(d, &st, &err) == 0);
 	CHECK(st.cpu_ns == 1500123000ULL);
 	CHECK(st.mem_bytes == 3211264);
@@ -100,13 +86,13 @@ static void test_v2_fixture(void)
 	CHECK(st.cpu_ns == 1500123000ULL && st.mem_bytes == 3211264);
 
 	/* no usage_usec line: an error naming it, not a zero */
-	put(d, "cpu.stat", "nr_periods 0\nuser_usec 5\n");
+	fixture_put(d, "cpu.stat", "nr_periods 0\nuser_usec 5\n", cleanup);
 	err = (err_t){ 0 };
 	CHECK(cgroup_stats_v2_dir(d, &st, &err) < 0);
 	CHECK(err.code == ENOENT && strstr(err.msg, "usage_usec"));
 
 	/* no memory.current (the memory controller not enabled) */
-	put(d, "cpu.stat", v2_cpu_stat);
+	fixture_put(d, "cpu.stat", v2_cpu_stat, cleanup);
 	char *cur = xasprintf("%s/memory.current", d);
 	CHECK(unlink(cur) == 0);
 	err = (err_t){ 0 };
@@ -119,14 +105,14 @@ static void test_v2_fixture(void)
 
 static void test_v1_fixture(void)
 {
-	char *cpu = fresh_dir("v1/cpuacct/airlock/sb1");
-	char *mem = fresh_dir("v1/memory/airlock/sb1");
+	char *cpu = fixture_dir(tmp, "v1/cpuacct/airlock/sb1", cleanup);
+	char *mem = fixture_dir(tmp, "v1/memory/airlock/sb1", cleanup);
 	struct cgroup_stats st;
 	err_t err = { 0 };
 
-	put(cpu, "cpuacct.usage", "987654321\n");   /* ns already */
-	put(mem, "memory.usage_in_bytes", "4096000\n");
-	put(mem, "memory.max_usage_in_bytes", "16384000\n");
+	fixture_put(cpu, "cpuacct.usage", "987654321\n", cleanup);   /* ns already */
+	fixture_put(mem, "memory.usage_in_bytes", "4096000\n", cleanup);
+	fixture_put(mem, "memory.max_usage_in_bytes", "16384000\n", cleanup);
 	CHECK(cgroup_stats_v1_dirs(cpu, mem, &st, &err) == 0);
 	CHECK(st.cpu_ns == 987654321ULL);
 	CHECK(st.mem_bytes == 4096000);
@@ -153,13 +139,13 @@ static void test_v1_fixture(void)
 
 static void test_v2_through_cgroup_stats(void)
 {
-	char *d = fresh_dir("v2root/airlock/sb1");
+	char *d = fixture_dir(tmp, "v2root/airlock/sb1", cleanup);
 	struct cgroups cg = { .v2 = true, .parent = "airlock" };
 	struct cgroup_stats st;
 	err_t err = { 0 };
 
-	put(d, "cpu.stat", v2_cpu_stat);
-	put(d, "memory.current", "100\n");
+	fixture_put(d, "cpu.stat", v2_cpu_stat, cleanup);
+	fixture_put(d, "memory.current", "100\n", cleanup);
 	snprintf(cg.root, sizeof(cg.root), "%s/v2root", tmp);
 	CHECK(cgroup_stats(&cg, "sb1", &st, &err) == 0);
 	CHECK(st.cpu_ns == 1500123000ULL && st.mem_bytes == 100 && !st.mem_peak_known);
