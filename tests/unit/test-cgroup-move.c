@@ -9,7 +9,7 @@
  * host's bare /sys/fs/cgroup/unified, or /sys/fs/cgroup on a v2 host) and,
  * on a v1 host, the v1 hierarchies. On each, in a parent of its own
  * (airlock-cgmove-<pid>, removed at exit even on failure): rename(2) of a
- * v2 cgroup fails with EPERM (why cgroup_move exists); a frozen cgroup's
+ * v2 cgroup fails with EPERM (why cgroup_move moves there); a frozen v2 cgroup's
  * tasks move and run again; a process forking children that exit at once
  * moves with every child; a zombie is no obstacle; the old cgroup is gone.
  *
@@ -268,9 +268,12 @@ static void test_moves(void)
 		free(b);
 	}
 
-	/* frozen: every task moves, and runs again (b is not frozen) */
-	REQUIRE(cgroup_freeze(&cur, "a", true, &e) == 0, cleanup);
-	CHECK(!ticks(pfd[0], 50));
+	/* v2, frozen: every task moves, and runs again (b is not frozen).
+	 * v1 renames, which keeps a freeze: no take meets a frozen cgroup. */
+	if (cur.v2) {
+		REQUIRE(cgroup_freeze(&cur, "a", true, &e) == 0, cleanup);
+		CHECK(!ticks(pfd[0], 50));
+	}
 	e = (err_t){ 0 };
 	CHECK(cgroup_move(&cur, "a", "b", &none, &e) == 0);
 	if (e.code)

