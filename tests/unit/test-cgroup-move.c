@@ -11,11 +11,7 @@
  * (airlock-cgmove-<pid>, removed at exit even on failure): rename(2) of a
  * v2 cgroup fails with EPERM (why cgroup_move moves there); a frozen v2 cgroup's
  * tasks move and run again; a process forking children that exit at once
- * moves with every child; a zombie is no obstacle; the old cgroup is gone.
- *
- * `test-cgroup-move --bench N` (root, v1 host) times N warm takes' cgroup
- * step both ways, as A/B pairs: rename of each hierarchy + limits (the old
- * take) against cgroup_move. */
+ * moves with every child; a zombie is no obstacle; the old cgroup is gone. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -360,74 +356,8 @@ static bool pick_v1(void)
 	return have_cur = true;
 }
 
-/* ---- the A/B of the take's cgroup step ---------------------------------- */
-
-static double ms_since(const struct timespec *t0)
+int main(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (t.tv_sec - t0->tv_sec) * 1e3 + (t.tv_nsec - t0->tv_nsec) / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static int bench(int n)
-{
-	static const char *const ctrls[] = { "freezer", "memory", "cpu", "pids", "cpuacct" };
-	struct cgroup_limits warm = { .memory_bytes = 512 << 20, .cpu_millis = 1000, .pids = 1000 };
-	struct cgroup_limits req = { .memory_bytes = 256 << 20, .cpu_millis = 500, .pids = 100 };
-	double *ta = xcalloc((size_t)n, sizeof(double)), *tb = xcalloc((size_t)n, sizeof(double));
-	err_t e = { 0 };
-
-	if (!pick_v1()) {
-		fprintf(stderr, "bench: needs root and a cgroup v1 host\n");
-		return 77;
-	}
-	for (int i = 0; i < 2 * n; i++) {
-		bool rename_way = (i % 2) == (i / 2 % 2);  /* ABBA: neither always first */
-		struct timespec t0;
-		pid_t p;
-
-		REQUIRE(cgroup_create(&cur, "a", &warm, &e) == 0, cleanup);
-		p = spawn(zombie_parent, -1);  /* a parked process: it waits */
-		attach("a", p);
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		if (rename_way) {
-			size_t nc = cur.v1_cpuacct ? 5 : 4;
-			for (size_t c = 0; c < nc; c++) {
-				char *a = cgroup_file(&cur, ctrls[c], "a", NULL);
-				char *b = cgroup_file(&cur, ctrls[c], "b", NULL);
-				REQUIRE(rename(a, b) == 0, cleanup);
-				free(a);
-				free(b);
-			}
-			REQUIRE(cgroup_set_limits(&cur, "b", &req, &e) == 0, cleanup);
-			ta[i / 2] = ms_since(&t0);
-		} else {
-			REQUIRE(cgroup_move(&cur, "a", "b", &req, &e) == 0, cleanup);
-			tb[i / 2] = ms_since(&t0);
-		}
-		kill_kids();
-		REQUIRE(cgroup_destroy(&cur, "b", &e) == 0, cleanup);
-	}
-	qsort(ta, (size_t)n, sizeof(double), cmp_d);
-	qsort(tb, (size_t)n, sizeof(double), cmp_d);
-	printf("take's cgroup step, %d A/B pairs, ms: rename+limits median %.3f p90 %.3f | "
-	       "move median %.3f p90 %.3f\n", n, ta[n / 2], ta[n * 9 / 10], tb[n / 2],
-	       tb[n * 9 / 10]);
-	cleanup();
-	return 0;
-}
-
-int main(int argc, char **argv)
-{
-	if (argc == 3 && !strcmp(argv[1], "--bench"))
-		return bench(atoi(argv[2]) > 0 ? atoi(argv[2]) : 50);
 	test_unit_path();
 	test_mountinfo();
 	if (geteuid() != 0) {
