@@ -20,18 +20,6 @@ static int read_keyed(const char *path, struct buf *b)
 	return read_file(path, 1 << 14, b) == 0 && b->data ? 0 : -ENOENT;
 }
 
-/* The value of the line that is exactly `key value`; false when absent
- * (a key that only starts the same, "max.imposed" for "max", is not it). */
-static bool keyed_u64(const struct buf *b, const char *key, uint64_t *out)
-{
-	size_t kn = strlen(key);
-
-	for (const char *p = b->data; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-		if (!strncmp(p, key, kn) && p[kn] == ' ')
-			return sscanf(p + kn, " %" SCNu64, out) == 1;
-	return false;
-}
-
 static uint64_t dir_ino(const char *dir)
 {
 	struct stat st;
@@ -45,7 +33,7 @@ static void pids_events(const char *dir, struct cgroup_hits *out)
 	_cleanup_free_ char *p = xasprintf("%s/pids.events", dir);
 	struct buf b;
 
-	if (read_keyed(p, &b) == 0 && !keyed_u64(&b, "max", &out->pids_max))
+	if (read_keyed(p, &b) == 0 && !cgroup_keyed_u64(b.data, "max", &out->pids_max))
 		out->pids_max = 0;
 	buf_free(&b);
 }
@@ -61,9 +49,9 @@ int cgroup_hits_v2_dir(const char *dir, struct cgroup_hits *out, err_t *err)
 		return err_set(err, ENOENT, "cgroup %s: no memory.events", dir);
 	}
 	/* each may be absent on an older kernel (oom_kill: 4.13): 0 then */
-	keyed_u64(&b, "oom_kill", &out->oom_kill);
-	keyed_u64(&b, "oom", &out->oom);
-	keyed_u64(&b, "max", &out->mem_max);
+	cgroup_keyed_u64(b.data, "oom_kill", &out->oom_kill);
+	cgroup_keyed_u64(b.data, "oom", &out->oom);
+	cgroup_keyed_u64(b.data, "max", &out->mem_max);
 	buf_free(&b);
 	pids_events(dir, out);
 	out->gen = dir_ino(dir);
@@ -84,8 +72,8 @@ int cgroup_hits_v1_dirs(const char *memory_dir, const char *pids_dir, struct cgr
 		buf_free(&b);
 		return err_set(err, ENOENT, "cgroup %s: no memory.oom_control", memory_dir);
 	}
-	keyed_u64(&b, "oom_kill", &out->oom_kill);
-	keyed_u64(&b, "under_oom", &under);
+	cgroup_keyed_u64(b.data, "oom_kill", &out->oom_kill);
+	cgroup_keyed_u64(b.data, "under_oom", &under);
 	out->under_oom = under != 0;
 	buf_free(&b);
 	/* With swap accounting the memory+swap counter is charged first and
@@ -93,9 +81,8 @@ int cgroup_hits_v1_dirs(const char *memory_dir, const char *pids_dir, struct cgr
 	 * the limit refused, and no charge counts on both. */
 	for (int i = 0; i < 2; i++) {
 		uint64_t v = 0;
-		if (read_keyed(i ? msw : fc, &b) == 0 && sscanf(b.data, "%" SCNu64, &v) == 1)
+		if (cgroup_read_u64(i ? msw : fc, NULL, &v))
 			out->mem_max += v;
-		buf_free(&b);
 	}
 	pids_events(pids_dir, out);
 	out->gen = dir_ino(memory_dir);

@@ -535,26 +535,27 @@ int cgroup_each(const struct cgroups *cg, void (*fn)(void *arg, const char *id),
 	return 0;
 }
 
-/* The first number in file (v1 single-value files), or in the line that
- * starts with key (v2 flat keyed files). false when absent. */
-static bool read_u64(const char *path, const char *key, uint64_t *out)
+bool cgroup_keyed_u64(const char *text, const char *key, uint64_t *out)
+{
+	const char *p = text;
+
+	if (p && key) {
+		size_t kn = strlen(key);
+		for (; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+			if (!strncmp(p, key, kn) && p[kn] == ' ')
+				break;
+		p = p && *p ? p + kn : NULL;
+	}
+	return p && sscanf(p, " %" SCNu64, out) == 1;
+}
+
+bool cgroup_read_u64(const char *path, const char *key, uint64_t *out)
 {
 	struct buf b;
-	bool ok = false;
+	bool ok;
 
 	buf_init(&b);
-	if (read_file(path, 1 << 16, &b) == 0 && b.data) {
-		const char *p = b.data;
-		if (key) {
-			size_t kn = strlen(key);
-			for (p = b.data; p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-				if (!strncmp(p, key, kn) && p[kn] == ' ')
-					break;
-			if (p)
-				p += kn;
-		}
-		ok = p && sscanf(p, " %" SCNu64, out) == 1;
-	}
+	ok = read_file(path, 1 << 16, &b) == 0 && cgroup_keyed_u64(b.data, key, out);
 	buf_free(&b);
 	return ok;
 }
@@ -566,7 +567,7 @@ int cgroup_v2_cpu_ns(const char *dir, uint64_t *ns)
 	_cleanup_free_ char *cpu = xasprintf("%s/cpu.stat", dir);
 	uint64_t usec;
 
-	if (!read_u64(cpu, "usage_usec", &usec))
+	if (!cgroup_read_u64(cpu, "usage_usec", &usec))
 		return -ENOENT;
 	*ns = usec * 1000;
 	return 0;
@@ -578,11 +579,11 @@ int cgroup_stats_v2_dir(const char *dir, struct cgroup_stats *out, err_t *err)
 	_cleanup_free_ char *peak = xasprintf("%s/memory.peak", dir);
 
 	memset(out, 0, sizeof(*out));
-	if (cgroup_v2_cpu_ns(dir, &out->cpu_ns) < 0 || !read_u64(cur, NULL, &out->mem_bytes))
+	if (cgroup_v2_cpu_ns(dir, &out->cpu_ns) < 0 || !cgroup_read_u64(cur, NULL, &out->mem_bytes))
 		return err_set(err, ENOENT, "cgroup %s: no cpu.stat usage_usec or memory.current",
 			       dir);
 	/* memory.peak is kernel 5.19+ */
-	out->mem_peak_known = read_u64(peak, NULL, &out->mem_peak_bytes);
+	out->mem_peak_known = cgroup_read_u64(peak, NULL, &out->mem_peak_bytes);
 	return 0;
 }
 
@@ -594,10 +595,10 @@ int cgroup_stats_v1_dirs(const char *cpuacct_dir, const char *memory_dir, struct
 	_cleanup_free_ char *peak = xasprintf("%s/memory.max_usage_in_bytes", memory_dir);
 
 	memset(out, 0, sizeof(*out));
-	if (!read_u64(cur, NULL, &out->mem_bytes))
+	if (!cgroup_read_u64(cur, NULL, &out->mem_bytes))
 		return err_set(err, ENOENT, "cgroup %s: no memory.usage_in_bytes", memory_dir);
-	out->mem_peak_known = read_u64(peak, NULL, &out->mem_peak_bytes);
-	if (!read_u64(cpu, NULL, &out->cpu_ns))
+	out->mem_peak_known = cgroup_read_u64(peak, NULL, &out->mem_peak_bytes);
+	if (!cgroup_read_u64(cpu, NULL, &out->cpu_ns))
 		return err_set(err, ENOENT, "cgroup %s: no cpuacct.usage", cpuacct_dir);
 	return 0;
 }

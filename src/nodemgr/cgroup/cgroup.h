@@ -127,6 +127,12 @@ int cgroup_stats_v1_dirs(const char *cpuacct_dir, const char *memory_dir, struct
 			 err_t *err);
 /* cpu.stat usage_usec of a v2 cgroup, in ns; -ENOENT when absent. */
 int cgroup_v2_cpu_ns(const char *dir, uint64_t *ns);
+/* The first number of text (v1 single-value files; key NULL), or of the line
+ * that is exactly `key value` (v2 flat keyed files: "max.imposed" is not
+ * "max"); false when absent. The kernel writes these files. */
+bool cgroup_keyed_u64(const char *text, const char *key, uint64_t *out);
+/* The same, of the file at path (read whole, up to 64 KiB). */
+bool cgroup_read_u64(const char *path, const char *key, uint64_t *out);
 /* Path of a control file for tests and node_info: caller owns. */
 char *cgroup_file(const struct cgroups *cg, const char *ctrl, const char *id, const char *file);
 
