@@ -60,6 +60,68 @@ class E2BTest(AirlockTestCase):
         self.assertEqual(r.returncode, 0, "tests/e2b/suite.mjs failed (output above)")
         self.assertIn("e2b suite: all passed", r.stdout)
 
+    def test_5_lifecycle(self):
+        """tests/e2b/lifecycle.mjs: every envd and control call of the SDK on a
+        paused, a suspended and a deleted sandbox gives what it gives on E2B."""
+        r = subprocess.run(["node", os.path.join(E2B_DIR, "lifecycle.mjs")],
+                           env=self.env(self.key), capture_output=True, text=True, timeout=600)
+        sys.stdout.write(r.stdout)
+        sys.stderr.write(r.stderr)
+        self.assertEqual(r.returncode, 0, "tests/e2b/lifecycle.mjs failed (output above)")
+        self.assertIn("e2b lifecycle: all passed", r.stdout)
+
+    def test_7_gone_says_nothing_to_strangers(self):
+        """envd's 502 ("gone", the SDK's isRunning() false) is for a caller
+        holding a token of that sandbox only: without one, another tenant's
+        live sandbox, a deleted one and one that never existed all answer
+        the same 401, on /health and on every other envd path."""
+        a = self.server.addr
+        _, other = self.new_tenant("e2b-stranger")
+        theirs = self.create(other.key)
+        mine = self.create(self.key)
+        try:
+            def envd(method, path, sb_id, token):
+                h = {"E2b-Sandbox-Id": sb_id, "Content-Type": "application/json"}
+                if token is not None:
+                    h["X-Access-Token"] = token
+                st, data = raw(a, method, "/e2b/envd" + path, h,
+                               b"{}" if method == "POST" else None)
+                # the id is echoed back; with it masked, the answers must be equal
+                return st, data.replace(sb_id.encode(), b"<id>")
+
+            self.assertEqual(envd("GET", "/health", mine["sandboxID"],
+                                  mine["envdAccessToken"])[0], 204)
+            st, _ = raw(a, "DELETE", f"/e2b/sandboxes/{mine['sandboxID']}",
+                        {"X-API-KEY": self.key})
+            self.assertEqual(st, 204)
+            # the owner's token on its deleted sandbox: gone, as E2B says it
+            st, data = envd("GET", "/health", mine["sandboxID"], mine["envdAccessToken"])
+            self.assertEqual((st, json.loads(data)["code"]), (502, 502))
+            st, data = envd("POST", "/process.Process/List", mine["sandboxID"],
+                            mine["envdAccessToken"])
+            self.assertEqual(st, 502)
+            never = "sb-0123456789abcdef"
+            forged = "ale_" + "5" * 40
+            for method, path in (("GET", "/health"), ("GET", "/files?path=/etc/hostname"),
+                                 ("POST", "/process.Process/List")):
+                for token in (None, forged, mine["envdAccessToken"], "junk"):
+                    seen = {envd(method, path, sb, token)
+                            for sb in (theirs["sandboxID"], never)}
+                    # a token of my deleted sandbox opens nothing else either
+                    if token != mine["envdAccessToken"]:
+                        seen.add(envd(method, path, mine["sandboxID"], token))
+                    self.assertEqual(len(seen), 1, (method, path, token, seen))
+                    self.assertEqual(seen.pop()[0], 401, (method, path, token))
+            # their sandbox still runs, for them
+            st, _ = raw(a, "GET", f"/e2b/sandboxes/{theirs['sandboxID']}",
+                        {"X-API-KEY": other.key})
+            self.assertEqual(st, 200)
+            self.assertEqual(envd("GET", "/health", theirs["sandboxID"],
+                                  theirs["envdAccessToken"])[0], 204)
+        finally:
+            raw(a, "DELETE", f"/e2b/sandboxes/{theirs['sandboxID']}", {"X-API-KEY": other.key})
+            raw(a, "DELETE", f"/e2b/sandboxes/{mine['sandboxID']}", {"X-API-KEY": self.key})
+
     def create(self, key):
         st, data = raw(self.server.addr, "POST", "/e2b/v2/sandboxes",
                        {"X-API-KEY": key, "Content-Type": "application/json"},
@@ -102,10 +164,12 @@ class E2BTest(AirlockTestCase):
             self.assertEqual(st, 404)
             st, data = raw(a, "GET", "/e2b/v2/sandboxes", {"X-API-KEY": other.key})
             self.assertEqual((st, json.loads(data)), (200, []))
-            # killed: its tokens are gone
+            # killed: its own token hears that it is gone (502, E2B's answer),
+            # no other credential does
             st, _ = raw(a, "DELETE", f"/e2b/sandboxes/{two['sandboxID']}", {"X-API-KEY": self.key})
             self.assertEqual(st, 204)
-            self.assertEqual(files(two["sandboxID"], two["envdAccessToken"]), 401)
+            self.assertEqual(files(two["sandboxID"], two["envdAccessToken"]), 502)
+            self.assertEqual(files(two["sandboxID"], one["envdAccessToken"]), 401)
             st, _ = raw(a, "DELETE", f"/e2b/sandboxes/{two['sandboxID']}", {"X-API-KEY": self.key})
             self.assertEqual(st, 404)
         finally:

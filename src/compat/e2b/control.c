@@ -28,7 +28,7 @@ static int64_t iso_ms(const char *s)
 }
 
 /* Airlock's states as E2B's two (running, paused); NULL: not listed. */
-static const char *e2b_state(const char *st)
+const char *e2b_state(const char *st)
 {
 	static const char *const running[] = { "pending", "starting", "running", "restoring",
 					       "rolling_back" };
@@ -85,12 +85,23 @@ static void write_sandbox(struct jw *w, const json *sb, const char *state)
 	jw_end(w);
 }
 
-/* The node's error, passed on with its status in E2B's form. */
+/* The node's error, passed on with its status in E2B's form. A deleted
+ * sandbox is 409 {"state":"deleted"} on the node for anything but GET and
+ * DELETE; E2B says 404 for a sandbox that is gone (the SDK's
+ * SandboxNotFoundError, and false from pause), so that is 404 here. */
 static void node_error(struct http_conn *c, int st, const struct http_resp *r)
 {
 	if (st < 0) {
 		e2b_error(c, 503, "node unavailable");
 		return;
+	}
+	if (st == 409) {
+		_cleanup_(json_freep) json *j = json_parse(r->body.data, r->body.len, NULL);
+		const char *state = j ? json_get_str(j, "state") : NULL;
+		if (state && !strcmp(state, "deleted")) {
+			e2b_error(c, 404, "sandbox not found (it was deleted)");
+			return;
+		}
 	}
 	_cleanup_free_ char *m = e2b_node_message(r);
 	e2b_error(c, st, "%s", m);
@@ -439,8 +450,9 @@ static void kill_sandbox(struct api *a, struct http_conn *c, const struct api_pr
 	if (!sb)
 		return;
 	st = e2b_node(a, who->tenant, "DELETE", target, NULL, NULL, 0, &r);
+	/* Its envd tokens stay until they expire: with one, envd answers
+	 * 502 (gone) for it, the SDK's isRunning() false (envd.c). */
 	if (st == 204 || st == 200) {
-		e2b_tokens_drop(a, id);
 		http_respond(c, 204, NULL, NULL, 0, NULL);
 	} else {
 		node_error(c, st, &r);
@@ -514,7 +526,12 @@ static void metrics(struct api *a, struct http_conn *c, const struct api_princip
 		    const char *id)
 {
 	_cleanup_(json_freep) json *sb = node_sandbox(a, c, who, id, "GET", "");
-	_cleanup_(json_freep) json *m = sb ? node_sandbox(a, c, who, id, "GET", "/metrics") : NULL;
+	const char *state = sb ? json_get_str(sb, "state") : NULL;
+	/* A suspended sandbox is in the object store: nothing on a node to
+	 * measure, no sample (E2B's answer when it has none). */
+	bool stored = state && (!strcmp(state, "suspended") || !strcmp(state, "suspending"));
+	_cleanup_(json_freep) json *m = sb && !stored ?
+		node_sandbox(a, c, who, id, "GET", "/metrics") : NULL;
 	const json *lim = sb ? json_get(sb, "limits") : NULL;
 	int64_t now = wall_ms(), born = sb ? iso_ms(json_get_str(sb, "created_at")) : -1;
 	double cpus = lim && json_get(lim, "cpus") ? json_get(lim, "cpus")->num : 1;
@@ -524,6 +541,10 @@ static void metrics(struct api *a, struct http_conn *c, const struct api_princip
 	struct buf b;
 	struct jw w;
 
+	if (stored) {
+		http_respond(c, 200, "application/json", "[]", 2, NULL);
+		return;
+	}
 	if (!m)
 		return;
 	if (born > 0 && now > born && cpus > 0)

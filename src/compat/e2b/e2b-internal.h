@@ -22,6 +22,9 @@ static inline void json_freep(json **j) { json_free(*j); }
 /* control.c: E2B_API_URL (X-API-KEY) */
 void e2b_control(struct api *a, struct http_req *req, struct http_conn *c,
 		 const struct api_principal *who, const char *rest);
+/* An Airlock state as E2B's ("running" or "paused"); NULL for the others
+ * (deleted, stopping, failed, ...), which E2B does not list. */
+const char *e2b_state(const char *airlock_state);
 /* envd.c: E2B_SANDBOX_URL (X-Access-Token, E2b-Sandbox-Id) */
 void e2b_envd(struct api *a, struct http_req *req, struct http_conn *c,
 	      const struct api_principal *who, const char *sandbox_id, const char *rest);
@@ -42,6 +45,5 @@ char *e2b_qenc(const char *s);
  * tenant and minted by who's API key: it stops working when that key is
  * revoked. Caller owns. NULL on a DB failure. */
 char *e2b_token_issue(struct api *a, const struct api_principal *who, const char *sandbox_id);
-void e2b_tokens_drop(struct api *a, const char *sandbox_id);
 
 #endif

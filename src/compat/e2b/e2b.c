@@ -132,14 +132,6 @@ char *e2b_token_issue(struct api *a, const struct api_principal *who, const char
 	return token;
 }
 
-void e2b_tokens_drop(struct api *a, const char *sandbox_id)
-{
-	err_t err = { 0 };
-
-	(void)db_exec(a->db, &err, "DELETE FROM port_tokens WHERE sandbox_id = ? AND port = ?",
-		      "si", sandbox_id, (int64_t)E2B_ENVD_PORT);
-}
-
 /* 1 and *who when tok is a live envd token of sandbox_id; 0 when not;
  * -EAGAIN when the client has no checks left (answered 429); -EIO on a DB
  * failure. */

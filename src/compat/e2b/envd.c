@@ -236,11 +236,73 @@ static void rpc(struct envd_ctx *x, const char *m)
 		envd_rpc_error(x->c, "unimplemented", "%s is not served by Airlock (docs/E2B.md)", m);
 }
 
+/* ---- the sandbox's state ------------------------------------------------------ */
+
+/* Is the sandbox there to take an envd call? true when running (or on its
+ * way: pending, starting, restoring, rolling back); otherwise answered.
+ *
+ * E2B's proxy answers 502 for a sandbox it cannot route to: one that is
+ * gone (killed, timed out) and one that is paused. The SDK reads 502 on
+ * GET /health as isRunning() false, on other HTTP calls as TimeoutError,
+ * and (as Connect's Unavailable) on RPCs as TimeoutError, or on a stream's
+ * start as SandboxNotFoundError. So that is the answer here too, in
+ * E2B's form {"code":502,"message"}, for every envd path and method.
+ *
+ * A paused or suspended sandbox is not resumed by an envd call here, as
+ * it would be by Airlock's own exec: an E2B program resumes it with
+ * Sandbox.connect, and expects isRunning(), files.exists() and the like
+ * to leave it paused (docs/E2B.md). A pause that lands between this check
+ * and the node's call is resumed by it, as Airlock's own exec does.
+ *
+ * Only a caller with a live envd token of this sandbox gets here (e2b.c;
+ * kill keeps the tokens until they expire), so the 502 tells nothing to
+ * anyone who did not know the sandbox: without one, a sandbox that never
+ * existed, a deleted one and another tenant's live one are all 401. */
+static bool envd_gate(struct envd_ctx *x)
+{
+	_cleanup_free_ char *target = xasprintf("/v1/sandboxes/%s", x->id);
+	_cleanup_(json_freep) json *sb = NULL;
+	struct http_resp r;
+	const char *st, *e;
+	int code = e2b_node(x->a, x->who->tenant, "GET", target, NULL, NULL, 0, &r);
+
+	if (code == 404) {
+		http_resp_free(&r);
+		e2b_error(x->c, 502, "The sandbox %s was not found: it was killed or its timeout "
+			  "ended", x->id);
+		return false;
+	}
+	if (code != 200) {
+		if (code < 0) {
+			e2b_error(x->c, 503, "node unavailable");
+		} else {
+			_cleanup_free_ char *m = e2b_node_message(&r);
+			e2b_error(x->c, code, "%s", m);
+		}
+		http_resp_free(&r);
+		return false;
+	}
+	sb = json_parse(r.body.data, r.body.len, NULL);
+	http_resp_free(&r);
+	st = sb ? json_get_str(sb, "state") : NULL;
+	e = e2b_state(st);
+	if (e && !strcmp(e, "running"))
+		return true;
+	if (e)   /* paused, suspending, suspended */
+		e2b_error(x->c, 502, "The sandbox %s is %s: Sandbox.connect resumes it", x->id,
+			  st);
+	else
+		e2b_error(x->c, 502, "The sandbox %s is %s", x->id, st ? st : "not running");
+	return false;
+}
+
 void e2b_envd(struct api *a, struct http_req *req, struct http_conn *c,
 	      const struct api_principal *who, const char *sandbox_id, const char *rest)
 {
 	struct envd_ctx x = { .a = a, .who = who, .id = sandbox_id, .req = req, .c = c };
 
+	if (!envd_gate(&x))
+		return;
 	if (!strcmp(rest, "/health")) {
 		if (strcmp(req->method, "GET") != 0)
 			e2b_error(c, 405, "method not allowed");
