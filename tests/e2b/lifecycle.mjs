@@ -179,6 +179,28 @@ async function main() {
     await Sandbox.kill(id).catch(() => {})
     throw e
   }
+
+  step = 'kill parked'
+  const parked = []
+  try {
+    for (const how of ['paused', 'suspended']) {
+      const p = await Sandbox.create(TEMPLATE, { timeoutMs: 300_000 })
+      parked.push(p.sandboxId)
+      assert.equal(await p.betaPause(), true)
+      if (how === 'suspended')
+        assert.equal((await airlock('POST', `/v1/sandboxes/${p.sandboxId}/suspend`)).status, 200)
+      assert.equal(await Sandbox.kill(p.sandboxId), true)
+      assert.equal(await p.isRunning(), false)
+      assert.equal(await outcome(() => p.getInfo()), 'SandboxNotFoundError')
+      assert.equal(await Sandbox.kill(p.sandboxId), false)
+      assert.equal((await airlock('GET', `/v1/sandboxes/${p.sandboxId}`)).status, 404)
+    }
+    ok('kill of a paused (betaPause) and of a suspended sandbox: true, then isRunning false, ' +
+      'getInfo SandboxNotFoundError, kill false')
+  } finally {
+    for (const p of parked)
+      await Sandbox.kill(p).catch(() => {})
+  }
   console.log('e2b lifecycle: all passed')
 }
 
