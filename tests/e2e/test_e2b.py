@@ -118,6 +118,19 @@ class E2BTest(AirlockTestCase):
             self.assertEqual(st, 200)
             self.assertEqual(envd("GET", "/health", theirs["sandboxID"],
                                   theirs["envdAccessToken"])[0], 204)
+            # a gone sandbox's tokens stay until they expire; expired ones of
+            # any sandbox are swept when a token is issued
+            self.db_write("INSERT INTO port_tokens(hash, tenant_id, sandbox_id, port,"
+                          " expires_at, created_at) VALUES(?, ?, ?, ?, ?, ?)",
+                          "e" * 64, self.tenant["id"], "sb-expired", 49983, 1, 0)
+            self.assertEqual(self.db_rows("SELECT count(*) FROM port_tokens WHERE"
+                                          " sandbox_id = ?", "sb-expired"), [(1,)])
+            raw(a, "DELETE", f"/e2b/sandboxes/{self.create(self.key)['sandboxID']}",
+                {"X-API-KEY": self.key})
+            self.assertEqual(self.db_rows("SELECT count(*) FROM port_tokens WHERE"
+                                          " sandbox_id = ?", "sb-expired"), [(0,)])
+            self.assertEqual(self.db_rows("SELECT count(*) FROM port_tokens WHERE"
+                                          " sandbox_id = ?", mine["sandboxID"]), [(1,)])
         finally:
             raw(a, "DELETE", f"/e2b/sandboxes/{theirs['sandboxID']}", {"X-API-KEY": other.key})
             raw(a, "DELETE", f"/e2b/sandboxes/{mine['sandboxID']}", {"X-API-KEY": self.key})

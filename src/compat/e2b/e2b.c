@@ -129,6 +129,11 @@ char *e2b_token_issue(struct api *a, const struct api_principal *who, const char
 		      " port = ? ORDER BY created_at DESC LIMIT ?))",
 		      "siisii", sandbox_id, (int64_t)E2B_ENVD_PORT, now, sandbox_id,
 		      (int64_t)E2B_ENVD_PORT, (int64_t)TOKENS_KEPT);
+	/* A killed sandbox keeps its tokens until they expire (envd.c's 502
+	 * "gone" is for them); expired ones of every sandbox go here, as
+	 * portfwd.c sweeps at each port token, so the table holds a day's. */
+	(void)db_exec(a->db, &err, "DELETE FROM port_tokens WHERE port = ? AND expires_at < ?",
+		      "ii", (int64_t)E2B_ENVD_PORT, now);
 	return token;
 }
 
