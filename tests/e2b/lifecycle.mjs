@@ -38,6 +38,7 @@ function envdCalls(sbx, pid) {
     'commands.list': () => sbx.commands.list(),
     'commands.kill': () => sbx.commands.kill(pid),
     'commands.sendStdin': () => sbx.commands.sendStdin(pid, 'x\n'),
+    'commands.closeStdin': () => sbx.commands.closeStdin(pid),
     'commands.connect': () => sbx.commands.connect(pid),
     'files.read': () => sbx.files.read('/etc/hostname'),
     'files.write': () => sbx.files.write('/tmp/lc.txt', 'x'),
@@ -65,6 +66,7 @@ const NOT_ROUTED = {
   'commands.list': 'TimeoutError',
   'commands.kill': 'TimeoutError',
   'commands.sendStdin': 'TimeoutError',
+  'commands.closeStdin': 'TimeoutError',
   'commands.connect': 'SandboxNotFoundError',
   'files.read': 'TimeoutError',
   'files.write': 'TimeoutError',
@@ -155,6 +157,8 @@ async function main() {
     step = 'deleted'
     await sbx.kill()
     await checkEnvd(sbx, pid, 'deleted')
+    // computed by the SDK, no request: the same whatever the state
+    assert.equal(sbx.getHost(8080), `8080-${id}.${process.env.E2B_DOMAIN}`)
     const control = {
       'getInfo': await outcome(() => sbx.getInfo()),
       'getMetrics': await outcome(() => sbx.getMetrics()),
