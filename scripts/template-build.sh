@@ -68,6 +68,21 @@ debian)
 	rm -f "$tarball"
 	# Trim what a sandbox never needs.
 	rm -rf "$OUT"/var/cache/apt/archives/*.deb "$OUT"/var/lib/apt/lists/* 2>/dev/null || true
+	# Desktop (the `desktop` template, or any with these packages): the
+	# paths @e2b/desktop runs, on Debian's files. Its stream runs
+	# `cd /opt/noVNC/utils && ./novnc_proxy ... --web /opt/noVNC`, and
+	# launch('xterm') runs `gtk-launch xterm`, which wants xterm.desktop
+	# (Debian names it debian-xterm.desktop). The tree is mmdebstrap's own.
+	if [ -e "$OUT/usr/share/novnc/vnc.html" ] && [ ! -e "$OUT/opt/noVNC" ]; then
+		mkdir -p "$OUT/opt"
+		ln -s /usr/share/novnc "$OUT/opt/noVNC"
+		log "/opt/noVNC -> /usr/share/novnc"
+	fi
+	apps="$OUT/usr/share/applications"
+	if [ -e "$apps/debian-xterm.desktop" ] && [ ! -e "$apps/xterm.desktop" ]; then
+		ln -s debian-xterm.desktop "$apps/xterm.desktop"
+		log "xterm.desktop -> debian-xterm.desktop"
+	fi
 	;;
 busybox)
 	bb=/bin/busybox
