@@ -113,15 +113,14 @@ async function main() {
 		const token = (await tr.json()).token;
 
 		const udd = fs.mkdtempSync(path.join(os.tmpdir(), "airlock-desktop-chromium-"));
-		const browser = await chromium.launch({
+		const ctx = await chromium.launchPersistentContext(udd, {
 			executablePath: "/usr/bin/chromium",
 			args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
 				"--disable-component-update", "--no-first-run", "--disable-sync",
-				`--user-data-dir=${udd}`,
 				`--host-resolver-rules=MAP ${host} 127.0.0.1:${env.AIRLOCK_TEST_TLS_PORT}, EXCLUDE localhost`],
+			ignoreHTTPSErrors: true, viewport: { width: 1100, height: 850 },
 		});
 		try {
-			const ctx = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1100, height: 850 } });
 			const page = await ctx.newPage();
 			// without the token: refused
 			const bare = await page.goto(url);
@@ -155,7 +154,7 @@ async function main() {
 			fs.writeFileSync(path.join(env.AIRLOCK_TEST_ARTIFACTS, "e2b-screenshot.png"), shot2);
 			console.log(`# the stream page: ${file}`);
 		} finally {
-			await browser.close();
+			await ctx.close();
 			fs.rmSync(udd, { recursive: true, force: true });
 		}
 		await sbx.stream.stop();

@@ -214,6 +214,49 @@ class DesktopTest(AirlockTestCase):
         code, out = self.exec(a, sid, ["xdotool", "getmouselocation"], {"DISPLAY": ":0"})
         self.assertIn(b"x:800 y:600", out)
 
+    def test_1b_cli(self):
+        """`airlock desktop ...` as the owner (after test_1: its xterm is up)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+        d = tempfile.mkdtemp(prefix="airlock-desktop-cli-")
+        self.addCleanup(shutil.rmtree, d, True)
+        env.update(AIRLOCK_URL=f"http://{self.server.addr}", AIRLOCK_API_KEY=self.a.key,
+                   AIRLOCK_CONFIG="", HOME=d)
+
+        def cli(*args, check=True):
+            r = subprocess.run([harness.CLI] + list(args), capture_output=True, env=env,
+                               timeout=120)
+            if check and r.returncode != 0:
+                self.fail(f"airlock {args} -> {r.returncode}: {r.stderr.decode()}")
+            return r
+
+        out = os.path.join(d, "shot.png")
+        r = cli("desktop", "screenshot", self.sid, out)
+        self.assertEqual(r.stdout.decode().strip(), out)
+        with open(out, "rb") as f:
+            self.assertEqual(png_size(f.read()), (1024, 768))
+        cli("desktop", "click", self.sid, "150", "150")
+        cli("desktop", "key", self.sid, "ctrl+u")
+        cli("desktop", "type", self.sid, "echo from-the-cli >/tmp/cli.txt")
+        cli("desktop", "key", self.sid, "Return")
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            st, got, _ = self.a.raw("GET", f"/v1/sandboxes/{self.sid}/files?path=/tmp/cli.txt")
+            if st == 200:
+                break
+            time.sleep(0.3)
+        self.assertEqual((st, got), (200, b"from-the-cli\n"))
+        cli("desktop", "move", self.sid, "40", "50")
+        code, out = self.exec(self.a, self.sid, ["xdotool", "getmouselocation"], {"DISPLAY": ":0"})
+        self.assertIn(b"x:40 y:50", out)
+        url = cli("desktop", "stream", self.sid).stdout.decode().strip()
+        self.assertTrue(url.startswith(f"http://6080-{self.sid}.{DOMAIN}:"), url)
+        self.assertIn("airlock_token=alp_", url)
+        # bad input: refused by the CLI (usage) or the server (400)
+        self.assertNotEqual(cli("desktop", "click", self.sid, "1", check=False).returncode, 0)
+        r = cli("desktop", "key", self.sid, "ctrl+c;id", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"invalid_field", r.stderr)
+
     def test_2_bad_input_and_other_tenant(self):
         a, b, sid = self.a, self.b, self.sid
         bad_mouse = [{}, {"action": "jump"}, {"action": "move"}, {"action": "move", "x": 1},
@@ -295,7 +338,7 @@ class DesktopTest(AirlockTestCase):
         code, out = self.exec(a, sid, ["netstat", "-tln"])
         for line in out.decode().splitlines():
             if ":5900 " in line or ":6080 " in line:
-                self.assertIn("127.0.0.1:", line.split()[3], line)
+                self.assertTrue(line.split()[3].startswith(("127.0.0.1:", "::1:")), line)
 
     def test_4_e2b_desktop_sdk(self):
         if not os.path.exists(CHROMIUM):
