@@ -68,6 +68,13 @@ debian)
 	rm -f "$tarball"
 	# Trim what a sandbox never needs.
 	rm -rf "$OUT"/var/cache/apt/archives/*.deb "$OUT"/var/lib/apt/lists/* 2>/dev/null || true
+	# mmdebstrap writes no /etc/hosts, so `localhost` went to the gateway's
+	# DNS (and failed there): name the loopback addresses, as an installed
+	# Debian does. (websockify's `--vnc localhost:5900` needs it.)
+	if [ ! -e "$OUT/etc/hosts" ] && [ ! -L "$OUT/etc/hosts" ]; then
+		printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$OUT/etc/hosts"
+		chmod 0644 "$OUT/etc/hosts"
+	fi
 	# Desktop (the `desktop` template, or any with these packages): the
 	# paths @e2b/desktop runs, on Debian's files. Its stream runs
 	# `cd /opt/noVNC/utils && ./novnc_proxy ... --web /opt/noVNC`, and

@@ -122,17 +122,36 @@ async function main() {
 		});
 		try {
 			const page = await ctx.newPage();
+			const log = [];   // printed when noVNC does not connect
+			page.on("console", (m) => log.push(`console ${m.type()}: ${m.text()}`));
+			page.on("pageerror", (e) => log.push("page error: " + e.message));
+			page.on("requestfailed", (r) => log.push(`request failed: ${r.url()} ${r.failure() && r.failure().errorText}`));
+			page.on("websocket", (ws) => {
+				let n = 0;
+				log.push("websocket " + ws.url());
+				ws.on("framereceived", () => { n++; });
+				ws.on("socketerror", (e) => log.push("websocket error: " + e));
+				ws.on("close", () => log.push(`websocket closed after ${n} frames`));
+			});
 			// without the token: refused
 			const bare = await page.goto(url);
 			check(bare.status() === 401, `the stream URL without a token: ${bare.status()}`);
 			const resp = await page.goto(url + "&airlock_token=" + token);
 			check(resp.status() === 200, `the stream URL with its token: ${resp.status()} ${page.url()}`);
 			check(!page.url().includes("airlock_token"), "the token left the address bar (a cookie now)");
-			await page.waitForFunction(() => {
-				const s = document.getElementById("noVNC_status");
-				return document.documentElement.classList.contains("noVNC_connected") ||
-					(s && /Connected/.test(s.textContent));
-			}, null, { timeout: 60_000 });
+			try {
+				await page.waitForFunction(() => {
+					const s = document.getElementById("noVNC_status");
+					return document.documentElement.classList.contains("noVNC_connected") ||
+						(s && /Connected/.test(s.textContent));
+				}, null, { timeout: 60_000 });
+			} catch (e) {
+				const st = await page.evaluate(() => [document.documentElement.className,
+					(document.getElementById("noVNC_status") || {}).textContent]);
+				console.log("# noVNC did not connect: " + JSON.stringify(st) + "\n# " + log.join("\n# "));
+				await page.screenshot({ path: path.join(env.AIRLOCK_TEST_ARTIFACTS, "e2b-stream-failed.png") });
+				throw e;
+			}
 			check(true, "noVNC connected");
 			await new Promise((r) => setTimeout(r, 3000));   // frames arrive
 			const stats = await page.evaluate(() => {

@@ -334,6 +334,30 @@ class DesktopTest(AirlockTestCase):
         c.close()
         self.assertEqual(r.status, 200)
         self.assertIn(b"noVNC", page)
+        # noVNC's WebSocket through the same URL and cookie: the VNC server's
+        # banner arrives in the first binary frame
+        sk = socket.create_connection(("127.0.0.1", self.server.port), timeout=60)
+        try:
+            sk.sendall((f"GET /websockify HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\n"
+                        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                        "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: binary\r\n\r\n"
+                        ).encode())
+            got = b""
+            while b"\r\n\r\n" not in got:
+                d = sk.recv(4096)
+                self.assertTrue(d, got)
+                got += d
+            head, rest = got.split(b"\r\n\r\n", 1)
+            self.assertTrue(head.startswith(b"HTTP/1.1 101"), head)
+            while len(rest) < 14:
+                d = sk.recv(4096)
+                self.assertTrue(d, rest)
+                rest += d
+            self.assertEqual(rest[0], 0x82, rest[:16])      # FIN, binary
+            self.assertEqual(rest[2:9], b"RFB 003", rest[:16])
+        finally:
+            sk.close()
         # x11vnc and websockify listen on the sandbox's loopback only
         code, out = self.exec(a, sid, ["netstat", "-tln"])
         for line in out.decode().splitlines():
