@@ -196,6 +196,9 @@ class DesktopTest(AirlockTestCase):
         st, shot2, _ = self.desk(a, "screenshot")
         self.assertEqual(st, 200)
         self.assertNotEqual(shot1, shot2, "the screen shows the xterm now")
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        with open(os.path.join(ARTIFACTS, "native-screenshot.png"), "wb") as f:
+            f.write(shot2)
 
         # the other actions run (xdotool exits 0)
         for body in ({"action": "double_click", "x": 150, "y": 150},
