@@ -87,14 +87,19 @@ async function main() {
 		await sbx.doubleClick(cx, cy);
 		await sbx.rightClick(700, 500);
 		await sbx.press("esc");
+		// over the xterm (its scrollback): on the bare desktop the wheel
+		// switches xfwm4's workspace, and the xterm would leave the screen
+		await sbx.moveMouse(cx, cy);
 		await sbx.scroll("down", 2);
 		await sbx.scroll("up");
 		await sbx.drag([600, 600], [650, 640]);
 		const pos2 = await sbx.getCursorPosition();
 		check(pos2.x === 650 && pos2.y === 640, `doubleClick, rightClick, scroll, drag ran; pointer at ${JSON.stringify(pos2)}`);
 		await sbx.leftClick(cx, cy);   // the xterm in front again for the stream
+		const visible = (await sbx.commands.run("xdotool search --onlyvisible --class xterm")).stdout.trim();
+		check(visible.split("\n").includes(wins[0]), `the xterm is on the screen (${visible})`);
 		const shot2 = Buffer.from(await sbx.screenshot());
-		check(!shot2.equals(shot), "the screen changed (the xterm is on it)");
+		check(!shot2.equals(shot), "the screen changed");
 
 		// the stream
 		await sbx.stream.start();
@@ -149,12 +154,16 @@ async function main() {
 				const st = await page.evaluate(() => [document.documentElement.className,
 					(document.getElementById("noVNC_status") || {}).textContent]);
 				console.log("# noVNC did not connect: " + JSON.stringify(st) + "\n# " + log.join("\n# "));
+				const diag = await sbx.commands.run("cat /etc/hosts; pgrep -a x11vnc; pgrep -af websockify;" +
+					" netstat -tln; tail -n 30 /tmp/novnc.log /tmp/x11vnc_stderr.log; true");
+				console.log("# in the sandbox:\n# " + diag.stdout.split("\n").join("\n# "));
 				await page.screenshot({ path: path.join(env.AIRLOCK_TEST_ARTIFACTS, "e2b-stream-failed.png") });
 				throw e;
 			}
 			check(true, "noVNC connected");
 			await new Promise((r) => setTimeout(r, 3000));   // frames arrive
-			const stats = await page.evaluate(() => {
+			const xr = { x: +m[1], y: +m[2], w: +g[1], h: +g[2] };
+			const stats = await page.evaluate((xr) => {
 				const c = document.querySelector("#noVNC_container canvas") || document.querySelector("canvas");
 				if (!c) return null;
 				const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
@@ -164,10 +173,16 @@ async function main() {
 					n++; sum += v; sq += v * v;
 				}
 				const mean = sum / n;
-				return { w: c.width, h: c.height, mean, variance: sq / n - mean * mean };
-			});
+				// the xterm's area (white background) in the streamed picture
+				const r = c.getContext("2d").getImageData(xr.x + 20, xr.y + 60, xr.w - 40, xr.h - 80).data;
+				let rs = 0;
+				for (let i = 0; i < r.length; i += 4) rs += (r[i] + r[i + 1] + r[i + 2]) / 3;
+				return { w: c.width, h: c.height, mean, variance: sq / n - mean * mean,
+					xterm_mean: rs / (r.length / 4) };
+			}, xr);
 			check(stats && stats.w === 1024 && stats.h === 768, `the noVNC canvas is the desktop's size (${JSON.stringify(stats)})`);
 			check(stats && stats.variance > 100, `the canvas is not blank (pixel variance ${stats && stats.variance.toFixed(1)})`);
+			check(stats && stats.xterm_mean > 200, `the stream shows the xterm where it is (mean ${stats && stats.xterm_mean.toFixed(1)} in its area)`);
 			const file = path.join(env.AIRLOCK_TEST_ARTIFACTS, "e2b-stream.png");
 			await page.screenshot({ path: file });
 			fs.writeFileSync(path.join(env.AIRLOCK_TEST_ARTIFACTS, "e2b-screenshot.png"), shot2);
