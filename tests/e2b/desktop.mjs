@@ -124,6 +124,9 @@ async function main() {
 				"--disable-component-update", "--no-first-run", "--disable-sync",
 				`--host-resolver-rules=MAP ${host} 127.0.0.1:${env.AIRLOCK_TEST_TLS_PORT}, EXCLUDE localhost`],
 			ignoreHTTPSErrors: true, viewport: { width: 1100, height: 850 },
+		}).catch((e) => {
+			fs.rmSync(udd, { recursive: true, force: true });
+			throw e;
 		});
 		try {
 			const page = await ctx.newPage();
