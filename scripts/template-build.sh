@@ -68,6 +68,28 @@ debian)
 	rm -f "$tarball"
 	# Trim what a sandbox never needs.
 	rm -rf "$OUT"/var/cache/apt/archives/*.deb "$OUT"/var/lib/apt/lists/* 2>/dev/null || true
+	# mmdebstrap writes no /etc/hosts, so `localhost` went to the gateway's
+	# DNS (and failed there): name the loopback addresses, as an installed
+	# Debian does. (websockify's `--vnc localhost:5900` needs it.)
+	if [ ! -e "$OUT/etc/hosts" ] && [ ! -L "$OUT/etc/hosts" ]; then
+		printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$OUT/etc/hosts"
+		chmod 0644 "$OUT/etc/hosts"
+	fi
+	# Desktop (the `desktop` template, or any with these packages): the
+	# paths @e2b/desktop runs, on Debian's files. Its stream runs
+	# `cd /opt/noVNC/utils && ./novnc_proxy ... --web /opt/noVNC`, and
+	# launch('xterm') runs `gtk-launch xterm`, which wants xterm.desktop
+	# (Debian names it debian-xterm.desktop). The tree is mmdebstrap's own.
+	if [ -e "$OUT/usr/share/novnc/vnc.html" ] && [ ! -e "$OUT/opt/noVNC" ]; then
+		mkdir -p "$OUT/opt"
+		ln -s /usr/share/novnc "$OUT/opt/noVNC"
+		log "/opt/noVNC -> /usr/share/novnc"
+	fi
+	apps="$OUT/usr/share/applications"
+	if [ -e "$apps/debian-xterm.desktop" ] && [ ! -e "$apps/xterm.desktop" ]; then
+		ln -s debian-xterm.desktop "$apps/xterm.desktop"
+		log "xterm.desktop -> debian-xterm.desktop"
+	fi
 	;;
 busybox)
 	bb=/bin/busybox

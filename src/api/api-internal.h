@@ -166,6 +166,13 @@ void api_forward(struct api *a, struct http_req *req, struct http_conn *c,
 void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
 		     const struct api_principal *who, const char *target, bool host_routed,
 		     const char *sandbox_id);
+/* A new port token for port of sandbox_id, valid ttl_s (1..7 days),
+ * stored by its digest with who's tenant and key: 0 and *token (caller
+ * owns) and *expires (wall ms); -1 when answered (404 for a sandbox who
+ * does not own, 500). */
+int api_port_token_mint(struct api *a, struct http_conn *c, const struct api_principal *who,
+			const char *sandbox_id, int port, int64_t ttl_s, char **token,
+			int64_t *expires);
 /* POST /v1/sandboxes/{id}/port-tokens */
 void api_port_token_create(struct api *a, struct http_req *req, struct http_conn *c,
 			   const struct api_principal *who, const char *sandbox_id);
@@ -194,6 +201,13 @@ char *ports_cookie_without_token(const char *v);
 char *ports_redirect_location(const char *target, const char *q);
 char *ports_token_cookie(const char *token, int64_t max_age_s, bool https);
 char *ports_query_without_token(const char *q);
+
+/* --- desktop.c --- */
+
+/* GET /v1/sandboxes/{id}/desktop/stream: the node starts the stream in the
+ * sandbox, then a port token for noVNC's port and its URL. */
+void api_desktop_stream(struct api *a, struct http_req *req, struct http_conn *c,
+			const struct api_principal *who, const char *sandbox_id);
 
 /* --- api.c: small helpers --- */
 

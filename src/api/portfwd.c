@@ -205,18 +205,63 @@ void api_forward_raw(struct api *a, struct http_req *req, struct http_conn *c,
 
 /* ---- tokens ----------------------------------------------------------------- */
 
+int api_port_token_mint(struct api *a, struct http_conn *c, const struct api_principal *who,
+			const char *sandbox_id, int port, int64_t ttl_s, char **token,
+			int64_t *expires)
+{
+	struct db_rows rows;
+	err_t err = { 0 };
+	char hash[65];
+	int r;
+
+	/* Only the owner of a live sandbox gets a token; anyone else learns
+	 * nothing (404, as everywhere). */
+	r = db_query(a->db, &rows, &err,
+		     "SELECT 1 FROM sandboxes WHERE id = ? AND tenant_id = ?"
+		     " AND observed NOT IN ('deleted')",
+		     "ss", sandbox_id, who->tenant);
+	if (r < 0) {
+		log_err("port token: %s", err.msg);
+		http_respond_error(c, 500, "internal", "cannot look up the sandbox");
+		return -1;
+	}
+	bool found = rows.n_rows > 0;
+	db_rows_free(&rows);
+	if (!found) {
+		http_respond_error(c, 404, "not_found", "no sandbox `%s`", sandbox_id);
+		return -1;
+	}
+	*token = random_id(TOKEN_PREFIX, TOKEN_HEX / 2);
+	api_key_hash(*token, hash);
+	*expires = wall_ms() + ttl_s * 1000;
+	r = db_exec(a->db, &err,
+		    "INSERT INTO port_tokens(hash, tenant_id, sandbox_id, port, expires_at,"
+		    " created_at, key_id) VALUES(?, ?, ?, ?, ?, ?, ?)",
+		    "sssiiis", hash, who->tenant, sandbox_id, (int64_t)port, *expires, wall_ms(),
+		    who->key_id);
+	if (r < 0) {
+		log_err("port token: %s", err.msg);
+		http_respond_error(c, 500, "internal", "cannot store the token");
+		free(*token);
+		*token = NULL;
+		return -1;
+	}
+	/* Expired tokens are swept whenever a new one is made. */
+	(void)db_exec(a->db, &err, "DELETE FROM port_tokens WHERE expires_at < ?", "i",
+		      wall_ms());
+	return 0;
+}
+
 /* POST /v1/sandboxes/{id}/port-tokens */
 void api_port_token_create(struct api *a, struct http_req *req, struct http_conn *c,
 			   const struct api_principal *who, const char *sandbox_id)
 {
 	static const char *const allowed[] = { "port", "ttl_s", NULL };
 	_cleanup_free_ char *token = NULL;
-	struct db_rows rows;
-	err_t err = { 0 };
 	bool bad = false;
-	char hash[65], ts[ISO_TIME_MAX];
+	char ts[ISO_TIME_MAX];
+	int64_t exp;
 	json *body;
-	int r;
 
 	if (strcmp(req->method, "POST") != 0) {
 		api_method_not_allowed(c, "POST");
@@ -236,38 +281,8 @@ void api_port_token_create(struct api *a, struct http_req *req, struct http_conn
 				   TOKEN_TTL_MAX_S);
 		return;
 	}
-	/* Only the owner of a live sandbox gets a token; anyone else learns
-	 * nothing (404, as everywhere). */
-	r = db_query(a->db, &rows, &err,
-		     "SELECT 1 FROM sandboxes WHERE id = ? AND tenant_id = ?"
-		     " AND observed NOT IN ('deleted')",
-		     "ss", sandbox_id, who->tenant);
-	if (r < 0) {
-		log_err("port token: %s", err.msg);
-		http_respond_error(c, 500, "internal", "cannot look up the sandbox");
+	if (api_port_token_mint(a, c, who, sandbox_id, (int)port, ttl, &token, &exp) < 0)
 		return;
-	}
-	bool found = rows.n_rows > 0;
-	db_rows_free(&rows);
-	if (!found) {
-		http_respond_error(c, 404, "not_found", "no sandbox `%s`", sandbox_id);
-		return;
-	}
-	token = random_id(TOKEN_PREFIX, TOKEN_HEX / 2);
-	api_key_hash(token, hash);
-	int64_t exp = wall_ms() + ttl * 1000;
-	r = db_exec(a->db, &err,
-		    "INSERT INTO port_tokens(hash, tenant_id, sandbox_id, port, expires_at,"
-		    " created_at, key_id) VALUES(?, ?, ?, ?, ?, ?, ?)",
-		    "sssiiis", hash, who->tenant, sandbox_id, port, exp, wall_ms(), who->key_id);
-	if (r < 0) {
-		log_err("port token: %s", err.msg);
-		http_respond_error(c, 500, "internal", "cannot store the token");
-		return;
-	}
-	/* Expired tokens are swept whenever a new one is made. */
-	(void)db_exec(a->db, &err, "DELETE FROM port_tokens WHERE expires_at < ?", "i",
-		      wall_ms());
 
 	struct buf out;
 	struct jw w;

@@ -155,6 +155,17 @@ static void api_port_tokens(struct api *a, struct http_req *req, struct http_con
 		api_forward(a, req, c, who);
 }
 
+static void api_desktop(struct api *a, struct http_req *req, struct http_conn *c,
+			const struct api_principal *who, const struct route_params *p)
+{
+	char id[65];
+
+	if (sandbox_id(p, id))
+		api_desktop_stream(a, req, c, who, id);
+	else
+		api_forward(a, req, c, who);
+}
+
 /* ---- the table --------------------------------------------------------- */
 
 static const struct api_route api_routes[] = {

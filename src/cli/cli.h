@@ -186,6 +186,7 @@ int cmd_logs(struct cli *cli, int argc, char **argv);
 int cmd_console(struct cli *cli, int argc, char **argv);
 int cmd_events(struct cli *cli, int argc, char **argv);
 int cmd_port_forward(struct cli *cli, int argc, char **argv);
+int cmd_desktop(struct cli *cli, int argc, char **argv);
 int cmd_network(struct cli *cli, int argc, char **argv);
 int cmd_credential(struct cli *cli, int argc, char **argv);
 /* cmd-network.c: a --network / `network set` argument as JSON text (caller

@@ -45,6 +45,12 @@ static const char usage[] =
 	"  events SBX                             the sandbox's lifecycle log (time, from, to, reason)\n"
 	"  port-forward SBX [LOCAL:]REMOTE        listen on 127.0.0.1:LOCAL (0: any free port) and\n"
 	"                                         tunnel each connection to port REMOTE in SBX\n"
+	"  desktop screenshot SBX FILE            a PNG of the sandbox's desktop (template desktop;\n"
+	"                                         started on first use); FILE - for stdout\n"
+	"  desktop move SBX X Y | desktop click SBX [X Y] [--button B] [--double]\n"
+	"  desktop type SBX TEXT | desktop key SBX COMBO...   e.g. key SBX ctrl+c Return\n"
+	"  desktop stream SBX                     start the VNC stream; print noVNC's URL (with a\n"
+	"                                         port token: treat it as a secret)\n"
 	"  credential create NAME --host H [...]  a secret the gateway injects (value on stdin)\n"
 	"  credential ls | rotate ID | rm ID | audit\n"
 	"  network SBX | network set SBX POLICY | network log SBX\n"
@@ -212,6 +218,7 @@ const struct cli_verb cli_verbs[] = {
 	{ "restore", cmd_restore, NULL },
 	{ "events", cmd_events, NULL },
 	{ "port-forward", cmd_port_forward, NULL },
+	{ "desktop", cmd_desktop, "screenshot move click type key stream" },
 	{ "network", cmd_network, "set log" },
 	{ "credential", cmd_credential, "create ls rotate rm audit" },
 	{ "snapshot", cmd_snapshot, "create ls rm" },

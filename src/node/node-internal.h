@@ -5,6 +5,7 @@
 #define AIRLOCK_NODE_INTERNAL_H
 
 #include "cluster/cluster.h"
+#include "desktop/desktop.h"
 #include "exec/exec.h"
 #include "files/files.h"
 #include "http/handler.h"

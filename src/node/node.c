@@ -277,6 +277,12 @@ static void node_exec(struct node *n, struct http_req *req, struct http_conn *c,
 	handle_exec(n, k->sb, req, c);
 }
 
+static void node_desktop(struct node *n, struct http_req *req, struct http_conn *c,
+			 const struct node_call *k)
+{
+	handle_desktop(n, k->sb, last_segment(req), req, c);
+}
+
 static void node_processes(struct node *n, struct http_req *req, struct http_conn *c,
 			   const struct node_call *k)
 {

@@ -36,6 +36,12 @@ printf 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'
 """
 # Operations that cannot succeed on this setup, and why.
 NO_SUCCESS_HERE = set()
+# A desktop needs the `desktop` template (minutes to build): its successes are
+# tests/e2e/test_desktop.py's; here the 4xx of a busybox sandbox.
+NO_SUCCESS_HERE |= {"POST /v1/sandboxes/{id}/desktop/screenshot",
+                    "POST /v1/sandboxes/{id}/desktop/mouse",
+                    "POST /v1/sandboxes/{id}/desktop/keyboard",
+                    "GET /v1/sandboxes/{id}/desktop/stream"}
 if (harness.BACKEND or "ns") == "ns":
     NO_SUCCESS_HERE.add("GET /v1/sandboxes/{id}/console")   # no serial console: 501
 # Not Airlock's API, so not in the spec: each a whole prefix (docs/E2B.md).
@@ -357,6 +363,17 @@ class OpenApiTest(AirlockTestCase):
         c("POST", "/v1/sandboxes/{id}/fork", sp + "/fork", {"count": 99})
         c("DELETE", "/v1/sandboxes/{id}/snapshots/{snapshot}", sp + "/snapshots/s1")
         c("DELETE", "/v1/sandboxes/{id}/snapshots/{snapshot}", sp + "/snapshots/s1")
+
+        # the desktop: no tools in busybox (409), bad bodies (400)
+        d = sp + "/desktop/"
+        c("POST", "/v1/sandboxes/{id}/desktop/screenshot", d + "screenshot")
+        c("POST", "/v1/sandboxes/{id}/desktop/screenshot", d + "screenshot", {"x": 1})
+        c("POST", "/v1/sandboxes/{id}/desktop/mouse", d + "mouse", {"action": "click"})
+        c("POST", "/v1/sandboxes/{id}/desktop/mouse", d + "mouse", {"action": "fly"})
+        c("POST", "/v1/sandboxes/{id}/desktop/keyboard", d + "keyboard", {"keys": "Return"})
+        c("POST", "/v1/sandboxes/{id}/desktop/keyboard", d + "keyboard", {"keys": "a;b"})
+        c("GET", "/v1/sandboxes/{id}/desktop/stream", d + "stream")
+        c("GET", "/v1/sandboxes/{id}/desktop/stream", "/v1/sandboxes/sb-none/desktop/stream")
 
         # lifecycle
         c("POST", "/v1/sandboxes/{id}/pause", sp + "/pause")

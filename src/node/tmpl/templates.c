@@ -37,6 +37,19 @@ struct tconfig {
 	json *cfg;
 };
 
+/* The `desktop` template: what @e2b/desktop runs in the sandbox (Xvfb,
+ * startxfce4 and the three processes it waits for, xdotool, scrot, xrandr,
+ * x11vnc, noVNC with websockify, xdg-open, gtk-launch, xdpyinfo, netstat)
+ * and what the native desktop API runs (src/node/desktop). Debian packages
+ * without their recommends (mmdebstrap's default); dbus-x11 because
+ * xfce4-session needs a session bus; one font so GTK draws text. The
+ * builder links /opt/noVNC and xterm.desktop (scripts/template-build.sh).
+ * docs/DESIGN.md, "Desktop", says what it holds and its size. */
+#define DESKTOP_PACKAGES                                                                   \
+	"xvfb,x11-utils,x11-xserver-utils,xfce4-session,xfwm4,xfdesktop4,dbus-x11,"       \
+	"xdotool,scrot,x11vnc,novnc,xterm,xdg-utils,libgtk-3-bin,net-tools,"               \
+	"fonts-dejavu-core"
+
 /* Built-in recipes, built on first use. */
 static bool builtin_recipe(const char *name, struct nm_template_spec *spec)
 {
@@ -49,6 +62,12 @@ static bool builtin_recipe(const char *name, struct nm_template_spec *spec)
 	}
 	if (strcmp(name, "busybox") == 0) {
 		snprintf(spec->kind, sizeof(spec->kind), "busybox");
+		return true;
+	}
+	if (strcmp(name, "desktop") == 0) {
+		snprintf(spec->kind, sizeof(spec->kind), "debian");
+		snprintf(spec->arg, sizeof(spec->arg), "bookworm");
+		snprintf(spec->packages, sizeof(spec->packages), "%s", DESKTOP_PACKAGES);
 		return true;
 	}
 	return false;
@@ -553,12 +572,13 @@ static const char *parse_template(const json *body, struct nm_template_spec *spe
 		return "invalid_field";
 	}
 	snprintf(spec->name, sizeof(spec->name), "%s", name->str);
-	/* A bare built-in name ("debian", "busybox") builds its own recipe. */
+	/* A bare built-in name ("debian", "busybox", "desktop") builds its own
+	 * recipe. */
 	if (sources == 0 && !json_get(body, "packages") && builtin_recipe(name->str, spec))
 		return NULL;
 	if (sources != 1) {
 		snprintf(msg, sz, "give exactly one of `from`, `from_dir`, `from_tar`, `from_oci`"
-			 " (or only the name of a built-in: debian, busybox)");
+			 " (or only the name of a built-in: debian, busybox, desktop)");
 		return "invalid_field";
 	}
 	if (from) {

@@ -39,7 +39,7 @@ int membase_fetch(struct node *n, const struct nm_sandbox_spec *spec, const char
 		  const char *osha, uint64_t osize, err_t *err);
 
 /* templates.c */
-/* Newest ready version of name; builds a built-in (debian, busybox) on
+/* Newest ready version of name; builds a built-in (debian, busybox, desktop) on
  * demand, sharing one build among concurrent callers. -ENOENT if unknown. */
 int template_resolve(struct node *n, const char *name, uint32_t *version, err_t *err);
 /* The image defaults of template name/version (a build from an image
