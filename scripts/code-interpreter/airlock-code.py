@@ -609,12 +609,24 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
 
+def warm_default():
+    """Start the default Python context now; say so in AIRLOCK_CODE_READY
+    (a file /etc/airlock/start waits for)."""
+    CTX.default_for("python")
+    ready = os.environ.get("AIRLOCK_CODE_READY")
+    if ready:
+        try:
+            open(ready, "w").close()
+        except OSError:
+            pass
+
+
 def main():
     os.chdir(DEFAULT_CWD)
     srv = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
     srv.daemon_threads = True
     # The default Python context, warm before the first cell asks.
-    threading.Thread(target=lambda: CTX.default_for("python"), daemon=True).start()
+    threading.Thread(target=warm_default, daemon=True).start()
     srv.serve_forever()
 
 
