@@ -18,8 +18,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../node-internal.h"
-#include "code.h"
+#include "node-internal.h"
 
 #define CODE_YOUNG_MS 60000        /* a sandbox this young may still be starting it */
 #define CODE_START_WAIT_MS 5000    /* how long we ask such a sandbox again */
