@@ -60,6 +60,12 @@ def now_iso():
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%06dZ" % int((t % 1) * 1e6)
 
 
+def log(msg):
+    """A line of the service's own log (stderr: /tmp/airlock-code.log)."""
+    sys.stderr.write("%s airlock-code: %s\n" % (now_iso(), msg))
+    sys.stderr.flush()
+
+
 class Gone(Exception):
     """The client went away (or its timeout ended the call)."""
 
@@ -121,11 +127,14 @@ class PyKernel:
         env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
         env.pop("AIRLOCK_CODE_PORT", None)
         env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+        t0 = time.monotonic()
         self.km = KernelManager(kernel_name="python3")
         self.km.start_kernel(cwd=cwd, env=env)
+        log("kernel %s started in %.0f ms" % (self.km.kernel_id, (time.monotonic() - t0) * 1e3))
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=120)
+        log("kernel %s ready in %.0f ms" % (self.km.kernel_id, (time.monotonic() - t0) * 1e3))
 
     def alive(self):
         return self.km.is_alive()

@@ -93,6 +93,10 @@ int ports_rewrite_head(const char *h, size_t n, struct buf *out);
  * template (scripts/code-interpreter) on the sandbox's loopback port
  * CODE_PORT, reached through ports_relay. */
 #define CODE_PORT 49999   /* E2B's: @e2b/code-interpreter reaches it there too */
+#define CODE_YOUNG_MS 60000        /* a sandbox this young may still be starting it */
+#define CODE_START_WAIT_MS 5000    /* how long a refused connect is tried again then */
+/* Created less than CODE_YOUNG_MS ago. */
+bool code_sandbox_young(const struct sandbox *sb);
 /* POST /v1/sandboxes/{id}/code. */
 void handle_code_execute(struct node *n, struct sandbox *sb, struct http_req *req,
 			 struct http_conn *c);
