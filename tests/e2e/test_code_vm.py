@@ -23,7 +23,7 @@ class CodeVmTest(AirlockTestCase):
         return [l["text"] for l in lines if l["type"] == "result" and l["is_main_result"]]
 
     def test_code_flow_on_vm(self):
-        spec = dict(template="code-interpreter", backend="vm", memory_mb=1024)
+        spec = dict(template="code-interpreter", backend="vm", limits={"memory_mb": 1024})
         t0 = time.time()
         first = self.api.create(**spec)        # boots the template, saves its snapshot
         t_first_create = time.time() - t0
