@@ -13,7 +13,7 @@
  * ns: started and left to run; the agent serves its channel at once, so a
  * warm jail's warm-up exec is not held up, and the service is up by the
  * time the jail is taken (or soon after, for a cold create).
- * vm: the agent waits (at most START_WAIT_MS) for the program to exit before
+ * vm: the agent waits (at most START_WAIT_MS, 50 s) for the program to exit before
  * it says HELLO, so the template's memory snapshot, taken after READY,
  * holds the service already started, and every clone resumes it warm. A
  * program that outlives the wait is left running. */
@@ -29,7 +29,11 @@
 #include <unistd.h>
 
 #define START_PATH "/etc/airlock/start"
-#define START_WAIT_MS 25000   /* below the node's wait for READY (30 s) */
+/* Below the node's wait for a template VM's READY (60 s,
+ * TEMPLATE_BOOT_TIMEOUT_MS of src/backend/vm): under TCG a Python kernel
+ * takes some 40 s to start. (A cold boot, vm_cold_boot, waits
+ * ready_timeout_ms: set it above this for such templates.) */
+#define START_WAIT_MS 50000
 
 void agent_start_program(bool wait)
 {
