@@ -646,7 +646,14 @@ class Handler(BaseHTTPRequestHandler):
 def warm_default():
     """Start the default Python context now; say so in AIRLOCK_CODE_READY
     (a file /etc/airlock/start waits for)."""
-    CTX.default_for("python")
+    for attempt in range(600):
+        try:
+            CTX.default_for("python")
+            break
+        except Exception as e:
+            import traceback
+            log("default context, attempt %d: %s\n%s" % (attempt, e, traceback.format_exc()))
+            time.sleep(0.5)
     ready = os.environ.get("AIRLOCK_CODE_READY")
     if ready:
         try:
