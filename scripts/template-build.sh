@@ -103,6 +103,10 @@ debian|code)
 			echo 'backend: Agg' >"$rc"
 		fi
 		echo 'MPLBACKEND=Agg' >>"$OUT/etc/environment"
+		# "localhost" from the file, never a DNS query (a minbase tree
+		# may have no /etc/hosts; the kernels look it up)
+		grep -qs '^127\.0\.0\.1[[:space:]].*localhost' "$OUT/etc/hosts" ||
+			printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >>"$OUT/etc/hosts"
 	fi
 	;;
 busybox)

@@ -33,6 +33,7 @@ import re
 import select
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -662,9 +663,20 @@ def warm_default():
             pass
 
 
+class Server(ThreadingHTTPServer):
+    def server_bind(self):
+        # HTTPServer's own looks up the address's name (getfqdn): with no
+        # /etc/hosts entry that is a DNS query, which in an ns warm jail the
+        # gateway does not answer until the jail is taken (a 10 s wait
+        # before we listen). We know our name.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name = "localhost"
+        self.server_port = self.server_address[1]
+
+
 def main():
     os.chdir(DEFAULT_CWD)
-    srv = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
+    srv = Server(("127.0.0.1", PORT), Handler)
     srv.daemon_threads = True
     # The default Python context, warm before the first cell asks.
     threading.Thread(target=warm_default, daemon=True).start()
