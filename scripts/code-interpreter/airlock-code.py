@@ -186,11 +186,14 @@ class PyKernel:
             pass
 
     def drain(self):
-        while True:
-            try:
-                self.kc.get_iopub_msg(timeout=0)
-            except queue.Empty:
-                return
+        """Drop what earlier cells left: their iopub tail and their
+        execute_reply messages (we follow a cell on iopub only)."""
+        for get in (self.kc.get_iopub_msg, self.kc.get_shell_msg):
+            while True:
+                try:
+                    get(timeout=0)
+                except queue.Empty:
+                    break
 
     def execute(self, code, env_vars, sink):
         kc = self.kc
