@@ -75,11 +75,36 @@ void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 /* ports.c: /v1/sandboxes/{id}/ports/{port}/... and /tunnel/{port}. Returns
  * false when the request is not one of those (it is then routed as usual). */
 bool ports_route(struct node *n, struct http_req *req, struct http_conn *c, const char *tenant);
+/* Send our own HTTP/1.1 request (head and body, whole, with Connection:
+ * close) to port in sb through the guest channel and relay the service's
+ * answer to c as the proxy does (its head rewritten, its body byte for
+ * byte, in bounded chunks). A paused sandbox is resumed. While nothing
+ * listens, asks again for up to wait_refused_ms. Returns 0 when it answered
+ * c (the relay, or an error), -ECONNREFUSED when nothing listens (c not
+ * answered: the caller says what that means). Used by code/code.c. */
+int ports_relay(struct node *n, struct sandbox *sb, uint16_t port, const struct buf *request,
+		uint64_t wait_refused_ms, struct http_conn *c);
 /* A service's answer head h[0..n) (untrusted, through its blank line) with
  * its hop-by-hop headers replaced by ours, appended to out. Returns the
  * status, or -1 when it is no HTTP/1.x answer head (out unchanged then).
  * Fuzzed: tests/fuzz/fuzz-node-ports.c. */
 int ports_rewrite_head(const char *h, size_t n, struct buf *out);
+
+/* code.c: a sandbox's code interpreter, the service of the code-interpreter
+ * template (scripts/code-interpreter) on the sandbox's loopback port
+ * CODE_PORT, reached through ports_relay. */
+#define CODE_PORT 49999   /* E2B's: @e2b/code-interpreter reaches it there too */
+#define CODE_YOUNG_MS 60000        /* a sandbox this young may still be starting it */
+#define CODE_START_WAIT_MS 5000    /* how long a refused connect is tried again then */
+/* Created less than CODE_YOUNG_MS ago. */
+bool code_sandbox_young(const struct sandbox *sb);
+/* POST /v1/sandboxes/{id}/code. */
+void handle_code_execute(struct node *n, struct sandbox *sb, struct http_req *req,
+			 struct http_conn *c);
+/* /v1/sandboxes/{id}/code/contexts[/{cid}[/restart]]: cid NULL for the
+ * collection; restart: the .../restart row. */
+void handle_code_contexts(struct node *n, struct sandbox *sb, const char *cid, bool restart,
+			  struct http_req *req, struct http_conn *c);
 
 /* console-log.c: GET .../console (501 when the backend has none) */
 void handle_console(struct node *n, struct sandbox *sb, struct http_conn *c);

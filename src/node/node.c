@@ -353,6 +353,19 @@ static void node_ports(struct node *n, struct http_req *req, struct http_conn *c
 	no_route(n, req, c, k->tenant);
 }
 
+static void node_code(struct node *n, struct http_req *req, struct http_conn *c,
+		      const struct node_call *k)
+{
+	handle_code_execute(n, k->sb, req, c);
+}
+
+static void node_code_contexts(struct node *n, struct http_req *req, struct http_conn *c,
+			       const struct node_call *k)
+{
+	handle_code_contexts(n, k->sb, param(k, "cid"), !strcmp(last_segment(req), "restart") &&
+			     param(k, "cid"), req, c);
+}
+
 /* The api's readiness probe acts for nobody: only the airlock user can
  * reach this socket (0660), and the answer names daemons, not data. */
 static void node_internal_ready(struct node *n, struct http_req *req, struct http_conn *c,
