@@ -7,6 +7,10 @@
 #
 #   debian  ARG = suite (e.g. bookworm); PACKAGES = extra comma-separated packages
 #   busybox ARG unused; /bin/busybox from the host plus applet symlinks
+#   code    ARG = suite: debian with Jupyter's Python kernel,
+#           numpy, pandas, matplotlib, nodejs and bash, plus Airlock's code
+#           service (scripts/code-interpreter, beside this script), started
+#           at boot by /etc/airlock/start as the user `user` (uid 1000)
 #   dir     ARG = host directory, copied with cp -a --reflink=auto
 #   tar     ARG = host tar file, extracted with --numeric-owner
 #   oci     ARG = host image: a `docker save` tar, or an OCI image layout (a
@@ -51,12 +55,21 @@ mkdir -p "$OUT"
 # the tree, and the ext4 image when one is made.
 STEPS=2
 [ "$KIND" = debian ] && STEPS=3
+[ "$KIND" = code ] && STEPS=4
 [ "${AIRLOCK_TEMPLATE_EXT4:-1}" != 0 ] && command -v mkfs.ext4 >/dev/null 2>&1 && STEPS=$((STEPS + 1))
 STEP=0
 step() { STEP=$((STEP + 1)); log "step $STEP/$STEPS: $*"; }
 
+# The code interpreter is debian with these, and the service added below.
+CODE_PACKAGES=python3-ipykernel,python3-jupyter-client,python3-numpy,python3-pandas,python3-matplotlib,nodejs,bash,util-linux
+CODE_DIR="$(dirname "$0")/code-interpreter"
+if [ "$KIND" = code ]; then
+	[ -r "$CODE_DIR/airlock-code.py" ] || { log "no code service in $CODE_DIR"; exit 1; }
+	PACKAGES="$CODE_PACKAGES${PACKAGES:+,$PACKAGES}"
+fi
+
 case "$KIND" in
-debian)
+debian|code)
 	include=python3,git,curl,ca-certificates,procps
 	[ -n "$PACKAGES" ] && include="$include,$PACKAGES"
 	step "mmdebstrap $ARG (minbase, include $include)"
@@ -68,6 +81,28 @@ debian)
 	rm -f "$tarball"
 	# Trim what a sandbox never needs.
 	rm -rf "$OUT"/var/cache/apt/archives/*.deb "$OUT"/var/lib/apt/lists/* 2>/dev/null || true
+	if [ "$KIND" = code ]; then
+		step "the code service"
+		# The sandbox's own user: kernels run as uid 1000, not root.
+		grep -q '^user:' "$OUT/etc/passwd" || {
+			echo 'user:x:1000:1000:user:/home/user:/bin/bash' >>"$OUT/etc/passwd"
+			echo 'user:x:1000:' >>"$OUT/etc/group"
+			echo 'user:*:19000:0:99999:7:::' >>"$OUT/etc/shadow"
+		}
+		mkdir -p "$OUT/home/user" "$OUT/opt/airlock/code" "$OUT/etc/airlock"
+		chown 1000:1000 "$OUT/home/user"
+		install -m 0644 "$CODE_DIR/airlock-code.py" "$CODE_DIR/runner.js" "$OUT/opt/airlock/code/"
+		install -m 0755 "$CODE_DIR/start" "$OUT/etc/airlock/start"
+		# Scripts get Agg; the kernels get the inline backend (PNG results).
+		rc="$OUT/etc/matplotlibrc"
+		if [ -f "$rc" ] && [ ! -L "$rc" ] && grep -q '^#* *backend *:' "$rc"; then
+			sed -i 's/^#* *backend *:.*/backend: Agg/' "$rc"
+		else
+			rm -f "$rc"
+			echo 'backend: Agg' >"$rc"
+		fi
+		echo 'MPLBACKEND=Agg' >>"$OUT/etc/environment"
+	fi
 	;;
 busybox)
 	bb=/bin/busybox

@@ -107,6 +107,9 @@ struct agent {
 
 /* agent.c */
 int agent_run(struct agent *a);
+/* start.c: run the template's /etc/airlock/start, if any; with wait, until
+ * it exits (bounded). */
+void agent_start_program(bool wait);
 void agent_touch(struct agent *a);
 size_t agent_out_pending(const struct agent *a);
 /* Queue a frame; the encoders append to a->out directly. */

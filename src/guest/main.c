@@ -115,6 +115,10 @@ int main(int argc, char **argv)
 	a.chan_up = true;
 	proto_rx_init(&a.rx);
 	buf_init(&a.out);
+	/* The template's own start program (start.c): only as the sandbox's
+	 * init, never as the unit tests' child process. */
+	if (a.pid1)
+		agent_start_program(a.vm_port);
 
 	int r = agent_run(&a);
 

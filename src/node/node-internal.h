@@ -74,6 +74,15 @@ void handle_sandbox_delete(struct node *n, const char *id, const char *tenant,
 /* ports.c: /v1/sandboxes/{id}/ports/{port}/... and /tunnel/{port}. Returns
  * false when the request is not one of those (it is then routed as usual). */
 bool ports_route(struct node *n, struct http_req *req, struct http_conn *c, const char *tenant);
+/* Send our own HTTP/1.1 request (head and body, whole, with Connection:
+ * close) to port in sb through the guest channel and relay the service's
+ * answer to c as the proxy does (its head rewritten, its body byte for
+ * byte, in bounded chunks). A paused sandbox is resumed. While nothing
+ * listens, asks again for up to wait_refused_ms. Returns 0 when it answered
+ * c (the relay, or an error), -ECONNREFUSED when nothing listens (c not
+ * answered: the caller says what that means). Used by code/code.c. */
+int ports_relay(struct node *n, struct sandbox *sb, uint16_t port, const struct buf *request,
+		uint64_t wait_refused_ms, struct http_conn *c);
 /* A service's answer head h[0..n) (untrusted, through its blank line) with
  * its hop-by-hop headers replaced by ours, appended to out. Returns the
  * status, or -1 when it is no HTTP/1.x answer head (out unchanged then).

@@ -20,6 +20,7 @@
 #include "../lib/peer.h"
 #include "../lib/route.h"
 #include "../objstore/objstore.h"
+#include "code/code.h"
 #include "node-internal.h"
 
 /* ---- routing ---------------------------------------------------------- */
@@ -345,6 +346,19 @@ static void node_ports(struct node *n, struct http_req *req, struct http_conn *c
 		       const struct node_call *k)
 {
 	no_route(n, req, c, k->tenant);
+}
+
+static void node_code(struct node *n, struct http_req *req, struct http_conn *c,
+		      const struct node_call *k)
+{
+	handle_code_execute(n, k->sb, req, c);
+}
+
+static void node_code_contexts(struct node *n, struct http_req *req, struct http_conn *c,
+			       const struct node_call *k)
+{
+	handle_code_contexts(n, k->sb, param(k, "cid"), !strcmp(last_segment(req), "restart") &&
+			     param(k, "cid"), req, c);
 }
 
 /* The api's readiness probe acts for nobody: only the airlock user can

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "../lib/http-cookie.h"
 #include "../lib/log.h"
@@ -602,6 +603,50 @@ static void serve_port(struct node *n, struct sandbox *sb, uint16_t port, const 
 		log_debug("port %u of %s: relay ended: %s", port, sb->id, strerror(-r));
 	gstream_close(st);
 	sandbox_gc_put(sb);
+}
+
+int ports_relay(struct node *n, struct sandbox *sb, uint16_t port, const struct buf *request,
+		uint64_t wait_refused_ms, struct http_conn *c)
+{
+	_cleanup_(buf_free) struct buf pending = { 0 };
+	uint64_t until = now_ms() + wait_refused_ms;
+	struct guestconn *gc;
+	struct gstream *st;
+	err_t err = { 0 };
+	int fd, r;
+
+	if (!(gc = sandbox_gc_use(n, sb, "resumed for its code service", &err))) {
+		sandbox_respond_err(c, sb, &err);
+		return 0;
+	}
+	/* A service that starts with the sandbox may not listen yet in the
+	 * first moments: ask again for a while when told so. */
+	while (!(st = guestconn_port_open(gc, port, &err))) {
+		struct timespec ts = { 0, 50 * 1000000L };
+
+		if (err.code != ECONNREFUSED || now_ms() >= until) {
+			sandbox_gc_put(sb);
+			if (err.code == ECONNREFUSED)
+				return -ECONNREFUSED;
+			respond_open_error(c, sb, port, &err);
+			return 0;
+		}
+		memset(&err, 0, sizeof(err));
+		nanosleep(&ts, NULL);
+	}
+	fd = http_conn_takeover(c, &pending);
+	/* Ours first; whatever the client sent after its request follows. */
+	{
+		_cleanup_(buf_free) struct buf all = { 0 };
+		buf_add(&all, request->data, request->len);
+		buf_add(&all, pending.data, pending.len);
+		r = pipe_run(fd, st, &all, true);
+	}
+	if (r < 0 && r != -ECONNRESET && r != -EPIPE)
+		log_debug("port %u of %s: relay ended: %s", port, sb->id, strerror(-r));
+	gstream_close(st);
+	sandbox_gc_put(sb);
+	return 0;
 }
 
 bool ports_route(struct node *n, struct http_req *req, struct http_conn *c, const char *tenant)

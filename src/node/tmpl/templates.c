@@ -51,13 +51,21 @@ static bool builtin_recipe(const char *name, struct nm_template_spec *spec)
 		snprintf(spec->kind, sizeof(spec->kind), "busybox");
 		return true;
 	}
+	/* Debian with Jupyter's Python kernel, numpy, pandas, matplotlib,
+	 * node and bash, and the code service (scripts/code-interpreter):
+	 * built on first use only, so a first start stays fast. */
+	if (strcmp(name, "code-interpreter") == 0) {
+		snprintf(spec->kind, sizeof(spec->kind), "code");
+		snprintf(spec->arg, sizeof(spec->arg), "bookworm");
+		return true;
+	}
 	return false;
 }
 
 static void spec_source(const struct nm_template_spec *spec, char *out, size_t sz)
 {
-	if (strcmp(spec->kind, "debian") == 0)
-		snprintf(out, sz, "debian:%s%s%s", spec->arg, spec->packages[0] ? " +" : "",
+	if (strcmp(spec->kind, "debian") == 0 || strcmp(spec->kind, "code") == 0)
+		snprintf(out, sz, "%s:%s%s%s", spec->kind, spec->arg, spec->packages[0] ? " +" : "",
 			 spec->packages);
 	else if (strcmp(spec->kind, "busybox") == 0)
 		snprintf(out, sz, "busybox");
@@ -146,7 +154,7 @@ static void build_finish(struct node *n, struct tbuild *b, int rc, const err_t *
 static int run_build(struct node *n, struct nm_template_spec *spec,
 		     void (*progress)(void *, const char *), void *arg, err_t *err)
 {
-	char source[2200];
+	char source[2304];
 	/* A node's template rows are its own; a stale process writes none
 	 * (model/state.h). */
 	struct state_fence f = state_fence();
@@ -558,7 +566,7 @@ static const char *parse_template(const json *body, struct nm_template_spec *spe
 		return NULL;
 	if (sources != 1) {
 		snprintf(msg, sz, "give exactly one of `from`, `from_dir`, `from_tar`, `from_oci`"
-			 " (or only the name of a built-in: debian, busybox)");
+			 " (or only the name of a built-in: debian, busybox, code-interpreter)");
 		return "invalid_field";
 	}
 	if (from) {

@@ -59,7 +59,7 @@ static int check_spec(const struct nm_template_spec *t, err_t *err)
 		return err_set(err, EINVAL, "unterminated field");
 	if (!in_set(t->packages, ".+,-"))
 		return err_set(err, EINVAL, "bad package list");
-	if (!strcmp(t->kind, "debian")) {
+	if (!strcmp(t->kind, "debian") || !strcmp(t->kind, "code")) {
 		if (!t->arg[0] || strlen(t->arg) > 32 || !in_set(t->arg, "-"))
 			return err_set(err, EINVAL, "bad debian suite");
 	} else if (!strcmp(t->kind, "dir") || !strcmp(t->kind, "tar") || !strcmp(t->kind, "oci")) {
