@@ -75,12 +75,17 @@ static int on_result(struct cell *c, const json *j)
 
 	for (size_t i = 0; i < ARRAY_SIZE(images); i++) {
 		const char *b64 = json_get_str(j, images[i]);
+		_cleanup_(buf_free) struct buf clean = { 0 };
 		struct buf bytes;
 
 		if (!b64)
 			continue;
+		/* Jupyter's base64 may come in lines */
+		for (const char *p = b64; *p; p++)
+			if (!strchr(" \t\r\n", *p))
+				buf_addc(&clean, *p);
 		buf_init(&bytes);
-		if (base64_decode(b64, strlen(b64), &bytes) < 0) {
+		if (base64_decode(clean.data ? clean.data : "", clean.len, &bytes) < 0) {
 			buf_free(&bytes);
 			return cli_fail("bad_response", "a %s result is not valid base64", images[i]);
 		}

@@ -680,23 +680,31 @@ static void code_result(struct code_stream *cs, const json *j)
 		if (!v || v->type != JSON_STR)
 			continue;
 		jw_key(&w, images[i][0]);
-		struct buf bytes;
+		struct buf bytes, clean;
 		bool ok = false;
 		buf_init(&bytes);
-		if (c->n_images < MCP_CODE_MAX_IMAGES && v->str_len <= MCP_CODE_MAX_IMAGE)
-			ok = base64_decode(v->str, v->str_len, &bytes) == 0 && bytes.len;
+		buf_init(&clean);
+		/* Jupyter's base64 may come in lines: the image content gets it without */
+		for (size_t k = 0; k < v->str_len; k++)
+			if (!strchr(" \t\r\n", v->str[k]))
+				buf_addc(&clean, v->str[k]);
+		buf_addc(&clean, '\0');
+		clean.len--;
+		if (c->n_images < MCP_CODE_MAX_IMAGES && clean.len <= MCP_CODE_MAX_IMAGE)
+			ok = base64_decode(clean.data, clean.len, &bytes) == 0 && bytes.len;
 		buf_free(&bytes);
 		if (ok) {
 			/* the image itself goes in an image content; here its index */
 			c->images = xrealloc(c->images, sizeof(*c->images) * (c->n_images + 1));
 			c->images[c->n_images].mime = images[i][1];
-			c->images[c->n_images].data = xstrndup(v->str, v->str_len);
+			c->images[c->n_images].data = buf_steal(&clean);
 			jw_str(&w, "(image content)");
 			c->n_images++;
 		} else {
 			jw_str(&w, "(dropped: too many or too large, or not base64)");
 			cs->dropped_images++;
 		}
+		buf_free(&clean);
 	}
 	jw_key(&w, "is_main_result");
 	jw_bool(&w, json_get_bool(j, "is_main_result", false, NULL));

@@ -64,8 +64,12 @@ class CodeClientsTest(AirlockTestCase):
             body["backend"] = BACKEND
         c = cls.server.client(cls.key)
         cls.sid = c.call("POST", "/v1/sandboxes", body)["id"]
-        cls.env = dict(os.environ, AIRLOCK_URL=f"http://{cls.server.addr}", AIRLOCK_API_KEY=cls.key,
-                       AIRLOCK_CONFIG="/nonexistent")
+        # the CLI's config: the tenant's key, named with --config
+        cls.config = os.path.join(cls.server.dir, "codecli.json")
+        with open(cls.config, "w") as f:
+            json.dump({"url": f"http://{cls.server.addr}", "api_key": cls.key}, f)
+        cls.env = {k: v for k, v in os.environ.items()
+                   if k not in ("AIRLOCK_URL", "AIRLOCK_API_KEY", "AIRLOCK_CONFIG")}
 
     @classmethod
     def new_tenant_key(cls, name):
@@ -73,7 +77,7 @@ class CodeClientsTest(AirlockTestCase):
         return t, cls.server.client().call("POST", "/v1/keys", {"tenant": t["id"]})["key"]
 
     def cli(self, *args, code=None, cwd=None):
-        return subprocess.run([CLI, *args], input=code, capture_output=True, text=True,
+        return subprocess.run([CLI, "--config", self.config, *args], input=code, capture_output=True, text=True,
                               env=self.env, cwd=cwd, timeout=300)
 
     # ------------------------------------------------------------------ CLI
@@ -225,7 +229,7 @@ console.log("ts code: all passed");
     # ------------------------------------------------------------------ MCP
 
     def test_4_mcp(self):
-        p = subprocess.Popen([CLI, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        p = subprocess.Popen([CLI, "--config", self.config, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=self.env)
         msgs = [
             {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -238,6 +242,7 @@ console.log("ts code: all passed");
         ]
         out, err = p.communicate("".join(json.dumps(m) + "\n" for m in msgs).encode(), timeout=300)
         answers = {a["id"]: a for a in map(json.loads, out.decode().splitlines())}
+        self.assertIn(2, answers, err.decode())
         chart = answers[2]["result"]
         self.assertFalse(chart["isError"], err.decode())
         self.assertEqual(chart["structuredContent"]["stdout"], "m\n")
@@ -256,7 +261,8 @@ console.log("ts code: all passed");
         shots = os.path.abspath(os.path.join(harness.BIN, "..", "test-artifacts", "console-code"))
         shutil.rmtree(shots, ignore_errors=True)
         os.makedirs(shots)
-        env = dict(self.env, TENANT_KEY=self.key, SANDBOX=self.sid, SHOT_DIR=shots)
+        env = dict(self.env, AIRLOCK_URL=f"http://{self.server.addr}", TENANT_KEY=self.key,
+                   SANDBOX=self.sid, SHOT_DIR=shots)
         r = subprocess.run(["node", os.path.join(SRC, "tests/console/code.test.mjs")], env=env,
                            capture_output=True, text=True, timeout=600)
         sys.stdout.write(r.stdout)

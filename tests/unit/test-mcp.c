@@ -125,7 +125,7 @@ static void test_answers(void)
 static const char code_stream[] =
 	"{\"type\":\"stdout\",\"text\":\"hi\\n\"}\n"
 	"{\"type\":\"stderr\",\"text\":\"w\"}\n"
-	"{\"type\":\"result\",\"text\":\"<Figure>\",\"png\":\"iVBORw0KGgo=\",\"is_main_result\":false}\n"
+	"{\"type\":\"result\",\"text\":\"<Figure>\",\"png\":\"iVBORw0K\\nGgo=\",\"is_main_result\":false}\n"
 	"{\"type\":\"result\",\"png\":\"not base64!\",\"is_main_result\":false}\n"
 	"{\"type\":\"result\",\"text\":\"2\",\"html\":\"<b>2</b>\",\"is_main_result\":true}\n"
 	"{\"type\":\"error\",\"name\":\"NameError\",\"value\":\"x\",\"traceback\":[\"l1\",\"l2\"]}\n"
