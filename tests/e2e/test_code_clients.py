@@ -116,7 +116,8 @@ class CodeClientsTest(AirlockTestCase):
         r = self.cli("--json", "run-code", self.sid, "-c", "print(1)\n2")
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = [json.loads(x) for x in r.stdout.splitlines()]
-        self.assertEqual(lines[0], {"type": "stdout", "text": "1\n"})
+        self.assertEqual(lines[0]["type"], "number_of_executions")
+        self.assertEqual([x["text"] for x in lines if x["type"] == "stdout"], ["1\n"])
         self.assertIn({"type": "end_of_execution"}, lines)
         main_result = [x for x in lines if x["type"] == "result" and x.get("is_main_result")]
         self.assertEqual(main_result[0]["text"], "2")
