@@ -91,7 +91,8 @@ debian|code)
 		}
 		mkdir -p "$OUT/home/user" "$OUT/opt/airlock/code" "$OUT/etc/airlock"
 		chown 1000:1000 "$OUT/home/user"
-		install -m 0644 "$CODE_DIR/airlock-code.py" "$CODE_DIR/runner.js" "$OUT/opt/airlock/code/"
+		install -m 0644 "$CODE_DIR/airlock-code.py" "$CODE_DIR/runner.js" "$CODE_DIR/kernel.py" \
+			"$CODE_DIR/airlock_loopback.py" "$OUT/opt/airlock/code/"
 		install -m 0755 "$CODE_DIR/start" "$OUT/etc/airlock/start"
 		# Scripts get Agg; the kernels get the inline backend (PNG results).
 		rc="$OUT/etc/matplotlibrc"

@@ -45,7 +45,9 @@ HOME = os.environ.get("HOME", "/home/user")
 DEFAULT_CWD = HOME if os.path.isdir(HOME) else "/"
 OUTPUT_CAP = int(os.environ.get("AIRLOCK_CODE_OUTPUT_CAP", str(16 << 20)))
 MAX_BODY = 8 << 20
-RUNNER_JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.js")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+RUNNER_JS = os.path.join(HERE, "runner.js")
 LANGS = {"python": "python", "python3": "python", "javascript": "javascript",
          "js": "javascript", "bash": "bash", "sh": "bash"}
 ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
@@ -58,6 +60,12 @@ MIME = [("text/plain", "text"), ("text/html", "html"), ("text/markdown", "markdo
 def now_iso():
     t = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%06dZ" % int((t % 1) * 1e6)
+
+
+def log(msg):
+    """A line of the service's own log (stderr: /tmp/airlock-code.log)."""
+    sys.stderr.write("%s airlock-code: %s\n" % (now_iso(), msg))
+    sys.stderr.flush()
 
 
 class Gone(Exception):
@@ -112,20 +120,46 @@ class Sink:
 
 # ---- Python: an ipykernel through jupyter_client ---------------------------
 
+def kernel_spec():
+    """The kernelspec of our Python kernel (kernel.py), written once."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="airlock-code-kernels-")
+    os.makedirs(os.path.join(d, "airlock-python"))
+    with open(os.path.join(d, "airlock-python", "kernel.json"), "w") as f:
+        json.dump({"argv": [sys.executable, os.path.join(HERE, "kernel.py"), "-f",
+                            "{connection_file}"],
+                   "display_name": "Python 3", "language": "python",
+                   "interrupt_mode": "signal"}, f)
+    return d
+
+
+KERNEL_DIR = None
+
+
 class PyKernel:
     def __init__(self, cwd):
+        global KERNEL_DIR
+        from jupyter_client.kernelspec import KernelSpecManager
         from jupyter_client.manager import KernelManager
+        import airlock_loopback
+        airlock_loopback.apply()
+        if KERNEL_DIR is None:
+            KERNEL_DIR = kernel_spec()
         env = dict(os.environ)
         # Figures come back as PNG results (matplotlib-inline), whatever
         # MPLBACKEND the image sets for scripts (Agg).
         env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
         env.pop("AIRLOCK_CODE_PORT", None)
         env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
-        self.km = KernelManager(kernel_name="python3")
+        t0 = time.monotonic()
+        self.km = KernelManager(kernel_name="airlock-python", kernel_spec_manager=KernelSpecManager(
+            kernel_dirs=[KERNEL_DIR]))
         self.km.start_kernel(cwd=cwd, env=env)
+        log("kernel %s started in %.0f ms" % (self.km.kernel_id, (time.monotonic() - t0) * 1e3))
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=120)
+        log("kernel %s ready in %.0f ms" % (self.km.kernel_id, (time.monotonic() - t0) * 1e3))
 
     def alive(self):
         return self.km.is_alive()
@@ -189,6 +223,8 @@ class PyKernel:
             if msg.get("parent_header", {}).get("msg_id") != mid:
                 continue
             t, c = msg["msg_type"], msg["content"]
+            if t == "status" and c.get("execution_state") == "idle":
+                break
             try:
                 if gone:
                     pass
@@ -216,8 +252,6 @@ class PyKernel:
                 elif t == "execute_input":
                     sink.line({"type": "number_of_executions",
                                "execution_count": c.get("execution_count")}, force=True)
-                elif t == "status" and c.get("execution_state") == "idle":
-                    break
             except Gone:
                 gone = True
                 self.interrupt()
@@ -609,12 +643,24 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
 
+def warm_default():
+    """Start the default Python context now; say so in AIRLOCK_CODE_READY
+    (a file /etc/airlock/start waits for)."""
+    CTX.default_for("python")
+    ready = os.environ.get("AIRLOCK_CODE_READY")
+    if ready:
+        try:
+            open(ready, "w").close()
+        except OSError:
+            pass
+
+
 def main():
     os.chdir(DEFAULT_CWD)
     srv = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
     srv.daemon_threads = True
     # The default Python context, warm before the first cell asks.
-    threading.Thread(target=lambda: CTX.default_for("python"), daemon=True).start()
+    threading.Thread(target=warm_default, daemon=True).start()
     srv.serve_forever()
 
 

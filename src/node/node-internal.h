@@ -89,6 +89,22 @@ int ports_relay(struct node *n, struct sandbox *sb, uint16_t port, const struct 
  * Fuzzed: tests/fuzz/fuzz-node-ports.c. */
 int ports_rewrite_head(const char *h, size_t n, struct buf *out);
 
+/* code.c: a sandbox's code interpreter, the service of the code-interpreter
+ * template (scripts/code-interpreter) on the sandbox's loopback port
+ * CODE_PORT, reached through ports_relay. */
+#define CODE_PORT 49999   /* E2B's: @e2b/code-interpreter reaches it there too */
+#define CODE_YOUNG_MS 60000        /* a sandbox this young may still be starting it */
+#define CODE_START_WAIT_MS 5000    /* how long a refused connect is tried again then */
+/* Created less than CODE_YOUNG_MS ago. */
+bool code_sandbox_young(const struct sandbox *sb);
+/* POST /v1/sandboxes/{id}/code. */
+void handle_code_execute(struct node *n, struct sandbox *sb, struct http_req *req,
+			 struct http_conn *c);
+/* /v1/sandboxes/{id}/code/contexts[/{cid}[/restart]]: cid NULL for the
+ * collection; restart: the .../restart row. */
+void handle_code_contexts(struct node *n, struct sandbox *sb, const char *cid, bool restart,
+			  struct http_req *req, struct http_conn *c);
+
 /* console-log.c: GET .../console (501 when the backend has none) */
 void handle_console(struct node *n, struct sandbox *sb, struct http_conn *c);
 void handle_events(struct node *n, struct sandbox *sb, struct http_req *req, struct http_conn *c);

@@ -20,7 +20,6 @@
 #include "../lib/peer.h"
 #include "../lib/route.h"
 #include "../objstore/objstore.h"
-#include "code/code.h"
 #include "node-internal.h"
 
 /* ---- routing ---------------------------------------------------------- */

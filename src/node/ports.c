@@ -578,10 +578,20 @@ static void serve_port(struct node *n, struct sandbox *sb, uint16_t port, const 
 		sandbox_respond_err(c, sb, &err);
 		return;
 	}
-	if (!(st = guestconn_port_open(gc, port, &err))) {
-		sandbox_gc_put(sb);
-		respond_open_error(c, sb, port, &err);
-		return;
+	/* The code service starts with its sandbox (code.c): a young one
+	 * is asked again for a moment, as on Airlock's own /code routes. */
+	uint64_t until = now_ms() + (port == CODE_PORT && code_sandbox_young(sb)
+				     ? CODE_START_WAIT_MS : 0);
+	while (!(st = guestconn_port_open(gc, port, &err))) {
+		struct timespec ts = { 0, 50 * 1000000L };
+
+		if (err.code != ECONNREFUSED || now_ms() >= until) {
+			sandbox_gc_put(sb);
+			respond_open_error(c, sb, port, &err);
+			return;
+		}
+		memset(&err, 0, sizeof(err));
+		nanosleep(&ts, NULL);
 	}
 	fd = http_conn_takeover(c, &pending);
 	if (tunnel) {

@@ -245,12 +245,15 @@ class CodeTest(AirlockTestCase):
         start (the warm jail, or the guest's start program, has it up)."""
         sb = self.client.create(template="code-interpreter")
         try:
+            # its default Python context is listed once its kernel answered:
+            # before any cell, it is there already (the warm jail started it
+            # minutes ago, in setUpClass's refill)
+            ctxs = self.client.call("GET", f"/v1/sandboxes/{sb['id']}/code/contexts")
+            self.assertEqual([c["language"] for c in ctxs], ["python"])
             t0 = time.time()
             lines = self.run_code("1 + 1", sid=sb["id"])
             first = time.time() - t0
             self.assertEqual(self.results(lines)[0]["text"], "2")
-            ctxs = self.client.call("GET", f"/v1/sandboxes/{sb['id']}/code/contexts")
-            self.assertEqual([c["language"] for c in ctxs], ["python"])
             # the kernel runs as the sandbox's user, not root
             lines = self.run_code("import os\nos.getuid()", sid=sb["id"])
             self.assertEqual(self.results(lines)[0]["text"], "1000")

@@ -125,8 +125,10 @@ static void answer_sandbox(struct api *a, struct http_conn *c, int status, const
 	jw_str(&w, E2B_ENVD_VERSION);
 	jw_key(&w, "envdAccessToken");
 	jw_str(&w, token);
+	/* @e2b/code-interpreter sends only this with its context calls: the
+	 * same token (e2b.c takes either header). */
 	jw_key(&w, "trafficAccessToken");
-	jw_null(&w);
+	jw_str(&w, token);
 	jw_key(&w, "domain");
 	jw_str(&w, a->cfg->ports_domain && *a->cfg->ports_domain ? a->cfg->ports_domain : NULL);
 	jw_end(&w);
@@ -200,6 +202,10 @@ static void create(struct api *a, struct http_req *req, struct http_conn *c,
 		return;
 	}
 	const char *tmpl = json_get_str(body, "templateID");
+	/* @e2b/code-interpreter's default template is Airlock's built-in
+	 * code-interpreter (docs/E2B.md). */
+	if (tmpl && !strcmp(tmpl, E2B_CODE_TEMPLATE))
+		tmpl = "code-interpreter";
 	int64_t timeout = json_get_int(body, "timeout", 300, &bad);
 	bool pause = json_get_bool(body, "autoPause", false, &bad);
 	const json *md = json_get(body, "metadata"), *env = json_get(body, "envVars");

@@ -13,6 +13,7 @@
  * those we do not (file metadata 0.6.2, watch entries 0.6.3). */
 #define E2B_ENVD_VERSION "0.5.7"
 #define E2B_ENVD_PORT 49983
+#define E2B_CODE_TEMPLATE "code-interpreter-v1"  /* @e2b/code-interpreter's default */
 #define E2B_TOKEN_PREFIX "ale_"
 #define E2B_TOKEN_HEX 40
 #define E2B_MAX_JSON (1u << 20)

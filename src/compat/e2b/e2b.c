@@ -24,6 +24,7 @@
 #include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -217,6 +218,12 @@ static bool e2b_auth(struct api *a, struct http_req *req, struct http_conn *c,
 		const char *tok = http_req_header(req, "X-Access-Token");
 		int r;
 
+		/* @e2b/code-interpreter sends its context calls with the
+		 * traffic token only, which we hand out equal to the envd
+		 * token (control.c answer_sandbox). */
+		if (!tok)
+			tok = http_req_header(req, "E2B-Traffic-Access-Token");
+
 		if (!id || !sandbox_id_ok(id)) {
 			e2b_error(c, 400, "header E2b-Sandbox-Id must name a sandbox (set "
 				  "E2B_SANDBOX_URL to <api>/e2b/envd)");
@@ -288,6 +295,47 @@ static bool to_peer(struct api *a, struct http_req *req, struct http_conn *c,
 	return true;
 }
 
+/* A request for another port of the sandbox than envd's (E2b-Sandbox-Port:
+ * 49999 is @e2b/code-interpreter's code service): relayed raw to that port
+ * through the node, as /v1/sandboxes/{id}/ports/{port}/... is, under the
+ * envd token already checked for this sandbox (so only its owner's
+ * client opens it). Our credentials do not reach the sandbox. false when
+ * the request is envd's own. */
+static bool service_port(struct api *a, struct http_req *req, struct http_conn *c,
+			 const struct api_principal *who)
+{
+	const char *ps = http_req_header(req, "E2b-Sandbox-Port");
+	const char *id = http_req_header(req, "E2b-Sandbox-Id");
+	const char *rest = req->target + strlen(E2B_PREFIX "/envd");
+	char *end;
+	unsigned long port;
+
+	if (!ps || !*ps)
+		return false;
+	errno = 0;
+	port = strtoul(ps, &end, 10);
+	if (errno || *end || ps[0] < '1' || ps[0] > '9' || port > 65535) {
+		e2b_error(c, 400, "E2b-Sandbox-Port must be a port number");
+		return true;
+	}
+	if (port == E2B_ENVD_PORT)
+		return false;
+	/* X-Airlock-* is never passed on (portfwd.c): the tokens become such. */
+	for (size_t i = 0; i < req->n_headers; i++) {
+		struct http_header *h = &req->headers[i];
+		if (!strcasecmp(h->name, "X-Access-Token") ||
+		    !strcasecmp(h->name, "E2B-Traffic-Access-Token") ||
+		    !strcasecmp(h->name, "X-API-KEY")) {
+			free(h->name);   /* the request's own copy (http-parse.c) */
+			h->name = xstrdup("X-Airlock-Dropped");
+		}
+	}
+	_cleanup_free_ char *target = xasprintf("/v1/sandboxes/%s/ports/%lu%s%s", id, port,
+						*rest == '/' ? "" : "/", rest);
+	api_forward_raw(a, req, c, who, target, false, id);
+	return true;
+}
+
 void e2b_register(void)
 {
 	static const struct api_compat e2b = { E2B_PREFIX, e2b_head_check, e2b_handle };
@@ -325,6 +373,8 @@ void e2b_handle(struct api *a, struct http_req *req, struct http_conn *c)
 	if (is_envd(req->path) ? to_peer(a, req, c, &who, http_req_header(req, "E2b-Sandbox-Id"))
 			       : control_sandbox(req->path, id, sizeof(id)) &&
 					 to_peer(a, req, c, &who, id))
+		return;
+	if (is_envd(req->path) && service_port(a, req, c, &who))
 		return;
 	if (is_envd(req->path)) {
 		const char *rest = req->path + strlen(E2B_PREFIX "/envd");

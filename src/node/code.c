@@ -18,11 +18,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../node-internal.h"
-#include "code.h"
+#include "node-internal.h"
 
-#define CODE_YOUNG_MS 60000        /* a sandbox this young may still be starting it */
-#define CODE_START_WAIT_MS 5000    /* how long we ask such a sandbox again */
 #define CODE_TIMEOUT_MAX_MS 86400000LL
 #define CODE_ENV_MAX 1024
 
@@ -62,13 +59,19 @@ static bool env_name_ok(const char *s)
 	return true;
 }
 
+bool code_sandbox_young(const struct sandbox *sb)
+{
+	int64_t age = wall_ms() - sb->created_at;
+
+	return age >= 0 && age < CODE_YOUNG_MS;
+}
+
 /* Send method target (with body, may be NULL) to the service and relay
  * its answer; 409 when the sandbox has none. */
 static void code_call(struct node *n, struct sandbox *sb, const char *method, const char *target,
 		      const struct buf *body, struct http_conn *c)
 {
 	_cleanup_(buf_free) struct buf rq = { 0 };
-	int64_t age = wall_ms() - sb->created_at;
 
 	buf_printf(&rq, "%s %s HTTP/1.1\r\nHost: localhost:%u\r\nConnection: close\r\n", method,
 		   target, CODE_PORT);
@@ -79,8 +82,8 @@ static void code_call(struct node *n, struct sandbox *sb, const char *method, co
 		buf_adds(&rq, "Content-Length: 0\r\n\r\n");
 	if (body)
 		buf_add(&rq, body->data, body->len);
-	if (ports_relay(n, sb, CODE_PORT, &rq, age >= 0 && age < CODE_YOUNG_MS
-			? CODE_START_WAIT_MS : 0, c) == -ECONNREFUSED)
+	if (ports_relay(n, sb, CODE_PORT, &rq, code_sandbox_young(sb) ? CODE_START_WAIT_MS : 0,
+			c) == -ECONNREFUSED)
 		http_respond_error(c, 409, "no_code_service",
 				   "sandbox %s has no code interpreter (nothing listens on its port"
 				   " %u); create it from the code-interpreter template", sb->id,
