@@ -22,7 +22,7 @@ _airlock() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "$globals --version" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W 'create ls list top get rm delete exec ps logs kill files template tenant key health node pause resume connect console suspend restore events port-forward network credential snapshot rollback fork version doctor help completion mcp' -- "$cur"))
+            COMPREPLY=($(compgen -W 'create ls list top get rm delete exec ps logs kill files template tenant key health node pause resume connect console suspend restore events port-forward network credential snapshot rollback fork version doctor help completion mcp run-code code-context' -- "$cur"))
         fi
         return 0
     fi
@@ -62,6 +62,8 @@ _airlock() {
         help) subs=''; opts='--man';;
         completion) subs='bash'; opts='';;
         mcp) subs=''; opts='';;
+        run-code) subs=''; opts='--language --context --env --timeout --out -c --json';;
+        code-context) subs='create ls restart rm'; opts='--language --cwd';;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts $globals" -- "$cur"))

@@ -462,7 +462,7 @@ function sandboxesPage(view) {
 
 // ---------------------------------------------------------------- one sandbox
 
-const TABS = ["events", "snapshots", "terminal", "files", "network", "ports"];
+const TABS = ["events", "snapshots", "terminal", "code", "files", "network", "ports"];
 
 async function sandboxPage(view, id, tab) {
 	const head = el("div");
@@ -501,7 +501,7 @@ async function sandboxPage(view, id, tab) {
 	});
 	onLeave(() => { stopSse(); clearInterval(headTimer); });
 	const pages = { events: eventsTab, snapshots: snapshotsTab, terminal: terminalTab,
-			files: filesTab, network: networkTab, ports: portsTab };
+			code: codeTab, files: filesTab, network: networkTab, ports: portsTab };
 	(pages[tab] || eventsTab)(body, id, () => sb, loadHead);
 }
 
@@ -800,6 +800,100 @@ async function filesTab(body, id) {
 			["name", "type", "size", "mode", ""].map((h) => el("th", {}, h)))), tbody),
 		viewer);
 	list();
+}
+
+// A cell runner for a code-interpreter sandbox: POST .../code and its NDJSON
+// lines (E2B's code-interpreter shape) shown as they come. Everything in
+// them comes from the sandbox: text stays text; HTML is shown as its source
+// (the CSP allows no frame to render it in, and it must not run here);
+// images go in <img> as data: URLs (img-src allows data:; an SVG in an img
+// runs no script), and only when the base64 is plain base64.
+const B64_RE = /^[A-Za-z0-9+/]*={0,2}$/;
+const ANSI_RE = /\x1b\[[0-9;?]*[ -\/]*[@-~]/g;   // IPython colours its tracebacks
+
+function codeResult(r) {
+	const box = el("div", { class: "code-result" + (r.is_main_result ? " main" : "") });
+	let shown = false;
+	for (const [fmt, mime] of [["png", "image/png"], ["jpeg", "image/jpeg"]]) {
+		const v = typeof r[fmt] === "string" ? r[fmt].replace(/\s+/g, "") : null;
+		if (v && B64_RE.test(v)) {
+			box.append(el("img", { class: "code-" + fmt, alt: fmt + " result", src: "data:" + mime + ";base64," + v }));
+			shown = true;
+		}
+	}
+	if (typeof r.svg === "string") {
+		box.append(el("img", { class: "code-svg", alt: "svg result",
+			src: "data:image/svg+xml;base64," + b64encode(new TextEncoder().encode(r.svg)) }));
+		shown = true;
+	}
+	if (typeof r.html === "string") {
+		box.append(el("div", { class: "muted" }, "HTML (its source):"), el("pre", { class: "code-html" }, r.html));
+		shown = true;
+	}
+	for (const fmt of ["markdown", "latex"])
+		if (typeof r[fmt] === "string") { box.append(el("pre", { class: "code-" + fmt }, r[fmt])); shown = true; }
+	if (r.json !== undefined) { box.append(el("pre", { class: "code-json" }, JSON.stringify(r.json, null, 2))); shown = true; }
+	if (typeof r.text === "string" && (!shown || r.is_main_result))
+		box.append(el("pre", { class: "code-text" }, r.text));
+	return box;
+}
+
+async function codeTab(body, id) {
+	const cell = el("textarea", { id: "code-cell", spellcheck: "false" }, "");
+	const lang = el("select", { id: "code-language" }, ["python", "javascript", "bash"].map((l) => el("option", { value: l }, l)));
+	const out = el("div", { id: "code-output" });
+	const count = el("span", { id: "code-count", class: "muted" });
+	const run = el("button", { type: "button", id: "code-run" }, "Run");
+	const ctrl = new AbortController();
+	onLeave(() => ctrl.abort());
+	run.addEventListener("click", async () => {
+		run.disabled = true;
+		clear(out);
+		count.textContent = "running…";
+		let stream = null;   // the <pre> the last stdout/stderr text went to
+		const text = (cls, t) => {
+			if (!stream || stream.className !== cls) { stream = el("pre", { class: cls }); out.append(stream); }
+			stream.append(document.createTextNode(t));
+		};
+		try {
+			const r = await apiRaw("POST", sbPath(id) + "/code", { code: cell.value, language: lang.value });
+			await readNdjson(r, (m) => {
+				if (m.type === "stdout" || m.type === "stderr") {
+					text("code-" + m.type + (m.type === "stderr" ? " error" : ""), String(m.text || ""));
+				} else if (m.type === "result") {
+					stream = null;
+					out.append(codeResult(m));
+				} else if (m.type === "error" && m.error && typeof m.error === "object") {
+					stream = null;
+					out.append(el("p", { class: "error" }, (m.error.code || "error") + ": " + (m.error.message || "")));
+				} else if (m.type === "error") {
+					stream = null;
+					const tb = Array.isArray(m.traceback) ? m.traceback.join("\n") : String(m.traceback || "");
+					out.append(el("pre", { class: "code-error error" },
+						(tb ? tb.replace(ANSI_RE, "") : String(m.name || "Error") + ": " + String(m.value || ""))));
+				} else if (m.type === "number_of_executions") {
+					count.textContent = "[" + m.execution_count + "]";
+				} else if (m.type === "unexpected_end_of_execution") {
+					out.append(el("p", { class: "error" }, "the code service ended the cell unexpectedly"));
+				}
+			}, ctrl.signal);
+			if (count.textContent === "running…") count.textContent = "";
+		} catch (e) {
+			count.textContent = "";
+			out.append(el("p", { class: "error" }, e.status === 404 || e.status === 501
+				? "no code interpreter here (" + e.message + "): make the sandbox from the code-interpreter template"
+				: e.message));
+		} finally {
+			run.disabled = false;
+		}
+	});
+	cell.addEventListener("keydown", (e) => {
+		if (e.key === "Enter" && (e.shiftKey || e.ctrlKey)) { e.preventDefault(); run.click(); }
+	});
+	body.append(el("h2", {}, "Code"),
+		el("p", { class: "muted" }, "A cell runs in the sandbox's kernel, which keeps its state between cells " +
+		   "(a sandbox of the code-interpreter template). Shift+Enter runs it."),
+		cell, el("div", { class: "toolbar" }, el("label", {}, "Language ", lang), run, count), out);
 }
 
 async function networkTab(body, id) {

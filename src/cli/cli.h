@@ -202,6 +202,9 @@ int cmd_health(struct cli *cli, int argc, char **argv);
 int cmd_node(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
 int cmd_mcp(struct cli *cli, int argc, char **argv);
+/* cmd-code.c: the code interpreter */
+int cmd_run_code(struct cli *cli, int argc, char **argv);
+int cmd_code_context(struct cli *cli, int argc, char **argv);
 
 int cmd_help(struct cli *cli, int argc, char **argv);
 int cmd_completion(struct cli *cli, int argc, char **argv);

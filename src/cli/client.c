@@ -289,6 +289,10 @@ int cli_call_json(struct cli *cli, const char *method, const char *target,
 
 /* --- streaming --- */
 
+/* The longest NDJSON line a stream may send: an exec chunk is far below
+ * it, a code cell's PNG result is the largest line there is. */
+#define CLI_STREAM_LINE_MAX (64u << 20)
+
 struct stream {
 	int status;
 	bool ok;
@@ -328,6 +332,14 @@ static int s_data(void *arg, const void *p, size_t n)
 	}
 	while (c < end) {
 		const char *nl = memchr(c, '\n', (size_t)(end - c));
+		/* A stream's lines carry bytes of a sandbox (output, a code
+		 * cell's images): bounded, so that one endless line cannot grow
+		 * the CLI without end. */
+		if ((size_t)((nl ? nl : end) - c) + s->line.len > CLI_STREAM_LINE_MAX) {
+			s->stopped = cli_fail("bad_response", "a line of the stream is longer than %u MiB",
+					      CLI_STREAM_LINE_MAX >> 20);
+			return s->stopped;
+		}
 		if (!nl) {
 			buf_add(&s->line, c, (size_t)(end - c));
 			break;

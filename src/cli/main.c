@@ -56,6 +56,19 @@ static const char usage[] =
 	"  network SBX | network set SBX POLICY | network log SBX\n"
 	"                                         egress policy (allow-all, deny-all or JSON) and decisions\n"
 	"\n"
+	"Code interpreter (a code-interpreter sandbox):\n"
+	"  run-code SBX [--language L] [--context C] [--env K=V]... [--timeout S]\n"
+	"           [--out DIR] [-c CODE]         run a cell (the code from stdin, or CODE) in a\n"
+	"                                         kernel that keeps its state; stdout/stderr as they\n"
+	"                                         come, text results on stdout, PNG/JPEG/SVG results\n"
+	"                                         written to DIR/result-N.EXT (default .), each path\n"
+	"                                         printed; an error's traceback on stderr, exit 1;\n"
+	"                                         --json: the raw lines\n"
+	"  code-context create SBX [--language L] [--cwd D]\n"
+	"                                         a new context (its own kernel), print its id\n"
+	"  code-context ls SBX | restart SBX CID | rm SBX CID\n"
+	"                                         list / restart (state lost) / remove contexts\n"
+	"\n"
 	"Files (inside a sandbox):\n"
 	"  files read SBX PATH                    write the file to stdout\n"
 	"  files write SBX PATH [--mode 0644]     replace the file with stdin\n"
@@ -229,6 +242,8 @@ const struct cli_verb cli_verbs[] = {
 	{ "help", cmd_help, NULL },
 	{ "completion", cmd_completion, "bash" },
 	{ "mcp", cmd_mcp, NULL },
+	{ "run-code", cmd_run_code, NULL },
+	{ "code-context", cmd_code_context, "create ls restart rm" },
 };
 const size_t cli_n_verbs = ARRAY_SIZE(cli_verbs);
 

@@ -36,6 +36,12 @@ struct mcp_call {
 	const json *args;
 	struct buf out;   /* the result object, written through w */
 	struct jw w;
+	/* images (run_code) for image contents beside the text; owned */
+	struct mcp_image {
+		const char *mime;   /* static */
+		char *data;         /* base64, checked to decode */
+	} *images;
+	size_t n_images;
 	/* a failure: the API's error, or one of ours */
 	bool failed;
 	int status;       /* HTTP status; 0 when there was no answer */
@@ -54,5 +60,6 @@ void mcp_run_list_files(struct mcp_call *c);
 void mcp_run_snapshot(struct mcp_call *c);
 void mcp_run_snapshot_list(struct mcp_call *c);
 void mcp_run_rollback(struct mcp_call *c);
+void mcp_run_code(struct mcp_call *c);
 
 #endif

@@ -619,3 +619,260 @@ void mcp_run_exec(struct mcp_call *c)
 	buf_free(&es.out[1]);
 	buf_free(&es.st.errbody);
 }
+
+/* --- run_code: a cell of the code interpreter --- */
+
+/* What run_code keeps of a cell: each text format of a result up to
+ * MCP_CODE_MAX_TEXT, images (PNG, JPEG) up to MCP_CODE_MAX_IMAGES of at
+ * most MCP_CODE_MAX_IMAGE base64 bytes each; what is past that is counted
+ * as dropped. The lines come from the sandbox: json.h parses them. */
+#define MCP_CODE_MAX_TEXT (64u << 10)
+#define MCP_CODE_MAX_IMAGES 8
+#define MCP_CODE_MAX_IMAGE (4u << 20)
+
+struct code_stream {
+	struct stream st;
+	struct buf line;
+	struct buf out[2];      /* stdout, stderr text: the first MCP_EXEC_MAX_OUTPUT bytes */
+	bool truncated[2];
+	struct buf results;     /* the results array's items, JSON, comma-separated */
+	size_t n_results, dropped_images;
+	struct buf error;       /* the error object, JSON; empty: none */
+	int64_t count;
+	bool ended, unexpected;
+};
+
+static void code_text(struct code_stream *cs, int which, const json *j)
+{
+	const char *t = json_get_str(j, "text");
+	size_t n = t ? strlen(t) : 0, room = MCP_EXEC_MAX_OUTPUT - cs->out[which].len;
+
+	buf_add(&cs->out[which], t ? t : "", n < room ? n : room);
+	if (n > room)
+		cs->truncated[which] = true;
+}
+
+static void code_result(struct code_stream *cs, const json *j)
+{
+	static const char *const texts[] = { "text", "markdown", "html", "latex", "svg", NULL };
+	static const char *const images[][2] = { { "png", "image/png" }, { "jpeg", "image/jpeg" } };
+	struct mcp_call *c = cs->st.c;
+	struct buf item;
+	struct jw w;
+
+	buf_init(&item);
+	jw_init(&w, &item);
+	jw_obj(&w);
+	for (const char *const *k = texts; *k; k++) {
+		const json *v = json_get(j, *k);
+		if (v && v->type == JSON_STR) {
+			jw_key(&w, *k);
+			jw_strn_lossy(&w, v->str, v->str_len < MCP_CODE_MAX_TEXT ? v->str_len : MCP_CODE_MAX_TEXT);
+		}
+	}
+	const json *data = json_get(j, "json");
+	if (data && depth_of(data) <= MAX_ANSWER_DEPTH - 2) {
+		jw_key(&w, "json");
+		jw_value(&w, data);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(images); i++) {
+		const json *v = json_get(j, images[i][0]);
+		if (!v || v->type != JSON_STR)
+			continue;
+		jw_key(&w, images[i][0]);
+		struct buf bytes, clean;
+		bool ok = false;
+		buf_init(&bytes);
+		buf_init(&clean);
+		/* Jupyter's base64 may come in lines: the image content gets it without */
+		for (size_t k = 0; k < v->str_len; k++)
+			if (!strchr(" \t\r\n", v->str[k]))
+				buf_addc(&clean, v->str[k]);
+		buf_addc(&clean, '\0');
+		clean.len--;
+		if (c->n_images < MCP_CODE_MAX_IMAGES && clean.len <= MCP_CODE_MAX_IMAGE)
+			ok = base64_decode(clean.data, clean.len, &bytes) == 0 && bytes.len;
+		buf_free(&bytes);
+		if (ok) {
+			/* the image itself goes in an image content; here its index */
+			c->images = xrealloc(c->images, sizeof(*c->images) * (c->n_images + 1));
+			c->images[c->n_images].mime = images[i][1];
+			c->images[c->n_images].data = buf_steal(&clean);
+			jw_str(&w, "(image content)");
+			c->n_images++;
+		} else {
+			jw_str(&w, "(dropped: too many or too large, or not base64)");
+			cs->dropped_images++;
+		}
+		buf_free(&clean);
+	}
+	jw_key(&w, "is_main_result");
+	jw_bool(&w, json_get_bool(j, "is_main_result", false, NULL));
+	jw_end(&w);
+	if (cs->n_results++)
+		buf_addc(&cs->results, ',');
+	buf_add(&cs->results, item.data, item.len);
+	buf_free(&item);
+}
+
+static void code_error(struct code_stream *cs, const json *j)
+{
+	const json *tb = json_get(j, "traceback");
+	struct jw w;
+
+	buf_reset(&cs->error);
+	jw_init(&w, &cs->error);
+	jw_obj(&w);
+	jw_key(&w, "name");
+	jw_str_lossy(&w, json_get_str(j, "name") ? json_get_str(j, "name") : "");
+	jw_key(&w, "value");
+	jw_str_lossy(&w, json_get_str(j, "value") ? json_get_str(j, "value") : "");
+	jw_key(&w, "traceback");
+	if (tb && tb->type == JSON_STR) {
+		jw_strn_lossy(&w, tb->str, tb->str_len < MCP_CODE_MAX_TEXT ? tb->str_len : MCP_CODE_MAX_TEXT);
+	} else {
+		struct buf t;
+		buf_init(&t);
+		for (size_t i = 0; tb && tb->type == JSON_ARR && i < tb->n; i++)
+			if (tb->items[i]->type == JSON_STR && t.len < MCP_CODE_MAX_TEXT) {
+				buf_add(&t, tb->items[i]->str, tb->items[i]->str_len);
+				buf_addc(&t, '\n');
+			}
+		jw_strn_lossy(&w, t.data ? t.data : "", t.len < MCP_CODE_MAX_TEXT ? t.len : MCP_CODE_MAX_TEXT);
+		buf_free(&t);
+	}
+	jw_end(&w);
+}
+
+/* One NDJSON line of the code stream. Returns non-zero to stop. */
+static int code_line(struct code_stream *cs, const char *p, size_t n)
+{
+	json *j = json_parse(p, n, NULL);
+	const char *type = j && j->type == JSON_OBJ ? json_get_str(j, "type") : NULL;
+	const json *e;
+
+	if (!type) {
+		json_free(j);
+		fail(cs->st.c, cs->st.status, "bad_response", "invalid line in the code stream");
+		return 1;
+	}
+	if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) {
+		code_text(cs, type[3] == 'e', j);
+	} else if (strcmp(type, "result") == 0) {
+		code_result(cs, j);
+	} else if (strcmp(type, "error") == 0 && (e = json_get(j, "error")) && e->type == JSON_OBJ) {
+		/* Airlock's own error line, not the cell's */
+		const char *code = json_get_str(e, "code"), *msg = json_get_str(e, "message");
+		fail(cs->st.c, cs->st.status, code ? code : "internal", "%s", msg ? msg : "the cell failed");
+	} else if (strcmp(type, "error") == 0) {
+		code_error(cs, j);
+	} else if (strcmp(type, "number_of_executions") == 0) {
+		cs->count = json_get_int(j, "execution_count", -1, NULL);
+	} else if (strcmp(type, "end_of_execution") == 0) {
+		cs->ended = true;
+	} else if (strcmp(type, "unexpected_end_of_execution") == 0) {
+		fail(cs->st.c, cs->st.status, "unavailable", "the code service ended the cell unexpectedly");
+	}
+	json_free(j);
+	return cs->st.c->failed || cs->ended;
+}
+
+static int code_head(void *arg, const struct http_resp *head)
+{
+	return stream_head(arg, head);
+}
+
+static int code_data(void *arg, const void *p, size_t n)
+{
+	struct code_stream *cs = arg;
+	const char *s = p, *end = s + n;
+
+	if (stream_error_data(&cs->st, p, n))
+		return 0;
+	while (s < end) {
+		const char *nl = memchr(s, '\n', (size_t)(end - s));
+		size_t take = (size_t)((nl ? nl : end) - s);
+
+		if (cs->line.len + take > MAX_STREAM_LINE) {
+			fail(cs->st.c, cs->st.status, "bad_response", "a line of the code stream is too long");
+			return 1;
+		}
+		buf_add(&cs->line, s, take);
+		if (!nl)
+			break;
+		s = nl + 1;
+		if (cs->line.len && code_line(cs, cs->line.data, cs->line.len)) {
+			cs->st.stopped = true;
+			return 1;
+		}
+		buf_reset(&cs->line);
+	}
+	return 0;
+}
+
+void mcp_run_code(struct mcp_call *c)
+{
+	static const struct http_stream_cbs cbs = { .on_head = code_head, .on_data = code_data };
+	static const char *const names[] = { "stdout", "stderr" };
+	_cleanup_free_ char *target = sbx_target(c, "/code");
+	_cleanup_(buf_free) struct buf body = { 0 };
+	struct code_stream cs = { .st = { .c = c }, .count = -1 };
+	err_t err = { 0 };
+	struct jw w;
+	int r;
+
+	jw_init(&w, &body);
+	jw_obj(&w);
+	body_arg(c, &w, "code", "code");
+	body_arg(c, &w, "language", "language");
+	body_arg(c, &w, "context_id", "context_id");
+	body_arg(c, &w, "env", "env_vars");
+	/* one call at a time: a cell that never ends would block the next ones */
+	jw_key(&w, "timeout_ms");
+	jw_int(&w, json_get_int(c->args, "timeout_s", 600, NULL) * 1000);
+	jw_end(&w);
+
+	r = c->s->t.stream(c->s->t.arg, "POST", target, body.data, &cbs, &cs, &err);
+	if (stream_end(&cs.st, r, &err)) {
+		if (cs.line.len && !cs.ended)
+			code_line(&cs, cs.line.data, cs.line.len);   /* a last line without '\n' */
+		if (!cs.ended)
+			fail(c, cs.st.status, "unavailable", "the code stream ended before the cell did");
+	}
+	if (!c->failed) {
+		for (int i = 0; i < 2; i++) {
+			_cleanup_free_ char *k = xasprintf("%s_truncated", names[i]);
+			jw_key(&c->w, names[i]);
+			jw_strn_lossy(&c->w, cs.out[i].data ? cs.out[i].data : "", cs.out[i].len);
+			jw_key(&c->w, k);
+			jw_bool(&c->w, cs.truncated[i]);
+		}
+		jw_key(&c->w, "results");
+		buf_addc(&cs.results, '\0');
+		cs.results.len--;
+		_cleanup_free_ char *arr = xasprintf("[%s]", cs.results.data);
+		jw_raw(&c->w, arr);
+		if (cs.dropped_images) {
+			jw_key(&c->w, "images_dropped");
+			jw_uint(&c->w, cs.dropped_images);
+		}
+		jw_key(&c->w, "error");
+		if (cs.error.len) {
+			buf_addc(&cs.error, '\0');
+			jw_raw(&c->w, cs.error.data);
+		} else {
+			jw_null(&c->w);
+		}
+		jw_key(&c->w, "execution_count");
+		if (cs.count >= 0)
+			jw_int(&c->w, cs.count);
+		else
+			jw_null(&c->w);
+	}
+	buf_free(&cs.line);
+	buf_free(&cs.out[0]);
+	buf_free(&cs.out[1]);
+	buf_free(&cs.results);
+	buf_free(&cs.error);
+	buf_free(&cs.st.errbody);
+}

@@ -131,6 +131,23 @@ static const struct arg_spec rollback_args[] = {
 	{ 0 },
 };
 
+static const struct arg_spec code_args[] = {
+	ARG_SANDBOX,
+	{ "code", A_STR, true, "The cell's code.", NULL, 0 },
+	{ "language", A_STR, false,
+	  "\"python\" (default), \"javascript\", \"bash\"...: that language's default context "
+	  "(not with context_id).",
+	  NULL, 0 },
+	{ "context_id", A_STR, false,
+	  "A context made with the API (`airlock code-context create`): its own kernel and cwd.",
+	  NULL, 0 },
+	{ "env", A_STRMAP, false, "Environment variables of this cell only.", NULL, 0 },
+	{ "timeout_s", A_INT, false,
+	  "Interrupt the kernel after this many seconds, its state kept (default 600).", NULL,
+	  86400 },
+	{ 0 },
+};
+
 static const struct mcp_tool tools[] = {
 	{ "sandbox_create", "Create a sandbox",
 	  "Create an isolated Linux sandbox and wait until it is running. Returns its id and "
@@ -149,6 +166,14 @@ static const struct mcp_tool tools[] = {
 	  "`signal`). Each stream keeps its first 64 KiB; stdout_truncated/stderr_truncated say "
 	  "when more was written.",
 	  exec_args, false, false, mcp_run_exec },
+	{ "run_code", "Run code in a kernel",
+	  "Run a cell in the code interpreter of a sandbox made from the `code-interpreter` "
+	  "template (Python with numpy, pandas, matplotlib; JavaScript; bash); the kernel keeps "
+	  "variables and imports between calls. Returns stdout, stderr (first 64 KiB each), "
+	  "results (the cell's value and displays: text, markdown, html, latex, svg, json; PNG "
+	  "and JPEG images, such as matplotlib charts, come as image contents), the error the "
+	  "cell raised (name, value, traceback) or null, and execution_count.",
+	  code_args, false, false, mcp_run_code },
 	{ "files_read", "Read a file",
 	  "Read a file of a sandbox. UTF-8 text comes back as is (encoding \"utf-8\"), anything "
 	  "else as base64 (encoding \"base64\"). Returns at most max_bytes; `truncated` says when "
@@ -436,6 +461,16 @@ static char *call_result(struct mcp_call *c)
 		jw_str(&w, obj);
 	}
 	jw_end(&w);
+	for (size_t i = 0; !c->failed && i < c->n_images; i++) {
+		jw_obj(&w);
+		jw_key(&w, "type");
+		jw_str(&w, "image");
+		jw_key(&w, "data");
+		jw_str(&w, c->images[i].data);
+		jw_key(&w, "mimeType");
+		jw_str(&w, c->images[i].mime);
+		jw_end(&w);
+	}
 	jw_end(&w);
 	jw_key(&w, "structuredContent");
 	jw_raw(&w, obj);
@@ -486,6 +521,9 @@ char *mcp_tools_call(struct mcp_server *s, const json *id, const json *params)
 	}
 	result = call_result(&c);
 	buf_free(&c.out);
+	for (size_t i = 0; i < c.n_images; i++)
+		free(c.images[i].data);
+	free(c.images);
 	free(c.code);
 	free(c.message);
 	json_free(empty);

@@ -24,6 +24,8 @@ TOOLS = {
     "snapshot_create": ({"sandbox", "name", "kind"}, {"sandbox"}),
     "snapshot_list": ({"sandbox"}, {"sandbox"}),
     "rollback": ({"sandbox", "snapshot"}, {"sandbox", "snapshot"}),
+    "run_code": ({"sandbox", "code", "language", "context_id", "env", "timeout_s"},
+                 {"sandbox", "code"}),
 }
 
 

@@ -1,6 +1,8 @@
 /* test-mcp: the line framing and JSON-RPC answers of `airlock mcp`'s core
  * (src/cli/mcp.c, mcp-tools.c), with a transport that must not be called (only
- * tools/call reaches the API; test_mcp.py drives that end to end). */
+ * tools/call reaches the API; test_mcp.py drives that end to end); and
+ * run_code's reading of a code stream, from a canned one cut in pieces
+ * (test_code_clients.py drives it against the real service). */
 #include "check.h"
 
 #include "../../src/cli/mcp.h"
@@ -118,9 +120,76 @@ static void test_answers(void)
 	mcp_free(&s);
 }
 
+/* A code stream as E2B's service sends it: text, a PNG result (the 1x1
+ * PNG's first bytes are enough for the base64 check), an error. */
+static const char code_stream[] =
+	"{\"type\":\"stdout\",\"text\":\"hi\\n\"}\n"
+	"{\"type\":\"stderr\",\"text\":\"w\"}\n"
+	"{\"type\":\"result\",\"text\":\"<Figure>\",\"png\":\"iVBORw0K\\nGgo=\",\"is_main_result\":false}\n"
+	"{\"type\":\"result\",\"png\":\"not base64!\",\"is_main_result\":false}\n"
+	"{\"type\":\"result\",\"text\":\"2\",\"html\":\"<b>2</b>\",\"is_main_result\":true}\n"
+	"{\"type\":\"error\",\"name\":\"NameError\",\"value\":\"x\",\"traceback\":[\"l1\",\"l2\"]}\n"
+	"{\"type\":\"number_of_executions\",\"execution_count\":7}\n"
+	"{\"type\":\"end_of_execution\"}\n";
+
+static int code_stream_fn(void *arg, const char *method, const char *target, const char *body,
+			  const struct http_stream_cbs *cbs, void *cbarg, err_t *err)
+{
+	struct http_resp head = { .status = 200 };
+	size_t n = strlen(code_stream);
+
+	CHECK(strcmp(method, "POST") == 0 && strcmp(target, "/v1/sandboxes/sb1/code") == 0);
+	CHECK(strstr(body, "\"code\":\"1+1\"") && strstr(body, "\"env_vars\":{\"A\":\"b\"}") &&
+	      strstr(body, "\"timeout_ms\":5000"));
+	if (cbs->on_head(cbarg, &head))
+		return 0;
+	for (size_t off = 0; off < n; off += 7)
+		if (cbs->on_data(cbarg, code_stream + off, n - off < 7 ? n - off : 7))
+			return 0;
+	return 0;
+}
+
+static void test_run_code(void)
+{
+	const struct mcp_transport t = { never_request, code_stream_fn, NULL };
+	struct mcp_server s;
+	const char *msg = "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":"
+			  "\"run_code\",\"arguments\":{\"sandbox\":\"sb1\",\"code\":\"1+1\",\"env\":{\"A\":"
+			  "\"b\"},\"timeout_s\":5}}}";
+	char *a;
+
+	mcp_init(&s, "test", &t, NULL);
+	a = mcp_handle(&s, msg, strlen(msg));
+	CHECK(a);
+	json *j = json_parse(a, strlen(a), NULL);
+	const json *r = j ? json_get(j, "result") : NULL;
+	const json *content = r ? json_get(r, "content") : NULL;
+	const json *sc = r ? json_get(r, "structuredContent") : NULL;
+	CHECK(content && content->type == JSON_ARR && content->n == 2);
+	if (content && content->n == 2) {
+		CHECK(strcmp(json_get_str(content->items[1], "type"), "image") == 0);
+		CHECK(strcmp(json_get_str(content->items[1], "mimeType"), "image/png") == 0);
+		CHECK(strcmp(json_get_str(content->items[1], "data"), "iVBORw0KGgo=") == 0);
+	}
+	CHECK(sc && strcmp(json_get_str(sc, "stdout"), "hi\n") == 0 &&
+	      strcmp(json_get_str(sc, "stderr"), "w") == 0);
+	CHECK(sc && json_get_int(sc, "execution_count", -1, NULL) == 7);
+	CHECK(sc && json_get_int(sc, "images_dropped", -1, NULL) == 1);
+	const json *res = sc ? json_get(sc, "results") : NULL;
+	CHECK(res && res->n == 3 && strcmp(json_get_str(res->items[2], "html"), "<b>2</b>") == 0);
+	const json *e = sc ? json_get(sc, "error") : NULL;
+	CHECK(e && strcmp(json_get_str(e, "name"), "NameError") == 0 &&
+	      strcmp(json_get_str(e, "traceback"), "l1\nl2\n") == 0);
+	CHECK(r && !json_get_bool(r, "isError", true, NULL));
+	json_free(j);
+	free(a);
+	mcp_free(&s);
+}
+
 int main(void)
 {
 	test_framing();
 	test_answers();
+	test_run_code();
 	return check_done("test-mcp");
 }

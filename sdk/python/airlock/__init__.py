@@ -10,10 +10,12 @@ from .errors import (AirlockError, APIConnectionError, AuthenticationError, Comm
                      QuotaExceededError, RateLimitError, ServerError, TimeoutError)
 from .commands import CommandHandle, CommandResult, PtyHandle
 from .sandbox import Sandbox, WatchHandle
+from .code import Context, Execution, ExecutionError, Logs, Result
 from ._transport import Transport
 
 __version__ = "0.1.0"
 __all__ = ["Sandbox", "CommandHandle", "CommandResult", "PtyHandle", "WatchHandle", "Transport",
+           "Context", "Execution", "ExecutionError", "Logs", "Result",
            "AirlockError", "APIConnectionError", "AuthenticationError", "CommandExitError",
            "ConflictError", "InvalidRequestError", "NotFoundError", "NotSupportedError",
            "QuotaExceededError", "RateLimitError", "ServerError", "TimeoutError"]

@@ -19,6 +19,8 @@ import time
 from . import errors
 
 _STREAMS = ("stdout", "stderr")
+# The longest NDJSON line of a stream (a code cell's image is the largest).
+_MAX_LINE = 64 << 20
 
 
 class _Broken(Exception):
@@ -37,7 +39,8 @@ def _ndjson(resp):
     (end of stream, connection error, cut line)."""
     while True:
         try:
-            line = resp.readline()
+            # bounded: a line longer than this is a broken stream ("cut line")
+            line = resp.readline(_MAX_LINE)
         except (socket.timeout, TimeoutError) as e:
             raise _Broken(e, quiet=True)
         except (http.client.HTTPException, OSError, ValueError, AttributeError) as e:

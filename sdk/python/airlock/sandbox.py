@@ -7,6 +7,7 @@ import uuid
 from . import errors
 from ._transport import Transport, DEFAULT_TIMEOUT, DEFAULT_RETRIES, resolve_settings
 from .commands import Commands, Pty, _Broken, _close, _ndjson
+from . import code as _code
 
 
 _shared = {}
@@ -237,6 +238,44 @@ class Sandbox:
 
     def _pages(self, path, key):
         return _pages(self._t, path, key)
+
+    # ---- code interpreter (a code-interpreter sandbox) --------------------
+
+    def run_code(self, code, language=None, context=None, envs=None, timeout=None,
+                 on_stdout=None, on_stderr=None, on_result=None, on_error=None):
+        """Run a cell in the sandbox's code interpreter and return its
+        :class:`~airlock.code.Execution` (``results``, ``logs.stdout``/
+        ``logs.stderr``, ``error``, ``execution_count``). The kernel keeps
+        its state between cells.
+
+        ``language`` ("python", the default, "javascript", "bash"...) picks
+        that language's default context; ``context`` (a
+        :class:`~airlock.code.Context` or its id) a context of
+        :meth:`create_code_context`; not both. ``envs``: env vars of this
+        cell only; ``timeout``: seconds, after which the kernel is
+        interrupted (its state kept). The callbacks get each chunk of
+        stdout/stderr text, each :class:`~airlock.code.Result` and the
+        :class:`~airlock.code.ExecutionError` as they come. An error of the
+        cell is in ``error``, not raised."""
+        return _code.run_code(self, code, language, context, envs, timeout, on_stdout,
+                              on_stderr, on_result, on_error)
+
+    def create_code_context(self, language=None, cwd=None):
+        """A new context (its own kernel) for ``language`` (default python)
+        in ``cwd``; returns a :class:`~airlock.code.Context`."""
+        return _code.CodeContexts(self).create(language, cwd)
+
+    def list_code_contexts(self):
+        """The contexts of the code interpreter, as :class:`~airlock.code.Context`."""
+        return _code.CodeContexts(self).list()
+
+    def restart_code_context(self, context):
+        """Restart a context's kernel (its state is lost)."""
+        _code.CodeContexts(self).restart(context)
+
+    def remove_code_context(self, context):
+        """Remove a context and end its kernel."""
+        _code.CodeContexts(self).remove(context)
 
     # ---- ports ----------------------------------------------------------
 

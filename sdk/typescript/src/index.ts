@@ -16,6 +16,8 @@ export type { SandboxOptions, ListOptions } from "./sandbox.js";
 export { Commands, CommandHandle, Pty, PtyHandle } from "./commands.js";
 export type { CommandResult, OutputChunk, RunOptions, ConnectOptions, PtyOptions } from "./commands.js";
 export { Files, WatchHandle } from "./files.js";
+export { Execution, ExecutionError, Result } from "./code.js";
+export type { Context, Logs, OutputMessage, RunCodeOptions } from "./code.js";
 export type { WatchOptions } from "./files.js";
 export type { ConnectionOptions, CallOptions } from "./http.js";
 export * from "./errors.js";

@@ -2,6 +2,16 @@
 import { randomUUID } from "node:crypto";
 
 import { Commands, Pty } from "./commands.js";
+import {
+  Context,
+  Execution,
+  RunCodeOptions,
+  createCodeContext,
+  listCodeContexts,
+  removeCodeContext,
+  restartCodeContext,
+  runCode,
+} from "./code.js";
 import { NotFoundError } from "./errors.js";
 import { CallOptions, ConnectionOptions, HttpClient } from "./http.js";
 import { Files } from "./files.js";
@@ -335,6 +345,42 @@ export class Sandbox {
       token = page.next_token;
     } while (token);
     return out;
+  }
+
+  /**
+   * Run a cell in the sandbox's code interpreter (a `code-interpreter`
+   * template); the kernel keeps its state between cells. Resolves with the
+   * {@link Execution}: results (text, html, png...), logs, the error a cell
+   * raised (not thrown), the execution count. The callbacks see each line
+   * as it comes.
+   *
+   * ```ts
+   * const ex = await sb.runCode("x = 41\nx + 1");
+   * console.log(ex.text); // "42"
+   * ```
+   */
+  runCode(code: string, opts: RunCodeOptions = {}): Promise<Execution> {
+    return runCode(this.http, this.sandboxId, code, opts);
+  }
+
+  /** A new code context (its own kernel) for `language` (default python) in `cwd`. */
+  createCodeContext(opts: CallOptions & { language?: string; cwd?: string } = {}): Promise<Context> {
+    return createCodeContext(this.http, this.sandboxId, opts);
+  }
+
+  /** The code interpreter's contexts. */
+  listCodeContexts(opts: CallOptions = {}): Promise<Context[]> {
+    return listCodeContexts(this.http, this.sandboxId, opts);
+  }
+
+  /** Restart a context's kernel (its state is lost). */
+  restartCodeContext(context: Context | string, opts: CallOptions = {}): Promise<void> {
+    return restartCodeContext(this.http, this.sandboxId, context, opts);
+  }
+
+  /** Remove a context and end its kernel. */
+  removeCodeContext(context: Context | string, opts: CallOptions = {}): Promise<void> {
+    return removeCodeContext(this.http, this.sandboxId, context, opts);
   }
 
   /**
