@@ -121,6 +121,8 @@ char *cli_escape(const char *s);
 int cli_print_id(struct cli *cli, int r, json *resp, const char *raw);
 /* Print a JSON text as the server sent it, plus a newline. */
 void cli_print_raw(const char *text);
+/* The --env K=V options as a JSON object's members (the last K=... wins). */
+void cli_jw_env(struct jw *w, const char *const *env, size_t n_env);
 /* Indented JSON for humans. */
 void cli_print_pretty(const json *j, FILE *f);
 /* Compact JSON text of a value; caller owns. */

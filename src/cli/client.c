@@ -470,6 +470,24 @@ void cli_print_raw(const char *text)
 		fputc('\n', stdout);
 }
 
+void cli_jw_env(struct jw *w, const char *const *env, size_t n_env)
+{
+	jw_obj(w);
+	for (size_t i = 0; i < n_env; i++) {
+		size_t kl = (size_t)(strchr(env[i], '=') - env[i]);
+		bool later = false;
+
+		for (size_t k = i + 1; k < n_env && !later; k++)
+			later = strncmp(env[k], env[i], kl + 1) == 0;
+		if (later)
+			continue;
+		_cleanup_free_ char *k = xstrndup(env[i], kl);
+		jw_key(w, k);
+		jw_str(w, env[i] + kl + 1);
+	}
+	jw_end(w);
+}
+
 char *cli_json_text(const json *j)
 {
 	struct buf b;

@@ -349,19 +349,7 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
 	}
 	if (n_env) {
 		jw_key(&w, "env");
-		jw_obj(&w);
-		for (size_t i = 0; i < n_env; i++) {
-			size_t kl = (size_t)(strchr(env[i], '=') - env[i]);
-			bool later = false;
-			for (size_t k = i + 1; k < n_env && !later; k++)
-				later = strncmp(env[k], env[i], kl + 1) == 0;
-			if (later)
-				continue;   /* the last --env K=... wins */
-			_cleanup_free_ char *k = xstrndup(env[i], kl);
-			jw_key(&w, k);
-			jw_str(&w, env[i] + kl + 1);
-		}
-		jw_end(&w);
+		cli_jw_env(&w, env, n_env);
 	}
 	free(env);
 	if (cwd) {

@@ -93,12 +93,7 @@ static int desktop_run(struct node *n, struct sandbox *sb, char **argv, int time
 	/* Registered as exec registers (exec.c), so the process table holds
 	 * its exit; the argv shown is the tool's. */
 	pthread_mutex_lock(&sb->mu);
-	p = proc_find_stray_locked(sb, pid);
-	if (p)
-		sb->n_strays--;
-	else
-		p = proc_new_locked(sb, pid);
-	p->claimed = true;
+	p = proc_claim_locked(sb, pid);
 	p->argv = xcalloc(2, sizeof(char *));
 	p->argv[0] = xstrdup(argv[0]);
 	p->refs++;

@@ -380,12 +380,7 @@ void handle_exec(struct node *n, struct sandbox *sb, struct http_req *req, struc
 	metrics_observe(n, OP_EXEC, t_ok - t_req);
 	/* Register (or claim the record early output already created). */
 	pthread_mutex_lock(&sb->mu);
-	p = proc_find_stray_locked(sb, pid);
-	if (p)
-		sb->n_strays--;
-	else
-		p = proc_new_locked(sb, pid);
-	p->claimed = true;
+	p = proc_claim_locked(sb, pid);
 	p->argv = TAKE_PTR(argv);
 	p->pty = er.pty;
 	p->refs++;

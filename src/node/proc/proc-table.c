@@ -141,6 +141,18 @@ struct proc *proc_find_stray_locked(struct sandbox *sb, uint32_t pid)
 	return NULL;
 }
 
+struct proc *proc_claim_locked(struct sandbox *sb, uint32_t pid)
+{
+	struct proc *p = proc_find_stray_locked(sb, pid);
+
+	if (p)
+		sb->n_strays--;
+	else
+		p = proc_new_locked(sb, pid);
+	p->claimed = true;
+	return p;
+}
+
 /* A record for an event about a pid the node has not registered yet (the
  * output can overtake the exec reply). A guest could invent pids, so these
  * strays are bounded. */

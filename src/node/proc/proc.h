@@ -50,6 +50,9 @@ struct proc *proc_find_locked(struct sandbox *sb, uint32_t pid);
 /* The newest stray record for pid (output came before the exec reply), or
  * NULL: exec claims it. */
 struct proc *proc_find_stray_locked(struct sandbox *sb, uint32_t pid);
+/* The record of a process the node just started: the stray one its early
+ * output made, claimed, or a new one. */
+struct proc *proc_claim_locked(struct sandbox *sb, uint32_t pid);
 void procs_mark_lost(struct sandbox *sb, const char *why);    /* holds sb->mu */
 void procs_free_all(struct sandbox *sb);
 void proc_on_timeout(struct node *n, const char *sb_id, uint64_t serial);
