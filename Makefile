@@ -46,10 +46,13 @@ deb: build
 	cd $(BUILD) && cpack
 
 # Build, prepare the pool and the default templates, run the all-in-one server.
+# TEMPLATES=busybox,debian,code-interpreter,desktop also builds the on-demand
+# built-ins at start (each is otherwise built by its first create).
+TEMPLATES  ?=
 up: build
 	@ln -sf $(CURDIR)/$(BUILD)/bin/airlock /usr/local/bin/airlock
 	@ln -sf $(CURDIR)/$(BUILD)/bin/airlockd /usr/local/bin/airlockd
-	$(BUILD)/bin/airlockd up --data-dir $(DATA_DIR)
+	$(BUILD)/bin/airlockd up --data-dir $(DATA_DIR)$(if $(TEMPLATES), --templates $(TEMPLATES))
 
 # A two-node cluster on this machine (PostgreSQL 15, an S3-compatible server,
 # two nodes) in a temporary directory; Ctrl-C stops and removes all of it.
