@@ -22,7 +22,7 @@ _airlock() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "$globals --version" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W 'create ls list top get rm delete exec ps logs kill files template tenant key health node pause resume connect console suspend restore events port-forward network credential snapshot rollback fork version doctor help completion mcp run-code code-context' -- "$cur"))
+            COMPREPLY=($(compgen -W 'create ls list top get rm delete exec ps logs kill files template tenant key health node pause resume connect console suspend restore events port-forward desktop network credential snapshot rollback fork version doctor help completion mcp run-code code-context' -- "$cur"))
         fi
         return 0
     fi
@@ -52,6 +52,7 @@ _airlock() {
         restore) subs=''; opts='--node';;
         events) subs=''; opts='';;
         port-forward) subs=''; opts='';;
+        desktop) subs='screenshot move click type key stream'; opts='--button --double';;
         network) subs='set log'; opts='';;
         credential) subs='create ls rotate rm audit'; opts='--host';;
         snapshot) subs='create ls rm'; opts='--name --full';;
