@@ -127,8 +127,11 @@ def kernel_spec():
     d = tempfile.mkdtemp(prefix="airlock-code-kernels-")
     os.makedirs(os.path.join(d, "airlock-python"))
     with open(os.path.join(d, "airlock-python", "kernel.json"), "w") as f:
+        # History in memory: In, Out, _N and %history work within the
+        # kernel's life; no SQLite file written after every cell (bench/code: the
+        # cell round trip 7.8 and 7.5 -> 6.4 and 6.0 ms p50 in two A/B pairs).
         json.dump({"argv": [sys.executable, os.path.join(HERE, "kernel.py"), "-f",
-                            "{connection_file}"],
+                            "{connection_file}", "--HistoryManager.hist_file=:memory:"],
                    "display_name": "Python 3", "language": "python",
                    "interrupt_mode": "signal"}, f)
     return d

@@ -279,7 +279,7 @@ class CliAdminTest(AirlockTestCase):
         self.assertEqual(complete("exec", "-"),
                          sorted(["-i", "-t", "--env", "--cwd", "--user", "--timeout", "--json",
                                  "--config", "--url", "--cacert", "--help"]))
-        self.assertEqual(complete("co"), ["completion", "connect", "console"])
+        self.assertEqual(complete("co"), ["code-context", "completion", "connect", "console"])
 
     def test_man_page(self):
         page = subprocess.run([CLI, "help", "--man"], capture_output=True, check=True,
