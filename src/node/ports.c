@@ -549,6 +549,25 @@ static void respond_open_error(struct http_conn *c, struct sandbox *sb, uint16_t
 	sandbox_respond_err(c, sb, e);
 }
 
+/* Open a stream to port; while nothing listens (ECONNREFUSED), ask again
+ * every 50 ms for up to wait_ms: a service that starts with its sandbox may
+ * not listen yet in its first moments. */
+static struct gstream *port_open_waiting(struct guestconn *gc, uint16_t port, uint64_t wait_ms,
+					 err_t *err)
+{
+	uint64_t until = now_ms() + wait_ms;
+	struct gstream *st;
+
+	while (!(st = guestconn_port_open(gc, port, err)) && err->code == ECONNREFUSED &&
+	       now_ms() < until) {
+		struct timespec ts = { 0, 50 * 1000000L };
+
+		memset(err, 0, sizeof(*err));
+		nanosleep(&ts, NULL);
+	}
+	return st;
+}
+
 /* tunnel: false = HTTP proxy of `target` (raw, starts with '/'); true = raw
  * TCP after a 101. */
 static void serve_port(struct node *n, struct sandbox *sb, uint16_t port, const char *target,
@@ -580,18 +599,11 @@ static void serve_port(struct node *n, struct sandbox *sb, uint16_t port, const 
 	}
 	/* The code service starts with its sandbox (code.c): a young one
 	 * is asked again for a moment, as on Airlock's own /code routes. */
-	uint64_t until = now_ms() + (port == CODE_PORT && code_sandbox_young(sb)
-				     ? CODE_START_WAIT_MS : 0);
-	while (!(st = guestconn_port_open(gc, port, &err))) {
-		struct timespec ts = { 0, 50 * 1000000L };
-
-		if (err.code != ECONNREFUSED || now_ms() >= until) {
-			sandbox_gc_put(sb);
-			respond_open_error(c, sb, port, &err);
-			return;
-		}
-		memset(&err, 0, sizeof(err));
-		nanosleep(&ts, NULL);
+	if (!(st = port_open_waiting(gc, port, port == CODE_PORT && code_sandbox_young(sb) ?
+				     CODE_START_WAIT_MS : 0, &err))) {
+		sandbox_gc_put(sb);
+		respond_open_error(c, sb, port, &err);
+		return;
 	}
 	fd = http_conn_takeover(c, &pending);
 	if (tunnel) {
@@ -619,7 +631,6 @@ int ports_relay(struct node *n, struct sandbox *sb, uint16_t port, const struct 
 		uint64_t wait_refused_ms, struct http_conn *c)
 {
 	_cleanup_(buf_free) struct buf pending = { 0 };
-	uint64_t until = now_ms() + wait_refused_ms;
 	struct guestconn *gc;
 	struct gstream *st;
 	err_t err = { 0 };
@@ -629,20 +640,12 @@ int ports_relay(struct node *n, struct sandbox *sb, uint16_t port, const struct 
 		sandbox_respond_err(c, sb, &err);
 		return 0;
 	}
-	/* A service that starts with the sandbox may not listen yet in the
-	 * first moments: ask again for a while when told so. */
-	while (!(st = guestconn_port_open(gc, port, &err))) {
-		struct timespec ts = { 0, 50 * 1000000L };
-
-		if (err.code != ECONNREFUSED || now_ms() >= until) {
-			sandbox_gc_put(sb);
-			if (err.code == ECONNREFUSED)
-				return -ECONNREFUSED;
-			respond_open_error(c, sb, port, &err);
-			return 0;
-		}
-		memset(&err, 0, sizeof(err));
-		nanosleep(&ts, NULL);
+	if (!(st = port_open_waiting(gc, port, wait_refused_ms, &err))) {
+		sandbox_gc_put(sb);
+		if (err.code == ECONNREFUSED)
+			return -ECONNREFUSED;
+		respond_open_error(c, sb, port, &err);
+		return 0;
 	}
 	fd = http_conn_takeover(c, &pending);
 	/* Ours first; whatever the client sent after its request follows. */
